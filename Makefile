@@ -1,0 +1,42 @@
+# gputui: two commands do all the set-up on a fresh machine.
+#   make demo   - create .venv, install, open the console on a simulated cluster
+#   make test   - create .venv, install dev dependencies, run lint, types and tests
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck layers unit bench bench-quick clean help
+
+help:
+	@echo "make demo | test | lint | bench | clean"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+demo: $(STAMP)
+	$(BIN)/gputui demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check gputui tests bench themes
+	$(BIN)/ruff format --check gputui tests bench themes
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/fanout.py --hosts 200 --seconds 20
+	$(BIN)/python bench/render.py --gpus 4096
+	$(BIN)/python bench/nvml_real.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

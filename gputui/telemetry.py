@@ -1,0 +1,95 @@
+"""What the console knows about each host: the view model between fleet and UI.
+
+The fleet (SSH to every host) produces ``HostSnapshot`` objects; the UI renders
+them. Nothing here does I/O, so widgets can import it freely. A later source (the
+head's aggregated stream) can serve the same ``TelemetrySource`` interface.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from gputui.protocol import Event, Hello, ProcessSample, Sample, Signal
+
+
+class HostStatus(enum.Enum):
+    """Where a host stands, as a person needs to see it."""
+
+    CONNECTING = "connecting"
+    LIVE = "live"
+    STALE = "stale"
+    UNREACHABLE = "unreachable"
+    AUTH_FAILED = "auth failed"
+    HOST_KEY_UNKNOWN = "host key unknown"
+    HOST_KEY_CHANGED = "host key changed"
+    HELPER_ERROR = "helper error"
+    NVML_ERROR = "nvml error"
+    STOPPED = "stopped"
+
+    @property
+    def is_problem(self) -> bool:
+        return self not in (HostStatus.LIVE, HostStatus.CONNECTING, HostStatus.STOPPED)
+
+
+@dataclass(frozen=True, slots=True)
+class HostSnapshot:
+    """The latest of everything known about one host. Immutable: replaced, not edited."""
+
+    name: str
+    address: str
+    status: HostStatus = HostStatus.CONNECTING
+    message: str = ""
+    pool: str = "default"
+    labels: Mapping[str, str] = field(default_factory=dict)
+    hello: Hello | None = None
+    sample: Sample | None = None
+    received_at: float | None = None
+    next_retry_at: float | None = None
+    events: tuple[Event, ...] = ()
+
+    def age(self, now: float | None = None) -> float | None:
+        """Seconds since the last sample arrived, or None before the first one."""
+        if self.received_at is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.received_at)
+
+    def with_changes(self, **changes: object) -> HostSnapshot:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class SignalOutcome:
+    """What happened to a signal request, in words a person can act on."""
+
+    ok: bool
+    message: str
+    code: str | None = None
+
+
+Listener = Callable[[HostSnapshot], None]
+
+
+class TelemetrySource(Protocol):
+    """Anything that can feed the console: the SSH fleet today, the head later."""
+
+    def snapshots(self) -> Mapping[str, HostSnapshot]:
+        """The latest snapshot of every host, keyed by host name, in config order."""
+        ...
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` on the event loop with every new snapshot; returns unsubscribe."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def signal_process(
+        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
+    ) -> SignalOutcome:
+        """Ask ``host``'s helper to signal ``process`` after verifying it is still that one."""
+        ...

@@ -1,0 +1,1 @@
+"""gputui.ui.widgets"""

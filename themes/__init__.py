@@ -1,0 +1,1 @@
+"""Colour themes shipped with gputui (YAML files, one theme each)."""
