@@ -1,0 +1,186 @@
+"""Command line: ``gputui`` (the console), ``check-config``, ``demo``, ``helper``.
+
+Every failure a user can cause ends in one clear line on stderr and a non-zero exit
+status; no traceback reaches a user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from gputui import __version__
+from gputui.config import Config, ConfigError, find_config, load_config
+
+EXIT_OK = 0
+EXIT_CONFIG = 1
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gputui",
+        description="Live console for a team's GPU servers, over SSH.",
+    )
+    parser.add_argument("--version", action="version", version=f"gputui {__version__}")
+    parser.add_argument("--hosts", metavar="FILE", help="hosts.yaml to use (else $GPUTUI_HOSTS, ./hosts.yaml, ~/.config/gputui/hosts.yaml, /etc/gputui/hosts.yaml)")
+    parser.add_argument("--theme", metavar="NAME", help="colour theme (gputui-dark, gputui-light, gputui-high-contrast, ...)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    sub.add_parser("console", help="open the console (the default)")
+
+    check = sub.add_parser("check-config", help="validate hosts.yaml and print a summary")
+    check.add_argument("file", nargs="?", help="file to check (default: the search order above)")
+
+    demo = sub.add_parser("demo", help="open the console on a simulated cluster over real SSH on loopback")
+    demo.add_argument("--hosts", dest="demo_hosts", type=_positive, default=4, metavar="N", help="simulated hosts (default 4)")
+    demo.add_argument("--gpus", dest="demo_gpus", type=_positive, default=20, metavar="M", help="GPUs in all (default 20)")
+
+    helper = sub.add_parser("helper", help="run the host helper here and print its JSON lines (for debugging)")
+    helper.add_argument("--sim", metavar="SPEC", help="simulate GPUs, e.g. 4xrtx3090")
+    helper.add_argument("--once", action="store_true", help="print hello and one sample, then exit")
+    helper.add_argument("--interval", type=float, default=1.0, metavar="SECONDS")
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    command = args.command or "console"
+    try:
+        if command == "check-config":
+            return check_config(args.file or args.hosts)
+        if command == "demo":
+            return run_demo(args.demo_hosts, args.demo_gpus, args.theme)
+        if command == "helper":
+            return run_helper(args.sim, args.once, args.interval)
+        return run_console(args.hosts, args.theme)
+    except ConfigError as exc:
+        for line in exc.lines:
+            print(f"gputui: {line}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    except UsageError as exc:
+        print(f"gputui: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+class UsageError(Exception):
+    """Something the user asked for that cannot be done, said in one line."""
+
+
+def check_config(path: str | None) -> int:
+    source = find_config(path)
+    config = load_config(source)
+    print(summarise(config, source))
+    return EXIT_OK
+
+
+def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
+    """A one-screen summary of a valid config."""
+    hosts = config.resolved()
+    pools = Counter(h.pool for h in hosts)
+    pool_text = ", ".join(f"{name} ({count})" for name, count in sorted(pools.items())) or "none"
+    sims = sum(1 for h in hosts if h.sim)
+    head = config.head.host if config.head else "none (monitoring only)"
+    lines = [
+        f"{source}: OK",
+        f"  hosts     {len(hosts)}" + (f" ({sims} simulated)" if sims else ""),
+        f"  pools     {pool_text}",
+        f"  refresh   every {config.refresh_interval:g}s; stale after {config.health.stale_after_s:g}s",
+        f"  theme     {config.theme}",
+        f"  health    temp warn {config.health.temp_warn_c}°C / crit {config.health.temp_crit_c}°C,"
+        f" memory warn {config.health.mem_warn_pct:g}%",
+        f"  head      {head}",
+        f"  connect   {config.connect_concurrency} handshakes at once,"
+        f" timeout {config.defaults.connect_timeout:g}s",
+    ]
+    if hosts:
+        lines.append("")
+        rows = [("NAME", "ADDRESS", "USER", "VIA", "POOL", "GPUS")]
+        for h in hosts[:max_rows]:
+            address = h.address + (f":{h.port}" if h.port else "")
+            rows.append((h.name, address, h.user or "(ssh config)", h.proxy_jump or "-", h.pool, h.sim or "nvml"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        if len(hosts) > max_rows:
+            lines.append(f"  ... and {len(hosts) - max_rows} more")
+    return "\n".join(lines)
+
+
+def _theme_or_error(config: Config, theme: str | None) -> str:
+    from gputui.ui.themes import theme_names
+
+    name = theme or config.theme
+    names = theme_names()
+    if name not in names:
+        raise UsageError(f"unknown theme {name!r}; known themes: {', '.join(sorted(names))}")
+    return name
+
+
+def run_console(hosts_file: str | None, theme: str | None) -> int:
+    config = load_config(find_config(hosts_file))
+    if not config.hosts:
+        raise UsageError("the config lists no hosts; add some under 'hosts:' (see hosts.example.yaml)")
+    theme_name = _theme_or_error(config, theme)
+    from gputui.fleet.fleet import Fleet
+    from gputui.ui.app import GpuTuiApp
+
+    GpuTuiApp(Fleet(config), config, theme=theme_name).run()
+    return EXIT_OK
+
+
+def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
+    if gpus < hosts:
+        raise UsageError(f"--gpus {gpus} is fewer than --hosts {hosts}; each host needs a GPU")
+    if gpus > 64 * hosts:
+        raise UsageError(f"--gpus {gpus} over {hosts} hosts is more than 64 per host")
+    return asyncio.run(_demo(hosts, gpus, theme))
+
+
+async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
+    from gputui.demo.cluster import DemoCluster
+    from gputui.fleet.fleet import Fleet
+    from gputui.ui.app import GpuTuiApp
+
+    print(f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH…", flush=True)
+    async with DemoCluster(hosts=hosts, gpus=gpus) as cluster:
+        config = cluster.config()
+        theme_name = _theme_or_error(config, theme)
+        app = GpuTuiApp(Fleet(config), config, theme=theme_name)
+        await app.run_async()
+    return EXIT_OK
+
+
+def run_helper(sim: str | None, once: bool, interval: float) -> int:
+    from gputui.remote import helper
+
+    argv = ["--interval", str(interval)]
+    if sim:
+        argv += ["--sim", sim]
+    if once:
+        argv.append("--once")
+    return int(helper.main(argv) or 0)
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,165 @@
+"""One guarded accessor for every NVML read, and the error names the wire carries.
+
+``query(lib, "nvmlDeviceGetPowerUsage", handle)`` returns the value, or an ``NA``
+carrying the NVML error name ("NotSupported", "GpuIsLost", "FunctionNotFound" ...).
+``lib`` is the real ``pynvml`` module or the simulator: both expose the same function
+names, so the code above this layer is the same in both modes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Dict, Optional, Tuple, Type
+
+try:  # pragma: no cover - depends on the host
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pynvml as _pynvml
+except Exception:  # pragma: no cover - hosts without nvidia-ml-py
+    _pynvml = None
+
+MIB = 1024 * 1024
+
+# Constants of the NVML C API (stable ABI values), so the simulator needs no pynvml.
+NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_EVENT_TYPE_XID = 0x8
+
+# NVML error codes the helper and the simulator raise, by the name the wire uses.
+ERROR_CODES: Dict[str, int] = {
+    "Uninitialized": 1,
+    "InvalidArgument": 2,
+    "NotSupported": 3,
+    "NoPermission": 4,
+    "NotFound": 6,
+    "DriverNotLoaded": 9,
+    "Timeout": 10,
+    "LibraryNotFound": 12,
+    "FunctionNotFound": 13,
+    "GpuIsLost": 15,
+    "LibRmVersionMismatch": 18,
+    "Unknown": 999,
+}
+_NAMES_BY_CODE = {code: name for name, code in ERROR_CODES.items()}
+
+# Active clock-limit reasons, bit -> name; "gpu_idle" is left out: it is not a fault.
+THROTTLE_BITS: Tuple[Tuple[int, str], ...] = (
+    (0x2, "applications_clocks"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal"),
+    (0x40, "hw_thermal"),
+    (0x80, "hw_power_brake"),
+    (0x100, "display_clocks"),
+)
+
+
+class FallbackNVMLError(Exception):
+    """Stands in for ``pynvml.NVMLError`` where nvidia-ml-py is not installed (sim only)."""
+
+    value = ERROR_CODES["Unknown"]
+
+    def __str__(self) -> str:
+        return _NAMES_BY_CODE.get(self.value, "Unknown")
+
+
+_FALLBACK_CLASSES: Dict[int, Type[FallbackNVMLError]] = {}
+
+
+def _fallback_error(code: int) -> FallbackNVMLError:
+    cls = _FALLBACK_CLASSES.get(code)
+    if cls is None:
+        name = "NVMLError_" + _NAMES_BY_CODE.get(code, "Unknown")
+        cls = type(name, (FallbackNVMLError,), {"value": code})
+        _FALLBACK_CLASSES[code] = cls
+    return cls()
+
+
+def nvml_error(name: str) -> Exception:
+    """An NVML error by wire name, as the real bindings would raise it."""
+    code = ERROR_CODES.get(name, ERROR_CODES["Unknown"])
+    if _pynvml is not None:
+        err: Exception = _pynvml.NVMLError(code)
+        return err
+    return _fallback_error(code)
+
+
+def error_bases() -> Tuple[Type[BaseException], ...]:
+    if _pynvml is not None:
+        return (FallbackNVMLError, _pynvml.NVMLError)
+    return (FallbackNVMLError,)
+
+
+def is_nvml_error(exc: BaseException) -> bool:
+    return isinstance(exc, error_bases())
+
+
+def error_name(exc: BaseException) -> str:
+    """The wire name of an NVML error: ``NVMLError_GpuIsLost`` -> ``GpuIsLost``."""
+    if isinstance(exc, AttributeError):
+        return "FunctionNotFound"
+    cls_name = type(exc).__name__
+    if cls_name.startswith("NVMLError_") and len(cls_name) > len("NVMLError_"):
+        return cls_name[len("NVMLError_") :]
+    code = getattr(exc, "value", None)
+    if isinstance(code, int) and code in _NAMES_BY_CODE:
+        return _NAMES_BY_CODE[code]
+    return "Unknown"
+
+
+def error_text(exc: BaseException) -> str:
+    """``Name: message`` for one-line reports (``LibRmVersionMismatch: RM has ...``)."""
+    name = error_name(exc)
+    try:
+        msg = str(exc)
+    except Exception:
+        msg = ""
+    return "%s: %s" % (name, msg) if msg and msg != name else name
+
+
+class NA:
+    """A reading that could not be taken; ``error`` is the NVML error name."""
+
+    __slots__ = ("error", "message")
+
+    def __init__(self, error: str, message: str = "") -> None:
+        self.error = error
+        self.message = message
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "NA(%r)" % self.error
+
+
+def query(lib: Any, name: str, *args: Any) -> Any:
+    """Call ``lib.name(*args)``; NVML errors and a missing function become ``NA``.
+
+    Anything else (a bug, a ctypes surprise) propagates: the caller turns it into the
+    GPU's ``error`` state, so it is never silently mistaken for a missing reading.
+    """
+    fn = getattr(lib, name, None)
+    if fn is None:
+        return NA("FunctionNotFound", "%s is not in this NVML binding" % name)
+    try:
+        return fn(*args)
+    except error_bases() as exc:
+        return NA(error_name(exc), error_text(exc))
+
+
+def text(value: Any, limit: int = 256) -> str:
+    """NVML strings are ``bytes`` on old nvidia-ml-py: decode with replacement, cap size."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    return str(value)[:limit]
+
+
+def load_pynvml() -> Optional[Any]:
+    """The real bindings module, or None where nvidia-ml-py is not installed."""
+    return _pynvml

@@ -1,0 +1,181 @@
+"""What /proc says about a process: owner, command line, start time, container.
+
+Every reader returns what it could learn; a pid that vanished or is not readable
+gives ``None`` fields, never an exception. ``ProcessTable`` caches the static facts
+per pid (checked against the start time) so a 1 Hz sample re-reads one small file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, Iterable, Optional
+
+try:
+    import pwd
+except ImportError:  # pragma: no cover - not Linux
+    pwd = None  # type: ignore[assignment]
+
+PROC = "/proc"
+COMMAND_MAX = 512
+_CONTAINER_RE = re.compile(r"(?:docker|containerd|podman|libpod|kubepods|crio)[^\n]*?([0-9a-f]{64})")
+
+
+def _read(path: str, limit: int = 65536) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit)
+    except (OSError, ValueError):
+        return None
+
+
+def read_start_ticks(pid: int, proc: str = PROC) -> Optional[int]:
+    """Field 22 of /proc/PID/stat (start time in clock ticks after boot), or None."""
+    data = _read("%s/%d/stat" % (proc, pid), 4096)
+    return parse_stat_start_ticks(data) if data else None
+
+
+def parse_stat_start_ticks(data: bytes) -> Optional[int]:
+    """Parse after the last ')' so a command name with spaces or ')' cannot shift fields."""
+    close = data.rfind(b")")
+    if close < 0:
+        return None
+    fields = data[close + 1 :].split()
+    # fields[0] is field 3 (state); field 22 (starttime) is fields[19].
+    if len(fields) < 20:
+        return None
+    try:
+        return int(fields[19])
+    except ValueError:
+        return None
+
+
+def read_uid(pid: int, proc: str = PROC) -> Optional[int]:
+    try:
+        return os.stat("%s/%d" % (proc, pid)).st_uid
+    except OSError:
+        return None
+
+
+_USERS: Dict[int, str] = {}
+
+
+def user_name(uid: Optional[int]) -> Optional[str]:
+    """The login name for ``uid``, falling back to the number as text."""
+    if uid is None:
+        return None
+    name = _USERS.get(uid)
+    if name is None:
+        name = str(uid)
+        if pwd is not None:
+            try:
+                name = pwd.getpwuid(uid).pw_name
+            except (KeyError, OSError):
+                pass
+        _USERS[uid] = name
+    return name
+
+
+def read_command(pid: int, proc: str = PROC) -> Optional[str]:
+    """The command line with NUL separators as spaces, capped; ``comm`` for kernel threads."""
+    data = _read("%s/%d/cmdline" % (proc, pid), COMMAND_MAX * 4)
+    if data:
+        cmd = data.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", errors="replace")
+        if cmd.strip():
+            return cmd[:COMMAND_MAX]
+    comm = _read("%s/%d/comm" % (proc, pid), 256)
+    if comm:
+        return comm.rstrip(b"\n").decode("utf-8", errors="replace")[:COMMAND_MAX]
+    return None
+
+
+def read_container(pid: int, proc: str = PROC) -> Optional[str]:
+    """A docker/containerd/podman/kubernetes container id (12 hex) from the cgroup path."""
+    data = _read("%s/%d/cgroup" % (proc, pid), 16384)
+    if not data:
+        return None
+    match = _CONTAINER_RE.search(data.decode("utf-8", errors="replace"))
+    return match.group(1)[:12] if match else None
+
+
+_BOOT_TIME: Optional[float] = None
+
+
+def boot_time(proc: str = PROC) -> Optional[float]:
+    """``btime`` from /proc/stat: the epoch second the host booted (cached)."""
+    global _BOOT_TIME
+    if _BOOT_TIME is None or proc != PROC:
+        data = _read(proc + "/stat", 1 << 20) or b""
+        found = None
+        for line in data.splitlines():
+            if line.startswith(b"btime "):
+                try:
+                    found = float(line.split()[1])
+                except (IndexError, ValueError):
+                    found = None
+                break
+        if proc != PROC:
+            return found
+        _BOOT_TIME = found
+    return _BOOT_TIME
+
+
+def clock_ticks() -> int:
+    try:
+        return int(os.sysconf("SC_CLK_TCK")) or 100
+    except (ValueError, OSError, AttributeError):
+        return 100
+
+
+_CLK_TCK = clock_ticks()
+
+
+def start_time(ticks: Optional[int], proc: str = PROC) -> Optional[float]:
+    if ticks is None:
+        return None
+    btime = boot_time(proc)
+    if btime is None:
+        return None
+    return round(btime + ticks / float(_CLK_TCK), 2)
+
+
+def describe(pid: int, proc: str = PROC) -> Dict[str, Any]:
+    """Everything /proc tells about ``pid``; fields it could not read are None."""
+    ticks = read_start_ticks(pid, proc)
+    uid = read_uid(pid, proc)
+    return {
+        "pid": pid,
+        "uid": uid,
+        "user": user_name(uid),
+        "command": read_command(pid, proc) or "",
+        "start_ticks": ticks,
+        "start_time": start_time(ticks, proc),
+        "container": read_container(pid, proc),
+    }
+
+
+class ProcessTable:
+    """Caches ``describe`` per pid; a changed start time (pid reused) re-reads it."""
+
+    def __init__(self, proc: str = PROC) -> None:
+        self.proc = proc
+        self._cache: Dict[int, Dict[str, Any]] = {}
+
+    def lookup(self, pid: int) -> Dict[str, Any]:
+        ticks = read_start_ticks(pid, self.proc)
+        cached = self._cache.get(pid)
+        if cached is not None and ticks is not None and cached["start_ticks"] == ticks:
+            return dict(cached)
+        info = describe(pid, self.proc)
+        if info["start_ticks"] is not None:
+            self._cache[pid] = info
+        else:
+            self._cache.pop(pid, None)
+        return dict(info)
+
+    def keep_only(self, pids: Iterable[int]) -> None:
+        """Forget pids that are no longer on any GPU, so the cache stays small."""
+        live = set(pids)
+        for pid in list(self._cache):
+            if pid not in live:
+                del self._cache[pid]

@@ -1,0 +1,155 @@
+"""The ``--sim`` spec: which GPU models a simulated host has, and which faults.
+
+Grammar: ``GROUP ("+" GROUP)* ("," OPTION)*`` with ``GROUP = [COUNT "x"] MODEL`` and
+options ``name=HOST``, ``seed=N``, ``fault=KIND@INDEX``. Model figures come from real
+``nvidia-smi -q`` captures (memory totals, power limits, max clocks, PCIe links,
+which readings are N/A on GeForce and on passively cooled datacenter cards).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+MAX_GPUS = 64
+FAULT_KINDS = ("lost", "notsupported", "unknown", "xid", "ecc", "throttle", "phantom")
+
+
+class Model(NamedTuple):
+    name: str
+    memory_mib: int
+    power_limit_w: float
+    sm_max_mhz: int
+    mem_max_mhz: int
+    sm_idle_mhz: int
+    mem_idle_mhz: int
+    pcie_gen: int
+    pcie_width: int
+    ecc: bool
+    fan: Optional[int]  # None: no fan reading (NotSupported); 0: reads 0 %; >0: idle %
+    mig: bool
+    idle_w: float
+    idle_c: int
+    load_c: int
+    base_used_mib: int
+    geforce: bool
+
+
+MODELS: Dict[str, Model] = {
+    "rtx2080super": Model("NVIDIA GeForce RTX 2080 SUPER", 8192, 250.0, 2145, 7751, 765,
+                          810, 3, 16, False, 38, False, 39.0, 36, 76, 210, True),
+    "rtx3090": Model("NVIDIA GeForce RTX 3090", 24576, 350.0, 2100, 9751, 210, 405, 4, 16,
+                     False, 30, False, 30.0, 35, 78, 250, True),
+    "rtx4080super": Model("NVIDIA GeForce RTX 4080 SUPER", 16376, 320.0, 3165, 11501, 210,
+                          405, 4, 16, False, 30, False, 26.0, 40, 68, 590, True),
+    "rtx4090": Model("NVIDIA GeForce RTX 4090", 24564, 450.0, 3120, 10501, 210, 405, 4, 16,
+                     False, 30, False, 28.0, 36, 72, 300, True),
+    "a10": Model("NVIDIA A10", 23028, 150.0, 1695, 6251, 225, 405, 4, 16, True, 0, False,
+                 44.0, 33, 72, 0, False),
+    "a100-40gb": Model("NVIDIA A100-SXM4-40GB", 40960, 400.0, 1410, 1215, 210, 1215, 4, 16,
+                       True, None, True, 55.0, 32, 66, 0, False),
+    "a100-80gb": Model("NVIDIA A100-SXM4-80GB", 81920, 400.0, 1410, 1593, 210, 1593, 4, 16,
+                       True, None, True, 60.0, 33, 67, 0, False),
+    "h100": Model("NVIDIA H100 80GB HBM3", 81559, 700.0, 1980, 2619, 345, 2619, 5, 16, True,
+                  None, True, 70.0, 38, 62, 0, False),
+    "h200": Model("NVIDIA H200", 143771, 700.0, 1980, 3201, 345, 3201, 5, 16, True, None,
+                  True, 78.0, 29, 55, 0, False),
+    "l40s": Model("NVIDIA L40S", 46068, 350.0, 2520, 9001, 210, 405, 4, 16, True, None,
+                  False, 35.0, 34, 66, 0, False),
+}
+
+
+class Fault(NamedTuple):
+    kind: str
+    index: int
+    xid: Optional[int] = None
+
+
+class SimSpec(NamedTuple):
+    models: Tuple[str, ...]
+    hostname: Optional[str] = None
+    seed: int = 0
+    faults: Tuple[Fault, ...] = ()
+
+
+_GROUP_RE = re.compile(r"^(?:(\d+)x)?([a-z0-9][a-z0-9-]*)$")
+_HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,62})$")
+
+
+def parse_fault(text: str, gpu_count: Optional[int] = None,
+                models: Optional[Tuple[str, ...]] = None) -> Fault:
+    """``KIND@INDEX`` (``xid:NN@INDEX`` for Xid), checked against the GPUs when known."""
+    kind, sep, index_text = text.strip().partition("@")
+    kind = kind.lower()
+    if not sep or not index_text.isdigit():
+        raise ValueError("bad fault %r: expected KIND@INDEX, e.g. lost@0" % text)
+    index = int(index_text)
+    xid = None
+    if kind.startswith("xid:"):
+        number = kind[4:]
+        if not number.isdigit() or not 0 < int(number) < 1000:
+            raise ValueError("bad fault %r: Xid must be a number 1..999, e.g. xid:79@0" % text)
+        kind, xid = "xid", int(number)
+    elif kind not in FAULT_KINDS or kind == "xid":
+        raise ValueError(
+            "bad fault %r: kind must be one of lost, notsupported, unknown, xid:NN, ecc, "
+            "throttle, phantom" % text
+        )
+    if gpu_count is not None and index >= gpu_count:
+        raise ValueError(
+            "bad fault %r: GPU %d does not exist (the spec has %d GPUs, 0..%d)"
+            % (text, index, gpu_count, gpu_count - 1)
+        )
+    if models is not None and kind == "ecc" and not MODELS[models[index]].ecc:
+        raise ValueError("bad fault %r: %s has no ECC memory" % (text, models[index]))
+    return Fault(kind, index, xid)
+
+
+def parse_spec(text: str) -> SimSpec:
+    """Parse ``4xrtx3090,name=gpu-a,fault=lost@1``; ValueError names the bad part."""
+    if not text or not text.strip():
+        raise ValueError("empty sim spec: expected e.g. 4xrtx3090 or 2xa100-80gb+2xh100")
+    parts = [p.strip() for p in text.strip().split(",")]
+    groups_text, options = parts[0], parts[1:]
+    models: List[str] = []
+    for group in groups_text.split("+"):
+        group = group.strip().lower()
+        match = _GROUP_RE.match(group)
+        if not match:
+            raise ValueError("bad GPU group %r: expected [COUNT x]MODEL, e.g. 4xrtx3090" % group)
+        count = int(match.group(1)) if match.group(1) is not None else 1
+        model = match.group(2)
+        if model not in MODELS:
+            raise ValueError(
+                "unknown GPU model %r in %r (known: %s)" % (model, group, ", ".join(sorted(MODELS)))
+            )
+        if count < 1:
+            raise ValueError("bad GPU count in %r: must be at least 1" % group)
+        models.extend([model] * count)
+        if len(models) > MAX_GPUS:
+            raise ValueError("too many GPUs in %r: at most %d per host" % (groups_text, MAX_GPUS))
+    hostname: Optional[str] = None
+    seed = 0
+    fault_texts: List[str] = []
+    for option in options:
+        key, sep, value = option.partition("=")
+        key = key.strip().lower()
+        value = value.strip()
+        if not sep or not value:
+            raise ValueError("bad option %r: expected name=HOST, seed=N or fault=KIND@INDEX" % option)
+        if key == "name":
+            if not _HOST_RE.match(value):
+                raise ValueError("bad name %r: use letters, digits, '-' and '.' (max 63)" % value)
+            hostname = value
+        elif key == "seed":
+            try:
+                seed = int(value)
+            except ValueError:
+                raise ValueError("bad seed %r: expected an integer" % value) from None
+        elif key == "fault":
+            fault_texts.append(value)
+        else:
+            raise ValueError("unknown option %r: expected name=, seed= or fault=" % option)
+    model_tuple = tuple(models)
+    faults = tuple(parse_fault(f, len(models), model_tuple) for f in fault_texts)
+    return SimSpec(model_tuple, hostname, seed, faults)

@@ -1,0 +1,108 @@
+"""Short, fixed-width renderings of readings: the words and numbers the grid shows.
+
+Pure functions over plain values, so the grid, the detail pane and the tests agree
+on one spelling of "3h12m" or "12.3/80.0G". ``None`` always becomes ``"-"``.
+"""
+
+from __future__ import annotations
+
+import time
+
+DASH = "-"
+_PREFIXES = ("NVIDIA ", "Tesla ", "GeForce ", "Quadro ")
+
+
+def short_model(name: str | None) -> str:
+    """``"NVIDIA A100-SXM4-80GB"`` -> ``"A100-SXM4-80GB"``: the vendor says nothing new."""
+    if not name:
+        return "unknown"
+    for prefix in _PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    return name
+
+
+def data_age(seconds: float | None) -> str:
+    """How old a host's data is: ``0.4s``, ``12s``, ``3m05s``, ``2h03m``."""
+    if seconds is None:
+        return DASH
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    return duration(seconds)
+
+
+def duration(seconds: float | None) -> str:
+    """A coarse running time: ``45s``, ``12m``, ``3h12m``, ``2d04h``."""
+    if seconds is None or seconds < 0:
+        return DASH
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s" if minutes < 10 else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def gib(mib: int | float | None) -> str:
+    """MiB as GiB with one decimal, ``"-"`` when unknown."""
+    return DASH if mib is None else f"{mib / 1024:.1f}"
+
+
+def mem_pair(used_mib: int | None, total_mib: int | None) -> str:
+    """``12.3/80.0G``."""
+    if used_mib is None and total_mib is None:
+        return DASH
+    return f"{gib(used_mib)}/{gib(total_mib)}G"
+
+
+def mib(value: int | None) -> str:
+    """Process memory: ``812M`` under 10 GiB, ``12.3G`` above."""
+    if value is None:
+        return DASH
+    if value < 10 * 1024:
+        return f"{value}M"
+    return f"{value / 1024:.1f}G"
+
+
+def power_pair(watts: float | None, limit: float | None) -> str:
+    """``245/400W``."""
+    if watts is None and limit is None:
+        return DASH
+    now = DASH if watts is None else f"{watts:.0f}"
+    top = DASH if limit is None else f"{limit:.0f}"
+    return f"{now}/{top}W"
+
+
+def percent(value: float | None) -> str:
+    return DASH if value is None else f"{value:.0f}%"
+
+
+def temperature(value: int | None) -> str:
+    return DASH if value is None else f"{value}°C"
+
+
+def clock_time(epoch: float) -> str:
+    """Wall-clock ``HH:MM:SS`` in local time."""
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
+def retry_in(next_retry_at: float | None, now: float) -> str:
+    """``retry in 8s`` (or empty when no retry is scheduled)."""
+    if next_retry_at is None:
+        return ""
+    left = max(0.0, next_retry_at - now)
+    return f"retry in {duration(left) if left >= 1 else 'now'}"
+
+
+def truncate(text: str, width: int) -> str:
+    """Cut ``text`` to ``width`` cells with an ellipsis (ASCII widths assumed)."""
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    return text[: width - 1] + "…"
