@@ -12,7 +12,7 @@ import errno
 import os
 import re
 import subprocess
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, NamedTuple, Sequence
 
 MAX_RECORDS = 20000
 MAX_EVENTS = 200
@@ -25,14 +25,32 @@ _CTIME_RE = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")
 _ISO_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:[,.](\d+))?([+-]\d\d:?\d\d|Z)?")
 
 
+# Short descriptions of common Xids (NVIDIA Xid catalog), for events NVML reports.
+XID_TEXT = {
+    13: "Graphics Engine Exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "Preemptive cleanup, due to previous errors",
+    48: "An uncorrectable double bit error (DBE) has been detected on GPU",
+    63: "Row Remapper: New row marked for remapping, reset gpu to activate.",
+    64: "Row Remapper: remapping failed",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus.",
+    92: "High single-bit ECC error rate",
+    94: "Contained ECC error",
+    95: "Uncontained ECC error",
+    119: "Timeout after 6s of waiting for RPC response from GPU GSP!",
+}
+
+
 class XidRecord(NamedTuple):
     pci_bus_id: str
     xid: int
     text: str
-    time: Optional[float]
+    time: float | None
 
 
-def pci_key(bus_id: str) -> Optional[Tuple[int, int, int]]:
+def pci_key(bus_id: str) -> tuple[int, int, int] | None:
     """(domain, bus, device) so ``0000:19:00`` matches NVML's ``00000000:19:00.0``."""
     parts = bus_id.strip().split(":")
     try:
@@ -47,21 +65,21 @@ def pci_key(bus_id: str) -> Optional[Tuple[int, int, int]]:
     return domain, bus, dev
 
 
-def _line_time(line: str, boot: Optional[float]) -> Tuple[Optional[float], str]:
+def _line_time(line: str, boot: float | None) -> tuple[float | None, str]:
     """The time a log line carries (kmsg, ``[ 12.3]``, ``[ctime]`` or ISO) and the rest."""
     match = _KMSG_RE.match(line)
     if match:
         usec = int(match.group(1))
-        return (boot + usec / 1e6 if boot is not None else None), line[match.end():]
+        return (boot + usec / 1e6 if boot is not None else None), line[match.end() :]
     match = _MONO_RE.match(line)
     if match:
         secs = float(match.group(1))
-        return (boot + secs if boot is not None else None), line[match.end():]
+        return (boot + secs if boot is not None else None), line[match.end() :]
     match = _CTIME_RE.match(line)
     if match:
         try:
             when = datetime.datetime.strptime(match.group(1), "%a %b %d %H:%M:%S %Y")
-            return when.timestamp(), line[match.end():]
+            return when.timestamp(), line[match.end() :]
         except ValueError:
             return None, line
     match = _ISO_RE.match(line)
@@ -70,14 +88,14 @@ def _line_time(line: str, boot: Optional[float]) -> Tuple[Optional[float], str]:
         tz = match.group(3) or ""
         tz = "+00:00" if tz == "Z" else (tz if ":" in tz or not tz else tz[:3] + ":" + tz[3:])
         try:
-            when = datetime.datetime.fromisoformat("%s.%s%s" % (match.group(1), frac, tz))
-            return when.timestamp(), line[match.end():]
+            when = datetime.datetime.fromisoformat(f"{match.group(1)}.{frac}{tz}")
+            return when.timestamp(), line[match.end() :]
         except ValueError:
             return None, line
     return None, line
 
 
-def parse_xid_line(line: str, boot: Optional[float] = None) -> Optional[XidRecord]:
+def parse_xid_line(line: str, boot: float | None = None) -> XidRecord | None:
     """One kernel-log line -> an ``XidRecord``, or None when it is not an Xid line."""
     if "NVRM: Xid" not in line:
         return None
@@ -89,7 +107,7 @@ def parse_xid_line(line: str, boot: Optional[float] = None) -> Optional[XidRecor
     return XidRecord(match.group(1), int(match.group(2)), text, when)
 
 
-def parse_xid_lines(lines: Sequence[str], boot: Optional[float] = None) -> List[XidRecord]:
+def parse_xid_lines(lines: Sequence[str], boot: float | None = None) -> list[XidRecord]:
     found = []
     for line in lines:
         record = parse_xid_line(line, boot)
@@ -98,13 +116,13 @@ def parse_xid_lines(lines: Sequence[str], boot: Optional[float] = None) -> List[
     return found[-MAX_EVENTS:]
 
 
-def read_kmsg(path: str = "/dev/kmsg", max_records: int = MAX_RECORDS) -> Optional[List[str]]:
+def read_kmsg(path: str = "/dev/kmsg", max_records: int = MAX_RECORDS) -> list[str] | None:
     """Records already in the kernel ring buffer, without blocking; None if not readable."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
-    lines: List[str] = []
+    lines: list[str] = []
     try:
         while len(lines) < max_records:
             try:
@@ -124,28 +142,35 @@ def read_kmsg(path: str = "/dev/kmsg", max_records: int = MAX_RECORDS) -> Option
     return lines
 
 
-def read_dmesg(timeout: float = 3.0) -> Optional[List[str]]:
+def read_dmesg(timeout: float = 3.0) -> list[str] | None:
     """``dmesg`` output where /dev/kmsg could not be opened; bounded in time and size."""
     try:
-        proc = subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+        proc = subprocess.run(
+            ["dmesg"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if proc.returncode != 0:
         return None
-    text = proc.stdout[-(8 << 20):].decode("utf-8", errors="replace")
+    text = proc.stdout[-(8 << 20) :].decode("utf-8", errors="replace")
     return [line for line in text.splitlines() if "NVRM" in line]
 
 
-def kernel_xid_history(boot: Optional[float]) -> List[XidRecord]:
+def kernel_xid_history(boot: float | None) -> list[XidRecord]:
     lines = read_kmsg()
     if lines is None:
         lines = read_dmesg()
     return parse_xid_lines(lines or [], boot)
 
 
-def xid_events(records: Sequence[XidRecord], gpus: Sequence[Dict[str, Any]],
-               now: float) -> List[Dict[str, Any]]:
+def xid_events(
+    records: Sequence[XidRecord], gpus: Sequence[dict[str, Any]], now: float
+) -> list[dict[str, Any]]:
     """Wire ``event`` objects for kernel-log Xids, matched to GPUs by PCI bus id."""
     by_pci = {}
     for gpu in gpus:
@@ -154,13 +179,18 @@ def xid_events(records: Sequence[XidRecord], gpus: Sequence[Dict[str, Any]],
             by_pci[key] = gpu
     events = []
     for rec in records:
-        gpu = by_pci.get(pci_key(rec.pci_bus_id) or (-1, -1, -1))
-        events.append({
-            "type": "event", "kind": "xid", "source": "kernel-log",
-            "time": rec.time if rec.time is not None else now,
-            "gpu_uuid": gpu["uuid"] if gpu else None,
-            "gpu_index": gpu["index"] if gpu else None,
-            "pci_bus_id": rec.pci_bus_id, "xid": rec.xid,
-            "text": rec.text,
-        })
+        match = by_pci.get(pci_key(rec.pci_bus_id) or (-1, -1, -1))
+        events.append(
+            {
+                "type": "event",
+                "kind": "xid",
+                "source": "kernel-log",
+                "time": rec.time if rec.time is not None else now,
+                "gpu_uuid": match["uuid"] if match else None,
+                "gpu_index": match["index"] if match else None,
+                "pci_bus_id": rec.pci_bus_id,
+                "xid": rec.xid,
+                "text": rec.text,
+            }
+        )
     return events

@@ -9,7 +9,7 @@ names, so the code above this layer is the same in both modes.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, Optional, Tuple, Type
+from typing import Any
 
 try:  # pragma: no cover - depends on the host
     with warnings.catch_warnings():
@@ -30,7 +30,7 @@ NVML_VOLATILE_ECC = 0
 NVML_EVENT_TYPE_XID = 0x8
 
 # NVML error codes the helper and the simulator raise, by the name the wire uses.
-ERROR_CODES: Dict[str, int] = {
+ERROR_CODES: dict[str, int] = {
     "Uninitialized": 1,
     "InvalidArgument": 2,
     "NotSupported": 3,
@@ -47,7 +47,7 @@ ERROR_CODES: Dict[str, int] = {
 _NAMES_BY_CODE = {code: name for name, code in ERROR_CODES.items()}
 
 # Active clock-limit reasons, bit -> name; "gpu_idle" is left out: it is not a fault.
-THROTTLE_BITS: Tuple[Tuple[int, str], ...] = (
+THROTTLE_BITS: tuple[tuple[int, str], ...] = (
     (0x2, "applications_clocks"),
     (0x4, "sw_power_cap"),
     (0x8, "hw_slowdown"),
@@ -68,7 +68,7 @@ class FallbackNVMLError(Exception):
         return _NAMES_BY_CODE.get(self.value, "Unknown")
 
 
-_FALLBACK_CLASSES: Dict[int, Type[FallbackNVMLError]] = {}
+_FALLBACK_CLASSES: dict[int, type[FallbackNVMLError]] = {}
 
 
 def _fallback_error(code: int) -> FallbackNVMLError:
@@ -89,7 +89,7 @@ def nvml_error(name: str) -> Exception:
     return _fallback_error(code)
 
 
-def error_bases() -> Tuple[Type[BaseException], ...]:
+def error_bases() -> tuple[type[BaseException], ...]:
     if _pynvml is not None:
         return (FallbackNVMLError, _pynvml.NVMLError)
     return (FallbackNVMLError,)
@@ -119,7 +119,7 @@ def error_text(exc: BaseException) -> str:
         msg = str(exc)
     except Exception:
         msg = ""
-    return "%s: %s" % (name, msg) if msg and msg != name else name
+    return f"{name}: {msg}" if msg and msg != name else name
 
 
 class NA:
@@ -135,7 +135,7 @@ class NA:
         return False
 
     def __repr__(self) -> str:
-        return "NA(%r)" % self.error
+        return f"NA({self.error!r})"
 
 
 def query(lib: Any, name: str, *args: Any) -> Any:
@@ -146,7 +146,7 @@ def query(lib: Any, name: str, *args: Any) -> Any:
     """
     fn = getattr(lib, name, None)
     if fn is None:
-        return NA("FunctionNotFound", "%s is not in this NVML binding" % name)
+        return NA("FunctionNotFound", f"{name} is not in this NVML binding")
     try:
         return fn(*args)
     except error_bases() as exc:
@@ -160,6 +160,6 @@ def text(value: Any, limit: int = 256) -> str:
     return str(value)[:limit]
 
 
-def load_pynvml() -> Optional[Any]:
+def load_pynvml() -> Any | None:
     """The real bindings module, or None where nvidia-ml-py is not installed."""
     return _pynvml

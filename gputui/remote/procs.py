@@ -7,9 +7,10 @@ per pid (checked against the start time) so a 1 Hz sample re-reads one small fil
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Iterable
 
 try:
     import pwd
@@ -18,10 +19,12 @@ except ImportError:  # pragma: no cover - not Linux
 
 PROC = "/proc"
 COMMAND_MAX = 512
-_CONTAINER_RE = re.compile(r"(?:docker|containerd|podman|libpod|kubepods|crio)[^\n]*?([0-9a-f]{64})")
+_CONTAINER_RE = re.compile(
+    r"(?:docker|containerd|podman|libpod|kubepods|crio)[^\n]*?([0-9a-f]{64})"
+)
 
 
-def _read(path: str, limit: int = 65536) -> Optional[bytes]:
+def _read(path: str, limit: int = 65536) -> bytes | None:
     try:
         with open(path, "rb") as fh:
             return fh.read(limit)
@@ -29,13 +32,13 @@ def _read(path: str, limit: int = 65536) -> Optional[bytes]:
         return None
 
 
-def read_start_ticks(pid: int, proc: str = PROC) -> Optional[int]:
+def read_start_ticks(pid: int, proc: str = PROC) -> int | None:
     """Field 22 of /proc/PID/stat (start time in clock ticks after boot), or None."""
-    data = _read("%s/%d/stat" % (proc, pid), 4096)
+    data = _read(f"{proc}/{pid}/stat", 4096)
     return parse_stat_start_ticks(data) if data else None
 
 
-def parse_stat_start_ticks(data: bytes) -> Optional[int]:
+def parse_stat_start_ticks(data: bytes) -> int | None:
     """Parse after the last ')' so a command name with spaces or ')' cannot shift fields."""
     close = data.rfind(b")")
     if close < 0:
@@ -50,17 +53,17 @@ def parse_stat_start_ticks(data: bytes) -> Optional[int]:
         return None
 
 
-def read_uid(pid: int, proc: str = PROC) -> Optional[int]:
+def read_uid(pid: int, proc: str = PROC) -> int | None:
     try:
-        return os.stat("%s/%d" % (proc, pid)).st_uid
+        return os.stat(f"{proc}/{pid}").st_uid
     except OSError:
         return None
 
 
-_USERS: Dict[int, str] = {}
+_USERS: dict[int, str] = {}
 
 
-def user_name(uid: Optional[int]) -> Optional[str]:
+def user_name(uid: int | None) -> str | None:
     """The login name for ``uid``, falling back to the number as text."""
     if uid is None:
         return None
@@ -68,40 +71,38 @@ def user_name(uid: Optional[int]) -> Optional[str]:
     if name is None:
         name = str(uid)
         if pwd is not None:
-            try:
+            with contextlib.suppress(KeyError, OSError):
                 name = pwd.getpwuid(uid).pw_name
-            except (KeyError, OSError):
-                pass
         _USERS[uid] = name
     return name
 
 
-def read_command(pid: int, proc: str = PROC) -> Optional[str]:
+def read_command(pid: int, proc: str = PROC) -> str | None:
     """The command line with NUL separators as spaces, capped; ``comm`` for kernel threads."""
-    data = _read("%s/%d/cmdline" % (proc, pid), COMMAND_MAX * 4)
+    data = _read(f"{proc}/{pid}/cmdline", COMMAND_MAX * 4)
     if data:
         cmd = data.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", errors="replace")
         if cmd.strip():
             return cmd[:COMMAND_MAX]
-    comm = _read("%s/%d/comm" % (proc, pid), 256)
+    comm = _read(f"{proc}/{pid}/comm", 256)
     if comm:
         return comm.rstrip(b"\n").decode("utf-8", errors="replace")[:COMMAND_MAX]
     return None
 
 
-def read_container(pid: int, proc: str = PROC) -> Optional[str]:
+def read_container(pid: int, proc: str = PROC) -> str | None:
     """A docker/containerd/podman/kubernetes container id (12 hex) from the cgroup path."""
-    data = _read("%s/%d/cgroup" % (proc, pid), 16384)
+    data = _read(f"{proc}/{pid}/cgroup", 16384)
     if not data:
         return None
     match = _CONTAINER_RE.search(data.decode("utf-8", errors="replace"))
     return match.group(1)[:12] if match else None
 
 
-_BOOT_TIME: Optional[float] = None
+_BOOT_TIME: float | None = None
 
 
-def boot_time(proc: str = PROC) -> Optional[float]:
+def boot_time(proc: str = PROC) -> float | None:
     """``btime`` from /proc/stat: the epoch second the host booted (cached)."""
     global _BOOT_TIME
     if _BOOT_TIME is None or proc != PROC:
@@ -130,7 +131,7 @@ def clock_ticks() -> int:
 _CLK_TCK = clock_ticks()
 
 
-def start_time(ticks: Optional[int], proc: str = PROC) -> Optional[float]:
+def start_time(ticks: int | None, proc: str = PROC) -> float | None:
     if ticks is None:
         return None
     btime = boot_time(proc)
@@ -139,7 +140,7 @@ def start_time(ticks: Optional[int], proc: str = PROC) -> Optional[float]:
     return round(btime + ticks / float(_CLK_TCK), 2)
 
 
-def describe(pid: int, proc: str = PROC) -> Dict[str, Any]:
+def describe(pid: int, proc: str = PROC) -> dict[str, Any]:
     """Everything /proc tells about ``pid``; fields it could not read are None."""
     ticks = read_start_ticks(pid, proc)
     uid = read_uid(pid, proc)
@@ -159,9 +160,9 @@ class ProcessTable:
 
     def __init__(self, proc: str = PROC) -> None:
         self.proc = proc
-        self._cache: Dict[int, Dict[str, Any]] = {}
+        self._cache: dict[int, dict[str, Any]] = {}
 
-    def lookup(self, pid: int) -> Dict[str, Any]:
+    def lookup(self, pid: int) -> dict[str, Any]:
         ticks = read_start_ticks(pid, self.proc)
         cached = self._cache.get(pid)
         if cached is not None and ticks is not None and cached["start_ticks"] == ticks:

@@ -12,137 +12,23 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import queue
 import random
 import socket
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable
 
+from .kernlog import XID_TEXT
 from .nvml import MIB, NVML_CLOCK_SM, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml_error
-from .procs import parse_stat_start_ticks
+from .simenv import ENV_GPU, ENV_MEM, ENV_UTIL, EnvScanner, SimProc
 from .simspec import MODELS, Fault, SimSpec, parse_fault, parse_spec
 
 __all__ = ["ENV_GPU", "ENV_MEM", "ENV_UTIL", "EnvScanner", "SimNvml", "SimSpec", "parse_spec"]
 
-ENV_GPU = "GPUTUI_SIM_GPU"
-ENV_MEM = "GPUTUI_SIM_MEM_MIB"
-ENV_UTIL = "GPUTUI_SIM_UTIL"
-DEFAULT_MEM_MIB = 2048
-DEFAULT_UTIL = 90
 LOST_AFTER_SAMPLES = 3
 XID_AFTER_SAMPLES = 2
 PHANTOM_MIB = 20480
 _DC_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
-
-XID_TEXT = {
-    13: "Graphics Engine Exception",
-    31: "GPU memory page fault",
-    43: "GPU stopped processing",
-    45: "Preemptive cleanup, due to previous errors",
-    48: "An uncorrectable double bit error (DBE) has been detected on GPU",
-    63: "Row Remapper: New row marked for remapping, reset gpu to activate.",
-    64: "Row Remapper: remapping failed",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus.",
-    92: "High single-bit ECC error rate",
-    94: "Contained ECC error",
-    95: "Uncontained ECC error",
-    119: "Timeout after 6s of waiting for RPC response from GPU GSP!",
-}
-
-
-class SimProc(NamedTuple):
-    pid: int
-    targets: Tuple[str, ...]
-    mem_mib: int
-    util: int
-
-
-def _int_env(value: Optional[bytes], default: int, low: int, high: int) -> int:
-    try:
-        return max(low, min(high, int(value))) if value is not None else default
-    except ValueError:
-        return default
-
-
-class EnvScanner:
-    """Finds processes that declare a simulated GPU in their environment.
-
-    Each pid's environment is read once; later scans only list /proc and re-read the
-    stat line of the few simulated processes (start time, zombie state).
-    """
-
-    def __init__(self, proc: str = "/proc", min_interval: float = 0.25,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.proc = proc
-        self.min_interval = min_interval
-        self.clock = clock
-        self._known: Dict[int, Optional[Tuple[int, SimProc]]] = {}
-        self._last = -1e18
-        self._procs: List[SimProc] = []
-
-    def _stat(self, pid: int) -> Tuple[Optional[int], bool]:
-        try:
-            with open("%s/%d/stat" % (self.proc, pid), "rb") as fh:
-                data = fh.read(4096)
-        except OSError:
-            return None, False
-        close = data.rfind(b")")
-        zombie = data[close + 1 : close + 4].strip()[:1] in (b"Z", b"X")
-        return parse_stat_start_ticks(data), zombie
-
-    def _classify(self, pid: int) -> Optional[Tuple[int, SimProc]]:
-        try:
-            with open("%s/%d/environ" % (self.proc, pid), "rb") as fh:
-                env = fh.read(1 << 20)
-        except OSError:
-            return None
-        if ENV_GPU.encode() not in env:
-            return None
-        values: Dict[bytes, bytes] = {}
-        for item in env.split(b"\0"):
-            if item.startswith(b"GPUTUI_SIM_"):
-                key, _, value = item.partition(b"=")
-                values[key] = value
-        raw = values.get(ENV_GPU.encode(), b"").decode("ascii", errors="replace")
-        targets = tuple(t.strip().lower() for t in raw.split(",") if t.strip())
-        if not targets:
-            return None
-        ticks, _ = self._stat(pid)
-        mem = _int_env(values.get(ENV_MEM.encode()), DEFAULT_MEM_MIB, 0, 1 << 22)
-        util = _int_env(values.get(ENV_UTIL.encode()), DEFAULT_UTIL, 0, 100)
-        return (ticks or 0), SimProc(pid, targets, mem, util)
-
-    def snapshot(self) -> List[SimProc]:
-        now = self.clock()
-        if now - self._last < self.min_interval:
-            return self._procs
-        self._last = now
-        try:
-            pids = {int(n) for n in os.listdir(self.proc) if n.isdigit()}
-        except OSError:
-            pids = set()
-        for pid in list(self._known):
-            if pid not in pids:
-                del self._known[pid]
-        found: List[SimProc] = []
-        for pid in pids:
-            if pid not in self._known:
-                self._known[pid] = self._classify(pid)
-            entry = self._known[pid]
-            if entry is None:
-                continue
-            ticks, zombie = self._stat(pid)
-            if ticks is None or zombie:
-                continue
-            if ticks != entry[0]:  # pid reused: classify the new process
-                entry = self._known[pid] = self._classify(pid)
-                if entry is None:
-                    continue
-            found.append(entry[1])
-        self._procs = found
-        return found
 
 
 class _Obj:
@@ -157,12 +43,12 @@ class SimHandle:
         self.index = index
 
     def __repr__(self) -> str:
-        return "<SimHandle %d>" % self.index
+        return f"<SimHandle {self.index}>"
 
 
 class SimEventSet:
     def __init__(self) -> None:
-        self.events: "queue.Queue[Any]" = queue.Queue()
+        self.events: queue.Queue[Any] = queue.Queue()
 
 
 class SimDevice:
@@ -170,38 +56,44 @@ class SimDevice:
         self.index = index
         self.model = MODELS[model_key]
         self.model_key = model_key
-        digest = hashlib.sha256(("%s/%d" % (hostname, index)).encode()).hexdigest()
-        self.uuid = "GPU-%s-%s-%s-%s-%s" % (digest[:8], digest[8:12], digest[12:16],
-                                            digest[16:20], digest[20:32])
+        digest = hashlib.sha256(f"{hostname}/{index}".encode()).hexdigest()
+        d = digest
+        self.uuid = f"GPU-{d[:8]}-{d[8:12]}-{d[12:16]}-{d[16:20]}-{d[20:32]}"
         self.serial = str(int(digest[32:44], 16))[:13].rjust(13, "1")
         bus = _DC_BUSES[index] if index < len(_DC_BUSES) else 0x01 + index
         self.pci_bus_id = "00000000:%02X:00.0" % (bus & 0xFF)
-        self.rng = random.Random("%d/%s/%d" % (seed, hostname, index))
-        self.faults: Set[str] = set()
-        self.xid: Optional[int] = None
+        self.rng = random.Random(f"{seed}/{hostname}/{index}")
+        self.faults: set[str] = set()
+        self.xid: int | None = None
         self.lost = False
         self.samples = 0
-        self.lost_at: Optional[int] = None
-        self.xid_at: Optional[int] = None
-        self.event_sets: List[SimEventSet] = []
+        self.lost_at: int | None = None
+        self.xid_at: int | None = None
+        self.event_sets: list[SimEventSet] = []
         self.ecc_uncorrected = 0
-        self.last: Optional[float] = None
+        self.last: float | None = None
         self.util = 0.0
         self.power = self.model.idle_w
         self.temp = float(self.model.idle_c)
-        self.procs: List[SimProc] = []
+        self.procs: list[SimProc] = []
 
 
 class SimNvml:
     """The fake ``pynvml`` module: same function names, same errors, plausible readings."""
 
-    def __init__(self, spec: SimSpec, clock: Callable[[], float] = time.monotonic,
-                 scanner: Optional[EnvScanner] = None) -> None:
+    def __init__(
+        self,
+        spec: SimSpec,
+        clock: Callable[[], float] = time.monotonic,
+        scanner: EnvScanner | None = None,
+    ) -> None:
         self.spec = spec
         self.clock = clock
         self.hostname = spec.hostname or socket.gethostname()
         self.scanner = scanner if scanner is not None else EnvScanner(clock=clock)
-        self.devices = [SimDevice(i, m, self.hostname, spec.seed) for i, m in enumerate(spec.models)]
+        self.devices = [
+            SimDevice(i, m, self.hostname, spec.seed) for i, m in enumerate(spec.models)
+        ]
         self.initialized = False
         for fault in spec.faults:
             self._arm(fault, now=False)
@@ -209,7 +101,7 @@ class SimNvml:
     # -- faults ---------------------------------------------------------------
 
     def _arm(self, fault: Fault, now: bool) -> None:
-        dev = self.devices[fault.index]
+        dev = self.devices[fault.gpu]
         if fault.kind == "lost":
             dev.lost_at = dev.samples if now else LOST_AFTER_SAMPLES
         elif fault.kind == "xid":
@@ -229,19 +121,27 @@ class SimNvml:
     def _fire_xid(self, dev: SimDevice) -> None:
         dev.xid_at = None
         for event_set in dev.event_sets:
-            event_set.events.put(_Obj(device=SimHandle(dev.index), eventType=0x8,
-                                      eventData=dev.xid or 0, gpuInstanceId=0xFFFFFFFF,
-                                      computeInstanceId=0xFFFFFFFF))
+            event_set.events.put(
+                _Obj(
+                    device=SimHandle(dev.index),
+                    eventType=0x8,
+                    eventData=dev.xid or 0,
+                    gpuInstanceId=0xFFFFFFFF,
+                    computeInstanceId=0xFFFFFFFF,
+                )
+            )
 
-    def kernel_log_lines(self) -> List[str]:
+    def kernel_log_lines(self) -> list[str]:
         """Kernel-log history for ``xid`` faults, as ``dmesg`` would print it."""
         lines = []
         for dev in self.devices:
             if dev.xid is not None:
-                pci = dev.pci_bus_id[4:12]
-                lines.append("[  842.113%03d] NVRM: Xid (PCI:%s): %d, pid='<unknown>', "
-                             "name=<unknown>, %s" % (dev.index, pci, dev.xid,
-                                                     XID_TEXT.get(dev.xid, "Xid error")))
+                pci = dev.pci_bus_id[4:14]
+                what = XID_TEXT.get(dev.xid, "Xid error")
+                lines.append(
+                    f"[  842.{113000 + dev.index}] NVRM: Xid (PCI:{pci}): {dev.xid}, "
+                    f"pid='<unknown>', name=<unknown>, {what}"
+                )
         return lines
 
     # -- helpers ----------------------------------------------------------------
@@ -258,9 +158,7 @@ class SimNvml:
 
     def _advance(self, dev: SimDevice) -> None:
         now = self.clock()
-        procs = [p for p in self.scanner.snapshot()
-                 if str(dev.index) in p.targets or dev.uuid.lower() in p.targets]
-        dev.procs = procs
+        procs = dev.procs = self._procs_of(dev)
         m = dev.model
         util_target = float(min(100, sum(p.util for p in procs)))
         if util_target > 0:
@@ -278,6 +176,10 @@ class SimNvml:
             dev.power += (power_target - dev.power) * (1 - math.exp(-dt / 2.0))
             dev.temp += (temp_target - dev.temp) * (1 - math.exp(-dt / 12.0))
         dev.last = now
+
+    def _procs_of(self, dev: SimDevice) -> list[SimProc]:
+        key, uuid = str(dev.index), dev.uuid.lower()
+        return [p for p in self.scanner.snapshot() if key in p.targets or uuid in p.targets]
 
     def _busy(self, dev: SimDevice) -> bool:
         return dev.util >= 1.0 or bool(dev.procs)
@@ -324,7 +226,7 @@ class SimNvml:
         dev = self._dev(handle)
         return _Obj(busId=dev.pci_bus_id, busIdLegacy=dev.pci_bus_id[4:])
 
-    def nvmlDeviceGetMigMode(self, handle: Any) -> List[int]:
+    def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
         if not self._dev(handle).model.mig:
             raise nvml_error("NotSupported")
         return [0, 0]
@@ -349,8 +251,8 @@ class SimNvml:
         if "ecc" in dev.faults and dev.samples % 3 == 0:
             dev.ecc_uncorrected += 1
         self._advance(dev)
-        util = int(round(dev.util))
-        return _Obj(gpu=util, memory=int(round(util * 0.3 + (2 if self._busy(dev) else 0))))
+        util = round(dev.util)
+        return _Obj(gpu=util, memory=round(util * 0.3 + (2 if self._busy(dev) else 0)))
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any:
         dev = self._dev(handle)
@@ -365,7 +267,7 @@ class SimNvml:
         dev = self._dev(handle)
         if "unknown" in dev.faults:
             raise nvml_error("Unknown")
-        return int(round(dev.temp))
+        return round(dev.temp)
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         dev = self._dev(handle)
@@ -411,12 +313,20 @@ class SimNvml:
     def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int:
         return self._dev(handle).model.pcie_width
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> List[Any]:
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
         dev = self._dev(handle)
-        return [_Obj(pid=p.pid, usedGpuMemory=p.mem_mib * MIB, gpuInstanceId=0xFFFFFFFF,
-                     computeInstanceId=0xFFFFFFFF) for p in dev.procs]
+        dev.procs = self._procs_of(dev)
+        return [
+            _Obj(
+                pid=p.pid,
+                usedGpuMemory=p.mem_mib * MIB,
+                gpuInstanceId=0xFFFFFFFF,
+                computeInstanceId=0xFFFFFFFF,
+            )
+            for p in dev.procs
+        ]
 
-    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> List[Any]:
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any) -> list[Any]:
         self._dev(handle)
         return []
 

@@ -1,0 +1,106 @@
+"""Shipping the helper over an SSH channel with nothing installed on the host (client side).
+
+The host runs a fixed command, ``python3 -u -c '<boot>'``; only the interpreter path
+is interpolated. The first stdin line is the payload: base64 of zlib of JSON with the
+helper's module sources, their sha256, the entry module and argv. The boot code checks
+the digest, serves the sources from memory through an import hook (package
+``gputui_remote``), and calls ``entry.main(argv)``. Data never enters the shell string.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shlex
+import zlib
+from pathlib import Path
+
+PACKAGE = "gputui_remote"
+ENTRY = PACKAGE + ".helper"
+_EXCLUDE = {"bundle.py"}
+
+# Python 3.8-compatible; only double quotes so shlex.quote keeps it one plain word.
+BOOT = """import sys,base64,zlib,json,hashlib,importlib,importlib.abc,importlib.util
+d=json.loads(zlib.decompress(base64.b64decode(sys.stdin.buffer.readline())).decode("utf-8"))
+m=d["modules"]
+h=hashlib.sha256()
+for k in sorted(m):
+    h.update(k.encode("utf-8")+b"\\0"+m[k].encode("utf-8")+b"\\0")
+if h.hexdigest()!=d["sha256"]:
+    sys.stderr.write("gputui helper: payload checksum mismatch\\n")
+    sys.exit(3)
+P=d["package"]
+class F(importlib.abc.MetaPathFinder,importlib.abc.Loader):
+    def find_spec(self,name,path=None,target=None):
+        if name in m:
+            return importlib.util.spec_from_loader(name,self,is_package=name==P)
+        return None
+    def create_module(self,spec):
+        return None
+    def exec_module(self,mod):
+        exec(compile(m[mod.__name__],"<%s>"%mod.__name__,"exec"),mod.__dict__)
+sys.meta_path.insert(0,F())
+sys.exit(importlib.import_module(d["entry"]).main(d["argv"]))
+"""
+
+
+def module_sources(root: Path | None = None) -> dict[str, str]:
+    """The helper's modules by their name in the shipped package."""
+    root = root or Path(__file__).resolve().parent
+    sources: dict[str, str] = {}
+    for path in sorted(root.glob("*.py")):
+        if path.name in _EXCLUDE:
+            continue
+        name = PACKAGE if path.stem == "__init__" else f"{PACKAGE}.{path.stem}"
+        sources[name] = path.read_text(encoding="utf-8")
+    return sources
+
+
+def modules_digest(sources: dict[str, str]) -> str:
+    digest = hashlib.sha256()
+    for key in sorted(sources):
+        digest.update(key.encode("utf-8") + b"\0" + sources[key].encode("utf-8") + b"\0")
+    return digest.hexdigest()
+
+
+def _version(sources: dict[str, str]) -> str:
+    for line in sources.get(PACKAGE, "").splitlines():
+        if line.startswith("HELPER_VERSION"):
+            return line.split("=", 1)[1].strip().strip("\"'")
+    return "unknown"
+
+
+_PREFIX: tuple[zlib._Compress, bytes] | None = None
+
+
+def _prefix() -> tuple[zlib._Compress, bytes]:
+    """A compressor that has already eaten everything but argv (built once per process)."""
+    global _PREFIX
+    if _PREFIX is None:
+        sources = module_sources()
+        head = {
+            "version": _version(sources),
+            "sha256": modules_digest(sources),
+            "package": PACKAGE,
+            "entry": ENTRY,
+            "modules": sources,
+        }
+        text = json.dumps(head, separators=(",", ":"))
+        compressor = zlib.compressobj(9)
+        body = compressor.compress((text[:-1] + ',"argv":').encode("utf-8"))
+        _PREFIX = (compressor, body)
+    return _PREFIX
+
+
+def helper_payload(argv: list[str]) -> bytes:
+    """The first stdin line for the helper: the modules plus this host's argv."""
+    base, body = _prefix()
+    compressor = base.copy()
+    tail = compressor.compress((json.dumps([str(a) for a in argv]) + "}").encode("utf-8"))
+    return base64.b64encode(body + tail + compressor.flush()) + b"\n"
+
+
+def helper_command(python: str = "python3") -> str:
+    """The fixed shell command that starts the helper; only ``python`` is interpolated."""
+    return f"{shlex.quote(python)} -u -c {shlex.quote(BOOT)}"

@@ -1,0 +1,372 @@
+"""The helper's main loop: ``hello``, then a ``sample`` per interval, requests on stdin.
+
+Output is JSON lines on stdout, one object per line, flushed. Requests arrive as
+JSON lines on stdin; EOF there means the connection is gone, and the helper exits 0
+so none is ever orphaned on a host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+from typing import IO, Any
+
+from . import HELPER_VERSION, PROTOCOL_VERSION
+from .gpus import Gpu
+from .kernlog import XID_TEXT, kernel_xid_history, parse_xid_lines, xid_events
+from .nvml import NA, NVML_EVENT_TYPE_XID, error_text, is_nvml_error, load_pynvml, query, text
+from .procs import ProcessTable, boot_time
+from .signals import SignalError, pidfd_supported, send_signal
+from .sim import SimNvml
+from .simspec import parse_spec
+from .wire import MAX_REQUEST_BYTES, Output, OutputClosed, read_requests
+
+MIN_INTERVAL, MAX_INTERVAL = 0.1, 60.0
+EXIT_FATAL = 2
+
+
+class Helper:
+    """State of one helper run: the NVML library (real or simulated) and the GPUs."""
+
+    def __init__(self, lib: Any, out: Output, hostname: str, simulated: bool) -> None:
+        self.lib = lib
+        self.out = out
+        self.hostname = hostname
+        self.simulated = simulated
+        self.gpus: list[Gpu] = []
+        self.table = ProcessTable()
+        self.seq = 0
+        self.use_pidfd = pidfd_supported()
+        self.event_set: Any = None
+        self.stop = threading.Event()
+        self.interval = 1.0
+
+    def hello(self) -> dict[str, Any]:
+        errors: dict[str, str] = {}
+        msg: dict[str, Any] = {
+            "type": "hello",
+            "protocol": PROTOCOL_VERSION,
+            "helper_version": HELPER_VERSION,
+            "hostname": text(self.hostname, 128),
+            "simulated": self.simulated,
+            "signal_method": "pidfd" if self.use_pidfd else "proc-stat",
+        }
+        driver = query(self.lib, "nvmlSystemGetDriverVersion")
+        nvml = query(self.lib, "nvmlSystemGetNVMLVersion")
+        cuda = query(self.lib, "nvmlSystemGetCudaDriverVersion")
+        for key, value in (("driver", driver), ("nvml", nvml)):
+            msg[key] = None if isinstance(value, NA) else text(value, 64)
+            if isinstance(value, NA):
+                errors[key] = value.error
+        if isinstance(cuda, NA):
+            msg["cuda"] = None
+            errors["cuda"] = cuda.error
+        else:
+            msg["cuda"] = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}"
+        count = query(self.lib, "nvmlDeviceGetCount")
+        if isinstance(count, NA):
+            errors["gpus"] = count.error
+            count = 0
+        self.gpus = [Gpu(self.lib, i) for i in range(int(count))]
+        inventory = [gpu.inventory() for gpu in self.gpus]
+        self._register_events(inventory)
+        msg["gpus"] = inventory
+        msg["errors"] = errors
+        return msg
+
+    def _register_events(self, inventory: list[dict[str, Any]]) -> None:
+        event_set = query(self.lib, "nvmlEventSetCreate")
+        if isinstance(event_set, NA):
+            for info in inventory:
+                info["errors"]["xid_events"] = event_set.error
+            return
+        registered = False
+        for gpu, info in zip(self.gpus, inventory):
+            if gpu.handle is None:
+                continue
+            done = query(
+                self.lib, "nvmlDeviceRegisterEvents", gpu.handle, NVML_EVENT_TYPE_XID, event_set
+            )
+            if isinstance(done, NA):
+                info["errors"]["xid_events"] = done.error
+            else:
+                registered = True
+        if registered:
+            self.event_set = event_set
+
+    def sample(self) -> dict[str, Any]:
+        self.seq += 1
+        gpus = []
+        for gpu in self.gpus:
+            try:
+                gpus.append(gpu.sample(self.table))
+            except Exception as exc:  # belt and braces: Gpu.sample never raises
+                gpus.append(
+                    {
+                        "index": gpu.index,
+                        "uuid": gpu.uuid,
+                        "state": "error",
+                        "message": (f"{type(exc).__name__}: {exc}")[:512],
+                    }
+                )
+        self.table.keep_only(p["pid"] for g in gpus for p in g.get("processes", ()))
+        return {"type": "sample", "seq": self.seq, "time": round(time.time(), 3), "gpus": gpus}
+
+    def gpu_pids(self, uuid: str) -> set[int] | None:
+        for gpu in self.gpus:
+            if gpu.uuid.lower() == uuid.lower():
+                return gpu.pids()
+        return None
+
+    # -- events -------------------------------------------------------------------
+
+    def kernel_history(self, queue_: queue.Queue[tuple[str, Any]]) -> None:
+        if self.simulated and isinstance(self.lib, SimNvml):
+            records = parse_xid_lines(self.lib.kernel_log_lines(), boot_time())
+        else:
+            records = kernel_xid_history(boot_time())
+        for event in xid_events(records, [g.info for g in self.gpus], time.time()):
+            queue_.put(("event", event))
+
+    def watch_events(self, queue_: queue.Queue[tuple[str, Any]]) -> None:
+        """NVML event thread: Xid events as they happen, each a wire ``event``."""
+        by_uuid = {g.uuid: g for g in self.gpus}
+        failures = 0
+        while not self.stop.is_set():
+            try:
+                data = self.lib.nvmlEventSetWait(self.event_set, 500)
+            except Exception as exc:
+                if is_nvml_error(exc) and type(exc).__name__.endswith("Timeout"):
+                    continue
+                failures += 1
+                if failures > 20:
+                    return
+                self.stop.wait(1.0)
+                continue
+            if int(getattr(data, "eventType", 0)) != NVML_EVENT_TYPE_XID:
+                continue
+            uuid = query(self.lib, "nvmlDeviceGetUUID", data.device)
+            gpu = by_uuid.get(text(uuid)) if not isinstance(uuid, NA) else None
+            xid = int(data.eventData)
+            queue_.put(
+                (
+                    "event",
+                    {
+                        "type": "event",
+                        "kind": "xid",
+                        "source": "nvml",
+                        "time": round(time.time(), 3),
+                        "gpu_uuid": gpu.uuid if gpu else None,
+                        "gpu_index": gpu.index if gpu else None,
+                        "xid": xid,
+                        "text": f"Xid {xid}: {XID_TEXT.get(xid, 'see the Xid catalog')}",
+                    },
+                )
+            )
+
+    # -- requests -------------------------------------------------------------------
+
+    def handle_line(self, line: bytes) -> dict[str, Any] | None:
+        """One request line -> the message to send back (a ``result`` or an ``error``)."""
+        try:
+            req = json.loads(line.decode("utf-8", errors="replace"))
+        except ValueError as exc:
+            snippet = line[:60].decode("utf-8", errors="replace")
+            return {
+                "type": "error",
+                "fatal": False,
+                "message": f"malformed request line ({exc}): {snippet!r}",
+            }
+        if (
+            not isinstance(req, dict)
+            or not isinstance(req.get("id"), int)
+            or isinstance(req.get("id"), bool)
+        ):
+            return {
+                "type": "error",
+                "fatal": False,
+                "message": f"request without an integer id: {str(req)[:60]!r}",
+            }
+        rid, op = req["id"], req.get("op")
+        try:
+            value = self.do(op, req)
+        except SignalError as exc:
+            return _result(rid, False, code=exc.code, error=exc.message)
+        except Exception as exc:
+            return _result(
+                rid, False, code="internal", error=(f"{type(exc).__name__}: {exc}")[:512]
+            )
+        return _result(rid, True, value=value)
+
+    def do(self, op: Any, req: dict[str, Any]) -> dict[str, Any]:
+        if op == "signal":
+            return send_signal(req, self.gpu_pids, self.use_pidfd)
+        if op == "interval":
+            seconds = req.get("seconds")
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, (int, float))
+                or math.isnan(seconds)
+            ):
+                raise SignalError("bad-request", "seconds must be a number")
+            self.interval = max(MIN_INTERVAL, min(MAX_INTERVAL, float(seconds)))
+            return {"seconds": self.interval}
+        if op == "sim" and isinstance(self.lib, SimNvml):
+            fault = req.get("fault")
+            if not isinstance(fault, str):
+                raise SignalError("bad-request", "fault must be a string like lost@0")
+            try:
+                parsed = self.lib.inject(fault)
+            except ValueError as exc:
+                raise SignalError("bad-request", str(exc)) from None
+            return {"fault": parsed.kind, "gpu": parsed.gpu, "xid": parsed.xid}
+        raise SignalError("unsupported", f"unsupported request op {str(op)[:40]!r}")
+
+
+def _result(
+    rid: int,
+    ok: bool,
+    value: dict[str, Any] | None = None,
+    code: str | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    return {"type": "result", "id": rid, "ok": ok, "value": value, "code": code, "error": error}
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="gputui-helper", add_help=True)
+    parser.add_argument("--sim", metavar="SPEC", help="simulate GPUs, e.g. 4xrtx3090")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    parser.add_argument("--once", action="store_true", help="print hello and one sample")
+    return parser.parse_args(argv)
+
+
+def _fatal_start(out: Output, hostname: str, simulated: bool, reason: str) -> int:
+    out.send(
+        {
+            "type": "hello",
+            "protocol": PROTOCOL_VERSION,
+            "helper_version": HELPER_VERSION,
+            "hostname": text(hostname, 128),
+            "simulated": simulated,
+            "driver": None,
+            "cuda": None,
+            "nvml": None,
+            "signal_method": "pidfd" if pidfd_supported() else "proc-stat",
+            "gpus": [],
+            "errors": {"nvml": reason[:256]},
+        }
+    )
+    out.send({"type": "error", "fatal": True, "message": "NVML could not start: " + reason})
+    return EXIT_FATAL
+
+
+def run(argv: list[str], stdin: IO[bytes], stdout: IO[bytes]) -> int:
+    out = Output(stdout)
+    try:
+        args = _parse_args(argv)
+    except SystemExit as exc:
+        out.send({"type": "error", "fatal": True, "message": f"bad helper arguments: {argv}"})
+        return int(exc.code or EXIT_FATAL) if isinstance(exc.code, int) else EXIT_FATAL
+    lib: Any
+    if args.sim:
+        try:
+            spec = parse_spec(args.sim)
+        except ValueError as exc:
+            return _fatal_start(out, socket.gethostname(), True, f"bad sim spec: {exc}")
+        lib = SimNvml(spec)
+        hostname = lib.hostname
+    else:
+        lib, hostname = load_pynvml(), socket.gethostname()
+        if lib is None:
+            return _fatal_start(
+                out,
+                hostname,
+                False,
+                "LibraryNotFound: the pynvml module "
+                f"(nvidia-ml-py) is not installed for {sys.executable}",
+            )
+    try:
+        lib.nvmlInit()
+    except Exception as exc:
+        reason = error_text(exc) if is_nvml_error(exc) else f"{type(exc).__name__}: {exc}"
+        return _fatal_start(out, hostname, bool(args.sim), reason)
+    helper = Helper(lib, out, hostname, bool(args.sim))
+    helper.interval = max(MIN_INTERVAL, min(MAX_INTERVAL, args.interval))
+    try:
+        out.send(helper.hello())
+        out.send(helper.sample())
+        if args.once:
+            return 0
+        return _loop(helper, stdin)
+    except OutputClosed:
+        return 0
+    finally:
+        helper.stop.set()
+
+
+def _loop(helper: Helper, stdin: IO[bytes]) -> int:
+    inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+    threading.Thread(target=read_requests, args=(stdin, inbox), daemon=True).start()
+    threading.Thread(target=helper.kernel_history, args=(inbox,), daemon=True).start()
+    if helper.event_set is not None:
+        threading.Thread(target=helper.watch_events, args=(inbox,), daemon=True).start()
+    next_at = time.monotonic() + helper.interval
+    while True:
+        now = time.monotonic()
+        if now >= next_at:
+            helper.out.send(helper.sample())
+            next_at = max(next_at + helper.interval, now + helper.interval * 0.5)
+            continue
+        try:
+            kind, item = inbox.get(timeout=next_at - now)
+        except queue.Empty:
+            continue
+        if kind == "eof":
+            return 0
+        if kind == "event":
+            helper.out.send(item)
+        elif kind == "oversize":
+            helper.out.send(
+                {
+                    "type": "error",
+                    "fatal": False,
+                    "message": f"request line over {MAX_REQUEST_BYTES} bytes dropped",
+                }
+            )
+        elif kind == "line":
+            before = helper.interval
+            reply = helper.handle_line(item)
+            if reply is not None:
+                helper.out.send(reply)
+            if helper.interval < before:
+                next_at = min(next_at, time.monotonic() + helper.interval)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point on the host (also what the bundle's boot code calls)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    stdout = sys.stdout.buffer
+    try:
+        code = run(argv, sys.stdin.buffer, stdout)
+    except KeyboardInterrupt:
+        code = 0
+    try:
+        stdout.flush()
+    except (OSError, ValueError):
+        # The channel is gone: keep the interpreter's own flush at exit from complaining.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

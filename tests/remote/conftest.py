@@ -1,0 +1,330 @@
+"""Shared fixtures: a fake NVML on the real ``pynvml`` module, and a helper subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pynvml
+import pytest
+
+from gputui.remote.bundle import helper_command, helper_payload
+from gputui.remote.helper import run
+
+MIB = 1024 * 1024
+ERRORS = {
+    "NotSupported": pynvml.NVML_ERROR_NOT_SUPPORTED,
+    "GpuIsLost": pynvml.NVML_ERROR_GPU_IS_LOST,
+    "Unknown": pynvml.NVML_ERROR_UNKNOWN,
+    "FunctionNotFound": pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+    "NoPermission": pynvml.NVML_ERROR_NO_PERMISSION,
+    "LibRmVersionMismatch": pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH,
+    "Timeout": pynvml.NVML_ERROR_TIMEOUT,
+}
+
+
+@dataclass
+class FakeGpu:
+    """One card's readings, in NVML's own units (bytes, milliwatts)."""
+
+    name: str = "NVIDIA H100 80GB HBM3"
+    uuid: str = "GPU-11111111-2222-3333-4444-555555555555"
+    bus: str = "00000000:18:00.0"
+    total_mib: int = 81559
+    used_mib: int = 19818
+    util: int = 100
+    util_mem: int = 11
+    temp: int = 59
+    power_mw: int = 631950
+    limit_mw: int = 700000
+    fan: int | None = None  # None: NotSupported (passively cooled)
+    sm: int = 1980
+    mem_clock: int = 2619
+    throttle: int = 0
+    ecc: bool = True
+    pcie: tuple[int, int] = (5, 16)
+    procs: list[tuple[int, int]] = field(default_factory=list)  # (pid, MiB)
+    fail: dict[str, str] = field(default_factory=dict)  # function name -> NVML error name
+
+
+class FakeNvml:
+    """Monkeypatches the real pynvml functions with these GPUs' readings."""
+
+    def __init__(self, gpus: list[FakeGpu]) -> None:
+        self.gpus = gpus
+        self.calls: Counter[tuple[str, int]] = Counter()
+        self.init_error: str | None = None
+
+    def _gpu(self, fn: str, handle: Any) -> FakeGpu:
+        self.calls[(fn, handle.index)] += 1
+        gpu = self.gpus[handle.index]
+        if fn in gpu.fail:
+            raise pynvml.NVMLError(ERRORS[gpu.fail[fn]])
+        if "*" in gpu.fail:
+            raise pynvml.NVMLError(ERRORS[gpu.fail["*"]])
+        return gpu
+
+    def install(self, mp: pytest.MonkeyPatch) -> FakeNvml:
+        def dev(fn: str, get: Callable[..., Any]) -> None:
+            def call(handle: Any, *args: Any) -> Any:
+                return get(self._gpu(fn, handle), *args)
+
+            mp.setattr(pynvml, fn, call)
+
+        def init() -> None:
+            if self.init_error:
+                raise pynvml.NVMLError(ERRORS[self.init_error])
+
+        mp.setattr(pynvml, "nvmlInit", init)
+        mp.setattr(pynvml, "nvmlShutdown", lambda: None)
+        mp.setattr(pynvml, "nvmlSystemGetDriverVersion", lambda: b"535.161.08")  # old: bytes
+        mp.setattr(pynvml, "nvmlSystemGetNVMLVersion", lambda: "12.535.161.08")
+        mp.setattr(pynvml, "nvmlSystemGetCudaDriverVersion", lambda: 12020)
+        mp.setattr(pynvml, "nvmlDeviceGetCount", lambda: len(self.gpus))
+        mp.setattr(pynvml, "nvmlDeviceGetHandleByIndex", self._handle)
+        dev("nvmlDeviceGetUUID", lambda g: g.uuid)
+        dev("nvmlDeviceGetName", lambda g: g.name)
+        dev("nvmlDeviceGetSerial", lambda g: "1654922006536")
+        dev("nvmlDeviceGetPciInfo", lambda g: SimpleNamespace(busId=g.bus.encode()))
+        dev("nvmlDeviceGetMigMode", lambda g: [0, 0])
+        dev("nvmlDeviceGetMaxPcieLinkGeneration", lambda g: g.pcie[0])
+        dev("nvmlDeviceGetMaxPcieLinkWidth", lambda g: g.pcie[1])
+        dev("nvmlDeviceGetCurrPcieLinkGeneration", lambda g: g.pcie[0])
+        dev("nvmlDeviceGetCurrPcieLinkWidth", lambda g: g.pcie[1])
+        dev("nvmlDeviceGetEnforcedPowerLimit", lambda g: g.limit_mw)
+        dev("nvmlDeviceGetPowerUsage", lambda g: g.power_mw)
+        dev(
+            "nvmlDeviceGetUtilizationRates",
+            lambda g: SimpleNamespace(gpu=g.util, memory=g.util_mem),
+        )
+        dev(
+            "nvmlDeviceGetMemoryInfo",
+            lambda g: SimpleNamespace(
+                total=g.total_mib * MIB,
+                used=g.used_mib * MIB,
+                free=(g.total_mib - g.used_mib) * MIB,
+            ),
+        )
+        dev("nvmlDeviceGetTemperature", lambda g, sensor: g.temp)
+        dev("nvmlDeviceGetFanSpeed", self._fan)
+        dev(
+            "nvmlDeviceGetClockInfo",
+            lambda g, kind: g.sm if kind == pynvml.NVML_CLOCK_SM else g.mem_clock,
+        )
+        dev("nvmlDeviceGetCurrentClocksThrottleReasons", lambda g: g.throttle)
+        dev("nvmlDeviceGetTotalEccErrors", self._ecc)
+        dev(
+            "nvmlDeviceGetComputeRunningProcesses",
+            lambda g: [SimpleNamespace(pid=p, usedGpuMemory=m * MIB) for p, m in g.procs],
+        )
+        dev("nvmlDeviceGetGraphicsRunningProcesses", lambda g: [])
+        mp.setattr(pynvml, "nvmlEventSetCreate", object)
+        dev("nvmlDeviceRegisterEvents", lambda g, types, event_set: None)
+        return self
+
+    def _handle(self, index: int) -> Any:
+        self.calls[("nvmlDeviceGetHandleByIndex", index)] += 1
+        if self.gpus[index].fail.get("nvmlDeviceGetHandleByIndex"):
+            raise pynvml.NVMLError(ERRORS[self.gpus[index].fail["nvmlDeviceGetHandleByIndex"]])
+        return SimpleNamespace(index=index)
+
+    @staticmethod
+    def _fan(g: FakeGpu) -> int:
+        if g.fan is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return g.fan
+
+    @staticmethod
+    def _ecc(g: FakeGpu, kind: int, counter: int) -> int:
+        if not g.ecc:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return 0
+
+    def uses(self, index: int) -> int:
+        """How many NVML calls went to GPU ``index``'s handle."""
+        return sum(n for (fn, i), n in self.calls.items() if i == index)
+
+
+def three_gpus() -> list[FakeGpu]:
+    return [
+        FakeGpu(uuid="GPU-aaaaaaaa-0000-0000-0000-000000000000", bus="00000000:18:00.0"),
+        FakeGpu(
+            uuid="GPU-bbbbbbbb-0000-0000-0000-000000000000",
+            bus="00000000:2A:00.0",
+            used_mib=0,
+            util=0,
+            util_mem=0,
+            temp=41,
+            power_mw=69850,
+            sm=345,
+            throttle=pynvml.nvmlClocksThrottleReasonGpuIdle,
+        ),
+        FakeGpu(
+            name="NVIDIA GeForce RTX 3090",
+            uuid="GPU-cccccccc-0000-0000-0000-000000000000",
+            bus="00000000:3A:00.0",
+            total_mib=24576,
+            used_mib=2300,
+            limit_mw=350000,
+            power_mw=98140,
+            fan=41,
+            ecc=False,
+            pcie=(4, 16),
+        ),
+    ]
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> FakeNvml:
+    return FakeNvml(three_gpus()).install(monkeypatch)
+
+
+def _run_once(argv: list[str] | None = None) -> tuple[int, list[dict[str, Any]]]:
+    out = io.BytesIO()
+    code = run([*(argv or []), "--once"], io.BytesIO(), out)
+    return code, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+@pytest.fixture
+def run_once() -> Callable[..., tuple[int, list[dict[str, Any]]]]:
+    """Run the helper in-process with ``--once``; returns exit code and messages."""
+    return _run_once
+
+
+class HelperProc:
+    """The real helper as a subprocess, started the way a client does it over SSH."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        cmd = helper_command(sys.executable)
+        self.proc = subprocess.Popen(
+            ["/bin/sh", "-c", cmd],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(helper_payload(argv))
+        self.proc.stdin.flush()
+        self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.seen: list[dict[str, Any]] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+        self.lines.put(None)
+
+    def send(self, obj: dict[str, Any] | str) -> None:
+        assert self.proc.stdin is not None
+        data = obj if isinstance(obj, str) else json.dumps(obj)
+        self.proc.stdin.write(data.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def expect(
+        self, pred: Callable[[dict[str, Any]], bool], timeout: float = 10.0
+    ) -> dict[str, Any]:
+        """The next message matching ``pred``, within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(
+                    f"no matching message within {timeout}s; last: {self.seen[-3:]}"
+                )
+            try:
+                msg = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if msg is None:
+                raise AssertionError(f"helper exited; stderr: {self._stderr()}")
+            self.seen.append(msg)
+            if pred(msg):
+                return msg
+
+    def result(self, rid: int, timeout: float = 10.0) -> dict[str, Any]:
+        return self.expect(lambda m: m["type"] == "result" and m["id"] == rid, timeout)
+
+    def _stderr(self) -> str:
+        try:
+            assert self.proc.stderr is not None
+            return self.proc.stderr.read().decode(errors="replace")[-2000:]
+        except Exception:
+            return ""
+
+    def close(self) -> int:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+            try:
+                return self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait(10)
+
+
+@pytest.fixture
+def start_helper() -> Iterator[Callable[..., HelperProc]]:
+    started: list[HelperProc] = []
+
+    def start(argv: list[str], env: dict[str, str] | None = None) -> HelperProc:
+        helper = HelperProc(argv, env)
+        started.append(helper)
+        return helper
+
+    yield start
+    for helper in started:
+        helper.close()
+
+
+@pytest.fixture
+def sim_process() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start a long ``sleep`` whose environment puts it on a simulated GPU."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(
+        gpu: str, mem_mib: int = 4096, util: int = 80, argv: list[str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        env = dict(
+            os.environ,
+            GPUTUI_SIM_GPU=gpu,
+            GPUTUI_SIM_MEM_MIB=str(mem_mib),
+            GPUTUI_SIM_UTIL=str(util),
+        )
+        proc = subprocess.Popen(argv or ["sleep", "120"], env=env)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def _wait_for(pred: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        threading.Event().wait(interval)
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., None]:
+    """Poll a condition until true, failing after a deadline (never a bare sleep)."""
+    return _wait_for
