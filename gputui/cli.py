@@ -27,8 +27,19 @@ def _parser() -> argparse.ArgumentParser:
         description="Live console for a team's GPU servers, over SSH.",
     )
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
-    parser.add_argument("--hosts", metavar="FILE", help="hosts.yaml to use (else $GPUTUI_HOSTS, ./hosts.yaml, ~/.config/gputui/hosts.yaml, /etc/gputui/hosts.yaml)")
-    parser.add_argument("--theme", metavar="NAME", help="colour theme (gputui-dark, gputui-light, gputui-high-contrast, ...)")
+    parser.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help=(
+            "hosts.yaml to use (else $GPUTUI_HOSTS, ./hosts.yaml,"
+            " ~/.config/gputui/hosts.yaml, /etc/gputui/hosts.yaml)"
+        ),
+    )
+    parser.add_argument(
+        "--theme",
+        metavar="NAME",
+        help="colour theme (gputui-dark, gputui-light, gputui-high-contrast, ...)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     sub.add_parser("console", help="open the console (the default)")
@@ -36,11 +47,29 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-config", help="validate hosts.yaml and print a summary")
     check.add_argument("file", nargs="?", help="file to check (default: the search order above)")
 
-    demo = sub.add_parser("demo", help="open the console on a simulated cluster over real SSH on loopback")
-    demo.add_argument("--hosts", dest="demo_hosts", type=_positive, default=4, metavar="N", help="simulated hosts (default 4)")
-    demo.add_argument("--gpus", dest="demo_gpus", type=_positive, default=20, metavar="M", help="GPUs in all (default 20)")
+    demo = sub.add_parser(
+        "demo", help="open the console on a simulated cluster over real SSH on loopback"
+    )
+    demo.add_argument(
+        "--hosts",
+        dest="demo_hosts",
+        type=_positive,
+        default=4,
+        metavar="N",
+        help="simulated hosts (default 4)",
+    )
+    demo.add_argument(
+        "--gpus",
+        dest="demo_gpus",
+        type=_positive,
+        default=20,
+        metavar="M",
+        help="GPUs in all (default 20)",
+    )
 
-    helper = sub.add_parser("helper", help="run the host helper here and print its JSON lines (for debugging)")
+    helper = sub.add_parser(
+        "helper", help="run the host helper here and print its JSON lines (for debugging)"
+    )
     helper.add_argument("--sim", metavar="SPEC", help="simulate GPUs, e.g. 4xrtx3090")
     helper.add_argument("--once", action="store_true", help="print hello and one sample, then exit")
     helper.add_argument("--interval", type=float, default=1.0, metavar="SECONDS")
@@ -101,7 +130,8 @@ def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
         f"{source}: OK",
         f"  hosts     {len(hosts)}" + (f" ({sims} simulated)" if sims else ""),
         f"  pools     {pool_text}",
-        f"  refresh   every {config.refresh_interval:g}s; stale after {config.health.stale_after_s:g}s",
+        f"  refresh   every {config.refresh_interval:g}s;"
+        f" stale after {config.health.stale_after_s:g}s",
         f"  theme     {config.theme}",
         f"  health    temp warn {config.health.temp_warn_c}°C / crit {config.health.temp_crit_c}°C,"
         f" memory warn {config.health.mem_warn_pct:g}%",
@@ -114,9 +144,21 @@ def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
         rows = [("NAME", "ADDRESS", "USER", "VIA", "POOL", "GPUS")]
         for h in hosts[:max_rows]:
             address = h.address + (f":{h.port}" if h.port else "")
-            rows.append((h.name, address, h.user or "(ssh config)", h.proxy_jump or "-", h.pool, h.sim or "nvml"))
+            rows.append(
+                (
+                    h.name,
+                    address,
+                    h.user or "(ssh config)",
+                    h.proxy_jump or "-",
+                    h.pool,
+                    h.sim or "nvml",
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines += [
+            "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in rows
+        ]
         if len(hosts) > max_rows:
             lines.append(f"  ... and {len(hosts) - max_rows} more")
     return "\n".join(lines)
@@ -135,7 +177,9 @@ def _theme_or_error(config: Config, theme: str | None) -> str:
 def run_console(hosts_file: str | None, theme: str | None) -> int:
     config = load_config(find_config(hosts_file))
     if not config.hosts:
-        raise UsageError("the config lists no hosts; add some under 'hosts:' (see hosts.example.yaml)")
+        raise UsageError(
+            "the config lists no hosts; add some under 'hosts:' (see hosts.example.yaml)"
+        )
     theme_name = _theme_or_error(config, theme)
     from gputui.fleet.fleet import Fleet
     from gputui.ui.app import GpuTuiApp
@@ -157,7 +201,10 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
     from gputui.fleet.fleet import Fleet
     from gputui.ui.app import GpuTuiApp
 
-    print(f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH…", flush=True)
+    print(
+        f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH…",
+        flush=True,
+    )
     async with DemoCluster(hosts=hosts, gpus=gpus) as cluster:
         config = cluster.config()
         theme_name = _theme_or_error(config, theme)

@@ -230,7 +230,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
 def parse_config(text: str, source: str = "<config>") -> Config:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
+        data = yaml.load(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -291,14 +291,16 @@ def _locate(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | N
 
 
 def _host_name(root: yaml.Node, index: int) -> str | None:
+    """The ``name:`` of the index-th host in the YAML tree, to label its errors."""
     if not isinstance(root, yaml.MappingNode):
         return None
-    for key_node, value_node in root.value:
-        if key_node.value == "hosts" and isinstance(value_node, yaml.SequenceNode):
-            if 0 <= index < len(value_node.value):
-                item = value_node.value[index]
-                if isinstance(item, yaml.MappingNode):
-                    for k, v in item.value:
-                        if k.value == "name" and isinstance(v, yaml.ScalarNode):
-                            return str(v.value)[:64]
+    hosts = next((v for k, v in root.value if k.value == "hosts"), None)
+    if not isinstance(hosts, yaml.SequenceNode) or not 0 <= index < len(hosts.value):
+        return None
+    item = hosts.value[index]
+    if not isinstance(item, yaml.MappingNode):
+        return None
+    for key, value in item.value:
+        if key.value == "name" and isinstance(value, yaml.ScalarNode):
+            return str(value.value)[:64]
     return None

@@ -38,6 +38,9 @@ class Gpu:
         self.lib = lib
         self.index = index
         self.handle: Any = None
+        # nvidia-smi reports memory used without the driver's reserved part (NVML's
+        # v2 memory struct); v1 counts it as used (~600 MiB on an idle H200).
+        self._mem_version: Any = getattr(lib, "nvmlMemory_v2", None)
         self.uuid = f"GPU-unknown-{index}"
         self.state = "ok"
         self.message: str | None = None
@@ -144,6 +147,17 @@ class Gpu:
         out[key] = value
         return True
 
+    def _memory(self) -> Any:
+        if self._mem_version is not None:
+            try:
+                mem = self.read("nvmlDeviceGetMemoryInfo", self._mem_version)
+            except TypeError:  # an old binding without the version argument
+                mem = None
+            if mem is not None and not isinstance(mem, NA):
+                return mem
+            self._mem_version = None  # not on this driver: v1 from now on
+        return self.read("nvmlDeviceGetMemoryInfo")
+
     def _fill(self, out: dict[str, Any], errors: dict[str, str], table: ProcessTable) -> None:
         util = self.read("nvmlDeviceGetUtilizationRates")
         if isinstance(util, NA):
@@ -151,7 +165,7 @@ class Gpu:
             self._put(out, errors, "util_mem", util)
         else:
             out["util_gpu"], out["util_mem"] = int(util.gpu), int(util.memory)
-        mem = self.read("nvmlDeviceGetMemoryInfo")
+        mem = self._memory()
         if isinstance(mem, NA):
             self._put(out, errors, "mem_used_mib", mem)
             self._put(out, errors, "mem_total_mib", mem)

@@ -59,6 +59,9 @@ class FakeGpu:
     fail: dict[str, str] = field(default_factory=dict)  # function name -> NVML error name
 
 
+RESERVED_MIB = 615
+
+
 class FakeNvml:
     """Monkeypatches the real pynvml functions with these GPUs' readings."""
 
@@ -109,14 +112,7 @@ class FakeNvml:
             "nvmlDeviceGetUtilizationRates",
             lambda g: SimpleNamespace(gpu=g.util, memory=g.util_mem),
         )
-        dev(
-            "nvmlDeviceGetMemoryInfo",
-            lambda g: SimpleNamespace(
-                total=g.total_mib * MIB,
-                used=g.used_mib * MIB,
-                free=(g.total_mib - g.used_mib) * MIB,
-            ),
-        )
+        dev("nvmlDeviceGetMemoryInfo", self._memory)
         dev("nvmlDeviceGetTemperature", lambda g, sensor: g.temp)
         dev("nvmlDeviceGetFanSpeed", self._fan)
         dev(
@@ -133,6 +129,18 @@ class FakeNvml:
         mp.setattr(pynvml, "nvmlEventSetCreate", object)
         dev("nvmlDeviceRegisterEvents", lambda g, types, event_set: None)
         return self
+
+    @staticmethod
+    def _memory(g: FakeGpu, version: int | None = None) -> Any:
+        # Like the driver: the v1 struct counts the driver's reserved memory as used;
+        # v2 (what nvidia-smi shows) reports it apart.
+        reserved = RESERVED_MIB if version is None else 0
+        return SimpleNamespace(
+            total=g.total_mib * MIB,
+            used=(g.used_mib + reserved) * MIB,
+            free=(g.total_mib - g.used_mib - RESERVED_MIB) * MIB,
+            reserved=RESERVED_MIB * MIB,
+        )
 
     def _handle(self, index: int) -> Any:
         self.calls[("nvmlDeviceGetHandleByIndex", index)] += 1

@@ -17,6 +17,7 @@ from gputui.remote.helper import Helper
 from gputui.remote.procs import ProcessTable
 from gputui.remote.wire import Output
 
+RESERVED_MIB = 615  # the fake driver's reserved memory (conftest)
 RunOnce = Any
 FakeNvml = Any
 
@@ -178,3 +179,15 @@ def test_gpu_reader_direct_table_cache(fake_nvml: FakeNvml) -> None:
     first = gpu.sample(table)["processes"][0]
     second = gpu.sample(table)["processes"][0]
     assert first == second
+
+
+def test_memory_used_matches_nvidia_smi_v2_and_falls_back_to_v1(
+    run_once: RunOnce, fake_nvml: FakeNvml, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, (_, sample) = run_once()
+    used = {g["index"]: g["mem_used_mib"] for g in sample["gpus"]}
+    assert used == {i: g.used_mib for i, g in enumerate(fake_nvml.gpus)}
+    # An old binding without the version argument: v1, reserved memory counted as used.
+    monkeypatch.delattr(pynvml, "nvmlMemory_v2")
+    _, (_, sample) = run_once()
+    assert sample["gpus"][0]["mem_used_mib"] == fake_nvml.gpus[0].used_mib + RESERVED_MIB

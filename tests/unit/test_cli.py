@@ -21,7 +21,9 @@ def test_check_config_example_ok(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(out.splitlines()) <= 24
 
 
-def test_check_config_errors_one_line_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_config_errors_one_line_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "hosts.yaml"
     bad.write_text("hosts:\n  - name: a\n    colour: red\n  - name: b\n    port: 0\n")
     assert main(["check-config", str(bad)]) == 1
@@ -32,7 +34,9 @@ def test_check_config_errors_one_line_each(tmp_path: Path, capsys: pytest.Captur
     ]
 
 
-def test_check_config_uses_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_config_uses_search_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = tmp_path / "env.yaml"
     cfg.write_text("hosts: [{name: x}]\n")
     monkeypatch.setenv("GPUTUI_HOSTS", str(cfg))
@@ -40,7 +44,9 @@ def test_check_config_uses_search_order(tmp_path: Path, monkeypatch: pytest.Monk
     assert f"{cfg}: OK" in capsys.readouterr().out
 
 
-def test_console_without_config_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_console_without_config_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert main([]) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -54,7 +60,9 @@ def test_demo_rejects_impossible_sizes(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_no_traceback_for_bad_arguments() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "gputui.cli", "demo", "--hosts", "lots"], capture_output=True, text=True
+        [sys.executable, "-m", "gputui.cli", "demo", "--hosts", "lots"],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "'lots' is not a whole number" in result.stderr

@@ -34,7 +34,13 @@ hosts:
 """
     )
     a, b = config.resolved()
-    assert (a.address, a.user, a.port, a.identity_file, a.python) == ("a", "alice", 2222, "~/.ssh/k", "/opt/py")
+    assert (a.address, a.user, a.port, a.identity_file, a.python) == (
+        "a",
+        "alice",
+        2222,
+        "~/.ssh/k",
+        "/opt/py",
+    )
     assert (b.address, b.user, b.port, b.proxy_jump) == ("10.0.0.2", "bob", 22, "jump.example")
 
 
@@ -57,7 +63,9 @@ defaults:
   user: [a, b]
 """
     )
-    assert lines[0].startswith("hosts.yaml:1: refresh_interval: Input should be greater than or equal to 0.1")
+    assert lines[0].startswith(
+        "hosts.yaml:1: refresh_interval: Input should be greater than or equal to 0.1"
+    )
     assert lines[1].startswith("hosts.yaml:4: hosts[0](gpu02).port: ")
     assert lines[2].startswith("hosts.yaml:6: defaults.user: ")
     assert len(lines) == 3

@@ -33,7 +33,9 @@ def test_hello_and_inventory() -> None:
                 "helper_version": "0.1.0",
                 "hostname": "gpu01",
                 "driver": "535.129.03",
-                "gpus": [{"index": 0, "uuid": "GPU-1", "name": "NVIDIA A10", "memory_total_mib": 23028}],
+                "gpus": [
+                    {"index": 0, "uuid": "GPU-1", "name": "NVIDIA A10", "memory_total_mib": 23028}
+                ],
                 "future_field": "ignored",
             }
         )
@@ -50,8 +52,13 @@ def test_sample_with_null_fields_and_errors() -> None:
                 "seq": 3,
                 "time": 1.5,
                 "gpus": [
-                    {"index": 0, "uuid": "GPU-1", "power_w": None, "fan_pct": None,
-                     "errors": {"power_w": "NotSupported", "fan_pct": "NotSupported"}},
+                    {
+                        "index": 0,
+                        "uuid": "GPU-1",
+                        "power_w": None,
+                        "fan_pct": None,
+                        "errors": {"power_w": "NotSupported", "fan_pct": "NotSupported"},
+                    },
                     {"index": 1, "uuid": "GPU-2", "state": "lost", "message": "GPU is lost"},
                 ],
             }
@@ -66,10 +73,22 @@ def test_hostile_strings_are_cleaned_at_decode() -> None:
     msg = decode_helper_line(
         line(
             {
-                "type": "sample", "seq": 1, "time": 0,
-                "gpus": [{"index": 0, "uuid": "GPU-1", "processes": [
-                    {"pid": 7, "user": "\x1b[2Jroot", "command": "\x1b]0;owned\x07python " + "A" * 5000}
-                ]}],
+                "type": "sample",
+                "seq": 1,
+                "time": 0,
+                "gpus": [
+                    {
+                        "index": 0,
+                        "uuid": "GPU-1",
+                        "processes": [
+                            {
+                                "pid": 7,
+                                "user": "\x1b[2Jroot",
+                                "command": "\x1b]0;owned\x07python " + "A" * 5000,
+                            }
+                        ],
+                    }
+                ],
             }
         )
     )
@@ -81,10 +100,16 @@ def test_hostile_strings_are_cleaned_at_decode() -> None:
 
 
 def test_event_result_error() -> None:
-    assert isinstance(decode_helper_line(line({"type": "event", "time": 1, "kind": "xid", "xid": 79})), Event)
-    res = decode_helper_line(line({"type": "result", "id": 4, "ok": False, "code": "pid-reused", "error": "x"}))
+    assert isinstance(
+        decode_helper_line(line({"type": "event", "time": 1, "kind": "xid", "xid": 79})), Event
+    )
+    res = decode_helper_line(
+        line({"type": "result", "id": 4, "ok": False, "code": "pid-reused", "error": "x"})
+    )
     assert isinstance(res, Result) and res.code == "pid-reused"
-    assert isinstance(decode_helper_line(line({"type": "error", "message": "m", "fatal": True})), HelperError)
+    assert isinstance(
+        decode_helper_line(line({"type": "error", "message": "m", "fatal": True})), HelperError
+    )
 
 
 @pytest.mark.parametrize(
@@ -113,7 +138,13 @@ def test_requests_are_single_json_lines() -> None:
     req = signal_request(5, pid=42, signal="KILL", gpu_uuid="GPU-1", uid=1000, start_ticks=123)
     assert req.endswith("\n") and req.count("\n") == 1
     assert json.loads(req) == {
-        "type": "request", "id": 5, "op": "signal", "pid": 42, "signal": "KILL",
-        "gpu_uuid": "GPU-1", "uid": 1000, "start_ticks": 123,
+        "type": "request",
+        "id": 5,
+        "op": "signal",
+        "pid": 42,
+        "signal": "KILL",
+        "gpu_uuid": "GPU-1",
+        "uid": 1000,
+        "start_ticks": 123,
     }
     assert json.loads(interval_request(6, 0.5))["seconds"] == 0.5
