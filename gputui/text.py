@@ -29,6 +29,8 @@ def clean(value: object, limit: int = DEFAULT_LIMIT) -> str:
     """Return ``value`` as a single display-safe line of at most ``limit`` characters."""
     if value is None:
         return ""
+    if type(value) is str and len(value) <= limit and value.isascii() and value.isprintable():
+        return value  # the common case, on every sample: nothing to strip
     if isinstance(value, bytes):
         text = value.decode("utf-8", errors="replace")
     else:
