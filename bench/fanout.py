@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
 import json
 import os
 import resource
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -32,12 +32,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import asyncssh  # noqa: E402
+import asyncssh
 
-from gputui.config import Config, HostConfig, SshDefaults  # noqa: E402
-from gputui.fleet.fleet import Fleet  # noqa: E402
-from gputui.remote.bundle import helper_command, helper_payload  # noqa: E402
-from gputui.telemetry import HostSnapshot, HostStatus  # noqa: E402
+from gputui.config import Config, HostConfig, SshDefaults
+from gputui.fleet.fleet import Fleet
+from gputui.remote.bundle import helper_command, helper_payload
+from gputui.telemetry import HostSnapshot, HostStatus
 
 BASELINE_INTERVAL = 5.0
 
@@ -64,12 +64,12 @@ def tree_cpu(root: int) -> float:
         # utime + stime, plus cutime + cstime of children it has reaped
         times[pid] = sum(int(f) for f in fields[11:15]) / tick
     total = 0.0
-    for pid in times:
+    for pid, cpu in times.items():
         p = parents.get(pid)
         while p and p != root and p in parents:
             p = parents[p]
         if p == root:
-            total += times[pid]
+            total += cpu
     # children the server reaped itself
     fields = Path(f"/proc/{root}/stat").read_text().rsplit(")", 1)[1].split()
     total += (int(fields[13]) + int(fields[14])) / tick
@@ -118,10 +118,8 @@ async def measure_fleet(config: Config, seconds: float, server_pid: int) -> dict
     fleet.subscribe(on_snapshot)
     start = time.monotonic()
     await fleet.start()
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(all_live.wait(), timeout=max(60.0, n * 0.2))
-    except TimeoutError:
-        pass
     connect_s = time.monotonic() - start
     await asyncio.sleep(2.0)  # let every helper settle into its steady rhythm
 
@@ -227,7 +225,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         client.write_public_key(str(d / "client.pub"))
         host_key = asyncssh.generate_private_key("ssh-ed25519")
         host_key.write_private_key(str(d / "host_key"))
-        server = subprocess.Popen(
+        server = subprocess.Popen(  # noqa: ASYNC220 - started once, before measuring
             [sys.executable, __file__, "--serve", str(d)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -299,7 +297,7 @@ def main() -> int:
     if args.serve:
         serve(Path(args.serve))
         return 0
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     report = asyncio.run(bench(args))
     print(json.dumps(report))

@@ -1,0 +1,185 @@
+"""``DemoCluster``: a few simulated GPU hosts on this machine, reached over real SSH.
+
+Each host is an in-process SSH server on 127.0.0.1 with its own host key, running
+the real helper in sim mode. The cluster writes a throwaway hosts.yaml, client key
+and known_hosts, so the console connects exactly as it would to real servers: real
+key exchange, real host key verification, real public-key auth. A few real
+processes pose as GPU jobs so the grid has owners and something to kill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import getpass
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+import asyncssh
+
+from gputui.config import Config, load_config
+from gputui.remote.sim import SimDevice
+
+from .server import SimSshServer
+from .workloads import JOBS, Workload, start_workload, stop_workloads, workload_owners
+
+MODELS = ("a100-80gb", "rtx3090", "h100", "l40s", "rtx4090", "a10", "h200", "a100-40gb")
+MAX_GPUS_PER_HOST = 64
+
+
+def split_gpus(hosts: int, gpus: int) -> list[int]:
+    """Spread ``gpus`` over ``hosts`` as evenly as possible, every host getting one."""
+    if hosts < 1:
+        raise ValueError("a demo cluster needs at least one host")
+    if gpus < hosts:
+        raise ValueError(f"{gpus} GPUs cannot go round {hosts} hosts (one each at least)")
+    if gpus > hosts * MAX_GPUS_PER_HOST:
+        raise ValueError(f"at most {MAX_GPUS_PER_HOST} GPUs per host")
+    base, extra = divmod(gpus, hosts)
+    return [base + (1 if i < extra else 0) for i in range(hosts)]
+
+
+class DemoCluster:
+    """``hosts`` simulated servers with ``gpus`` GPUs between them; ``async with`` it."""
+
+    def __init__(self, hosts: int = 4, gpus: int = 20, *, workloads: int | None = None) -> None:
+        self.counts = split_gpus(hosts, gpus)
+        self.names = [f"gpu{i + 1:02d}" for i in range(hosts)]
+        self.models = [MODELS[i % len(MODELS)] for i in range(hosts)]
+        self.specs = [
+            f"{count}x{model},name={name}"
+            for count, model, name in zip(self.counts, self.models, self.names, strict=True)
+        ]
+        self.workload_count = min(6, gpus) if workloads is None else workloads
+        self.directory: Path | None = None
+        self.servers: list[SimSshServer] = []
+        self.workloads: list[Workload] = []
+        self._config_path: Path | None = None
+        self._config: Config | None = None
+
+    @property
+    def config_path(self) -> Path:
+        if self._config_path is None:
+            raise RuntimeError("the demo cluster is not started")
+        return self._config_path
+
+    def config(self) -> Config:
+        """The demo's hosts.yaml, loaded through the real loader."""
+        if self._config is None:
+            raise RuntimeError("the demo cluster is not started")
+        return self._config
+
+    def gpu_uuid(self, host_index: int, gpu_index: int) -> str:
+        """The UUID the simulator gives GPU ``gpu_index`` of host ``host_index``."""
+        name, model = self.names[host_index], self.models[host_index]
+        return SimDevice(gpu_index, model, name, 0).uuid
+
+    async def start(self) -> None:
+        """Start servers and workloads and write the files; everything is undone on error."""
+        atexit.register(self._emergency_cleanup)
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="gputui-demo-"))
+        self.directory.chmod(0o700)
+        client_key = asyncssh.generate_private_key("ssh-ed25519")
+        key_path = self.directory / "id_ed25519"
+        client_key.write_private_key(str(key_path))
+        key_path.chmod(0o600)
+        user = getpass.getuser()
+        self.servers = [SimSshServer(client_key, user=user) for _ in self.names]
+        ports = await asyncio.gather(*(server.start() for server in self.servers))
+        known_hosts = self.directory / "known_hosts"
+        known_hosts.write_text("".join(s.known_hosts_line for s in self.servers))
+        self._config_path = self.directory / "hosts.yaml"
+        self._config_path.write_text(self._yaml(user, str(key_path), str(known_hosts), list(ports)))
+        self._config = load_config(self._config_path)
+        self._start_workloads()
+
+    def _yaml(self, user: str, key: str, known_hosts: str, ports: list[int]) -> str:
+        # JSON is YAML: quoting every value keeps odd paths safe.
+        q = json.dumps
+        lines = [
+            "# Written by gputui's demo cluster; deleted when the demo stops.",
+            "defaults:",
+            f"  user: {q(user)}",
+            f"  identity_file: {q(key)}",
+            f"  known_hosts: {q(known_hosts)}",
+            "  ssh_config: null",
+            f"  python: {q(sys.executable)}",
+            "  connect_timeout: 10",
+            "hosts:",
+        ]
+        for name, port, spec, model in zip(self.names, ports, self.specs, self.models, strict=True):
+            lines += [
+                f"  - name: {q(name)}",
+                '    address: "127.0.0.1"',
+                f"    port: {port}",
+                f"    sim: {q(spec)}",
+                f"    labels: {{model: {q(model)}}}",
+            ]
+        return "\n".join(lines) + "\n"
+
+    def _start_workloads(self) -> None:
+        owners = workload_owners()
+        slots = [(h, g) for h, count in enumerate(self.counts) for g in range(count)]
+        # Spread over hosts first: host 0 GPU 0, host 1 GPU 0, ..., host 0 GPU 1, ...
+        slots.sort(key=lambda slot: (slot[1], slot[0]))
+        for i, (host_index, gpu_index) in enumerate(slots[: self.workload_count]):
+            self.workloads.append(
+                start_workload(
+                    host=self.names[host_index],
+                    gpu_uuid=self.gpu_uuid(host_index, gpu_index),
+                    gpu_index=gpu_index,
+                    job=JOBS[i % len(JOBS)],
+                    user=owners[i % len(owners)],
+                    mem_mib=4096 + 2048 * (i % 5),
+                    util=40 + (i * 13) % 60,
+                )
+            )
+
+    async def stop(self) -> None:
+        """Kill workloads and helpers, stop servers, delete the files. Safe to repeat."""
+        workloads, self.workloads = self.workloads, []
+        await asyncio.get_running_loop().run_in_executor(None, stop_workloads, workloads)
+        servers, self.servers = self.servers, []
+        await asyncio.gather(*(s.stop() for s in servers), return_exceptions=True)
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+        self._config = None
+        self._config_path = None
+        with contextlib.suppress(Exception):
+            atexit.unregister(self._emergency_cleanup)
+
+    def _emergency_cleanup(self) -> None:
+        # The loop died before stop(): at least leave no workloads or files behind.
+        stop_workloads(self.workloads, grace=0.2)
+        for server in self.servers:
+            for pid in server.command_pids():
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, 9)
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    async def __aenter__(self) -> DemoCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

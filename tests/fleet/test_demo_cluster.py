@@ -1,0 +1,88 @@
+"""The demo cluster: real SSH servers, real helpers, real workloads, nothing left over."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+
+import pytest
+
+from gputui.config import load_config
+from gputui.demo.cluster import DemoCluster, split_gpus
+from gputui.telemetry import HostStatus
+
+
+def test_gpus_are_spread_over_hosts() -> None:
+    assert split_gpus(4, 20) == [5, 5, 5, 5]
+    assert split_gpus(1, 1) == [1]
+    assert split_gpus(3, 10) == [4, 3, 3]
+    assert sum(split_gpus(50, 400)) == 400
+    with pytest.raises(ValueError, match="cannot go round"):
+        split_gpus(4, 2)
+
+
+async def test_demo_cluster_comes_up_live_and_cleans_up(kit) -> None:
+    cluster = DemoCluster(hosts=3, gpus=10)
+    async with cluster:
+        directory = cluster.directory
+        assert directory is not None
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+        assert load_config(cluster.config_path) == cluster.config()
+        config = cluster.config()
+        assert [h.name for h in config.hosts] == ["gpu01", "gpu02", "gpu03"]
+        fleet = await kit.start_fleet(config)
+        await kit.wait_for(
+            lambda: all(
+                s.status is HostStatus.LIVE and s.sample is not None
+                for s in fleet.snapshots().values()
+            ),
+            what="every host live",
+        )
+        counts = [len(s.hello.gpus) for s in fleet.snapshots().values()]
+        assert counts == [4, 3, 3]
+
+        expected = {(w.host, w.gpu_uuid, w.pid, w.user) for w in cluster.workloads}
+        assert len(expected) == 6
+
+        def visible() -> set[tuple[str, str, int, str | None]]:
+            return {
+                (s.name, g.uuid, p.pid, p.user)
+                for s in fleet.snapshots().values()
+                if s.sample is not None
+                for g in s.sample.gpus
+                for p in g.processes
+            }
+
+        await kit.wait_for(lambda: expected <= visible(), what="workloads on their GPUs")
+        seen = visible()
+        assert all(any(s[2] == pid for s in seen) for _, _, pid, _ in expected)
+        commands = {
+            p.command
+            for s in fleet.snapshots().values()
+            for g in s.sample.gpus
+            for p in g.processes
+        }
+        assert any("train.py --model resnet50" in c for c in commands)
+        if os.geteuid() == 0:
+            assert len({w.user for w in cluster.workloads}) >= 2
+        else:
+            me = pwd.getpwuid(os.getuid()).pw_name
+            assert {w.user for w in cluster.workloads} == {me}
+        helpers = [pid for s in cluster.servers for pid in s.command_pids()]
+        assert len(helpers) == 3
+        await fleet.close()
+        pids = [w.pid for w in cluster.workloads]
+
+    assert cluster.directory is None and not directory.exists()
+    assert not [p for p in pids + helpers if os.path.exists(f"/proc/{p}")]
+
+
+async def test_one_host_one_gpu(kit) -> None:
+    async with DemoCluster(hosts=1, gpus=1) as cluster:
+        fleet = await kit.start_fleet(cluster.config())
+        snap = await kit.wait_for(
+            lambda: (s := kit.snap(fleet, "gpu01")).sample is not None and s, what="sample"
+        )
+        assert len(snap.hello.gpus) == 1
+        assert len(cluster.workloads) == 1

@@ -1,0 +1,260 @@
+"""A real OpenSSH sshd on a free loopback port, with its own host key and test user.
+
+The fixture needs root (to create the user and to run sshd) and ``/usr/sbin/sshd``;
+without them the tests skip and say why. Everything it creates (user, home, temp
+files, sshd, the user's processes) is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+
+from gputui.config import Config, parse_config
+from gputui.fleet.backoff import LinkTiming
+from gputui.fleet.fleet import Fleet
+
+SSHD = "/usr/sbin/sshd"
+SYSTEM_PYTHON = "/usr/bin/python3"
+FAST = LinkTiming(backoff_base=0.2, backoff_cap=0.5, slow_retry=30.0, hello_timeout=10.0)
+
+
+async def wait_for(
+    predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition"
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@dataclass
+class Sshd:
+    """A running sshd and what a client needs to reach it."""
+
+    port: int
+    user: str
+    uid: int
+    gid: int
+    directory: Path
+    host_public_key: str
+    client_key_path: Path
+    known_hosts: Path
+
+    def config(self, hosts: list[dict[str, Any]], **top: Any) -> Config:
+        data: dict[str, Any] = {
+            "defaults": {
+                "user": self.user,
+                "port": self.port,
+                "identity_file": str(self.client_key_path),
+                "known_hosts": str(self.known_hosts),
+                "ssh_config": None,
+                "python": SYSTEM_PYTHON,
+                "connect_timeout": 5,
+            },
+            "refresh_interval": 0.2,
+            "hosts": [{"address": "127.0.0.1", **h} for h in hosts],
+        }
+        data.update(top)
+        return parse_config(json.dumps(data), "sshd-test-config")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _user_pids(uid: int) -> list[int]:
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    pids.append(int(name))
+    return pids
+
+
+@pytest.fixture(scope="session")
+def test_user() -> Iterator[tuple[str, int, int]]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a test user and run sshd")
+    if not os.path.exists(SSHD):
+        pytest.skip(f"OpenSSH server not installed ({SSHD} missing)")
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"{SYSTEM_PYTHON} missing: the test user needs a python3 to run")
+    name = f"gputui-t-{secrets.token_hex(4)}"
+    subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True, capture_output=True)
+    try:
+        # A locked password ("!") makes sshd refuse the account without PAM; "*" does not.
+        subprocess.run(["usermod", "-p", "*", name], check=True, capture_output=True)
+        entry = pwd.getpwnam(name)
+        yield name, entry.pw_uid, entry.pw_gid
+    finally:
+        for pid in _user_pids(pwd.getpwnam(name).pw_uid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while _user_pids(pwd.getpwnam(name).pw_uid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def sshd(test_user: tuple[str, int, int]) -> Iterator[Sshd]:
+    user, uid, gid = test_user
+    directory = Path(tempfile.mkdtemp(prefix="gputui-sshd-"))
+    # sshd reads AuthorizedKeysFile as the user: the directory must be searchable.
+    directory.chmod(0o755)
+    process: subprocess.Popen[bytes] | None = None
+    try:
+        host_key = directory / "ssh_host_ed25519_key"
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)],
+            check=True,
+            capture_output=True,
+        )
+        client = asyncssh.generate_private_key("ssh-ed25519")
+        client_key_path = directory / "client_key"
+        client.write_private_key(str(client_key_path))
+        client_key_path.chmod(0o600)
+        authorized = directory / "authorized_keys"
+        authorized.write_bytes(client.export_public_key())
+        authorized.chmod(0o644)
+        port = _free_port()
+        config = directory / "sshd_config"
+        config.write_text(
+            "\n".join(
+                [
+                    f"Port {port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {host_key}",
+                    f"AuthorizedKeysFile {authorized}",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "PidFile none",
+                    "PubkeyAuthentication yes",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "PermitRootLogin no",
+                    f"AllowUsers {user}",
+                    "X11Forwarding no",
+                    "AllowAgentForwarding no",
+                    "PrintMotd no",
+                    "LogLevel ERROR",
+                    "",
+                ]
+            )
+        )
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir
+        process = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            if process.poll() is not None:
+                err = process.stderr.read().decode(errors="replace") if process.stderr else ""
+                pytest.fail(f"sshd exited with {process.returncode}: {err.strip()}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            if time.monotonic() > deadline:
+                pytest.fail("sshd did not start listening in 10 s")
+            time.sleep(0.05)
+        public = (directory / "ssh_host_ed25519_key.pub").read_text().split()
+        known_hosts = directory / "known_hosts"
+        known_hosts.write_text(f"[127.0.0.1]:{port} {public[0]} {public[1]}\n")
+        yield Sshd(
+            port=port,
+            user=user,
+            uid=uid,
+            gid=gid,
+            directory=directory,
+            host_public_key=f"{public[0]} {public[1]}",
+            client_key_path=client_key_path,
+            known_hosts=known_hosts,
+        )
+    finally:
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+async def fleets() -> AsyncIterator[Callable[..., Any]]:
+    started: list[Fleet] = []
+
+    async def start(config: Config, **kwargs: Any) -> Fleet:
+        fleet = Fleet(config, timing=kwargs.pop("timing", FAST), **kwargs)
+        await fleet.start()
+        started.append(fleet)
+        return fleet
+
+    yield start
+    for fleet in started:
+        await fleet.close()
+
+
+@pytest.fixture
+def wait() -> Callable[..., Any]:
+    return wait_for
+
+
+@pytest.fixture
+def ptrace_python(sshd: Sshd) -> Iterator[str]:
+    """A copy of python3 with CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (file capabilities).
+
+    The simulator finds a GPU's processes by reading /proc/PID/environ, which an
+    unprivileged helper can only do for its own processes. Real NVML lists every
+    user's processes; these two capabilities give the unprivileged helper the same
+    view without the power to signal other users' processes (that needs CAP_KILL).
+    """
+    if shutil.which("setcap") is None:
+        pytest.skip("setcap (libcap2-bin) not installed")
+    root = Path(tempfile.mkdtemp(prefix="gputui-pycap-"))
+    try:
+        root.chmod(0o755)
+        (root / "bin").mkdir(mode=0o755)
+        python = root / "bin" / "python3"
+        shutil.copy2(os.path.realpath(SYSTEM_PYTHON), python)
+        python.chmod(0o755)
+        # pyvenv.cfg makes the copy find the system standard library.
+        (root / "pyvenv.cfg").write_text(f"home = {Path(SYSTEM_PYTHON).parent}\n")
+        done = subprocess.run(
+            ["setcap", "cap_sys_ptrace,cap_dac_read_search+ep", str(python)],
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"setcap failed: {done.stderr.decode(errors='replace').strip()}")
+        yield str(python)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
