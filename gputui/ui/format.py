@@ -57,6 +57,9 @@ def mem_pair(used_mib: int | None, total_mib: int | None) -> str:
     """``12.3/80.0G``."""
     if used_mib is None and total_mib is None:
         return DASH
+    if total_mib is not None and total_mib >= 100 * 1024:
+        used = "-" if used_mib is None else f"{used_mib / 1024:.0f}"
+        return f"{used}/{total_mib / 1024:.0f}G"
     return f"{gib(used_mib)}/{gib(total_mib)}G"
 
 

@@ -1,0 +1,221 @@
+"""The Textual app: owns the telemetry source, the model, the themes and the workers.
+
+Data flows one way. The source calls back with a ``HostSnapshot``; the app posts a
+``HostSampled`` message (a burst for one host collapses into one), applies it to
+the ``ClusterModel`` and tells the main screen what changed. Anything that waits
+(starting the fleet, signalling a process) runs in an app-owned worker, and every
+worker failure ends up in one place: a notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.theme import BUILTIN_THEMES
+from textual.worker import Worker, WorkerState
+
+from gputui.config import Config
+from gputui.protocol import ProcessSample, Signal
+from gputui.telemetry import HostSnapshot, SignalOutcome, TelemetrySource
+from gputui.ui.model import ClusterModel
+from gputui.ui.screens.help import HelpScreen, HelpSection, section
+from gputui.ui.screens.main import MainScreen
+from gputui.ui.themes import GAUGE_DEFAULTS, all_themes, packaged_themes, resolve_theme
+from gputui.ui.widgets.gpu_grid import GpuGrid
+
+CLOSE_TIMEOUT_S = 5.0
+
+
+@dataclass
+class HostSampled(Message):
+    """A host has a new snapshot. Only the latest matters, so a newer one replaces it."""
+
+    snapshot: HostSnapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, HostSampled) and message.snapshot.name == self.snapshot.name
+
+
+class GpuTuiApp(App[None]):
+    """The gputui console over any ``TelemetrySource`` (the SSH fleet, later the head)."""
+
+    CSS_PATH = "gputui.tcss"
+    TITLE = "gputui"
+    ENABLE_COMMAND_PALETTE = True
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("t", "next_theme", "Theme", tooltip="Next theme (all themes: Ctrl+P)"),
+        Binding(
+            "ctrl+p", "command_palette", "Palette", show=False, tooltip="Command palette: theme..."
+        ),
+    ]
+
+    def __init__(
+        self,
+        source: TelemetrySource,
+        config: Config,
+        theme: str | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        theme_dir: Path | None = None,
+        tick_interval: float = 1.0,
+    ) -> None:
+        """``theme`` overrides ``config.theme``; an unknown name raises ``ValueError``.
+
+        ``clock`` gives "now" for ages and the header clock (tests pass a fixed one);
+        ``theme_dir`` replaces ``~/.config/gputui/themes``.
+        """
+        super().__init__()
+        self.source = source
+        self.config = config
+        self.clock = clock
+        self.tick_interval = tick_interval
+        self.model = ClusterModel(config.health)
+        themes, self.theme_errors = all_themes(theme_dir)
+        for item in themes.values():
+            self.register_theme(item)
+        own = set(packaged_themes())
+        self.cycle_themes = [n for n in themes if n in own or n not in BUILTIN_THEMES]
+        """The themes ``t`` steps through: gputui's and the user's, not all of Textual's."""
+        self.theme = resolve_theme(theme or config.theme, themes)
+        self._unsubscribe: Callable[[], None] | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def get_default_screen(self) -> Screen[None]:
+        return MainScreen(self.model, clock=self.clock)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(GAUGE_DEFAULTS)
+
+    @property
+    def main(self) -> MainScreen:
+        screen = self.screen_stack[0]
+        assert isinstance(screen, MainScreen)
+        return screen
+
+    def on_mount(self) -> None:
+        for error in self.theme_errors:
+            self.notify(error, title="theme skipped", severity="warning", markup=False)
+        self._unsubscribe = self.source.subscribe(self._on_snapshot)
+        for snapshot in self.source.snapshots().values():
+            self.post_message(HostSampled(snapshot))
+        self.run_worker(
+            self._start_source(),
+            name="telemetry",
+            group="telemetry",
+            description="connecting to the GPU hosts",
+            exclusive=True,
+            exit_on_error=False,
+        )
+        self.set_interval(self.tick_interval, self._tick, name="ages")
+
+    async def _start_source(self) -> None:
+        await self.source.start()
+
+    def _on_snapshot(self, snapshot: HostSnapshot) -> None:
+        self.post_message(HostSampled(snapshot))
+
+    async def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        with contextlib.suppress(asyncio.TimeoutError, OSError):
+            await asyncio.wait_for(self.source.close(), CLOSE_TIMEOUT_S)
+
+    # -- data ------------------------------------------------------------------------
+
+    @on(HostSampled)
+    def _on_host_sampled(self, message: HostSampled) -> None:
+        change = self.model.apply(message.snapshot)
+        self.main.host_changed(change)
+
+    def _tick(self) -> None:
+        self.main.tick()
+
+    # -- workers ---------------------------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place worker failures become something a person sees."""
+        if event.state is not WorkerState.ERROR:
+            return
+        worker = event.worker
+        error = worker.error
+        reason = f"{type(error).__name__}: {error}" if error is not None else "unknown error"
+        self.notify(
+            f"{worker.description or worker.name} failed: {reason}",
+            severity="error",
+            timeout=10,
+            markup=False,
+        )
+
+    @on(MainScreen.SignalConfirmed)
+    def _on_signal_confirmed(self, message: MainScreen.SignalConfirmed) -> None:
+        self.run_worker(
+            self._send_signal(message.host, message.gpu_uuid, message.process, message.signal),
+            name=f"signal-{message.host}-{message.process.pid}",
+            group="signal",
+            description=f"SIG{message.signal} to pid {message.process.pid} on {message.host}",
+            exclusive=False,
+            exit_on_error=False,
+        )
+
+    async def _send_signal(
+        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
+    ) -> SignalOutcome:
+        outcome = await self.source.signal_process(host, gpu_uuid, process, signal)
+        self.notify(
+            outcome.message,
+            title=f"SIG{signal} pid {process.pid} on {host}",
+            severity="information" if outcome.ok else "error",
+            timeout=8,
+            markup=False,
+        )
+        return outcome
+
+    # -- actions ---------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.help_sections()))
+
+    def help_sections(self) -> list[HelpSection]:
+        return [
+            section("Anywhere", type(self).BINDINGS),
+            section("Main screen", MainScreen.BINDINGS),
+            section("GPU grid", GpuGrid.BINDINGS),
+            (
+                "Elsewhere",
+                [
+                    ("Tab", "Move between the grid, processes and filter"),
+                    ("Click", "Select a row; click ▾/▸ to fold a host"),
+                    ("Ctrl+P", "Command palette: switch theme, quit, ..."),
+                    ("y n", "Answer a confirmation"),
+                ],
+            ),
+        ]
+
+    def action_next_theme(self) -> None:
+        names = self.cycle_themes
+        index = names.index(self.theme) + 1 if self.theme in names else 0
+        self.theme = names[index % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=1.5, markup=False)
+
+    def watch_theme(self, theme: str) -> None:
+        if self.screen_stack:
+            self.main.grid.clear_cache()
+            self.main.refresh_summary()

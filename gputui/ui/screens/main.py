@@ -1,0 +1,267 @@
+"""The main screen: cluster summary, the GPU grid, and the selected GPU's processes and detail.
+
+The app owns the data (``ClusterModel``) and tells this screen what changed; the
+screen decides which rows to show (filter, sort, folds) and keeps its widgets in
+step. Signalling a process is confirmed here and then asked of the app with a
+``SignalConfirmed`` message: the screen itself never talks to a host.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Vertical
+from textual.events import Resize
+from textual.message import Message
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Input
+
+from gputui.protocol import ProcessSample, Signal
+from gputui.ui.model import SORT_KEYS, ClusterModel, GpuRow, HostChange, HostRow, Row
+from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.widgets.detail import DetailPane
+from gputui.ui.widgets.gpu_grid import GpuGrid
+from gputui.ui.widgets.process_table import ProcessTable
+from gputui.ui.widgets.summary import SummaryBar
+
+WIDE = 160
+"""From this many columns the processes and detail sit beside the grid, not below."""
+REBUILD_EVERY_S = 0.5
+"""Least time between re-sorts/re-filters caused by new data (not by the user)."""
+
+
+class MainScreen(Screen[None]):
+    """Summary line, GPU grid, processes and detail of the selection, filter input."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter", tooltip="Filter by host, pool, model or user"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("s", "sort", "Sort", tooltip="Sort: host, util, mem, temp, power, free"),
+        Binding(
+            "g",
+            "group",
+            "Group by host",
+            show=False,
+            tooltip="Group by host, or sort one list across all hosts",
+        ),
+        Binding("T", "signal('TERM')", "SIGTERM", tooltip="SIGTERM the selected process (asks)"),
+        Binding("K", "signal('KILL')", "SIGKILL", tooltip="SIGKILL the selected process (asks)"),
+    ]
+
+    @dataclass
+    class SignalConfirmed(Message):
+        """The user confirmed sending ``signal`` to ``process`` on ``host``'s GPU."""
+
+        host: str
+        gpu_uuid: str
+        gpu_index: int
+        process: ProcessSample
+        signal: Signal
+
+    def __init__(self, model: ClusterModel, *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.model = model
+        self.clock = clock
+        self.query_text = ""
+        self.sort_index = 0
+        self.grouped = True
+        self.folded: set[str] = set()
+        self._rebuild_timer: Timer | None = None
+        self._rebuild_pending = False
+        self._last_rebuild = 0.0
+        self._summary_at = 0.0
+        self._ready = False
+
+    def compose(self) -> ComposeResult:
+        yield SummaryBar(id="summary")
+        with Container(id="body"):
+            yield GpuGrid(self.model, clock=self.clock, id="grid")
+            with Container(id="side"):
+                table = ProcessTable(id="processes")
+                table.border_title = "processes"
+                yield table
+                yield DetailPane(id="detail")
+        with Vertical(id="filter-bar"):
+            yield Input(placeholder="filter: host, pool, model or user (Esc clears)", id="filter")
+        yield Footer()
+
+    @property
+    def grid(self) -> GpuGrid:
+        return self.query_one(GpuGrid)
+
+    def on_mount(self) -> None:
+        self.query_one("#filter-bar").display = False
+        self.query_one(DetailPane).clear_detail()
+        self._ready = True
+        self.rebuild()
+        self.grid.focus()
+
+    def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.width >= WIDE, "-wide")
+
+    # -- data in (called by the app) -----------------------------------------------
+
+    def host_changed(self, change: HostChange) -> None:
+        """A host's snapshot changed: redraw its rows, re-sort or re-filter if needed."""
+        if not self._ready:
+            return  # on_mount builds every row from the model
+        self.grid.invalidate(change)
+        sorted_by_data = SORT_KEYS[self.sort_index].value is not None
+        if change.structure or (change.gpus and (sorted_by_data or self.query_text)):
+            self._schedule_rebuild(immediate=change.structure)
+        if time.monotonic() - self._summary_at >= 1.0:
+            self.refresh_summary()
+
+    def tick(self) -> None:
+        """Once a second: ages in host headers, the summary and the clock."""
+        if not self._ready:
+            return
+        self.grid.refresh_hosts()
+        self.refresh_summary()
+        row = self.grid.cursor_row
+        if isinstance(row, HostRow):
+            self._show_selection(row)
+
+    def refresh_summary(self) -> None:
+        self._summary_at = time.monotonic()
+        self.query_one(SummaryBar).show(
+            self.model.summary(self.clock()),
+            now=self.clock(),
+            sort=SORT_KEYS[self.sort_index].name,
+            query=self.query_text,
+            grouped=self.grouped,
+        )
+
+    def rebuild(self) -> None:
+        """Recompute which rows show, in which order, now."""
+        self._rebuild_pending = False
+        self._last_rebuild = time.monotonic()
+        rows = self.model.rows(
+            self.query_text,
+            SORT_KEYS[self.sort_index],
+            grouped=self.grouped,
+            collapsed=self.folded,
+        )
+        self.grid.set_rows(rows, folded=self.folded, grouped=self.grouped)
+        self.refresh_summary()
+
+    def _schedule_rebuild(self, *, immediate: bool = False) -> None:
+        if self._rebuild_pending:
+            return
+        self._rebuild_pending = True
+        wait = REBUILD_EVERY_S - (time.monotonic() - self._last_rebuild)
+        if immediate or wait <= 0:
+            self.call_later(self.rebuild)
+        else:
+            self._rebuild_timer = self.set_timer(wait, self.rebuild)
+
+    # -- selection -----------------------------------------------------------------
+
+    @on(GpuGrid.Highlighted)
+    def _on_highlighted(self, event: GpuGrid.Highlighted) -> None:
+        self._show_selection(event.row)
+
+    def _show_selection(self, row: Row | None) -> None:
+        now = self.clock()
+        table = self.query_one(ProcessTable)
+        detail = self.query_one(DetailPane)
+        if row is None:
+            table.show([], now)
+            detail.clear_detail()
+            return
+        entry = self.model.hosts.get(row.host)
+        if entry is None:
+            return
+        if isinstance(row, GpuRow):
+            gpu = self.model.gpu(row)
+            if gpu is None:
+                return
+            table.show([(gpu, p) for p in gpu.processes], now)
+            table.border_title = f"processes on {row.host} GPU {row.index}"
+            detail.show_gpu(gpu, entry, self.model.history(row), self.model.events(row), now)
+        else:
+            table.show([(g, p) for g in entry.gpus.values() for p in g.processes], now)
+            table.border_title = f"processes on {row.host}"
+            detail.show_host(entry, now)
+
+    @on(GpuGrid.FoldRequested)
+    def _on_fold(self, event: GpuGrid.FoldRequested) -> None:
+        fold = event.host not in self.folded if event.fold is None else event.fold
+        if fold:
+            self.folded.add(event.host)
+        else:
+            self.folded.discard(event.host)
+        self.rebuild()
+        if fold:
+            self.grid.select(HostRow(event.host))
+
+    # -- filter, sort, grouping ----------------------------------------------------
+
+    def action_filter(self) -> None:
+        bar = self.query_one("#filter-bar")
+        bar.display = True
+        self.query_one("#filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        field = self.query_one("#filter", Input)
+        field.value = ""
+        self.query_one("#filter-bar").display = False
+        self._set_query("")
+        self.grid.focus()
+
+    @on(Input.Changed, "#filter")
+    def _on_filter_changed(self, event: Input.Changed) -> None:
+        self._set_query(event.value)
+
+    @on(Input.Submitted, "#filter")
+    def _on_filter_submitted(self, event: Input.Submitted) -> None:
+        if not event.value.strip():
+            self.query_one("#filter-bar").display = False
+        self.grid.focus()
+
+    def _set_query(self, query: str) -> None:
+        query = query.strip()
+        if query != self.query_text:
+            self.query_text = query
+            self.rebuild()
+
+    def action_sort(self) -> None:
+        self.sort_index = (self.sort_index + 1) % len(SORT_KEYS)
+        self.rebuild()
+        self.notify(f"sort: {SORT_KEYS[self.sort_index].label}", timeout=1.5)
+
+    def action_group(self) -> None:
+        self.grouped = not self.grouped
+        self.rebuild()
+
+    # -- signalling ----------------------------------------------------------------
+
+    def action_signal(self, signal: Signal) -> None:
+        selected = self.query_one(ProcessTable).selected
+        if selected is None:
+            self.notify("No process selected: pick a GPU with processes first.", severity="warning")
+            return
+        gpu, process = selected
+        question = Text("Send ")
+        question.append(f"SIG{signal}", style="bold")
+        question.append(f" to pid {process.pid} (")
+        question.append(process.user or "?")
+        question.append(": ")
+        question.append(process.command or "?")
+        question.append(f") on {gpu.host} GPU {gpu.index}? y/N")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.post_message(
+                    self.SignalConfirmed(gpu.host, gpu.uuid, gpu.index, process, signal)
+                )
+
+        self.app.push_screen(ConfirmScreen(question, f"Send SIG{signal}"), answered)

@@ -1,0 +1,189 @@
+"""The detail pane: everything known about the selected GPU (or host), with sparklines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from gputui.protocol import Event
+from gputui.ui import format as fmt
+from gputui.ui.model import GpuHistory, GpuView, HostEntry
+
+_BLOCKS = "▁▂▃▄▅▆▇█"
+_LABEL_W = 9
+
+
+def spark(values: Sequence[float], low: float, high: float, width: int) -> str:
+    """The last ``width`` values as one line of eighth-blocks on a fixed scale.
+
+    A fixed scale (0-100 % for utilisation) keeps an idle GPU flat at the bottom,
+    where a min-max scale would draw a constant as a full bar.
+    """
+    if width <= 0 or not values:
+        return ""
+    span = max(high - low, 1e-9)
+    tail = list(values)[-width:]
+    top = len(_BLOCKS) - 1
+    return "".join(_BLOCKS[max(0, min(top, round((v - low) / span * top)))] for v in tail)
+
+
+class DetailPane(VerticalScroll):
+    """Facts and recent history of one GPU; for a host header, the host's facts."""
+
+    DEFAULT_CSS = """
+    DetailPane {
+        height: 1fr;
+    }
+    DetailPane > Static {
+        width: 1fr;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "detail-pane--label",
+        "detail-pane--warn",
+        "detail-pane--crit",
+        "detail-pane--spark",
+    }
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._body = Static("", id="detail-text")
+
+    def compose(self) -> ComposeResult:
+        yield self._body
+
+    def show_gpu(
+        self,
+        gpu: GpuView,
+        entry: HostEntry,
+        history: GpuHistory | None,
+        events: Sequence[Event],
+        now: float,
+    ) -> None:
+        self.border_title = f"{gpu.host} GPU {gpu.index}"
+        info, sample = gpu.info, gpu.sample
+        text = Text(no_wrap=True, overflow="ellipsis")
+        self._pair(text, "model", info.name if info else "unknown")
+        if sample is not None and (sample.state != "ok" or sample.message):
+            state = sample.state.upper() + (f": {sample.message}" if sample.message else "")
+            self._pair(text, "state", state, "crit")
+        self._sparks(text, gpu, history)
+        self._pair(text, "uuid", gpu.uuid or "-")
+        self._pair(text, "bus id", (info.pci_bus_id if info else None) or "-")
+        hello = entry.hello
+        if hello is not None:
+            cuda = f"  CUDA {hello.cuda}" if hello.cuda else ""
+            self._pair(text, "driver", (hello.driver or "-") + cuda)
+        if sample is not None:
+            clocks = f"SM {_opt(sample.clock_sm_mhz)} MHz, mem {_opt(sample.clock_mem_mhz)} MHz"
+            self._pair(text, "clocks", clocks)
+            max_gen = info.pcie_max_gen if info else None
+            max_width = info.pcie_max_width if info else None
+            pcie = (
+                f"gen{_opt(sample.pcie_gen)} x{_opt(sample.pcie_width)} "
+                f"(max gen{_opt(max_gen)} x{_opt(max_width)})"
+            )
+            degraded = (
+                sample.pcie_gen is not None
+                and max_gen is not None
+                and (sample.pcie_gen, sample.pcie_width or 0) < (max_gen, max_width or 0)
+            )
+            self._pair(text, "PCIe", pcie, "warn" if degraded else None)
+            ecc = f"{_opt(sample.ecc_corrected)} corr, {_opt(sample.ecc_uncorrected)} uncorr"
+            self._pair(text, "ECC", ecc, "crit" if sample.ecc_uncorrected else None)
+            throttle = "-" if sample.throttle is None else ", ".join(sample.throttle) or "none"
+            self._pair(text, "throttle", throttle, "warn" if sample.throttle else None)
+            if sample.errors:
+                errors = ", ".join(f"{k}={v}" for k, v in sorted(sample.errors.items()))
+                self._pair(text, "n/a", errors)
+        recent = list(events)[-5:]
+        if not recent:
+            self._pair(text, "events", "none")
+        for i, event in enumerate(reversed(recent)):
+            line = Text()
+            line.append(f"{fmt.clock_time(event.time)} ({fmt.duration(now - event.time)} ago) ")
+            what = f"Xid {event.xid}" if event.xid is not None else event.kind
+            line.append(what, self._style("crit" if event.xid is not None else "warn"))
+            if event.text:
+                line.append(": " + event.text)
+            text.append(
+                "events".ljust(_LABEL_W) if i == 0 else " " * _LABEL_W, self._style("label")
+            )
+            text.append_text(line)
+            text.append("\n")
+        self._body.update(text)
+
+    def show_host(self, entry: HostEntry, now: float) -> None:
+        snap = entry.snapshot
+        self.border_title = snap.name
+        text = Text(no_wrap=True, overflow="ellipsis")
+        problem = snap.status.is_problem
+        self._pair(text, "status", snap.status.value, "crit" if problem else None)
+        if snap.message:
+            self._pair(text, "message", snap.message, "crit" if problem else None)
+        self._pair(text, "data age", fmt.data_age(snap.age(now)))
+        if snap.next_retry_at is not None:
+            self._pair(text, "retry", fmt.retry_in(snap.next_retry_at, now))
+        self._pair(text, "address", snap.address)
+        self._pair(text, "pool", snap.pool)
+        if snap.labels:
+            self._pair(text, "labels", ", ".join(f"{k}={v}" for k, v in snap.labels.items()))
+        hello = snap.hello
+        if hello is not None:
+            self._pair(text, "hostname", hello.hostname)
+            self._pair(text, "driver", f"{hello.driver or '-'}  CUDA {hello.cuda or '-'}")
+            simulated = "  (simulated GPUs)" if hello.simulated else ""
+            self._pair(
+                text,
+                "helper",
+                f"{hello.helper_version}, signals via {hello.signal_method}" + simulated,
+            )
+        self._pair(text, "GPUs", str(len(entry.gpus)))
+        self._body.update(text)
+
+    def clear_detail(self) -> None:
+        self.border_title = "detail"
+        self._body.update("")
+
+    def _sparks(self, text: Text, gpu: GpuView, history: GpuHistory | None) -> None:
+        width = max(0, (self.size.width or 40) - _LABEL_W - 7)
+        style = self._style("spark")
+        power_top = gpu.power_limit or (max(history.power) if history and history.power else 1.0)
+        rows = (
+            ("util", fmt.percent(gpu.util), history.util if history else (), 0.0, 100.0),
+            ("mem", fmt.percent(gpu.mem_pct), history.mem if history else (), 0.0, 100.0),
+            ("temp", fmt.temperature(gpu.temp), history.temp if history else (), 20.0, 100.0),
+            (
+                "power",
+                "-" if gpu.power is None else f"{gpu.power:.0f}W",
+                history.power if history else (),
+                0.0,
+                power_top,
+            ),
+        )
+        for label, now_text, values, low, high in rows:
+            text.append(label.ljust(_LABEL_W), self._style("label"))
+            text.append(now_text.rjust(5) + "  ")
+            text.append(spark(values, low, high, width), style)
+            text.append("\n")
+
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(f"detail-pane--{name}", partial=True)
+
+    def _pair(self, text: Text, label: str, value: str, severity: str | None = None) -> None:
+        text.append(label.ljust(_LABEL_W), self._style("label"))
+        text.append(value, self._style(severity) if severity else Style())
+        text.append("\n")
+
+
+def _opt(value: object) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,322 @@
+"""The GPU grid: every GPU of every host, grouped by host, on Textual's Line API.
+
+Only the visible lines are rendered, and each row's ``Strip`` is cached until that
+row's data changes (``invalidate``), so a cluster of thousands of GPUs sampled every
+second costs little more than the rows on screen. The widget does no I/O: the
+screen hands it the model, the rows to show, and what changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from gputui.ui.model import ClusterModel, GpuRow, HostChange, HostRow, Row
+from gputui.ui.widgets.grid_render import (
+    Columns,
+    Palette,
+    column_header,
+    gpu_line,
+    host_line,
+    plan_columns,
+)
+
+_PALETTE_CLASSES = {
+    "header": "gpu-grid--header",
+    "host": "gpu-grid--host",
+    "dim": "gpu-grid--dim",
+    "muted": "gpu-grid--muted",
+    "ok": "gpu-grid--ok",
+    "info": "gpu-grid--info",
+    "warn": "gpu-grid--warn",
+    "crit": "gpu-grid--crit",
+    "gauge_low": "gpu-grid--gauge-low",
+    "gauge_mid": "gpu-grid--gauge-mid",
+    "gauge_high": "gpu-grid--gauge-high",
+    "gauge_mem": "gpu-grid--gauge-mem",
+    "gauge_empty": "gpu-grid--gauge-empty",
+}
+
+
+class GpuGrid(ScrollView, can_focus=True):
+    """Hosts and their GPUs, one line each, with a keyboard and mouse cursor."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {*_PALETTE_CLASSES.values(), "gpu-grid--cursor"}
+
+    DEFAULT_CSS = """
+    GpuGrid {
+        height: 1fr;
+        overflow-x: hidden;
+        overflow-y: auto;
+        scrollbar-size-vertical: 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "edge(0)", "First", show=False),
+        Binding("end", "edge(1)", "Last", show=False),
+        Binding("enter,space,c", "fold", "Fold host", show=False),
+        Binding("left", "fold(True)", "Collapse host", show=False),
+        Binding("right", "fold(False)", "Expand host", show=False),
+    ]
+
+    @dataclass
+    class Highlighted(Message):
+        """The cursor moved to another row (a host header or a GPU)."""
+
+        grid: GpuGrid
+        row: Row | None
+
+    @dataclass
+    class FoldRequested(Message):
+        """The user asked to collapse (``fold=True``), expand or toggle a host."""
+
+        grid: GpuGrid
+        host: str
+        fold: bool | None
+
+    def __init__(
+        self,
+        model: ClusterModel,
+        *,
+        clock: Callable[[], float] = time.time,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.model = model
+        self.clock = clock
+        self.rows: list[Row] = []
+        self.folded: frozenset[str] = frozenset()
+        self.grouped = True
+        self.cursor = 0
+        self._index: dict[Row, int] = {}
+        self._cache: dict[Row, Strip] = {}
+        self._columns: Columns | None = None
+        self._palette: Palette | None = None
+        self._highlighted: Row | None = None
+        self.renders = 0
+        """Rows rendered from scratch (cache misses): lets tests check the cache works."""
+
+    # -- data in ---------------------------------------------------------------
+
+    def set_rows(
+        self, rows: list[Row], *, folded: Iterable[str] = (), grouped: bool = True
+    ) -> None:
+        """Show ``rows`` (in order); the cursor stays on the same host or GPU if it can."""
+        current = self.cursor_row
+        if grouped != self.grouped:
+            self._cache.clear()
+            self._columns = None
+        folded = frozenset(folded)
+        if folded != self.folded:
+            for host in folded ^ self.folded:
+                self._cache.pop(HostRow(host), None)
+        self.folded = folded
+        self.grouped = grouped
+        self.rows = rows
+        self._index = {row: i for i, row in enumerate(rows)}
+        if current is not None and current in self._index:
+            self.cursor = self._index[current]
+        elif (
+            current is not None
+            and isinstance(current, GpuRow)
+            and HostRow(current.host) in self._index
+        ):
+            self.cursor = self._index[HostRow(current.host)]
+        self.cursor = max(0, min(self.cursor, len(rows) - 1))
+        self.virtual_size = Size(self.size.width, len(rows) + 1)
+        self._scroll_cursor_into_view()
+        self.refresh()
+        self._announce()
+
+    def invalidate(self, change: HostChange) -> None:
+        """Forget the lines ``change`` touched and redraw the visible ones."""
+        rows: list[Row] = [HostRow(change.host)]
+        rows.extend(GpuRow(change.host, index) for index in change.gpus)
+        for row in rows:
+            self._cache.pop(row, None)
+            self._refresh_row(row)
+        if self._highlighted is not None and self._highlighted in rows:
+            self._announce(force=True)
+
+    def refresh_hosts(self) -> None:
+        """Redraw host header lines only (their data age); GPU lines stay cached."""
+        top = int(self.scroll_offset.y)
+        for index in range(top, min(len(self.rows), top + self.size.height)):
+            row = self.rows[index]
+            if isinstance(row, HostRow):
+                self._cache.pop(row, None)
+                self.refresh_line(index + 1)
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+        self._palette = None
+        self._columns = None
+        self.refresh()
+
+    @property
+    def cursor_row(self) -> Row | None:
+        return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
+
+    def select(self, row: Row) -> bool:
+        """Move the cursor to ``row`` if it is shown."""
+        index = self._index.get(row)
+        if index is None:
+            return False
+        self._move_to(index)
+        return True
+
+    # -- rendering -------------------------------------------------------------
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+        self._palette = None
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._cache.clear()
+        self._columns = None
+        self.virtual_size = Size(self.size.width, len(self.rows) + 1)
+
+    @property
+    def palette(self) -> Palette:
+        if self._palette is None:
+            styles = {
+                attr: self.get_component_rich_style(cls, partial=True)
+                for attr, cls in _PALETTE_CLASSES.items()
+            }
+            self._palette = Palette(base=Style(), **styles)
+        return self._palette
+
+    @property
+    def columns(self) -> Columns:
+        if self._columns is None:
+            host_w = max((len(name) for name in self.model.hosts), default=4)
+            self._columns = plan_columns(self.size.width, self.grouped, host_w)
+        return self._columns
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        if y == 0:
+            return self._strip(column_header(self.columns, self.palette), width, base)
+        index = int(self.scroll_offset.y) + y - 1
+        if index >= len(self.rows):
+            return Strip.blank(width, base)
+        row = self.rows[index]
+        strip = self._cache.get(row)
+        if strip is None:
+            strip = self._render_row(row, width, base)
+            self._cache[row] = strip
+        if index == self.cursor:
+            cursor = self.get_component_rich_style("gpu-grid--cursor", partial=True)
+            strip = Strip(Segment.apply_style(list(strip), post_style=cursor), width)
+        return strip
+
+    def _render_row(self, row: Row, width: int, base: Style) -> Strip:
+        self.renders += 1
+        now = self.clock()
+        if isinstance(row, HostRow):
+            entry = self.model.hosts.get(row.host)
+            if entry is None:
+                return Strip.blank(width, base)
+            text = host_line(
+                entry, self.model, self.columns, self.palette, now, folded=row.host in self.folded
+            )
+        else:
+            gpu = self.model.gpu(row)
+            host = self.model.hosts.get(row.host)
+            if gpu is None or host is None:
+                return Strip.blank(width, base)
+            dimmed = host.snapshot.status.is_problem
+            text = gpu_line(gpu, self.model, self.columns, self.palette, now, dimmed=dimmed)
+        return self._strip(text, width, base)
+
+    def _strip(self, text: Text, width: int, base: Style) -> Strip:
+        segments = list(text.render(self.app.console))
+        return Strip(segments).adjust_cell_length(width, base).apply_style(base)
+
+    # -- cursor ----------------------------------------------------------------
+
+    def _refresh_row(self, row: Row) -> None:
+        index = self._index.get(row)
+        if index is None:
+            return
+        top = int(self.scroll_offset.y)
+        if top <= index < top + self.size.height:
+            self.refresh_line(index + 1)
+
+    def _move_to(self, index: int) -> None:
+        if not self.rows:
+            return
+        index = max(0, min(index, len(self.rows) - 1))
+        if index != self.cursor:
+            old = self.cursor
+            self.cursor = index
+            self.refresh_line(old + 1)
+            self.refresh_line(index + 1)
+        self._scroll_cursor_into_view()
+        self._announce()
+
+    def _scroll_cursor_into_view(self) -> None:
+        visible = max(1, self.size.height - 1)
+        top = int(self.scroll_offset.y)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= top + visible:
+            self.scroll_to(y=self.cursor - visible + 1, animate=False, immediate=True)
+
+    def _announce(self, force: bool = False) -> None:
+        row = self.cursor_row
+        if force or row != self._highlighted:
+            self._highlighted = row
+            self.post_message(self.Highlighted(self, row))
+
+    def action_cursor(self, delta: int) -> None:
+        self._move_to(self.cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        self._move_to(self.cursor + direction * max(1, self.size.height - 2))
+
+    def action_edge(self, end: int) -> None:
+        self._move_to(len(self.rows) - 1 if end else 0)
+
+    def action_fold(self, fold: bool | None = None) -> None:
+        row = self.cursor_row
+        if row is None or not self.grouped:
+            return
+        if isinstance(row, GpuRow):
+            if fold is not True:
+                return
+            self.post_message(self.FoldRequested(self, row.host, True))
+            return
+        self.post_message(self.FoldRequested(self, row.host, fold))
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y == 0:
+            return
+        index = int(self.scroll_offset.y) + offset.y - 1
+        if 0 <= index < len(self.rows):
+            self._move_to(index)
+            row = self.rows[index]
+            if isinstance(row, HostRow) and (offset.x < 2 or event.chain == 2):
+                self.post_message(self.FoldRequested(self, row.host, None))

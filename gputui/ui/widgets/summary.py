@@ -1,0 +1,68 @@
+"""The one-line cluster summary at the top of the main screen."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from gputui.ui import format as fmt
+from gputui.ui.model import ClusterSummary
+
+
+class SummaryBar(Static):
+    """Hosts live/total, GPUs, busy, memory, problems, sort, filter and the clock."""
+
+    DEFAULT_CSS = """
+    SummaryBar {
+        height: 1;
+        width: 1fr;
+    }
+    """
+
+    COMPONENT_CLASSES = {
+        "summary-bar--title",
+        "summary-bar--label",
+        "summary-bar--ok",
+        "summary-bar--warn",
+        "summary-bar--crit",
+    }
+
+    def show(
+        self, summary: ClusterSummary, *, now: float, sort: str, query: str, grouped: bool
+    ) -> None:
+        """Redraw from a fresh summary; cheap (one line)."""
+        style = self.get_component_rich_style
+        label = style("summary-bar--label", partial=True)
+        text = Text(no_wrap=True, overflow="ellipsis", end="")
+        text.append(" gputui ", style("summary-bar--title", partial=True))
+        text.append(" hosts ", label)
+        live_style = (
+            "summary-bar--ok" if summary.hosts_live == summary.hosts_total else "summary-bar--warn"
+        )
+        text.append(f"{summary.hosts_live}/{summary.hosts_total}", style(live_style, partial=True))
+        text.append("  GPUs ", label)
+        text.append(str(summary.gpus))
+        text.append("  busy ", label)
+        text.append(str(summary.busy))
+        text.append("  mem ", label)
+        text.append(fmt.mem_pair(summary.mem_used_mib, summary.mem_total_mib))
+        text.append("  ")
+        if summary.problems:
+            text.append(
+                f"!! {summary.problems} problem{'s' if summary.problems != 1 else ''}",
+                style("summary-bar--crit", partial=True),
+            )
+        else:
+            text.append("no problems", style("summary-bar--ok", partial=True))
+        text.append("  sort:", label)
+        text.append(sort + ("" if grouped else " (all hosts)"))
+        if query:
+            text.append("  filter ", label)
+            text.append(query, style("summary-bar--warn", partial=True))
+        clock = fmt.clock_time(now)
+        width = self.size.width or 80
+        gap = width - text.cell_len - len(clock) - 1
+        if gap > 0:
+            text.append(" " * gap)
+            text.append(clock + " ", label)
+        self.update(text)

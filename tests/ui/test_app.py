@@ -1,0 +1,410 @@
+"""Pilot tests: what a person sees and what the console asks of the source."""
+
+from __future__ import annotations
+
+import pytest
+import ui_fakes as fakes
+from textual.message import Message
+from textual.widgets import Input
+from ui_fakes import NOW, FakeSource, fixed_clock
+from ui_helpers import grid, grid_line, lines, screen_text, shown
+
+from gputui.config import Config
+from gputui.telemetry import HostStatus, SignalOutcome
+from gputui.ui.app import GpuTuiApp, HostSampled
+from gputui.ui.model import GpuRow, HostRow
+from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.help import HelpScreen
+from gputui.ui.screens.main import MainScreen
+from gputui.ui.widgets.process_table import ProcessTable
+
+ALL_ROWS = [
+    "gpu01", "gpu01:0", "gpu01:1", "gpu01:2", "gpu01:3",
+    "gpu02", "gpu02:0", "gpu02:1", "gpu02:2", "gpu02:3",
+    "gpu03", "gpu03:0", "gpu03:1", "gpu03:2", "gpu03:3",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_grid_shows_every_host_and_gpu(app: GpuTuiApp, size: tuple[int, int]) -> None:
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        assert shown(app) == ALL_ROWS
+        text = "\n".join(lines(grid(app)))
+        assert "gpu01 [a100]" in text
+        assert "A100-SXM4-80GB" in text
+        assert "NVIDIA A100" not in text
+        assert "live 1.2s" in text
+        for row in ("gpu02:1", "gpu02:2", "gpu03"):
+            app.main.grid.select(GpuRow("gpu02", 1) if row == "gpu02:1" else HostRow(row))
+        # Lost GPU: dashes, not a crash; the Xid is flagged.
+        lost = grid_line(app, "gpu02:1")
+        assert "LOST" in lost and " - " in lost
+        assert "Xid 79" in grid_line(app, "gpu02:1") or size[0] < 100
+        assert "91°C!" in grid_line(app, "gpu02:2")
+        down = grid_line(app, "gpu03")
+        assert "!! unreachable: connection refused" in down
+        # Every line fits the width: nothing wraps.
+        assert all(len(line) <= size[0] for line in screen_text(app).splitlines())
+
+
+async def test_narrow_screen_drops_fan_and_owners_not_state(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        header = lines(grid(app))[0]
+        assert "FAN" not in header and "OWNERS" not in header
+        assert "STATE" in header and "TEMP" in header and "POWER" in header
+    wide = GpuTuiApp(FakeSource(), Config(), clock=fixed_clock)
+    async with wide.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        header = lines(grid(wide))[0]
+        assert "FAN" in header and "OWNERS" in header and "SM" in header
+
+
+async def test_fan_not_supported_shows_dash_and_owners_listed(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "alice,bob" in grid_line(app, "gpu01:2")
+        fanless = grid_line(app, "gpu01:3")
+        assert " - " in fanless and "30%" not in fanless
+
+
+async def test_hostile_process_name_renders_literally(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        grid(app).select(GpuRow("gpu01", 2))
+        await pilot.pause()
+        table = app.main.query_one(ProcessTable)
+        commands = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
+        assert any("[bold]markup[/]" in c for c in commands)
+        assert not any("\x1b" in c for c in commands)
+        assert "evil --red [bold]markup[/]" in screen_text(app)
+
+
+async def test_filter_by_user_and_by_model(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"alice")
+        await pilot.pause()
+        assert app.main.query_text == "alice"
+        assert shown(app) == ["gpu01", "gpu01:0", "gpu01:2", "gpu02", "gpu02:2"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert shown(app) == ALL_ROWS
+        await pilot.press("slash", *"3090", "enter")
+        await pilot.pause()
+        assert shown(app) == ["gpu02", "gpu02:0", "gpu02:1", "gpu02:2", "gpu02:3"]
+        assert app.main.grid.has_focus
+        assert "filter 3090" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.press("slash", *"A100 BOB")
+        await pilot.pause()
+        assert shown(app) == ["gpu01", "gpu01:1", "gpu01:2"]
+
+
+async def test_filter_matches_pool_and_host(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"gpu03")
+        await pilot.pause()
+        assert shown(app) == ["gpu03", "gpu03:0", "gpu03:1", "gpu03:2", "gpu03:3"]
+        app.main.query_one("#filter", Input).value = "rtx"
+        await pilot.pause()
+        assert shown(app)[0] == "gpu02" and len(shown(app)) == 5
+
+
+async def test_sort_cycles_and_reorders(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("s")
+        await pilot.pause()
+        assert "sort:util" in screen_text(app)
+        assert shown(app)[:5] == ["gpu01", "gpu01:0", "gpu01:1", "gpu01:2", "gpu01:3"]
+        assert shown(app)[5:10] == ["gpu02", "gpu02:2", "gpu02:0", "gpu02:3", "gpu02:1"]
+        await pilot.press("s")  # memory used
+        await pilot.pause()
+        assert shown(app)[5:10] == ["gpu02", "gpu02:2", "gpu02:0", "gpu02:3", "gpu02:1"]
+        await pilot.press("s", "s", "s")  # temp, power, free memory
+        await pilot.pause()
+        assert "sort:free" in screen_text(app)
+        assert shown(app)[1] == "gpu01:3"  # the idle A100 has the most free memory
+        await pilot.press("g")  # one list across all hosts
+        await pilot.pause()
+        assert shown(app)[0] == "gpu01:3" and "gpu01" not in shown(app)
+        await pilot.press("s")  # back to host order
+        await pilot.pause()
+        assert "sort:host" in screen_text(app)
+
+
+async def test_collapse_and_expand_a_host(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert grid(app).cursor_row == HostRow("gpu01")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert shown(app)[:2] == ["gpu01", "gpu02"]
+        assert grid_line(app, "gpu01").startswith("▸")
+        await pilot.press("right")
+        await pilot.pause()
+        assert shown(app) == ALL_ROWS
+        await pilot.press("down", "left")  # from a GPU row, left folds its host
+        await pilot.pause()
+        assert shown(app)[:2] == ["gpu01", "gpu02"]
+        assert grid(app).cursor_row == HostRow("gpu01")
+
+
+async def test_cursor_keys_and_click_select(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("end")
+        assert grid(app).cursor_row == GpuRow("gpu03", 3)
+        await pilot.press("home", "down", "down")
+        assert grid(app).cursor_row == GpuRow("gpu01", 1)
+        await pilot.press("pagedown")
+        assert grid(app).cursor_row == GpuRow("gpu03", 3)
+        await pilot.click("#grid", offset=(10, 8))  # header line + 7 rows down
+        await pilot.pause()
+        assert grid(app).cursor_row == GpuRow("gpu02", 1)
+        table = app.main.query_one(ProcessTable)
+        assert table.row_count == 0
+        assert "fallen off the bus" in screen_text(app)
+
+
+async def test_help_lists_every_key(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = screen_text(app)
+        for word in (
+            "Filter by",
+            "Sort:",
+            "SIGTERM",
+            "SIGKILL",
+            "Quit",
+            "Help",
+            "Next theme",
+            "Fold host",
+            "Page up",
+            "Group by host",
+            "Ctrl+P",
+        ):
+            assert word in text, word
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_theme_keys_and_palette(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.theme == "gputui-dark"
+        await pilot.press("t")
+        await pilot.pause()
+        assert app.theme == "gputui-high-contrast"
+        await pilot.press("t")
+        assert app.theme == "gputui-light"
+        app.theme = "nord"
+        await pilot.pause()
+        assert app.theme == "nord"
+        assert "gputui-light" in app.cycle_themes and "nord" not in app.cycle_themes
+
+
+def test_theme_argument_beats_config_and_unknown_is_a_clear_error(source: FakeSource) -> None:
+    app = GpuTuiApp(source, Config(theme="gputui-light"), theme="gputui-high-contrast")
+    assert app.theme == "gputui-high-contrast"
+    assert GpuTuiApp(source, Config(theme="gputui-light")).theme == "gputui-light"
+    with pytest.raises(ValueError, match=r"unknown theme 'neon'; known themes: gputui-dark, "):
+        GpuTuiApp(source, Config(), theme="neon")
+
+
+async def _select_process(app: GpuTuiApp, pilot: object, row: GpuRow, index: int = 0) -> None:
+    grid(app).select(row)
+    await pilot.pause()  # type: ignore[attr-defined]
+    table = app.main.query_one(ProcessTable)
+    table.move_cursor(row=index)
+    await pilot.pause()  # type: ignore[attr-defined]
+
+
+async def test_kill_flow_confirmed_sends_the_signal(app: GpuTuiApp, source: FakeSource) -> None:
+    messages: list[Message] = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.pause()
+        await _select_process(app, pilot, GpuRow("gpu01", 0))
+        await pilot.press("K")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        question = app.screen.question.plain
+        assert question == (
+            "Send SIGKILL to pid 4242 (alice: python train.py --epochs 90) on gpu01 GPU 0? y/N"
+        )
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert source.signals == [("gpu01", "GPU-gpu01-0000-0000-0000-000000000000", 4242, "KILL")]
+        assert any(isinstance(m, MainScreen.SignalConfirmed) for m in messages)
+        assert [n.message for n in app._notifications] == ["sent SIGKILL to pid 4242"]
+
+
+async def test_kill_flow_declined_sends_nothing(app: GpuTuiApp, source: FakeSource) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await _select_process(app, pilot, GpuRow("gpu01", 2), index=1)
+        await pilot.press("T")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "pid 6002 (alice: jupyter-kernel)" in app.screen.question.plain
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+        await pilot.press("T", "escape", "T", "enter")  # Esc and Enter (on Cancel) decline too
+        await pilot.pause()
+        assert source.signals == []
+
+
+async def test_signal_outcome_denied_is_shown(source: FakeSource) -> None:
+    source.outcome = SignalOutcome(False, "permission denied: pid 5150 belongs to bob", "EPERM")
+    app = GpuTuiApp(source, Config(), clock=fixed_clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await _select_process(app, pilot, GpuRow("gpu01", 1))
+        await pilot.press("T", "y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert source.signals == [("gpu01", "GPU-gpu01-0001-0000-0000-000000000000", 5150, "TERM")]
+        notes = [n.message for n in app._notifications]
+        assert "permission denied: pid 5150 belongs to bob" in notes
+        note = list(app._notifications)[-1]
+        assert note.severity == "error"
+
+
+async def test_kill_without_a_process_warns(app: GpuTuiApp, source: FakeSource) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        grid(app).select(GpuRow("gpu01", 3))
+        await pilot.pause()
+        await pilot.press("K")
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+        assert any("No process selected" in n.message for n in app._notifications)
+        assert source.signals == []
+
+
+async def test_host_going_unreachable_while_others_update(
+    app: GpuTuiApp, source: FakeSource
+) -> None:
+    messages: list[Message] = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.pause()
+        assert "97%" in grid_line(app, "gpu01:0")
+        down = source.get("gpu02").with_changes(
+            status=HostStatus.UNREACHABLE, message="timed out", next_retry_at=NOW + 16
+        )
+        source.push(down)
+        for seq, util in ((2, 61), (3, 42)):
+            source.push(
+                source.get("gpu01").with_changes(
+                    sample=fakes.sample(seq, NOW, fakes.gpu01_gpus(util0=util)), received_at=NOW
+                )
+            )
+            await pilot.pause()
+        await pilot.pause()
+        assert "42%" in grid_line(app, "gpu01:0")
+        assert "live 0.0s" in grid_line(app, "gpu01")
+        text = "\n".join(lines(grid(app)))
+        assert "!! unreachable: timed out" in text
+        assert "retry in 16s" in text
+        assert " 42% " in text
+        sampled = [m for m in messages if isinstance(m, HostSampled)]
+        assert {m.snapshot.name for m in sampled} == {"gpu01", "gpu02", "gpu03"}
+        assert app.model.summary(NOW).hosts_live == 1
+
+
+def test_host_sampled_bursts_collapse_per_host() -> None:
+    first, second = fakes.cluster(1), fakes.cluster(2)
+    a1, a2, b = HostSampled(first[0]), HostSampled(second[0]), HostSampled(first[1])
+    assert a1.can_replace(a2)
+    assert not a1.can_replace(b)
+
+
+async def test_only_changed_rows_render_again(app: GpuTuiApp, source: FakeSource) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        g = grid(app)
+        before = g.renders
+        source.push(
+            source.get("gpu01").with_changes(
+                sample=fakes.sample(2, NOW, fakes.gpu01_gpus(util0=10)), received_at=NOW
+            )
+        )
+        await pilot.pause()
+        await pilot.pause()
+        # The host header and GPU 0 changed; GPUs 1-3 and every other host are cached.
+        assert g.renders - before == 2
+        before = g.renders
+        g.refresh_hosts()
+        await pilot.pause()
+        assert g.renders - before == 3  # three host headers, no GPU lines
+
+
+async def test_source_lifecycle_and_worker_failures(source: FakeSource) -> None:
+    class Broken(FakeSource):
+        async def start(self) -> None:
+            raise OSError("no route to host")
+
+    broken = Broken()
+    app = GpuTuiApp(broken, Config(), clock=fixed_clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        notes = [n.message for n in app._notifications]
+        assert notes == ["connecting to the GPU hosts failed: OSError: no route to host"]
+    assert broken.closed
+    good = GpuTuiApp(source, Config(), clock=fixed_clock)
+    async with good.run_test() as pilot:
+        await pilot.pause()
+        assert source.started
+        await pilot.press("q")
+    assert source.closed
+
+
+async def test_bad_user_theme_is_reported_not_fatal(source: FakeSource, tmp_path: object) -> None:
+    from pathlib import Path
+
+    directory = Path(str(tmp_path))
+    (directory / "broken.yaml").write_text("name: broken\nprimary: not-a-colour\n")
+    app = GpuTuiApp(source, Config(), clock=fixed_clock, theme_dir=directory)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        notes = [n.message for n in app._notifications]
+        assert notes == [f"{directory / 'broken.yaml'}: primary: 'not-a-colour' is not a colour"]
+
+
+async def test_4096_gpus_render_only_what_is_visible() -> None:
+    template = fakes.cluster()[0]
+    big = [
+        template.with_changes(
+            name=f"n{i:03d}",
+            hello=fakes.hello(f"n{i:03d}", "NVIDIA H100 80GB HBM3", 8, 81_559, 700.0),
+            sample=fakes.sample(1, NOW, fakes.gpu01_gpus() + fakes.gpu01_gpus()),
+        )
+        for i in range(512)
+    ]
+    source = FakeSource(big)
+    app = GpuTuiApp(source, Config(), clock=fixed_clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        g = grid(app)
+        assert len(g.rows) == 512 * 9
+        before = g.renders
+        for seq in (2, 3):
+            for snapshot in big:
+                source.push(
+                    snapshot.with_changes(
+                        sample=fakes.sample(seq, NOW, fakes.gpu01_gpus(util0=seq) * 2)
+                    )
+                )
+            await pilot.pause()
+        await pilot.pause()
+        # Two full rounds of 4,096 changed GPUs redraw only lines that were on screen.
+        assert g.renders - before <= 2 * g.size.height

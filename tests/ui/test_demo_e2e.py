@@ -1,0 +1,73 @@
+"""End to end: the console on a simulated cluster over real SSH kills a real process."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from gputui.telemetry import HostStatus
+from gputui.ui.app import GpuTuiApp
+from gputui.ui.model import GpuRow
+from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.widgets.process_table import ProcessTable
+
+cluster_module = pytest.importorskip("gputui.demo.cluster")
+fleet_module = pytest.importorskip("gputui.fleet.fleet")
+
+DEADLINE_S = 60.0
+
+
+async def test_kill_a_real_workload_through_the_ui() -> None:
+    async with cluster_module.DemoCluster(hosts=2, gpus=4) as cluster:
+        if not cluster.workloads:
+            pytest.skip("the demo could not start workloads here")
+        fleet = fleet_module.Fleet(cluster.config())
+        app = GpuTuiApp(fleet, cluster.config())
+        async with app.run_test(size=(160, 40)) as pilot:
+            expected = dict(zip(cluster.names, cluster.counts, strict=True))
+
+            def all_live() -> bool:
+                hosts = app.model.hosts
+                return all(
+                    name in hosts
+                    and hosts[name].snapshot.status is HostStatus.LIVE
+                    and len(hosts[name].gpus) == count
+                    and all(g.sample is not None for g in hosts[name].gpus.values())
+                    and all(GpuRow(name, i) in app.main.grid.rows for i in range(count))
+                    for name, count in expected.items()
+                )
+
+            await _until(pilot, all_live, "every host's GPUs live in the grid")
+            workload = cluster.workloads[0]
+            row = GpuRow(workload.host, workload.gpu_index)
+
+            def listed() -> bool:
+                gpu = app.model.gpu(row)
+                return gpu is not None and any(p.pid == workload.pid for p in gpu.processes)
+
+            await _until(pilot, listed, f"pid {workload.pid} on {row}")
+            assert app.main.grid.select(row)
+            await pilot.pause()
+            table = app.main.query_one(ProcessTable)
+            pids = [entry[1].pid for entry in table._entries]
+            table.move_cursor(row=pids.index(workload.pid))
+            await pilot.pause()
+            await pilot.press("K")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmScreen)
+            assert f"pid {workload.pid}" in app.screen.question.plain
+            await pilot.press("y")
+            await _until(pilot, lambda: workload.process.poll() is not None, "the workload exits")
+            notes = [n.message for n in app._notifications]
+            assert notes, "the outcome is shown"
+
+
+async def _until(pilot: object, condition: object, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.1)  # type: ignore[attr-defined]
+        await asyncio.sleep(0)

@@ -1,0 +1,151 @@
+"""The model and the line renderings, without an app."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import ui_fakes as fakes
+from ui_fakes import NOW
+
+from gputui import protocol
+from gputui.config import HealthThresholds
+from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.ui import format as fmt
+from gputui.ui.model import SORT_KEYS, ClusterModel, GpuRow, HostRow
+from gputui.ui.widgets.grid_render import Palette, gpu_line, host_line, plan_columns
+
+
+def model() -> ClusterModel:
+    m = ClusterModel(HealthThresholds())
+    for snapshot in fakes.cluster():
+        m.apply(snapshot)
+    return m
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (None, "-"),
+        (0.42, "0.4s"),
+        (12, "12s"),
+        (185, "3m05s"),
+        (700, "11m"),
+        (11_520, "3h12m"),
+        (180_000, "2d02h"),
+    ],
+)
+def test_ages(seconds: float | None, text: str) -> None:
+    assert fmt.data_age(seconds) == text
+
+
+def test_number_formats() -> None:
+    assert fmt.mem_pair(12_595, 81_920) == "12.3/80.0G"
+    assert fmt.mem_pair(None, 24_576) == "-/24.0G"
+    assert fmt.mem_pair(120_000, 143_771) == "117/140G"
+    assert fmt.power_pair(245.4, 400) == "245/400W"
+    assert fmt.power_pair(None, None) == "-"
+    assert fmt.short_model("NVIDIA GeForce RTX 3090") == "RTX 3090"
+    assert fmt.short_model(None) == "unknown"
+    assert fmt.retry_in(NOW + 8, NOW) == "retry in 8s"
+
+
+def test_change_tracks_only_changed_gpus() -> None:
+    m = model()
+    snapshot = fakes.cluster()[0].with_changes(
+        sample=fakes.sample(2, NOW, fakes.gpu01_gpus(util0=5))
+    )
+    change = m.apply(snapshot)
+    assert change.gpus == frozenset({0}) and not change.structure
+    assert m.apply(snapshot).gpus == frozenset()
+    down = snapshot.with_changes(status=HostStatus.UNREACHABLE)
+    assert m.apply(down).gpus == frozenset({0, 1, 2, 3})  # dimmed now
+
+
+def test_history_is_bounded_and_one_point_per_sample() -> None:
+    m = model()
+    first = fakes.cluster()[0]
+    for seq in range(2, 400):
+        m.apply(first.with_changes(sample=fakes.sample(seq, NOW + seq, fakes.gpu01_gpus())))
+        m.apply(first.with_changes(sample=fakes.sample(seq, NOW + seq, fakes.gpu01_gpus())))
+    history = m.history(GpuRow("gpu01", 0))
+    assert history is not None
+    assert len(history.util) == 300
+    assert history.util[-1] == 97
+
+
+def test_rows_filter_and_sort() -> None:
+    m = model()
+    assert m.rows("carol") == [HostRow("gpu02"), GpuRow("gpu02", 0)]
+    assert m.rows("h100")[0] == HostRow("gpu03")
+    assert m.rows("nobody") == []
+    util = SORT_KEYS[1]
+    flat = m.rows(sort=util, grouped=False)
+    assert flat[:3] == [GpuRow("gpu01", 0), GpuRow("gpu02", 2), GpuRow("gpu01", 1)]
+    assert flat[-1] == GpuRow("gpu02", 1)  # no reading sorts last
+    assert m.rows(collapsed=["gpu01"])[:2] == [HostRow("gpu01"), HostRow("gpu02")]
+
+
+def test_flags_and_summary() -> None:
+    m = model()
+    lost = m.gpu(GpuRow("gpu02", 1))
+    hot = m.gpu(GpuRow("gpu02", 2))
+    assert lost is not None and hot is not None
+    assert [f.label for f in m.flags(lost, NOW)] == ["LOST", "Xid 79"]
+    assert [f.label for f in m.flags(lost, NOW + 3600)] == ["LOST"]  # Xid no longer recent
+    assert [f.label for f in m.flags(hot, NOW)] == ["THRTL"]
+    summary = m.summary(NOW)
+    assert (summary.hosts_live, summary.hosts_total, summary.gpus) == (2, 3, 12)
+    assert summary.problems == 3  # gpu03 unreachable, GPU lost, GPU hot
+
+
+def test_lines_without_colour_keep_severity_readable() -> None:
+    m = model()
+    cols = plan_columns(118)
+    palette = Palette.plain()
+    hot = m.gpu(GpuRow("gpu02", 2))
+    assert hot is not None
+    assert "91°C!" in gpu_line(hot, m, cols, palette, NOW).plain
+    down = host_line(m.hosts["gpu03"], m, cols, palette, NOW, folded=False).plain
+    assert "!! unreachable" in down
+    stale = m.hosts["gpu01"].snapshot.with_changes(received_at=NOW - 30)
+    m.apply(stale)
+    assert "! stale 30s" in host_line(m.hosts["gpu01"], m, cols, palette, NOW, folded=True).plain
+
+
+@pytest.mark.parametrize("width", [60, 79, 100, 119, 140, 199, 260])
+def test_every_line_fits_its_width(width: int) -> None:
+    m = model()
+    cols = plan_columns(width)
+    palette = Palette.plain()
+    for gpu in m.iter_gpus():
+        assert gpu_line(gpu, m, cols, palette, NOW).cell_len <= width
+    for entry in m.hosts.values():
+        assert host_line(entry, m, cols, palette, NOW, folded=False).cell_len <= width
+
+
+def test_missing_everything_does_not_crash() -> None:
+    m = ClusterModel()
+    bare = protocol.decode_helper_line(
+        '{"type":"sample","seq":1,"time":1,"gpus":[{"index":0,"uuid":"GPU-x"}]}'
+    )
+    assert isinstance(bare, protocol.Sample)
+    m.apply(HostSnapshot(name="h", address="h", status=HostStatus.LIVE, sample=bare))
+    m.apply(HostSnapshot(name="empty", address="e"))
+    gpu = m.gpu(GpuRow("h", 0))
+    assert gpu is not None
+    line = gpu_line(gpu, m, plan_columns(120), Palette.plain(), NOW).plain
+    assert "unknown" in line and "-" in line
+    assert m.rows() == [HostRow("h"), GpuRow("h", 0), HostRow("empty")]
+
+
+def test_rows_for_4096_gpus_are_cheap() -> None:
+    m = ClusterModel()
+    hosts = [fakes.cluster()[0].with_changes(name=f"n{i:03d}") for i in range(1024)]
+    for snapshot in hosts:
+        m.apply(snapshot)
+    assert sum(1 for _ in m.iter_gpus()) == 4096
+    start = time.perf_counter()
+    for _ in range(5):
+        m.rows("alice", SORT_KEYS[1])
+    assert (time.perf_counter() - start) / 5 < 0.05

@@ -1,0 +1,52 @@
+"""Screenshots of the main screen, help and the kill confirmation (fixed clock, fake data).
+
+Regenerate after a deliberate change to the look with ``pytest tests/ui --snapshot-update``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+from ui_fakes import FakeSource, fixed_clock
+
+from gputui.config import Config
+from gputui.ui.app import GpuTuiApp
+from gputui.ui.model import GpuRow
+
+
+def make_app() -> GpuTuiApp:
+    return GpuTuiApp(FakeSource(), Config(), clock=fixed_clock)
+
+
+async def select_alice(pilot: Pilot[Any]) -> None:
+    app = pilot.app
+    assert isinstance(app, GpuTuiApp)
+    await pilot.pause()
+    app.main.grid.select(GpuRow("gpu01", 0))
+    await pilot.pause()
+
+
+def test_main_screen_120x40(snap_compare: Any) -> None:
+    assert snap_compare(make_app(), terminal_size=(120, 40), run_before=select_alice)
+
+
+def test_main_screen_80x24(snap_compare: Any) -> None:
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=select_alice)
+
+
+def test_main_screen_wide_200x50(snap_compare: Any) -> None:
+    assert snap_compare(make_app(), terminal_size=(200, 50), run_before=select_alice)
+
+
+def test_help_screen(snap_compare: Any) -> None:
+    assert snap_compare(make_app(), terminal_size=(120, 40), press=["question_mark"])
+
+
+def test_kill_confirmation(snap_compare: Any) -> None:
+    async def ask(pilot: Pilot[Any]) -> None:
+        await select_alice(pilot)
+        await pilot.press("K")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=(120, 40), run_before=ask)

@@ -1,0 +1,41 @@
+"""Reading what the console shows, as text, for assertions."""
+
+from __future__ import annotations
+
+from textual.widget import Widget
+
+from gputui.ui.app import GpuTuiApp
+from gputui.ui.model import GpuRow, HostRow
+from gputui.ui.widgets.gpu_grid import GpuGrid
+
+
+def lines(widget: Widget) -> list[str]:
+    """The widget's visible lines as plain text (Line-API widgets only)."""
+    render_line = widget.render_line
+    return [render_line(y).text for y in range(widget.size.height)]
+
+
+def screen_text(app: GpuTuiApp) -> str:
+    """Everything on the terminal right now, as plain text."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def grid(app: GpuTuiApp) -> GpuGrid:
+    return app.main.grid
+
+
+def shown(app: GpuTuiApp) -> list[str]:
+    """The grid's rows as ``host`` / ``host:index`` keys, in order."""
+    return [
+        row.host if isinstance(row, HostRow) else f"{row.host}:{row.index}"
+        for row in grid(app).rows
+        if isinstance(row, HostRow | GpuRow)
+    ]
+
+
+def grid_line(app: GpuTuiApp, key: str) -> str:
+    """The rendered text of one grid row (scrolls nothing; renders from the cache)."""
+    g = grid(app)
+    host, _, index = key.partition(":")
+    row = HostRow(host) if not index else GpuRow(host, int(index))
+    return g._render_row(row, g.size.width, g.rich_style).text
