@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -205,10 +206,15 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
         f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH…",
         flush=True,
     )
-    async with DemoCluster(hosts=hosts, gpus=gpus) as cluster:
+    async with DemoCluster(hosts=hosts, gpus=gpus, faults=True) as cluster:
         config = cluster.config()
         theme_name = _theme_or_error(config, theme)
         app = GpuTuiApp(Fleet(config), config, theme=theme_name)
+        # A closed terminal or a plain kill ends the demo the same way as `q`, so the
+        # simulated hosts, their helpers and the workloads are all cleaned up.
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            loop.add_signal_handler(signum, app.exit)
         await app.run_async()
     return EXIT_OK
 

@@ -45,16 +45,40 @@ def split_gpus(hosts: int, gpus: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(hosts)]
 
 
+# A few troubles real cards have, on GPUs the workloads leave idle, so the demo
+# shows what the console does with them: memory held by no process, an Xid storm
+# (94: contained ECC error), hardware slowdown. Host index -> faults.
+DEMO_FAULTS: dict[int, tuple[tuple[str, int], ...]] = {
+    0: (("phantom", 4),),
+    2: (("xid:94", 3),),
+    3: (("throttle", 2),),
+}
+
+
+def _faults(host: int, count: int) -> str:
+    return "".join(f",fault={kind}@{gpu}" for kind, gpu in DEMO_FAULTS.get(host, ()) if gpu < count)
+
+
 class DemoCluster:
     """``hosts`` simulated servers with ``gpus`` GPUs between them; ``async with`` it."""
 
-    def __init__(self, hosts: int = 4, gpus: int = 20, *, workloads: int | None = None) -> None:
+    def __init__(
+        self,
+        hosts: int = 4,
+        gpus: int = 20,
+        *,
+        workloads: int | None = None,
+        faults: bool = False,
+    ) -> None:
+        """``faults`` puts a few of the troubles real cards have on idle GPUs."""
         self.counts = split_gpus(hosts, gpus)
         self.names = [f"gpu{i + 1:02d}" for i in range(hosts)]
         self.models = [MODELS[i % len(MODELS)] for i in range(hosts)]
         self.specs = [
-            f"{count}x{model},name={name}"
-            for count, model, name in zip(self.counts, self.models, self.names, strict=True)
+            f"{count}x{model},name={name}" + _faults(i, count) * faults
+            for i, (count, model, name) in enumerate(
+                zip(self.counts, self.models, self.names, strict=True)
+            )
         ]
         self.workload_count = min(6, gpus) if workloads is None else workloads
         self.directory: Path | None = None

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Read from stdin (``python -``), so the command line stays short and readable.
+# Each loop ends itself once the demo that started it is gone (its parent changes),
+# however the demo ended: quit, a closed terminal, or kill -9.
 LOOP_SCRIPT = b"""
-import time
-while True:
+import os, time
+parent = os.getppid()
+while os.getppid() == parent:
     end = time.monotonic() + 0.01
     while time.monotonic() < end:
         pass

@@ -1,7 +1,7 @@
 """The Textual app: owns the telemetry source, the model, the themes and the workers.
 
 Data flows one way. The source calls back with a ``HostSnapshot``; the app posts a
-``HostSampled`` message (a burst for one host collapses into one), applies it to
+``HostsSampled`` message (a burst from many hosts is one message), applies it to
 the ``ClusterModel`` and tells the main screen what changed. Anything that waits
 (starting the fleet, signalling a process) runs in an app-owned worker, and every
 worker failure ends up in one place: a notification.
@@ -38,13 +38,16 @@ CLOSE_TIMEOUT_S = 5.0
 
 
 @dataclass
-class HostSampled(Message):
-    """A host has a new snapshot. Only the latest matters, so a newer one replaces it."""
+class HostsSampled(Message):
+    """Hosts have new snapshots: the latest of each, by host name.
 
-    snapshot: HostSnapshot
+    The app posts one of these for a burst of snapshots, not one per snapshot, and
+    keeps filling its ``snapshots`` until it is handled, so a thousand hosts that
+    sample in the same second cost one message (and one repaint), and a host that
+    sampled twice meanwhile is applied once, with its newest state.
+    """
 
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, HostSampled) and message.snapshot.name == self.snapshot.name
+    snapshots: dict[str, HostSnapshot]
 
 
 class GpuTuiApp(App[None]):
@@ -92,6 +95,7 @@ class GpuTuiApp(App[None]):
         """The themes ``t`` steps through: gputui's and the user's, not all of Textual's."""
         self.theme = resolve_theme(theme or config.theme, themes)
         self._unsubscribe: Callable[[], None] | None = None
+        self._pending: dict[str, HostSnapshot] = {}
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -112,7 +116,7 @@ class GpuTuiApp(App[None]):
             self.notify(error, title="theme skipped", severity="warning", markup=False)
         self._unsubscribe = self.source.subscribe(self._on_snapshot)
         for snapshot in self.source.snapshots().values():
-            self.post_message(HostSampled(snapshot))
+            self._on_snapshot(snapshot)
         self.run_worker(
             self._start_source(),
             name="telemetry",
@@ -127,7 +131,10 @@ class GpuTuiApp(App[None]):
         await self.source.start()
 
     def _on_snapshot(self, snapshot: HostSnapshot) -> None:
-        self.post_message(HostSampled(snapshot))
+        pending = self._pending
+        if not pending:  # the first since the last batch was taken: announce the batch
+            self.post_message(HostsSampled(pending))
+        pending[snapshot.name] = snapshot
 
     async def on_unmount(self) -> None:
         if self._unsubscribe is not None:
@@ -138,10 +145,13 @@ class GpuTuiApp(App[None]):
 
     # -- data ------------------------------------------------------------------------
 
-    @on(HostSampled)
-    def _on_host_sampled(self, message: HostSampled) -> None:
-        change = self.model.apply(message.snapshot)
-        self.main.host_changed(change)
+    @on(HostsSampled)
+    def _on_hosts_sampled(self, message: HostsSampled) -> None:
+        if message.snapshots is self._pending:
+            self._pending = {}
+        main = self.main
+        for snapshot in message.snapshots.values():
+            main.host_changed(self.model.apply(snapshot))
 
     def _tick(self) -> None:
         self.main.tick()

@@ -147,10 +147,16 @@ class GpuHistory:
     power: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
 
     def record(self, gpu: GpuView) -> None:
-        self.util.append(float(gpu.util or 0))
-        self.mem.append(gpu.mem_pct or 0.0)
-        self.temp.append(float(gpu.temp or 0))
-        self.power.append(gpu.power or 0.0)
+        # Runs for every GPU on every sample: read the sample's fields directly.
+        sample = gpu.sample
+        if sample is None:
+            return
+        total = sample.mem_total_mib or (gpu.info.memory_total_mib if gpu.info else None)
+        used = sample.mem_used_mib
+        self.util.append(float(sample.util_gpu or 0))
+        self.mem.append(100.0 * used / total if used is not None and total else 0.0)
+        self.temp.append(float(sample.temp_c or 0))
+        self.power.append(sample.power_w or 0.0)
 
 
 @dataclass(slots=True)
@@ -418,16 +424,31 @@ class ClusterModel:
                 live += 1
             if severity in ("warn", "crit"):
                 problems += 1
-            for gpu in entry.gpus.values():
+            for index, gpu in entry.gpus.items():
                 gpus += 1
                 busy += gpu.busy
                 used += gpu.mem_used or 0
                 total += gpu.mem_total or 0
-                if severity == "ok" and (
-                    self.flags(gpu, now) or self.temp_severity(gpu.temp) in ("warn", "crit")
-                ):
+                if severity != "ok":
+                    continue
+                sample = gpu.sample
+                if sample is not None and self._gpu_has_problem(sample, entry, index, gpu, now):
                     problems += 1
         return ClusterSummary(live, len(self.hosts), gpus, busy, used, total, problems)
+
+    def _gpu_has_problem(
+        self, sample: GpuSample, entry: HostEntry, index: int, gpu: GpuView, now: float
+    ) -> bool:
+        if sample.temp_c is not None and sample.temp_c >= self.health.temp_warn_c:
+            return True
+        # Only a GPU that could have a flag pays for working the flags out.
+        could_flag = (
+            sample.state != "ok"
+            or sample.ecc_uncorrected
+            or sample.throttle
+            or entry.events.get(index)
+        )
+        return bool(could_flag and self.flags(gpu, now))
 
     def iter_gpus(self) -> Iterator[GpuView]:
         for entry in self.hosts.values():

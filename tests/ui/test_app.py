@@ -11,7 +11,7 @@ from ui_helpers import grid, grid_line, lines, screen_text, shown
 
 from gputui.config import Config
 from gputui.telemetry import HostStatus, SignalOutcome
-from gputui.ui.app import GpuTuiApp, HostSampled
+from gputui.ui.app import GpuTuiApp, HostsSampled
 from gputui.ui.model import GpuRow, HostRow
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen
@@ -315,16 +315,30 @@ async def test_host_going_unreachable_while_others_update(
         assert "!! unreachable: timed out" in text
         assert "retry in 16s" in text
         assert " 42% " in text
-        sampled = [m for m in messages if isinstance(m, HostSampled)]
-        assert {m.snapshot.name for m in sampled} == {"gpu01", "gpu02", "gpu03"}
+        sampled = [m for m in messages if isinstance(m, HostsSampled)]
+        assert {name for m in sampled for name in m.snapshots} == {"gpu01", "gpu02", "gpu03"}
         assert app.model.summary(NOW).hosts_live == 1
 
 
-def test_host_sampled_bursts_collapse_per_host() -> None:
-    first, second = fakes.cluster(1), fakes.cluster(2)
-    a1, a2, b = HostSampled(first[0]), HostSampled(second[0]), HostSampled(first[1])
-    assert a1.can_replace(a2)
-    assert not a1.can_replace(b)
+async def test_a_burst_of_snapshots_is_one_message_and_the_newest_wins(
+    app: GpuTuiApp, source: FakeSource
+) -> None:
+    messages: list[Message] = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.pause()
+        before = len([m for m in messages if isinstance(m, HostsSampled)])
+        for seq, util in ((2, 11), (3, 22), (4, 33)):
+            source.push(
+                source.get("gpu01").with_changes(
+                    sample=fakes.sample(seq, NOW, fakes.gpu01_gpus(util0=util)), received_at=NOW
+                )
+            )
+        source.push(source.get("gpu03").with_changes(received_at=NOW))
+        await pilot.pause()
+        batches = [m for m in messages if isinstance(m, HostsSampled)][before:]
+        assert len(batches) == 1
+        assert set(batches[0].snapshots) == {"gpu01", "gpu03"}
+        assert " 33% " in grid_line(app, "gpu01:0")
 
 
 async def test_only_changed_rows_render_again(app: GpuTuiApp, source: FakeSource) -> None:

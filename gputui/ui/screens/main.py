@@ -77,7 +77,7 @@ class MainScreen(Screen[None]):
         self._rebuild_timer: Timer | None = None
         self._rebuild_pending = False
         self._last_rebuild = 0.0
-        self._summary_at = 0.0
+        self._grid: GpuGrid | None = None
         self._ready = False
 
     def compose(self) -> ComposeResult:
@@ -95,7 +95,10 @@ class MainScreen(Screen[None]):
 
     @property
     def grid(self) -> GpuGrid:
-        return self.query_one(GpuGrid)
+        # Looked up once: this is on the per-sample path, and a DOM query is not cheap.
+        if self._grid is None:
+            self._grid = self.query_one(GpuGrid)
+        return self._grid
 
     def on_mount(self) -> None:
         self.query_one("#filter-bar").display = False
@@ -117,8 +120,6 @@ class MainScreen(Screen[None]):
         sorted_by_data = SORT_KEYS[self.sort_index].value is not None
         if change.structure or (change.gpus and (sorted_by_data or self.query_text)):
             self._schedule_rebuild(immediate=change.structure)
-        if time.monotonic() - self._summary_at >= 1.0:
-            self.refresh_summary()
 
     def tick(self) -> None:
         """Once a second: ages in host headers, the summary and the clock."""
@@ -131,7 +132,6 @@ class MainScreen(Screen[None]):
             self._show_selection(row)
 
     def refresh_summary(self) -> None:
-        self._summary_at = time.monotonic()
         self.query_one(SummaryBar).show(
             self.model.summary(self.clock()),
             now=self.clock(),

@@ -151,9 +151,15 @@ class GpuGrid(ScrollView, can_focus=True):
         """Forget the lines ``change`` touched and redraw the visible ones."""
         rows: list[Row] = [HostRow(change.host)]
         rows.extend(GpuRow(change.host, index) for index in change.gpus)
+        # Per-sample path: one look at the viewport, then plain dict and int work.
+        top = int(self.scroll_offset.y)
+        bottom = top + self.size.height
+        cache, index_of = self._cache, self._index
         for row in rows:
-            self._cache.pop(row, None)
-            self._refresh_row(row)
+            cache.pop(row, None)
+            index = index_of.get(row)
+            if index is not None and top <= index < bottom:
+                self.refresh_line(index + 1)
         if self._highlighted is not None and self._highlighted in rows:
             self._announce(force=True)
 
@@ -255,14 +261,6 @@ class GpuGrid(ScrollView, can_focus=True):
         return Strip(segments).adjust_cell_length(width, base).apply_style(base)
 
     # -- cursor ----------------------------------------------------------------
-
-    def _refresh_row(self, row: Row) -> None:
-        index = self._index.get(row)
-        if index is None:
-            return
-        top = int(self.scroll_offset.y)
-        if top <= index < top + self.size.height:
-            self.refresh_line(index + 1)
 
     def _move_to(self, index: int) -> None:
         if not self.rows:
