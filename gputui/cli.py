@@ -63,10 +63,11 @@ def _parser() -> argparse.ArgumentParser:
         "--gpus",
         dest="demo_gpus",
         type=_positive,
-        default=20,
+        default=None,
         metavar="M",
-        help="GPUs in all (default 20)",
+        help="GPUs in all (default 5 per host: 20 for 4 hosts)",
     )
+    demo.add_argument("--theme", dest="demo_theme", metavar="NAME", help="colour theme")
 
     helper = sub.add_parser(
         "helper", help="run the host helper here and print its JSON lines (for debugging)"
@@ -94,7 +95,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "check-config":
             return check_config(args.file or args.hosts)
         if command == "demo":
-            return run_demo(args.demo_hosts, args.demo_gpus, args.theme)
+            if args.hosts:
+                raise UsageError(
+                    "--hosts FILE is for the console; the demo makes its own hosts"
+                    " (gputui demo --hosts N sets how many)"
+                )
+            gpus = args.demo_gpus if args.demo_gpus is not None else 5 * args.demo_hosts
+            return run_demo(args.demo_hosts, gpus, args.demo_theme or args.theme)
         if command == "helper":
             return run_helper(args.sim, args.once, args.interval)
         return run_console(args.hosts, args.theme)
@@ -116,8 +123,30 @@ class UsageError(Exception):
 def check_config(path: str | None) -> int:
     source = find_config(path)
     config = load_config(source)
+    from gputui.ui.themes import theme_names
+
+    known = theme_names()
+    if config.theme not in known:
+        line = _line_of(source, "theme")
+        raise ConfigError(
+            [
+                f"{source}:{line}: theme: unknown theme {config.theme!r};"
+                f" known themes: {', '.join(known)}"
+            ]
+        )
     print(summarise(config, source))
     return EXIT_OK
+
+
+def _line_of(path: Path, key: str) -> int:
+    """The line of a top-level ``key:`` in a YAML file (1 when it cannot be found)."""
+    try:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith(f"{key}:"):
+                return number
+    except (OSError, UnicodeDecodeError):
+        pass
+    return 1
 
 
 def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
@@ -171,7 +200,7 @@ def _theme_or_error(config: Config, theme: str | None) -> str:
     name = theme or config.theme
     names = theme_names()
     if name not in names:
-        raise UsageError(f"unknown theme {name!r}; known themes: {', '.join(sorted(names))}")
+        raise UsageError(f"unknown theme {name!r}; known themes: {', '.join(names)}")
     return name
 
 
@@ -185,8 +214,9 @@ def run_console(hosts_file: str | None, theme: str | None) -> int:
     from gputui.fleet.fleet import Fleet
     from gputui.ui.app import GpuTuiApp
 
-    GpuTuiApp(Fleet(config), config, theme=theme_name).run()
-    return EXIT_OK
+    app = GpuTuiApp(Fleet(config), config, theme=theme_name)
+    app.run()
+    return app.return_code or EXIT_OK
 
 
 def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
@@ -216,7 +246,7 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
         for signum in (signal.SIGHUP, signal.SIGTERM):
             loop.add_signal_handler(signum, app.exit)
         await app.run_async()
-    return EXIT_OK
+    return app.return_code or EXIT_OK
 
 
 def run_helper(sim: str | None, once: bool, interval: float) -> int:

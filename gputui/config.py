@@ -71,11 +71,17 @@ class HostConfig(_Model):
     address: str | None = None
     """Hostname or IP to connect to; defaults to ``name``."""
     port: Port | None = None
+    """SSH port; overrides ``defaults.port``."""
     user: str | None = None
+    """Login user; overrides ``defaults.user``."""
     identity_file: str | None = None
+    """Private key file; overrides ``defaults.identity_file``."""
     proxy_jump: str | None = None
+    """Bastion, ``[user@]host[:port]``; overrides ``defaults.proxy_jump``."""
     known_hosts: str | None = None
+    """known_hosts file for this host; overrides ``defaults.known_hosts``."""
     python: str | None = None
+    """Interpreter that runs the helper on this host; overrides ``defaults.python``."""
     pool: str = "default"
     """Pool the host's GPUs belong to (used to group and, later, to schedule)."""
     labels: dict[str, str] = Field(default_factory=dict)
@@ -94,7 +100,7 @@ class HostConfig(_Model):
     @classmethod
     def _check_sim(cls, value: str | None) -> str | None:
         if value is not None:
-            from gputui.remote.sim import parse_spec
+            from gputui.remote.simspec import parse_spec
 
             parse_spec(value)
         return value
@@ -104,9 +110,13 @@ class HealthThresholds(_Model):
     """When a reading becomes a problem worth showing."""
 
     temp_warn_c: Annotated[int, Field(ge=0, le=150)] = 83
+    """GPU temperature (°C) shown as a warning."""
     temp_crit_c: Annotated[int, Field(ge=0, le=150)] = 90
+    """GPU temperature (°C) shown as critical."""
     mem_warn_pct: Annotated[float, Field(ge=0, le=100)] = 95.0
+    """Memory use, in % of the card's total, shown as a warning."""
     power_warn_pct: Annotated[float, Field(ge=0, le=200)] = 98.0
+    """Power draw, in % of the enforced limit, shown as a warning."""
     stale_after_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     """Seconds without a sample before a host shows as stale."""
     ecc_uncorrected_max: Annotated[int, Field(ge=0)] = 0
@@ -125,20 +135,28 @@ class HeadConfig(_Model):
     host: str
     """Host name (from ``hosts`` or any SSH destination) that runs ``gputui head``."""
     socket: str = "/run/gputui/head.sock"
+    """The head daemon's Unix socket on that host, reached through SSH."""
     database: str = "/var/lib/gputui/gputui.db"
+    """The head's SQLite file (on local disk)."""
     admin_group: str = "gputui-admin"
+    """Unix group whose members may act on anyone's jobs, claims and processes."""
 
 
 class Config(_Model):
     """The whole of hosts.yaml."""
 
     hosts: list[HostConfig] = Field(default_factory=list)
+    """The GPU hosts, in the order the console shows them."""
     defaults: SshDefaults = Field(default_factory=SshDefaults)
+    """SSH settings every host inherits."""
     refresh_interval: Annotated[float, Field(ge=0.1, le=60)] = 1.0
     """Seconds between samples from every helper."""
     theme: str = "gputui-dark"
+    """Colour theme: a file in themes/ or ~/.config/gputui/themes/, or a Textual theme."""
     health: HealthThresholds = Field(default_factory=HealthThresholds)
+    """When readings count as problems."""
     head: HeadConfig | None = None
+    """The scheduler's head node; leave out for monitoring only."""
     connect_concurrency: Annotated[int, Field(ge=1, le=1024)] = 32
     """SSH handshakes in flight at once (keep under sshd's MaxStartups across hosts)."""
 
@@ -209,6 +227,9 @@ def find_config(explicit: str | os.PathLike[str] | None = None) -> Path:
         if not path.is_file():
             raise ConfigError([f"{path}: no such file"])
         return path
+    env = os.environ.get(ENV_VAR)
+    if env and not Path(env).expanduser().is_file():
+        raise ConfigError([f"{Path(env).expanduser()}: no such file (named by ${ENV_VAR})"])
     candidates = search_paths()
     for path in candidates:
         if path.is_file():
@@ -236,6 +257,9 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         where = f"{source}:{line + 1}" if line is not None else source
         raise ConfigError([f"{where}: yaml: {problem}"]) from None
+    duplicates = list(_duplicate_keys(node, source))
+    if duplicates:
+        raise ConfigError(duplicates)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -245,6 +269,24 @@ def parse_config(text: str, source: str = "<config>") -> Config:
     except ValidationError as exc:
         lines = sorted(_error_lines(exc, node, source), key=_line_number)
         raise ConfigError(lines) from None
+
+
+def _duplicate_keys(node: yaml.Node | None, source: str, path: str = "") -> Iterator[str]:
+    """YAML lets a later key silently replace an earlier one; here that is an error."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            where = f"{path}.{key}" if path else key
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                yield f"{source}:{line}: {where}: duplicate key (first given on line {seen[key]})"
+            else:
+                seen[key] = line
+            yield from _duplicate_keys(value_node, source, where)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            yield from _duplicate_keys(item, source, f"{path}[{i}]")
 
 
 def _line_number(line: str) -> int:

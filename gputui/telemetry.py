@@ -86,6 +86,10 @@ class TelemetrySource(Protocol):
 
     async def start(self) -> None: ...
 
+    def retry_now(self, host: str | None = None) -> None:
+        """Skip the backoff wait: reconnect ``host`` (or every waiting host) now."""
+        ...
+
     async def close(self) -> None: ...
 
     async def signal_process(

@@ -19,7 +19,13 @@ _ESCAPES = re.compile(
     r"|\x1b[@-Z\\-_]"  # two-byte escapes
     r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
 )
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+# Runs of combining marks ("Zalgo" text) that would smear over neighbouring cells:
+# keep the first two of a run, enough for real accents.
+_COMBINING_RUN = re.compile(
+    "([\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]{2})"
+    "[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+"
+)
 _WHITESPACE = re.compile(r"[\t\n\r]+")
 
 DEFAULT_LIMIT = 256
@@ -40,6 +46,7 @@ def clean(value: object, limit: int = DEFAULT_LIMIT) -> str:
     text = _ESCAPES.sub("", text)
     text = _WHITESPACE.sub(" ", text)
     text = _CONTROLS.sub("", text)
+    text = _COMBINING_RUN.sub(r"\1", text)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text

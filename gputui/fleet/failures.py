@@ -126,6 +126,7 @@ _RESULT_TEXT = {
     "no_such_process": "process {pid} already exited",
     "pid_reused": "pid {pid} was reused by another process; not signalled",
     "not_on_gpu": "process no longer on that GPU",
+    "cannot_verify": "pid {pid} could not be verified (owner or start time unknown); not signalled",
 }
 
 

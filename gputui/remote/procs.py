@@ -54,10 +54,16 @@ def parse_stat_start_ticks(data: bytes) -> int | None:
 
 
 def read_uid(pid: int, proc: str = PROC) -> int | None:
+    """The real uid of ``pid`` (from ``status``; the owner of ``/proc/PID`` is root for
+    non-dumpable and setuid processes, which would name the wrong person)."""
     try:
-        return os.stat(f"{proc}/{pid}").st_uid
-    except OSError:
+        with open(f"{proc}/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
         return None
+    return None
 
 
 _USERS: dict[int, str] = {}

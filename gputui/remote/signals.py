@@ -77,6 +77,13 @@ def validate(req: dict[str, Any]) -> None:
         raise SignalError("bad-request", "uid must be a non-negative integer or null")
     if ticks is not None and (not _is_int(ticks) or ticks < 0):
         raise SignalError("bad-request", "start_ticks must be a non-negative integer or null")
+    if uid is None or ticks is None:
+        # Without both, a reused pid could not be told apart: never signal blind.
+        raise SignalError(
+            "cannot-verify",
+            f"pid {pid}: its owner and start time are unknown, so it cannot be verified;"
+            " not signalled",
+        )
 
 
 def _verify(req: dict[str, Any], gpu_pids: GpuPids) -> int:
@@ -85,16 +92,16 @@ def _verify(req: dict[str, Any], gpu_pids: GpuPids) -> int:
     ticks = read_start_ticks(pid)
     if ticks is None:
         raise SignalError("no-such-process", f"no such process: pid {pid}")
-    want_ticks = req.get("start_ticks")
-    if want_ticks is not None and ticks != want_ticks:
+    want_ticks = req["start_ticks"]
+    if ticks != want_ticks:
         raise SignalError(
             "pid-reused",
             f"pid {pid} is now a different process (started at tick "
             f"{ticks}, expected {want_ticks})",
         )
-    want_uid = req.get("uid")
+    want_uid = req["uid"]
     uid = read_uid(pid)
-    if want_uid is not None and uid != want_uid:
+    if uid != want_uid:
         raise SignalError(
             "pid-reused",
             f"pid {pid} now belongs to {user_name(uid)}, expected {user_name(want_uid)}",

@@ -130,9 +130,9 @@ def parse_spec(text: str) -> SimSpec:
             )
         if count < 1:
             raise ValueError(f"bad GPU count in {group!r}: must be at least 1")
-        models.extend([model] * count)
-        if len(models) > MAX_GPUS:
+        if len(models) + count > MAX_GPUS:  # checked before building the list
             raise ValueError(f"too many GPUs in {groups_text!r}: at most {MAX_GPUS} per host")
+        models.extend([model] * count)
     hostname: str | None = None
     seed = 0
     fault_texts: list[str] = []

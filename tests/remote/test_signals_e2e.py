@@ -8,13 +8,14 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gputui.protocol import decode_helper_line
 from gputui.remote import signals as sigmod
-from gputui.remote.procs import read_start_ticks
+from gputui.remote.procs import read_start_ticks, read_uid
 from gputui.remote.signals import SignalError, send_signal
 
 SPEC = "2xh100,name=e2e-host"
@@ -181,3 +182,31 @@ def test_proc_stat_fallback_and_permission_denied(
     with pytest.raises(SignalError) as info:
         send_signal(req, on_gpu, use_pidfd=False)
     assert info.value.code == "no-such-process"
+
+
+def test_a_request_without_owner_or_start_time_is_never_sent(
+    start_helper: Callable[..., Any], sim_process: Callable[..., subprocess.Popen[bytes]]
+) -> None:
+    """A client that could not read the process's owner or start time gets a refusal,
+    not a blind signal that might hit a reused pid."""
+    victim = sim_process("0")
+    helper = start_helper(["--sim", SPEC, "--interval", "0.1"])
+    hello = helper.expect(lambda m: m["type"] == "hello")
+    uuid0 = hello["gpus"][0]["uuid"]
+    seen = _proc_on(helper, 0, victim.pid)
+    for rid, uid, ticks in ((1, None, seen["start_ticks"]), (2, seen["uid"], None)):
+        helper.send(_signal(rid, victim.pid, uuid0, uid, ticks))
+        res = helper.result(rid)
+        assert (res["ok"], res["code"]) == (False, "cannot-verify"), res
+        assert "not signalled" in res["error"]
+    assert victim.poll() is None
+    assert helper.close() == 0
+
+
+def test_owner_is_the_real_uid_from_status(tmp_path: Path) -> None:
+    """/proc/PID is owned by root for non-dumpable processes; the real uid is in status."""
+    proc = tmp_path / "4242"
+    proc.mkdir()
+    (proc / "status").write_text("Name:\tpython\nUid:\t1001\t0\t0\t0\nGid:\t100\t100\t100\t100\n")
+    assert read_uid(4242, str(tmp_path)) == 1001
+    assert read_uid(4243, str(tmp_path)) is None

@@ -66,3 +66,30 @@ def test_no_traceback_for_bad_arguments() -> None:
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "'lots' is not a whole number" in result.stderr
+
+
+def test_check_config_rejects_an_unknown_theme(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "hosts.yaml"
+    cfg.write_text("hosts: [{name: a}]\ntheme: gputui-drak\n")
+    assert main(["check-config", str(cfg)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith(f"gputui: {cfg}:2: theme: unknown theme 'gputui-drak'; known themes: ")
+    assert "gputui-dark" in err[0]
+
+
+def test_unknown_theme_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "hosts.yaml"
+    cfg.write_text("hosts: [{name: a}]\n")
+    assert main(["--hosts", str(cfg), "--theme", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gputui: unknown theme 'nope'; known themes: ")
+
+
+def test_demo_takes_no_hosts_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--hosts", "x.yaml", "demo"]) == 2
+    assert "the demo makes its own hosts" in capsys.readouterr().err

@@ -140,3 +140,26 @@ def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert info.value.lines[0].startswith(f"{path}: cannot read: UnicodeDecodeError")
+
+
+def test_duplicate_keys_are_errors_not_silent_overrides() -> None:
+    lines = errors_of("hosts:\n  - name: a\nrefresh_interval: 2\nhosts:\n  - name: b\n")
+    assert lines == ["hosts.yaml:4: hosts: duplicate key (first given on line 1)"]
+    lines = errors_of("hosts:\n  - name: a\n    port: 22\n    port: 2222\n")
+    assert lines == ["hosts.yaml:4: hosts[0].port: duplicate key (first given on line 3)"]
+
+
+def test_env_var_naming_a_missing_file_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hosts.yaml").write_text("hosts: []\n")
+    monkeypatch.setenv("GPUTUI_HOSTS", str(tmp_path / "typo.yaml"))
+    with pytest.raises(ConfigError) as info:
+        find_config()
+    assert info.value.lines == [f"{tmp_path / 'typo.yaml'}: no such file (named by $GPUTUI_HOSTS)"]
+
+
+def test_huge_sim_gpu_count_is_refused_at_once() -> None:
+    lines = errors_of("hosts:\n  - name: s\n    sim: 999999999xrtx3090\n")
+    assert len(lines) == 1 and "at most 64 per host" in lines[0]

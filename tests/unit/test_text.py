@@ -21,6 +21,9 @@ from gputui.text import clean
         ("c1\x9b31mx", "c1x"),
         (b"caf\xc3\xa9 \xff", "café \ufffd"),
         ("[bold]markup[/]", "[bold]markup[/]"),
+        ("one\u2028two\u2029three", "onetwothree"),
+        ("x" + "\u0301" * 50 + "y", "x\u0301\u0301y"),
+        ("café", "café"),
         (None, ""),
     ],
 )
