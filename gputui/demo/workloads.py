@@ -26,7 +26,7 @@ from pathlib import Path
 # however the demo ended: quit, a closed terminal, or kill -9.
 LOOP_SCRIPT = b"""
 import os, time
-parent = os.getppid()
+parent = int(os.environ["GPUTUI_DEMO_PID"])
 while os.getppid() == parent:
     end = time.monotonic() + 0.01
     while time.monotonic() < end:
@@ -114,6 +114,9 @@ def start_workload(
         "GPUTUI_SIM_GPU": gpu_uuid,
         "GPUTUI_SIM_MEM_MIB": str(mem_mib),
         "GPUTUI_SIM_UTIL": str(util),
+        # The demo's pid, given rather than read at start: a demo that died before
+        # the loop began must still end it.
+        "GPUTUI_DEMO_PID": str(os.getpid()),
     }
     argv = ("python", "-", *job)
     proc = subprocess.Popen(  # fixed argv, no shell

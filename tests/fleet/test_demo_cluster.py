@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import pwd
 import stat
+import subprocess
+import sys
+from typing import Any
 
 import pytest
 
@@ -86,3 +89,33 @@ async def test_one_host_one_gpu(kit) -> None:
         )
         assert len(snap.hello.gpus) == 1
         assert len(cluster.workloads) == 1
+
+
+async def test_workloads_end_themselves_when_the_demo_is_killed(wait: Any) -> None:
+    """A demo killed with SIGKILL runs no clean-up; its workloads must still go."""
+    script = (
+        "import os, sys\n"
+        "from gputui.demo.workloads import start_workload\n"
+        "w = start_workload(host='gpu01', gpu_uuid='GPU-00000000-0000-0000-0000-000000000000',"
+        " gpu_index=0, job=('train.py',), user=__import__('getpass').getuser(),"
+        " mem_mib=1024, util=50)\n"
+        "print(w.pid, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    demo = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert demo.stdout is not None
+    pid = int(demo.stdout.readline())
+    assert _alive(pid)
+    demo.kill()
+    demo.wait()
+    await wait(lambda: not _alive(pid), timeout=10, what="the orphaned workload to end")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
