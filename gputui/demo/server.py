@@ -199,8 +199,14 @@ class SimSshServer:
             to_proc.cancel()
             closed.cancel()
             outputs.cancel()
+            outputs.add_done_callback(_retrieve)  # no "exception never retrieved" noise
             await _kill(proc)
             self._procs.discard(proc)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _pump_in(source: asyncssh.SSHReader[bytes], sink: asyncio.StreamWriter) -> None:

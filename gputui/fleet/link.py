@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+from asyncssh.encryption import get_default_encryption_algs
 
 from gputui.config import ResolvedHost
 from gputui.protocol import (
@@ -41,11 +42,13 @@ from gputui.text import clean
 from .backoff import Backoff, LinkTiming
 from .failures import EDGE_ERRORS, Failure, HelperFailure, classify, result_message
 from .hostkeys import KnownHostsCache, VerifyingClient
-from .session import HelperSession, check_versions
+from .session import HelperSession, check_versions, encryption_preference
 
 log = logging.getLogger(__name__)
 
 EVENTS_KEPT = 200
+_DEFAULT_CIPHERS = list(get_default_encryption_algs())
+_PREFERRED_CIPHERS = encryption_preference()
 
 
 def parse_jump(spec: str) -> tuple[str | None, str, int | None]:
@@ -217,6 +220,12 @@ class HostLink:
         options: asyncssh.SSHClientConnectionOptions = (
             await asyncssh.SSHClientConnectionOptions.construct(**kwargs)
         )
+        if list(options.encryption_algs) == _DEFAULT_CIPHERS:
+            # Neither ssh_config (Ciphers) nor the caller chose: offer AES-GCM first
+            # (every default stays allowed, so any server still finds a match).
+            options = await asyncssh.SSHClientConnectionOptions.construct(
+                options=options, encryption_algs=_PREFERRED_CIPHERS
+            )
         return options
 
     def _ssh_configs(self) -> list[str]:
@@ -294,24 +303,28 @@ class HostLink:
     # -- streaming (the hot path) -----------------------------------------------------
 
     async def _stream(self, session: HelperSession) -> None:
-        readline = session.lines.readline
+        await session.stream(self._line_handler(session))
+
+    def _line_handler(self, session: HelperSession) -> Callable[[bytes], None]:
+        """The per-line callback, run inside asyncssh's ``data_received``."""
         loop_time = asyncio.get_running_loop().time
+        wall_time = time.time
         live = HostStatus.LIVE
-        while True:
-            line = await readline()
-            if line is None:
-                return
+        publish = self._publish
+
+        def on_line(line: bytes) -> None:
             if not line or line.isspace():
-                continue
+                return
             message = decode_helper_line(line)
             self._last_rx = loop_time()
             if type(message) is Sample:  # exact type checks: cheapest dispatch
                 self.samples_received += 1
                 snap = self.snapshot
                 if snap.status is live:
-                    self._set(sample=message, received_at=time.time())
+                    self.snapshot = new = replace(snap, sample=message, received_at=wall_time())
+                    publish(new)
                 else:
-                    self._set(sample=message, received_at=time.time(), status=live, message="")
+                    self._set(sample=message, received_at=wall_time(), status=live, message="")
             elif type(message) is Result:
                 future = session.pending.get(message.id)
                 if future is not None and not future.done():
@@ -326,6 +339,8 @@ class HostLink:
             elif type(message) is Hello:
                 check_versions(message)
                 self._set(hello=message)
+
+        return on_line
 
     async def _watch(self, conn: asyncssh.SSHClientConnection) -> None:
         """Mark the host STALE when samples stop; drop the connection when it hangs."""

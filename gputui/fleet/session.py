@@ -5,6 +5,11 @@ arguments) goes over stdin as the first line. Its stdout is split into lines her
 with a size cap, so a helper that floods or prints binary junk is a protocol error
 for that host, never a crash. Its stderr is kept (the first few KiB) because the
 first line there is usually the reason a helper did not start.
+
+The channel is a plain ``SSHClientSession``: asyncssh hands each decrypted chunk to
+``data_received`` and, once streaming, every complete line goes straight to the
+link's handler in that same call. No stream reader, future or task switch per
+sample; that is most of what a sample costs the console besides SSH itself.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 
 import asyncssh
 
@@ -32,82 +38,233 @@ from gputui.text import clean
 
 from .failures import HelperFailure
 
-_READ_CHUNK = 65536
 _STDERR_KEEP = 4096
 
+# Ciphers in the order the console offers them. AES-GCM first: one AEAD call per
+# packet in asyncssh (ChaCha20-Poly1305 costs three cipher set-ups per packet), and
+# AES-NI makes it cheap on both ends. Every other default stays allowed, so any
+# server still negotiates something it supports.
+PREFERRED_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
-class LineReader:
-    """Splits a byte stream into lines, refusing any line longer than ``limit``."""
+LineHandler = Callable[[bytes], None]
 
-    def __init__(self, stream: asyncssh.SSHReader[bytes], limit: int = MAX_LINE_BYTES) -> None:
-        self._stream = stream
+
+def encryption_preference() -> list[str]:
+    """asyncssh's default ciphers, AES-GCM moved to the front."""
+    from asyncssh.encryption import get_default_encryption_algs
+
+    defaults = [alg.decode("ascii") for alg in get_default_encryption_algs()]
+    first = [alg for alg in PREFERRED_CIPHERS if alg in defaults]
+    return first + [alg for alg in defaults if alg not in first]
+
+
+class LineSplitter:
+    """Splits a byte stream into lines for ``sink``, refusing a line over ``limit`` bytes.
+
+    Work is linear in the bytes fed, however the stream is chunked; the common case
+    (one whole line per chunk) is one ``find`` and one slice.
+    """
+
+    def __init__(self, sink: LineHandler, limit: int = MAX_LINE_BYTES) -> None:
+        self.sink = sink
         self._limit = limit
         self._buf = bytearray()
-        self._scanned = 0
 
-    async def readline(self) -> bytes | None:
-        """The next line without its newline, or None at end of stream."""
+    def feed(self, data: bytes) -> None:
+        """Hand every line completed by ``data`` (without its newline) to ``sink``."""
+        start = 0
         buf = self._buf
-        while True:
-            end = buf.find(b"\n", self._scanned)
-            if end >= 0:
-                line = bytes(buf[:end])
-                del buf[: end + 1]
-                self._scanned = 0
-                return line
-            if len(buf) > self._limit:
-                raise HelperFailure(
-                    HostStatus.HELPER_ERROR,
-                    f"helper sent a line over {self._limit} bytes; dropping the session",
-                )
-            self._scanned = len(buf)
-            chunk = await self._stream.read(_READ_CHUNK)
-            if not chunk:
-                if buf:
-                    line = bytes(buf)
-                    buf.clear()
-                    self._scanned = 0
-                    return line
-                return None
-            buf += chunk
+        if buf:
+            end = data.find(b"\n")
+            if end < 0:
+                buf += data
+                self._check(len(buf))
+                return
+            buf += data[:end]
+            line = bytes(buf)
+            buf.clear()
+            start = end + 1
+            self.sink(line)
+        sink = self.sink
+        end = data.find(b"\n", start)
+        while end >= 0:
+            sink(data[start:end])
+            start = end + 1
+            end = data.find(b"\n", start)
+        if start < len(data):
+            self._check(len(data) - start)
+            buf += data[start:]
+
+    def end(self) -> bytes | None:
+        """At end of stream: the unterminated last line, if any."""
+        if not self._buf:
+            return None
+        line = bytes(self._buf)
+        self._buf.clear()
+        return line
+
+    def _check(self, size: int) -> None:
+        if size > self._limit:
+            self._buf.clear()
+            raise HelperFailure(
+                HostStatus.HELPER_ERROR,
+                f"helper sent a line over {self._limit} bytes; dropping the session",
+            )
+
+
+class _Channel(asyncssh.SSHClientSession[bytes]):
+    """asyncssh's callbacks for the helper's channel, forwarded to its ``HelperSession``."""
+
+    def __init__(self, owner: HelperSession) -> None:
+        self._owner = owner
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        if datatype is None:
+            self._owner._on_stdout(data)
+        else:
+            self._owner._on_stderr(data)
+
+    def eof_received(self) -> bool:
+        self._owner._on_end(None)
+        return True  # stay half-open for the exit status, as asyncssh's own streams do
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._owner._on_end(exc)
 
 
 class HelperSession:
-    """The running helper: its line reader, its stderr, and requests waiting for results."""
+    """The running helper: its lines, its stderr, and requests waiting for results."""
 
-    def __init__(self, process: asyncssh.SSHClientProcess[bytes]) -> None:
-        self.process = process
-        self.lines = LineReader(process.stdout)
+    def __init__(self) -> None:
+        self.channel: asyncssh.SSHClientChannel[bytes] | None = None
         self.pending: dict[int, asyncio.Future[Result | None]] = {}
         self._ids = itertools.count(1)
         self._stderr = bytearray()
-        self._stderr_task = asyncio.get_running_loop().create_task(self._collect_stderr())
+        self._splitter = LineSplitter(self._queue_line)
+        self._queued: deque[bytes] = deque()
+        self._handler: LineHandler | None = None
+        self._ended = False
+        self._failure: BaseException | None = None
+        self._wakeup: asyncio.Future[None] | None = None
+        self._closed = asyncio.get_running_loop().create_future()
 
     @classmethod
     async def start(
         cls, conn: asyncssh.SSHClientConnection, python: str, argv: Sequence[str]
     ) -> HelperSession:
-        process = await conn.create_process(helper_command(python), encoding=None)
-        session = cls(process)
-        process.stdin.write(helper_payload(list(argv)))
+        session = cls()
+        try:
+            channel, _ = await conn.create_session(
+                lambda: _Channel(session), helper_command(python), encoding=None
+            )
+        except AttributeError:
+            # asyncssh (2.24) trips over its own cleanup when the connection drops
+            # while the channel is opening: that is a lost connection, not a bug here.
+            raise asyncssh.ConnectionLost("connection lost while starting the helper") from None
+        session.channel = channel
+        channel.write(helper_payload(list(argv)))
         return session
 
     def next_id(self) -> int:
         return next(self._ids)
 
     def send(self, line: str) -> None:
-        self.process.stdin.write(line.encode())
+        assert self.channel is not None
+        self.channel.write(line.encode())
 
-    async def _collect_stderr(self) -> None:
-        # Keep reading to the end so a chatty helper never blocks on a full window.
-        with contextlib.suppress(Exception):
-            while True:
-                chunk = await self.process.stderr.read(_READ_CHUNK)
-                if not chunk:
-                    return
-                room = _STDERR_KEEP - len(self._stderr)
-                if room > 0:
-                    self._stderr += chunk[:room]
+    # -- asyncssh callbacks -------------------------------------------------------
+
+    def _on_stdout(self, data: bytes) -> None:
+        if self._failure is not None:
+            return  # the session is being dropped: ignore the rest
+        try:
+            self._splitter.feed(data)
+        except Exception as exc:  # a bad line or a failing handler ends this session
+            self._fail(exc)
+
+    def _on_stderr(self, data: bytes) -> None:
+        # Always consumed, so a chatty helper never blocks on a full window.
+        room = _STDERR_KEEP - len(self._stderr)
+        if room > 0:
+            self._stderr += data[:room]
+
+    def _on_end(self, exc: Exception | None) -> None:
+        if self._ended:
+            if exc is not None and self._failure is None and not self._closed.done():
+                self._fail(exc)
+            return
+        self._ended = True
+        if exc is not None and self._failure is None:
+            self._failure = exc  # the connection dropped: raised to the reader
+        if self._failure is None:
+            try:
+                last = self._splitter.end()
+                if last is not None:
+                    self._queue_line(last)
+            except Exception as error:
+                self._fail(error)
+        self._wake()
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def _queue_line(self, line: bytes) -> None:
+        handler = self._handler
+        if handler is not None:
+            handler(line)
+        else:
+            self._queued.append(line)
+            self._wake()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+        self._wake()
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def _wake(self) -> None:
+        waiter = self._wakeup
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- reading ------------------------------------------------------------------
+
+    async def readline(self) -> bytes | None:
+        """The next line without its newline, or None at end of stream."""
+        while True:
+            if self._queued:
+                return self._queued.popleft()
+            if self._failure is not None:
+                raise self._failure
+            if self._ended:
+                return None
+            self._wakeup = asyncio.get_running_loop().create_future()
+            try:
+                await self._wakeup
+            finally:
+                self._wakeup = None
+
+    async def stream(self, handler: LineHandler) -> None:
+        """Call ``handler`` with every line, as it arrives, until the stream ends.
+
+        Lines already read are handed over first. An exception from ``handler`` (or an
+        over-long line) stops the stream and is raised here.
+        """
+        while self._queued and self._failure is None:
+            try:
+                handler(self._queued.popleft())
+            except Exception as exc:
+                self._fail(exc)
+        self._handler = handler
+        try:
+            if self._failure is None and not self._ended:
+                await asyncio.shield(self._closed)
+        finally:
+            self._handler = None
+        if self._failure is not None:
+            raise self._failure
+
+    # -- the end ------------------------------------------------------------------
 
     def first_stderr_line(self) -> str:
         for raw in bytes(self._stderr).splitlines():
@@ -118,12 +275,13 @@ class HelperSession:
 
     async def exit_details(self, wait: float = 2.0) -> tuple[bool, str]:
         """Whether the helper exited, and ``exited with status N: <first stderr line>``."""
+        channel = self.channel
+        if channel is None:
+            return False, "connection lost"
         with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
-            await asyncio.wait_for(self.process.wait_closed(), wait)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
-        status = self.process.exit_status
-        signal = self.process.exit_signal
+            await asyncio.wait_for(channel.wait_closed(), wait)
+        status = channel.get_exit_status()
+        signal = channel.get_exit_signal()
         if status is not None and status >= 0:
             text = f"exited with status {status}"
             if status == 127:
@@ -148,7 +306,7 @@ class HelperSession:
 
     async def _read_hello(self) -> Hello:
         while True:
-            line = await self.lines.readline()
+            line = await self.readline()
             if line is None:
                 exited, details = await self.exit_details()
                 if not exited:
@@ -159,7 +317,7 @@ class HelperSession:
             try:
                 message = decode_helper_line(line)
             except ProtocolError:
-                await asyncio.sleep(0)  # let stderr catch up when there is some
+                await asyncio.sleep(0.05)  # let stderr catch up when there is some
                 stderr = self.first_stderr_line()
                 extra = f"; stderr: {stderr}" if stderr else ""
                 raise HelperFailure(
@@ -186,14 +344,14 @@ class HelperSession:
 
     async def close(self, timeout: float) -> None:
         self.fail_pending()
+        channel = self.channel
+        if channel is None:
+            return
         with contextlib.suppress(Exception):
-            self.process.stdin.write_eof()
+            channel.write_eof()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.process.wait_closed(), timeout)
-        self.process.close()
-        self._stderr_task.cancel()
-        with contextlib.suppress(BaseException):
-            await self._stderr_task
+            await asyncio.wait_for(channel.wait_closed(), timeout)
+        channel.close()
 
 
 def _shown(line: bytes) -> str:

@@ -29,8 +29,13 @@ from .sim import SimNvml
 from .simspec import parse_spec
 from .wire import MAX_REQUEST_BYTES, Output, OutputClosed, read_requests
 
+EXIT_AFTER_EOF_S = 5.0
+
 MIN_INTERVAL, MAX_INTERVAL = 0.1, 60.0
 EXIT_FATAL = 2
+# The event thread only wakes for an event or this timeout: each wake-up is CPU a
+# host pays every interval for nothing (the thread is a daemon; exit never waits).
+EVENT_WAIT_MS = 5000
 
 
 class Helper:
@@ -142,7 +147,7 @@ class Helper:
         failures = 0
         while not self.stop.is_set():
             try:
-                data = self.lib.nvmlEventSetWait(self.event_set, 500)
+                data = self.lib.nvmlEventSetWait(self.event_set, EVENT_WAIT_MS)
             except Exception as exc:
                 if is_nvml_error(exc) and type(exc).__name__.endswith("Timeout"):
                     continue
@@ -269,7 +274,15 @@ def _fatal_start(out: Output, hostname: str, simulated: bool, reason: str) -> in
     return EXIT_FATAL
 
 
-def run(argv: list[str], stdin: IO[bytes], stdout: IO[bytes]) -> int:
+def run(
+    argv: list[str],
+    stdin: IO[bytes],
+    stdout: IO[bytes],
+    *,
+    exit_after_eof: float | None = None,
+) -> int:
+    """Run the helper; with ``exit_after_eof``, the process ends that many seconds after
+    its input closes even if a sample is stuck in NVML (so helpers never pile up)."""
     out = Output(stdout)
     try:
         args = _parse_args(argv)
@@ -303,23 +316,30 @@ def run(argv: list[str], stdin: IO[bytes], stdout: IO[bytes]) -> int:
     helper.interval = max(MIN_INTERVAL, min(MAX_INTERVAL, args.interval))
     try:
         out.send(helper.hello())
-        out.send(helper.sample())
         if args.once:
+            out.send(helper.sample())
             return 0
-        return _loop(helper, stdin)
+        return _loop(helper, stdin, exit_after_eof)
     except OutputClosed:
         return 0
     finally:
         helper.stop.set()
 
 
-def _loop(helper: Helper, stdin: IO[bytes]) -> int:
+def _loop(helper: Helper, stdin: IO[bytes], exit_after_eof: float | None = None) -> int:
     inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
-    threading.Thread(target=read_requests, args=(stdin, inbox), daemon=True).start()
+
+    def on_eof() -> None:
+        if exit_after_eof is not None:
+            timer = threading.Timer(exit_after_eof, os._exit, (0,))
+            timer.daemon = True
+            timer.start()
+
+    threading.Thread(target=read_requests, args=(stdin, inbox, on_eof), daemon=True).start()
     threading.Thread(target=helper.kernel_history, args=(inbox,), daemon=True).start()
     if helper.event_set is not None:
         threading.Thread(target=helper.watch_events, args=(inbox,), daemon=True).start()
-    next_at = time.monotonic() + helper.interval
+    next_at = time.monotonic()  # the first sample now, with the stdin reader already up
     while True:
         now = time.monotonic()
         if now >= next_at:
@@ -356,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     stdout = sys.stdout.buffer
     try:
-        code = run(argv, sys.stdin.buffer, stdout)
+        code = run(argv, sys.stdin.buffer, stdout, exit_after_eof=EXIT_AFTER_EOF_S)
     except KeyboardInterrupt:
         code = 0
     try:

@@ -15,6 +15,7 @@ import math
 import queue
 import random
 import socket
+import threading
 import time
 from typing import Any, Callable
 
@@ -242,6 +243,8 @@ class SimNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
         dev = self._dev(handle)
+        if "hang" in dev.faults:
+            threading.Event().wait()  # a driver call that never returns
         dev.samples += 1
         if dev.lost_at is not None and dev.samples > dev.lost_at:
             dev.lost = True

@@ -18,6 +18,13 @@ ENV_MEM = "GPUTUI_SIM_MEM_MIB"
 ENV_UTIL = "GPUTUI_SIM_UTIL"
 DEFAULT_MEM_MIB = 2048
 DEFAULT_UTIL = 90
+_ENV_FIRST_READ = 16384
+_ENV_MAX = 1 << 20
+_EMPTY_ENV_RETRIES = 3
+
+
+class _NotYet(Exception):
+    """The environment read empty: maybe a process still inside exec."""
 
 
 class SimProc(NamedTuple):
@@ -37,8 +44,10 @@ def _int_env(value: bytes | None, default: int, low: int, high: int) -> int:
 class EnvScanner:
     """Finds processes that declare a simulated GPU in their environment.
 
-    Each pid's environment is read once; later scans only list /proc and re-read the
-    stat line of the few simulated processes (start time, zombie state).
+    Each pid's environment is read once. Listing /proc costs time in proportion to
+    every process on the host, so it happens at most every ``list_interval`` seconds
+    (new processes show up within that); in between, a snapshot only re-reads the
+    stat line of the few simulated processes already known (exit, zombie, pid reuse).
     """
 
     def __init__(
@@ -46,12 +55,17 @@ class EnvScanner:
         proc: str = "/proc",
         min_interval: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
+        list_interval: float = 2.0,
     ) -> None:
         self.proc = proc
         self.min_interval = min_interval
+        self.list_interval = list_interval
         self.clock = clock
         self._known: dict[int, tuple[int, SimProc] | None] = {}
+        self._sims: dict[int, tuple[int, SimProc]] = {}  # the non-None part of _known
+        self._retries: dict[int, int] = {}  # pids whose environment read empty so far
         self._last = -1e18
+        self._listed = -1e18
         self._procs: list[SimProc] = []
 
     def _stat(self, pid: int) -> tuple[int | None, bool]:
@@ -67,9 +81,16 @@ class EnvScanner:
     def _classify(self, pid: int) -> tuple[int, SimProc] | None:
         try:
             with open(f"{self.proc}/{pid}/environ", "rb") as fh:
-                env = fh.read(1 << 20)
+                # Small first read: a 1 MiB buffer per pid is an mmap and page faults.
+                env = fh.read(_ENV_FIRST_READ)
+                if len(env) == _ENV_FIRST_READ:
+                    env += fh.read(_ENV_MAX - _ENV_FIRST_READ)
         except OSError:
             return None
+        if not env:
+            # Either no environment at all (kernel threads) or a process caught inside
+            # exec, before the kernel set its new environment up: look again later.
+            raise _NotYet()
         if ENV_GPU.encode() not in env:
             return None
         values: dict[bytes, bytes] = {}
@@ -86,32 +107,65 @@ class EnvScanner:
         util = _int_env(values.get(ENV_UTIL.encode()), DEFAULT_UTIL, 0, 100)
         return (ticks or 0), SimProc(pid, targets, mem, util)
 
+    def _list(self) -> None:
+        """Learn every pid in /proc: forget the gone ones, classify the new ones."""
+        try:
+            pids = {int(n) for n in os.listdir(self.proc) if n.isdigit()}
+        except OSError:
+            pids = set()
+        known, sims = self._known, self._sims
+        for pid in [p for p in known if p not in pids]:
+            del known[pid]
+            sims.pop(pid, None)
+        retries = self._retries
+        for pid in [p for p in retries if p not in pids]:
+            del retries[pid]
+        for pid in pids:
+            if pid not in known:
+                try:
+                    entry = self._classify(pid)
+                except _NotYet:
+                    retries[pid] = retries.get(pid, 0) + 1
+                    if retries[pid] < _EMPTY_ENV_RETRIES:
+                        continue  # not remembered: read again at the next listing
+                    entry = None
+                retries.pop(pid, None)
+                known[pid] = entry
+                if entry is not None:
+                    sims[pid] = entry
+
     def snapshot(self) -> list[SimProc]:
         now = self.clock()
         if now - self._last < self.min_interval:
             return self._procs
         self._last = now
-        try:
-            pids = {int(n) for n in os.listdir(self.proc) if n.isdigit()}
-        except OSError:
-            pids = set()
-        for pid in list(self._known):
-            if pid not in pids:
-                del self._known[pid]
+        if now - self._listed >= self.list_interval:
+            self._listed = now
+            self._list()
         found: list[SimProc] = []
-        for pid in pids:
-            if pid not in self._known:
-                self._known[pid] = self._classify(pid)
-            entry = self._known[pid]
-            if entry is None:
-                continue
+        known, sims = self._known, self._sims
+        for pid, entry in list(sims.items()):
             ticks, zombie = self._stat(pid)
-            if ticks is None or zombie:
+            if ticks is None:  # gone: a new process with this pid is classified afresh
+                del sims[pid]
+                known.pop(pid, None)
+                continue
+            if zombie:
                 continue
             if ticks != entry[0]:  # pid reused: classify the new process
-                entry = self._known[pid] = self._classify(pid)
-                if entry is None:
+                try:
+                    fresh = self._classify(pid)
+                except _NotYet:
+                    del sims[pid]
+                    known.pop(pid, None)  # unknown again: the next listing reads it
                     continue
+                known[pid] = fresh
+                if fresh is None:
+                    del sims[pid]
+                    continue
+                sims[pid] = fresh
+                found.append(fresh[1])
+                continue
             found.append(entry[1])
         self._procs = found
         return found

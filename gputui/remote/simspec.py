@@ -12,7 +12,7 @@ import re
 from typing import NamedTuple
 
 MAX_GPUS = 64
-FAULT_KINDS = ("lost", "notsupported", "unknown", "xid", "ecc", "throttle", "phantom")
+FAULT_KINDS = ("lost", "notsupported", "unknown", "xid", "ecc", "throttle", "phantom", "hang")
 
 
 class Model(NamedTuple):
@@ -98,7 +98,7 @@ def parse_fault(
     elif kind not in FAULT_KINDS or kind == "xid":
         raise ValueError(
             f"bad fault {text!r}: kind must be one of lost, notsupported, unknown, xid:NN, ecc, "
-            "throttle, phantom"
+            "throttle, phantom, hang"
         )
     if gpu_count is not None and index >= gpu_count:
         raise ValueError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 MAX_REQUEST_BYTES = 1 << 20
 
@@ -29,7 +29,11 @@ class Output:
                 raise OutputClosed() from None
 
 
-def read_requests(stream: IO[bytes], queue_: queue.Queue[tuple[str, Any]]) -> None:
+def read_requests(
+    stream: IO[bytes],
+    queue_: queue.Queue[tuple[str, Any]],
+    on_eof: Callable[[], None] | None = None,
+) -> None:
     try:
         while True:
             line = stream.readline(MAX_REQUEST_BYTES)
@@ -47,3 +51,5 @@ def read_requests(stream: IO[bytes], queue_: queue.Queue[tuple[str, Any]]) -> No
     except (OSError, ValueError):
         pass
     queue_.put(("eof", None))
+    if on_eof is not None:
+        on_eof()

@@ -315,6 +315,17 @@ def sim_process() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
         )
         proc = subprocess.Popen(argv or ["sleep", "120"], env=env)
         procs.append(proc)
+        # Popen returns once exec has begun; the kernel sets the new environment up
+        # a moment later. Wait for it, as a 1 Hz helper effectively always does.
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{proc.pid}/environ", "rb") as fh:
+                    if fh.read(1):
+                        break
+            except OSError:
+                break
+            time.sleep(0.001)
         return proc
 
     yield start

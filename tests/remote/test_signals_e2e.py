@@ -210,3 +210,12 @@ def test_owner_is_the_real_uid_from_status(tmp_path: Path) -> None:
     (proc / "status").write_text("Name:\tpython\nUid:\t1001\t0\t0\t0\nGid:\t100\t100\t100\t100\n")
     assert read_uid(4242, str(tmp_path)) == 1001
     assert read_uid(4243, str(tmp_path)) is None
+
+
+def test_helper_ends_after_eof_even_when_nvml_hangs(start_helper: Callable[..., Any]) -> None:
+    """A sample stuck in the driver must not keep a helper alive once its channel is
+    gone, or every reconnect to that host would leave one more behind."""
+    helper = start_helper(["--sim", "2xrtx3090,fault=hang@1", "--interval", "0.1"])
+    helper.expect(lambda m: m["type"] == "hello")
+    helper.proc.stdin.close()
+    assert helper.proc.wait(timeout=30) == 0

@@ -49,7 +49,7 @@ def test_parse_valid_specs() -> None:
         (
             "h100,fault=melt@0",
             "bad fault 'melt@0': kind must be one of lost, notsupported, "
-            "unknown, xid:NN, ecc, throttle, phantom",
+            "unknown, xid:NN, ecc, throttle, phantom, hang",
         ),
         ("h100,fault=lost", "bad fault 'lost': expected KIND@INDEX, e.g. lost@0"),
         (
