@@ -29,9 +29,16 @@ from gputui.config import Config
 from gputui.protocol import ProcessSample, Signal
 from gputui.telemetry import HostSnapshot, SignalOutcome, TelemetrySource
 from gputui.ui.model import ClusterModel
+from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen, HelpSection, section
 from gputui.ui.screens.main import MainScreen
-from gputui.ui.themes import GAUGE_DEFAULTS, all_themes, packaged_themes, resolve_theme
+from gputui.ui.themes import (
+    DEFAULT_THEME,
+    GAUGE_DEFAULTS,
+    all_themes,
+    packaged_themes,
+    resolve_theme,
+)
 from gputui.ui.widgets.gpu_grid import GpuGrid
 
 CLOSE_TIMEOUT_S = 5.0
@@ -87,13 +94,21 @@ class GpuTuiApp(App[None]):
         self.clock = clock
         self.tick_interval = tick_interval
         self.model = ClusterModel(config.health)
-        themes, self.theme_errors = all_themes(theme_dir)
+        themes, errors = all_themes(theme_dir)
+        self.theme_errors = [str(error) for error in errors]
+        """One line per user theme file that was skipped; shown as warnings at start."""
         for item in themes.values():
             self.register_theme(item)
         own = set(packaged_themes())
         self.cycle_themes = [n for n in themes if n in own or n not in BUILTIN_THEMES]
         """The themes ``t`` steps through: gputui's and the user's, not all of Textual's."""
-        self.theme = resolve_theme(theme or config.theme, themes)
+        wanted = theme or config.theme
+        if wanted not in themes and any(error.theme == wanted for error in errors):
+            # The user's own theme file is broken: say so and carry on, never fail.
+            fallback = config.theme if config.theme in themes else DEFAULT_THEME
+            self.theme_errors.append(f"theme {wanted!r} cannot be used; using {fallback}")
+            wanted = fallback
+        self.theme = resolve_theme(wanted, themes)
         self._unsubscribe: Callable[[], None] | None = None
         self._pending: dict[str, HostSnapshot] = {}
 
@@ -149,9 +164,8 @@ class GpuTuiApp(App[None]):
     def _on_hosts_sampled(self, message: HostsSampled) -> None:
         if message.snapshots is self._pending:
             self._pending = {}
-        main = self.main
-        for snapshot in message.snapshots.values():
-            main.host_changed(self.model.apply(snapshot))
+        apply = self.model.apply
+        self.main.hosts_changed([apply(snapshot) for snapshot in message.snapshots.values()])
 
     def _tick(self) -> None:
         self.main.tick()
@@ -183,6 +197,12 @@ class GpuTuiApp(App[None]):
             exit_on_error=False,
         )
 
+    @on(MainScreen.RetryRequested)
+    def _on_retry_requested(self, message: MainScreen.RetryRequested) -> None:
+        self.source.retry_now(message.host)
+        what = message.host if message.host is not None else "all hosts"
+        self.notify(f"retrying {what} now", timeout=3, markup=False)
+
     async def _send_signal(
         self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
     ) -> SignalOutcome:
@@ -204,17 +224,17 @@ class GpuTuiApp(App[None]):
         self.push_screen(HelpScreen(self.help_sections()))
 
     def help_sections(self) -> list[HelpSection]:
+        title, confirm = section("Confirmation (SIGTERM / SIGKILL)", ConfirmScreen.BINDINGS)
         return [
             section("Anywhere", type(self).BINDINGS),
             section("Main screen", MainScreen.BINDINGS),
             section("GPU grid", GpuGrid.BINDINGS),
+            (title, [*confirm, ("Enter", "Press the focused button (Cancel at first)")]),
             (
-                "Elsewhere",
+                "Mouse and focus",
                 [
                     ("Tab", "Move between the grid, processes and filter"),
-                    ("Click", "Select a row; click ▾/▸ to fold a host"),
-                    ("Ctrl+P", "Command palette: switch theme, quit, ..."),
-                    ("y n", "Answer a confirmation"),
+                    ("Click", "Select a row; click ▾/▸ or double-click to fold a host"),
                 ],
             ),
         ]

@@ -64,12 +64,17 @@ def mem_pair(used_mib: int | None, total_mib: int | None) -> str:
 
 
 def mib(value: int | None) -> str:
-    """Process memory: ``812M`` under 10 GiB, ``12.3G`` above."""
+    """Process memory as the grid spells memory: ``812M``, ``4.0G``, ``59.6G``, ``146G``.
+
+    At most five cells, so the processes table can keep its MEM column narrow.
+    """
     if value is None:
         return DASH
-    if value < 10 * 1024:
+    if value < 1024:
         return f"{value}M"
-    return f"{value / 1024:.1f}G"
+    if value < 100 * 1024:
+        return f"{value / 1024:.1f}G"
+    return f"{value / 1024:.0f}G"
 
 
 def power_pair(watts: float | None, limit: float | None) -> str:

@@ -5,158 +5,52 @@ history of each GPU's readings for the sparklines, and answers the questions the
 screen asks: which rows to show for a filter and sort, what changed since the last
 snapshot (so only those rows are redrawn), and the cluster totals for the header.
 No Textual and no I/O here; it is plain data and easy to test.
+
+Every host's snapshot passes through ``apply`` once a second, so that path does
+per GPU only what cannot wait (history, change detection); anything else is
+worked out when asked, at most once per snapshot.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
 
 from gputui.config import HealthThresholds
-from gputui.protocol import Event, GpuInfo, GpuSample, Hello, ProcessSample
+from gputui.protocol import Event, GpuInfo, GpuSample, Hello
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.ui.format import data_age, short_model
-
-Severity = Literal["ok", "info", "warn", "crit", "muted"]
-
-HISTORY_POINTS = 300
-RECENT_EVENT_S = 600.0
-# Xids that mean the card (or its memory) is in real trouble, not an application bug.
-_SEVERE_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
-_HW_THROTTLE = ("hw_slowdown", "hw_thermal", "hw_power_brake")
-_SW_THROTTLE = ("sw_thermal",)
-
-
-@dataclass(frozen=True, slots=True)
-class HostRow:
-    """A host's group header in the grid."""
-
-    host: str
+from gputui.ui.format import short_model
+from gputui.ui.gpu_view import GpuHistory, GpuRow, GpuView, HostRow, Row
+from gputui.ui.health import (
+    RECENT_EVENT_S,
+    Flag,
+    Severity,
+    gpu_flags,
+    has_standing_problem,
+    host_severity,
+    last_xid_time,
+    temp_severity,
+)
 
 
 @dataclass(frozen=True, slots=True)
-class GpuRow:
-    """One GPU in the grid, by host and NVML index."""
+class HostTotals:
+    """One host's sums for the summary line, worked out once per snapshot."""
 
-    host: str
-    index: int
+    gpus: int
+    busy: int
+    mem_used_mib: int
+    mem_total_mib: int
+    problems: int
+    """GPUs with a problem that does not fade (hot, lost, ECC, throttled)."""
+    xids: tuple[float, ...]
+    """For each other GPU that had an Xid: when its newest one happened."""
 
-
-Row = HostRow | GpuRow
-
-
-@dataclass(frozen=True, slots=True)
-class Flag:
-    """A short state marker for a GPU, e.g. ``LOST`` or ``Xid 79``, with how bad it is."""
-
-    label: str
-    severity: Severity
-
-
-@dataclass(frozen=True, slots=True)
-class GpuView:
-    """One GPU's static facts and latest readings, merged; any part may be missing."""
-
-    host: str
-    index: int
-    info: GpuInfo | None
-    sample: GpuSample | None
-    owners: tuple[str, ...]
-    haystack: str
-
-    @property
-    def row(self) -> GpuRow:
-        return GpuRow(self.host, self.index)
-
-    @property
-    def uuid(self) -> str:
-        if self.sample is not None:
-            return self.sample.uuid
-        return self.info.uuid if self.info is not None else ""
-
-    @property
-    def model(self) -> str:
-        return short_model(self.info.name if self.info is not None else None)
-
-    @property
-    def state(self) -> str:
-        return self.sample.state if self.sample is not None else "ok"
-
-    @property
-    def processes(self) -> tuple[ProcessSample, ...]:
-        return self.sample.processes if self.sample is not None else ()
-
-    @property
-    def util(self) -> int | None:
-        return self.sample.util_gpu if self.sample is not None else None
-
-    @property
-    def mem_used(self) -> int | None:
-        return self.sample.mem_used_mib if self.sample is not None else None
-
-    @property
-    def mem_total(self) -> int | None:
-        if self.sample is not None and self.sample.mem_total_mib is not None:
-            return self.sample.mem_total_mib
-        return self.info.memory_total_mib if self.info is not None else None
-
-    @property
-    def mem_free(self) -> int | None:
-        used, total = self.mem_used, self.mem_total
-        return None if used is None or total is None else max(0, total - used)
-
-    @property
-    def mem_pct(self) -> float | None:
-        used, total = self.mem_used, self.mem_total
-        return None if used is None or not total else 100.0 * used / total
-
-    @property
-    def temp(self) -> int | None:
-        return self.sample.temp_c if self.sample is not None else None
-
-    @property
-    def power(self) -> float | None:
-        return self.sample.power_w if self.sample is not None else None
-
-    @property
-    def power_limit(self) -> float | None:
-        if self.sample is not None and self.sample.power_limit_w is not None:
-            return self.sample.power_limit_w
-        return self.info.power_limit_w if self.info is not None else None
-
-    @property
-    def fan(self) -> int | None:
-        return self.sample.fan_pct if self.sample is not None else None
-
-    @property
-    def busy(self) -> bool:
-        util = self.util
-        return bool(self.processes) or (util is not None and util >= 5)
-
-
-@dataclass(slots=True)
-class GpuHistory:
-    """The last few minutes of one GPU, newest last, for the detail sparklines."""
-
-    util: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    mem: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    temp: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    power: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-
-    def record(self, gpu: GpuView) -> None:
-        # Runs for every GPU on every sample: read the sample's fields directly.
-        sample = gpu.sample
-        if sample is None:
-            return
-        total = sample.mem_total_mib or (gpu.info.memory_total_mib if gpu.info else None)
-        used = sample.mem_used_mib
-        self.util.append(float(sample.util_gpu or 0))
-        self.mem.append(100.0 * used / total if used is not None and total else 0.0)
-        self.temp.append(float(sample.temp_c or 0))
-        self.power.append(sample.power_w or 0.0)
+    def problem_gpus(self, now: float) -> int:
+        if not self.xids:  # the usual case, once per host per second
+            return self.problems
+        return self.problems + sum(1 for t in self.xids if now - t <= RECENT_EVENT_S)
 
 
 @dataclass(slots=True)
@@ -167,6 +61,9 @@ class HostEntry:
     gpus: dict[int, GpuView] = field(default_factory=dict)
     events: dict[int, tuple[Event, ...]] = field(default_factory=dict)
     haystack: str = ""
+    infos: dict[int, GpuInfo] = field(default_factory=dict)
+    health: HealthThresholds = field(default_factory=HealthThresholds)
+    _totals: HostTotals | None = None
 
     @property
     def name(self) -> str:
@@ -175,6 +72,41 @@ class HostEntry:
     @property
     def hello(self) -> Hello | None:
         return self.snapshot.hello
+
+    @property
+    def totals(self) -> HostTotals:
+        if self._totals is None:
+            self._totals = self._sum()
+        return self._totals
+
+    def _sum(self) -> HostTotals:
+        busy = used = total = problems = 0
+        xids: list[float] = []
+        health, events = self.health, self.events
+        warm = health.temp_warn_c
+        # Once per host per snapshot, over every GPU: plain attribute reads, and the
+        # full problem check only for a GPU that shows a sign of one.
+        for index, gpu in self.gpus.items():
+            sample = gpu.sample
+            if sample is None:
+                total += gpu.mem_total or 0
+                continue
+            util = sample.util_gpu
+            busy += bool(sample.processes) or (util is not None and util >= 5)  # is_busy
+            total += sample.mem_total_mib or gpu.mem_total or 0
+            used += sample.mem_used_mib or 0
+            temp = sample.temp_c
+            suspect = (
+                (temp is not None and temp >= warm)
+                or sample.state != "ok"
+                or sample.ecc_uncorrected
+                or sample.throttle
+            )
+            if suspect and has_standing_problem(sample, health):
+                problems += 1
+            elif index in events and (when := last_xid_time(events[index])) is not None:
+                xids.append(when)
+        return HostTotals(len(self.gpus), busy, used, total, problems, tuple(xids))
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,32 +153,18 @@ SORT_KEYS: tuple[SortKey, ...] = (
 )
 
 
-def host_severity(snapshot: HostSnapshot, now: float, health: HealthThresholds) -> Severity:
-    """How worried a person should be about a host, from its status and data age."""
-    status = snapshot.status
-    if status is HostStatus.LIVE:
-        age = snapshot.age(now)
-        return "warn" if age is not None and age > health.stale_after_s else "ok"
-    if status is HostStatus.CONNECTING:
-        return "info"
-    if status is HostStatus.STOPPED:
-        return "muted"
-    if status is HostStatus.STALE:
-        return "warn"
-    return "crit"
+def _same_readings(a: GpuSample | None, b: GpuSample | None) -> bool:
+    # Field by field on the models' dicts: pydantic's own ``==`` costs several
+    # times more, and this runs for every GPU of every sample.
+    if a is b:
+        return True
+    return a is not None and b is not None and a.__dict__ == b.__dict__
 
 
-def host_status_text(snapshot: HostSnapshot, now: float, health: HealthThresholds) -> str:
-    """``live 1.2s`` / ``stale 42s`` / ``unreachable``: the status word and the data age."""
-    status = snapshot.status
-    age = snapshot.age(now)
-    if status is HostStatus.LIVE:
-        if age is not None and age > health.stale_after_s:
-            return f"stale {data_age(age)}"
-        return f"live {data_age(age)}"
-    if status is HostStatus.STALE:
-        return f"stale {data_age(age)}"
-    return str(status.value)
+def _gpu_differs(before: GpuView, after: GpuView) -> bool:
+    if before.info is not after.info and before.info != after.info:
+        return True
+    return not _same_readings(before.sample, after.sample)
 
 
 class ClusterModel:
@@ -255,7 +173,7 @@ class ClusterModel:
     def __init__(self, health: HealthThresholds | None = None) -> None:
         self.health = health or HealthThresholds()
         self.hosts: dict[str, HostEntry] = {}
-        self._history: dict[GpuRow, GpuHistory] = {}
+        self._history: dict[str, dict[int, GpuHistory]] = {}
         self._last_seq: dict[str, tuple[int, float]] = {}
 
     # -- updates -----------------------------------------------------------------
@@ -263,52 +181,66 @@ class ClusterModel:
     def apply(self, snapshot: HostSnapshot) -> HostChange:
         """Take a host's new snapshot; say which of its rows changed."""
         old = self.hosts.get(snapshot.name)
-        gpus = self._build_gpus(snapshot, old)
+        if old is not None and old.snapshot.hello is snapshot.hello:
+            infos = old.infos
+        else:
+            infos = {g.index: g for g in snapshot.hello.gpus} if snapshot.hello else {}
         entry = HostEntry(
             snapshot=snapshot,
-            gpus=gpus,
             events=self._events_by_index(snapshot, old),
             haystack=f"{snapshot.name}\n{snapshot.pool}".lower(),
+            infos=infos,
+            health=self.health,
         )
+        entry.gpus = gpus = self._build_gpus(entry, old)
         self.hosts[snapshot.name] = entry
         if old is None:
             changed = frozenset(gpus)
             structure = True
         else:
-            structure = list(old.gpus) != list(gpus)
-            restyle = old.snapshot.status != snapshot.status
-            changed = frozenset(
-                index
-                for index, gpu in gpus.items()
-                if restyle
-                or (before := old.gpus.get(index)) is None
-                or before.sample != gpu.sample
-                or before.info != gpu.info
-                or old.events.get(index) != entry.events.get(index)
-            )
+            old_gpus, old_events, events = old.gpus, old.events, entry.events
+            structure = old_gpus.keys() != gpus.keys()
+            if old.snapshot.status != snapshot.status:  # every line restyles
+                changed = frozenset(gpus)
+            else:
+                events_moved = old_events is not events
+                changed = frozenset(
+                    index
+                    for index, gpu in gpus.items()
+                    if (before := old_gpus.get(index)) is None
+                    or (before is not gpu and _gpu_differs(before, gpu))
+                    or (events_moved and old_events.get(index) != events.get(index))
+                )
         self._record_history(entry)
         return HostChange(snapshot.name, changed, structure)
 
-    def _build_gpus(self, snapshot: HostSnapshot, old: HostEntry | None) -> dict[int, GpuView]:
-        infos = {g.index: g for g in snapshot.hello.gpus} if snapshot.hello else {}
+    def _build_gpus(self, entry: HostEntry, old: HostEntry | None) -> dict[int, GpuView]:
+        snapshot, infos = entry.snapshot, entry.infos
         samples = {g.index: g for g in snapshot.sample.gpus} if snapshot.sample else {}
+        indices = infos.keys() | samples.keys()
+        same_pool = old is not None and old.snapshot.pool == snapshot.pool
+        old_gpus = old.gpus if old is not None and same_pool else {}
+        name = snapshot.name
         result: dict[int, GpuView] = {}
-        for index in sorted(set(infos) | set(samples)):
+        for index in sorted(indices):
             info, sample = infos.get(index), samples.get(index)
-            before = old.gpus.get(index) if old is not None else None
-            if (
-                before is not None
-                and before.sample is sample
-                and before.info is info
-                and old is not None
-                and old.snapshot.pool == snapshot.pool
-            ):
-                result[index] = before
-                continue
-            owners = tuple(sorted({p.user for p in (sample.processes if sample else ()) if p.user}))
-            model = short_model(info.name if info else None)
-            haystack = "\n".join((snapshot.name, snapshot.pool, model, *owners)).lower()
-            result[index] = GpuView(snapshot.name, index, info, sample, owners, haystack)
+            before = old_gpus.get(index)
+            if before is not None and before.info is info:
+                if before.sample is sample:
+                    result[index] = before
+                    continue
+                if not (sample is not None and sample.processes) and not before.owners:
+                    # Nothing the filter searches changed: keep the haystack.
+                    result[index] = GpuView(name, index, info, sample, (), before.haystack)
+                    continue
+            procs = sample.processes if sample is not None else ()
+            owners = tuple(sorted({p.user for p in procs if p.user}))
+            if before is not None and before.info is info and before.owners == owners:
+                haystack = before.haystack
+            else:
+                model = short_model(info.name if info else None)
+                haystack = "\n".join((name, snapshot.pool, model, *owners)).lower()
+            result[index] = GpuView(name, index, info, sample, owners, haystack)
         return result
 
     @staticmethod
@@ -337,11 +269,19 @@ class ClusterModel:
         if self._last_seq.get(entry.name) == mark:
             return
         self._last_seq[entry.name] = mark
-        for gpu in entry.gpus.values():
-            history = self._history.get(gpu.row)
+        histories = self._history.setdefault(entry.name, {})
+        infos = entry.infos
+        # Every GPU, every sample: one tuple appended (``GpuHistory.Reading``), no calls.
+        for gpu in sample.gpus:
+            history = histories.get(gpu.index)
             if history is None:
-                history = self._history[gpu.row] = GpuHistory()
-            history.record(gpu)
+                history = histories[gpu.index] = GpuHistory()
+            total = gpu.mem_total_mib
+            if total is None and (info := infos.get(gpu.index)) is not None:
+                total = info.memory_total_mib
+            history.readings.append(
+                (gpu.util_gpu, gpu.mem_used_mib, total, gpu.temp_c, gpu.power_w)
+            )
 
     # -- queries -----------------------------------------------------------------
 
@@ -350,7 +290,7 @@ class ClusterModel:
         return entry.gpus.get(row.index) if entry is not None else None
 
     def history(self, row: GpuRow) -> GpuHistory | None:
-        return self._history.get(row)
+        return self._history.get(row.host, {}).get(row.index)
 
     def events(self, row: GpuRow) -> tuple[Event, ...]:
         entry = self.hosts.get(row.host)
@@ -358,38 +298,10 @@ class ClusterModel:
 
     def flags(self, gpu: GpuView, now: float) -> list[Flag]:
         """What is wrong with a GPU, worst first; empty means it is fine."""
-        flags: list[Flag] = []
-        sample = gpu.sample
-        if sample is not None and sample.state == "lost":
-            flags.append(Flag("LOST", "crit"))
-        elif sample is not None and sample.state == "error":
-            flags.append(Flag("ERROR", "crit"))
-        if sample is not None:
-            if (
-                sample.ecc_uncorrected is not None
-                and sample.ecc_uncorrected > self.health.ecc_uncorrected_max
-            ):
-                flags.append(Flag(f"ECC {sample.ecc_uncorrected}", "crit"))
-            throttle = sample.throttle or ()
-            if any(reason in _HW_THROTTLE for reason in throttle):
-                flags.append(Flag("THRTL", "crit"))
-            elif any(reason in _SW_THROTTLE for reason in throttle):
-                flags.append(Flag("THRTL", "warn"))
-        for event in reversed(self.events(gpu.row)):
-            if event.xid is not None and now - event.time <= RECENT_EVENT_S:
-                severity: Severity = "crit" if event.xid in _SEVERE_XIDS else "warn"
-                flags.append(Flag(f"Xid {event.xid}", severity))
-                break
-        return flags
+        return gpu_flags(gpu.sample, self.events(gpu.row), now, self.health)
 
     def temp_severity(self, temp: int | None) -> Severity:
-        if temp is None:
-            return "muted"
-        if temp >= self.health.temp_crit_c:
-            return "crit"
-        if temp >= self.health.temp_warn_c:
-            return "warn"
-        return "ok"
+        return temp_severity(temp, self.health)
 
     def rows(
         self,
@@ -408,7 +320,12 @@ class ClusterModel:
             rows.extend(g.row for g in _sorted(flat, sort))
             return rows
         for entry in self.hosts.values():
-            gpus = [g for g in entry.gpus.values() if _matches_text(g.haystack, terms)]
+            if not terms and sort.value is None:  # the usual case: no GpuView needed
+                rows.append(HostRow(entry.name))
+                if entry.name not in folded:
+                    rows.extend(GpuRow(entry.name, index) for index in entry.gpus)
+                continue
+            gpus = [g for g in entry.gpus.values() if _matches(g, terms)]
             if terms and not gpus and not _matches_text(entry.haystack, terms):
                 continue
             rows.append(HostRow(entry.name))
@@ -419,36 +336,20 @@ class ClusterModel:
     def summary(self, now: float) -> ClusterSummary:
         live = gpus = busy = used = total = problems = 0
         for entry in self.hosts.values():
-            severity = host_severity(entry.snapshot, now, self.health)
-            if entry.snapshot.status is HostStatus.LIVE:
+            snapshot = entry.snapshot
+            severity = host_severity(snapshot, now, self.health)
+            if snapshot.status is HostStatus.LIVE:
                 live += 1
             if severity in ("warn", "crit"):
                 problems += 1
-            for index, gpu in entry.gpus.items():
-                gpus += 1
-                busy += gpu.busy
-                used += gpu.mem_used or 0
-                total += gpu.mem_total or 0
-                if severity != "ok":
-                    continue
-                sample = gpu.sample
-                if sample is not None and self._gpu_has_problem(sample, entry, index, gpu, now):
-                    problems += 1
+            totals = entry.totals
+            gpus += totals.gpus
+            busy += totals.busy
+            used += totals.mem_used_mib
+            total += totals.mem_total_mib
+            if severity == "ok":  # a host in trouble counts once, not once per GPU
+                problems += totals.problem_gpus(now)
         return ClusterSummary(live, len(self.hosts), gpus, busy, used, total, problems)
-
-    def _gpu_has_problem(
-        self, sample: GpuSample, entry: HostEntry, index: int, gpu: GpuView, now: float
-    ) -> bool:
-        if sample.temp_c is not None and sample.temp_c >= self.health.temp_warn_c:
-            return True
-        # Only a GPU that could have a flag pays for working the flags out.
-        could_flag = (
-            sample.state != "ok"
-            or sample.ecc_uncorrected
-            or sample.throttle
-            or entry.events.get(index)
-        )
-        return bool(could_flag and self.flags(gpu, now))
 
     def iter_gpus(self) -> Iterator[GpuView]:
         for entry in self.hosts.values():

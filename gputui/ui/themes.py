@@ -9,11 +9,14 @@ colours the grid uses (``gauge-low``, ``gauge-mid``, ``gauge-high``, ``gauge-mem
 from __future__ import annotations
 
 import importlib.resources
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 from textual.color import Color, ColorParseError
+from textual.css.stylesheet import Stylesheet
 from textual.theme import BUILTIN_THEMES, Theme
 
 PACKAGE = "gputui.themes"
@@ -47,7 +50,15 @@ _KNOWN = frozenset((*_COLOURS, "name", "dark", "variables", "luminosity_spread",
 
 
 class ThemeError(ValueError):
-    """A theme file that cannot be used; the message is one line: ``FILE: field: problem``."""
+    """A theme file that cannot be used; the message is one line: ``FILE: field: problem``.
+
+    ``theme`` is the name the file would have given its theme (its ``name``, else
+    the file's stem), so a request for that theme can say why it is missing.
+    """
+
+    def __init__(self, message: str, theme: str | None = None) -> None:
+        super().__init__(message)
+        self.theme = theme
 
 
 def user_theme_dir() -> Path:
@@ -75,6 +86,14 @@ def parse_theme(text: str, source: str) -> Theme:
     name = data["name"]
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise ThemeError(f"{source}: name: must be letters, digits, '-' or '_'")
+    try:
+        return _build(data, name, source)
+    except ThemeError as exc:
+        exc.theme = name
+        raise
+
+
+def _build(data: dict[str, Any], name: str, source: str) -> Theme:
     colours: dict[str, str] = {}
     for key in _COLOURS:
         if data.get(key) is not None:
@@ -89,10 +108,7 @@ def parse_theme(text: str, source: str) -> Theme:
     for key, raw in variables.items():
         if not isinstance(key, str) or not isinstance(raw, str | int | float):
             raise ThemeError(f"{source}: variables.{key}: must be a name: value pair")
-        text_value = str(raw)
-        if key in GAUGE_DEFAULTS:
-            text_value = _colour(text_value, source, f"variables.{key}")
-        checked[key] = text_value
+        checked[key] = _variable(key, str(raw), source)
     extra: dict[str, float] = {}
     for key in ("luminosity_spread", "text_alpha"):
         if key in data:
@@ -129,6 +145,36 @@ def _colour(value: object, source: str, field: str) -> str:
     return value
 
 
+_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def _is_text_style(name: str) -> bool:
+    """Textual's variables that hold a text style (``bold``, ``b reverse``), not a colour."""
+    return name.endswith("-text-style") or name.startswith("link-style")
+
+
+def _variable(name: str, value: str, source: str) -> str:
+    """Check one extra variable the way Textual will use it, in a throwaway stylesheet.
+
+    Textual reads every theme variable into the app's stylesheet; one that does not
+    parse ("Error in stylesheet") ends the app, so a theme with such a value must
+    be refused here, with the file and field named.
+    """
+    where = f"{source}: variables.{name}"
+    if not _VARIABLE_NAME.match(name):
+        raise ThemeError(f"{where}: not a variable name (letters, digits, '-' or '_')")
+    if name in GAUGE_DEFAULTS:
+        return _colour(value, source, f"variables.{name}")
+    kind, prop = ("a text style", "text-style") if _is_text_style(name) else ("a colour", "color")
+    stylesheet = Stylesheet(variables={name: value})
+    stylesheet.add_source(f"ThemeCheck {{ {prop}: ${name}; }}", read_from=(source, name))
+    try:
+        stylesheet.parse()
+    except Exception:  # Textual raises several kinds here (TokenError, StylesheetParseError)
+        raise ThemeError(f"{where}: {value!r} is not {kind}") from None
+    return value
+
+
 def packaged_themes() -> dict[str, Theme]:
     """The themes shipped with gputui, by name. A broken one is a bug: it raises."""
     themes: dict[str, Theme] = {}
@@ -139,29 +185,30 @@ def packaged_themes() -> dict[str, Theme]:
     return themes
 
 
-def user_themes(directory: Path | None = None) -> tuple[dict[str, Theme], list[str]]:
-    """The user's themes, and one error line per file that could not be used."""
+def user_themes(directory: Path | None = None) -> tuple[dict[str, Theme], list[ThemeError]]:
+    """The user's themes, and one error (one line) per file that could not be used."""
     directory = user_theme_dir() if directory is None else directory
     themes: dict[str, Theme] = {}
-    errors: list[str] = []
+    errors: list[ThemeError] = []
     if not directory.is_dir():
         return themes, errors
     for path in sorted(directory.glob("*.yaml")):
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            errors.append(f"{path}: cannot read: {exc.__class__.__name__}")
+            errors.append(ThemeError(f"{path}: cannot read: {type(exc).__name__}", path.stem))
             continue
         try:
             theme = parse_theme(text, str(path))
         except ThemeError as exc:
-            errors.append(str(exc))
+            exc.theme = exc.theme or path.stem
+            errors.append(exc)
             continue
         themes[theme.name] = theme
     return themes, errors
 
 
-def all_themes(directory: Path | None = None) -> tuple[dict[str, Theme], list[str]]:
+def all_themes(directory: Path | None = None) -> tuple[dict[str, Theme], list[ThemeError]]:
     """gputui's themes, then the user's (which may override by name), then Textual's."""
     themes = packaged_themes()
     mine, errors = user_themes(directory)
@@ -169,6 +216,11 @@ def all_themes(directory: Path | None = None) -> tuple[dict[str, Theme], list[st
     for name, theme in BUILTIN_THEMES.items():
         themes.setdefault(name, theme)
     return themes, errors
+
+
+def skipped_themes(directory: Path | None = None) -> dict[str, str]:
+    """User themes whose files could not be used: theme name (or file stem) -> error line."""
+    return {error.theme or "": str(error) for error in user_themes(directory)[1]}
 
 
 def theme_names(directory: Path | None = None) -> list[str]:

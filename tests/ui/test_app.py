@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import ui_fakes as fakes
+from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
 from ui_fakes import NOW, FakeSource, fixed_clock
@@ -12,10 +15,11 @@ from ui_helpers import grid, grid_line, lines, screen_text, shown
 from gputui.config import Config
 from gputui.telemetry import HostStatus, SignalOutcome
 from gputui.ui.app import GpuTuiApp, HostsSampled
-from gputui.ui.model import GpuRow, HostRow
+from gputui.ui.gpu_view import GpuRow, HostRow
 from gputui.ui.screens.confirm import ConfirmScreen
-from gputui.ui.screens.help import HelpScreen
+from gputui.ui.screens.help import HelpScreen, key_label
 from gputui.ui.screens.main import MainScreen
+from gputui.ui.widgets.gpu_grid import GpuGrid
 from gputui.ui.widgets.process_table import ProcessTable
 
 ALL_ROWS = [
@@ -171,26 +175,27 @@ async def test_cursor_keys_and_click_select(app: GpuTuiApp) -> None:
 
 
 async def test_help_lists_every_key(app: GpuTuiApp) -> None:
-    async with app.run_test(size=(120, 40)) as pilot:
+    every = [
+        *GpuTuiApp.BINDINGS,
+        *MainScreen.BINDINGS,
+        *GpuGrid.BINDINGS,
+        *ConfirmScreen.BINDINGS,
+    ]
+    async with app.run_test(size=(120, 60)) as pilot:
         await pilot.pause()
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         text = screen_text(app)
-        for word in (
-            "Filter by",
-            "Sort:",
-            "SIGTERM",
-            "SIGKILL",
-            "Quit",
-            "Help",
-            "Next theme",
-            "Fold host",
-            "Page up",
-            "Group by host",
-            "Ctrl+P",
-        ):
-            assert word in text, word
+        for binding in every:
+            assert isinstance(binding, Binding)
+            line = f"{key_label(binding.key)}  {binding.tooltip or binding.description}"
+            assert line in text, line
+        for keys in ("g  Group by host", "j  Next row", "k  Previous row", "Enter Space c  Fold"):
+            assert keys in text, keys
+        assert "r  Reconnect the selected host now" in text
+        assert "n Esc  No: cancel" in text and "y  Yes" in text
+        assert "←  Collapse host" in text and "→  Expand host" in text
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)
 
@@ -382,16 +387,44 @@ async def test_source_lifecycle_and_worker_failures(source: FakeSource) -> None:
     assert source.closed
 
 
-async def test_bad_user_theme_is_reported_not_fatal(source: FakeSource, tmp_path: object) -> None:
-    from pathlib import Path
-
-    directory = Path(str(tmp_path))
-    (directory / "broken.yaml").write_text("name: broken\nprimary: not-a-colour\n")
-    app = GpuTuiApp(source, Config(), clock=fixed_clock, theme_dir=directory)
+async def test_bad_user_theme_is_reported_not_fatal(source: FakeSource, tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text("name: broken\nprimary: not-a-colour\n")
+    app = GpuTuiApp(source, Config(), clock=fixed_clock, theme_dir=tmp_path)
     async with app.run_test() as pilot:
         await pilot.pause()
         notes = [n.message for n in app._notifications]
-        assert notes == [f"{directory / 'broken.yaml'}: primary: 'not-a-colour' is not a colour"]
+        assert notes == [f"{tmp_path / 'broken.yaml'}: primary: 'not-a-colour' is not a colour"]
+
+
+async def test_user_theme_with_a_bad_variable_is_skipped_even_when_asked_for(
+    source: FakeSource, tmp_path: Path
+) -> None:
+    # Textual would stop the app with "Error in stylesheet" (and exit 0) on this value.
+    (tmp_path / "ugly.yaml").write_text(
+        'name: ugly\nprimary: "#336699"\n'
+        'variables: {block-cursor-background: "not a colour ;;; }"}\n'
+    )
+    (tmp_path / "fine.yaml").write_text("name: fine\nprimary: '#336699'\n")
+    app = GpuTuiApp(source, Config(), theme="ugly", clock=fixed_clock, theme_dir=tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.theme == "gputui-dark"
+        assert "ugly" not in app.available_themes and "ugly" not in app.cycle_themes
+        notes = [(n.title, n.message) for n in app._notifications]
+        assert notes == [
+            (
+                "theme skipped",
+                f"{tmp_path / 'ugly.yaml'}: variables.block-cursor-background:"
+                " 'not a colour ;;; }' is not a colour",
+            ),
+            ("theme skipped", "theme 'ugly' cannot be used; using gputui-dark"),
+        ]
+        for _ in range(len(app.cycle_themes) + 1):  # round every theme `t` offers
+            await pilot.press("t")
+            await pilot.pause()
+        assert app.is_running and isinstance(app.screen, MainScreen)
+        assert "fine" in app.cycle_themes
+        assert "gpu01" in screen_text(app)
 
 
 async def test_4096_gpus_render_only_what_is_visible() -> None:
@@ -422,3 +455,42 @@ async def test_4096_gpus_render_only_what_is_visible() -> None:
         await pilot.pause()
         # Two full rounds of 4,096 changed GPUs redraw only lines that were on screen.
         assert g.renders - before <= 2 * g.size.height
+
+
+async def test_r_retries_the_selected_host_now(app: GpuTuiApp, source: FakeSource) -> None:
+    messages: list[Message] = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.pause()
+        grid(app).select(GpuRow("gpu03", 2))  # a GPU of the unreachable host
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        assert source.retries == ["gpu03"]
+        assert [n.message for n in app._notifications] == ["retrying gpu03 now"]
+        assert any(isinstance(m, MainScreen.RetryRequested) for m in messages)
+        grid(app).select(HostRow("gpu01"))  # live: nothing to retry
+        await pilot.press("r")
+        await pilot.pause()
+        assert source.retries == ["gpu03"]
+        assert "gpu01 is live: nothing to retry" in [n.message for n in app._notifications]
+
+
+async def test_r_with_nothing_selected_retries_every_host() -> None:
+    source = FakeSource([])
+    app = GpuTuiApp(source, Config(), clock=fixed_clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        assert source.retries == [None]
+        assert [n.message for n in app._notifications] == ["retrying all hosts now"]
+
+
+async def test_narrow_process_table_gives_the_command_room(app: GpuTuiApp) -> None:
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await _select_process(app, pilot, GpuRow("gpu01", 0))
+        text = screen_text(app)
+        assert "python train.py --epo" in text  # was cut to "python -"
+        assert "59.6G" in text and "61000M" not in text  # as the grid spells memory
+        assert " AGE " not in text  # the age gives way before the command does

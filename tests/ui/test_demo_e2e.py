@@ -7,23 +7,22 @@ import time
 
 import pytest
 
+from gputui.demo.cluster import DemoCluster
+from gputui.fleet.fleet import Fleet
 from gputui.telemetry import HostStatus
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.model import GpuRow
+from gputui.ui.gpu_view import GpuRow
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.widgets.process_table import ProcessTable
-
-cluster_module = pytest.importorskip("gputui.demo.cluster")
-fleet_module = pytest.importorskip("gputui.fleet.fleet")
 
 DEADLINE_S = 60.0
 
 
 async def test_kill_a_real_workload_through_the_ui() -> None:
-    async with cluster_module.DemoCluster(hosts=2, gpus=4) as cluster:
+    async with DemoCluster(hosts=2, gpus=4) as cluster:
         if not cluster.workloads:
             pytest.skip("the demo could not start workloads here")
-        fleet = fleet_module.Fleet(cluster.config())
+        fleet = Fleet(cluster.config())
         app = GpuTuiApp(fleet, cluster.config())
         async with app.run_test(size=(160, 40)) as pilot:
             expected = dict(zip(cluster.names, cluster.counts, strict=True))

@@ -12,8 +12,10 @@ from gputui import protocol
 from gputui.config import HealthThresholds
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui import format as fmt
-from gputui.ui.model import SORT_KEYS, ClusterModel, GpuRow, HostRow
+from gputui.ui.gpu_view import GpuRow, HostRow
+from gputui.ui.model import SORT_KEYS, ClusterModel
 from gputui.ui.widgets.grid_render import Palette, gpu_line, host_line, plan_columns
+from gputui.ui.widgets.process_table import plan_columns as plan_process_columns
 
 
 def model() -> ClusterModel:
@@ -48,6 +50,38 @@ def test_number_formats() -> None:
     assert fmt.short_model("NVIDIA GeForce RTX 3090") == "RTX 3090"
     assert fmt.short_model(None) == "unknown"
     assert fmt.retry_in(NOW + 8, NOW) == "retry in 8s"
+    assert [fmt.mib(v) for v in (None, 812, 4096, 61_000, 150_000)] == [
+        "-",
+        "812M",
+        "4.0G",
+        "59.6G",
+        "146G",
+    ]
+
+
+def test_process_columns_give_way_to_the_command() -> None:
+    wide, command_w, _ = plan_process_columns(64, gpus=False, containers=False)
+    assert [title for title, _ in wide] == ["PID", "USER", "MEM", "AGE"] and command_w >= 24
+    narrow, command_w, _ = plan_process_columns(48, gpus=False, containers=False)
+    assert [title for title, _ in narrow] == ["PID", "USER", "MEM"] and command_w >= 20
+    tight, command_w, _ = plan_process_columns(44, gpus=True, containers=True)
+    assert ("USER", 6) in tight and command_w >= 12
+
+
+def test_connecting_host_does_not_repeat_its_status() -> None:
+    m = model()
+    cols, palette = plan_columns(118), Palette.plain()
+    for message, shown in (
+        ("connecting", "connecting  "),
+        ("Connecting…", "connecting  "),
+        ("resolving gpu01.lab", "connecting: resolving gpu01.lab"),
+    ):
+        m.apply(
+            m.hosts["gpu01"].snapshot.with_changes(status=HostStatus.CONNECTING, message=message)
+        )
+        line = host_line(m.hosts["gpu01"], m, cols, palette, NOW, folded=False).plain
+        assert shown in line
+        assert "connecting: connecting" not in line.lower()
 
 
 def test_change_tracks_only_changed_gpus() -> None:
@@ -97,6 +131,11 @@ def test_flags_and_summary() -> None:
     summary = m.summary(NOW)
     assert (summary.hosts_live, summary.hosts_total, summary.gpus) == (2, 3, 12)
     assert summary.problems == 3  # gpu03 unreachable, GPU lost, GPU hot
+    xid_only = fakes.cluster()[1].with_changes(sample=fakes.sample(2, NOW, fakes.gpu02_gpus()[:1]))
+    m.apply(xid_only.with_changes(events=(fakes.xid_event("gpu02", 0, 13, 95, "Graphics"),)))
+    assert m.summary(NOW).problems == 2  # gpu03, and gpu02's GPU 0 with a recent Xid
+    totals = m.hosts["gpu02"].totals
+    assert (totals.problem_gpus(NOW), totals.problem_gpus(NOW + 3600)) == (1, 0)  # Xid ages out
 
 
 def test_lines_without_colour_keep_severity_readable() -> None:

@@ -12,7 +12,7 @@ from ui_fakes import FakeSource, fixed_clock
 
 from gputui.config import Config
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.model import GpuRow
+from gputui.ui.gpu_view import GpuRow
 
 
 def make_app() -> GpuTuiApp:

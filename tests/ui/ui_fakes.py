@@ -254,6 +254,7 @@ class FakeSource:
         self.signals: list[tuple[str, str, int, Signal]] = []
         self.started = False
         self.closed = False
+        self.retries: list[str | None] = []
 
     def snapshots(self) -> Mapping[str, HostSnapshot]:
         return dict(self._snapshots)
@@ -264,6 +265,9 @@ class FakeSource:
 
     async def start(self) -> None:
         self.started = True
+
+    def retry_now(self, host: str | None = None) -> None:
+        self.retries.append(host)
 
     async def close(self) -> None:
         self.closed = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widget import Widget
 
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.model import GpuRow, HostRow
+from gputui.ui.gpu_view import GpuRow, HostRow
 from gputui.ui.widgets.gpu_grid import GpuGrid
 
 

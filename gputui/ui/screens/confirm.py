@@ -16,8 +16,8 @@ class ConfirmScreen(ModalScreen[bool]):
     """Ask ``question``; ``y`` answers yes, ``n``, Esc or Enter on Cancel answer no."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Yes"),
-        Binding("n,escape", "answer(False)", "No"),
+        Binding("y", "answer(True)", "Yes", tooltip="Yes: go ahead"),
+        Binding("n,escape", "answer(False)", "No", tooltip="No: cancel, nothing is sent"),
     ]
 
     def __init__(self, question: Text, confirm_label: str = "Yes") -> None:

@@ -25,7 +25,9 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input
 
 from gputui.protocol import ProcessSample, Signal
-from gputui.ui.model import SORT_KEYS, ClusterModel, GpuRow, HostChange, HostRow, Row
+from gputui.telemetry import HostStatus
+from gputui.ui.gpu_view import GpuRow, HostRow, Row
+from gputui.ui.model import SORT_KEYS, ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.widgets.detail import DetailPane
 from gputui.ui.widgets.gpu_grid import GpuGrid
@@ -52,6 +54,13 @@ class MainScreen(Screen[None]):
             show=False,
             tooltip="Group by host, or sort one list across all hosts",
         ),
+        Binding(
+            "r",
+            "retry",
+            "Retry",
+            show=False,
+            tooltip="Reconnect the selected host now, not after the wait",
+        ),
         Binding("T", "signal('TERM')", "SIGTERM", tooltip="SIGTERM the selected process (asks)"),
         Binding("K", "signal('KILL')", "SIGKILL", tooltip="SIGKILL the selected process (asks)"),
     ]
@@ -65,6 +74,12 @@ class MainScreen(Screen[None]):
         gpu_index: int
         process: ProcessSample
         signal: Signal
+
+    @dataclass
+    class RetryRequested(Message):
+        """The user asked to reconnect ``host`` now (``None``: every host that is waiting)."""
+
+        host: str | None
 
     def __init__(self, model: ClusterModel, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
@@ -112,14 +127,17 @@ class MainScreen(Screen[None]):
 
     # -- data in (called by the app) -----------------------------------------------
 
-    def host_changed(self, change: HostChange) -> None:
-        """A host's snapshot changed: redraw its rows, re-sort or re-filter if needed."""
+    def hosts_changed(self, changes: list[HostChange]) -> None:
+        """Hosts' snapshots changed: redraw their rows, re-sort or re-filter if needed."""
         if not self._ready:
             return  # on_mount builds every row from the model
-        self.grid.invalidate(change)
-        sorted_by_data = SORT_KEYS[self.sort_index].value is not None
-        if change.structure or (change.gpus and (sorted_by_data or self.query_text)):
-            self._schedule_rebuild(immediate=change.structure)
+        self.grid.invalidate(changes)
+        if any(change.structure for change in changes):
+            self._schedule_rebuild(immediate=True)
+            return
+        data_decides_rows = SORT_KEYS[self.sort_index].value is not None or self.query_text
+        if data_decides_rows and any(change.gpus for change in changes):
+            self._schedule_rebuild()
 
     def tick(self) -> None:
         """Once a second: ages in host headers, the summary and the clock."""
@@ -174,7 +192,7 @@ class MainScreen(Screen[None]):
         table = self.query_one(ProcessTable)
         detail = self.query_one(DetailPane)
         if row is None:
-            table.show([], now)
+            table.show([], now, "processes")
             detail.clear_detail()
             return
         entry = self.model.hosts.get(row.host)
@@ -184,12 +202,13 @@ class MainScreen(Screen[None]):
             gpu = self.model.gpu(row)
             if gpu is None:
                 return
-            table.show([(gpu, p) for p in gpu.processes], now)
-            table.border_title = f"processes on {row.host} GPU {row.index}"
+            table.show(
+                [(gpu, p) for p in gpu.processes], now, f"processes on {row.host} GPU {row.index}"
+            )
             detail.show_gpu(gpu, entry, self.model.history(row), self.model.events(row), now)
         else:
-            table.show([(g, p) for g in entry.gpus.values() for p in g.processes], now)
-            table.border_title = f"processes on {row.host}"
+            processes = [(g, p) for g in entry.gpus.values() for p in g.processes]
+            table.show(processes, now, f"processes on {row.host}")
             detail.show_host(entry, now)
 
     @on(GpuGrid.FoldRequested)
@@ -242,7 +261,18 @@ class MainScreen(Screen[None]):
         self.grouped = not self.grouped
         self.rebuild()
 
-    # -- signalling ----------------------------------------------------------------
+    # -- retry and signalling -------------------------------------------------------
+
+    def action_retry(self) -> None:
+        row = self.grid.cursor_row
+        if row is None:
+            self.post_message(self.RetryRequested(None))
+            return
+        entry = self.model.hosts.get(row.host)
+        if entry is not None and entry.snapshot.status is HostStatus.LIVE:
+            self.notify(f"{row.host} is live: nothing to retry", timeout=3, markup=False)
+            return
+        self.post_message(self.RetryRequested(row.host))
 
     def action_signal(self, signal: Signal) -> None:
         selected = self.query_one(ProcessTable).selected

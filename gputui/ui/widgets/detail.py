@@ -13,7 +13,9 @@ from textual.widgets import Static
 
 from gputui.protocol import Event
 from gputui.ui import format as fmt
-from gputui.ui.model import GpuHistory, GpuView, HostEntry
+from gputui.ui.gpu_view import GpuHistory, GpuView
+from gputui.ui.health import host_message
+from gputui.ui.model import HostEntry
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _LABEL_W = 9
@@ -57,6 +59,7 @@ class DetailPane(VerticalScroll):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._body = Static("", id="detail-text")
+        self._lines = -1
 
     def compose(self) -> ComposeResult:
         yield self._body
@@ -69,7 +72,7 @@ class DetailPane(VerticalScroll):
         events: Sequence[Event],
         now: float,
     ) -> None:
-        self.border_title = f"{gpu.host} GPU {gpu.index}"
+        self._set_title(f"{gpu.host} GPU {gpu.index}")
         info, sample = gpu.info, gpu.sample
         text = Text(no_wrap=True, overflow="ellipsis")
         self._pair(text, "model", info.name if info else "unknown")
@@ -120,16 +123,17 @@ class DetailPane(VerticalScroll):
             )
             text.append_text(line)
             text.append("\n")
-        self._body.update(text)
+        self._set_body(text)
 
     def show_host(self, entry: HostEntry, now: float) -> None:
         snap = entry.snapshot
-        self.border_title = snap.name
+        self._set_title(snap.name)
         text = Text(no_wrap=True, overflow="ellipsis")
         problem = snap.status.is_problem
         self._pair(text, "status", snap.status.value, "crit" if problem else None)
-        if snap.message:
-            self._pair(text, "message", snap.message, "crit" if problem else None)
+        message = host_message(snap)
+        if message:
+            self._pair(text, "message", message, "crit" if problem else None)
         self._pair(text, "data age", fmt.data_age(snap.age(now)))
         if snap.next_retry_at is not None:
             self._pair(text, "retry", fmt.retry_in(snap.next_retry_at, now))
@@ -148,11 +152,22 @@ class DetailPane(VerticalScroll):
                 f"{hello.helper_version}, signals via {hello.signal_method}" + simulated,
             )
         self._pair(text, "GPUs", str(len(entry.gpus)))
-        self._body.update(text)
+        self._set_body(text)
 
     def clear_detail(self) -> None:
-        self.border_title = "detail"
-        self._body.update("")
+        self._set_title("detail")
+        self._set_body(Text())
+
+    def _set_title(self, title: str) -> None:
+        # Setting ``border_title`` repaints the pane even when it is the same.
+        if title != self.border_title:
+            self.border_title = title
+
+    def _set_body(self, text: Text) -> None:
+        # Redrawn every second: only a change in height needs a layout pass.
+        lines = text.plain.count("\n")
+        self._body.update(text, layout=lines != self._lines)
+        self._lines = lines
 
     def _sparks(self, text: Text, gpu: GpuView, history: GpuHistory | None) -> None:
         width = max(0, (self.size.width or 40) - _LABEL_W - 7)

@@ -23,7 +23,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gputui.ui.model import ClusterModel, GpuRow, HostChange, HostRow, Row
+from gputui.ui.gpu_view import GpuRow, HostRow, Row
+from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.widgets.grid_render import (
     Columns,
     Palette,
@@ -65,14 +66,22 @@ class GpuGrid(ScrollView, can_focus=True):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "cursor(-1)", "Up", show=False),
-        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("up,k", "cursor(-1)", "Up", show=False, tooltip="Previous row"),
+        Binding("down,j", "cursor(1)", "Down", show=False, tooltip="Next row"),
         Binding("pageup", "page(-1)", "Page up", show=False),
         Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "edge(0)", "First", show=False),
-        Binding("end", "edge(1)", "Last", show=False),
-        Binding("enter,space,c", "fold", "Fold host", show=False),
-        Binding("left", "fold(True)", "Collapse host", show=False),
+        Binding("home", "edge(0)", "First", show=False, tooltip="First row"),
+        Binding("end", "edge(1)", "Last", show=False, tooltip="Last row"),
+        Binding(
+            "enter,space,c", "fold", "Fold host", show=False, tooltip="Fold or unfold the host"
+        ),
+        Binding(
+            "left",
+            "fold(True)",
+            "Collapse host",
+            show=False,
+            tooltip="Collapse host (from a GPU row: its host)",
+        ),
         Binding("right", "fold(False)", "Expand host", show=False),
     ]
 
@@ -108,7 +117,8 @@ class GpuGrid(ScrollView, can_focus=True):
         self.grouped = True
         self.cursor = 0
         self._index: dict[Row, int] = {}
-        self._cache: dict[Row, Strip] = {}
+        self._cache: dict[str, dict[Row, Strip]] = {}
+        """Rendered lines by host, then row: only rows that were drawn are here."""
         self._columns: Columns | None = None
         self._palette: Palette | None = None
         self._highlighted: Row | None = None
@@ -128,7 +138,7 @@ class GpuGrid(ScrollView, can_focus=True):
         folded = frozenset(folded)
         if folded != self.folded:
             for host in folded ^ self.folded:
-                self._cache.pop(HostRow(host), None)
+                self._cache.get(host, {}).pop(HostRow(host), None)
         self.folded = folded
         self.grouped = grouped
         self.rows = rows
@@ -147,20 +157,37 @@ class GpuGrid(ScrollView, can_focus=True):
         self.refresh()
         self._announce()
 
-    def invalidate(self, change: HostChange) -> None:
-        """Forget the lines ``change`` touched and redraw the visible ones."""
-        rows: list[Row] = [HostRow(change.host)]
-        rows.extend(GpuRow(change.host, index) for index in change.gpus)
-        # Per-sample path: one look at the viewport, then plain dict and int work.
+    def invalidate(self, changes: Iterable[HostChange]) -> None:
+        """Forget the lines ``changes`` touched and redraw the visible ones.
+
+        This runs for every host on every sample: a host none of whose lines were
+        drawn costs one dict lookup.
+        """
+        cache, index_of = self._cache, self._index
         top = int(self.scroll_offset.y)
         bottom = top + self.size.height
-        cache, index_of = self._cache, self._index
-        for row in rows:
-            cache.pop(row, None)
-            index = index_of.get(row)
-            if index is not None and top <= index < bottom:
-                self.refresh_line(index + 1)
-        if self._highlighted is not None and self._highlighted in rows:
+        highlighted = self._highlighted
+        announce = False
+        for change in changes:
+            host = change.host
+            if (
+                highlighted is not None
+                and highlighted.host == host
+                and (isinstance(highlighted, HostRow) or highlighted.index in change.gpus)
+            ):
+                announce = True
+            lines = cache.get(host)
+            if not lines:
+                continue
+            rows: list[Row] = [HostRow(host)]
+            rows.extend(GpuRow(host, index) for index in change.gpus)
+            for row in rows:
+                if lines.pop(row, None) is None:
+                    continue  # not drawn since it last changed: a redraw is due anyway
+                index = index_of.get(row)
+                if index is not None and top <= index < bottom:
+                    self.refresh_line(index + 1)
+        if announce:
             self._announce(force=True)
 
     def refresh_hosts(self) -> None:
@@ -169,7 +196,7 @@ class GpuGrid(ScrollView, can_focus=True):
         for index in range(top, min(len(self.rows), top + self.size.height)):
             row = self.rows[index]
             if isinstance(row, HostRow):
-                self._cache.pop(row, None)
+                self._cache.get(row.host, {}).pop(row, None)
                 self.refresh_line(index + 1)
 
     def clear_cache(self) -> None:
@@ -228,10 +255,12 @@ class GpuGrid(ScrollView, can_focus=True):
         if index >= len(self.rows):
             return Strip.blank(width, base)
         row = self.rows[index]
-        strip = self._cache.get(row)
+        lines = self._cache.get(row.host)
+        if lines is None:
+            lines = self._cache[row.host] = {}
+        strip = lines.get(row)
         if strip is None:
-            strip = self._render_row(row, width, base)
-            self._cache[row] = strip
+            strip = lines[row] = self._render_row(row, width, base)
         if index == self.cursor:
             cursor = self.get_component_rich_style("gpu-grid--cursor", partial=True)
             strip = Strip(Segment.apply_style(list(strip), post_style=cursor), width)

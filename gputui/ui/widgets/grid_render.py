@@ -13,14 +13,9 @@ from rich.text import Text
 
 from gputui.telemetry import HostStatus
 from gputui.ui import format as fmt
-from gputui.ui.model import (
-    ClusterModel,
-    GpuView,
-    HostEntry,
-    Severity,
-    host_severity,
-    host_status_text,
-)
+from gputui.ui.gpu_view import GpuView
+from gputui.ui.health import Severity, host_message, host_severity, host_status_text
+from gputui.ui.model import ClusterModel, HostEntry
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 MARKERS: dict[Severity, str] = {"ok": "", "info": "", "muted": "", "warn": "!", "crit": "!!"}
@@ -288,23 +283,21 @@ def host_line(
     marker = MARKERS[severity]
     status = host_status_text(snap, now, model.health)
     text.append((marker + " " if marker else "") + status, palette.severity(severity))
-    if snap.message and severity in ("warn", "crit", "info", "muted"):
-        text.append(": " + snap.message, palette.severity(severity))
+    message = host_message(snap)
+    if message and severity != "ok":
+        text.append(": " + message, palette.severity(severity))
     if snap.status.is_problem:
         age = snap.age(now)
         if age is not None and snap.status is not HostStatus.STALE:
             text.append(f"  last data {fmt.data_age(age)} ago", palette.muted)
         if snap.next_retry_at is not None:
             text.append(f"  {fmt.retry_in(snap.next_retry_at, now)}", palette.muted)
-    gpus = entry.gpus.values()
-    if gpus:
-        busy = sum(g.busy for g in gpus)
-        used = sum(g.mem_used or 0 for g in gpus)
-        total = sum(g.mem_total or 0 for g in gpus)
+    totals = entry.totals
+    if totals.gpus:
         text.append("  ·  ", palette.muted)
-        text.append(f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}, {busy} busy")
+        text.append(f"{totals.gpus} GPU{'s' if totals.gpus != 1 else ''}, {totals.busy} busy")
         text.append("  ·  ", palette.muted)
-        text.append(fmt.mem_pair(used, total))
+        text.append(fmt.mem_pair(totals.mem_used_mib, totals.mem_total_mib))
     hello = entry.hello
     if hello is not None and hello.driver:
         text.append("  ·  ", palette.muted)

@@ -8,14 +8,43 @@ from textual.widgets import DataTable
 
 from gputui.protocol import ProcessSample
 from gputui.ui import format as fmt
-from gputui.ui.model import GpuView
+from gputui.ui.gpu_view import GpuView
 
 # (title, width); COMMAND takes what is left of the table's width.
 _GPU = ("GPU", 3)
-_FIXED = (("PID", 7), ("USER", 8), ("MEM", 6))
+_PID = ("PID", 7)
+_MEM = ("MEM", 5)
 _AGE = ("AGE", 5)
+_USER_W = 8
+_NARROW_USER_W = 6
 _CONTAINER_W = 12
+_COMMAND_W = 24
+"""Below this the command gives way to nothing: AGE goes, then USER narrows."""
 _MIN_COMMAND_W = 12
+_PAD = 2  # a DataTable cell's padding, one each side
+
+
+def plan_columns(
+    width: int, *, gpus: bool, containers: bool
+) -> tuple[list[tuple[str, int]], int, bool]:
+    """The columns before COMMAND, COMMAND's width, and whether CONTAINER fits.
+
+    The command is what a person reads to recognise a process, so on a narrow
+    screen the age column goes first and the user column narrows before the
+    command is cut short.
+    """
+    containers = containers and width >= 90
+
+    def command_w(columns: list[tuple[str, int]]) -> int:
+        fixed = sum(w + _PAD for _, w in columns) + (_CONTAINER_W + _PAD) * containers
+        return width - fixed - _PAD
+
+    lead = [_GPU] if gpus else []
+    for user_w, age in ((_USER_W, True), (_USER_W, False), (_NARROW_USER_W, False)):
+        columns = [*lead, _PID, ("USER", user_w), _MEM, *([_AGE] if age else [])]
+        if command_w(columns) >= _COMMAND_W:
+            break
+    return columns, max(_MIN_COMMAND_W, command_w(columns)), containers
 
 
 class ProcessTable(DataTable[Text]):
@@ -32,11 +61,15 @@ class ProcessTable(DataTable[Text]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=False, show_cursor=True)
         self._entries: list[tuple[GpuView, ProcessSample]] = []
         self._shown: tuple[object, ...] | None = None
-        self._layout: tuple[int, bool, bool, bool] | None = None
+        self._layout: tuple[object, ...] | None = None
         self._now = 0.0
 
-    def show(self, entries: list[tuple[GpuView, ProcessSample]], now: float) -> None:
+    def show(
+        self, entries: list[tuple[GpuView, ProcessSample]], now: float, title: str = "processes"
+    ) -> None:
         """Show these processes; keep the cursor on the same process when it is still there."""
+        if title != self.border_title:  # setting it repaints the table, even when equal
+            self.border_title = title
         key = (int(now // 10), *((gpu.uuid, process) for gpu, process in entries))
         if key == self._shown:
             return
@@ -51,13 +84,14 @@ class ProcessTable(DataTable[Text]):
 
     def _fill(self, selected: tuple[GpuView, ProcessSample] | None) -> None:
         gpus = len({gpu.uuid for gpu, _ in self._entries}) > 1
-        width = self.size.width
-        containers = width >= 90 and any(process.container for _, process in self._entries)
-        ages = width >= 44
-        columns = [_GPU] * gpus + list(_FIXED) + [_AGE] * ages
-        fixed = sum(w + 2 for _, w in columns) + (_CONTAINER_W + 2) * containers
-        command_w = max(_MIN_COMMAND_W, width - fixed - 2)
-        layout = (command_w, gpus, ages, containers)
+        columns, command_w, containers = plan_columns(
+            self.size.width,
+            gpus=gpus,
+            containers=any(process.container for _, process in self._entries),
+        )
+        user_w = dict(columns)["USER"]
+        ages = _AGE in columns
+        layout = (tuple(columns), command_w, containers)
         if layout != self._layout:
             self._layout = layout
             self.clear(columns=True)
@@ -75,7 +109,7 @@ class ProcessTable(DataTable[Text]):
             cells = [Text(str(gpu.index), justify="right")] if gpus else []
             cells += [
                 Text(str(process.pid), justify="right"),
-                Text(fmt.truncate(user, 8)),
+                Text(fmt.truncate(user, user_w)),
                 Text(fmt.mib(process.gpu_mem_mib), justify="right"),
             ]
             if ages:

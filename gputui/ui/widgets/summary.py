@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from gputui.ui import format as fmt
 from gputui.ui.model import ClusterSummary
 
 
-class SummaryBar(Static):
+class SummaryBar(Widget):
     """Hosts live/total, GPUs, busy, memory, problems, sort, filter and the clock."""
 
     DEFAULT_CSS = """
@@ -26,6 +26,11 @@ class SummaryBar(Static):
         "summary-bar--warn",
         "summary-bar--crit",
     }
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._text = Text(no_wrap=True, overflow="ellipsis", end="")
+        self._clock = ""
 
     def show(
         self, summary: ClusterSummary, *, now: float, sort: str, query: str, grouped: bool
@@ -59,10 +64,18 @@ class SummaryBar(Static):
         if query:
             text.append("  filter ", label)
             text.append(query, style("summary-bar--warn", partial=True))
-        clock = fmt.clock_time(now)
-        width = self.size.width or 80
-        gap = width - text.cell_len - len(clock) - 1
+        self._text = text
+        self._clock = fmt.clock_time(now)
+        self.refresh()  # one line, fixed size: no layout pass
+
+    def render(self) -> Text:
+        # The clock goes to the right edge of the width the bar has now, so it is
+        # placed at draw time, not when the numbers arrived (the size may change).
+        text = self._text.copy()
+        gap = self.size.width - text.cell_len - len(self._clock) - 1
         if gap > 0:
             text.append(" " * gap)
-            text.append(clock + " ", label)
-        self.update(text)
+            text.append(
+                self._clock + " ", self.get_component_rich_style("summary-bar--label", partial=True)
+            )
+        return text

@@ -1,0 +1,132 @@
+"""How worried to be: severity of hosts and GPUs, and the short flags the grid shows.
+
+Pure functions over snapshots, samples and the configured thresholds, shared by the
+model (cluster totals), the grid lines and the detail pane so they agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from gputui.config import HealthThresholds
+from gputui.protocol import Event, GpuSample
+from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.ui.format import data_age
+
+Severity = Literal["ok", "info", "warn", "crit", "muted"]
+
+RECENT_EVENT_S = 600.0
+"""An Xid stays flagged on its GPU this long after it happened."""
+# Xids that mean the card (or its memory) is in real trouble, not an application bug.
+_SEVERE_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+_HW_THROTTLE = ("hw_slowdown", "hw_thermal", "hw_power_brake")
+_SW_THROTTLE = ("sw_thermal",)
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """A short state marker for a GPU, e.g. ``LOST`` or ``Xid 79``, with how bad it is."""
+
+    label: str
+    severity: Severity
+
+
+def gpu_flags(
+    sample: GpuSample | None, events: Sequence[Event], now: float, health: HealthThresholds
+) -> list[Flag]:
+    """What is wrong with a GPU, worst first; empty means it is fine."""
+    flags: list[Flag] = []
+    if sample is not None:
+        if sample.state == "lost":
+            flags.append(Flag("LOST", "crit"))
+        elif sample.state == "error":
+            flags.append(Flag("ERROR", "crit"))
+        ecc = sample.ecc_uncorrected
+        if ecc is not None and ecc > health.ecc_uncorrected_max:
+            flags.append(Flag(f"ECC {ecc}", "crit"))
+        throttle = sample.throttle or ()
+        if any(reason in _HW_THROTTLE for reason in throttle):
+            flags.append(Flag("THRTL", "crit"))
+        elif any(reason in _SW_THROTTLE for reason in throttle):
+            flags.append(Flag("THRTL", "warn"))
+    for event in reversed(events):
+        if event.xid is not None and now - event.time <= RECENT_EVENT_S:
+            severity: Severity = "crit" if event.xid in _SEVERE_XIDS else "warn"
+            flags.append(Flag(f"Xid {event.xid}", severity))
+            break
+    return flags
+
+
+def has_standing_problem(sample: GpuSample, health: HealthThresholds) -> bool:
+    """A problem that does not fade with time: hot, lost, ECC errors, throttled.
+
+    The same conditions ``gpu_flags`` (and the temperature colour) report, less
+    recent Xids, which the caller checks against the clock.
+    """
+    if sample.temp_c is not None and sample.temp_c >= health.temp_warn_c:
+        return True
+    if sample.state in ("lost", "error"):
+        return True
+    ecc = sample.ecc_uncorrected
+    if ecc is not None and ecc > health.ecc_uncorrected_max:
+        return True
+    throttle = sample.throttle or ()
+    return any(r in _HW_THROTTLE or r in _SW_THROTTLE for r in throttle)
+
+
+def last_xid_time(events: Sequence[Event]) -> float | None:
+    """When the newest Xid among ``events`` happened (None: no Xid at all)."""
+    times = [event.time for event in events if event.xid is not None]
+    return max(times) if times else None
+
+
+def temp_severity(temp: int | None, health: HealthThresholds) -> Severity:
+    if temp is None:
+        return "muted"
+    if temp >= health.temp_crit_c:
+        return "crit"
+    if temp >= health.temp_warn_c:
+        return "warn"
+    return "ok"
+
+
+def host_severity(snapshot: HostSnapshot, now: float, health: HealthThresholds) -> Severity:
+    """How worried a person should be about a host, from its status and data age."""
+    status = snapshot.status
+    if status is HostStatus.LIVE:
+        age = snapshot.age(now)
+        return "warn" if age is not None and age > health.stale_after_s else "ok"
+    if status is HostStatus.CONNECTING:
+        return "info"
+    if status is HostStatus.STOPPED:
+        return "muted"
+    if status is HostStatus.STALE:
+        return "warn"
+    return "crit"
+
+
+def host_status_text(snapshot: HostSnapshot, now: float, health: HealthThresholds) -> str:
+    """``live 1.2s`` / ``stale 42s`` / ``unreachable``: the status word and the data age."""
+    status = snapshot.status
+    age = snapshot.age(now)
+    if status is HostStatus.LIVE:
+        if age is not None and age > health.stale_after_s:
+            return f"stale {data_age(age)}"
+        return f"live {data_age(age)}"
+    if status is HostStatus.STALE:
+        return f"stale {data_age(age)}"
+    return str(status.value)
+
+
+def host_message(snapshot: HostSnapshot) -> str:
+    """The host's message when it says more than its status word ("" when it does not).
+
+    A connecting host's message is often just "connecting"; repeating it reads as
+    "connecting: connecting".
+    """
+    message = snapshot.message.strip()
+    if message.rstrip(".…").strip().lower() in ("", snapshot.status.value):
+        return ""
+    return message
