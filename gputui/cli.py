@@ -195,10 +195,13 @@ def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
 
 
 def _theme_or_error(config: Config, theme: str | None) -> str:
-    from gputui.ui.themes import theme_names
+    from gputui.ui.themes import skipped_themes, theme_names
 
     name = theme or config.theme
     names = theme_names()
+    broken = skipped_themes()
+    if name not in names and name in broken:
+        raise UsageError(f"theme {name!r} cannot be used: {broken[name]}")
     if name not in names:
         raise UsageError(f"unknown theme {name!r}; known themes: {', '.join(names)}")
     return name

@@ -93,3 +93,17 @@ def test_unknown_theme_on_the_command_line(
 def test_demo_takes_no_hosts_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--hosts", "x.yaml", "demo"]) == 2
     assert "the demo makes its own hosts" in capsys.readouterr().err
+
+
+def test_a_broken_user_theme_is_refused_with_its_reason(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    themes = isolated_home / ".config/gputui/themes"
+    themes.mkdir(parents=True)
+    (themes / "ugly.yaml").write_text("name: ugly\ndark: true\nprimary: not-a-colour\n")
+    cfg = tmp_path / "hosts.yaml"
+    cfg.write_text("hosts: [{name: a}]\n")
+    assert main(["--hosts", str(cfg), "--theme", "ugly"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("gputui: theme 'ugly' cannot be used: ") and "primary" in err[0]
