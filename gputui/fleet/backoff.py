@@ -20,13 +20,28 @@ class LinkTiming:
     """Seconds for a started helper to say hello."""
     hung_after: float | None = None
     """Seconds without any data before the connection is dropped and redone;
-    None means ``max(30, 6 * stale_after_s)``."""
+    None means ``max(30, 6 * stale)``; never under 4 sample intervals (``thresholds``)."""
     signal_timeout: float = 10.0
     """Seconds to wait for the helper to answer a request."""
     close_timeout: float = 2.0
     """Seconds to let a helper and its connection close politely."""
     stable_after: float = 30.0
     """A session that lasted this long resets the backoff."""
+
+
+def thresholds(
+    stale_after_s: float, interval: float, hung_after: float | None = None
+) -> tuple[float, float]:
+    """(stale, hung): seconds of silence before a host shows STALE, and before its
+    connection is dropped and redone.
+
+    Both follow the sample interval, so a slow refresh never makes hosts flap between
+    LIVE and STALE at every sample, nor cuts every connection: stale is at least 2.5
+    intervals (one late sample is not staleness), hung at least 4.
+    """
+    stale = max(stale_after_s, 2.5 * interval)
+    hung = hung_after if hung_after is not None else max(30.0, 6 * stale)
+    return stale, max(hung, 4 * interval)
 
 
 class Backoff:

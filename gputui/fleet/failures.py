@@ -90,9 +90,11 @@ def classify(
                 else HostStatus.HOST_KEY_UNKNOWN
             )
             return Failure(status, verdict.message, slow_retry=True)
+        # No verdict: asyncssh refused the key before asking us (a revoked key, a bad
+        # certificate). Say what it said; "changed" would be a guess.
         return Failure(
-            HostStatus.HOST_KEY_CHANGED,
-            f"host key refused: {clean(exc.reason, 200)}",
+            HostStatus.HOST_KEY_UNKNOWN,
+            f"host key of {address} not accepted: {clean(exc.reason, 200)}",
             slow_retry=True,
         )
     if isinstance(exc, asyncssh.PermissionDenied):

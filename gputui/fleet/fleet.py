@@ -14,24 +14,19 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gputui.config import Config, ResolvedHost
+from gputui.config import Config
 from gputui.protocol import ProcessSample, Signal
 from gputui.telemetry import HostSnapshot, Listener, SignalOutcome
 
 from .backoff import LinkTiming
-from .hostkeys import KnownHostsCache
-from .link import HostLink
+from .hostkeys import GLOBAL_KNOWN_HOSTS, KnownHostsCache
+from .jumps import JumpPool
+from .link import HostLink, helper_argv
 
 log = logging.getLogger(__name__)
 
 
-def helper_argv(host: ResolvedHost, interval: float) -> list[str]:
-    """The helper's arguments for ``host``: sim mode when configured, always the interval."""
-    argv: list[str] = []
-    if host.sim:
-        argv += ["--sim", host.sim]
-    argv += ["--interval", str(interval)]
-    return argv
+__all__ = ["Fleet", "helper_argv"]
 
 
 class Fleet:
@@ -43,8 +38,10 @@ class Fleet:
         *,
         timing: LinkTiming | None = None,
         connect_options: Mapping[str, Any] | None = None,
+        global_known_hosts: str | None = GLOBAL_KNOWN_HOSTS,
     ) -> None:
-        """``timing`` and ``connect_options`` (extra asyncssh options) exist for tests."""
+        """``timing``, ``connect_options`` (extra asyncssh options) and
+        ``global_known_hosts`` (OpenSSH's GlobalKnownHostsFile) exist for tests."""
         self.config = config
         self._timing = timing or LinkTiming()
         self._connect_options = dict(connect_options or {})
@@ -52,7 +49,9 @@ class Fleet:
         self._tasks: list[asyncio.Task[None]] = []
         self._links: dict[str, HostLink] = {}
         self._gate: asyncio.Semaphore | None = None
-        self._known_hosts = KnownHostsCache()
+        self._known_hosts = KnownHostsCache(global_known_hosts)
+        self.jumps = JumpPool()
+        """Shared bastion connections (one per ProxyJump destination)."""
         self._started = False
 
     # -- TelemetrySource ---------------------------------------------------------------
@@ -82,15 +81,18 @@ class Fleet:
         self._started = True
         self._gate = asyncio.Semaphore(self.config.connect_concurrency)
         interval = self.config.refresh_interval
+        # Each link raises stale_after_s to 2.5 sample intervals and its hung limit to
+        # at least 4 (backoff.thresholds): a slow refresh must not look like a fault.
         stale_after = self.config.health.stale_after_s
         for host in self.config.resolved():
             self._links[host.name] = HostLink(
                 host,
-                argv=helper_argv(host, interval),
+                interval=interval,
                 stale_after=stale_after,
                 publish=self._dispatch,
                 gate=self._gate,
                 known_hosts=self._known_hosts,
+                jumps=self.jumps,
                 timing=self._timing,
                 connect_options=self._connect_options,
             )
@@ -113,6 +115,7 @@ class Fleet:
             with contextlib.suppress(BaseException):
                 await task
         self._tasks = []
+        await self.jumps.close()
         for link in links:
             link.mark_stopped()
 

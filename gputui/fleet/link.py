@@ -14,7 +14,7 @@ import getpass
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,9 +39,10 @@ from gputui.protocol import (
 from gputui.telemetry import HostSnapshot, HostStatus, SignalOutcome
 from gputui.text import clean
 
-from .backoff import Backoff, LinkTiming
+from .backoff import Backoff, LinkTiming, thresholds
 from .failures import EDGE_ERRORS, Failure, HelperFailure, classify, result_message
 from .hostkeys import KnownHostsCache, VerifyingClient
+from .jumps import Chain, JumpFailure, JumpLease, JumpPool, parse_chain
 from .session import HelperSession, check_versions, encryption_preference
 
 log = logging.getLogger(__name__)
@@ -51,24 +52,13 @@ _DEFAULT_CIPHERS = list(get_default_encryption_algs())
 _PREFERRED_CIPHERS = encryption_preference()
 
 
-def parse_jump(spec: str) -> tuple[str | None, str, int | None]:
-    """``[user@]host[:port]`` (``[v6addr]:port`` too) -> (user, host, port)."""
-    user, _, rest = spec.rpartition("@")
-    port: int | None = None
-    if rest.startswith("["):
-        host, _, tail = rest[1:].partition("]")
-        if tail.startswith(":") and tail[1:].isdigit():
-            port = int(tail[1:])
-    elif rest.count(":") == 1:
-        host, _, port_text = rest.partition(":")
-        if not port_text.isdigit():
-            raise ValueError(f"proxy_jump {spec!r}: port must be a number")
-        port = int(port_text)
-    else:
-        host = rest
-    if not host:
-        raise ValueError(f"proxy_jump {spec!r}: no host")
-    return user or None, host, port
+def helper_argv(host: ResolvedHost, interval: float) -> list[str]:
+    """The helper's arguments for ``host``: sim mode when configured, always the interval."""
+    argv: list[str] = []
+    if host.sim:
+        argv += ["--sim", host.sim]
+    argv += ["--interval", str(interval)]
+    return argv
 
 
 class HostLink:
@@ -78,23 +68,29 @@ class HostLink:
         self,
         host: ResolvedHost,
         *,
-        argv: Sequence[str],
+        interval: float,
         stale_after: float,
         publish: Callable[[HostSnapshot], None],
         gate: asyncio.Semaphore,
         known_hosts: KnownHostsCache | None = None,
+        jumps: JumpPool | None = None,
         timing: LinkTiming | None = None,
         connect_options: Mapping[str, Any] | None = None,
     ) -> None:
+        """``interval``: seconds between samples; ``stale_after``: hosts.yaml's
+        ``stale_after_s``, raised as a slow interval needs (see ``thresholds``)."""
         self.host = host
         self.name = host.name
-        self._argv = list(argv)
-        self._stale_after = stale_after
         self._publish = publish
         self._gate = gate
         self._known_hosts = known_hosts or KnownHostsCache()
+        self._jumps = jumps or JumpPool()
         self.timing = timing or LinkTiming()
-        self._hung_after = self.timing.hung_after or max(30.0, 6 * stale_after)
+        self._stale_setting = stale_after
+        self.interval = interval
+        self.stale_after, self.hung_after = thresholds(
+            stale_after, interval, self.timing.hung_after
+        )
         self._extra = dict(connect_options or {})
         self.snapshot = HostSnapshot(
             name=host.name, address=host.address, pool=host.pool, labels=dict(host.labels)
@@ -131,7 +127,7 @@ class HostLink:
                 failure = self._abort or Failure(HostStatus.UNREACHABLE, "connection closed")
             except asyncio.CancelledError:
                 raise
-            except (*EDGE_ERRORS, HelperFailure, ProtocolError, ValueError) as exc:
+            except (*EDGE_ERRORS, HelperFailure, JumpFailure, ProtocolError, ValueError) as exc:
                 failure = self._failure(exc, verdict_box)
             except Exception as exc:  # a bug here must not take down the other hosts
                 log.exception("host %s: unexpected error", self.name)
@@ -158,6 +154,8 @@ class HostLink:
     def _failure(self, exc: BaseException, verdict_box: list[VerifyingClient]) -> Failure:
         if self._abort is not None:
             return self._abort
+        if isinstance(exc, JumpFailure):
+            return exc.failure
         if isinstance(exc, ProtocolError):
             # A bad line mid-stream: the session is dropped, but retried at normal pace.
             return Failure(HostStatus.HELPER_ERROR, f"helper sent a bad line: {clean(exc, 200)}")
@@ -170,6 +168,29 @@ class HostLink:
         timeout = self.host.connect_timeout
         return classify(
             exc, user=self._user, address=self.host.address, timeout=timeout, verdict=verdict
+        )
+
+    def _hop_failure(
+        self, exc: BaseException, hop: str, user: str, client: VerifyingClient | None
+    ) -> Failure:
+        """Why a bastion could not be reached, said as such."""
+        if isinstance(exc, ValueError) and not isinstance(exc, asyncssh.Error):
+            return Failure(
+                HostStatus.AUTH_FAILED,
+                f"cannot set up SSH to bastion {hop}: {clean(exc, 200)}",
+                slow_retry=True,
+            )
+        address = hop.rpartition("@")[2]
+        verdict = client.verdict if client is not None else None
+        timeout = self.host.connect_timeout
+        failure = classify(exc, user=user, address=address, timeout=timeout, verdict=verdict)
+        return Failure(failure.status, f"bastion {hop}: {failure.message}", failure.slow_retry)
+
+    def set_interval_thresholds(self, interval: float) -> None:
+        """The helper now samples every ``interval`` s: stale and hung limits follow."""
+        self.interval = interval
+        self.stale_after, self.hung_after = thresholds(
+            self._stale_setting, interval, self.timing.hung_after
         )
 
     def retry_now(self) -> None:
@@ -194,15 +215,19 @@ class HostLink:
     # -- connecting -------------------------------------------------------------------
 
     async def _options(
-        self, host: str, port: int | None, user: str | None, box: list[VerifyingClient]
+        self,
+        host: str,
+        port: int | None,
+        user: str | None,
+        box: list[VerifyingClient],
+        **more: Any,
     ) -> asyncssh.SSHClientConnectionOptions:
-        path, entries = self._known_hosts.load(self.host.known_hosts)
-        client = VerifyingClient(entries, path)
+        client = VerifyingClient(self._known_hosts.load(self.host.known_hosts))
         box.append(client)
         kwargs: dict[str, Any] = {
             "config": self._ssh_configs(),
             "host": host,
-            "known_hosts": entries,
+            "known_hosts": client.known_hosts.entries,
             "client_factory": lambda: client,
             "agent_forwarding": False,
             "x11_forwarding": False,
@@ -217,6 +242,7 @@ class HostLink:
             kwargs["client_keys"] = [self._identity]
             kwargs["agent_path"] = None
         kwargs.update(self._extra)
+        kwargs.update(more)
         options: asyncssh.SSHClientConnectionOptions = (
             await asyncssh.SSHClientConnectionOptions.construct(**kwargs)
         )
@@ -235,34 +261,78 @@ class HostLink:
         path = Path(self.host.ssh_config).expanduser()
         return [str(path)] if path.is_file() else []
 
+    def _jump_settings(self) -> tuple[Any, ...]:
+        """What, besides the chain, decides how bastions are reached (the pool's key)."""
+        extra = tuple(sorted((k, repr(v)) for k, v in self._extra.items()))
+        return (self._identity, self.host.known_hosts, self.host.ssh_config, extra)
+
+    async def _open_hop(
+        self, chain: Chain, through: asyncssh.SSHClientConnection | None
+    ) -> asyncssh.SSHClientConnection:
+        """Connect to the bastion ``chain[-1]`` (the pool shares it between hosts).
+
+        Its host key is checked like any host's: our known_hosts entries and a verdict
+        with fingerprints, never asyncssh's defaults. Its own ssh_config ProxyJump is
+        not followed: the chain says how it is reached.
+        """
+        hop = chain[-1]
+        box: list[VerifyingClient] = []
+        user = hop.user or getpass.getuser()
+        try:
+            options = await self._options(hop.host, hop.port, hop.user, box, tunnel=None)
+            user = str(options.username or user)
+            async with self._gate:
+                conn: asyncssh.SSHClientConnection = await asyncio.wait_for(
+                    asyncssh.connect(hop.host, options=options, tunnel=through or None),
+                    self.host.connect_timeout,
+                )
+            return conn
+        except (*EDGE_ERRORS, ValueError) as exc:
+            client = box[0] if box else None
+            raise JumpFailure(self._hop_failure(exc, str(hop), user, client)) from exc
+
+    def _jump_chain(self, options: asyncssh.SSHClientConnectionOptions) -> Chain:
+        """The ProxyJump chain: hosts.yaml's, else ssh_config's (asyncssh's ``tunnel``)."""
+        spec = self.host.proxy_jump or options.tunnel
+        if not spec:
+            return ()
+        if not isinstance(spec, str):
+            raise ValueError(f"unsupported tunnel setting {type(spec).__name__}")
+        return parse_chain(spec)
+
     async def _open(
         self, box: list[VerifyingClient]
-    ) -> tuple[asyncssh.SSHClientConnection, asyncssh.SSHClientConnection | None]:
-        jump: asyncssh.SSHClientConnection | None = None
-        if self.host.proxy_jump:
-            jump_user, jump_host, jump_port = parse_jump(self.host.proxy_jump)
-            jump_options = await self._options(jump_host, jump_port, jump_user, box)
-            jump = await asyncssh.connect(jump_host, options=jump_options)
+    ) -> tuple[asyncssh.SSHClientConnection, JumpLease | None]:
+        options = await self._options(self.host.address, self.host.port, self.host.user, box)
+        self._user = str(options.username or self._user)
+        chain = self._jump_chain(options)
+        if not chain:
+            async with self._gate:
+                conn = await asyncio.wait_for(
+                    asyncssh.connect(self.host.address, options=options, tunnel=None),
+                    self.host.connect_timeout,
+                )
+            return conn, None
+        # Through a bastion: its one shared connection, then at most a few handshakes
+        # through it at once (then the fleet-wide gate), each within connect_timeout.
+        lease = await self._jumps.acquire(chain, self._jump_settings(), self._open_hop)
         try:
-            options = await self._options(self.host.address, self.host.port, self.host.user, box)
-            self._user = str(options.username or self._user)
-            conn = await asyncssh.connect(
-                self.host.address, options=options, tunnel=jump if jump is not None else ()
-            )
+            async with lease.handshakes, self._gate:
+                conn = await asyncio.wait_for(
+                    asyncssh.connect(self.host.address, options=options, tunnel=lease.conn),
+                    self.host.connect_timeout,
+                )
         except BaseException:
-            if jump is not None:
-                jump.abort()
+            lease.release()
             raise
-        return conn, jump
+        return conn, lease
 
     async def _connect_and_stream(self, box: list[VerifyingClient]) -> None:
-        # The gate bounds TCP + key exchange + auth across the fleet (sshd MaxStartups).
-        limit = self.host.connect_timeout * (2 if self.host.proxy_jump else 1)
-        async with self._gate:
-            conn, jump = await asyncio.wait_for(self._open(box), limit)
+        conn, lease = await self._open(box)
         self._conn = conn
         try:
-            session = await HelperSession.start(conn, self.host.python, self._argv)
+            argv = helper_argv(self.host, self.interval)
+            session = await HelperSession.start(conn, self.host.python, argv)
             try:
                 hello = await session.handshake(self.timing.hello_timeout)
                 self._on_hello(hello)
@@ -285,14 +355,22 @@ class HostLink:
         finally:
             self._conn = None
             conn.abort() if self._abort is not None else conn.close()
-            if jump is not None:
-                jump.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.wait_closed(), self.timing.close_timeout)
+            try:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(conn.wait_closed(), self.timing.close_timeout)
+            finally:
+                if lease is not None:
+                    lease.release()  # the last host through a bastion closes it
 
     def _on_hello(self, hello: Hello) -> None:
         check_versions(hello)
         self._last_rx = asyncio.get_running_loop().time()
+        # A new helper sends the whole kernel-log history again: drop the copy kept
+        # from the last session (NVML events happened once each and are kept).
+        kept = [e for e in self._events if e.source != "kernel-log"]
+        if len(kept) != len(self._events):
+            self._events = deque(kept, maxlen=EVENTS_KEPT)
+            self._set(events=tuple(kept))
         nvml_error = hello.errors.get("nvml")
         if nvml_error:
             message = f"NVML: {nvml_error}"
@@ -345,8 +423,8 @@ class HostLink:
     async def _watch(self, conn: asyncssh.SSHClientConnection) -> None:
         """Mark the host STALE when samples stop; drop the connection when it hangs."""
         loop = asyncio.get_running_loop()
-        stale, hung = self._stale_after, self._hung_after
         while True:
+            stale, hung = self.stale_after, self.hung_after  # follow interval changes
             silent = loop.time() - self._last_rx
             if silent >= hung:
                 self._abort = Failure(
@@ -401,6 +479,14 @@ class HostLink:
             )
         )
         if isinstance(answer, SignalOutcome):
+            if answer.code == "timeout":
+                # The request went out: the helper may still act on it.
+                return SignalOutcome(
+                    False,
+                    f"no answer from {self.name} in {self.timing.signal_timeout:g} s; "
+                    "the signal may still have been delivered",
+                    "timeout",
+                )
             return answer
         return SignalOutcome(answer.ok, result_message(answer, process.pid, signal), answer.code)
 
@@ -409,5 +495,8 @@ class HostLink:
         if isinstance(answer, SignalOutcome):
             return answer
         if answer.ok:
+            applied = (answer.value or {}).get("seconds", seconds)
+            ok_number = isinstance(applied, int | float) and not isinstance(applied, bool)
+            self.set_interval_thresholds(float(applied) if ok_number else seconds)
             return SignalOutcome(True, f"{self.name} samples every {seconds:g} s")
         return SignalOutcome(False, clean(answer.error or answer.code or "refused", 200))

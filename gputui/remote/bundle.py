@@ -21,7 +21,10 @@ ENTRY = PACKAGE + ".helper"
 _EXCLUDE = {"bundle.py"}
 
 # Python 3.8-compatible; only double quotes so shlex.quote keeps it one plain word.
-BOOT = """import sys,base64,zlib,json,hashlib,importlib,importlib.abc,importlib.util
+# The import hook is a plain class with a ModuleSpec, not importlib.abc/util: those
+# pull in importlib.resources, pathlib and tempfile, ~10 ms of every helper start.
+BOOT = """import sys,base64,zlib,json,hashlib,importlib
+from importlib.machinery import ModuleSpec
 d=json.loads(zlib.decompress(base64.b64decode(sys.stdin.buffer.readline())).decode("utf-8"))
 m=d["modules"]
 h=hashlib.sha256()
@@ -31,10 +34,10 @@ if h.hexdigest()!=d["sha256"]:
     sys.stderr.write("gputui helper: payload checksum mismatch\\n")
     sys.exit(3)
 P=d["package"]
-class F(importlib.abc.MetaPathFinder,importlib.abc.Loader):
+class F:
     def find_spec(self,name,path=None,target=None):
         if name in m:
-            return importlib.util.spec_from_loader(name,self,is_package=name==P)
+            return ModuleSpec(name,self,is_package=name==P)
         return None
     def create_module(self,spec):
         return None

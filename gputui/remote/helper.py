@@ -7,13 +7,11 @@ so none is ever orphaned on a host.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
 import os
 import queue
-import socket
 import sys
 import threading
 import time
@@ -25,9 +23,10 @@ from .kernlog import XID_TEXT, kernel_xid_history, parse_xid_lines, xid_events
 from .nvml import NA, NVML_EVENT_TYPE_XID, error_text, is_nvml_error, load_pynvml, query, text
 from .procs import ProcessTable, boot_time
 from .signals import SignalError, pidfd_supported, send_signal
-from .sim import SimNvml
-from .simspec import parse_spec
 from .wire import MAX_REQUEST_BYTES, Output, OutputClosed, read_requests
+
+# The simulator (.sim, .simspec, .simenv) is imported only in --sim mode: a real
+# host never pays for it at start-up.
 
 EXIT_AFTER_EOF_S = 5.0
 
@@ -36,6 +35,10 @@ EXIT_FATAL = 2
 # The event thread only wakes for an event or this timeout: each wake-up is CPU a
 # host pays every interval for nothing (the thread is a daemon; exit never waits).
 EVENT_WAIT_MS = 5000
+# Consecutive failures of the event wait before the event thread gives up (and says
+# so), and the pause between tries.
+EVENT_MAX_FAILURES = 20
+EVENT_RETRY_S = 1.0
 
 
 class Helper:
@@ -134,15 +137,30 @@ class Helper:
     # -- events -------------------------------------------------------------------
 
     def kernel_history(self, queue_: queue.Queue[tuple[str, Any]]) -> None:
-        if self.simulated and isinstance(self.lib, SimNvml):
-            records = parse_xid_lines(self.lib.kernel_log_lines(), boot_time())
+        log_lines = getattr(self.lib, "kernel_log_lines", None) if self.simulated else None
+        if log_lines is not None:
+            records = parse_xid_lines(log_lines(), boot_time())
         else:
             records = kernel_xid_history(boot_time())
         for event in xid_events(records, [g.info for g in self.gpus], time.time()):
             queue_.put(("event", event))
 
     def watch_events(self, queue_: queue.Queue[tuple[str, Any]]) -> None:
-        """NVML event thread: Xid events as they happen, each a wire ``event``."""
+        """NVML event thread: Xid events as they happen, each a wire ``event``.
+
+        Never dies silently: when it gives up (or breaks), the console gets a
+        non-fatal ``error`` saying Xid events stopped, and why.
+        """
+        try:
+            reason = self._watch_events(queue_)
+        except Exception as exc:  # a bug here must not pass unnoticed
+            reason = f"{type(exc).__name__}: {exc}"
+        if reason is not None and not self.stop.is_set():
+            message = ("Xid events stopped: " + reason)[:512]
+            queue_.put(("send", {"type": "error", "fatal": False, "message": message}))
+
+    def _watch_events(self, queue_: queue.Queue[tuple[str, Any]]) -> str | None:
+        """The event loop; returns why it gave up, or None when asked to stop."""
         by_uuid = {g.uuid: g for g in self.gpus}
         failures = 0
         while not self.stop.is_set():
@@ -150,32 +168,42 @@ class Helper:
                 data = self.lib.nvmlEventSetWait(self.event_set, EVENT_WAIT_MS)
             except Exception as exc:
                 if is_nvml_error(exc) and type(exc).__name__.endswith("Timeout"):
+                    failures = 0
                     continue
                 failures += 1
-                if failures > 20:
-                    return
-                self.stop.wait(1.0)
+                reason = error_text(exc) if is_nvml_error(exc) else f"{type(exc).__name__}: {exc}"
+                if failures >= EVENT_MAX_FAILURES:
+                    return f"{reason} ({failures} times in a row)"
+                self.stop.wait(EVENT_RETRY_S)
                 continue
-            if int(getattr(data, "eventType", 0)) != NVML_EVENT_TYPE_XID:
+            try:
+                event = self._xid_event(data, by_uuid)
+            except Exception as exc:  # one malformed event is skipped, not fatal
+                failures += 1
+                if failures >= EVENT_MAX_FAILURES:
+                    return f"unreadable event data ({type(exc).__name__}: {exc})"
                 continue
-            uuid = query(self.lib, "nvmlDeviceGetUUID", data.device)
-            gpu = by_uuid.get(text(uuid)) if not isinstance(uuid, NA) else None
-            xid = int(data.eventData)
-            queue_.put(
-                (
-                    "event",
-                    {
-                        "type": "event",
-                        "kind": "xid",
-                        "source": "nvml",
-                        "time": round(time.time(), 3),
-                        "gpu_uuid": gpu.uuid if gpu else None,
-                        "gpu_index": gpu.index if gpu else None,
-                        "xid": xid,
-                        "text": f"Xid {xid}: {XID_TEXT.get(xid, 'see the Xid catalog')}",
-                    },
-                )
-            )
+            failures = 0
+            if event is not None:
+                queue_.put(("event", event))
+        return None
+
+    def _xid_event(self, data: Any, by_uuid: dict[str, Gpu]) -> dict[str, Any] | None:
+        if int(getattr(data, "eventType", 0)) != NVML_EVENT_TYPE_XID:
+            return None
+        xid = int(data.eventData)
+        uuid = query(self.lib, "nvmlDeviceGetUUID", data.device)
+        gpu = by_uuid.get(text(uuid)) if not isinstance(uuid, NA) else None
+        return {
+            "type": "event",
+            "kind": "xid",
+            "source": "nvml",
+            "time": round(time.time(), 3),
+            "gpu_uuid": gpu.uuid if gpu else None,
+            "gpu_index": gpu.index if gpu else None,
+            "xid": xid,
+            "text": f"Xid {xid}: {XID_TEXT.get(xid, 'see the Xid catalog')}",
+        }
 
     # -- requests -------------------------------------------------------------------
 
@@ -224,7 +252,7 @@ class Helper:
                 raise SignalError("bad-request", "seconds must be a number")
             self.interval = max(MIN_INTERVAL, min(MAX_INTERVAL, float(seconds)))
             return {"seconds": self.interval}
-        if op == "sim" and isinstance(self.lib, SimNvml):
+        if op == "sim" and self.simulated and hasattr(self.lib, "inject"):
             fault = req.get("fault")
             if not isinstance(fault, str):
                 raise SignalError("bad-request", "fault must be a string like lost@0")
@@ -246,12 +274,41 @@ def _result(
     return {"type": "result", "id": rid, "ok": ok, "value": value, "code": code, "error": error}
 
 
-def _parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="gputui-helper", add_help=True)
-    parser.add_argument("--sim", metavar="SPEC", help="simulate GPUs, e.g. 4xrtx3090")
-    parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
-    parser.add_argument("--once", action="store_true", help="print hello and one sample")
-    return parser.parse_args(argv)
+def _hostname() -> str:
+    """The host's name, as ``socket.gethostname`` gives it (without importing socket)."""
+    return os.uname().nodename
+
+
+class Args:
+    """The helper's command line: ``[--sim SPEC] [--interval SECONDS] [--once]``."""
+
+    def __init__(self) -> None:
+        self.sim: str | None = None
+        self.interval = 1.0
+        self.once = False
+
+
+def _parse_args(argv: list[str]) -> Args:
+    """A few fixed options, parsed by hand: argparse costs ~4 ms of every start."""
+    args = Args()
+    items = iter(argv)
+    for item in items:
+        name, eq, inline = item.partition("=")
+        if name == "--once" and not eq:
+            args.once = True
+        elif name in ("--sim", "--interval"):
+            value = inline if eq else next(items, None)
+            if value is None:
+                raise ValueError(f"{name} needs a value")
+            if name == "--sim":
+                args.sim = value
+            else:
+                args.interval = float(value)  # ValueError for a non-number
+                if math.isnan(args.interval):
+                    raise ValueError("--interval must be a number")
+        else:
+            raise ValueError(f"unknown argument {item[:40]!r}")
+    return args
 
 
 def _fatal_start(out: Output, hostname: str, simulated: bool, reason: str) -> int:
@@ -286,19 +343,23 @@ def run(
     out = Output(stdout)
     try:
         args = _parse_args(argv)
-    except SystemExit as exc:
-        out.send({"type": "error", "fatal": True, "message": f"bad helper arguments: {argv}"})
-        return int(exc.code or EXIT_FATAL) if isinstance(exc.code, int) else EXIT_FATAL
+    except ValueError as exc:
+        message = f"bad helper arguments {str(argv)[:200]}: {exc}"
+        out.send({"type": "error", "fatal": True, "message": message})
+        return EXIT_FATAL
     lib: Any
     if args.sim:
+        from .sim import SimNvml
+        from .simspec import parse_spec
+
         try:
             spec = parse_spec(args.sim)
         except ValueError as exc:
-            return _fatal_start(out, socket.gethostname(), True, f"bad sim spec: {exc}")
+            return _fatal_start(out, _hostname(), True, f"bad sim spec: {exc}")
         lib = SimNvml(spec)
         hostname = lib.hostname
     else:
-        lib, hostname = load_pynvml(), socket.gethostname()
+        lib, hostname = load_pynvml(), _hostname()
         if lib is None:
             return _fatal_start(
                 out,
@@ -352,7 +413,7 @@ def _loop(helper: Helper, stdin: IO[bytes], exit_after_eof: float | None = None)
             continue
         if kind == "eof":
             return 0
-        if kind == "event":
+        if kind in ("event", "send"):
             helper.out.send(item)
         elif kind == "oversize":
             helper.out.send(

@@ -7,11 +7,9 @@ non-blocking and bounded, and skipped silently where the kernel says no.
 
 from __future__ import annotations
 
-import datetime
 import errno
 import os
 import re
-import subprocess
 from typing import Any, NamedTuple, Sequence
 
 MAX_RECORDS = 20000
@@ -77,6 +75,8 @@ def _line_time(line: str, boot: float | None) -> tuple[float | None, str]:
         return (boot + secs if boot is not None else None), line[match.end() :]
     match = _CTIME_RE.match(line)
     if match:
+        import datetime  # only for syslog-style lines: not paid at every helper start
+
         try:
             when = datetime.datetime.strptime(match.group(1), "%a %b %d %H:%M:%S %Y")
             return when.timestamp(), line[match.end() :]
@@ -84,6 +84,8 @@ def _line_time(line: str, boot: float | None) -> tuple[float | None, str]:
             return None, line
     match = _ISO_RE.match(line)
     if match:
+        import datetime
+
         frac = (match.group(2) or "0")[:6].ljust(6, "0")
         tz = match.group(3) or ""
         tz = "+00:00" if tz == "Z" else (tz if ":" in tz or not tz else tz[:3] + ":" + tz[3:])
@@ -144,6 +146,8 @@ def read_kmsg(path: str = "/dev/kmsg", max_records: int = MAX_RECORDS) -> list[s
 
 def read_dmesg(timeout: float = 3.0) -> list[str] | None:
     """``dmesg`` output where /dev/kmsg could not be opened; bounded in time and size."""
+    import subprocess  # only on this fallback: not paid at every helper start
+
     try:
         proc = subprocess.run(
             ["dmesg"],

@@ -7,11 +7,9 @@ runs the real helper (in sim mode) as a subprocess.
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -25,30 +23,8 @@ from gputui.fleet.backoff import LinkTiming
 from gputui.fleet.fleet import Fleet
 from gputui.telemetry import HostSnapshot
 
-FAST = LinkTiming(
-    backoff_base=0.2, backoff_cap=0.5, slow_retry=30.0, hello_timeout=10.0, close_timeout=2.0
-)
-
+# wait, free_port, fast_timing and fleets come from tests/conftest.py.
 WaitFor = Callable[..., Awaitable[Any]]
-
-
-async def wait_for(
-    predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition"
-) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
-@pytest.fixture
-def wait() -> WaitFor:
-    return wait_for
 
 
 @pytest.fixture
@@ -115,21 +91,6 @@ def make_config(
     return parse_config(json.dumps(data), "test-config")
 
 
-@pytest.fixture
-async def fleets() -> AsyncIterator[Callable[..., Awaitable[Fleet]]]:
-    started: list[Fleet] = []
-
-    async def start(config: Config, **kwargs: Any) -> Fleet:
-        fleet = Fleet(config, timing=kwargs.pop("timing", FAST), **kwargs)
-        await fleet.start()
-        started.append(fleet)
-        return fleet
-
-    yield start
-    for fleet in started:
-        await fleet.close()
-
-
 def snap(fleet: Fleet, host: str) -> HostSnapshot:
     return fleet.snapshots()[host]
 
@@ -160,12 +121,17 @@ class Kit:
         key: tuple[asyncssh.SSHKey, Path],
         servers: ServerPool,
         fleets: Callable[..., Awaitable[Fleet]],
+        wait: WaitFor,
+        free_port: Callable[[], int],
+        fast_timing: LinkTiming,
     ) -> None:
         self.tmp_path = tmp_path
         self.key, self.key_path = key
         self.servers = servers
         self.start_fleet = fleets
-        self.wait_for = wait_for
+        self.wait_for = wait
+        self.free_port = free_port
+        self.fast_timing = fast_timing
         self.snap = snap
         self.alive = process_alive
 
@@ -185,5 +151,8 @@ def kit(
     client_key: tuple[asyncssh.SSHKey, Path],
     servers: ServerPool,
     fleets: Callable[..., Awaitable[Fleet]],
+    wait: WaitFor,
+    free_port: Callable[[], int],
+    fast_timing: LinkTiming,
 ) -> Kit:
-    return Kit(tmp_path, client_key, servers, fleets)
+    return Kit(tmp_path, client_key, servers, fleets, wait, free_port, fast_timing)

@@ -8,7 +8,6 @@ import hmac
 import json
 import os
 import re
-import socket
 
 import asyncssh
 import pytest
@@ -19,12 +18,6 @@ from gputui.remote import HELPER_VERSION
 from gputui.telemetry import HostStatus
 
 FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_changed_host_key_is_refused_with_both_fingerprints(kit) -> None:
@@ -93,7 +86,7 @@ async def test_unreachable_host_while_another_stays_live(kit) -> None:
     config = kit.config(
         [
             {"name": "up", "port": server.port, "sim": "2xa100-40gb,name=up"},
-            {"name": "down", "port": closed_port()},
+            {"name": "down", "port": kit.free_port()},
         ]
     )
     fleet = await kit.start_fleet(config)

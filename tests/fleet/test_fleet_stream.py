@@ -171,7 +171,10 @@ async def test_a_frozen_helper_does_not_answer_a_signal_in_time(kit) -> None:
     uuid = snap.hello.gpus[0].uuid
     outcome = await fleet.signal_process("h1", uuid, ProcessSample(pid=424242), "TERM")
     assert not outcome.ok
-    assert outcome.message == "h1 did not answer in 0.5 s"
+    assert outcome.message == (
+        "no answer from h1 in 0.5 s; the signal may still have been delivered"
+    )
+    assert outcome.code == "timeout"
     server.thaw()
 
 
@@ -199,3 +202,29 @@ async def test_proxy_jump_goes_through_a_bastion(kit) -> None:
     await kit.wait_for(lambda: kit.snap(fleet, "inner").sample is not None, what="sample")
     assert not bastion.command_pids()  # the bastion only forwarded
     assert len(target.command_pids()) == 1
+
+
+async def test_kernel_log_xids_are_not_repeated_by_reconnects(kit) -> None:
+    server = await kit.servers.start()
+    kit.known_hosts(server)
+    spec = "1xa100-80gb,name=h1,fault=xid:94@0"  # a kernel-log line and, soon, an NVML event
+    fleet = await kit.start_fleet(kit.config([{"name": "h1", "port": server.port, "sim": spec}]))
+
+    def nvml_events() -> int:
+        return sum(1 for e in kit.snap(fleet, "h1").events if e.source == "nvml")
+
+    for session in (1, 2, 3):
+        if session > 1:
+            await server.stop()
+            await kit.wait_for(
+                lambda: kit.snap(fleet, "h1").status is HostStatus.UNREACHABLE, what="down"
+            )
+            await server.start()
+        # Each helper sends its kernel-log history first, its NVML Xid a few samples later.
+        await kit.wait_for(lambda s=session: nvml_events() == s, what=f"session {session}'s Xid")
+    events = kit.snap(fleet, "h1").events
+    history = [e for e in events if e.source == "kernel-log"]
+    assert len(history) == 1
+    assert history[0].xid == 94 and history[0].gpu_index == 0
+    keys = [(e.source, e.time, e.xid, e.gpu_uuid, e.text) for e in events]
+    assert len(keys) == len(set(keys))

@@ -7,7 +7,6 @@ files, sshd, the user's processes) is removed afterwards.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -19,7 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,26 +27,10 @@ import asyncssh
 import pytest
 
 from gputui.config import Config, parse_config
-from gputui.fleet.backoff import LinkTiming
-from gputui.fleet.fleet import Fleet
 
+# wait, free_port, fast_timing and fleets come from tests/conftest.py.
 SSHD = "/usr/sbin/sshd"
 SYSTEM_PYTHON = "/usr/bin/python3"
-FAST = LinkTiming(backoff_base=0.2, backoff_cap=0.5, slow_retry=30.0, hello_timeout=10.0)
-
-
-async def wait_for(
-    predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition"
-) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 @dataclass
@@ -79,12 +62,6 @@ class Sshd:
         }
         data.update(top)
         return parse_config(json.dumps(data), "sshd-test-config")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _user_pids(uid: int) -> list[int]:
@@ -123,7 +100,7 @@ def test_user() -> Iterator[tuple[str, int, int]]:
 
 
 @pytest.fixture(scope="session")
-def sshd(test_user: tuple[str, int, int]) -> Iterator[Sshd]:
+def sshd(test_user: tuple[str, int, int], free_port: Callable[[], int]) -> Iterator[Sshd]:
     user, uid, gid = test_user
     directory = Path(tempfile.mkdtemp(prefix="gputui-sshd-"))
     # sshd reads AuthorizedKeysFile as the user: the directory must be searchable.
@@ -143,7 +120,7 @@ def sshd(test_user: tuple[str, int, int]) -> Iterator[Sshd]:
         authorized = directory / "authorized_keys"
         authorized.write_bytes(client.export_public_key())
         authorized.chmod(0o644)
-        port = _free_port()
+        port = free_port()
         config = directory / "sshd_config"
         config.write_text(
             "\n".join(
@@ -206,26 +183,6 @@ def sshd(test_user: tuple[str, int, int]) -> Iterator[Sshd]:
                 process.kill()
                 process.wait(5)
         shutil.rmtree(directory, ignore_errors=True)
-
-
-@pytest.fixture
-async def fleets() -> AsyncIterator[Callable[..., Any]]:
-    started: list[Fleet] = []
-
-    async def start(config: Config, **kwargs: Any) -> Fleet:
-        fleet = Fleet(config, timing=kwargs.pop("timing", FAST), **kwargs)
-        await fleet.start()
-        started.append(fleet)
-        return fleet
-
-    yield start
-    for fleet in started:
-        await fleet.close()
-
-
-@pytest.fixture
-def wait() -> Callable[..., Any]:
-    return wait_for
 
 
 @pytest.fixture

@@ -1,0 +1,237 @@
+"""Bastions (ProxyJump): one shared SSH connection per jump destination.
+
+A thousand hosts behind one bastion must not open a thousand connections to it:
+sshd's ``MaxStartups`` (10 unauthenticated at once by default) would drop most of
+them. Every host link that goes through the same jump chain (with the same SSH
+settings) leases the one connection the pool keeps for it; the connection is opened
+by the first lease, closed when the last lease is released, and opened again by the
+next lease after it dropped. Hosts open their own connections *through* it
+(asyncssh ``tunnel=``), at most ``handshakes`` of them at once per bastion.
+
+A chain ``a,b`` is a connection to ``b`` opened through the shared connection to
+``a``; each hop is verified and authenticated by the caller's ``HopOpener``, so host
+keys of bastions are checked exactly like those of GPU hosts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+
+import asyncssh
+
+from .failures import Failure
+
+HANDSHAKES_PER_JUMP = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """One ``[user@]host[:port]`` of a ProxyJump chain."""
+
+    user: str | None
+    host: str
+    port: int | None
+
+    def __str__(self) -> str:
+        where = f"[{self.host}]" if ":" in self.host else self.host
+        where = f"{where}:{self.port}" if self.port is not None else where
+        return f"{self.user}@{where}" if self.user else where
+
+
+Chain = tuple[Hop, ...]
+HopOpener = Callable[
+    [Chain, asyncssh.SSHClientConnection | None], Awaitable[asyncssh.SSHClientConnection]
+]
+"""Opens a connection to ``chain[-1]``, through the given connection (or directly)."""
+
+
+class JumpFailure(Exception):
+    """A bastion could not be reached; ``failure`` says why (status and one line)."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def parse_chain(spec: str) -> Chain:
+    """``[user@]host[:port][,...]`` (``[v6addr]:port`` too) -> the hops, first first;
+    ``none`` (as in ssh_config) -> no hops."""
+    if spec.strip().lower() == "none":
+        return ()
+    parts = [part.strip() for part in spec.split(",")]
+    if not all(parts):
+        raise ValueError(f"proxy_jump {spec!r}: empty hop")
+    return tuple(parse_hop(part) for part in parts)
+
+
+def parse_hop(spec: str) -> Hop:
+    """``[user@]host[:port]`` (``[v6addr]:port`` too) -> a ``Hop``."""
+    user, _, rest = spec.rpartition("@")
+    port: int | None = None
+    if rest.startswith("["):
+        host, _, tail = rest[1:].partition("]")
+        if tail.startswith(":") and tail[1:].isdigit():
+            port = int(tail[1:])
+    elif rest.count(":") == 1:
+        host, _, port_text = rest.partition(":")
+        if not port_text.isdigit():
+            raise ValueError(f"proxy_jump {spec!r}: port must be a number")
+        port = int(port_text)
+    else:
+        host = rest
+    if not host:
+        raise ValueError(f"proxy_jump {spec!r}: no host")
+    return Hop(user or None, host, port)
+
+
+class _Jump:
+    """The pool's entry for one chain: its connection (or the task opening it)."""
+
+    def __init__(self, key: Hashable, chain: Chain, handshakes: int) -> None:
+        self.key = key
+        self.chain = chain
+        self.refs = 0
+        self.task: asyncio.Task[asyncssh.SSHClientConnection] | None = None
+        self.conn: asyncssh.SSHClientConnection | None = None
+        self.parent: JumpLease | None = None
+        self.handshakes = asyncio.Semaphore(handshakes)
+        self.dead = False
+
+
+class JumpLease:
+    """A hold on a shared bastion connection; ``release`` exactly once."""
+
+    def __init__(self, pool: JumpPool, entry: _Jump, conn: asyncssh.SSHClientConnection) -> None:
+        self._pool = pool
+        self._entry = entry
+        self.conn = conn
+        self._released = False
+
+    @property
+    def handshakes(self) -> asyncio.Semaphore:
+        """Bounds the handshakes made through this bastion at once."""
+        return self._entry.handshakes
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._pool._release(self._entry)
+
+
+class JumpPool:
+    """Shared, reference-counted connections to bastions, keyed by chain and settings."""
+
+    def __init__(self, handshakes: int = HANDSHAKES_PER_JUMP) -> None:
+        self._handshakes = handshakes
+        self._entries: dict[Hashable, _Jump] = {}
+        self._watchers: set[asyncio.Task[None]] = set()
+        self.opened = 0
+        """Connections opened so far (all hops; for tests and diagnostics)."""
+
+    def open_count(self) -> int:
+        """Connections the pool holds open now."""
+        return sum(1 for e in self._entries.values() if e.conn is not None and not e.dead)
+
+    async def acquire(self, chain: Chain, settings: Hashable, opener: HopOpener) -> JumpLease:
+        """A lease on the connection to ``chain[-1]`` (opened through ``chain[:-1]``)."""
+        key = (chain, settings)
+        while True:
+            entry = self._entries.get(key)
+            if entry is None or entry.dead:
+                entry = _Jump(key, chain, self._handshakes)
+                self._entries[key] = entry
+                entry.task = asyncio.get_running_loop().create_task(
+                    self._open(entry, settings, opener), name=f"gputui-jump-{chain[-1]}"
+                )
+                entry.task.add_done_callback(_retrieve)
+            entry.refs += 1
+            assert entry.task is not None
+            try:
+                conn = await asyncio.shield(entry.task)
+            except BaseException:
+                self._release(entry)
+                raise
+            if conn.is_closed():  # dropped just now: let the watcher retire it, retry
+                entry.dead = True
+                self._release(entry)
+                continue
+            return JumpLease(self, entry, conn)
+
+    async def _open(
+        self, entry: _Jump, settings: Hashable, opener: HopOpener
+    ) -> asyncssh.SSHClientConnection:
+        parent: JumpLease | None = None
+        try:
+            if len(entry.chain) > 1:
+                parent = await self.acquire(entry.chain[:-1], settings, opener)
+                async with parent.handshakes:
+                    conn = await opener(entry.chain, parent.conn)
+            else:
+                conn = await opener(entry.chain, None)
+        except BaseException:
+            entry.dead = True
+            self._forget(entry)
+            if parent is not None:
+                parent.release()
+            raise
+        self.opened += 1
+        entry.conn, entry.parent = conn, parent
+        watcher = asyncio.get_running_loop().create_task(self._watch(entry, conn))
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+        return conn
+
+    async def _watch(self, entry: _Jump, conn: asyncssh.SSHClientConnection) -> None:
+        """Retire the entry when its connection drops; the next lease opens a new one."""
+        with contextlib.suppress(Exception):
+            await conn.wait_closed()
+        self._retire(entry)
+
+    def _release(self, entry: _Jump) -> None:
+        entry.refs -= 1
+        if entry.refs > 0:
+            return
+        task = entry.task
+        if task is not None and not task.done():
+            task.cancel()  # nobody waits for it any more
+            return
+        self._retire(entry)
+
+    def _retire(self, entry: _Jump) -> None:
+        entry.dead = True
+        self._forget(entry)
+        conn, entry.conn = entry.conn, None
+        if conn is not None:
+            conn.close()
+        parent, entry.parent = entry.parent, None
+        if parent is not None:
+            parent.release()
+
+    def _forget(self, entry: _Jump) -> None:
+        if self._entries.get(entry.key) is entry:
+            del self._entries[entry.key]
+
+    async def close(self) -> None:
+        """Close every connection still open (their leases are void)."""
+        entries = list(self._entries.values())
+        for entry in entries:
+            if entry.task is not None and not entry.task.done():
+                entry.task.cancel()
+            self._retire(entry)
+        for entry in entries:
+            if entry.task is not None:
+                with contextlib.suppress(BaseException):
+                    await entry.task
+        for watcher in list(self._watchers):
+            watcher.cancel()
+            with contextlib.suppress(BaseException):
+                await watcher
+
+
+def _retrieve(task: asyncio.Task[asyncssh.SSHClientConnection]) -> None:
+    """Mark a failed open as seen even when every waiter had gone."""
+    if not task.cancelled():
+        task.exception()
