@@ -19,11 +19,11 @@ from typing import IO, Any
 
 from . import HELPER_VERSION, PROTOCOL_VERSION
 from .gpus import Gpu
-from .kernlog import XID_TEXT, kernel_xid_history, parse_xid_lines, xid_events
-from .nvml import NA, NVML_EVENT_TYPE_XID, error_text, is_nvml_error, load_pynvml, query, text
-from .procs import ProcessTable, boot_time
+from .nvml import NA, error_text, is_nvml_error, load_pynvml, query, text
+from .procs import ProcessTable
 from .signals import SignalError, pidfd_supported, send_signal
 from .wire import MAX_REQUEST_BYTES, Output, OutputClosed, read_requests
+from .xid_watch import register_xid_events, send_kernel_history, watch_xid_events
 
 # The simulator (.sim, .simspec, .simenv) is imported only in --sim mode: a real
 # host never pays for it at start-up.
@@ -32,13 +32,6 @@ EXIT_AFTER_EOF_S = 5.0
 
 MIN_INTERVAL, MAX_INTERVAL = 0.1, 60.0
 EXIT_FATAL = 2
-# The event thread only wakes for an event or this timeout: each wake-up is CPU a
-# host pays every interval for nothing (the thread is a daemon; exit never waits).
-EVENT_WAIT_MS = 5000
-# Consecutive failures of the event wait before the event thread gives up (and says
-# so), and the pause between tries.
-EVENT_MAX_FAILURES = 20
-EVENT_RETRY_S = 1.0
 
 
 class Helper:
@@ -85,30 +78,10 @@ class Helper:
             count = 0
         self.gpus = [Gpu(self.lib, i) for i in range(int(count))]
         inventory = [gpu.inventory() for gpu in self.gpus]
-        self._register_events(inventory)
+        self.event_set = register_xid_events(self.lib, self.gpus, inventory)
         msg["gpus"] = inventory
         msg["errors"] = errors
         return msg
-
-    def _register_events(self, inventory: list[dict[str, Any]]) -> None:
-        event_set = query(self.lib, "nvmlEventSetCreate")
-        if isinstance(event_set, NA):
-            for info in inventory:
-                info["errors"]["xid_events"] = event_set.error
-            return
-        registered = False
-        for gpu, info in zip(self.gpus, inventory):
-            if gpu.handle is None:
-                continue
-            done = query(
-                self.lib, "nvmlDeviceRegisterEvents", gpu.handle, NVML_EVENT_TYPE_XID, event_set
-            )
-            if isinstance(done, NA):
-                info["errors"]["xid_events"] = done.error
-            else:
-                registered = True
-        if registered:
-            self.event_set = event_set
 
     def sample(self) -> dict[str, Any]:
         self.seq += 1
@@ -137,73 +110,12 @@ class Helper:
     # -- events -------------------------------------------------------------------
 
     def kernel_history(self, queue_: queue.Queue[tuple[str, Any]]) -> None:
-        log_lines = getattr(self.lib, "kernel_log_lines", None) if self.simulated else None
-        if log_lines is not None:
-            records = parse_xid_lines(log_lines(), boot_time())
-        else:
-            records = kernel_xid_history(boot_time())
-        for event in xid_events(records, [g.info for g in self.gpus], time.time()):
-            queue_.put(("event", event))
+        """Kernel-log thread: the Xids logged before this run (see ``xid_watch``)."""
+        send_kernel_history(self.lib, self.simulated, self.gpus, queue_)
 
     def watch_events(self, queue_: queue.Queue[tuple[str, Any]]) -> None:
-        """NVML event thread: Xid events as they happen, each a wire ``event``.
-
-        Never dies silently: when it gives up (or breaks), the console gets a
-        non-fatal ``error`` saying Xid events stopped, and why.
-        """
-        try:
-            reason = self._watch_events(queue_)
-        except Exception as exc:  # a bug here must not pass unnoticed
-            reason = f"{type(exc).__name__}: {exc}"
-        if reason is not None and not self.stop.is_set():
-            message = ("Xid events stopped: " + reason)[:512]
-            queue_.put(("send", {"type": "error", "fatal": False, "message": message}))
-
-    def _watch_events(self, queue_: queue.Queue[tuple[str, Any]]) -> str | None:
-        """The event loop; returns why it gave up, or None when asked to stop."""
-        by_uuid = {g.uuid: g for g in self.gpus}
-        failures = 0
-        while not self.stop.is_set():
-            try:
-                data = self.lib.nvmlEventSetWait(self.event_set, EVENT_WAIT_MS)
-            except Exception as exc:
-                if is_nvml_error(exc) and type(exc).__name__.endswith("Timeout"):
-                    failures = 0
-                    continue
-                failures += 1
-                reason = error_text(exc) if is_nvml_error(exc) else f"{type(exc).__name__}: {exc}"
-                if failures >= EVENT_MAX_FAILURES:
-                    return f"{reason} ({failures} times in a row)"
-                self.stop.wait(EVENT_RETRY_S)
-                continue
-            try:
-                event = self._xid_event(data, by_uuid)
-            except Exception as exc:  # one malformed event is skipped, not fatal
-                failures += 1
-                if failures >= EVENT_MAX_FAILURES:
-                    return f"unreadable event data ({type(exc).__name__}: {exc})"
-                continue
-            failures = 0
-            if event is not None:
-                queue_.put(("event", event))
-        return None
-
-    def _xid_event(self, data: Any, by_uuid: dict[str, Gpu]) -> dict[str, Any] | None:
-        if int(getattr(data, "eventType", 0)) != NVML_EVENT_TYPE_XID:
-            return None
-        xid = int(data.eventData)
-        uuid = query(self.lib, "nvmlDeviceGetUUID", data.device)
-        gpu = by_uuid.get(text(uuid)) if not isinstance(uuid, NA) else None
-        return {
-            "type": "event",
-            "kind": "xid",
-            "source": "nvml",
-            "time": round(time.time(), 3),
-            "gpu_uuid": gpu.uuid if gpu else None,
-            "gpu_index": gpu.index if gpu else None,
-            "xid": xid,
-            "text": f"Xid {xid}: {XID_TEXT.get(xid, 'see the Xid catalog')}",
-        }
+        """NVML event thread: Xid events as they happen (see ``xid_watch``)."""
+        watch_xid_events(self.lib, self.event_set, self.gpus, self.stop, queue_)
 
     # -- requests -------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from gputui.remote import helper as helper_module
+from gputui.remote import xid_watch
 from gputui.remote.helper import Helper, run
 from gputui.remote.nvml import NVML_EVENT_TYPE_XID
 from gputui.remote.wire import Output
@@ -43,8 +43,8 @@ def scripted_wait(monkeypatch: pytest.MonkeyPatch, script: list[Any]) -> None:
 
 @pytest.fixture
 def quick_give_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(helper_module, "EVENT_MAX_FAILURES", 3)
-    monkeypatch.setattr(helper_module, "EVENT_RETRY_S", 0.0)
+    monkeypatch.setattr(xid_watch, "EVENT_MAX_FAILURES", 3)
+    monkeypatch.setattr(xid_watch, "EVENT_RETRY_S", 0.0)
 
 
 def drain(q: queue.Queue[tuple[str, Any]]) -> list[tuple[str, Any]]:

@@ -1,0 +1,191 @@
+"""``HostConnector``: how one host's SSH connection is opened.
+
+It builds the asyncssh options (ssh_config, our known_hosts with a verdict, the
+identity file, AES-GCM first unless something chose ciphers), follows the ProxyJump
+chain through the fleet's shared bastion connections, and waits for the fleet-wide
+handshake gate. What to do with the connection is ``HostLink``'s business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+from asyncssh.encryption import get_default_encryption_algs
+
+from gputui.config import ResolvedHost
+from gputui.telemetry import HostStatus
+from gputui.text import clean
+
+from .failures import EDGE_ERRORS, Failure, classify
+from .hostkeys import KnownHostsCache, VerifyingClient
+from .jumps import Chain, JumpFailure, JumpLease, JumpPool, parse_chain
+from .session import encryption_preference
+
+_DEFAULT_CIPHERS = list(get_default_encryption_algs())
+_PREFERRED_CIPHERS = encryption_preference()
+
+
+class HostConnector:
+    """Opens SSH connections to one host, directly or through its bastions."""
+
+    def __init__(
+        self,
+        host: ResolvedHost,
+        *,
+        gate: asyncio.Semaphore,
+        known_hosts: KnownHostsCache,
+        jumps: JumpPool,
+        connect_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``gate`` bounds handshakes fleet-wide; ``connect_options`` are extra asyncssh
+        options, applied over everything hosts.yaml and ssh_config say."""
+        self.host = host
+        self._gate = gate
+        self._known_hosts = known_hosts
+        self._jumps = jumps
+        self._extra = dict(connect_options or {})
+        self._identity = str(Path(host.identity_file).expanduser()) if host.identity_file else None
+        self.user = host.user or getpass.getuser()
+        """Who we log in as: hosts.yaml's user, else ssh_config's, else the local one."""
+
+    async def open(
+        self, box: list[VerifyingClient]
+    ) -> tuple[asyncssh.SSHClientConnection, JumpLease | None]:
+        """The connection to the host, and the bastion lease it holds (release it after).
+
+        Each ``VerifyingClient`` used is appended to ``box``, so that a failure can be
+        explained by its host-key verdict.
+        """
+        options = await self._options(self.host.address, self.host.port, self.host.user, box)
+        self.user = str(options.username or self.user)
+        chain = self._jump_chain(options)
+        if not chain:
+            async with self._gate:
+                conn = await asyncio.wait_for(
+                    asyncssh.connect(self.host.address, options=options, tunnel=None),
+                    self.host.connect_timeout,
+                )
+            return conn, None
+        # Through a bastion: its one shared connection, then at most a few handshakes
+        # through it at once (then the fleet-wide gate), each within connect_timeout.
+        lease = await self._jumps.acquire(chain, self._jump_settings(), self._open_hop)
+        try:
+            async with lease.handshakes, self._gate:
+                conn = await asyncio.wait_for(
+                    asyncssh.connect(self.host.address, options=options, tunnel=lease.conn),
+                    self.host.connect_timeout,
+                )
+        except BaseException:
+            lease.release()
+            raise
+        return conn, lease
+
+    async def _options(
+        self,
+        host: str,
+        port: int | None,
+        user: str | None,
+        box: list[VerifyingClient],
+        **more: Any,
+    ) -> asyncssh.SSHClientConnectionOptions:
+        """The asyncssh options for ``host`` (this host or one of its bastions)."""
+        client = VerifyingClient(self._known_hosts.load(self.host.known_hosts))
+        box.append(client)
+        kwargs: dict[str, Any] = {
+            "config": self._ssh_configs(),
+            "host": host,
+            "known_hosts": client.known_hosts.entries,
+            "client_factory": lambda: client,
+            "agent_forwarding": False,
+            "x11_forwarding": False,
+            "keepalive_interval": self.host.keepalive_interval or (),
+            "connect_timeout": self.host.connect_timeout,
+        }
+        if port is not None:
+            kwargs["port"] = port
+        if user is not None:
+            kwargs["username"] = user
+        if self._identity is not None:
+            kwargs["client_keys"] = [self._identity]
+            kwargs["agent_path"] = None
+        kwargs.update(self._extra)
+        kwargs.update(more)
+        options: asyncssh.SSHClientConnectionOptions = (
+            await asyncssh.SSHClientConnectionOptions.construct(**kwargs)
+        )
+        if list(options.encryption_algs) == _DEFAULT_CIPHERS:
+            # Neither ssh_config (Ciphers) nor the caller chose: offer AES-GCM first
+            # (every default stays allowed, so any server still finds a match).
+            options = await asyncssh.SSHClientConnectionOptions.construct(
+                options=options, encryption_algs=_PREFERRED_CIPHERS
+            )
+        return options
+
+    def _ssh_configs(self) -> list[str]:
+        """The ssh_config file when it exists; ``[]`` (not the default file) otherwise."""
+        if not self.host.ssh_config:
+            return []
+        path = Path(self.host.ssh_config).expanduser()
+        return [str(path)] if path.is_file() else []
+
+    # -- bastions ---------------------------------------------------------------------
+
+    def _jump_chain(self, options: asyncssh.SSHClientConnectionOptions) -> Chain:
+        """The ProxyJump chain: hosts.yaml's, else ssh_config's (asyncssh's ``tunnel``)."""
+        spec = self.host.proxy_jump or options.tunnel
+        if not spec:
+            return ()
+        if not isinstance(spec, str):
+            raise ValueError(f"unsupported tunnel setting {type(spec).__name__}")
+        return parse_chain(spec)
+
+    def _jump_settings(self) -> tuple[Any, ...]:
+        """What, besides the chain, decides how bastions are reached (the pool's key)."""
+        extra = tuple(sorted((k, repr(v)) for k, v in self._extra.items()))
+        return (self._identity, self.host.known_hosts, self.host.ssh_config, extra)
+
+    async def _open_hop(
+        self, chain: Chain, through: asyncssh.SSHClientConnection | None
+    ) -> asyncssh.SSHClientConnection:
+        """Connect to the bastion ``chain[-1]`` (the pool shares it between hosts).
+
+        Its host key is checked like any host's: our known_hosts entries and a verdict
+        with fingerprints, never asyncssh's defaults. Its own ssh_config ProxyJump is
+        not followed: the chain says how it is reached.
+        """
+        hop = chain[-1]
+        box: list[VerifyingClient] = []
+        user = hop.user or getpass.getuser()
+        try:
+            options = await self._options(hop.host, hop.port, hop.user, box, tunnel=None)
+            user = str(options.username or user)
+            async with self._gate:
+                conn: asyncssh.SSHClientConnection = await asyncio.wait_for(
+                    asyncssh.connect(hop.host, options=options, tunnel=through or None),
+                    self.host.connect_timeout,
+                )
+            return conn
+        except (*EDGE_ERRORS, ValueError) as exc:
+            client = box[0] if box else None
+            raise JumpFailure(self._hop_failure(exc, str(hop), user, client)) from exc
+
+    def _hop_failure(
+        self, exc: BaseException, hop: str, user: str, client: VerifyingClient | None
+    ) -> Failure:
+        """Why a bastion could not be reached, said as such."""
+        if isinstance(exc, ValueError) and not isinstance(exc, asyncssh.Error):
+            return Failure(
+                HostStatus.AUTH_FAILED,
+                f"cannot set up SSH to bastion {hop}: {clean(exc, 200)}",
+                slow_retry=True,
+            )
+        address = hop.rpartition("@")[2]
+        verdict = client.verdict if client is not None else None
+        timeout = self.host.connect_timeout
+        failure = classify(exc, user=user, address=address, timeout=timeout, verdict=verdict)
+        return Failure(failure.status, f"bastion {hop}: {failure.message}", failure.slow_retry)
