@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from textual.worker import Worker, WorkerState
 from gputui.config import Config
 from gputui.protocol import ProcessSample, Signal
 from gputui.telemetry import HostSnapshot, SignalOutcome, TelemetrySource
-from gputui.ui.model import ClusterModel
+from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen, HelpSection, section
 from gputui.ui.screens.main import MainScreen
@@ -42,6 +44,16 @@ from gputui.ui.themes import (
 from gputui.ui.widgets.gpu_grid import GpuGrid
 
 CLOSE_TIMEOUT_S = 5.0
+SLICE_S = 0.005
+"""Longest the app applies snapshots in one go; input waiting is handled before the rest."""
+SLICE_GAP_S = 0.001
+"""Pause between two slices of a burst, for input."""
+FREEZE_AFTER_S = 3.0
+"""When start-up is over: the first screenful is drawn and the first data is in."""
+TICK_WITH_DATA = 0.9
+"""A batch of data also refreshes ages and totals when the last refresh is this old (ticks)."""
+TICK_ALONE_AFTER = 1.25
+"""Without data for this long (ticks), the timer refreshes ages and totals itself."""
 
 
 @dataclass
@@ -51,7 +63,8 @@ class HostsSampled(Message):
     The app posts one of these for a burst of snapshots, not one per snapshot, and
     keeps filling its ``snapshots`` until it is handled, so a thousand hosts that
     sample in the same second cost one message (and one repaint), and a host that
-    sampled twice meanwhile is applied once, with its newest state.
+    sampled twice meanwhile is applied once, with its newest state. A burst too big
+    to apply at once is applied in slices, with key presses handled in between.
     """
 
     snapshots: dict[str, HostSnapshot]
@@ -111,6 +124,9 @@ class GpuTuiApp(App[None]):
         self.theme = resolve_theme(wanted, themes)
         self._unsubscribe: Callable[[], None] | None = None
         self._pending: dict[str, HostSnapshot] = {}
+        self._changes: list[HostChange] = []
+        """Applied to the model, not yet shown: the rest of their burst is still coming."""
+        self._last_tick = self._last_data = -math.inf
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -140,7 +156,19 @@ class GpuTuiApp(App[None]):
             exclusive=True,
             exit_on_error=False,
         )
-        self.set_interval(self.tick_interval, self._tick, name="ages")
+        self._last_tick = time.monotonic()
+        self.set_interval(self.tick_interval, self._on_tick_timer, name="ages")
+        if not self.is_headless:  # a terminal of our own, not a test
+            self.set_timer(FREEZE_AFTER_S, self._freeze_startup_objects)
+
+    def _freeze_startup_objects(self) -> None:
+        """Keep what start-up made (modules, styles, widgets) out of later collections.
+
+        Full garbage collections otherwise walk every one of those objects again,
+        ~100 ms each for a large cluster, and land in the middle of a key press.
+        """
+        gc.collect()
+        gc.freeze()
 
     async def _start_source(self) -> None:
         await self.source.start()
@@ -162,12 +190,47 @@ class GpuTuiApp(App[None]):
 
     @on(HostsSampled)
     def _on_hosts_sampled(self, message: HostsSampled) -> None:
-        if message.snapshots is self._pending:
+        snapshots = message.snapshots
+        if snapshots is self._pending:
             self._pending = {}
-        apply = self.model.apply
-        self.main.hosts_changed([apply(snapshot) for snapshot in message.snapshots.values()])
+        apply, changes = self.model.apply, self._changes
+        deadline = time.perf_counter() + SLICE_S
+        left = iter(snapshots.values())
+        for snapshot in left:
+            changes.append(apply(snapshot))
+            if not len(changes) % 32 and time.perf_counter() > deadline:
+                break
+        rest = {snapshot.name: snapshot for snapshot in left}
+        if rest:
+            # The rest follows after a short pause in which the event loop reads the
+            # terminal and a key press goes all the way to the screen (several hops
+            # between message queues); a newer snapshot that came meanwhile
+            # replaces its host's older one.
+            pending = self._pending
+            if not pending:
+                self._pending = rest
+                asyncio.get_running_loop().call_later(
+                    SLICE_GAP_S, self.post_message, HostsSampled(rest)
+                )
+            else:
+                for name, snapshot in rest.items():
+                    pending.setdefault(name, snapshot)
+            return
+        self._changes = []
+        now = time.monotonic()
+        self._last_data = now
+        # The once-a-second refresh of ages and totals rides along with the data, so
+        # they are one repaint, not two.
+        tick = now - self._last_tick >= self.tick_interval * TICK_WITH_DATA
+        if tick:
+            self._last_tick = now
+        self.main.hosts_changed(changes, tick=tick)
 
-    def _tick(self) -> None:
+    def _on_tick_timer(self) -> None:
+        now = time.monotonic()
+        if now - self._last_data < self.tick_interval * TICK_ALONE_AFTER:
+            return  # data is flowing: the batches tick
+        self._last_tick = now
         self.main.tick()
 
     # -- workers ---------------------------------------------------------------------

@@ -6,117 +6,62 @@ screen asks: which rows to show for a filter and sort, what changed since the la
 snapshot (so only those rows are redrawn), and the cluster totals for the header.
 No Textual and no I/O here; it is plain data and easy to test.
 
-Every host's snapshot passes through ``apply`` once a second, so that path does
-per GPU only what cannot wait (history, change detection); anything else is
-worked out when asked, at most once per snapshot.
+Every host's snapshot passes through ``apply`` once a second, so that path reads
+each GPU once (history and host totals, ``host_entry``); views of GPUs and what
+changed are worked out when asked, which in practice is for the hosts on screen.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gputui.config import HealthThresholds
-from gputui.protocol import Event, GpuInfo, GpuSample, Hello
+from gputui.protocol import Event
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.ui.format import short_model
 from gputui.ui.gpu_view import GpuHistory, GpuRow, GpuView, HostRow, Row
-from gputui.ui.health import (
-    RECENT_EVENT_S,
-    Flag,
-    Severity,
-    gpu_flags,
-    has_standing_problem,
-    host_severity,
-    last_xid_time,
-    temp_severity,
-)
+from gputui.ui.health import Flag, Severity, gpu_flags, host_severity, temp_severity
+from gputui.ui.host_entry import HostEntry, HostTotals, changed_gpus, take_snapshot
+
+__all__ = [
+    "SORT_KEYS",
+    "ClusterModel",
+    "ClusterSummary",
+    "HostChange",
+    "HostEntry",
+    "HostTotals",
+    "SortKey",
+]
 
 
-@dataclass(frozen=True, slots=True)
-class HostTotals:
-    """One host's sums for the summary line, worked out once per snapshot."""
-
-    gpus: int
-    busy: int
-    mem_used_mib: int
-    mem_total_mib: int
-    problems: int
-    """GPUs with a problem that does not fade (hot, lost, ECC, throttled)."""
-    xids: tuple[float, ...]
-    """For each other GPU that had an Xid: when its newest one happened."""
-
-    def problem_gpus(self, now: float) -> int:
-        if not self.xids:  # the usual case, once per host per second
-            return self.problems
-        return self.problems + sum(1 for t in self.xids if now - t <= RECENT_EVENT_S)
-
-
-@dataclass(slots=True)
-class HostEntry:
-    """What the model holds for one host."""
-
-    snapshot: HostSnapshot
-    gpus: dict[int, GpuView] = field(default_factory=dict)
-    events: dict[int, tuple[Event, ...]] = field(default_factory=dict)
-    haystack: str = ""
-    infos: dict[int, GpuInfo] = field(default_factory=dict)
-    health: HealthThresholds = field(default_factory=HealthThresholds)
-    _totals: HostTotals | None = None
-
-    @property
-    def name(self) -> str:
-        return self.snapshot.name
-
-    @property
-    def hello(self) -> Hello | None:
-        return self.snapshot.hello
-
-    @property
-    def totals(self) -> HostTotals:
-        if self._totals is None:
-            self._totals = self._sum()
-        return self._totals
-
-    def _sum(self) -> HostTotals:
-        busy = used = total = problems = 0
-        xids: list[float] = []
-        health, events = self.health, self.events
-        warm = health.temp_warn_c
-        # Once per host per snapshot, over every GPU: plain attribute reads, and the
-        # full problem check only for a GPU that shows a sign of one.
-        for index, gpu in self.gpus.items():
-            sample = gpu.sample
-            if sample is None:
-                total += gpu.mem_total or 0
-                continue
-            util = sample.util_gpu
-            busy += bool(sample.processes) or (util is not None and util >= 5)  # is_busy
-            total += sample.mem_total_mib or gpu.mem_total or 0
-            used += sample.mem_used_mib or 0
-            temp = sample.temp_c
-            suspect = (
-                (temp is not None and temp >= warm)
-                or sample.state != "ok"
-                or sample.ecc_uncorrected
-                or sample.throttle
-            )
-            if suspect and has_standing_problem(sample, health):
-                problems += 1
-            elif index in events and (when := last_xid_time(events[index])) is not None:
-                xids.append(when)
-        return HostTotals(len(self.gpus), busy, used, total, problems, tuple(xids))
-
-
-@dataclass(frozen=True, slots=True)
 class HostChange:
-    """What one snapshot changed: the grid redraws exactly this."""
+    """What one snapshot changed: the grid redraws exactly this.
 
-    host: str
-    gpus: frozenset[int]
-    structure: bool
-    """GPUs appeared or disappeared, or the host is new: rows must be rebuilt."""
+    ``gpus`` is worked out on first use: the grid asks only for hosts it has drawn.
+    """
+
+    __slots__ = ("_gpus", "_new", "_old", "host", "structure")
+
+    def __init__(self, host: str, structure: bool, old: HostEntry | None, new: HostEntry) -> None:
+        self.host = host
+        self.structure = structure
+        """GPUs appeared or disappeared, or the host is new: rows must be rebuilt."""
+        self._old: HostEntry | None = old
+        self._new: HostEntry | None = new
+        self._gpus: frozenset[int] | None = None
+
+    @property
+    def gpus(self) -> frozenset[int]:
+        """The GPUs whose lines look different now."""
+        if self._gpus is None:
+            assert self._new is not None
+            self._gpus = changed_gpus(self._old, self._new)
+            self._old = self._new = None
+        return self._gpus
+
+    def __repr__(self) -> str:
+        return f"HostChange({self.host!r}, structure={self.structure})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,20 +98,6 @@ SORT_KEYS: tuple[SortKey, ...] = (
 )
 
 
-def _same_readings(a: GpuSample | None, b: GpuSample | None) -> bool:
-    # Field by field on the models' dicts: pydantic's own ``==`` costs several
-    # times more, and this runs for every GPU of every sample.
-    if a is b:
-        return True
-    return a is not None and b is not None and a.__dict__ == b.__dict__
-
-
-def _gpu_differs(before: GpuView, after: GpuView) -> bool:
-    if before.info is not after.info and before.info != after.info:
-        return True
-    return not _same_readings(before.sample, after.sample)
-
-
 class ClusterModel:
     """Latest snapshots, per-GPU history and derived rows for the whole cluster."""
 
@@ -180,108 +111,23 @@ class ClusterModel:
 
     def apply(self, snapshot: HostSnapshot) -> HostChange:
         """Take a host's new snapshot; say which of its rows changed."""
-        old = self.hosts.get(snapshot.name)
-        if old is not None and old.snapshot.hello is snapshot.hello:
-            infos = old.infos
-        else:
-            infos = {g.index: g for g in snapshot.hello.gpus} if snapshot.hello else {}
-        entry = HostEntry(
-            snapshot=snapshot,
-            events=self._events_by_index(snapshot, old),
-            haystack=f"{snapshot.name}\n{snapshot.pool}".lower(),
-            infos=infos,
-            health=self.health,
-        )
-        entry.gpus = gpus = self._build_gpus(entry, old)
-        self.hosts[snapshot.name] = entry
-        if old is None:
-            changed = frozenset(gpus)
-            structure = True
-        else:
-            old_gpus, old_events, events = old.gpus, old.events, entry.events
-            structure = old_gpus.keys() != gpus.keys()
-            if old.snapshot.status != snapshot.status:  # every line restyles
-                changed = frozenset(gpus)
-            else:
-                events_moved = old_events is not events
-                changed = frozenset(
-                    index
-                    for index, gpu in gpus.items()
-                    if (before := old_gpus.get(index)) is None
-                    or (before is not gpu and _gpu_differs(before, gpu))
-                    or (events_moved and old_events.get(index) != events.get(index))
-                )
-        self._record_history(entry)
-        return HostChange(snapshot.name, changed, structure)
-
-    def _build_gpus(self, entry: HostEntry, old: HostEntry | None) -> dict[int, GpuView]:
-        snapshot, infos = entry.snapshot, entry.infos
-        samples = {g.index: g for g in snapshot.sample.gpus} if snapshot.sample else {}
-        indices = infos.keys() | samples.keys()
-        same_pool = old is not None and old.snapshot.pool == snapshot.pool
-        old_gpus = old.gpus if old is not None and same_pool else {}
         name = snapshot.name
-        result: dict[int, GpuView] = {}
-        for index in sorted(indices):
-            info, sample = infos.get(index), samples.get(index)
-            before = old_gpus.get(index)
-            if before is not None and before.info is info:
-                if before.sample is sample:
-                    result[index] = before
-                    continue
-                if not (sample is not None and sample.processes) and not before.owners:
-                    # Nothing the filter searches changed: keep the haystack.
-                    result[index] = GpuView(name, index, info, sample, (), before.haystack)
-                    continue
-            procs = sample.processes if sample is not None else ()
-            owners = tuple(sorted({p.user for p in procs if p.user}))
-            if before is not None and before.info is info and before.owners == owners:
-                haystack = before.haystack
-            else:
-                model = short_model(info.name if info else None)
-                haystack = "\n".join((name, snapshot.pool, model, *owners)).lower()
-            result[index] = GpuView(name, index, info, sample, owners, haystack)
-        return result
+        old = self.hosts.get(name)
+        entry = take_snapshot(snapshot, old, self.health, self._new_point(snapshot))
+        self.hosts[name] = entry
+        structure = old is None or old.indices != entry.indices
+        return HostChange(name, structure, old, entry)
 
-    @staticmethod
-    def _events_by_index(
-        snapshot: HostSnapshot, old: HostEntry | None
-    ) -> dict[int, tuple[Event, ...]]:
-        if old is not None and old.snapshot.events is snapshot.events:
-            return old.events
-        uuids = {}
-        if snapshot.hello is not None:
-            uuids = {g.uuid: g.index for g in snapshot.hello.gpus}
-        grouped: dict[int, list[Event]] = {}
-        for event in snapshot.events:
-            index = event.gpu_index
-            if index is None and event.gpu_uuid is not None:
-                index = uuids.get(event.gpu_uuid)
-            if index is not None:
-                grouped.setdefault(index, []).append(event)
-        return {index: tuple(events) for index, events in grouped.items()}
-
-    def _record_history(self, entry: HostEntry) -> None:
-        sample = entry.snapshot.sample
+    def _new_point(self, snapshot: HostSnapshot) -> dict[int, GpuHistory] | None:
+        """The host's histories if this snapshot's sample is one they do not have yet."""
+        sample = snapshot.sample
         if sample is None:
-            return
+            return None
         mark = (sample.seq, sample.time)
-        if self._last_seq.get(entry.name) == mark:
-            return
-        self._last_seq[entry.name] = mark
-        histories = self._history.setdefault(entry.name, {})
-        infos = entry.infos
-        # Every GPU, every sample: one tuple appended (``GpuHistory.Reading``), no calls.
-        for gpu in sample.gpus:
-            history = histories.get(gpu.index)
-            if history is None:
-                history = histories[gpu.index] = GpuHistory()
-            total = gpu.mem_total_mib
-            if total is None and (info := infos.get(gpu.index)) is not None:
-                total = info.memory_total_mib
-            history.readings.append(
-                (gpu.util_gpu, gpu.mem_used_mib, total, gpu.temp_c, gpu.power_w)
-            )
+        if self._last_seq.get(snapshot.name) == mark:
+            return None
+        self._last_seq[snapshot.name] = mark
+        return self._history.setdefault(snapshot.name, {})
 
     # -- queries -----------------------------------------------------------------
 
@@ -323,7 +169,7 @@ class ClusterModel:
             if not terms and sort.value is None:  # the usual case: no GpuView needed
                 rows.append(HostRow(entry.name))
                 if entry.name not in folded:
-                    rows.extend(GpuRow(entry.name, index) for index in entry.gpus)
+                    rows.extend(GpuRow(entry.name, index) for index in entry.indices)
                 continue
             gpus = [g for g in entry.gpus.values() if _matches(g, terms)]
             if terms and not gpus and not _matches_text(entry.haystack, terms):

@@ -14,6 +14,7 @@ from ui_helpers import grid, grid_line, lines, screen_text, shown
 
 from gputui.config import Config
 from gputui.telemetry import HostStatus, SignalOutcome
+from gputui.ui import app as app_module
 from gputui.ui.app import GpuTuiApp, HostsSampled
 from gputui.ui.gpu_view import GpuRow, HostRow
 from gputui.ui.screens.confirm import ConfirmScreen
@@ -455,6 +456,32 @@ async def test_4096_gpus_render_only_what_is_visible() -> None:
         await pilot.pause()
         # Two full rounds of 4,096 changed GPUs redraw only lines that were on screen.
         assert g.renders - before <= 2 * g.size.height
+
+
+async def test_a_big_burst_is_applied_in_slices_and_the_newest_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(app_module, "SLICE_S", 0.0)  # every 32 hosts, let input through
+    template = fakes.cluster()[0]
+    hosts = [template.with_changes(name=f"n{i:03d}") for i in range(100)]
+    source = FakeSource(hosts)
+    app = GpuTuiApp(source, Config(), clock=fixed_clock)
+    messages: list[Message] = []
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.pause()
+        before = len([m for m in messages if isinstance(m, HostsSampled)])
+        for snapshot in hosts:
+            source.push(snapshot.with_changes(sample=fakes.sample(2, NOW, fakes.gpu01_gpus(11))))
+        # A newer snapshot of a host in the burst's last slice, while the burst is applied.
+        await pilot.press("down")
+        source.push(hosts[99].with_changes(sample=fakes.sample(3, NOW, fakes.gpu01_gpus(77))))
+        for _ in range(10):
+            await pilot.pause(0.01)
+        assert len([m for m in messages if isinstance(m, HostsSampled)]) - before >= 4
+        utils = {name: entry.gpus[0].util for name, entry in app.model.hosts.items()}
+        assert utils == {f"n{i:03d}": 77 if i == 99 else 11 for i in range(100)}
+        assert grid(app).cursor_row == GpuRow("n000", 0)
+        assert " 11% " in grid_line(app, "n000:0")
 
 
 async def test_r_retries_the_selected_host_now(app: GpuTuiApp, source: FakeSource) -> None:

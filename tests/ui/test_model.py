@@ -6,6 +6,7 @@ import time
 
 import pytest
 import ui_fakes as fakes
+from rich.cells import cell_len
 from ui_fakes import NOW
 
 from gputui import protocol
@@ -79,7 +80,7 @@ def test_connecting_host_does_not_repeat_its_status() -> None:
         m.apply(
             m.hosts["gpu01"].snapshot.with_changes(status=HostStatus.CONNECTING, message=message)
         )
-        line = host_line(m.hosts["gpu01"], m, cols, palette, NOW, folded=False).plain
+        line = host_line(m.hosts["gpu01"], m, cols, palette, NOW, folded=False).text
         assert shown in line
         assert "connecting: connecting" not in line.lower()
 
@@ -144,12 +145,12 @@ def test_lines_without_colour_keep_severity_readable() -> None:
     palette = Palette.plain()
     hot = m.gpu(GpuRow("gpu02", 2))
     assert hot is not None
-    assert "91°C!" in gpu_line(hot, m, cols, palette, NOW).plain
-    down = host_line(m.hosts["gpu03"], m, cols, palette, NOW, folded=False).plain
+    assert "91°C!" in gpu_line(hot, m, cols, palette, NOW).text
+    down = host_line(m.hosts["gpu03"], m, cols, palette, NOW, folded=False).text
     assert "!! unreachable" in down
     stale = m.hosts["gpu01"].snapshot.with_changes(received_at=NOW - 30)
     m.apply(stale)
-    assert "! stale 30s" in host_line(m.hosts["gpu01"], m, cols, palette, NOW, folded=True).plain
+    assert "! stale 30s" in host_line(m.hosts["gpu01"], m, cols, palette, NOW, folded=True).text
 
 
 @pytest.mark.parametrize("width", [60, 79, 100, 119, 140, 199, 260])
@@ -158,9 +159,9 @@ def test_every_line_fits_its_width(width: int) -> None:
     cols = plan_columns(width)
     palette = Palette.plain()
     for gpu in m.iter_gpus():
-        assert gpu_line(gpu, m, cols, palette, NOW).cell_len <= width
+        assert cell_len(gpu_line(gpu, m, cols, palette, NOW).text) == width
     for entry in m.hosts.values():
-        assert host_line(entry, m, cols, palette, NOW, folded=False).cell_len <= width
+        assert cell_len(host_line(entry, m, cols, palette, NOW, folded=False).text) == width
 
 
 def test_missing_everything_does_not_crash() -> None:
@@ -173,7 +174,7 @@ def test_missing_everything_does_not_crash() -> None:
     m.apply(HostSnapshot(name="empty", address="e"))
     gpu = m.gpu(GpuRow("h", 0))
     assert gpu is not None
-    line = gpu_line(gpu, m, plan_columns(120), Palette.plain(), NOW).plain
+    line = gpu_line(gpu, m, plan_columns(120), Palette.plain(), NOW).text
     assert "unknown" in line and "-" in line
     assert m.rows() == [HostRow("h"), GpuRow("h", 0), HostRow("empty")]
 

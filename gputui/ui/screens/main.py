@@ -127,11 +127,22 @@ class MainScreen(Screen[None]):
 
     # -- data in (called by the app) -----------------------------------------------
 
-    def hosts_changed(self, changes: list[HostChange]) -> None:
-        """Hosts' snapshots changed: redraw their rows, re-sort or re-filter if needed."""
+    def hosts_changed(self, changes: list[HostChange], *, tick: bool = False) -> None:
+        """Hosts' snapshots changed: redraw their rows, re-sort or re-filter if needed.
+
+        ``tick``: also the once-a-second refresh of ages, totals and the clock, so
+        that data and ages are one repaint.
+        """
         if not self._ready:
             return  # on_mount builds every row from the model
-        self.grid.invalidate(changes)
+        grid = self.grid
+        selection_changed = grid.invalidate(changes)
+        if tick:
+            grid.refresh_hosts()
+            self.refresh_summary()
+            selection_changed = selection_changed or isinstance(grid.cursor_row, HostRow)
+        if selection_changed:
+            self._show_selection(grid.cursor_row)
         if any(change.structure for change in changes):
             self._schedule_rebuild(immediate=True)
             return
@@ -141,13 +152,7 @@ class MainScreen(Screen[None]):
 
     def tick(self) -> None:
         """Once a second: ages in host headers, the summary and the clock."""
-        if not self._ready:
-            return
-        self.grid.refresh_hosts()
-        self.refresh_summary()
-        row = self.grid.cursor_row
-        if isinstance(row, HostRow):
-            self._show_selection(row)
+        self.hosts_changed([], tick=True)
 
     def refresh_summary(self) -> None:
         self.query_one(SummaryBar).show(

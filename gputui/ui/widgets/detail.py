@@ -60,6 +60,7 @@ class DetailPane(VerticalScroll):
         super().__init__(id=id)
         self._body = Static("", id="detail-text")
         self._lines = -1
+        self._tallest = 0
 
     def compose(self) -> ComposeResult:
         yield self._body
@@ -164,10 +165,18 @@ class DetailPane(VerticalScroll):
             self.border_title = title
 
     def _set_body(self, text: Text) -> None:
-        # Redrawn every second: only a change in height needs a layout pass.
+        # Redrawn every second and on every cursor move, and a change in height
+        # costs a layout pass (two, with the body's own resize): so while it fits
+        # the pane, the body keeps the height of the tallest detail shown so far,
+        # padded with blank lines, and moving between a host and a GPU repaints only.
         lines = text.plain.count("\n")
-        self._body.update(text, layout=lines != self._lines)
-        self._lines = lines
+        room = self.scrollable_content_region.height
+        height = max(lines, min(self._tallest, room))
+        if height > lines:
+            text.append("\n" * (height - lines))
+        self._tallest = max(self._tallest, lines)
+        self._body.update(text, layout=height != self._lines)
+        self._lines = height
 
     def _sparks(self, text: Text, gpu: GpuView, history: GpuHistory | None) -> None:
         width = max(0, (self.size.width or 40) - _LABEL_W - 7)

@@ -15,7 +15,6 @@ from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
@@ -157,17 +156,19 @@ class GpuGrid(ScrollView, can_focus=True):
         self.refresh()
         self._announce()
 
-    def invalidate(self, changes: Iterable[HostChange]) -> None:
+    def invalidate(self, changes: Iterable[HostChange]) -> bool:
         """Forget the lines ``changes`` touched and redraw the visible ones.
 
         This runs for every host on every sample: a host none of whose lines were
-        drawn costs one dict lookup.
+        drawn costs one dict lookup. True when the highlighted row's data changed
+        (the screen shows its details afresh).
         """
         cache, index_of = self._cache, self._index
         top = int(self.scroll_offset.y)
         bottom = top + self.size.height
         highlighted = self._highlighted
-        announce = False
+        selection_changed = False
+        dirty: list[int] = []
         for change in changes:
             host = change.host
             if (
@@ -175,7 +176,7 @@ class GpuGrid(ScrollView, can_focus=True):
                 and highlighted.host == host
                 and (isinstance(highlighted, HostRow) or highlighted.index in change.gpus)
             ):
-                announce = True
+                selection_changed = True
             lines = cache.get(host)
             if not lines:
                 continue
@@ -186,18 +187,33 @@ class GpuGrid(ScrollView, can_focus=True):
                     continue  # not drawn since it last changed: a redraw is due anyway
                 index = index_of.get(row)
                 if index is not None and top <= index < bottom:
-                    self.refresh_line(index + 1)
-        if announce:
-            self._announce(force=True)
+                    dirty.append(index)
+        self._refresh_rows(dirty)
+        return selection_changed
 
     def refresh_hosts(self) -> None:
         """Redraw host header lines only (their data age); GPU lines stay cached."""
         top = int(self.scroll_offset.y)
+        dirty: list[int] = []
         for index in range(top, min(len(self.rows), top + self.size.height)):
             row = self.rows[index]
             if isinstance(row, HostRow):
                 self._cache.get(row.host, {}).pop(row, None)
-                self.refresh_line(index + 1)
+                dirty.append(index)
+        self._refresh_rows(dirty)
+
+    def _refresh_rows(self, indices: list[int]) -> None:
+        """Repaint these rows' lines: one region per run of adjacent rows, not one per row."""
+        if not indices:
+            return
+        indices.sort()
+        start = previous = indices[0]
+        for index in indices[1:]:
+            if index > previous + 1:
+                self.refresh_lines(start + 1, previous - start + 1)
+                start = index
+            previous = index
+        self.refresh_lines(start + 1, previous - start + 1)
 
     def clear_cache(self) -> None:
         self._cache.clear()
@@ -231,12 +247,13 @@ class GpuGrid(ScrollView, can_focus=True):
 
     @property
     def palette(self) -> Palette:
+        """The line styles, worked out once per theme or style change, not per line."""
         if self._palette is None:
             styles = {
                 attr: self.get_component_rich_style(cls, partial=True)
                 for attr, cls in _PALETTE_CLASSES.items()
             }
-            self._palette = Palette(base=Style(), **styles)
+            self._palette = Palette.over(self.rich_style, styles)
         return self._palette
 
     @property
@@ -248,19 +265,19 @@ class GpuGrid(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        base = self.rich_style
+        palette = self.palette
         if y == 0:
-            return self._strip(column_header(self.columns, self.palette), width, base)
+            return self._fit(column_header(self.columns, palette), width, palette.base)
         index = int(self.scroll_offset.y) + y - 1
         if index >= len(self.rows):
-            return Strip.blank(width, base)
+            return Strip.blank(width, palette.base)
         row = self.rows[index]
         lines = self._cache.get(row.host)
         if lines is None:
             lines = self._cache[row.host] = {}
         strip = lines.get(row)
         if strip is None:
-            strip = lines[row] = self._render_row(row, width, base)
+            strip = lines[row] = self._render_row(row, width, palette.base)
         if index == self.cursor:
             cursor = self.get_component_rich_style("gpu-grid--cursor", partial=True)
             strip = Strip(Segment.apply_style(list(strip), post_style=cursor), width)
@@ -273,7 +290,7 @@ class GpuGrid(ScrollView, can_focus=True):
             entry = self.model.hosts.get(row.host)
             if entry is None:
                 return Strip.blank(width, base)
-            text = host_line(
+            strip = host_line(
                 entry, self.model, self.columns, self.palette, now, folded=row.host in self.folded
             )
         else:
@@ -282,12 +299,13 @@ class GpuGrid(ScrollView, can_focus=True):
             if gpu is None or host is None:
                 return Strip.blank(width, base)
             dimmed = host.snapshot.status.is_problem
-            text = gpu_line(gpu, self.model, self.columns, self.palette, now, dimmed=dimmed)
-        return self._strip(text, width, base)
+            strip = gpu_line(gpu, self.model, self.columns, self.palette, now, dimmed=dimmed)
+        return self._fit(strip, width, base)
 
-    def _strip(self, text: Text, width: int, base: Style) -> Strip:
-        segments = list(text.render(self.app.console))
-        return Strip(segments).adjust_cell_length(width, base).apply_style(base)
+    @staticmethod
+    def _fit(strip: Strip, width: int, base: Style) -> Strip:
+        # Lines are made for the planned width, which is the widget's: nothing to do.
+        return strip if strip.cell_length == width else strip.adjust_cell_length(width, base)
 
     # -- cursor ----------------------------------------------------------------
 
@@ -311,9 +329,9 @@ class GpuGrid(ScrollView, can_focus=True):
         elif self.cursor >= top + visible:
             self.scroll_to(y=self.cursor - visible + 1, animate=False, immediate=True)
 
-    def _announce(self, force: bool = False) -> None:
+    def _announce(self) -> None:
         row = self.cursor_row
-        if force or row != self._highlighted:
+        if row != self._highlighted:
             self._highlighted = row
             self.post_message(self.Highlighted(self, row))
 

@@ -1,15 +1,22 @@
-"""How one grid line looks: column planning for a width, and GPU / host lines as Text.
+"""How one grid line looks: column planning for a width, and GPU / host lines as strips.
 
 Kept apart from the widget so the look can be read (and tested) without Textual's
-machinery. Every string from a host goes in as plain ``Text``, never as markup.
+machinery. Lines are built as segments with ready-made styles, straight into the
+``Strip`` the widget caches (no Rich ``Text`` and no second styling pass: the
+visible lines are redrawn every second). Every string from a host goes in as
+plain text, never as markup, with control characters removed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import lru_cache
 
+from rich.cells import cell_len, set_cell_size
+from rich.control import strip_control_codes
+from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
+from textual.strip import Strip
 
 from gputui.telemetry import HostStatus
 from gputui.ui import format as fmt
@@ -24,7 +31,11 @@ MARKERS: dict[Severity, str] = {"ok": "", "info": "", "muted": "", "warn": "!", 
 
 @dataclass(frozen=True, slots=True)
 class Palette:
-    """Rich styles resolved from the grid's component classes (so themes apply)."""
+    """Rich styles resolved from the grid's component classes (so themes apply).
+
+    Every style but ``dim`` is already laid over ``base`` (the widget's own style),
+    so a segment takes its style as is; ``dim`` is laid over a finished line.
+    """
 
     base: Style
     header: Style
@@ -46,14 +57,74 @@ class Palette:
         """Colourless styles, for rendering outside an app (tests, logs)."""
         return cls(*([Style()] * 14))
 
+    @classmethod
+    def over(cls, base: Style, components: dict[str, Style]) -> Palette:
+        """The palette for component styles (by field name) over ``base``."""
+        styles = {
+            f.name: components[f.name] if f.name == "dim" else base + components[f.name]
+            for f in fields(cls)
+            if f.name != "base"
+        }
+        return cls(base=base, **styles)
+
     def severity(self, severity: Severity) -> Style:
-        return {
-            "ok": self.ok,
-            "info": self.info,
-            "warn": self.warn,
-            "crit": self.crit,
-            "muted": self.muted,
-        }[severity]
+        style: Style = getattr(self, severity)
+        return style
+
+
+class _Line:
+    """A line being built: segments and how many cells they take."""
+
+    __slots__ = ("base", "cells", "segments")
+
+    def __init__(self, base: Style) -> None:
+        self.base = base
+        self.segments: list[Segment] = []
+        self.cells = 0
+
+    def add(self, text: str, style: Style) -> None:
+        if text:
+            text = strip_control_codes(text)
+            self.segments.append(Segment(text, style))
+            self.cells += cell_len(text)
+
+    def strip(
+        self, width: int, fill: Style, *, ellipsis: bool = False, over: Style | None = None
+    ) -> Strip:
+        """Exactly ``width`` cells: cut (with "…" if ``ellipsis``) or padded with ``fill``.
+
+        ``over`` is laid over the text (not the padding), as Rich's ``stylize`` would.
+        """
+        segments = self.segments
+        if self.cells > width:
+            segments = _cut(segments, width, ellipsis=ellipsis)
+        if over is not None:
+            segments = [Segment(t, over if s is None else s + over) for t, s, _ in segments]
+        if self.cells < width:
+            segments.append(Segment(" " * (width - self.cells), fill))
+        return Strip(segments, width)
+
+
+def _cut(segments: list[Segment], width: int, *, ellipsis: bool) -> list[Segment]:
+    keep = width - 1 if ellipsis else width
+    result: list[Segment] = []
+    used = 0
+    tail = Style()
+    for segment in segments:
+        text, style, _ = segment
+        cells = cell_len(text)
+        if used + cells <= keep:
+            result.append(segment)
+            used += cells
+            continue
+        if keep > used:
+            result.append(Segment(set_cell_size(text, keep - used), style))
+        tail = style or tail  # the style of the first cell cut off
+        break
+    if ellipsis:
+        # As Rich's ``Text.truncate``: "…" takes the style of the cell it replaces.
+        result.append(Segment("…", tail))
+    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,40 +204,48 @@ def plan_columns(width: int, grouped: bool = True, host_w: int = 0) -> Columns:
     )
 
 
-def column_header(cols: Columns, palette: Palette) -> Text:
-    text = Text(style=palette.header, no_wrap=True, end="")
-    lead = " " * 2 if cols.grouped else "HOST".ljust(cols.host_w) + " "
-    text.append(lead + "#".rjust(_IDX_W) + " " + "MODEL".ljust(cols.model_w) + " ")
-    text.append("UTIL".ljust(cols.bar_w + 1 + _PCT_W) + " ")
-    text.append("MEMORY".ljust(cols.bar_w + 1 + _MEM_W) + " ")
-    text.append("TEMP".rjust(_TEMP_W - 1) + "  " + "POWER".rjust(_POWER_W) + " ")
+def column_header(cols: Columns, palette: Palette) -> Strip:
+    parts = ["  " if cols.grouped else "HOST".ljust(cols.host_w) + " "]
+    parts.append("#".rjust(_IDX_W) + " " + "MODEL".ljust(cols.model_w) + " ")
+    parts.append("UTIL".ljust(cols.bar_w + 1 + _PCT_W) + " ")
+    parts.append("MEMORY".ljust(cols.bar_w + 1 + _MEM_W) + " ")
+    parts.append("TEMP".rjust(_TEMP_W - 1) + "  " + "POWER".rjust(_POWER_W) + " ")
     if cols.fan:
-        text.append("FAN".rjust(_FAN_W) + " ")
+        parts.append("FAN".rjust(_FAN_W) + " ")
     if cols.clock:
-        text.append("SM".rjust(_CLOCK_W) + " ")
-    text.append("P".rjust(_PROC_W) + " ")
+        parts.append("SM".rjust(_CLOCK_W) + " ")
+    parts.append("P".rjust(_PROC_W) + " ")
     if cols.owners_w:
-        text.append("OWNERS".ljust(cols.owners_w) + " ")
-    text.append("STATE")
-    return text
+        parts.append("OWNERS".ljust(cols.owners_w) + " ")
+    parts.append("STATE")
+    line = _Line(palette.base)
+    line.add("".join(parts), palette.base)  # the look it has always had (not ``header``)
+    return line.strip(cols.width, palette.base)
 
 
-def bar(fraction: float | None, width: int, fill: Style, empty: Style) -> Text:
-    """A horizontal gauge in eighth-blocks over a trough; unknown is an empty trough."""
-    text = Text(no_wrap=True, end="")
+def bar(line: _Line, fraction: float | None, width: int, fill: Style, empty: Style) -> None:
+    """A horizontal gauge in eighth-blocks over a trough; unknown is an empty trough.
+
+    ``fill`` and ``empty`` are palette styles, ``line.base`` the style under both.
+    """
     if fraction is None:
-        text.append(" " * width, empty)
-        return text
+        line.add(" " * width, empty)
+        return
     cells = max(0.0, min(1.0, fraction)) * width
     full = int(cells)
     part = int((cells - full) * 8)
-    text.append("█" * full, fill)
+    line.add("█" * full, fill)
     if full < width:
         if part:
-            text.append(_EIGHTHS[part], Style(color=fill.color, bgcolor=empty.bgcolor))
+            line.add(_EIGHTHS[part], _edge(line.base, fill, empty))
             full += 1
-        text.append(" " * (width - full), empty)
-    return text
+        line.add(" " * (width - full), empty)
+
+
+@lru_cache(maxsize=64)
+def _edge(base: Style, fill: Style, empty: Style) -> Style:
+    """The style of a gauge's last, partly filled cell: the fill's colour on the trough."""
+    return base + Style(color=fill.color, bgcolor=empty.bgcolor)
 
 
 def _util_style(value: float, palette: Palette) -> Style:
@@ -185,82 +264,73 @@ def gpu_line(
     now: float,
     *,
     dimmed: bool = False,
-) -> Text:
+) -> Strip:
     """One GPU: index, model, util and memory gauges, temp, power, fan, procs, owners, state."""
-    text = Text(no_wrap=True, end="", overflow="crop")
+    base = palette.base
+    line = _Line(palette.base)
+    add = line.add
     if cols.grouped:
-        text.append("  ")
+        add("  ", base)
     else:
-        text.append(fmt.truncate(gpu.host, cols.host_w).ljust(cols.host_w) + " ", palette.host)
-    text.append(str(gpu.index).rjust(_IDX_W) + " ")
-    text.append(fmt.truncate(gpu.model, cols.model_w).ljust(cols.model_w) + " ")
+        add(fmt.truncate(gpu.host, cols.host_w).ljust(cols.host_w) + " ", palette.host)
+    model_name = fmt.truncate(gpu.model, cols.model_w).ljust(cols.model_w)
+    add(str(gpu.index).rjust(_IDX_W) + " " + model_name + " ", base)
 
     util = gpu.util
-    text.append_text(
-        bar(
-            None if util is None else util / 100,
-            cols.bar_w,
-            _util_style(util or 0, palette),
-            palette.gauge_empty,
-        )
+    bar(
+        line,
+        None if util is None else util / 100,
+        cols.bar_w,
+        _util_style(util or 0, palette),
+        palette.gauge_empty,
     )
-    text.append(" " + fmt.percent(util).rjust(_PCT_W) + " ")
+    add(" " + fmt.percent(util).rjust(_PCT_W) + " ", base)
 
     mem_pct = gpu.mem_pct
     mem_style = palette.gauge_mem
     if mem_pct is not None and mem_pct >= model.health.mem_warn_pct:
         mem_style = palette.gauge_high
-    text.append_text(
-        bar(None if mem_pct is None else mem_pct / 100, cols.bar_w, mem_style, palette.gauge_empty)
-    )
-    text.append(" " + fmt.mem_pair(gpu.mem_used, gpu.mem_total).rjust(_MEM_W) + " ")
+    mem_fraction = None if mem_pct is None else mem_pct / 100
+    bar(line, mem_fraction, cols.bar_w, mem_style, palette.gauge_empty)
+    add(" " + fmt.mem_pair(gpu.mem_used, gpu.mem_total).rjust(_MEM_W) + " ", base)
 
     temp_sev = model.temp_severity(gpu.temp)
     temp = fmt.temperature(gpu.temp) + MARKERS[temp_sev][:1]
-    temp_style = palette.severity(temp_sev) if temp_sev != "ok" else palette.base
-    text.append(temp.rjust(_TEMP_W - 1).ljust(_TEMP_W), temp_style)
-    text.append(" ")
+    temp_style = palette.severity(temp_sev) if temp_sev != "ok" else base
+    add(temp.rjust(_TEMP_W - 1).ljust(_TEMP_W), temp_style)
+    add(" ", base)
     power = gpu.power
     limit = gpu.power_limit
-    power_style = palette.base
+    power_style = base
     if power is not None and limit and 100 * power / limit >= model.health.power_warn_pct:
         power_style = palette.warn
-    text.append(fmt.power_pair(power, limit).rjust(_POWER_W), power_style)
-    text.append(" ")
+    add(fmt.power_pair(power, limit).rjust(_POWER_W), power_style)
+    add(" ", base)
     if cols.fan:
-        text.append(
-            fmt.percent(gpu.fan).rjust(_FAN_W) + " ",
-            palette.muted if gpu.fan is None else palette.base,
-        )
+        add(fmt.percent(gpu.fan).rjust(_FAN_W) + " ", palette.muted if gpu.fan is None else base)
     if cols.clock:
         sm = gpu.sample.clock_sm_mhz if gpu.sample is not None else None
-        text.append(("-" if sm is None else f"{sm}MHz").rjust(_CLOCK_W) + " ")
+        add(("-" if sm is None else f"{sm}MHz").rjust(_CLOCK_W) + " ", base)
     procs = len(gpu.processes)
-    text.append(
-        (str(procs) if procs else "-").rjust(_PROC_W) + " ",
-        palette.base if procs else palette.muted,
-    )
+    add((str(procs) if procs else "-").rjust(_PROC_W) + " ", base if procs else palette.muted)
     if cols.owners_w:
         owners = ",".join(gpu.owners) or "-"
-        text.append(
+        add(
             fmt.truncate(owners, cols.owners_w).ljust(cols.owners_w) + " ",
-            palette.base if gpu.owners else palette.muted,
+            base if gpu.owners else palette.muted,
         )
     flags = model.flags(gpu, now)
     if not flags:
-        text.append(
-            "ok" if gpu.sample is not None else "-",
-            palette.ok if gpu.sample is not None else palette.muted,
-        )
+        if gpu.sample is not None:
+            add("ok", palette.ok)
+        else:
+            add("-", palette.muted)
     else:
         for i, flag in enumerate(flags):
             if i:
-                text.append(" ")
-            text.append(flag.label, palette.severity(flag.severity))
-    text.truncate(cols.width, overflow="crop")
-    if dimmed:
-        text.stylize(palette.dim)
-    return text
+                add(" ", base)
+            add(flag.label, palette.severity(flag.severity))
+    return line.strip(cols.width, base, over=palette.dim if dimmed else None)
 
 
 def host_line(
@@ -271,38 +341,39 @@ def host_line(
     now: float,
     *,
     folded: bool,
-) -> Text:
+) -> Strip:
     """A host's group header: fold marker, name, pool, status with data age, totals."""
     snap = entry.snapshot
     severity = host_severity(snap, now, model.health)
-    text = Text(no_wrap=True, end="", overflow="crop")
-    text.append("▸ " if folded else "▾ ", palette.host)
-    text.append(snap.name, palette.host)
-    text.append(f" [{snap.pool}]" if snap.pool else "", palette.muted)
-    text.append("  ")
+    base, muted = palette.base, palette.muted
+    line = _Line(palette.base)
+    add = line.add
+    add("▸ " if folded else "▾ ", palette.host)
+    add(snap.name, palette.host)
+    add(f" [{snap.pool}]" if snap.pool else "", muted)
+    add("  ", base)
     marker = MARKERS[severity]
     status = host_status_text(snap, now, model.health)
-    text.append((marker + " " if marker else "") + status, palette.severity(severity))
+    add((marker + " " if marker else "") + status, palette.severity(severity))
     message = host_message(snap)
     if message and severity != "ok":
-        text.append(": " + message, palette.severity(severity))
+        add(": " + message, palette.severity(severity))
     if snap.status.is_problem:
         age = snap.age(now)
         if age is not None and snap.status is not HostStatus.STALE:
-            text.append(f"  last data {fmt.data_age(age)} ago", palette.muted)
+            add(f"  last data {fmt.data_age(age)} ago", muted)
         if snap.next_retry_at is not None:
-            text.append(f"  {fmt.retry_in(snap.next_retry_at, now)}", palette.muted)
+            add(f"  {fmt.retry_in(snap.next_retry_at, now)}", muted)
     totals = entry.totals
     if totals.gpus:
-        text.append("  ·  ", palette.muted)
-        text.append(f"{totals.gpus} GPU{'s' if totals.gpus != 1 else ''}, {totals.busy} busy")
-        text.append("  ·  ", palette.muted)
-        text.append(fmt.mem_pair(totals.mem_used_mib, totals.mem_total_mib))
+        add("  ·  ", muted)
+        add(f"{totals.gpus} GPU{'s' if totals.gpus != 1 else ''}, {totals.busy} busy", base)
+        add("  ·  ", muted)
+        add(fmt.mem_pair(totals.mem_used_mib, totals.mem_total_mib), base)
     hello = entry.hello
     if hello is not None and hello.driver:
-        text.append("  ·  ", palette.muted)
-        text.append(f"driver {hello.driver}", palette.muted)
+        add("  ·  ", muted)
+        add(f"driver {hello.driver}", muted)
         if hello.simulated:
-            text.append(" (simulated)", palette.muted)
-    text.truncate(cols.width, overflow="ellipsis")
-    return text
+            add(" (simulated)", muted)
+    return line.strip(cols.width, base, ellipsis=True)
