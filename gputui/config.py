@@ -122,6 +122,11 @@ class HealthThresholds(_Model):
     ecc_uncorrected_max: Annotated[int, Field(ge=0)] = 0
     """Uncorrected ECC errors tolerated before a GPU is flagged."""
 
+    def stale_after(self, interval: float) -> float:
+        """Seconds of silence before a host is stale when it samples every ``interval``:
+        at least 2.5 intervals, so one late sample at a slow refresh is not staleness."""
+        return max(self.stale_after_s, 2.5 * interval)
+
     @model_validator(mode="after")
     def _ordered(self) -> HealthThresholds:
         if self.temp_warn_c > self.temp_crit_c:

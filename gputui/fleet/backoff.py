@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from gputui.config import HealthThresholds
+
 
 @dataclass(frozen=True, slots=True)
 class LinkTiming:
@@ -39,7 +41,7 @@ def thresholds(
     LIVE and STALE at every sample, nor cuts every connection: stale is at least 2.5
     intervals (one late sample is not staleness), hung at least 4.
     """
-    stale = max(stale_after_s, 2.5 * interval)
+    stale = HealthThresholds(stale_after_s=stale_after_s).stale_after(interval)
     hung = hung_after if hung_after is not None else max(30.0, 6 * stale)
     return stale, max(hung, 4 * interval)
 

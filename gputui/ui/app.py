@@ -106,7 +106,9 @@ class GpuTuiApp(App[None]):
         self.config = config
         self.clock = clock
         self.tick_interval = tick_interval
-        self.model = ClusterModel(config.health)
+        # The same staleness rule as the fleet: a slow refresh is not "stale".
+        stale = config.health.stale_after(config.refresh_interval)
+        self.model = ClusterModel(config.health.model_copy(update={"stale_after_s": stale}))
         themes, errors = all_themes(theme_dir)
         self.theme_errors = [str(error) for error in errors]
         """One line per user theme file that was skipped; shown as warnings at start."""

@@ -163,3 +163,9 @@ def test_env_var_naming_a_missing_file_is_an_error(
 def test_huge_sim_gpu_count_is_refused_at_once() -> None:
     lines = errors_of("hosts:\n  - name: s\n    sim: 999999999xrtx3090\n")
     assert len(lines) == 1 and "at most 64 per host" in lines[0]
+
+
+def test_stale_threshold_follows_a_slow_refresh() -> None:
+    health = parse_config("health: {stale_after_s: 5}\n").health
+    assert health.stale_after(1.0) == 5.0
+    assert health.stale_after(10.0) == 25.0
