@@ -33,6 +33,11 @@ class Flag:
     severity: Severity
 
 
+ORPHAN_MEMORY_MIB = 1024
+"""GPU memory in use with no process above which a card is flagged (idle cards use
+well under this once the driver's reserved memory is left out, as NVML's v2 does)."""
+
+
 def gpu_flags(
     sample: GpuSample | None, events: Sequence[Event], now: float, health: HealthThresholds
 ) -> list[Flag]:
@@ -51,6 +56,8 @@ def gpu_flags(
             flags.append(Flag("THRTL", "crit"))
         elif any(reason in _SW_THROTTLE for reason in throttle):
             flags.append(Flag("THRTL", "warn"))
+        if holds_memory_without_process(sample):
+            flags.append(Flag("NOPROC", "warn"))
     for event in reversed(events):
         if event.xid is not None and now - event.time <= RECENT_EVENT_S:
             severity: Severity = "crit" if event.xid in _SEVERE_XIDS else "warn"
@@ -73,7 +80,21 @@ def has_standing_problem(sample: GpuSample, health: HealthThresholds) -> bool:
     if ecc is not None and ecc > health.ecc_uncorrected_max:
         return True
     throttle = sample.throttle or ()
-    return any(r in _HW_THROTTLE or r in _SW_THROTTLE for r in throttle)
+    if any(r in _HW_THROTTLE or r in _SW_THROTTLE for r in throttle):
+        return True
+    return holds_memory_without_process(sample)
+
+
+def holds_memory_without_process(sample: GpuSample) -> bool:
+    """Memory in use with no process to show for it: a stuck or zombie context, or a
+    process the helper cannot see (another PID namespace). Worth a look either way."""
+    used = sample.mem_used_mib
+    return (
+        sample.state == "ok"
+        and not sample.processes
+        and used is not None
+        and used >= ORPHAN_MEMORY_MIB
+    )
 
 
 def last_xid_time(events: Sequence[Event]) -> float | None:

@@ -16,7 +16,12 @@ from gputui.protocol import Event, GpuInfo, GpuSample, Hello
 from gputui.telemetry import HostSnapshot
 from gputui.ui.format import short_model
 from gputui.ui.gpu_view import GpuHistory, GpuView
-from gputui.ui.health import RECENT_EVENT_S, has_standing_problem, last_xid_time
+from gputui.ui.health import (
+    ORPHAN_MEMORY_MIB,
+    RECENT_EVENT_S,
+    has_standing_problem,
+    last_xid_time,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +225,7 @@ def _scan(
             or gpu.state != "ok"
             or gpu.ecc_uncorrected
             or gpu.throttle
+            or (not gpu.processes and (mem_used or 0) >= ORPHAN_MEMORY_MIB)
         )
         if suspect and has_standing_problem(gpu, health):
             problems += 1

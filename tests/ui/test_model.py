@@ -189,3 +189,19 @@ def test_rows_for_4096_gpus_are_cheap() -> None:
     for _ in range(5):
         m.rows("alice", SORT_KEYS[1])
     assert (time.perf_counter() - start) / 5 < 0.05
+
+
+def test_memory_held_by_no_process_is_flagged() -> None:
+    from gputui.config import HealthThresholds
+    from gputui.protocol import GpuSample, ProcessSample
+    from gputui.ui.health import gpu_flags, has_standing_problem
+
+    health = HealthThresholds()
+    held = GpuSample(index=0, uuid="GPU-1", mem_used_mib=20480, mem_total_mib=81920)
+    assert [f.label for f in gpu_flags(held, (), 0.0, health)] == ["NOPROC"]
+    assert has_standing_problem(held, health)
+    owned = held.model_copy(update={"processes": (ProcessSample(pid=42, gpu_mem_mib=20000),)})
+    idle = GpuSample(index=0, uuid="GPU-1", mem_used_mib=300, mem_total_mib=81920)
+    for sample in (owned, idle):
+        assert gpu_flags(sample, (), 0.0, health) == []
+        assert not has_standing_problem(sample, health)
