@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import math
+import sys
+import termios
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -162,6 +165,19 @@ class GpuTuiApp(App[None]):
         self.set_interval(self.tick_interval, self._on_tick_timer, name="ages")
         if not self.is_headless:  # a terminal of our own, not a test
             self.set_timer(FREEZE_AFTER_S, self._freeze_startup_objects)
+            self._terminal_fd = _terminal_fd()
+            if self._terminal_fd is not None:
+                self.set_interval(1.0, self._check_terminal, name="terminal")
+
+    def _check_terminal(self) -> None:
+        """Quit when our terminal is gone: a closed tmux pane or ssh session does not
+        always deliver SIGHUP to us (``make demo`` holds it), and a hung-up terminal
+        would otherwise leave the console running, reading nothing, for ever."""
+        if self._terminal_fd is not None and not _terminal_alive(self._terminal_fd):
+            self._terminal_fd = None
+            self.exit(return_code=TERMINAL_GONE)
+
+    _terminal_fd: int | None = None
 
     def _freeze_startup_objects(self) -> None:
         """Keep what start-up made (modules, styles, widgets) out of later collections.
@@ -314,3 +330,27 @@ class GpuTuiApp(App[None]):
         if self.screen_stack:
             self.main.grid.clear_cache()
             self.main.refresh_summary()
+
+
+TERMINAL_GONE = 129
+"""Exit status when the terminal hung up (128 + SIGHUP, as a shell reports it)."""
+
+
+def _terminal_fd() -> int | None:
+    """The file descriptor of our terminal, or None when not run in one."""
+    for stream in (sys.__stdin__, sys.__stdout__):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            if stream is not None and stream.isatty():
+                return stream.fileno()
+    return None
+
+
+def _terminal_alive(fd: int) -> bool:
+    """False once the terminal has hung up: every tty call then fails with EIO."""
+    try:
+        termios.tcgetattr(fd)
+    except termios.error as exc:
+        return bool(exc.args and exc.args[0] != errno.EIO)
+    except OSError as exc:
+        return exc.errno != errno.EIO
+    return True

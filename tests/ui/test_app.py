@@ -521,3 +521,20 @@ async def test_narrow_process_table_gives_the_command_room(app: GpuTuiApp) -> No
         assert "python train.py --epo" in text  # was cut to "python -"
         assert "59.6G" in text and "61000M" not in text  # as the grid spells memory
         assert " AGE " not in text  # the age gives way before the command does
+
+
+def test_a_hung_up_terminal_is_noticed() -> None:
+    """After a hang-up every tty call fails with EIO: that is how the console knows its
+    terminal is gone when no SIGHUP reaches it."""
+    import os
+    import pty
+
+    from gputui.ui.app import _terminal_alive
+
+    master, slave = pty.openpty()
+    try:
+        assert _terminal_alive(slave)
+        os.close(master)
+        assert not _terminal_alive(slave)
+    finally:
+        os.close(slave)
