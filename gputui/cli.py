@@ -225,8 +225,10 @@ def run_console(hosts_file: str | None, theme: str | None) -> int:
 def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
     if gpus < hosts:
         raise UsageError(f"--gpus {gpus} is fewer than --hosts {hosts}; each host needs a GPU")
-    if gpus > 64 * hosts:
-        raise UsageError(f"--gpus {gpus} over {hosts} hosts is more than 64 per host")
+    from gputui.remote.simspec import MAX_GPUS
+
+    if gpus > MAX_GPUS * hosts:
+        raise UsageError(f"--gpus {gpus} over {hosts} hosts is more than {MAX_GPUS} per host")
     return asyncio.run(_demo(hosts, gpus, theme))
 
 

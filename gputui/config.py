@@ -106,6 +106,11 @@ class HostConfig(_Model):
         return value
 
 
+def stale_after(stale_after_s: float, interval: float) -> float:
+    """At least 2.5 sampling intervals: one late sample at a slow refresh is not staleness."""
+    return max(stale_after_s, 2.5 * interval)
+
+
 class HealthThresholds(_Model):
     """When a reading becomes a problem worth showing."""
 
@@ -123,9 +128,8 @@ class HealthThresholds(_Model):
     """Uncorrected ECC errors tolerated before a GPU is flagged."""
 
     def stale_after(self, interval: float) -> float:
-        """Seconds of silence before a host is stale when it samples every ``interval``:
-        at least 2.5 intervals, so one late sample at a slow refresh is not staleness."""
-        return max(self.stale_after_s, 2.5 * interval)
+        """Seconds of silence before a host is stale when it samples every ``interval``."""
+        return stale_after(self.stale_after_s, interval)
 
     @model_validator(mode="after")
     def _ordered(self) -> HealthThresholds:

@@ -25,12 +25,13 @@ import asyncssh
 
 from gputui.config import Config, load_config
 from gputui.remote.sim import SimDevice
+from gputui.remote.simspec import MAX_GPUS
 
 from .server import SimSshServer
 from .workloads import JOBS, Workload, start_workload, stop_workloads, workload_owners
 
 MODELS = ("a100-80gb", "rtx3090", "h100", "l40s", "rtx4090", "a10", "h200", "a100-40gb")
-MAX_GPUS_PER_HOST = 64
+MAX_GPUS_PER_HOST = MAX_GPUS
 
 
 def split_gpus(hosts: int, gpus: int) -> list[int]:

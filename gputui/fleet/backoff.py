@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from gputui.config import HealthThresholds
+from gputui.config import stale_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ def thresholds(
     LIVE and STALE at every sample, nor cuts every connection: stale is at least 2.5
     intervals (one late sample is not staleness), hung at least 4.
     """
-    stale = HealthThresholds(stale_after_s=stale_after_s).stale_after(interval)
+    stale = stale_after(stale_after_s, interval)
     hung = hung_after if hung_after is not None else max(30.0, 6 * stale)
     return stale, max(hung, 4 * interval)
 

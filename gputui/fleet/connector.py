@@ -18,8 +18,6 @@ import asyncssh
 from asyncssh.encryption import get_default_encryption_algs
 
 from gputui.config import ResolvedHost
-from gputui.telemetry import HostStatus
-from gputui.text import clean
 
 from .failures import EDGE_ERRORS, Failure, classify
 from .hostkeys import KnownHostsCache, VerifyingClient
@@ -178,12 +176,6 @@ class HostConnector:
         self, exc: BaseException, hop: str, user: str, client: VerifyingClient | None
     ) -> Failure:
         """Why a bastion could not be reached, said as such."""
-        if isinstance(exc, ValueError) and not isinstance(exc, asyncssh.Error):
-            return Failure(
-                HostStatus.AUTH_FAILED,
-                f"cannot set up SSH to bastion {hop}: {clean(exc, 200)}",
-                slow_retry=True,
-            )
         address = hop.rpartition("@")[2]
         verdict = client.verdict if client is not None else None
         timeout = self.host.connect_timeout

@@ -82,6 +82,11 @@ def classify(
     """Map an exception from connecting or streaming to a ``Failure``."""
     if isinstance(exc, HelperFailure):
         return Failure(exc.status, exc.message, slow_retry=exc.slow)
+    if isinstance(exc, ValueError) and not isinstance(exc, asyncssh.Error):
+        # asyncssh reports unusable keys and ssh_config files as ValueError.
+        return Failure(
+            HostStatus.AUTH_FAILED, f"cannot set up SSH: {clean(exc, 200)}", slow_retry=True
+        )
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         if verdict is not None:
             status = (

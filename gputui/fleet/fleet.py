@@ -21,12 +21,12 @@ from gputui.telemetry import HostSnapshot, Listener, SignalOutcome
 from .backoff import LinkTiming
 from .hostkeys import GLOBAL_KNOWN_HOSTS, KnownHostsCache
 from .jumps import JumpPool
-from .link import HostLink, helper_argv
+from .link import HostLink
 
 log = logging.getLogger(__name__)
 
 
-__all__ = ["Fleet", "helper_argv"]
+__all__ = ["Fleet"]
 
 
 class Fleet:

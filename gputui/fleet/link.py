@@ -87,10 +87,7 @@ class HostLink:
         )
         self.timing = timing or LinkTiming()
         self._stale_setting = stale_after
-        self.interval = interval
-        self.stale_after, self.hung_after = thresholds(
-            stale_after, interval, self.timing.hung_after
-        )
+        self.set_interval_thresholds(interval)
         self.snapshot = HostSnapshot(
             name=host.name, address=host.address, pool=host.pool, labels=dict(host.labels)
         )
@@ -156,11 +153,6 @@ class HostLink:
         if isinstance(exc, ProtocolError):
             # A bad line mid-stream: the session is dropped, but retried at normal pace.
             return Failure(HostStatus.HELPER_ERROR, f"helper sent a bad line: {clean(exc, 200)}")
-        if isinstance(exc, ValueError) and not isinstance(exc, asyncssh.Error):
-            # asyncssh reports unusable keys and ssh_config files as ValueError.
-            return Failure(
-                HostStatus.AUTH_FAILED, f"cannot set up SSH: {clean(exc, 200)}", slow_retry=True
-            )
         verdict = next((c.verdict for c in verdict_box if c.verdict is not None), None)
         timeout, user = self.host.connect_timeout, self._connector.user
         return classify(exc, user=user, address=self.host.address, timeout=timeout, verdict=verdict)
@@ -211,10 +203,7 @@ class HostLink:
                     self._session = None
                     session.fail_pending()
                 if self._abort is None:
-                    exited, details = await session.exit_details(self.timing.close_timeout)
-                    if not exited:
-                        raise asyncssh.ConnectionLost(details)
-                    raise HelperFailure(HostStatus.HELPER_ERROR, f"helper {details}", slow=False)
+                    await session.raise_ended(self.timing.close_timeout, slow=False)
             finally:
                 self._session = None
                 await session.close(self.timing.close_timeout)
@@ -229,7 +218,6 @@ class HostLink:
                     lease.release()  # the last host through a bastion closes it
 
     def _on_hello(self, hello: Hello) -> None:
-        check_versions(hello)
         self._last_rx = asyncio.get_running_loop().time()
         # A new helper sends the whole kernel-log history again: drop the copy kept
         # from the last session (NVML events happened once each and are kept).

@@ -19,6 +19,7 @@ import contextlib
 import itertools
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import asyncssh
 
@@ -190,8 +191,6 @@ class HelperSession:
 
     def _on_end(self, exc: Exception | None) -> None:
         if self._ended:
-            if exc is not None and self._failure is None and not self._closed.done():
-                self._fail(exc)
             return
         self._ended = True
         if exc is not None and self._failure is None:
@@ -304,14 +303,18 @@ class HelperSession:
                 HostStatus.HELPER_ERROR, f"helper said nothing in {timeout:g} s{detail}"
             ) from None
 
+    async def raise_ended(self, wait: float = 2.0, *, slow: bool = True) -> NoReturn:
+        """The helper's output ended: say whether it exited (and how) or the link died."""
+        exited, details = await self.exit_details(wait)
+        if not exited:
+            raise asyncssh.ConnectionLost(details)
+        raise HelperFailure(HostStatus.HELPER_ERROR, f"helper {details}", slow=slow)
+
     async def _read_hello(self) -> Hello:
         while True:
             line = await self.readline()
             if line is None:
-                exited, details = await self.exit_details()
-                if not exited:
-                    raise asyncssh.ConnectionLost(details)
-                raise HelperFailure(HostStatus.HELPER_ERROR, f"helper {details}")
+                await self.raise_ended()
             if not line.strip():
                 continue
             try:

@@ -16,6 +16,8 @@ import shlex
 import zlib
 from pathlib import Path
 
+from . import HELPER_VERSION
+
 PACKAGE = "gputui_remote"
 ENTRY = PACKAGE + ".helper"
 _EXCLUDE = {"bundle.py"}
@@ -67,13 +69,6 @@ def modules_digest(sources: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def _version(sources: dict[str, str]) -> str:
-    for line in sources.get(PACKAGE, "").splitlines():
-        if line.startswith("HELPER_VERSION"):
-            return line.split("=", 1)[1].strip().strip("\"'")
-    return "unknown"
-
-
 _PREFIX: tuple[zlib._Compress, bytes] | None = None
 
 
@@ -83,7 +78,7 @@ def _prefix() -> tuple[zlib._Compress, bytes]:
     if _PREFIX is None:
         sources = module_sources()
         head = {
-            "version": _version(sources),
+            "version": HELPER_VERSION,
             "sha256": modules_digest(sources),
             "package": PACKAGE,
             "entry": ENTRY,
