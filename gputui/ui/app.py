@@ -328,7 +328,8 @@ class GpuTuiApp(App[None]):
 
     def watch_theme(self, theme: str) -> None:
         if self.screen_stack:
-            self.main.grid.clear_cache()
+            # The grid drops its line cache itself (notify_style_update); the summary
+            # bakes its styles into its text, so it is redrawn here.
             self.main.refresh_summary()
 
 

@@ -61,10 +61,6 @@ class GpuView:
         return short_model(self.info.name if self.info is not None else None)
 
     @property
-    def state(self) -> str:
-        return self.sample.state if self.sample is not None else "ok"
-
-    @property
     def processes(self) -> tuple[ProcessSample, ...]:
         return self.sample.processes if self.sample is not None else ()
 
@@ -109,18 +105,6 @@ class GpuView:
     @property
     def fan(self) -> int | None:
         return self.sample.fan_pct if self.sample is not None else None
-
-    @property
-    def busy(self) -> bool:
-        return is_busy(self.sample)
-
-
-def is_busy(sample: GpuSample | None) -> bool:
-    """Running processes, or at least 5 % utilisation."""
-    if sample is None:
-        return False
-    util = sample.util_gpu
-    return bool(sample.processes) or (util is not None and util >= 5)
 
 
 Reading = tuple[int | None, int | None, int | None, int | None, float | None]

@@ -74,15 +74,7 @@ def has_standing_problem(sample: GpuSample, health: HealthThresholds) -> bool:
     """
     if sample.temp_c is not None and sample.temp_c >= health.temp_warn_c:
         return True
-    if sample.state in ("lost", "error"):
-        return True
-    ecc = sample.ecc_uncorrected
-    if ecc is not None and ecc > health.ecc_uncorrected_max:
-        return True
-    throttle = sample.throttle or ()
-    if any(r in _HW_THROTTLE or r in _SW_THROTTLE for r in throttle):
-        return True
-    return holds_memory_without_process(sample)
+    return bool(gpu_flags(sample, (), 0.0, health))
 
 
 def holds_memory_without_process(sample: GpuSample) -> bool:

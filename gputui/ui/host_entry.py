@@ -125,14 +125,9 @@ class HostEntry:
         for index in self.indices:
             info, sample = infos.get(index), samples.get(index)
             before = base.get(index)
-            if before is not None and before.info is info:
-                if before.sample is sample:
-                    result[index] = before
-                    continue
-                if not (sample is not None and sample.processes) and not before.owners:
-                    # Nothing the filter searches changed: keep the haystack.
-                    result[index] = GpuView(name, index, info, sample, (), before.haystack)
-                    continue
+            if before is not None and before.info is info and before.sample is sample:
+                result[index] = before
+                continue
             procs = sample.processes if sample is not None else ()
             owners = tuple(sorted({p.user for p in procs if p.user}))
             if before is not None and before.info is info and before.owners == owners:
@@ -216,7 +211,7 @@ def _scan(
         mem_total = gpu.mem_total_mib
         if mem_total is None and (info := infos.get(index)) is not None:
             mem_total = info.memory_total_mib
-        if gpu.processes or (util is not None and util >= 5):  # gpu_view.is_busy
+        if gpu.processes or (util is not None and util >= 5):  # busy: processes, or >= 5 % util
             busy += 1
         used += mem_used or 0
         total += mem_total or 0

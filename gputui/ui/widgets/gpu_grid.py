@@ -215,12 +215,6 @@ class GpuGrid(ScrollView, can_focus=True):
             previous = index
         self.refresh_lines(start + 1, previous - start + 1)
 
-    def clear_cache(self) -> None:
-        self._cache.clear()
-        self._palette = None
-        self._columns = None
-        self.refresh()
-
     @property
     def cursor_row(self) -> Row | None:
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
