@@ -210,7 +210,14 @@ class MainScreen(Screen[None]):
             table.show(
                 [(gpu, p) for p in gpu.processes], now, f"processes on {row.host} GPU {row.index}"
             )
-            detail.show_gpu(gpu, entry, self.model.history(row), self.model.events(row), now)
+            detail.show_gpu(
+                gpu,
+                entry,
+                self.model.history(row),
+                self.model.events(row),
+                now,
+                flags=self.model.flags(gpu, now),
+            )
         else:
             processes = [(g, p) for g in entry.gpus.values() for p in g.processes]
             table.show(processes, now, f"processes on {row.host}")

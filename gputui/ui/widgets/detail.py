@@ -14,7 +14,7 @@ from textual.widgets import Static
 from gputui.protocol import Event
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuHistory, GpuView
-from gputui.ui.health import host_message
+from gputui.ui.health import Flag, host_message
 from gputui.ui.model import HostEntry
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
@@ -72,8 +72,12 @@ class DetailPane(VerticalScroll):
         history: GpuHistory | None,
         events: Sequence[Event],
         now: float,
+        *,
+        flags: Sequence[Flag] = (),
     ) -> None:
+        """``flags`` are the grid's verdicts on this GPU, so both say the same."""
         self._set_title(f"{gpu.host} GPU {gpu.index}")
+        severity = {flag.label.split()[0]: flag.severity for flag in flags}
         info, sample = gpu.info, gpu.sample
         text = Text(no_wrap=True, overflow="ellipsis")
         self._pair(text, "model", info.name if info else "unknown")
@@ -103,9 +107,9 @@ class DetailPane(VerticalScroll):
             )
             self._pair(text, "PCIe", pcie, "warn" if degraded else None)
             ecc = f"{_opt(sample.ecc_corrected)} corr, {_opt(sample.ecc_uncorrected)} uncorr"
-            self._pair(text, "ECC", ecc, "crit" if sample.ecc_uncorrected else None)
+            self._pair(text, "ECC", ecc, severity.get("ECC"))
             throttle = "-" if sample.throttle is None else ", ".join(sample.throttle) or "none"
-            self._pair(text, "throttle", throttle, "warn" if sample.throttle else None)
+            self._pair(text, "throttle", throttle, severity.get("THRTL"))
             if sample.errors:
                 errors = ", ".join(f"{k}={v}" for k, v in sorted(sample.errors.items()))
                 self._pair(text, "n/a", errors)
