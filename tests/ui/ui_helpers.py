@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.pilot import Pilot
 from textual.widget import Widget
 
 from gputui.ui.app import GpuTuiApp
@@ -39,3 +44,18 @@ def grid_line(app: GpuTuiApp, key: str) -> str:
     host, _, index = key.partition(":")
     row = HostRow(host) if not index else GpuRow(host, int(index))
     return g._render_row(row, g.size.width, g.rich_style).text
+
+
+async def until(
+    pilot: Pilot[Any], condition: Callable[[], object], what: str, timeout: float = 10.0
+) -> None:
+    """Let the app run until ``condition()`` holds; fail after ``timeout`` s naming ``what``.
+
+    A wait on what the test needs, not on a fixed time: as quick as the app is, and
+    as patient as a loaded machine needs (the timeout is only for a hang).
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await pilot.pause(0.005)
