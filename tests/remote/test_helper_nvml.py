@@ -6,12 +6,14 @@ import io
 import json
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pynvml
 import pytest
 
 from gputui.protocol import Hello, Sample, decode_helper_line
+from gputui.remote import procs
 from gputui.remote.gpus import Gpu
 from gputui.remote.helper import Helper
 from gputui.remote.procs import ProcessTable
@@ -171,14 +173,46 @@ def test_event_registration_unsupported_is_recorded(run_once: RunOnce, fake_nvml
     assert sample["gpus"][2]["state"] == "ok"
 
 
-def test_gpu_reader_direct_table_cache(fake_nvml: FakeNvml) -> None:
+def _fake_proc(root: Path, pid: int, start_ticks: int, command: str) -> None:
+    """What the process table reads of ``pid`` under a fake /proc at ``root``."""
+    (root / "stat").write_text("cpu  1 2 3 4\nbtime 1700000000\n")
+    entry = root / str(pid)
+    entry.mkdir(exist_ok=True)
+    fields = ["S", *["0"] * 18, str(start_ticks), "0", "0"]  # field 22 is the start time
+    (entry / "stat").write_text(f"{pid} (a (tricky) name) {' '.join(fields)}\n")
+    (entry / "status").write_text(f"Name:\tpython\nUid:\t{os.getuid()}\t0\t0\t0\n")
+    (entry / "cmdline").write_bytes(command.replace(" ", "\0").encode() + b"\0")
+
+
+def test_gpu_reader_direct_table_cache(
+    fake_nvml: FakeNvml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each sample re-reads only a pid's start time; a reused pid is described afresh."""
+    described: list[int] = []
+    describe = procs.describe
+    monkeypatch.setattr(
+        procs, "describe", lambda pid, proc: described.append(pid) or describe(pid, proc)
+    )
+    _fake_proc(tmp_path, 4242, 1000, "python train.py")
     gpu = Gpu(pynvml, 0)
     gpu.inventory()
-    fake_nvml.gpus[0].procs = [(os.getpid(), 100)]
-    table = ProcessTable()
+    fake_nvml.gpus[0].procs = [(4242, 100)]
+    table = ProcessTable(str(tmp_path))
     first = gpu.sample(table)["processes"][0]
+    assert first["command"] == "python train.py" and first["start_ticks"] == 1000
+    assert first["uid"] == os.getuid()
+    (tmp_path / "4242" / "cmdline").write_bytes(b"renamed\0")  # not read again: cached
     second = gpu.sample(table)["processes"][0]
-    assert first == second
+    assert second == first and described == [4242]
+    # The pid now belongs to another process (new start time): read it all again.
+    _fake_proc(tmp_path, 4242, 2000, "sleep 60")
+    third = gpu.sample(table)["processes"][0]
+    assert third["command"] == "sleep 60" and third["start_ticks"] == 2000
+    assert described == [4242, 4242]
+    # A pid gone from every GPU is forgotten, so the cache stays the size of the GPUs' load.
+    table.keep_only([])
+    assert gpu.sample(table)["processes"][0]["command"] == "sleep 60"
+    assert described == [4242, 4242, 4242]
 
 
 def test_memory_used_matches_nvidia_smi_v2_and_falls_back_to_v1(
