@@ -49,7 +49,12 @@ async def test_connects_streams_and_kills_a_real_process(kit) -> None:
     assert snap.hello is not None and len(snap.hello.gpus) == 2
     assert snap.hello.hostname == "h1" and snap.hello.simulated
     assert [g.name for g in snap.hello.gpus] == ["NVIDIA GeForce RTX 3090"] * 2
-    assert HostStatus.CONNECTING in {s.status for s in seen} or fleet.samples_received()["h1"]
+    # start() only creates the link tasks, so the listener was there before any ran:
+    # it saw the whole story, connecting first, then live with nothing in between.
+    statuses = [s.status for s in seen]
+    assert statuses[0] is HostStatus.CONNECTING and seen[0].hello is None
+    assert HostStatus.LIVE in statuses
+    assert set(statuses[: statuses.index(HostStatus.LIVE)]) == {HostStatus.CONNECTING}
     first_seq = snap.sample.seq
     await kit.wait_for(
         lambda: kit.snap(fleet, "h1").sample.seq >= first_seq + 2, what="more samples"
