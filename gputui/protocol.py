@@ -12,6 +12,14 @@ and caps sizes, so nothing downstream handles raw host data.
 A field that could not be read is ``null`` in its place and named in the object's
 ``errors`` map with the NVML error name (``"NotSupported"``, ``"GpuIsLost"``,
 ``"FunctionNotFound"`` ...). One bad field never hides the others.
+
+Every number has a range (no NaN, no infinity, no temperature below absolute zero,
+no 10^30 W) and every list a cap. A well-formed line is decoded in one pass inside
+pydantic-core. A line that breaks a rule goes through ``_repair``: a bad optional
+value becomes ``null`` with its reason in the errors map (``OutOfRange``,
+``NotFinite``, ``WrongType`` ...), a GPU or process entry whose identity (index,
+uuid, pid) is bad is dropped, an over-long list is cut, and the message's ``notes``
+say what was done. Only a line whose own identity is bad is refused.
 """
 
 from __future__ import annotations
@@ -19,12 +27,28 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic_core import ErrorDetails
 
+from gputui.remote.simspec import MAX_GPUS
 from gputui.text import clean
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 4 * 1024 * 1024
+MAX_PROCESSES = 512
+"""Processes kept per GPU; a helper listing more is cut, with a note."""
+MAX_THROTTLE_REASONS = 32
+MAX_ERRORS = 64
+MAX_NOTES = 16
+_BIG = 2**63 - 1
 
 
 def _short(value: str) -> str:
@@ -37,7 +61,24 @@ def _long(value: str) -> str:
 
 ShortText = Annotated[str, AfterValidator(_short)]
 LongText = Annotated[str, AfterValidator(_long)]
-ErrorMap = dict[ShortText, ShortText]
+ErrorMap = Annotated[dict[ShortText, ShortText], Field(max_length=MAX_ERRORS)]
+Notes = Annotated[tuple[ShortText, ...], Field(max_length=MAX_NOTES)]
+
+# Numbers, each with the range a real card or host can produce. Strict: a bool or a
+# numeric string is not a number (an int is a fine float); NaN and infinity never are.
+Count = Annotated[int, Field(ge=0, le=_BIG, strict=True)]
+GpuIndex = Annotated[int, Field(ge=0, le=MAX_GPUS - 1, strict=True)]
+Percent = Annotated[int, Field(ge=0, le=100, strict=True)]
+MiB = Annotated[int, Field(ge=0, le=2**24, strict=True)]  # 16 TiB, far above any card
+Celsius = Annotated[int, Field(ge=-40, le=200, strict=True)]
+MHz = Annotated[int, Field(ge=0, le=100_000, strict=True)]
+PcieGen = Annotated[int, Field(ge=0, le=16, strict=True)]
+PcieWidth = Annotated[int, Field(ge=0, le=64, strict=True)]
+Pid = Annotated[int, Field(ge=1, le=2**22, strict=True)]  # Linux's pid_max ceiling
+Uid = Annotated[int, Field(ge=0, le=2**32 - 2, strict=True)]
+XidCode = Annotated[int, Field(ge=0, le=100_000, strict=True)]
+Watts = Annotated[float, Field(ge=0, le=10_000, strict=True, allow_inf_nan=False)]
+Epoch = Annotated[float, Field(ge=0, le=1e10, strict=True, allow_inf_nan=False)]  # < 2286
 
 
 class _Wire(BaseModel):
@@ -49,14 +90,14 @@ class _Wire(BaseModel):
 class GpuInfo(_Wire):
     """Static facts about one GPU, sent once in ``hello``."""
 
-    index: int
+    index: GpuIndex
     uuid: ShortText
     name: ShortText = "unknown"
-    memory_total_mib: int | None = None
-    power_limit_w: float | None = None
-    pcie_max_gen: int | None = None
-    pcie_max_width: int | None = None
-    mig_mode: bool | None = None
+    memory_total_mib: MiB | None = None
+    power_limit_w: Watts | None = None
+    pcie_max_gen: PcieGen | None = None
+    pcie_max_width: PcieWidth | None = None
+    mig_mode: StrictBool | None = None
     pci_bus_id: ShortText | None = None
     serial: ShortText | None = None
     errors: ErrorMap = Field(default_factory=dict)
@@ -64,30 +105,33 @@ class GpuInfo(_Wire):
 
 class Hello(_Wire):
     type: Literal["hello"] = "hello"
-    protocol: int
+    protocol: Count
     helper_version: ShortText
     hostname: ShortText
     driver: ShortText | None = None
     cuda: ShortText | None = None
     nvml: ShortText | None = None
-    simulated: bool = False
+    simulated: StrictBool = False
     signal_method: ShortText = "pidfd"
-    gpus: tuple[GpuInfo, ...] = ()
+    gpus: Annotated[tuple[GpuInfo, ...], Field(max_length=MAX_GPUS)] = ()
     errors: ErrorMap = Field(default_factory=dict)
+    notes: Notes = ()
+    """What the decoder had to do to this message (GPUs dropped, lists cut)."""
 
 
 class ProcessSample(_Wire):
     """A process that holds memory on a GPU, as the host saw it."""
 
-    pid: int
-    uid: int | None = None
+    pid: Pid
+    uid: Uid | None = None
     user: ShortText | None = None
     command: LongText = ""
-    gpu_mem_mib: int | None = None
-    start_ticks: int | None = None
-    start_time: float | None = None
+    gpu_mem_mib: MiB | None = None
+    start_ticks: Count | None = None
+    start_time: Epoch | None = None
     container: ShortText | None = None
     kind: Literal["compute", "graphics"] = "compute"
+    errors: ErrorMap = Field(default_factory=dict)
 
 
 GpuState = Literal["ok", "lost", "error"]
@@ -96,47 +140,51 @@ GpuState = Literal["ok", "lost", "error"]
 class GpuSample(_Wire):
     """One GPU's readings at one instant. ``state`` is ``lost`` once NVML says so."""
 
-    index: int
+    index: GpuIndex
     uuid: ShortText
     state: GpuState = "ok"
     message: LongText | None = None
-    util_gpu: int | None = None
-    util_mem: int | None = None
-    mem_used_mib: int | None = None
-    mem_total_mib: int | None = None
-    temp_c: int | None = None
-    power_w: float | None = None
-    power_limit_w: float | None = None
-    fan_pct: int | None = None
-    clock_sm_mhz: int | None = None
-    clock_mem_mhz: int | None = None
-    throttle: tuple[ShortText, ...] | None = None
-    ecc_corrected: int | None = None
-    ecc_uncorrected: int | None = None
-    pcie_gen: int | None = None
-    pcie_width: int | None = None
-    processes: tuple[ProcessSample, ...] = ()
+    util_gpu: Percent | None = None
+    util_mem: Percent | None = None
+    mem_used_mib: MiB | None = None
+    mem_total_mib: MiB | None = None
+    temp_c: Celsius | None = None
+    power_w: Watts | None = None
+    power_limit_w: Watts | None = None
+    fan_pct: Percent | None = None
+    clock_sm_mhz: MHz | None = None
+    clock_mem_mhz: MHz | None = None
+    throttle: Annotated[tuple[ShortText, ...], Field(max_length=MAX_THROTTLE_REASONS)] | None = None
+    ecc_corrected: Count | None = None
+    ecc_uncorrected: Count | None = None
+    pcie_gen: PcieGen | None = None
+    pcie_width: PcieWidth | None = None
+    processes: Annotated[tuple[ProcessSample, ...], Field(max_length=MAX_PROCESSES)] = ()
     errors: ErrorMap = Field(default_factory=dict)
 
 
 class Sample(_Wire):
     type: Literal["sample"] = "sample"
-    seq: int
-    time: float
-    gpus: tuple[GpuSample, ...] = ()
+    seq: Count
+    time: Epoch | None = None
+    """The helper's clock when it sampled (None when it sent nonsense)."""
+    gpus: Annotated[tuple[GpuSample, ...], Field(max_length=MAX_GPUS)] = ()
+    notes: Notes = ()
+    """What the decoder had to do to this message (GPUs dropped, lists cut)."""
 
 
 class Event(_Wire):
     """Something that happened on a GPU: an Xid now (``nvml``) or before (``kernel-log``)."""
 
     type: Literal["event"] = "event"
-    time: float
+    time: Epoch | None = None
+    """When it happened (None when the helper sent a time that cannot be one)."""
     kind: ShortText
     source: Literal["nvml", "kernel-log", "helper"] = "nvml"
     gpu_uuid: ShortText | None = None
-    gpu_index: int | None = None
+    gpu_index: GpuIndex | None = None
     pci_bus_id: ShortText | None = None
-    xid: int | None = None
+    xid: XidCode | None = None
     text: LongText = ""
 
 
@@ -144,8 +192,8 @@ class Result(_Wire):
     """The answer to request ``id``: ``ok`` with a ``value``, or an error ``code``."""
 
     type: Literal["result"] = "result"
-    id: int
-    ok: bool
+    id: Count
+    ok: StrictBool
     value: dict[str, Any] | None = None
     code: ShortText | None = None
     error: LongText | None = None
@@ -154,7 +202,7 @@ class Result(_Wire):
 class HelperError(_Wire):
     type: Literal["error"] = "error"
     message: LongText
-    fatal: bool = False
+    fatal: StrictBool = False
 
 
 HelperMessage = Annotated[
@@ -163,6 +211,21 @@ HelperMessage = Annotated[
 _HELPER_MESSAGE: TypeAdapter[Hello | Sample | Event | Result | HelperError] = TypeAdapter(
     HelperMessage
 )
+_BY_TYPE: dict[str, type[_Wire]] = {
+    "hello": Hello,
+    "sample": Sample,
+    "event": Event,
+    "result": Result,
+    "error": HelperError,
+}
+# Lists of entries, each with an identity of its own: a bad entry is dropped alone.
+# (owner, field): (entry model, noun, cap)
+_ENTRIES: dict[tuple[type[_Wire], str], tuple[type[_Wire], str, int]] = {
+    (Hello, "gpus"): (GpuInfo, "GPU", MAX_GPUS),
+    (Sample, "gpus"): (GpuSample, "GPU", MAX_GPUS),
+    (GpuSample, "processes"): (ProcessSample, "process", MAX_PROCESSES),
+}
+_REPAIR_ROUNDS = 6
 
 
 class ProtocolError(ValueError):
@@ -170,16 +233,158 @@ class ProtocolError(ValueError):
 
 
 def decode_helper_line(line: str | bytes) -> Hello | Sample | Event | Result | HelperError:
-    """Decode one line from a helper, or raise ``ProtocolError`` with a one-line reason."""
+    """Decode one line from a helper, or raise ``ProtocolError`` with a one-line reason.
+
+    Bad values inside a message are repaired, not refused (see the module's doc).
+    """
     if len(line) > MAX_LINE_BYTES:
         raise ProtocolError(f"line of {len(line)} bytes is over the {MAX_LINE_BYTES} limit")
     try:
         return _HELPER_MESSAGE.validate_json(line)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "message"
-        snippet = clean(line, 60)
-        raise ProtocolError(f"{where}: {first.get('msg', 'invalid')} in {snippet!r}") from None
+        failure = exc  # its error list is costly on a big line: read only to refuse
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        raise _refusal(failure, line) from None
+    if not isinstance(data, dict) or data.get("type") not in _BY_TYPE:
+        raise _refusal(failure, line)
+    model = _BY_TYPE[data["type"]]
+    notes: list[str] = []
+    _cut_entries(model, data, notes)
+    for _ in range(_REPAIR_ROUNDS):
+        if notes and "notes" in model.model_fields:
+            data["notes"] = _merge_notes(data.get("notes"), notes)
+        try:
+            return _HELPER_MESSAGE.validate_python(data)
+        except ValidationError as exc:
+            failure = exc
+        except RecursionError:
+            raise ProtocolError("message nested too deeply") from None
+        _repair(data, failure.errors(include_url=False), notes)
+    raise _refusal(failure, line)
+
+
+def _refusal(failure: ValidationError, line: str | bytes) -> ProtocolError:
+    errors = failure.errors(include_url=False)
+    error = errors[0] if errors else None
+    where = ".".join(str(p) for p in error["loc"]) if error else ""
+    message = error["msg"] if error else "invalid"
+    snippet = clean(line, 60)
+    return ProtocolError(clean(f"{where or 'message'}: {message} in {snippet!r}", 300))
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "message"
+
+
+def _reason(error: ErrorDetails) -> str:
+    """The error-map word for a pydantic error, in the spirit of NVML's names."""
+    kind = str(error.get("type", ""))
+    if kind == "finite_number":
+        return "NotFinite"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return "OutOfRange"
+    if kind == "too_long":
+        return "TooMany"
+    if kind.endswith(("_type", "_parsing")) or kind == "literal_error":
+        return "WrongType"
+    return "Invalid"
+
+
+def _merge_notes(existing: object, new: list[str]) -> list[str]:
+    old = [n for n in existing if isinstance(n, str)] if isinstance(existing, list) else []
+    merged = old + [n for n in new if n not in old]
+    if len(merged) > MAX_NOTES:
+        merged = [*merged[: MAX_NOTES - 1], f"and {len(merged) - MAX_NOTES + 1} more problems"]
+    return merged
+
+
+def _cut_entries(model: type[_Wire], obj: dict[str, Any], notes: list[str]) -> None:
+    """Cut every list of entries to its cap before anything looks inside them."""
+    for (owner, field), (entry_model, noun, cap) in _ENTRIES.items():
+        if owner is not model:
+            continue
+        items = obj.get(field)
+        if not isinstance(items, list):
+            continue
+        if len(items) > cap:
+            notes.append(f"{len(items)} {noun} entries sent; kept the first {cap}")
+            del items[cap:]
+        for item in items:
+            if isinstance(item, dict):
+                _cut_entries(entry_model, item, notes)
+
+
+def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) -> None:
+    """Mend ``data`` (parsed JSON) where pydantic found ``errors``; say what in ``notes``.
+
+    A bad optional field is removed (it reads as ``null``) and named in its object's
+    errors map; a bad required field drops the entry it identifies; a list over its
+    cap is cut. A bad required field of the message itself raises ``ProtocolError``.
+    """
+    drops: dict[int, tuple[list[Any], set[int]]] = {}
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        model: type[_Wire] = _BY_TYPE[data["type"]]
+        obj: dict[str, Any] = data
+        entry: tuple[list[Any], int, str] | None = None
+        field: str | None = None
+        i = 1  # loc[0] is the discriminator's tag
+        while i < len(loc):
+            part = loc[i]
+            if not isinstance(part, str) or part not in model.model_fields:
+                break
+            field = part
+            nested = _ENTRIES.get((model, part))
+            items = obj.get(part)
+            if (
+                nested is not None
+                and i + 1 < len(loc)
+                and isinstance(loc[i + 1], int)
+                and isinstance(items, list)
+                and 0 <= int(loc[i + 1]) < len(items)
+            ):
+                index = int(loc[i + 1])
+                entry = (items, index, nested[1])
+                field = None
+                if i + 2 < len(loc) and isinstance(items[index], dict):
+                    model, obj = nested[0], items[index]
+                    i += 2
+                    continue
+            break
+        reason = _reason(error)
+        if field is None:
+            # The entry itself is not an object: drop it.
+            if entry is None:
+                raise ProtocolError(clean(f"{_where(loc)}: {error['msg']}", 300))
+            drops.setdefault(id(entry[0]), (entry[0], set()))[1].add(entry[1])
+            notes.append(f"dropped {entry[2]} entry {entry[1]}: not an object")
+            continue
+        info = model.model_fields[field]
+        value = obj.get(field)
+        if reason == "TooMany" and isinstance(value, list):
+            del value[MAX_NOTES if field == "notes" else MAX_THROTTLE_REASONS :]
+            continue
+        if reason == "TooMany" and isinstance(value, dict):
+            obj[field] = dict(list(value.items())[:MAX_ERRORS])
+            continue
+        if not info.is_required():
+            obj.pop(field, None)
+            if field != "errors" and "errors" in model.model_fields:
+                found = obj.get("errors")
+                if not isinstance(found, dict):
+                    obj["errors"] = found = {}
+                if len(found) < MAX_ERRORS:
+                    found[field] = reason
+            continue
+        if entry is None:
+            raise ProtocolError(clean(f"{_where(loc)}: {error['msg']}", 300))
+        drops.setdefault(id(entry[0]), (entry[0], set()))[1].add(entry[1])
+        notes.append(f"dropped {entry[2]} entry {entry[1]}: {field}: {reason}")
+    for items, indices in drops.values():
+        for index in sorted(indices, reverse=True):
+            del items[index]
 
 
 # Requests, client -> helper. Built here so every client speaks the same shapes.

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import time
 
+from gputui.text import cut
+from gputui.text import fit as fit_cells
+
 DASH = "-"
 _PREFIXES = ("NVIDIA ", "Tesla ", "GeForce ", "Quadro ")
 
@@ -108,9 +111,10 @@ def retry_in(next_retry_at: float | None, now: float) -> str:
 
 
 def truncate(text: str, width: int) -> str:
-    """Cut ``text`` to ``width`` cells with an ellipsis (ASCII widths assumed)."""
-    if width <= 0:
-        return ""
-    if len(text) <= width:
-        return text
-    return text[: width - 1] + "…"
+    """Cut ``text`` to ``width`` display cells with an ellipsis (wide characters count 2)."""
+    return cut(text, width)
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut or padded to exactly ``width`` display cells, for a fixed column."""
+    return fit_cells(text, width)

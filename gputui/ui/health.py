@@ -59,7 +59,7 @@ def gpu_flags(
         if holds_memory_without_process(sample):
             flags.append(Flag("NOPROC", "warn"))
     for event in reversed(events):
-        if event.xid is not None and now - event.time <= RECENT_EVENT_S:
+        if event.xid is not None and event.time is not None and now - event.time <= RECENT_EVENT_S:
             severity: Severity = "crit" if event.xid in _SEVERE_XIDS else "warn"
             flags.append(Flag(f"Xid {event.xid}", severity))
             break
@@ -91,7 +91,7 @@ def holds_memory_without_process(sample: GpuSample) -> bool:
 
 def last_xid_time(events: Sequence[Event]) -> float | None:
     """When the newest Xid among ``events`` happened (None: no Xid at all)."""
-    times = [event.time for event in events if event.xid is not None]
+    times = [event.time for event in events if event.xid is not None and event.time is not None]
     return max(times) if times else None
 
 
@@ -131,6 +131,13 @@ def host_status_text(snapshot: HostSnapshot, now: float, health: HealthThreshold
     if status is HostStatus.STALE:
         return f"stale {data_age(age)}"
     return str(status.value)
+
+
+def data_notes(snapshot: HostSnapshot) -> tuple[str, ...]:
+    """What the decoder had to mend in the host's latest hello and sample (bad values
+    dropped, lists cut): a helper sending nonsense is a problem worth seeing."""
+    hello, sample = snapshot.hello, snapshot.sample
+    return (hello.notes if hello else ()) + (sample.notes if sample else ())
 
 
 def host_message(snapshot: HostSnapshot) -> str:

@@ -105,7 +105,7 @@ class ClusterModel:
         self.health = health or HealthThresholds()
         self.hosts: dict[str, HostEntry] = {}
         self._history: dict[str, dict[int, GpuHistory]] = {}
-        self._last_seq: dict[str, tuple[int, float]] = {}
+        self._last_seq: dict[str, tuple[int, float | None]] = {}
 
     # -- updates -----------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from textual.widgets import Static
 from gputui.protocol import Event
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuHistory, GpuView
-from gputui.ui.health import Flag, host_message
+from gputui.ui.health import Flag, data_notes, host_message
 from gputui.ui.model import HostEntry
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
@@ -118,7 +118,11 @@ class DetailPane(VerticalScroll):
             self._pair(text, "events", "none")
         for i, event in enumerate(reversed(recent)):
             line = Text()
-            line.append(f"{fmt.clock_time(event.time)} ({fmt.duration(now - event.time)} ago) ")
+            if event.time is None:
+                line.append("time unknown ")
+            else:
+                ago = fmt.duration(now - event.time)
+                line.append(f"{fmt.clock_time(event.time)} ({ago} ago) ")
             what = f"Xid {event.xid}" if event.xid is not None else event.kind
             line.append(what, self._style("crit" if event.xid is not None else "warn"))
             if event.text:
@@ -157,6 +161,8 @@ class DetailPane(VerticalScroll):
                 f"{hello.helper_version}, signals via {hello.signal_method}" + simulated,
             )
         self._pair(text, "GPUs", str(len(entry.gpus)))
+        for i, note in enumerate(data_notes(snap)):
+            self._pair(text, "bad data" if i == 0 else "", note, "warn")
         self._set_body(text)
 
     def clear_detail(self) -> None:

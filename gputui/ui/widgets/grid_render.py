@@ -21,7 +21,13 @@ from textual.strip import Strip
 from gputui.telemetry import HostStatus
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
-from gputui.ui.health import Severity, host_message, host_severity, host_status_text
+from gputui.ui.health import (
+    Severity,
+    data_notes,
+    host_message,
+    host_severity,
+    host_status_text,
+)
 from gputui.ui.model import ClusterModel, HostEntry
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -223,6 +229,11 @@ def column_header(cols: Columns, palette: Palette) -> Strip:
     return line.strip(cols.width, palette.base)
 
 
+def _right(text: str, width: int) -> str:
+    """A number right-aligned in its column; one too wide for it is cut, never spilled."""
+    return text.rjust(width) if len(text) <= width else text[: width - 1] + "…"
+
+
 def bar(line: _Line, fraction: float | None, width: int, fill: Style, empty: Style) -> None:
     """A horizontal gauge in eighth-blocks over a trough; unknown is an empty trough.
 
@@ -272,9 +283,9 @@ def gpu_line(
     if cols.grouped:
         add("  ", base)
     else:
-        add(fmt.truncate(gpu.host, cols.host_w).ljust(cols.host_w) + " ", palette.host)
-    model_name = fmt.truncate(gpu.model, cols.model_w).ljust(cols.model_w)
-    add(str(gpu.index).rjust(_IDX_W) + " " + model_name + " ", base)
+        add(fmt.fit(gpu.host, cols.host_w) + " ", palette.host)
+    model_name = fmt.fit(gpu.model, cols.model_w)
+    add(_right(str(gpu.index), _IDX_W) + " " + model_name + " ", base)
 
     util = gpu.util
     bar(
@@ -284,7 +295,7 @@ def gpu_line(
         _util_style(util or 0, palette),
         palette.gauge_empty,
     )
-    add(" " + fmt.percent(util).rjust(_PCT_W) + " ", base)
+    add(" " + _right(fmt.percent(util), _PCT_W) + " ", base)
 
     mem_pct = gpu.mem_pct
     mem_style = palette.gauge_mem
@@ -292,31 +303,31 @@ def gpu_line(
         mem_style = palette.gauge_high
     mem_fraction = None if mem_pct is None else mem_pct / 100
     bar(line, mem_fraction, cols.bar_w, mem_style, palette.gauge_empty)
-    add(" " + fmt.mem_pair(gpu.mem_used, gpu.mem_total).rjust(_MEM_W) + " ", base)
+    add(" " + _right(fmt.mem_pair(gpu.mem_used, gpu.mem_total), _MEM_W) + " ", base)
 
     temp_sev = model.temp_severity(gpu.temp)
     temp = fmt.temperature(gpu.temp) + MARKERS[temp_sev][:1]
     temp_style = palette.severity(temp_sev) if temp_sev != "ok" else base
-    add(temp.rjust(_TEMP_W - 1).ljust(_TEMP_W), temp_style)
+    add(_right(temp, _TEMP_W - 1).ljust(_TEMP_W), temp_style)
     add(" ", base)
     power = gpu.power
     limit = gpu.power_limit
     power_style = base
     if power is not None and limit and 100 * power / limit >= model.health.power_warn_pct:
         power_style = palette.warn
-    add(fmt.power_pair(power, limit).rjust(_POWER_W), power_style)
+    add(_right(fmt.power_pair(power, limit), _POWER_W), power_style)
     add(" ", base)
     if cols.fan:
-        add(fmt.percent(gpu.fan).rjust(_FAN_W) + " ", palette.muted if gpu.fan is None else base)
+        add(_right(fmt.percent(gpu.fan), _FAN_W) + " ", palette.muted if gpu.fan is None else base)
     if cols.clock:
         sm = gpu.sample.clock_sm_mhz if gpu.sample is not None else None
-        add(("-" if sm is None else f"{sm}MHz").rjust(_CLOCK_W) + " ", base)
+        add(_right("-" if sm is None else f"{sm}MHz", _CLOCK_W) + " ", base)
     procs = len(gpu.processes)
-    add((str(procs) if procs else "-").rjust(_PROC_W) + " ", base if procs else palette.muted)
+    add(_right(str(procs) if procs else "-", _PROC_W) + " ", base if procs else palette.muted)
     if cols.owners_w:
         owners = ",".join(gpu.owners) or "-"
         add(
-            fmt.truncate(owners, cols.owners_w).ljust(cols.owners_w) + " ",
+            fmt.fit(owners, cols.owners_w) + " ",
             base if gpu.owners else palette.muted,
         )
     flags = model.flags(gpu, now)
@@ -370,6 +381,10 @@ def host_line(
         add(f"{totals.gpus} GPU{'s' if totals.gpus != 1 else ''}, {totals.busy} busy", base)
         add("  ·  ", muted)
         add(fmt.mem_pair(totals.mem_used_mib, totals.mem_total_mib), base)
+    notes = data_notes(snap)
+    if notes:
+        add("  ·  ", muted)
+        add(f"{MARKERS['warn']} bad data: {notes[0]}", palette.warn)
     hello = entry.hello
     if hello is not None and hello.driver:
         add("  ·  ", muted)
