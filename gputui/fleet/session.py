@@ -40,6 +40,9 @@ from gputui.text import clean
 from .failures import HelperFailure
 
 _STDERR_KEEP = 4096
+STDERR_GRACE_S = 0.5
+"""How long a helper that printed junk gets to say why on stderr (or to exit): the
+wait ends as soon as either happens, so this only costs time when it does neither."""
 
 # Ciphers in the order the console offers them. AES-GCM first: one AEAD call per
 # packet in asyncssh (ChaCha20-Poly1305 costs three cipher set-ups per packet), and
@@ -141,6 +144,8 @@ class HelperSession:
         self.pending: dict[int, asyncio.Future[Result | None]] = {}
         self._ids = itertools.count(1)
         self._stderr = bytearray()
+        self._stderr_told = asyncio.Event()
+        """Set once stderr holds a whole line (or is full), or the channel has ended."""
         self._splitter = LineSplitter(self._queue_line)
         self._queued: deque[bytes] = deque()
         self._handler: LineHandler | None = None
@@ -188,11 +193,16 @@ class HelperSession:
         room = _STDERR_KEEP - len(self._stderr)
         if room > 0:
             self._stderr += data[:room]
+        if not self._stderr_told.is_set() and (
+            len(self._stderr) >= _STDERR_KEEP or b"\n" in self._stderr.lstrip()
+        ):
+            self._stderr_told.set()
 
     def _on_end(self, exc: Exception | None) -> None:
         if self._ended:
             return
         self._ended = True
+        self._stderr_told.set()  # end of channel: no more stderr will come
         if exc is not None and self._failure is None:
             self._failure = exc  # the connection dropped: raised to the reader
         if self._failure is None:
@@ -320,7 +330,7 @@ class HelperSession:
             try:
                 message = decode_helper_line(line)
             except ProtocolError:
-                await asyncio.sleep(0.05)  # let stderr catch up when there is some
+                await self._stderr_or_end(STDERR_GRACE_S)
                 stderr = self.first_stderr_line()
                 extra = f"; stderr: {stderr}" if stderr else ""
                 raise HelperFailure(
@@ -337,6 +347,12 @@ class HelperSession:
             raise HelperFailure(
                 HostStatus.HELPER_ERROR, f"helper sent {message.type!r} before hello"
             )
+
+    async def _stderr_or_end(self, timeout: float) -> None:
+        """Wait, up to ``timeout`` s, for stderr's first line or the channel's end:
+        the reason for junk on stdout usually follows it on stderr."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stderr_told.wait(), timeout)
 
     def fail_pending(self) -> None:
         """Wake every request still waiting: the session is gone."""
