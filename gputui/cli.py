@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gputui import __version__
-from gputui.config import Config, ConfigError, find_config, load_config
+from gputui.config import (
+    Config,
+    ConfigError,
+    file_problems,
+    find_config,
+    load_config,
+    require_hosts,
+)
+from gputui.text import clean
 
 EXIT_OK = 0
 EXIT_CONFIG = 1
@@ -121,32 +129,25 @@ class UsageError(Exception):
 
 
 def check_config(path: str | None) -> int:
+    """Everything the console would refuse, and what it would fail on later (an unknown
+    theme, a key or known_hosts file that is not there), one line each; else a summary."""
     source = find_config(path)
     config = load_config(source)
+    require_hosts(config)  # the same verdict as the console's
     from gputui.ui.themes import theme_names
 
+    problems: list[str] = []
     known = theme_names()
     if config.theme not in known:
-        line = _line_of(source, "theme")
-        raise ConfigError(
-            [
-                f"{source}:{line}: theme: unknown theme {config.theme!r};"
-                f" known themes: {', '.join(known)}"
-            ]
+        problems.append(
+            f"{source}:{config.line_of('theme')}: theme: unknown theme {config.theme!r};"
+            f" known themes: {', '.join(known)}"
         )
+    problems += file_problems(config)
+    if problems:
+        raise ConfigError(problems)
     print(summarise(config, source))
     return EXIT_OK
-
-
-def _line_of(path: Path, key: str) -> int:
-    """The line of a top-level ``key:`` in a YAML file (1 when it cannot be found)."""
-    try:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.startswith(f"{key}:"):
-                return number
-    except (OSError, UnicodeDecodeError):
-        pass
-    return 1
 
 
 def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
@@ -157,7 +158,7 @@ def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
     sims = sum(1 for h in hosts if h.sim)
     head = config.head.host if config.head else "none (monitoring only)"
     lines = [
-        f"{source}: OK",
+        f"{clean(str(source), 512)}: OK",
         f"  hosts     {len(hosts)}" + (f" ({sims} simulated)" if sims else ""),
         f"  pools     {pool_text}",
         f"  refresh   every {config.refresh_interval:g}s;"
@@ -209,10 +210,7 @@ def _theme_or_error(config: Config, theme: str | None) -> str:
 
 def run_console(hosts_file: str | None, theme: str | None) -> int:
     config = load_config(find_config(hosts_file))
-    if not config.hosts:
-        raise UsageError(
-            "the config lists no hosts; add some under 'hosts:' (see hosts.example.yaml)"
-        )
+    require_hosts(config)
     theme_name = _theme_or_error(config, theme)
     from gputui.fleet.fleet import Fleet
     from gputui.ui.app import GpuTuiApp

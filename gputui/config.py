@@ -3,22 +3,70 @@
 Errors come back as one line each, ``FILE:LINE: field: problem``, so a person can
 jump straight to the mistake. Unknown keys are errors: a typo never silently falls
 back to a default.
+
+The file is untrusted input as far as the terminal is concerned, and it is read
+with bounds, so no file can hang, exhaust or take over the console:
+
+* only a regular file of at most ``MAX_FILE_BYTES`` is read (a FIFO, device or
+  directory is named as such, never opened for a blocking read);
+* the YAML is composed once, and composition stops at the first list or mapping
+  over ``MAX_ENTRIES`` entries (so at most ``MAX_HOSTS`` hosts), at nesting over
+  ``MAX_DEPTH`` levels, and once aliases would expand the document past
+  ``MAX_VALUES`` values ("billion laughs"); an alias to a value that contains it
+  is refused;
+* every string (keys included) is refused if it carries a control character, an
+  escape sequence, a bidi override or other invisible formatting character, or is
+  over ``MAX_STRING`` characters: a typo is better flagged than silently changed;
+* numbers are strict: ``port: true`` or ``port: "22"`` is an error, not 1 or 22;
+* every error line goes through :func:`gputui.text.clean`, so even an error about
+  a hostile value cannot write an escape sequence to the terminal.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+import yaml.constructor
+import yaml.resolver
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from gputui.text import clean
 
 ENV_VAR = "GPUTUI_HOSTS"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+MAX_FILE_BYTES = 1024 * 1024
+"""hosts.yaml is read only up to 1 MiB: ample for ``MAX_HOSTS`` hosts."""
+MAX_HOSTS = 10_000
+"""Hosts one config may list."""
+MAX_ENTRIES = MAX_HOSTS
+"""Entries in any one YAML list or mapping (the host list is the longest there is)."""
+MAX_DEPTH = 32
+"""Nesting levels, counted through aliases; the schema itself needs five."""
+MAX_VALUES = 500_000
+"""Values (YAML nodes) in the document once aliases are expanded."""
+MAX_STRING = 4096
+"""Characters in any one string."""
+MAX_ERROR_LINES = 50
+"""Error lines shown for one file; the rest are counted in a last line."""
+_LINE_LIMIT = 1024
 
 
 def search_paths() -> list[Path]:
@@ -34,7 +82,9 @@ def search_paths() -> list[Path]:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: YAML's ``true`` is not the port 1, nor "22" the port 22; an int is
+    # still accepted where a float is expected. No inf/nan where a number is wanted.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 Port = Annotated[int, Field(ge=1, le=65535)]
@@ -102,7 +152,12 @@ class HostConfig(_Model):
         if value is not None:
             from gputui.remote.simspec import parse_spec
 
-            parse_spec(value)
+            try:
+                parse_spec(value)
+            except ValueError:
+                raise
+            except Exception as exc:  # any other failure is still this field's error
+                raise ValueError(f"bad sim spec: {exc.__class__.__name__}: {exc}") from None
         return value
 
 
@@ -169,6 +224,24 @@ class Config(_Model):
     connect_concurrency: Annotated[int, Field(ge=1, le=1024)] = 32
     """SSH handshakes in flight at once (keep under sshd's MaxStartups across hosts)."""
 
+    _source: str = PrivateAttr("<config>")
+    _lines: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        """The file this config was read from, as errors name it."""
+        return self._source
+
+    def line_of(self, field: str) -> int:
+        """The line ``field`` (e.g. ``hosts[2].identity_file``) was given on, else its
+        nearest enclosing field's, else 1: so later checks can name the line too."""
+        while field:
+            if field in self._lines:
+                return self._lines[field]
+            cut = max(field.rfind("."), field.rfind("["))
+            field = field[:cut] if cut > 0 else ""
+        return 1
+
     @model_validator(mode="after")
     def _unique_names(self) -> Config:
         seen: set[str] = set()
@@ -222,80 +295,615 @@ class ResolvedHost:
 
 
 class ConfigError(Exception):
-    """hosts.yaml could not be used; ``lines`` holds one ``FILE:LINE: field: problem`` each."""
+    """hosts.yaml could not be used; ``lines`` holds one ``FILE:LINE: field: problem`` each.
+
+    Every line is passed through :func:`gputui.text.clean` here, once for all callers:
+    a line may quote a path or value from the file, and none of it may reach a
+    terminal as an escape sequence.
+    """
 
     def __init__(self, lines: Sequence[str]) -> None:
-        super().__init__("\n".join(lines))
-        self.lines = list(lines)
+        safe = [clean(line, _LINE_LIMIT) for line in lines]
+        super().__init__("\n".join(safe))
+        self.lines = safe
+
+
+def _expand(path: str | os.PathLike[str]) -> Path:
+    """``~`` expanded where it can be; ``~nosuchuser`` stays as written (never raises)."""
+    return Path(os.path.expanduser(os.fspath(path)))
+
+
+def _present(path: Path) -> bool:
+    """Whether something is at ``path``; anything there, even unreadable, is for
+    ``load_config`` to name, rather than silently skipped."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except (OSError, ValueError):
+        return True
+    return True
 
 
 def find_config(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The config file to use, following the documented search order."""
     if explicit is not None:
-        path = Path(explicit).expanduser()
-        if not path.is_file():
+        path = _expand(explicit)
+        if not _present(path):
             raise ConfigError([f"{path}: no such file"])
         return path
     env = os.environ.get(ENV_VAR)
-    if env and not Path(env).expanduser().is_file():
-        raise ConfigError([f"{Path(env).expanduser()}: no such file (named by ${ENV_VAR})"])
+    if env and not _present(_expand(env)):
+        raise ConfigError([f"{_expand(env)}: no such file (named by ${ENV_VAR})"])
     candidates = search_paths()
     for path in candidates:
-        if path.is_file():
+        if _present(path):
             return path
     looked = ", ".join(str(p) for p in candidates)
     raise ConfigError([f"no hosts.yaml found (looked in: {looked}); try --hosts FILE"])
 
 
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, in words; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _reason(exc: OSError | ValueError) -> str:
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return "permission denied"
+        return exc.strerror or exc.__class__.__name__
+    return str(exc) or exc.__class__.__name__
+
+
+def _too_big(size: int) -> str:
+    return f"too big: {size} bytes; the limit for a config file is 1 MiB ({MAX_FILE_BYTES} bytes)"
+
+
+def _read(path: Path) -> str:
+    """The text of ``path``, refusing anything but a regular file of sane size.
+
+    ``stat`` comes first so a FIFO or device is never opened for reading; the open
+    is non-blocking anyway (the path could be swapped after the ``stat``), the
+    opened file is checked again, and no more than the limit is ever read.
+    """
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConfigError([f"{path}: no such file"]) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError([f"{path}: cannot read: {_reason(exc)}"]) from None
+    kind = _kind(info.st_mode)
+    if kind is not None:
+        raise ConfigError([f"{path}: is {kind}, not a config file"])
+    if info.st_size > MAX_FILE_BYTES:
+        raise ConfigError([f"{path}: {_too_big(info.st_size)}"])
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+        with open(fd, "rb", closefd=True) as file:
+            kind = _kind(os.fstat(file.fileno()).st_mode)
+            if kind is not None:
+                raise ConfigError([f"{path}: is {kind}, not a config file"])
+            data = file.read(MAX_FILE_BYTES + 1)
+    except (OSError, ValueError) as exc:
+        raise ConfigError([f"{path}: cannot read: {_reason(exc)}"]) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError([f"{path}: {_too_big(len(data))}"])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.__class__.__name__}: {exc}"]) from None
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate ``path``; raise ``ConfigError`` with one line per problem."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"{path}: cannot read: {exc.__class__.__name__}: {exc}"]) from None
-    return parse_config(text, str(path))
+    return parse_config(_read(path), str(path))
 
 
 def parse_config(text: str, source: str = "<config>") -> Config:
+    """Validate hosts.yaml ``text``; raise ``ConfigError`` with one line per problem.
+
+    One pass over the YAML: compose the node graph under the limits (checking every
+    string on the way), construct the data from that graph, validate it.
+    """
+    if len(text) > MAX_FILE_BYTES:
+        raise ConfigError([f"{source}: {_too_big(len(text))}"])
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=yaml.SafeLoader)
+        data_bytes = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        raise ConfigError(
+            [f"{source}:{line}: yaml: not valid Unicode text ({_codepoint(text[exc.start])})"]
+        ) from None
+    if len(data_bytes) > MAX_FILE_BYTES:
+        raise ConfigError([f"{source}: {_too_big(len(data_bytes))}"])
+    composer = _Composer(data_bytes, source)
+    try:
+        root = composer.compose()
+    except _Abort as abort:
+        raise ConfigError([abort.problem.line_text(source, None)]) from None
     except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        where = f"{source}:{line + 1}" if line is not None else source
-        raise ConfigError([f"{where}: yaml: {problem}"]) from None
-    duplicates = list(_duplicate_keys(node, source))
-    if duplicates:
-        raise ConfigError(duplicates)
+        raise ConfigError([_yaml_error_line(exc, data_bytes, source)]) from None
+    if composer.problems:
+        raise ConfigError(_capped(p.line_text(source, root) for p in composer.problems))
+    try:
+        data = _Constructor().construct_document(root) if root is not None else None
+    except yaml.YAMLError as exc:
+        raise ConfigError([_yaml_error_line(exc, data_bytes, source)]) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError([f"{source}:1: (top level): must be a mapping of settings"])
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as exc:
-        lines = sorted(_error_lines(exc, node, source), key=_line_number)
-        raise ConfigError(lines) from None
+        lines = sorted(_error_lines(exc, root, source), key=_line_number)
+        raise ConfigError(_capped(lines)) from None
+    config._source = source
+    config._lines = _key_lines(root)
+    return config
 
 
-def _duplicate_keys(node: yaml.Node | None, source: str, path: str = "") -> Iterator[str]:
-    """YAML lets a later key silently replace an earlier one; here that is an error."""
-    if isinstance(node, yaml.MappingNode):
+def require_hosts(config: Config) -> None:
+    """A config that lists no hosts gives the console nothing to show: the one verdict
+    both ``check-config`` and the console give, so they never disagree."""
+    if not config.hosts:
+        raise ConfigError(
+            [
+                f"{config.source}:{config.line_of('hosts')}: hosts: no hosts listed;"
+                " add at least one under 'hosts:' (see hosts.example.yaml)"
+            ]
+        )
+
+
+def file_problems(config: Config) -> list[str]:
+    """``identity_file`` and ``known_hosts`` files the config names that cannot be read,
+    one line each, naming the field and the path as written and as expanded.
+
+    Not part of loading: a key missing on this machine is for ``check-config`` to
+    report, while the console still shows the hosts that do not need it.
+    """
+    sections: list[tuple[str, str, SshDefaults | HostConfig]] = [
+        ("defaults", "defaults", config.defaults)
+    ]
+    sections += [(f"hosts[{i}]", f"hosts[{i}]({h.name})", h) for i, h in enumerate(config.hosts)]
+    verdicts: dict[str, str | None] = {}
+    lines: list[str] = []
+    for where, label, section in sections:
+        for name in ("identity_file", "known_hosts"):
+            value = getattr(section, name)
+            if value is None:
+                continue
+            if value not in verdicts:
+                verdicts[value] = _file_problem(value)
+            problem = verdicts[value]
+            if problem is None:
+                continue
+            expanded = os.path.expanduser(value)
+            shown = value if expanded == value else f"{value} ({expanded})"
+            line = config.line_of(f"{where}.{name}")
+            lines.append(f"{config.source}:{line}: {label}.{name}: {shown}: {problem}")
+    return lines
+
+
+def _file_problem(value: str) -> str | None:
+    """Why the file named ``value`` cannot be used as a key or known_hosts, or None."""
+    path = os.path.expanduser(value)
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "no such file"
+    except (OSError, ValueError) as exc:
+        return f"cannot be read ({_reason(exc)})"
+    kind = _kind(info.st_mode)
+    if kind is not None:
+        return f"is {kind}, not a file"
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None
+
+
+def _capped(lines: Iterator[str] | list[str]) -> list[str]:
+    """At most ``MAX_ERROR_LINES`` lines, then one that counts the rest."""
+    lines = list(lines)
+    if len(lines) <= MAX_ERROR_LINES:
+        return lines
+    shown, rest = lines[:MAX_ERROR_LINES], lines[MAX_ERROR_LINES:]
+    head = rest[0].split(": ", 1)[0]
+    return [*shown, f"{head}: (more): {len(rest)} more problems not shown"]
+
+
+def _yaml_error_line(exc: yaml.YAMLError, data: bytes, source: str) -> str:
+    """One ``FILE:LINE: yaml: problem`` line for a YAML syntax error, always with a line."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    line = getattr(mark, "line", None)
+    number = line + 1 if isinstance(line, int) else None
+    position = getattr(exc, "position", None)
+    if number is None and isinstance(position, int):
+        number = data.count(b"\n", 0, position) + 1  # a ReaderError: a byte offset
+    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None)
+    if not problem:
+        problem = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+    character = getattr(exc, "character", None)
+    if isinstance(character, int):
+        problem = f"{problem} ({_codepoint(chr(character))})"
+    return f"{source}:{number or 1}: yaml: {problem}"
+
+
+# --- composing under limits --------------------------------------------------
+
+_TAG = "tag:yaml.org,2002:"
+_ALLOWED_TAGS = frozenset(
+    _TAG + name for name in ("str", "int", "float", "bool", "null", "seq", "map", "merge")
+)
+_REFUSED_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "an invisible formatting or bidi character",
+    "Cs": "a lone surrogate",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+}
+
+
+def _codepoint(char: str) -> str:
+    return f"U+{ord(char):04X}"
+
+
+def _refused_char(value: str) -> tuple[int, str, str] | None:
+    """The first character of ``value`` no config string may hold: index, code point
+    and what it is. Controls include ESC, so every escape sequence is caught here."""
+    if value.isascii() and value.isprintable():
+        return None
+    for index, char in enumerate(value):
+        kind = _REFUSED_CATEGORIES.get(unicodedata.category(char))
+        if kind is not None:
+            return index, _codepoint(char), kind
+    return None
+
+
+class _Resolver(yaml.resolver.Resolver):
+    """YAML's implicit types minus timestamps and ``=``: a date-like name or a bare
+    ``=`` stays a string instead of becoming a date or an unconstructable value."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag in _ALLOWED_TAGS]
+        for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
+    }
+
+
+class _Constructor(yaml.constructor.SafeConstructor):
+    """SafeConstructor whose value errors (``0x_``, ``._``) come back as YAML errors
+    with the value's line, instead of escaping as a bare ``ValueError``."""
+
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this value ({exc})", node.start_mark
+            ) from None
+
+
+_LIBYAML: bool = bool(getattr(yaml, "__with_libyaml__", False))
+
+
+def _events(data: bytes) -> Any:
+    """A YAML event source: libyaml's parser where PyYAML has it, else PyYAML's own.
+
+    Either way only events are taken from it; composing is ours, under the limits.
+    """
+    if _LIBYAML:
+        from yaml._yaml import CParser
+
+        return CParser(data)
+
+    class _PyParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
+        def __init__(self, stream: bytes) -> None:
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+
+    return _PyParser(data)
+
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Problem:
+    line: int
+    loc: Loc
+    message: str
+
+    def line_text(self, source: str, root: yaml.Node | None) -> str:
+        return f"{source}:{self.line}: {_field_text(self.loc, root)}: {self.message}"
+
+
+class _Abort(Exception):
+    """A limit was hit: composing stops at once, with this one problem."""
+
+    def __init__(self, problem: _Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+class _Composer:
+    """Builds the YAML node graph from parser events, as PyYAML's Composer does,
+    while counting what an alias bomb or a runaway file would otherwise make cheap:
+
+    * every node's expanded size (values below it, aliases followed) and height
+      are known once it is complete, so an alias adds its target's size and height
+      in O(1), and the limits stop a bomb at the first level that goes too far;
+    * depth is checked on the way down, so deep nesting never reaches Python's
+      recursion limit;
+    * an alias to a node not yet complete (``&a [*a]``) would make a cycle: refused;
+    * every scalar is checked for refused characters and length, every mapping for
+      duplicate and non-scalar keys, every node for its tag; those problems are
+      collected, one line each.
+    """
+
+    def __init__(self, data: bytes, source: str) -> None:
+        self._events = _events(data)
+        self._resolver = _Resolver()
+        self._anchors: dict[str, yaml.Node] = {}
+        self._measured: dict[int, tuple[int, int]] = {}  # id(node) -> (size, height)
+        self._loc: list[str | int] = []
+        self._key_next = False
+        self.problems: list[_Problem] = []
+
+    def _resolve(self, kind: type[yaml.Node], value: str | None, implicit: Any) -> str:
+        tag = self._resolver.resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return str(tag)
+
+    def compose(self) -> yaml.Node | None:
+        events = self._events
+        events.get_event()  # stream start
+        root: yaml.Node | None = None
+        if not events.check_event(yaml.StreamEndEvent):
+            events.get_event()  # document start
+            root = self._node(1)
+            events.get_event()  # document end
+            if not events.check_event(yaml.StreamEndEvent):
+                event = events.get_event()
+                raise _Abort(_Problem(_line(event), (), "only one YAML document is allowed"))
+        events.get_event()  # stream end
+        return root
+
+    def _abort(self, mark: Any, message: str) -> _Abort:
+        return _Abort(_Problem(_line_of_mark(mark), tuple(self._loc), message))
+
+    def _node(self, depth: int) -> yaml.Node:
+        events = self._events
+        is_key, self._key_next = self._key_next, False
+        if events.check_event(yaml.AliasEvent):
+            event = events.get_event()
+            target = self._anchors.get(event.anchor)
+            if target is None:
+                raise self._abort(event.start_mark, f"alias *{event.anchor} is not defined")
+            if id(target) not in self._measured:
+                raise self._abort(
+                    event.start_mark, f"alias *{event.anchor} is used inside its own anchor"
+                )
+            return target
+        event = events.peek_event()
+        if depth > MAX_DEPTH:
+            del self._loc[4:]  # the path down is as long as the nesting: name its start
+            raise self._abort(
+                event.start_mark, f"nested more than {MAX_DEPTH} levels deep (the limit)"
+            )
+        anchor = event.anchor
+        if anchor is not None and anchor in self._anchors:
+            raise self._abort(event.start_mark, f"anchor &{anchor} is defined twice")
+        node: yaml.Node
+        if events.check_event(yaml.ScalarEvent):
+            node = self._scalar(anchor, is_key)
+        elif events.check_event(yaml.SequenceStartEvent):
+            node = self._sequence(anchor, depth)
+        else:
+            node = self._mapping(anchor, depth)
+        if node.tag not in _ALLOWED_TAGS:
+            self._problem(node, f"the tag {_tag_text(node.tag)} is not allowed; use a plain value")
+        return node
+
+    def _problem(self, node: yaml.Node, message: str, loc: Loc | None = None) -> None:
+        where = tuple(self._loc) if loc is None else loc
+        self.problems.append(_Problem(_line_of_mark(node.start_mark), where, message))
+
+    def _scalar(self, anchor: str | None, is_key: bool) -> yaml.ScalarNode:
+        event = self._events.get_event()
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self._resolve(yaml.ScalarNode, event.value, event.implicit)
+        node = yaml.ScalarNode(
+            tag, event.value, event.start_mark, event.end_mark, style=event.style
+        )
+        if anchor is not None:
+            self._anchors[anchor] = node
+        self._measured[id(node)] = (1, 1)
+        value: str = event.value
+        what = "a key" if is_key else "the value"
+        if len(value) > MAX_STRING:
+            self._problem(node, f"{what} has {len(value)} characters, over the {MAX_STRING} limit")
+        else:
+            refused = _refused_char(value)
+            if refused is not None:
+                index, codepoint, kind = refused
+                self._problem(
+                    node,
+                    f"{what} contains {codepoint}, {kind}, at character {index + 1}:"
+                    f" not allowed in hosts.yaml (without it: {clean(value, 60)!r})",
+                )
+        return node
+
+    def _sequence(self, anchor: str | None, depth: int) -> yaml.SequenceNode:
+        event = self._events.get_event()
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self._resolve(yaml.SequenceNode, None, event.implicit)
+        node = yaml.SequenceNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        if anchor is not None:
+            self._anchors[anchor] = node
+        size, height = 1, 1
+        limit, what = (MAX_HOSTS, "hosts") if self._loc == ["hosts"] else (MAX_ENTRIES, "entries")
+        while not self._events.check_event(yaml.SequenceEndEvent):
+            if len(node.value) >= limit:
+                raise self._abort(
+                    self._events.peek_event().start_mark,
+                    f"more than {limit} {what} (the limit)",
+                )
+            self._loc.append(len(node.value))
+            child = self._node(depth + 1)
+            self._loc.pop()
+            node.value.append(child)
+            size, height = self._grow(node, size, height, child)
+        node.end_mark = self._events.get_event().end_mark
+        self._measured[id(node)] = (size, height)
+        return node
+
+    def _mapping(self, anchor: str | None, depth: int) -> yaml.MappingNode:
+        event = self._events.get_event()
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self._resolve(yaml.MappingNode, None, event.implicit)
+        node = yaml.MappingNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        if anchor is not None:
+            self._anchors[anchor] = node
+        size, height = 1, 1
         seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            where = f"{path}.{key}" if path else key
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                yield f"{source}:{line}: {where}: duplicate key (first given on line {seen[key]})"
+        while not self._events.check_event(yaml.MappingEndEvent):
+            if len(node.value) >= MAX_ENTRIES:
+                raise self._abort(
+                    self._events.peek_event().start_mark,
+                    f"more than {MAX_ENTRIES} entries (the limit)",
+                )
+            self._key_next = True
+            key = self._node(depth + 1)
+            size, height = self._grow(node, size, height, key)
+            if isinstance(key, yaml.ScalarNode):
+                name = str(key.value)
+                line = _line_of_mark(key.start_mark)
+                if key.tag == _TAG + "merge":
+                    pass
+                elif name in seen:
+                    self._problem(
+                        key,
+                        f"duplicate key (first given on line {seen[name]})",
+                        (*self._loc, name),
+                    )
+                else:
+                    seen[name] = line
+                self._loc.append(name)
             else:
-                seen[key] = line
-            yield from _duplicate_keys(value_node, source, where)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            yield from _duplicate_keys(item, source, f"{path}[{i}]")
+                self._problem(key, "a key must be a plain name, not a list or mapping")
+                self._loc.append("?")
+            value = self._node(depth + 1)
+            self._loc.pop()
+            node.value.append((key, value))
+            size, height = self._grow(node, size, height, value)
+        node.end_mark = self._events.get_event().end_mark
+        self._measured[id(node)] = (size, height)
+        return node
+
+    def _grow(self, node: yaml.Node, size: int, height: int, child: yaml.Node) -> tuple[int, int]:
+        """Add a complete child's expanded size and height to its parent's, checking both."""
+        child_size, child_height = self._measured[id(child)]
+        size += child_size
+        height = max(height, child_height + 1)
+        if size > MAX_VALUES:
+            raise self._abort(
+                child.start_mark,
+                f"expands to more than {MAX_VALUES} values through aliases (the limit)",
+            )
+        if height > MAX_DEPTH:
+            raise self._abort(
+                child.start_mark,
+                f"nested more than {MAX_DEPTH} levels deep through aliases (the limit)",
+            )
+        return size, height
+
+
+def _line(event: Any) -> int:
+    return _line_of_mark(getattr(event, "start_mark", None))
+
+
+def _line_of_mark(mark: Any) -> int:
+    line = getattr(mark, "line", None)
+    return line + 1 if isinstance(line, int) else 1
+
+
+def _tag_text(tag: str) -> str:
+    return "!!" + tag.removeprefix(_TAG) if tag.startswith(_TAG) else tag
+
+
+# --- where things are --------------------------------------------------------
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+def _key_text(key: object) -> str:
+    """A key as an error path shows it: plain names as they are, anything else quoted
+    (and cleaned), with no ``:`` so the line still parses as ``FILE:LINE: field:``."""
+    text = str(key)
+    if _PLAIN_KEY.match(text) or text == "[key]":
+        return text
+    return repr(clean(text, 40)).replace(":", "\\x3a")
+
+
+def _field_text(loc: Loc, root: yaml.Node | None) -> str:
+    parts: list[str] = []
+    for key in loc:
+        if isinstance(key, int):
+            parts.append(f"[{key}]")
+        else:
+            parts.append(("." if parts else "") + _key_text(key))
+    text = "".join(parts)
+    # hosts[2] -> hosts[2](gpu03) when the host's name is known (and a valid name).
+    if len(loc) > 1 and loc[0] == "hosts" and isinstance(loc[1], int) and root is not None:
+        name = _host_name(root, loc[1])
+        if name:
+            text = text.replace(f"hosts[{loc[1]}]", f"hosts[{loc[1]}]({name})", 1)
+    return text or "(top level)"
+
+
+def _key_lines(root: yaml.Node | None) -> dict[str, int]:
+    """Lines of the top-level keys, of each section's keys and of each host's keys,
+    so checks after loading (empty hosts, key files, theme) can name a line."""
+    lines: dict[str, int] = {}
+
+    def keys(node: yaml.Node, prefix: str) -> Iterator[tuple[str, yaml.Node]]:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and isinstance(key.value, str):
+                    field = f"{prefix}.{key.value}" if prefix else key.value
+                    lines.setdefault(field, _line_of_mark(key.start_mark))
+                    yield field, value
+
+    if root is None:
+        return lines
+    for field, value in keys(root, ""):
+        if field == "hosts" and isinstance(value, yaml.SequenceNode):
+            for i, item in enumerate(value.value):
+                lines.setdefault(f"hosts[{i}]", _line_of_mark(item.start_mark))
+                for _ in keys(item, f"hosts[{i}]"):
+                    pass
+        else:
+            for _ in keys(value, field):
+                pass
+    return lines
 
 
 def _line_number(line: str) -> int:
@@ -309,36 +917,38 @@ def _error_lines(exc: ValidationError, root: yaml.Node | None, source: str) -> I
         node, field_path = _locate(root, loc)
         line = node.start_mark.line + 1 if node is not None else 1
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-        if error.get("type") == "extra_forbidden":
+        kind = error.get("type")
+        given = error.get("input")
+        if kind == "extra_forbidden":
             message = "unknown key"
-        yield f"{source}:{line}: {field_path or '(top level)'}: {message}"
+        elif kind in ("int_type", "float_type") and isinstance(given, bool):
+            message = f"must be a number, not {str(given).lower()}"
+        elif kind in ("int_type", "float_type") and isinstance(given, str):
+            message = f"must be a number, not the text {clean(given, 40)!r}"
+        elif kind == "string_type" and isinstance(given, (bool, int, float)):
+            message = f"{message}: quote it if you mean the text"
+        yield f"{source}:{line}: {field_path}: {message}"
 
 
 def _locate(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | None, str]:
     """Follow a pydantic error location through the YAML node tree to its line."""
     node = root
-    parts: list[str] = []
+    path: list[str | int] = []
     for key in loc:
         if isinstance(key, int):
-            parts.append(f"[{key}]")
+            path.append(key)
             if isinstance(node, yaml.SequenceNode) and 0 <= key < len(node.value):
                 node = node.value[key]
             continue
         if not isinstance(key, str) or key in ("function-after", "function-before"):
             continue
-        parts.append(("." if parts else "") + key)
+        path.append(key)
         if isinstance(node, yaml.MappingNode):
             for key_node, value_node in node.value:
                 if key_node.value == key:
                     node = value_node
                     break
-    field_path = "".join(parts)
-    # Friendlier path for hosts: hosts[2] -> hosts[2] (name) when the name is known.
-    if loc and loc[0] == "hosts" and len(loc) > 1 and isinstance(loc[1], int) and root is not None:
-        name = _host_name(root, loc[1])
-        if name:
-            field_path = field_path.replace(f"hosts[{loc[1]}]", f"hosts[{loc[1]}]({name})", 1)
-    return node, field_path
+    return node, _field_text(tuple(path), root)
 
 
 def _host_name(root: yaml.Node, index: int) -> str | None:
@@ -353,5 +963,6 @@ def _host_name(root: yaml.Node, index: int) -> str | None:
         return None
     for key, value in item.value:
         if key.value == "name" and isinstance(value, yaml.ScalarNode):
-            return str(value.value)[:64]
+            name = str(value.value)
+            return name if _NAME.match(name) else None
     return None

@@ -13,7 +13,11 @@ from gputui.cli import main
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_check_config_example_ok(capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_config_example_ok(isolated_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The key and known_hosts files the example names exist (check-config looks).
+    (isolated_home / ".ssh").mkdir()
+    (isolated_home / ".ssh/id_ed25519").write_text("key\n")
+    (isolated_home / ".ssh/known_hosts_lab").write_text("")
     assert main(["check-config", str(REPO / "hosts.example.yaml")]) == 0
     out = capsys.readouterr().out
     assert "hosts.example.yaml: OK" in out

@@ -146,7 +146,7 @@ def test_duplicate_keys_are_errors_not_silent_overrides() -> None:
     lines = errors_of("hosts:\n  - name: a\nrefresh_interval: 2\nhosts:\n  - name: b\n")
     assert lines == ["hosts.yaml:4: hosts: duplicate key (first given on line 1)"]
     lines = errors_of("hosts:\n  - name: a\n    port: 22\n    port: 2222\n")
-    assert lines == ["hosts.yaml:4: hosts[0].port: duplicate key (first given on line 3)"]
+    assert lines == ["hosts.yaml:4: hosts[0](a).port: duplicate key (first given on line 3)"]
 
 
 def test_env_var_naming_a_missing_file_is_an_error(
