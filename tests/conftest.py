@@ -1,14 +1,21 @@
 """Suite-wide fixtures: every test runs isolated from the developer's own setup.
 
 Also the helpers the SSH tests share (fleet and integration): ``wait`` (poll a
-condition until a deadline, never a bare sleep), ``free_port``, ``fast_timing`` and
-``fleets`` (start fleets that are closed at teardown).
+condition until a deadline, never a bare sleep), ``free_port``, ``fast_timing``,
+``fleets`` (start fleets that are closed at teardown) and ``ssh_agent`` (a real
+ssh-agent of the test's own).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
 import socket
+import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -105,3 +112,52 @@ async def fleets() -> AsyncIterator[StartFleet]:
     yield start
     for fleet in started:
         await fleet.close()
+
+
+class SshAgent:
+    """A real ``ssh-agent`` of one test's own, on a socket in its temp directory."""
+
+    def __init__(self, sock: Path, pid: int) -> None:
+        self.sock = sock
+        self.pid = pid
+
+    def add(self, key_path: Path, passphrase: str = "") -> None:
+        """``ssh-add key_path``; the passphrase comes from an SSH_ASKPASS script."""
+        askpass = key_path.parent / f"{key_path.name}.askpass"
+        askpass.write_text(f"#!/bin/sh\necho '{passphrase}'\n")
+        askpass.chmod(0o700)
+        env = {
+            "SSH_AUTH_SOCK": str(self.sock),
+            "SSH_ASKPASS": str(askpass),
+            "SSH_ASKPASS_REQUIRE": "force",
+            "DISPLAY": "none",
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        }
+        subprocess.run(
+            ["ssh-add", str(key_path)],
+            env=env,
+            check=True,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+@pytest.fixture
+def ssh_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshAgent]:
+    """A started ssh-agent, with SSH_AUTH_SOCK pointing at it for this test only."""
+    if shutil.which("ssh-agent") is None or shutil.which("ssh-add") is None:
+        pytest.skip("ssh-agent / ssh-add not installed")
+    sock = tmp_path / "agent.sock"
+    # Without -D the agent forks once its socket listens, and prints its pid.
+    done = subprocess.run(
+        ["ssh-agent", "-s", "-a", str(sock)], capture_output=True, text=True, check=True
+    )
+    match = re.search(r"SSH_AGENT_PID=(\d+)", done.stdout)
+    assert match, done.stdout
+    agent = SshAgent(sock, int(match.group(1)))
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+    try:
+        yield agent
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(agent.pid, signal.SIGTERM)

@@ -16,6 +16,10 @@ class LinkTiming:
     """First reconnect delay ceiling; doubles per failed attempt."""
     backoff_cap: float = 60.0
     """Largest reconnect delay ceiling."""
+    refused_cap: float = 2.0
+    """Largest reconnect delay ceiling while the host refuses connections: it is up and
+    its sshd is not (yet), as in a reboot, so it is live within seconds of sshd
+    returning. A refusal costs one packet each way (or one channel on a bastion)."""
     slow_retry: float = 60.0
     """Delay before retrying what a person must fix (host keys, auth, a broken helper)."""
     hello_timeout: float = 20.0
@@ -59,8 +63,10 @@ class Backoff:
         self.attempt = 0
         self._rng = rng or random.Random()
 
-    def next_delay(self) -> float:
-        ceiling = min(self.cap, self.base * (2**self.attempt))
+    def next_delay(self, cap: float | None = None) -> float:
+        """The next delay; ``cap``, when given and lower, replaces the usual cap."""
+        top = self.cap if cap is None else min(cap, self.cap)
+        ceiling = min(top, self.base * (2**self.attempt))
         self.attempt = min(self.attempt + 1, 32)
         # A small floor keeps a crash loop from spinning.
         return max(self.base / 10, self._rng.uniform(0, ceiling))

@@ -15,17 +15,61 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+from asyncssh.config import SSHClientConfig
 from asyncssh.encryption import get_default_encryption_algs
 
 from gputui.config import ResolvedHost
+from gputui.telemetry import HostStatus
+from gputui.text import clean
 
-from .failures import EDGE_ERRORS, Failure, classify
+from .failures import EDGE_ERRORS, Failure, SetupFailure, TunnelFailure, classify, unreadable_file
 from .hostkeys import KnownHostsCache, VerifyingClient
+from .identity import Identity, agent_holds, load_identity
 from .jumps import Chain, JumpFailure, JumpLease, JumpPool, parse_chain
 from .session import encryption_preference
 
 _DEFAULT_CIPHERS = list(get_default_encryption_algs())
 _PREFERRED_CIPHERS = encryption_preference()
+
+
+def ssh_config_files(host: ResolvedHost) -> list[str]:
+    """The host's ssh_config file when it exists; ``[]`` (not the default file) otherwise."""
+    if not host.ssh_config:
+        return []
+    path = Path(host.ssh_config).expanduser()
+    return [str(path)] if path.is_file() else []
+
+
+def configured_jump(host: ResolvedHost) -> str | None:
+    """The ProxyJump the host goes through: hosts.yaml's, else its ssh_config's.
+
+    Reads files only (asyncssh's own ssh_config parser, matched on the address as a
+    connection would be); connects nowhere. None when there is no jump, or the
+    ssh_config cannot be read (the connection would then say why).
+    """
+    if host.proxy_jump:
+        return None if host.proxy_jump.strip().lower() == "none" else host.proxy_jump
+    files = ssh_config_files(host)
+    if not files:
+        return None
+    try:
+        config = SSHClientConfig.load(
+            None,
+            files,
+            False,
+            False,
+            False,
+            getpass.getuser(),
+            host.user if host.user is not None else (),
+            host.address,
+            host.port if host.port is not None else (),
+        )
+    except (OSError, ValueError, asyncssh.Error, KeyError):
+        return None
+    jump = config.get("ProxyJump")
+    if not isinstance(jump, str) or jump.strip().lower() == "none":
+        return None
+    return clean(jump, 200) or None
 
 
 class HostConnector:
@@ -48,6 +92,7 @@ class HostConnector:
         self._jumps = jumps
         self._extra = dict(connect_options or {})
         self._identity = str(Path(host.identity_file).expanduser()) if host.identity_file else None
+        self._loaded_identity: Identity | None = None
         self.user = host.user or getpass.getuser()
         """Who we log in as: hosts.yaml's user, else ssh_config's, else the local one."""
 
@@ -64,24 +109,45 @@ class HostConnector:
         chain = self._jump_chain(options)
         if not chain:
             async with self._gate:
-                conn = await asyncio.wait_for(
-                    asyncssh.connect(self.host.address, options=options, tunnel=None),
-                    self.host.connect_timeout,
-                )
+                conn = await self._connect(self.host.address, options, None)
             return conn, None
         # Through a bastion: its one shared connection, then at most a few handshakes
         # through it at once (then the fleet-wide gate), each within connect_timeout.
         lease = await self._jumps.acquire(chain, self._jump_settings(), self._open_hop)
         try:
             async with lease.handshakes, self._gate:
-                conn = await asyncio.wait_for(
-                    asyncssh.connect(self.host.address, options=options, tunnel=lease.conn),
-                    self.host.connect_timeout,
-                )
+                try:
+                    conn = await self._connect(self.host.address, options, lease.conn)
+                except asyncssh.ChannelOpenError as exc:
+                    # The bastion would not forward to the host (direct-tcpip): the host
+                    # refused or cannot be routed to, not a failure of the helper.
+                    raise TunnelFailure(str(chain[-1]), exc) from exc
         except BaseException:
             lease.release()
             raise
         return conn, lease
+
+    async def _connect(
+        self,
+        host: str,
+        options: asyncssh.SSHClientConnectionOptions,
+        through: asyncssh.SSHClientConnection | None,
+    ) -> asyncssh.SSHClientConnection:
+        """One connection within connect_timeout; a refusal caused by an encrypted
+        identity file that no agent holds is said as such."""
+        try:
+            conn: asyncssh.SSHClientConnection = await asyncio.wait_for(
+                asyncssh.connect(host, options=options, tunnel=through),
+                self.host.connect_timeout,
+            )
+        except asyncssh.PermissionDenied:
+            identity = self._loaded_identity
+            if identity is not None and identity.encrypted:
+                agent = options.agent_path
+                if not await agent_holds(identity, agent):
+                    raise SetupFailure(HostStatus.AUTH_FAILED, identity.agent_hint(agent)) from None
+            raise
+        return conn
 
     async def _options(
         self,
@@ -92,7 +158,11 @@ class HostConnector:
         **more: Any,
     ) -> asyncssh.SSHClientConnectionOptions:
         """The asyncssh options for ``host`` (this host or one of its bastions)."""
-        client = VerifyingClient(self._known_hosts.load(self.host.known_hosts))
+        known = self._known_hosts.load(self.host.known_hosts)
+        if known.unreadable is not None and self.host.known_hosts:
+            message = unreadable_file(self.host.known_hosts, "known_hosts", known.unreadable)
+            raise SetupFailure(HostStatus.HOST_KEY_UNKNOWN, message)
+        client = VerifyingClient(known)
         box.append(client)
         kwargs: dict[str, Any] = {
             "config": self._ssh_configs(),
@@ -108,14 +178,22 @@ class HostConnector:
             kwargs["port"] = port
         if user is not None:
             kwargs["username"] = user
-        if self._identity is not None:
-            kwargs["client_keys"] = [self._identity]
-            kwargs["agent_path"] = None
+        identity = None
+        if self.host.identity_file:
+            # Like ``ssh -i``: the agent's copy of this key first (only that one: a
+            # full agent would trip MaxAuthTries), the file itself when unencrypted.
+            identity = self._loaded_identity = load_identity(self.host.identity_file)
+            kwargs["client_keys"] = [identity.path]
+            kwargs["ignore_encrypted"] = True
+            if identity.public is not None:
+                kwargs["agent_identities"] = [identity.public]
         kwargs.update(self._extra)
         kwargs.update(more)
         options: asyncssh.SSHClientConnectionOptions = (
             await asyncssh.SSHClientConnectionOptions.construct(**kwargs)
         )
+        if identity is not None and identity.encrypted and not options.agent_path:
+            raise SetupFailure(HostStatus.AUTH_FAILED, identity.agent_hint(options.agent_path))
         if list(options.encryption_algs) == _DEFAULT_CIPHERS:
             # Neither ssh_config (Ciphers) nor the caller chose: offer AES-GCM first
             # (every default stays allowed, so any server still finds a match).
@@ -126,10 +204,7 @@ class HostConnector:
 
     def _ssh_configs(self) -> list[str]:
         """The ssh_config file when it exists; ``[]`` (not the default file) otherwise."""
-        if not self.host.ssh_config:
-            return []
-        path = Path(self.host.ssh_config).expanduser()
-        return [str(path)] if path.is_file() else []
+        return ssh_config_files(self.host)
 
     # -- bastions ---------------------------------------------------------------------
 
@@ -163,12 +238,13 @@ class HostConnector:
             options = await self._options(hop.host, hop.port, hop.user, box, tunnel=None)
             user = str(options.username or user)
             async with self._gate:
-                conn: asyncssh.SSHClientConnection = await asyncio.wait_for(
-                    asyncssh.connect(hop.host, options=options, tunnel=through or None),
-                    self.host.connect_timeout,
-                )
-            return conn
-        except (*EDGE_ERRORS, ValueError) as exc:
+                try:
+                    return await self._connect(hop.host, options, through)
+                except asyncssh.ChannelOpenError as exc:
+                    if through is None:
+                        raise
+                    raise TunnelFailure(str(chain[-2]), exc) from exc
+        except (*EDGE_ERRORS, SetupFailure, TunnelFailure, ValueError) as exc:
             client = box[0] if box else None
             raise JumpFailure(self._hop_failure(exc, str(hop), user, client)) from exc
 

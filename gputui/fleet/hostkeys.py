@@ -77,6 +77,9 @@ class KnownHosts:
     path: str
     entries: asyncssh.SSHKnownHosts
     files: tuple[str, ...]
+    unreadable: OSError | None = None
+    """Why the file hosts.yaml names cannot be read (missing, a directory, no
+    permission); None when it reads, and for the default files, which may be absent."""
 
 
 class KnownHostsCache:
@@ -110,6 +113,7 @@ class KnownHostsCache:
             path=files[0],
             entries=asyncssh.import_known_hosts("\n".join(texts)),
             files=present or files[:1],
+            unreadable=_unreadable(files[0]) if path else None,
         )
         self._cache[files] = (stamps, loaded)
         return loaded
@@ -120,6 +124,14 @@ def _mtime(path: str) -> int | None:
         return os.stat(path).st_mtime_ns
     except OSError:
         return None
+
+
+def _unreadable(path: str) -> OSError | None:
+    try:
+        with open(path, "rb"):
+            return None
+    except OSError as exc:
+        return exc
 
 
 def _read(path: str) -> list[str]:

@@ -38,7 +38,16 @@ from gputui.text import clean
 
 from .backoff import Backoff, LinkTiming, thresholds
 from .connector import HostConnector
-from .failures import EDGE_ERRORS, Failure, HelperFailure, classify, result_message
+from .failures import (
+    EDGE_ERRORS,
+    Failure,
+    HelperFailure,
+    SetupFailure,
+    TunnelFailure,
+    classify,
+    helper_channel_failure,
+    result_message,
+)
 from .hostkeys import KnownHostsCache, VerifyingClient
 from .jumps import JumpFailure, JumpPool
 from .session import HelperSession, check_versions
@@ -121,7 +130,15 @@ class HostLink:
                 failure = self._abort or Failure(HostStatus.UNREACHABLE, "connection closed")
             except asyncio.CancelledError:
                 raise
-            except (*EDGE_ERRORS, HelperFailure, JumpFailure, ProtocolError, ValueError) as exc:
+            except (
+                *EDGE_ERRORS,
+                HelperFailure,
+                JumpFailure,
+                SetupFailure,
+                TunnelFailure,
+                ProtocolError,
+                ValueError,
+            ) as exc:
                 failure = self._failure(exc, verdict_box)
             except Exception as exc:  # a bug here must not take down the other hosts
                 log.exception("host %s: unexpected error", self.name)
@@ -134,6 +151,8 @@ class HostLink:
                 self._backoff.reset()
             if failure.slow_retry:
                 delay = self._backoff.slow(self.timing.slow_retry)
+            elif failure.refused:
+                delay = self._backoff.next_delay(self.timing.refused_cap)
             else:
                 delay = self._backoff.next_delay()
             self._set(
@@ -190,7 +209,10 @@ class HostLink:
         self._conn = conn
         try:
             argv = helper_argv(self.host, self.interval)
-            session = await HelperSession.start(conn, self.host.python, argv)
+            try:
+                session = await HelperSession.start(conn, self.host.python, argv)
+            except asyncssh.ChannelOpenError as exc:
+                raise helper_channel_failure(exc) from exc
             try:
                 hello = await session.handshake(self.timing.hello_timeout)
                 self._on_hello(hello)
