@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from gputui.fleet.failures import Failure
 from gputui.fleet.jumps import Chain, Hop, JumpFailure, JumpPool, parse_chain
 from gputui.telemetry import HostStatus
+
+WaitFor = Callable[..., Awaitable[Any]]
 
 
 class FakeConn:
@@ -34,11 +37,14 @@ class Opener:
 
     def __init__(self) -> None:
         self.opened: list[tuple[str, str | None]] = []
+        self.entered = 0
+        """Opens begun (some may still wait at ``gate``)."""
         self.gate = asyncio.Event()
         self.gate.set()
         self.fail: Exception | None = None
 
     async def __call__(self, chain: Chain, through: Any) -> Any:
+        self.entered += 1
         await self.gate.wait()
         if self.fail is not None:
             raise self.fail
@@ -63,11 +69,15 @@ def test_parse_chain() -> None:
             parse_chain(bad)
 
 
-async def test_concurrent_leases_share_one_open_and_the_last_release_closes() -> None:
+async def test_concurrent_leases_share_one_open_and_the_last_release_closes(
+    wait: WaitFor,
+) -> None:
     pool, opener = JumpPool(), Opener()
     opener.gate.clear()
     leases = asyncio.gather(*(pool.acquire(A, "s", opener) for _ in range(20)))
-    await asyncio.sleep(0)  # let every acquire reach the shared open
+    # The open runs in a task made by the first acquire, so all 20 had their turn by then.
+    await wait(lambda: opener.entered, what="the shared open to begin")
+    assert opener.entered == 1 and not leases.done()
     opener.gate.set()
     got = await leases
     assert opener.opened == [("ops@bastion:2222", None)]
@@ -93,12 +103,13 @@ async def test_a_dropped_connection_is_reopened_by_the_next_lease() -> None:
     second.release()
 
 
-async def test_a_failed_open_reaches_every_waiter_and_is_retried() -> None:
+async def test_a_failed_open_reaches_every_waiter_and_is_retried(wait: WaitFor) -> None:
     pool, opener = JumpPool(), Opener()
     opener.gate.clear()
     opener.fail = JumpFailure(Failure(HostStatus.UNREACHABLE, "bastion x: connection refused"))
     waiting = [asyncio.ensure_future(pool.acquire(A, "s", opener)) for _ in range(3)]
-    await asyncio.sleep(0)
+    await wait(lambda: opener.entered, what="the shared open to begin")
+    assert opener.entered == 1 and not any(w.done() for w in waiting)
     opener.gate.set()
     results = await asyncio.gather(*waiting, return_exceptions=True)
     assert all(isinstance(r, JumpFailure) for r in results)
