@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
+from ui_helpers import until
 
 from gputui.demo.cluster import DemoCluster
 from gputui.fleet.fleet import Fleet
@@ -38,7 +36,7 @@ async def test_kill_a_real_workload_through_the_ui() -> None:
                     for name, count in expected.items()
                 )
 
-            await _until(pilot, all_live, "every host's GPUs live in the grid")
+            await until(pilot, all_live, "every host's GPUs live in the grid", DEADLINE_S)
             workload = cluster.workloads[0]
             row = GpuRow(workload.host, workload.gpu_index)
 
@@ -46,7 +44,7 @@ async def test_kill_a_real_workload_through_the_ui() -> None:
                 gpu = app.model.gpu(row)
                 return gpu is not None and any(p.pid == workload.pid for p in gpu.processes)
 
-            await _until(pilot, listed, f"pid {workload.pid} on {row}")
+            await until(pilot, listed, f"pid {workload.pid} on {row}", DEADLINE_S)
             assert app.main.grid.select(row)
             await pilot.pause()
             table = app.main.query_one(ProcessTable)
@@ -58,15 +56,8 @@ async def test_kill_a_real_workload_through_the_ui() -> None:
             assert isinstance(app.screen, ConfirmScreen)
             assert f"pid {workload.pid}" in app.screen.question.plain
             await pilot.press("y")
-            await _until(pilot, lambda: workload.process.poll() is not None, "the workload exits")
+            await until(
+                pilot, lambda: workload.process.poll() is not None, "the workload exits", DEADLINE_S
+            )
             notes = [n.message for n in app._notifications]
             assert notes, "the outcome is shown"
-
-
-async def _until(pilot: object, condition: object, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.1)  # type: ignore[attr-defined]
-        await asyncio.sleep(0)

@@ -58,4 +58,4 @@ async def until(
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        await pilot.pause(0.005)
+        await pilot.pause(0.01)
