@@ -431,8 +431,8 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         ) from None
     if len(data_bytes) > MAX_FILE_BYTES:
         raise ConfigError([f"{source}: {_too_big(len(data_bytes))}"])
-    composer = _Composer(data_bytes, source)
     try:
+        composer = _Composer(data_bytes, source)  # PyYAML's reader checks on creation
         root = composer.compose()
     except _Abort as abort:
         raise ConfigError([abort.problem.line_text(source, None)]) from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +113,126 @@ def test_a_broken_user_theme_is_refused_with_its_reason(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert err[0].startswith("gputui: theme 'ugly' cannot be used: ") and "primary" in err[0]
+
+
+def test_empty_hosts_is_the_same_one_line_verdict_in_check_config_and_console(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "hosts.yaml"
+    empty.write_text("refresh_interval: 2\nhosts: []\n")
+    expected = [
+        f"gputui: {empty}:2: hosts: no hosts listed;"
+        " add at least one under 'hosts:' (see hosts.example.yaml)"
+    ]
+    assert main(["check-config", str(empty)]) == 1
+    checked = capsys.readouterr()
+    assert checked.out == "" and checked.err.splitlines() == expected
+    assert main(["--hosts", str(empty)]) == 1
+    assert capsys.readouterr().err.splitlines() == expected
+    # No hosts key at all: the same verdict, at line 1.
+    empty.write_text("theme: gputui-dark\n")
+    assert main(["check-config", str(empty)]) == 1
+    assert capsys.readouterr().err.startswith(f"gputui: {empty}:1: hosts: no hosts listed;")
+
+
+def test_check_config_names_missing_key_and_known_hosts_files(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (isolated_home / ".ssh").mkdir()
+    (isolated_home / ".ssh/present").write_text("key\n")
+    (isolated_home / ".ssh/adir").mkdir()
+    cfg = tmp_path / "hosts.yaml"
+    cfg.write_text(
+        "defaults:\n"
+        "  identity_file: ~/.ssh/present\n"
+        "  known_hosts: ~/.ssh/nope_kh\n"
+        "hosts:\n"
+        "  - name: a\n"
+        "    identity_file: ~/.ssh/x\n"
+        "  - name: b\n"
+        "    known_hosts: ~/.ssh/adir\n"
+        "  - {name: c, identity_file: ~/.ssh/present}\n"
+    )
+    assert main(["check-config", str(cfg)]) == 1
+    home = isolated_home
+    assert capsys.readouterr().err.splitlines() == [
+        f"gputui: {cfg}:3: defaults.known_hosts: ~/.ssh/nope_kh ({home}/.ssh/nope_kh):"
+        " no such file",
+        f"gputui: {cfg}:6: hosts[0](a).identity_file: ~/.ssh/x ({home}/.ssh/x): no such file",
+        f"gputui: {cfg}:8: hosts[1](b).known_hosts: ~/.ssh/adir ({home}/.ssh/adir):"
+        " is a directory, not a file",
+    ]
+
+
+def test_check_config_reports_theme_and_file_problems_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "hosts.yaml"
+    missing = tmp_path / "key"
+    cfg.write_text(f"hosts:\n  - name: a\n    identity_file: {missing}\ntheme: nope\n")
+    assert main(["check-config", str(cfg)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2
+    assert err[0].startswith(f"gputui: {cfg}:4: theme: unknown theme 'nope'")
+    assert err[1] == f"gputui: {cfg}:3: hosts[0](a).identity_file: {missing}: no such file"
+
+
+@pytest.mark.parametrize("command", [["check-config"], []], ids=["check-config", "console"])
+def test_a_directory_fifo_or_device_as_config_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    for path, kind in [
+        (tmp_path, "a directory"),
+        (fifo, "a FIFO (named pipe)"),
+        (Path("/dev/null"), "a character device"),
+    ]:
+        argv = [*command, str(path)] if command else ["--hosts", str(path)]
+        assert main(argv) == 1
+        assert capsys.readouterr().err.splitlines() == [
+            f"gputui: {path}: is {kind}, not a config file"
+        ]
+
+
+def test_a_hostile_pool_name_never_reaches_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "hosts.yaml"
+    # OSC 0 retitles the terminal, OSC 52 writes the clipboard.
+    cfg.write_text(
+        'hosts:\n  - name: a\n    pool: "\\e]0;owned\\a\\e]52;c;aGVsbG8=\\a"\n'
+        '  - {name: b, labels: {"\\e[2J": x}}\n'
+    )
+    for argv in (["check-config", str(cfg)], ["--hosts", str(cfg)]):
+        assert main(argv) == 1
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        err = captured.err.splitlines()
+        assert len(err) == 2
+        assert err[0].startswith(f"gputui: {cfg}:3: hosts[0](a).pool: the value contains U+001B")
+        assert err[1].startswith(f"gputui: {cfg}:4: hosts[1](b).labels: a key contains U+001B")
+        for line in err:
+            assert not re.search("[\x00-\x1f\x7f-\x9f]", line), ascii(line)
+
+
+def test_the_summary_of_a_file_with_an_escape_in_its_name_is_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "evil\x1b]0;owned\x07.yaml"
+    cfg.write_text("hosts: [{name: a}]\n")
+    assert main(["check-config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "OK" in out.splitlines()[0]
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", out), ascii(out)
+
+
+def test_port_true_is_refused_not_taken_as_port_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "hosts.yaml"
+    cfg.write_text("hosts:\n  - name: a\n    port: true\n")
+    assert main(["check-config", str(cfg)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"gputui: {cfg}:3: hosts[0](a).port: must be a number, not true"
+    ]

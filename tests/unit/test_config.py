@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, get_args
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gputui.config import ConfigError, find_config, load_config, parse_config
+from gputui.config import (
+    Config,
+    ConfigError,
+    HealthThresholds,
+    HostConfig,
+    SshDefaults,
+    file_problems,
+    find_config,
+    load_config,
+    parse_config,
+    require_hosts,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -169,3 +185,121 @@ def test_stale_threshold_follows_a_slow_refresh() -> None:
     health = parse_config("health: {stale_after_s: 5}\n").health
     assert health.stale_after(1.0) == 5.0
     assert health.stale_after(10.0) == 25.0
+
+
+def types_in(annotation: Any) -> Iterator[Any]:
+    """``int`` out of ``Annotated[int, ...] | None``, and so on."""
+    yield annotation
+    for arg in get_args(annotation):
+        yield from types_in(arg)
+
+
+def numeric_fields() -> list[tuple[str, str, type, Any]]:
+    """(section, field, int or float, a valid value) for every number in the schema,
+    found from the models so a new numeric field is covered without editing this."""
+    found = []
+    for section, model in [
+        ("", Config),
+        ("defaults", SshDefaults),
+        ("health", HealthThresholds),
+        ("hosts", HostConfig),
+    ]:
+        for name, field in model.model_fields.items():
+            kinds = set(types_in(field.annotation)) & {int, float}
+            if kinds:
+                kind = kinds.pop()
+                valid = 22 if name == "port" else int(field.default)
+                found.append((section, name, kind, valid))
+    return found
+
+
+def document(section: str, name: str, value: Any) -> str:
+    data: dict[str, Any] = {"hosts": [{"name": "a"}]}
+    if section == "hosts":
+        data["hosts"][0][name] = value
+    elif section:
+        data[section] = {name: value}
+    else:
+        data[name] = value
+    return yaml.safe_dump(data)
+
+
+def field_label(section: str, name: str) -> str:
+    return {"": name, "hosts": f"hosts[0](a).{name}"}.get(section, f"{section}.{name}")
+
+
+NUMERIC = numeric_fields()
+
+
+def test_the_schema_has_the_numbers_we_expect() -> None:
+    names = {(s, n) for s, n, _, _ in NUMERIC}
+    assert {("hosts", "port"), ("defaults", "port"), ("", "refresh_interval")} <= names
+    assert len(NUMERIC) >= 12
+
+
+@pytest.mark.parametrize(("section", "name", "kind", "valid"), NUMERIC)
+@given(bad=st.one_of(st.booleans(), st.integers(0, 100).map(str), st.just("1.5")))
+@settings(max_examples=10, deadline=None)
+def test_no_number_field_takes_a_boolean_or_text(
+    section: str, name: str, kind: type, valid: Any, bad: Any
+) -> None:
+    lines = errors_of(document(section, name, bad))
+    assert len(lines) == 1
+    label = field_label(section, name)
+    assert f": {label}: must be a number, not " in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("section", "name", "kind", "valid"), NUMERIC)
+def test_number_fields_take_whole_numbers_and_floats_only_where_floats_belong(
+    section: str, name: str, kind: type, valid: Any
+) -> None:
+    config = parse_config(document(section, name, valid))
+    assert config is not None
+    if kind is int:
+        lines = errors_of(document(section, name, float(valid)))
+        assert len(lines) == 1 and f": {field_label(section, name)}: " in lines[0]
+    else:
+        assert parse_config(document(section, name, float(valid)))
+        for not_finite in (float("inf"), float("nan")):
+            lines = errors_of(document(section, name, not_finite))
+            assert len(lines) == 1 and f": {field_label(section, name)}: " in lines[0]
+
+
+def test_keys_lines_are_known_for_later_checks() -> None:
+    config = parse_config(
+        "theme: gputui-dark\ndefaults:\n  known_hosts: /x\nhosts:\n  - name: a\n"
+        "    identity_file: /k\n",
+        "f.yaml",
+    )
+    assert config.source == "f.yaml"
+    assert config.line_of("theme") == 1
+    assert config.line_of("defaults.known_hosts") == 3
+    assert config.line_of("hosts") == 4
+    assert config.line_of("hosts[0].identity_file") == 6
+    assert config.line_of("hosts[0].user") == 5  # not given: the host's own line
+    assert config.line_of("nothing.here") == 1
+
+
+def test_require_hosts_names_the_file_and_the_hosts_key() -> None:
+    config = parse_config("theme: gputui-dark\nhosts: []\n", "f.yaml")
+    with pytest.raises(ConfigError) as info:
+        require_hosts(config)
+    assert info.value.lines == [
+        "f.yaml:2: hosts: no hosts listed; add at least one under 'hosts:' (see hosts.example.yaml)"
+    ]
+    require_hosts(parse_config("hosts: [{name: a}]\n"))
+
+
+def test_file_problems_name_field_path_and_expansion(tmp_path: Path, isolated_home: Path) -> None:
+    key = tmp_path / "key"
+    key.write_text("k")
+    config = parse_config(
+        f"defaults:\n  identity_file: ~/gone\nhosts:\n  - name: a\n    identity_file: {key}\n"
+        f"    known_hosts: {tmp_path}\n",
+        "f.yaml",
+    )
+    assert file_problems(config) == [
+        f"f.yaml:2: defaults.identity_file: ~/gone ({isolated_home}/gone): no such file",
+        f"f.yaml:6: hosts[0](a).known_hosts: {tmp_path}: is a directory, not a file",
+    ]
+    assert file_problems(parse_config(f"hosts: [{{name: a, identity_file: {key}}}]")) == []
