@@ -171,6 +171,10 @@ def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
         f" timeout {config.defaults.connect_timeout:g}s",
     ]
     if hosts:
+        # VIA: hosts.yaml's proxy_jump, else the host's ssh_config ProxyJump (files
+        # read only; nothing is connected to).
+        from gputui.fleet.connector import configured_jump
+
         lines.append("")
         rows = [("NAME", "ADDRESS", "USER", "VIA", "POOL", "GPUS")]
         for h in hosts[:max_rows]:
@@ -180,7 +184,7 @@ def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
                     h.name,
                     address,
                     h.user or "(ssh config)",
-                    h.proxy_jump or "-",
+                    configured_jump(h) or "-",
                     h.pool,
                     h.sim or "nvml",
                 )

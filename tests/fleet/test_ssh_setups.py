@@ -262,3 +262,22 @@ def test_configured_jump_reads_ssh_config_and_never_connects(kit) -> None:
     assert vias[3] is not None and "\x1b" not in vias[3]
     # Off, the file is not read.
     assert configured_jump(kit.config([{"name": "a", "address": "10.1.0.5"}]).resolved()[0]) is None
+
+
+def test_check_config_via_column_shows_a_proxy_jump_from_ssh_config(kit) -> None:
+    from gputui.cli import summarise
+
+    ssh_config = Path.home() / ".ssh" / "config"  # the default setting's file
+    ssh_config.parent.mkdir(exist_ok=True)
+    ssh_config.write_text("Host gpu-behind.invalid\n    ProxyJump ops@jump.invalid:2222\n")
+    config = kit.config(
+        [
+            {"name": "behind", "address": "gpu-behind.invalid"},
+            {"name": "direct", "address": "gpu-direct.invalid"},
+        ]
+    )
+    defaults = config.defaults.model_copy(update={"ssh_config": "~/.ssh/config"})
+    text = summarise(config.model_copy(update={"defaults": defaults}), Path("hosts.yaml"))
+    rows = {line.split()[0]: line.split() for line in text.splitlines()[-2:]}
+    assert rows["behind"][3] == "ops@jump.invalid:2222"
+    assert rows["direct"][3] == "-"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -142,7 +143,8 @@ class DetailPane(VerticalScroll):
         self._pair(text, "status", snap.status.value, "crit" if problem else None)
         message = host_message(snap)
         if message:
-            self._pair(text, "message", message, "crit" if problem else None)
+            # Wrapped, never cut: a changed host key's two fingerprints, a path to fix.
+            self._wrapped(text, "message", message, "crit" if problem else None)
         self._pair(text, "data age", fmt.data_age(snap.age(now)))
         if snap.next_retry_at is not None:
             self._pair(text, "retry", fmt.retry_in(snap.next_retry_at, now))
@@ -212,6 +214,17 @@ class DetailPane(VerticalScroll):
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"detail-pane--{name}", partial=True)
+
+    def _wrapped(self, text: Text, label: str, value: str, severity: str | None = None) -> None:
+        """``_pair`` over as many lines as ``value`` needs at the pane's width."""
+        pane_width = self.scrollable_content_region.width or self.size.width or 80
+        width = max(20, pane_width - _LABEL_W - 1)
+        style = self._style(severity) if severity else Style()
+        lines = textwrap.wrap(value, width, break_on_hyphens=False) or [""]
+        for i, line in enumerate(lines):
+            text.append((label if i == 0 else "").ljust(_LABEL_W), self._style("label"))
+            text.append(line, style)
+            text.append("\n")
 
     def _pair(self, text: Text, label: str, value: str, severity: str | None = None) -> None:
         text.append(label.ljust(_LABEL_W), self._style("label"))
