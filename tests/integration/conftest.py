@@ -99,35 +99,27 @@ def test_user() -> Iterator[tuple[str, int, int]]:
         subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
 
 
-@pytest.fixture(scope="session")
-def sshd(test_user: tuple[str, int, int], free_port: Callable[[], int]) -> Iterator[Sshd]:
-    user, uid, gid = test_user
-    directory = Path(tempfile.mkdtemp(prefix="gputui-sshd-"))
-    # sshd reads AuthorizedKeysFile as the user: the directory must be searchable.
-    directory.chmod(0o755)
-    process: subprocess.Popen[bytes] | None = None
-    try:
-        host_key = directory / "ssh_host_ed25519_key"
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)],
-            check=True,
-            capture_output=True,
-        )
-        client = asyncssh.generate_private_key("ssh-ed25519")
-        client_key_path = directory / "client_key"
-        client.write_private_key(str(client_key_path))
-        client_key_path.chmod(0o600)
-        authorized = directory / "authorized_keys"
-        authorized.write_bytes(client.export_public_key())
-        authorized.chmod(0o644)
-        port = free_port()
-        config = directory / "sshd_config"
-        config.write_text(
+class SshdProcess:
+    """One OpenSSH sshd on ``port``, started and stopped (like a host rebooting) at will.
+
+    ``stop`` kills the listener and every session it forked (and their processes), so
+    connections to it drop as they would when the host goes down.
+    """
+
+    def __init__(
+        self, directory: Path, port: int, user: str, authorized: Path, extra: tuple[str, ...] = ()
+    ) -> None:
+        self.directory = directory
+        self.port = port
+        self.host_key = directory / "ssh_host_ed25519_key"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.config = directory / "sshd_config"
+        self.config.write_text(
             "\n".join(
                 [
                     f"Port {port}",
                     "ListenAddress 127.0.0.1",
-                    f"HostKey {host_key}",
+                    f"HostKey {self.host_key}",
                     f"AuthorizedKeysFile {authorized}",
                     "UsePAM no",
                     "StrictModes no",
@@ -141,13 +133,37 @@ def sshd(test_user: tuple[str, int, int], free_port: Callable[[], int]) -> Itera
                     "AllowAgentForwarding no",
                     "PrintMotd no",
                     "LogLevel ERROR",
+                    *extra,
                     "",
                 ]
             )
         )
+        self.new_host_key()
+
+    def new_host_key(self) -> str:
+        """A fresh host key (used from the next start on); its ``type base64`` public line."""
+        for path in (self.host_key, self.host_key.with_suffix(".pub")):
+            path.unlink(missing_ok=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.host_key)],
+            check=True,
+            capture_output=True,
+        )
+        return self.public_key
+
+    @property
+    def public_key(self) -> str:
+        public = Path(f"{self.host_key}.pub").read_text().split()
+        return f"{public[0]} {public[1]}"
+
+    def known_hosts_line(self) -> str:
+        return f"[127.0.0.1]:{self.port} {self.public_key}\n"
+
+    def start(self) -> None:
+        """Start sshd; returns once it accepts connections."""
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir
-        process = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(config)],
+        process = self.process = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(self.config)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
@@ -156,33 +172,93 @@ def sshd(test_user: tuple[str, int, int], free_port: Callable[[], int]) -> Itera
             if process.poll() is not None:
                 err = process.stderr.read().decode(errors="replace") if process.stderr else ""
                 pytest.fail(f"sshd exited with {process.returncode}: {err.strip()}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
             if time.monotonic() > deadline:
                 pytest.fail("sshd did not start listening in 10 s")
             time.sleep(0.05)
-        public = (directory / "ssh_host_ed25519_key.pub").read_text().split()
+
+    def stop(self) -> None:
+        """Kill sshd and everything it started; returns once the port refuses."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        family = _descendants(process.pid)
+        process.kill()
+        process.wait(5)
+        for pid in family:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from /proc), deepest last."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = Path(f"/proc/{name}/stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+@pytest.fixture(scope="session")
+def sshd(test_user: tuple[str, int, int], free_port: Callable[[], int]) -> Iterator[Sshd]:
+    user, uid, gid = test_user
+    directory = Path(tempfile.mkdtemp(prefix="gputui-sshd-"))
+    # sshd reads AuthorizedKeysFile as the user: the directory must be searchable.
+    directory.chmod(0o755)
+    server: SshdProcess | None = None
+    try:
+        client = asyncssh.generate_private_key("ssh-ed25519")
+        client_key_path = directory / "client_key"
+        client.write_private_key(str(client_key_path))
+        client_key_path.chmod(0o600)
+        authorized = directory / "authorized_keys"
+        authorized.write_bytes(client.export_public_key())
+        authorized.chmod(0o644)
+        server = SshdProcess(directory, free_port(), user, authorized)
+        server.start()
         known_hosts = directory / "known_hosts"
-        known_hosts.write_text(f"[127.0.0.1]:{port} {public[0]} {public[1]}\n")
+        known_hosts.write_text(server.known_hosts_line())
         yield Sshd(
-            port=port,
+            port=server.port,
             user=user,
             uid=uid,
             gid=gid,
             directory=directory,
-            host_public_key=f"{public[0]} {public[1]}",
+            host_public_key=server.public_key,
             client_key_path=client_key_path,
             known_hosts=known_hosts,
         )
     finally:
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        if server is not None:
+            server.stop()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def second_sshd(
+    sshd: Sshd, free_port: Callable[[], int], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SshdProcess]:
+    """Another sshd for the same test user and client key (a GPU host behind ``sshd``,
+    used as the bastion); stopped, restarted and re-keyed by the test as it likes."""
+    directory = tmp_path_factory.mktemp("second-sshd")
+    directory.chmod(0o755)
+    server = SshdProcess(directory, free_port(), sshd.user, sshd.directory / "authorized_keys")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -20,6 +20,8 @@ from gputui.ui.model import HostEntry
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _LABEL_W = 9
+_FINGERPRINT_W = 51
+"""``SHA256:`` and 43 characters, and a comma: the longest word a host message has."""
 
 
 def spark(values: Sequence[float], low: float, high: float, width: int) -> str:
@@ -216,13 +218,21 @@ class DetailPane(VerticalScroll):
         return self.get_component_rich_style(f"detail-pane--{name}", partial=True)
 
     def _wrapped(self, text: Text, label: str, value: str, severity: str | None = None) -> None:
-        """``_pair`` over as many lines as ``value`` needs at the pane's width."""
+        """``_pair`` over as many lines as ``value`` needs at the pane's width.
+
+        A pane too narrow for a fingerprint beside the label (80 columns split in
+        three) gives the value the whole width, under its label.
+        """
         pane_width = self.scrollable_content_region.width or self.size.width or 80
-        width = max(20, pane_width - _LABEL_W - 1)
+        indent = _LABEL_W if pane_width - _LABEL_W > _FINGERPRINT_W else 0
+        if not indent:
+            text.append(label + "\n", self._style("label"))
+        width = max(16, pane_width - indent - 1)
         style = self._style(severity) if severity else Style()
         lines = textwrap.wrap(value, width, break_on_hyphens=False) or [""]
         for i, line in enumerate(lines):
-            text.append((label if i == 0 else "").ljust(_LABEL_W), self._style("label"))
+            if indent:
+                text.append((label if i == 0 else "").ljust(indent), self._style("label"))
             text.append(line, style)
             text.append("\n")
 
