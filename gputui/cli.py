@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -217,42 +216,64 @@ def run_console(hosts_file: str | None, theme: str | None) -> int:
     require_hosts(config)
     theme_name = _theme_or_error(config, theme)
     from gputui.fleet.fleet import Fleet
-    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.app import GpuTuiApp, SignalExit
 
     app = GpuTuiApp(Fleet(config), config, theme=theme_name)
-    app.run()
+
+    async def console() -> None:
+        # SIGTERM, SIGHUP and SIGINT end the console as `q` does, the terminal restored.
+        with SignalExit() as signals:
+            await signals.run(app)
+
+    asyncio.run(console())
     return app.return_code or EXIT_OK
 
 
 def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
     if gpus < hosts:
         raise UsageError(f"--gpus {gpus} is fewer than --hosts {hosts}; each host needs a GPU")
+    from gputui.demo.limits import DemoLimitError, check_demo_size
     from gputui.remote.simspec import MAX_GPUS
 
     if gpus > MAX_GPUS * hosts:
         raise UsageError(f"--gpus {gpus} over {hosts} hosts is more than {MAX_GPUS} per host")
+    try:
+        check_demo_size(hosts)
+    except DemoLimitError as exc:
+        raise UsageError(str(exc)) from None
     return asyncio.run(_demo(hosts, gpus, theme))
 
 
 async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
     from gputui.demo.cluster import DemoCluster
+    from gputui.demo.limits import start_error
     from gputui.fleet.fleet import Fleet
-    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.app import GpuTuiApp, SignalExit
 
     print(
         f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH…",
         flush=True,
     )
-    async with DemoCluster(hosts=hosts, gpus=gpus, faults=True) as cluster:
-        config = cluster.config()
-        theme_name = _theme_or_error(config, theme)
-        app = GpuTuiApp(Fleet(config), config, theme=theme_name)
-        # A closed terminal or a plain kill ends the demo the same way as `q`, so the
-        # simulated hosts, their helpers and the workloads are all cleaned up.
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGHUP, signal.SIGTERM):
-            loop.add_signal_handler(signum, app.exit)
-        await app.run_async()
+    cluster = DemoCluster(hosts=hosts, gpus=gpus, faults=True)
+    # A closed terminal or a plain kill ends the demo the same way as `q`, so the
+    # simulated hosts, their helpers and the workloads are all cleaned up; during
+    # start-up it stops the start. Should that hang, they are killed on the way out.
+    with SignalExit(on_force=cluster.emergency_cleanup) as signals:
+        try:
+            await cluster.start()
+        except asyncio.CancelledError:
+            if signals.received is None:
+                raise
+            return signals.exit_code
+        except OSError as exc:  # too many open files, no loopback, ...
+            raise UsageError(start_error(exc, hosts)) from None
+        try:
+            config = cluster.config()
+            theme_name = _theme_or_error(config, theme)
+            app = GpuTuiApp(Fleet(config), config, theme=theme_name)
+            await signals.run(app)
+        finally:
+            await cluster.stop()
     return app.return_code or EXIT_OK
 
 

@@ -107,7 +107,7 @@ class DemoCluster:
 
     async def start(self) -> None:
         """Start servers and workloads and write the files; everything is undone on error."""
-        atexit.register(self._emergency_cleanup)
+        atexit.register(self.emergency_cleanup)
         try:
             await self._start()
         except BaseException:
@@ -185,10 +185,11 @@ class DemoCluster:
         self._config = None
         self._config_path = None
         with contextlib.suppress(Exception):
-            atexit.unregister(self._emergency_cleanup)
+            atexit.unregister(self.emergency_cleanup)
 
-    def _emergency_cleanup(self) -> None:
-        # The loop died before stop(): at least leave no workloads or files behind.
+    def emergency_cleanup(self) -> None:
+        """Leave no workloads, helpers or files behind when ``stop()`` cannot run (the
+        loop died, or the process must end now); safe from any thread."""
         stop_workloads(self.workloads, grace=0.2)
         for server in self.servers:
             for pid in server.command_pids():

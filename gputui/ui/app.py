@@ -14,13 +14,16 @@ import contextlib
 import errno
 import gc
 import math
+import os
+import signal
 import sys
 import termios
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import App
@@ -355,3 +358,146 @@ def _terminal_alive(fd: int) -> bool:
     except OSError as exc:
         return exc.errno != errno.EIO
     return True
+
+
+# -- signals: the terminal is always given back -----------------------------------------
+
+EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+"""The signals that end the console the way ``q`` does."""
+EXIT_GRACE_S = 3.0
+"""How long the console has to end by itself after such a signal; then it is ended."""
+TERMINAL_RESET = (
+    "\x1b[?2004l"  # bracketed paste off
+    "\x1b[?7h"  # line wrap back on
+    "\x1b[?2048l"  # in-band resize reports off
+    "\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?1016l"  # mouse reports off
+    "\x1b[<u"  # the kitty keyboard mode popped, before leaving the alternate screen
+    "\x1b[?1049l"  # alternate screen off
+    "\x1b[?25h"  # cursor shown
+    "\x1b[?1004l"  # focus reports off
+)
+"""Undoes every mode Textual's Linux driver turns on (its ``stop_application_mode``)."""
+
+
+class SignalExit:
+    """SIGTERM, SIGHUP and SIGINT end the console cleanly, and the terminal is given
+    back whatever happens. ``with SignalExit() as signals: await signals.run(app)``.
+
+    A signal asks the app to exit, with status 128 + the signal (as a shell reports
+    a killed process); before an app is running it cancels the task that entered
+    the block (the demo's start-up), which then ends as it does on an error. When the
+    process is still there ``grace_s`` later (a close that hangs, a blocked event
+    loop), or a second signal comes, the terminal is reset here -- its modes off, its
+    settings from before the app put back -- ``on_force`` runs, one line says why, and
+    the process exits at once.
+
+    The handlers are plain ``signal.signal`` ones, not ``loop.add_signal_handler``:
+    those only run when the event loop gets round to them, which a hung loop never
+    does, and that is when they matter most. They hand the exit to the loop with
+    ``call_soon_threadsafe``. The deadline stays armed after the block, because the
+    process is meant to end soon after it: a hang there is ended too.
+    """
+
+    def __init__(
+        self,
+        *,
+        grace_s: float = EXIT_GRACE_S,
+        on_force: Callable[[], None] | None = None,
+    ) -> None:
+        self.grace_s = grace_s
+        self.on_force = on_force
+        self.received: int | None = None
+        """The first exit signal that came, if any."""
+        self._app: App[object] | None = None
+        self._app_done = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[object] | None = None
+        self._previous: dict[int, object] = {}
+        self._tty_attrs: list[Any] | None = None
+        self._forcing = threading.Lock()
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal received (0 when none came)."""
+        return 128 + self.received if self.received is not None else 0
+
+    def __enter__(self) -> SignalExit:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        with contextlib.suppress(AttributeError, OSError, ValueError, termios.error):
+            if sys.__stdin__ is not None and sys.__stdin__.isatty():
+                self._tty_attrs = termios.tcgetattr(sys.__stdin__.fileno())
+        for signum in EXIT_SIGNALS:
+            with contextlib.suppress(ValueError, OSError):  # not the main thread
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._app_done = True
+        for signum, previous in self._previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signum, previous)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    async def run(self, app: App[Any]) -> None:
+        """Run ``app`` in the terminal; the signals end it from now on."""
+        self._app = app
+        try:
+            if self.received is not None:  # the start-up it cancelled carried on
+                app.exit(return_code=self.exit_code)
+            await app.run_async()
+        finally:
+            self._app_done = True  # the driver has given the terminal back
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.received is not None:
+            self._force(signum, f"{_signal_name(signum)} again: stopped at once")
+            return
+        self.received = signum
+        deadline = threading.Timer(
+            self.grace_s,
+            self._force,
+            (signum, f"did not stop within {self.grace_s:g} s of {_signal_name(signum)}"),
+        )
+        deadline.daemon = True
+        deadline.start()
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._end)
+
+    def _end(self) -> None:
+        """On the loop: exit the app, or before there is one, cancel the start-up."""
+        if self._app is not None:
+            self._app.exit(return_code=self.exit_code)
+        elif self._task is not None:
+            self._task.cancel()
+
+    def _force(self, signum: int, why: str) -> None:
+        """Give the terminal back and end the process now; from any thread."""
+        if not self._forcing.acquire(blocking=False):
+            return  # the other thread is at it
+        try:
+            if self._app is not None and not self._app_done:
+                _reset_terminal(self._tty_attrs)
+            if self.on_force is not None:
+                with contextlib.suppress(Exception):
+                    self.on_force()
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                os.write(sys.__stderr__.fileno(), f"gputui: {why}\n".encode())  # type: ignore[union-attr]
+        finally:
+            os._exit(128 + signum)
+
+
+def _reset_terminal(attrs: list[Any] | None) -> None:
+    """Where Textual writes (stderr) and reads (stdin): modes off, settings back."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.write(sys.__stderr__.fileno(), TERMINAL_RESET.encode())  # type: ignore[union-attr]
+    if attrs is not None:
+        with contextlib.suppress(OSError, ValueError, AttributeError, termios.error):
+            termios.tcsetattr(sys.__stdin__.fileno(), termios.TCSANOW, attrs)  # type: ignore[union-attr]
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
