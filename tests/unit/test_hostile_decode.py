@@ -1,0 +1,181 @@
+"""Decoding generated hostile helper output: never a crash, never a bad value through."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from typing import Any
+
+import hostile
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from gputui.protocol import (
+    MAX_GPUS,
+    MAX_NOTES,
+    MAX_PROCESSES,
+    Event,
+    GpuSample,
+    Hello,
+    ProtocolError,
+    Sample,
+    decode_helper_line,
+)
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def walk(value: Any) -> Any:
+    """Every leaf of a decoded model (strings, numbers, keys)."""
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from walk(getattr(value, name))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from walk(item)
+    elif isinstance(value, tuple | list):
+        for item in value:
+            yield from walk(item)
+    else:
+        yield value
+
+
+def assert_sound(message: Any) -> None:
+    for leaf in walk(message):
+        if isinstance(leaf, str):
+            assert hostile.is_safe_text(leaf), repr(leaf)
+            assert len(leaf) <= 4 * 512
+        elif isinstance(leaf, float):
+            assert math.isfinite(leaf)
+    gpus = getattr(message, "gpus", ())
+    assert len(gpus) <= MAX_GPUS
+    for gpu in gpus:
+        assert 0 <= gpu.index < MAX_GPUS
+        if isinstance(gpu, GpuSample):
+            assert len(gpu.processes) <= MAX_PROCESSES
+            for name in ("util_gpu", "util_mem", "fan_pct"):
+                value = getattr(gpu, name)
+                assert value is None or 0 <= value <= 100
+            assert gpu.temp_c is None or -40 <= gpu.temp_c <= 200
+            assert gpu.power_w is None or 0 <= gpu.power_w <= 10_000
+            for proc in gpu.processes:
+                assert 1 <= proc.pid <= 2**22
+                assert proc.start_time is None or 0 <= proc.start_time <= 1e10
+    assert len(getattr(message, "notes", ())) <= MAX_NOTES
+    if isinstance(message, Event | Sample):
+        assert message.time is None or 0 <= message.time <= 1e10
+
+
+@SETTINGS
+@given(hostile.message())
+def test_decode_raises_only_protocol_error_and_lets_nothing_bad_through(obj: Any) -> None:
+    try:
+        message = decode_helper_line(hostile.line(obj))
+    except ProtocolError as exc:
+        assert hostile.is_safe_text(str(exc)) and "\n" not in str(exc)
+        return
+    assert_sound(message)
+
+
+@SETTINGS
+@given(hostile.sample(seq=st.integers(0, 10**9)))
+def test_a_sample_that_knows_its_number_is_always_kept(obj: dict[str, Any]) -> None:
+    """Bad values inside a sample are mended, not a reason to drop the session."""
+    message = decode_helper_line(hostile.line(obj))
+    assert isinstance(message, Sample)
+    assert_sound(message)
+
+
+@SETTINGS
+@given(hostile.any_json)
+def test_any_json_at_all_is_a_message_or_a_protocol_error(obj: Any) -> None:
+    with contextlib.suppress(ProtocolError):
+        assert_sound(decode_helper_line(hostile.line(obj)))
+
+
+def gpu(**fields: Any) -> dict[str, Any]:
+    return {"index": 0, "uuid": "GPU-0", **fields}
+
+
+def decode_sample(*gpus: dict[str, Any], **top: Any) -> Sample:
+    message = decode_helper_line(
+        json.dumps({"type": "sample", "seq": 1, "time": 1.7e9, "gpus": list(gpus), **top})
+    )
+    assert isinstance(message, Sample)
+    return message
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("temp_c", -300, "OutOfRange"),
+        ("temp_c", "hot", "WrongType"),
+        ("util_gpu", 150, "OutOfRange"),
+        ("power_w", 1e30, "OutOfRange"),
+        ("power_w", float("nan"), "NotFinite"),
+        ("power_w", True, "WrongType"),
+        ("fan_pct", "50", "WrongType"),
+        ("mem_used_mib", -1, "OutOfRange"),
+        ("ecc_uncorrected", 2**64, "OutOfRange"),
+        ("throttle", [1, 2], "WrongType"),
+    ],
+)
+def test_a_bad_value_is_not_available_with_its_reason(name: str, value: Any, reason: str) -> None:
+    readings = {"temp_c": 40, "util_gpu": 10, "power_w": 100.0}
+    good = decode_sample(gpu(**readings)).gpus[0]
+    mended = decode_sample(gpu(**{**readings, name: value})).gpus[0]
+    assert getattr(mended, name) is None
+    assert mended.errors[name] == reason
+    # The other fields are untouched.
+    for other in ("temp_c", "util_gpu", "power_w"):
+        if other != name:
+            assert getattr(mended, other) == getattr(good, other)
+
+
+def test_non_finite_and_far_times_become_unknown() -> None:
+    process = {"pid": 7, "start_time": float("nan")}
+    message = decode_sample(gpu(processes=[process]), time=1e308)
+    assert message.time is None
+    assert message.gpus[0].processes[0].start_time is None
+    assert message.gpus[0].processes[0].errors == {"start_time": "NotFinite"}
+    event = decode_helper_line(json.dumps({"type": "event", "time": 1e308, "kind": "xid"}))
+    assert isinstance(event, Event) and event.time is None
+
+
+def test_an_entry_with_a_bad_identity_is_dropped_alone_with_a_note() -> None:
+    message = decode_sample(
+        gpu(index=10**9), gpu(index=1, uuid="GPU-1", processes=[{"pid": -5}, {"pid": 9}])
+    )
+    assert [g.index for g in message.gpus] == [1]
+    assert [p.pid for p in message.gpus[0].processes] == [9]
+    assert "dropped GPU entry 0: index: OutOfRange" in message.notes
+    assert "dropped process entry 0: pid: OutOfRange" in message.notes
+
+
+def test_sizes_are_capped_with_a_note() -> None:
+    many = [gpu(index=i % MAX_GPUS, uuid=f"GPU-{i}") for i in range(100_000)]
+    message = decode_helper_line(
+        json.dumps(
+            {"type": "hello", "protocol": 1, "helper_version": "x", "hostname": "h", "gpus": many}
+        )
+    )
+    assert isinstance(message, Hello)
+    assert len(message.gpus) == MAX_GPUS
+    assert message.notes == (f"100000 GPU entries sent; kept the first {MAX_GPUS}",)
+    procs = [{"pid": 1 + i} for i in range(100_000)]
+    sample = decode_sample(gpu(processes=procs))
+    assert len(sample.gpus[0].processes) == MAX_PROCESSES
+    assert sample.notes == (f"100000 process entries sent; kept the first {MAX_PROCESSES}",)
+
+
+def test_a_message_without_its_own_identity_is_refused_in_one_line() -> None:
+    with pytest.raises(ProtocolError, match="seq"):
+        decode_helper_line(json.dumps({"type": "sample", "seq": float("nan")}))
+    with pytest.raises(ProtocolError):
+        decode_helper_line("[" * 100_000)
+    with pytest.raises(ProtocolError):
+        decode_helper_line(json.dumps({"type": "event", "kind": {"a": 1}}))
