@@ -246,19 +246,33 @@ def sshd(test_user: tuple[str, int, int], free_port: Callable[[], int]) -> Itera
 
 
 @pytest.fixture
-def second_sshd(
+def make_sshd(
     sshd: Sshd, free_port: Callable[[], int], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SshdProcess]:
-    """Another sshd for the same test user and client key (a GPU host behind ``sshd``,
-    used as the bastion); stopped, restarted and re-keyed by the test as it likes."""
-    directory = tmp_path_factory.mktemp("second-sshd")
-    directory.chmod(0o755)
-    server = SshdProcess(directory, free_port(), sshd.user, sshd.directory / "authorized_keys")
-    try:
+) -> Iterator[Callable[..., SshdProcess]]:
+    """``make_sshd(*extra_config_lines)``: another started sshd for the same test user and
+    client key as ``sshd``; the test stops, restarts and re-keys it as it likes."""
+    made: list[SshdProcess] = []
+
+    def make(*extra: str) -> SshdProcess:
+        directory = tmp_path_factory.mktemp("more-sshd")
+        directory.chmod(0o755)
+        authorized = sshd.directory / "authorized_keys"
+        server = SshdProcess(directory, free_port(), sshd.user, authorized, extra)
+        made.append(server)
         server.start()
-        yield server
+        return server
+
+    try:
+        yield make
     finally:
-        server.stop()
+        for server in made:
+            server.stop()
+
+
+@pytest.fixture
+def second_sshd(make_sshd: Callable[..., SshdProcess]) -> SshdProcess:
+    """A GPU host's sshd (behind ``sshd``, used as the bastion)."""
+    return make_sshd()
 
 
 @pytest.fixture

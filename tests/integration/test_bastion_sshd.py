@@ -173,3 +173,16 @@ async def test_an_encrypted_identity_file_held_by_a_full_agent_connects(
         assert "IdentitiesOnly yes" in snap.message
     finally:
         authorized.write_text(before)
+
+
+async def test_a_host_that_refuses_session_channels_is_a_helper_error(
+    sshd, make_sshd, fleets, wait, tmp_path: Path
+) -> None:
+    # MaxSessions 0: logins work, forwarding works, no session (so no helper) opens.
+    host = make_sshd("MaxSessions 0")
+    known = tmp_path / "known_hosts"
+    known.write_text(host.known_hosts_line())
+    config = sshd.config([{"name": "nosess", "port": host.port, "known_hosts": str(known)}])
+    fleet = await fleets(config)
+    snap = await wait(status_is(fleet, "nosess", HostStatus.HELPER_ERROR), what="refused")
+    assert snap.message.startswith("could not start the helper: ")
