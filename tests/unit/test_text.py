@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hostile
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gputui.text import clean
+from gputui.text import cells, clean, cut, fit
 
 
 @pytest.mark.parametrize(
@@ -39,3 +42,45 @@ def test_clean_caps_length() -> None:
 def test_clean_caps_before_regex_work() -> None:
     # A multi-megabyte name costs no more than a capped one.
     assert len(clean("\x1b[" * 1_000_000, 20)) <= 20
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        # An OSC with no terminator loses its introducer, not the rest of the line.
+        ("run \x1b]0;title python train.py --lr 3", "run title python train.py --lr 3"),
+        ("a\x1b]52;c;ZXZpbA==\x07b", "ab"),
+        ("a\x9d0;c1 title\x9cb", "ab"),
+        ("a\x1b_apc payload\x1b\\b", "ab"),
+        ("x\x1bcy", "xy"),
+        # Characters terminals draw at different widths are removed.
+        ("\u3164\u115f\u1160\uffa0name", "name"),
+        ("👍🏽 ok\ufe0f", "👍 ok"),
+        ("\U0001f1fa\U0001f1f8 flag", " flag"),
+        ("\u0301\u0301start", "start"),
+        ("a\u20ddb", "ab"),
+        ("\ue000private\U000e0041", "private"),
+    ],
+)
+def test_clean_hostile(raw: str, expected: str) -> None:
+    assert clean(raw) == expected
+
+
+def test_clean_cuts_by_display_cells() -> None:
+    out = clean("日本語のプロセス名", 7)
+    assert out == "日本語…" and cells(out) == 7
+    assert cut("日本語", 4) == "日…"
+    assert fit("日本", 6) == "日本  "
+    assert cells(fit("e\u0301" * 20, 10)) == 10
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(st.text(), st.binary().map(lambda b: b.decode("latin-1")), st.binary()),
+    st.integers(1, 300),
+)
+def test_clean_is_safe_bounded_and_stable(raw: str | bytes, limit: int) -> None:
+    out = clean(raw, limit)
+    assert hostile.is_safe_text(out)
+    assert cells(out) <= limit
+    assert clean(out, limit) == out  # cleaning twice changes nothing more
