@@ -137,7 +137,9 @@ class HostConnector:
         identity file that no agent holds is said as such."""
         try:
             conn: asyncssh.SSHClientConnection = await asyncio.wait_for(
-                asyncssh.connect(host, options=options, tunnel=through),
+                # config=None: the options already hold the ssh_config there is (or
+                # none, when it is off); () would make asyncssh read ~/.ssh/config.
+                asyncssh.connect(host, options=options, tunnel=through, config=None),
                 self.host.connect_timeout,
             )
         except asyncssh.PermissionDenied:
@@ -198,7 +200,7 @@ class HostConnector:
             # Neither ssh_config (Ciphers) nor the caller chose: offer AES-GCM first
             # (every default stays allowed, so any server still finds a match).
             options = await asyncssh.SSHClientConnectionOptions.construct(
-                options=options, encryption_algs=_PREFERRED_CIPHERS
+                options=options, config=None, encryption_algs=_PREFERRED_CIPHERS
             )
         return options
 

@@ -73,21 +73,7 @@ async def test_ssh_config_defaults_to_the_users_own_file(kit) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "where",
-    [
-        "elsewhere",
-        pytest.param(
-            "default",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="ssh_config: null still reads ~/.ssh/config: asyncssh loads its default "
-                "file when given options that loaded none, unless config=[] is passed again "
-                "(connector: asyncssh.connect(..., options=...) and the cipher re-construct)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("where", ["elsewhere", "default"])
 async def test_with_ssh_config_off_the_alias_does_not_resolve(kit, where: str) -> None:
     """The file of the tests above, present but turned off: the alias means nothing."""
     server = await kit.servers.start()
