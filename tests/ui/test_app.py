@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -564,3 +565,29 @@ def test_a_hung_up_terminal_is_noticed() -> None:
         assert not _terminal_alive(slave)
     finally:
         os.close(slave)
+
+
+KEY_CHANGED = (
+    "HOST KEY CHANGED for gpu03: server presented "
+    "SHA256:Zr8qWmF3xO1y0m2qTt6mJ3y1o8nVJ1uQv0wq9m0aF8s, ~/.ssh/known_hosts expects "
+    "SHA256:0f3kQ9bBq7dE2yq1Hq0eWm5rX1o7t9uVz3m8xL2nK4c; not connecting"
+)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_a_changed_host_key_shows_both_fingerprints_whole(size: tuple[int, int]) -> None:
+    snaps = fakes.cluster()
+    snaps[2] = snaps[2].with_changes(status=HostStatus.HOST_KEY_CHANGED, message=KEY_CHANGED)
+    app = GpuTuiApp(FakeSource(snaps), Config(), clock=fixed_clock)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        grid(app).select(HostRow("gpu03"))
+        fingerprints = re.findall(r"SHA256:\S{43}", KEY_CHANGED)
+        assert len(fingerprints) == 2
+        # Each on one line, not broken across two (once the pane has its new width).
+        await until(
+            pilot, lambda: all(f in screen_text(app) for f in fingerprints), "both fingerprints"
+        )
+        assert app.main.query_one("#processes").display is False
+        grid(app).select(GpuRow("gpu01", 0))  # a GPU again: its processes are back
+        await until(pilot, lambda: "python train.py" in screen_text(app), "the processes")

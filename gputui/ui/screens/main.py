@@ -203,6 +203,10 @@ class MainScreen(Screen[None]):
         entry = self.model.hosts.get(row.host)
         if entry is None:
             return
+        # A host that is down has nothing running to list: its detail (a host key's
+        # two fingerprints, say) gets the whole width below the grid.
+        down = isinstance(row, HostRow) and entry.snapshot.status.is_problem
+        self.query_one("#side").set_class(down, "-host-down")
         if isinstance(row, GpuRow):
             gpu = self.model.gpu(row)
             if gpu is None:

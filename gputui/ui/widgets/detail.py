@@ -64,6 +64,8 @@ class DetailPane(VerticalScroll):
         self._body = Static("", id="detail-text")
         self._lines = -1
         self._tallest = 0
+        self._host_shown: tuple[HostEntry, float] | None = None
+        """The host on show, so its wrapped message can be redone when the pane resizes."""
 
     def compose(self) -> ComposeResult:
         yield self._body
@@ -79,6 +81,7 @@ class DetailPane(VerticalScroll):
         flags: Sequence[Flag] = (),
     ) -> None:
         """``flags`` are the grid's verdicts on this GPU, so both say the same."""
+        self._host_shown = None
         self._set_title(f"{gpu.host} GPU {gpu.index}")
         severity = {flag.label.split()[0]: flag.severity for flag in flags}
         info, sample = gpu.info, gpu.sample
@@ -138,6 +141,7 @@ class DetailPane(VerticalScroll):
         self._set_body(text)
 
     def show_host(self, entry: HostEntry, now: float) -> None:
+        self._host_shown = (entry, now)
         snap = entry.snapshot
         self._set_title(snap.name)
         text = Text(no_wrap=True, overflow="ellipsis")
@@ -169,7 +173,13 @@ class DetailPane(VerticalScroll):
             self._pair(text, "bad data" if i == 0 else "", note, "warn")
         self._set_body(text)
 
+    def on_resize(self) -> None:
+        # A host's message is wrapped to the pane's width: wrap it anew.
+        if self._host_shown is not None:
+            self.show_host(*self._host_shown)
+
     def clear_detail(self) -> None:
+        self._host_shown = None
         self._set_title("detail")
         self._set_body(Text())
 
