@@ -117,7 +117,7 @@ class ProcessTable(DataTable[Text]):
                 cells.append(Text(age, justify="right"))
             cells.append(Text(fmt.truncate(process.command or "-", command_w), no_wrap=True))
             if containers:
-                cells.append(Text(process.container[:_CONTAINER_W] if process.container else "-"))
+                cells.append(Text(fmt.truncate(process.container or "-", _CONTAINER_W)))
             self.add_row(*cells, key=f"{gpu.uuid}:{process.pid}:{i}")
             if selected is not None and selected[0].uuid == gpu.uuid:
                 cursor = i if selected[1].pid == process.pid else cursor
