@@ -17,6 +17,7 @@ from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuHistory, GpuView
 from gputui.ui.health import Flag, data_notes, host_message
 from gputui.ui.model import HostEntry
+from gputui.ui.widgets.titles import set_border_title
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _LABEL_W = 9
@@ -184,9 +185,7 @@ class DetailPane(VerticalScroll):
         self._set_body(Text())
 
     def _set_title(self, title: str) -> None:
-        # Setting ``border_title`` repaints the pane even when it is the same.
-        if title != self.border_title:
-            self.border_title = title
+        set_border_title(self, title)  # the border line only, not the whole pane
 
     def _set_body(self, text: Text) -> None:
         # Redrawn every second and on every cursor move, and a change in height

@@ -79,20 +79,36 @@ class Palette:
 
 
 class _Line:
-    """A line being built: segments and how many cells they take."""
+    """A line being built: segments and how many cells they take.
 
-    __slots__ = ("base", "cells", "segments")
+    Pieces in the same style (the same ``Style`` object) one after the other are
+    joined into one segment: a GPU line is some twenty pieces in a handful of
+    styles, and every segment costs again in Textual's compositor each frame.
+    """
+
+    __slots__ = ("_style", "_text", "base", "cells", "segments")
 
     def __init__(self, base: Style) -> None:
         self.base = base
         self.segments: list[Segment] = []
         self.cells = 0
+        self._text: list[str] = []
+        self._style: Style | None = None
 
     def add(self, text: str, style: Style) -> None:
         if text:
-            text = strip_control_codes(text)
-            self.segments.append(Segment(text, style))
-            self.cells += cell_len(text)
+            if style is not self._style:
+                self._flush()
+                self._style = style
+            self._text.append(text)
+
+    def _flush(self) -> None:
+        if self._text:
+            text = strip_control_codes("".join(self._text))
+            self._text = []
+            if text:
+                self.segments.append(Segment(text, self._style))
+                self.cells += cell_len(text)
 
     def strip(
         self, width: int, fill: Style, *, ellipsis: bool = False, over: Style | None = None
@@ -101,6 +117,7 @@ class _Line:
 
         ``over`` is laid over the text (not the padding), as Rich's ``stylize`` would.
         """
+        self._flush()
         segments = self.segments
         if self.cells > width:
             segments = _cut(segments, width, ellipsis=ellipsis)
@@ -229,6 +246,12 @@ def column_header(cols: Columns, palette: Palette) -> Strip:
     return line.strip(cols.width, palette.base)
 
 
+@lru_cache(maxsize=256)
+def _fit_model(name: str, width: int) -> str:
+    """``fmt.fit`` for model names: a cluster has a few models, drawn on every line."""
+    return fmt.fit(name, width)
+
+
 def _right(text: str, width: int) -> str:
     """A number right-aligned in its column; one too wide for it is cut, never spilled."""
     return text.rjust(width) if len(text) <= width else text[: width - 1] + "…"
@@ -284,7 +307,7 @@ def gpu_line(
         add("  ", base)
     else:
         add(fmt.fit(gpu.host, cols.host_w) + " ", palette.host)
-    model_name = fmt.fit(gpu.model, cols.model_w)
+    model_name = _fit_model(gpu.model, cols.model_w)
     add(_right(str(gpu.index), _IDX_W) + " " + model_name + " ", base)
 
     util = gpu.util

@@ -9,6 +9,7 @@ from textual.widgets import DataTable
 from gputui.protocol import ProcessSample
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
+from gputui.ui.widgets.titles import set_border_title
 
 # (title, width); COMMAND takes what is left of the table's width.
 _GPU = ("GPU", 3)
@@ -68,8 +69,7 @@ class ProcessTable(DataTable[Text]):
         self, entries: list[tuple[GpuView, ProcessSample]], now: float, title: str = "processes"
     ) -> None:
         """Show these processes; keep the cursor on the same process when it is still there."""
-        if title != self.border_title:  # setting it repaints the table, even when equal
-            self.border_title = title
+        set_border_title(self, title)  # the border line only, not every row
         key = (int(now // 10), *((gpu.uuid, process) for gpu, process in entries))
         if key == self._shown:
             return
