@@ -1,0 +1,307 @@
+"""The decoder's repair path, edge by edge: every range ends where the docs say, every
+cap keeps exactly its cap, and each repair touches only what was wrong.
+
+Written against a mutation pass over ``gputui/protocol.py``: each test here fails
+for at least one small change to the decoder that the broader suites let through.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import hostile
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gputui.protocol import (
+    MAX_ERRORS,
+    MAX_LINE_BYTES,
+    MAX_NOTES,
+    MAX_THROTTLE_REASONS,
+    Event,
+    GpuInfo,
+    GpuSample,
+    Hello,
+    HelperError,
+    ProcessSample,
+    ProtocolError,
+    Sample,
+    decode_helper_line,
+)
+from gputui.remote.simspec import MAX_GPUS
+
+BIG = 2**63 - 1
+
+
+def gpu(**fields: Any) -> dict[str, Any]:
+    return {"index": 0, "uuid": "GPU-0", **fields}
+
+
+def decode_sample(*gpus: Any, **top: Any) -> Sample:
+    message = decode_helper_line(
+        json.dumps({"type": "sample", "seq": 1, "gpus": list(gpus), **top})
+    )
+    assert isinstance(message, Sample)
+    return message
+
+
+def decode_hello(*gpus: dict[str, Any]) -> Hello:
+    obj = {"type": "hello", "protocol": 1, "helper_version": "x", "hostname": "h", "gpus": gpus}
+    message = decode_helper_line(json.dumps(obj))
+    assert isinstance(message, Hello)
+    return message
+
+
+def decoded_with(where: str, name: str, value: Any) -> tuple[Any, dict[str, str] | None]:
+    """The object that holds ``name`` after decoding ``value`` there, and its errors map."""
+    if where == "gpu":
+        obj: Any = decode_sample(gpu(**{name: value})).gpus[0]
+        assert isinstance(obj, GpuSample)
+    elif where == "process":
+        obj = decode_sample(gpu(processes=[{"pid": 7, name: value}])).gpus[0].processes[0]
+        assert isinstance(obj, ProcessSample)
+    elif where == "info":
+        obj = decode_hello(gpu(**{name: value})).gpus[0]
+        assert isinstance(obj, GpuInfo)
+    else:
+        obj = decode_helper_line(json.dumps({"type": "event", "kind": "xid", name: value}))
+        assert isinstance(obj, Event)
+    return obj, getattr(obj, "errors", None)
+
+
+# (where, field, lowest, highest): the documented range of every number in the protocol.
+RANGES = [
+    ("gpu", "util_gpu", 0, 100),
+    ("gpu", "fan_pct", 0, 100),
+    ("gpu", "mem_used_mib", 0, 2**24),
+    ("gpu", "temp_c", -40, 200),
+    ("gpu", "clock_sm_mhz", 0, 100_000),
+    ("gpu", "pcie_gen", 0, 16),
+    ("gpu", "pcie_width", 0, 64),
+    ("gpu", "ecc_corrected", 0, BIG),
+    ("gpu", "power_w", 0, 10_000),
+    ("process", "uid", 0, 2**32 - 2),
+    ("process", "gpu_mem_mib", 0, 2**24),
+    ("process", "start_time", 0, 1e10),
+    ("info", "pcie_max_gen", 0, 16),
+    ("info", "power_limit_w", 0, 10_000),
+    ("event", "xid", 0, 100_000),
+    ("event", "gpu_index", 0, MAX_GPUS - 1),
+    ("event", "time", 0, 1e10),
+]
+
+
+def beyond(value: float, step: int) -> float:
+    return value + step if isinstance(value, int) else value * (1 + step * 1e-9) + step
+
+
+@pytest.mark.parametrize(("where", "name", "low", "high"), RANGES)
+def test_every_number_is_kept_up_to_its_limits_and_refused_one_past(
+    where: str, name: str, low: float, high: float
+) -> None:
+    for good in (low, high):
+        obj, errors = decoded_with(where, name, good)
+        assert getattr(obj, name) == good
+        assert not errors
+    for bad in (beyond(low, -1), beyond(high, 1)):
+        obj, errors = decoded_with(where, name, bad)
+        assert getattr(obj, name) is None, bad
+        if errors is not None:
+            assert errors == {name: "OutOfRange"}
+
+
+@pytest.mark.parametrize(("where", "name", "low", "high"), RANGES)
+@pytest.mark.parametrize("value", [True, "1", [1]])
+def test_a_bool_a_numeric_string_or_a_list_is_not_a_number(
+    where: str, name: str, low: float, high: float, value: Any
+) -> None:
+    obj, errors = decoded_with(where, name, value)
+    assert getattr(obj, name) is None
+    if errors is not None:
+        assert errors == {name: "WrongType"}
+
+
+@pytest.mark.parametrize(("where", "name"), [("info", "mig_mode")])
+@pytest.mark.parametrize("value", [1, "yes", "true"])
+def test_a_flag_is_a_json_bool_only(where: str, name: str, value: Any) -> None:
+    obj, errors = decoded_with(where, name, value)
+    assert getattr(obj, name) is None
+    assert errors == {name: "WrongType"}
+
+
+def test_identities_have_ranges_too() -> None:
+    """A GPU index or pid outside its range drops the entry; at the limit it is kept."""
+    sample = decode_sample(
+        gpu(index=MAX_GPUS - 1, processes=[{"pid": 2**22}, {"pid": 2**22 + 1}, {"pid": 0}]),
+        gpu(index=MAX_GPUS),
+    )
+    assert [g.index for g in sample.gpus] == [MAX_GPUS - 1]
+    assert [p.pid for p in sample.gpus[0].processes] == [2**22]
+    assert sample.notes == (
+        "dropped process entry 1: pid: OutOfRange",
+        "dropped process entry 2: pid: OutOfRange",
+        "dropped GPU entry 1: index: OutOfRange",
+    )
+
+
+def test_a_state_or_kind_outside_its_words_is_a_wrong_type() -> None:
+    got = decode_sample(gpu(state="melted", processes=[{"pid": 3, "kind": "quantum"}])).gpus[0]
+    assert got.errors == {"state": "WrongType"}
+    assert got.processes[0].errors == {"kind": "WrongType"}
+    assert got.processes[0].kind == "compute"
+
+
+def test_a_missing_identity_drops_the_entry_as_invalid() -> None:
+    sample = decode_sample({"index": 0}, gpu(index=1))
+    assert [g.index for g in sample.gpus] == [1]
+    assert sample.notes == ("dropped GPU entry 0: uuid: Invalid",)
+
+
+def test_strings_are_cleaned_to_their_cells() -> None:
+    sample = decode_sample(
+        gpu(uuid="\x1b[31m" + "u" * 300, processes=[{"pid": 3, "command": "\x07c" * 2000}])
+    )
+    assert sample.gpus[0].uuid == "u" * 127 + "…"
+    assert sample.gpus[0].processes[0].command == "c" * 511 + "…"
+
+
+def test_a_line_of_exactly_the_limit_is_decoded() -> None:
+    body = json.dumps({"type": "error", "message": "m"})
+    message = decode_helper_line(body + " " * (MAX_LINE_BYTES - len(body)))
+    assert isinstance(message, HelperError) and message.message == "m"
+    with pytest.raises(ProtocolError, match="over the"):
+        decode_helper_line(body + " " * (MAX_LINE_BYTES - len(body) + 1))
+
+
+def test_a_throttle_list_over_its_cap_keeps_exactly_the_cap() -> None:
+    reasons = [f"r{i}" for i in range(MAX_THROTTLE_REASONS + 8)]
+    got = decode_sample(gpu(throttle=reasons, temp_c=50)).gpus[0]
+    assert got.throttle == tuple(reasons[:MAX_THROTTLE_REASONS])
+    assert got.temp_c == 50 and got.errors == {}
+    at_cap = decode_sample(gpu(throttle=reasons[:MAX_THROTTLE_REASONS])).gpus[0]
+    assert at_cap.throttle == tuple(reasons[:MAX_THROTTLE_REASONS])
+
+
+def test_a_list_over_its_cap_with_a_bad_item_takes_two_repairs() -> None:
+    """pydantic reports a list's length before its items: cut first, then null it."""
+    reasons: list[Any] = [f"r{i}" for i in range(MAX_THROTTLE_REASONS + 8)]
+    reasons[3] = 17
+    got = decode_sample(gpu(throttle=reasons, temp_c=50)).gpus[0]
+    assert got.throttle is None
+    assert got.errors == {"throttle": "WrongType"}
+    assert got.temp_c == 50
+
+
+def test_an_errors_map_over_its_cap_keeps_the_first_entries() -> None:
+    sent = {f"field{i}": "NotSupported" for i in range(MAX_ERRORS + 10)}
+    got = decode_sample(gpu(errors=sent, temp_c=50)).gpus[0]
+    assert got.errors == dict(list(sent.items())[:MAX_ERRORS])
+    assert got.temp_c == 50
+
+
+def test_an_errors_map_that_is_not_a_map_is_replaced_by_an_empty_one() -> None:
+    got = decode_sample(gpu(errors="everything broke", temp_c=50)).gpus[0]
+    assert got.errors == {}
+    assert got.temp_c == 50
+
+
+def test_the_helpers_own_reasons_are_kept_beside_the_decoders() -> None:
+    got = decode_sample(gpu(errors={"fan_pct": "NotSupported"}, temp_c=-300)).gpus[0]
+    assert got.errors == {"fan_pct": "NotSupported", "temp_c": "OutOfRange"}
+
+
+def test_helper_notes_over_the_cap_keep_the_first() -> None:
+    notes = [f"n{i}" for i in range(MAX_NOTES + 5)]
+    assert decode_sample(gpu(), notes=notes).notes == tuple(notes[:MAX_NOTES])
+    assert decode_sample(gpu(), notes=notes[:MAX_NOTES]).notes == tuple(notes[:MAX_NOTES])
+
+
+def test_helper_notes_are_kept_beside_the_decoders() -> None:
+    sample = decode_sample(gpu(), gpu(index=10**6), notes=["helper said"])
+    assert sample.notes == ("helper said", "dropped GPU entry 1: index: OutOfRange")
+
+
+@pytest.mark.parametrize(
+    ("sent", "kept"), [(["helper said", 5, None], ["helper said"]), ("helper said", []), ({}, [])]
+)
+def test_merged_notes_leave_out_what_is_not_text(sent: Any, kept: list[str]) -> None:
+    many = [gpu(index=i % MAX_GPUS) for i in range(MAX_GPUS + 1)]
+    sample = decode_sample(*many, notes=sent)
+    assert sample.notes == (*kept, f"{MAX_GPUS + 1} GPU entries sent; kept the first {MAX_GPUS}")
+
+
+def test_each_note_is_said_once_whatever_the_rounds() -> None:
+    many = [gpu(index=i % MAX_GPUS) for i in range(MAX_GPUS + 1)]
+    many[3]["uuid"] = 12
+    hello = decode_hello(*many)
+    assert hello.notes == (
+        f"{MAX_GPUS + 1} GPU entries sent; kept the first {MAX_GPUS}",
+        "dropped GPU entry 3: uuid: WrongType",
+    )
+    assert len(hello.gpus) == MAX_GPUS - 1
+
+
+def test_a_full_list_on_the_repair_path_is_not_called_cut() -> None:
+    hello = decode_hello(*[gpu(index=i, mig_mode="on") for i in range(MAX_GPUS)])
+    assert len(hello.gpus) == MAX_GPUS
+    assert hello.notes == ()
+    assert all(g.errors == {"mig_mode": "WrongType"} for g in hello.gpus)
+
+
+@pytest.mark.parametrize("dropped", [MAX_NOTES - 1, MAX_NOTES, MAX_NOTES + 1, MAX_NOTES + 9])
+def test_notes_past_the_cap_end_in_a_count_of_the_rest(dropped: int) -> None:
+    processes = [{"pid": -i} for i in range(dropped)] + [{"pid": 1}]
+    sample = decode_sample(gpu(processes=processes))
+    assert [p.pid for p in sample.gpus[0].processes] == [1]
+    said = [f"dropped process entry {i}: pid: OutOfRange" for i in range(dropped)]
+    if dropped <= MAX_NOTES:
+        assert sample.notes == tuple(said)
+    else:
+        rest = dropped - (MAX_NOTES - 1)
+        assert sample.notes == (*said[: MAX_NOTES - 1], f"and {rest} more problems")
+
+
+def test_an_entry_that_is_not_an_object_is_dropped_alone() -> None:
+    sample = decode_sample(5, gpu(index=1, processes=["x", {"pid": 4}]), gpu(index=2))
+    assert [g.index for g in sample.gpus] == [1, 2]
+    assert [p.pid for p in sample.gpus[0].processes] == [4]
+    assert set(sample.notes) == {
+        "dropped GPU entry 0: not an object",
+        "dropped process entry 0: not an object",
+    }
+
+
+@pytest.mark.parametrize("bad", [{"index": -1, "uuid": "x"}, "not a GPU"])
+def test_neighbouring_bad_entries_are_all_dropped_and_only_they(bad: Any) -> None:
+    sample = decode_sample(bad, bad, gpu(index=2), bad, gpu(index=4))
+    assert [g.index for g in sample.gpus] == [2, 4]
+
+
+@pytest.mark.parametrize("bad_gpu", [{"index": -1, "uuid": "x"}, "not a GPU"])
+@pytest.mark.parametrize("bad_process", [{"pid": -1}, "not a process"])
+def test_drops_in_different_lists_do_not_mix(bad_gpu: Any, bad_process: Any) -> None:
+    """GPU 0 and process 1 of GPU 1 are bad: GPU 1 and process 0 stay."""
+    sample = decode_sample(
+        bad_gpu, gpu(index=1, processes=[{"pid": 10}, bad_process]), gpu(index=2)
+    )
+    assert [g.index for g in sample.gpus] == [1, 2]
+    assert [p.pid for p in sample.gpus[0].processes] == [10]
+
+
+def test_a_refusal_never_carries_the_hosts_control_characters() -> None:
+    for tag in ("\x1b]0;pwned\x07", "\x1b[2J" + "t" * 1000, "\u202e\x9b31m"):
+        with pytest.raises(ProtocolError) as info:
+            decode_helper_line(json.dumps({"type": tag, "seq": 1}))
+        text = str(info.value)
+        assert hostile.is_safe_text(text) and len(text) <= 300, repr(text)
+        assert text.startswith("message: Input tag "), text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60))
+def test_an_unknown_message_type_is_refused_in_one_safe_line(tag: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        decode_helper_line(json.dumps({"type": "x" + tag, "id": 1}))
+    assert hostile.is_safe_text(str(info.value)) and len(str(info.value)) <= 300
