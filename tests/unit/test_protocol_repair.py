@@ -8,6 +8,7 @@ for at least one small change to the decoder that the broader suites let through
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import hostile
@@ -165,6 +166,8 @@ def test_strings_are_cleaned_to_their_cells() -> None:
     )
     assert sample.gpus[0].uuid == "u" * 127 + "…"
     assert sample.gpus[0].processes[0].command == "c" * 511 + "…"
+    hello = decode_hello(gpu(uuid="\x1b]0;t\x07" + "u" * 300, serial=5))
+    assert hello.gpus[0].uuid == "u" * 127 + "…"
 
 
 def test_a_line_of_exactly_the_limit_is_decoded() -> None:
@@ -305,3 +308,22 @@ def test_an_unknown_message_type_is_refused_in_one_safe_line(tag: str) -> None:
     with pytest.raises(ProtocolError) as info:
         decode_helper_line(json.dumps({"type": "x" + tag, "id": 1}))
     assert hostile.is_safe_text(str(info.value)) and len(str(info.value)) <= 300
+
+
+def test_the_caps_are_the_documented_ones_and_above_what_a_real_helper_sends() -> None:
+    from pathlib import Path
+
+    from gputui.protocol import MAX_PROCESSES
+    from gputui.remote import gpus as helper_gpus
+    from gputui.remote import procs as helper_procs
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    documented = re.search(r"at most (\d+) GPUs a host, (\d+) processes a GPU", readme)
+    assert documented is not None
+    assert (int(documented[1]), int(documented[2])) == (MAX_GPUS, MAX_PROCESSES)
+    # What our own helper sends is never cut by our own decoder.
+    assert helper_gpus.MAX_PROCESSES <= MAX_PROCESSES
+    long_command = decode_sample(
+        gpu(processes=[{"pid": 3, "command": "c" * helper_procs.COMMAND_MAX}])
+    )
+    assert long_command.gpus[0].processes[0].command == "c" * helper_procs.COMMAND_MAX
