@@ -225,6 +225,9 @@ _ENTRIES: dict[tuple[type[_Wire], str], tuple[type[_Wire], str, int]] = {
     (Sample, "gpus"): (GpuSample, "GPU", MAX_GPUS),
     (GpuSample, "processes"): (ProcessSample, "process", MAX_PROCESSES),
 }
+# A bad value that must not read as its default: a GPU in a state this console does
+# not know (a newer helper's "resetting", say) is not "ok".
+_FALLBACKS: dict[tuple[type[_Wire], str], object] = {(GpuSample, "state"): "error"}
 _REPAIR_ROUNDS = 6
 
 
@@ -370,8 +373,17 @@ def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) 
             obj[field] = dict(list(value.items())[:MAX_ERRORS])
             continue
         if not info.is_required():
-            obj.pop(field, None)
-            if field != "errors" and "errors" in model.model_fields:
+            if field == "errors":
+                # Keep the reasons that are text: the helper's and this pass's own.
+                kept = value if isinstance(value, dict) else {}
+                obj["errors"] = {k: v for k, v in kept.items() if isinstance(v, str)}
+                continue
+            fallback = _FALLBACKS.get((model, field))
+            if fallback is None:
+                obj.pop(field, None)
+            else:
+                obj[field] = fallback
+            if "errors" in model.model_fields:
                 found = obj.get("errors")
                 if not isinstance(found, dict):
                     obj["errors"] = found = {}

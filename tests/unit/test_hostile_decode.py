@@ -179,3 +179,13 @@ def test_a_message_without_its_own_identity_is_refused_in_one_line() -> None:
         decode_helper_line("[" * 100_000)
     with pytest.raises(ProtocolError):
         decode_helper_line(json.dumps({"type": "event", "kind": {"a": 1}}))
+
+
+def test_a_bad_errors_map_loses_only_its_bad_entries() -> None:
+    bad = gpu(errors={"fan_pct": "NotSupported", "power_w": 5}, temp_c=-300)
+    assert decode_sample(bad).gpus[0].errors == {"fan_pct": "NotSupported", "temp_c": "OutOfRange"}
+
+
+def test_a_state_this_console_does_not_know_is_an_error_not_ok() -> None:
+    mended = decode_sample(gpu(state="resetting")).gpus[0]
+    assert mended.state == "error" and mended.errors == {"state": "WrongType"}
