@@ -35,6 +35,7 @@ test: lint typecheck
 
 bench: $(STAMP)
 	$(BIN)/python bench/fanout.py --hosts 200 --seconds 20
+	$(BIN)/python bench/decode.py --gpus 8
 	$(BIN)/python bench/render.py --gpus 4096
 	$(BIN)/python bench/model_rows.py
 	$(BIN)/python bench/nvml_real.py
