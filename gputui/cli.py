@@ -216,7 +216,8 @@ def run_console(hosts_file: str | None, theme: str | None) -> int:
     require_hosts(config)
     theme_name = _theme_or_error(config, theme)
     from gputui.fleet.fleet import Fleet
-    from gputui.ui.app import GpuTuiApp, SignalExit
+    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.terminal_exit import SignalExit
 
     app = GpuTuiApp(Fleet(config), config, theme=theme_name)
 
@@ -248,7 +249,8 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
     from gputui.demo.cluster import DemoCluster
     from gputui.demo.limits import start_error
     from gputui.fleet.fleet import Fleet
-    from gputui.ui.app import GpuTuiApp, SignalExit
+    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.terminal_exit import SignalExit
 
     print(
         f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH…",

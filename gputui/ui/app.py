@@ -11,19 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import gc
 import math
-import os
-import signal
-import sys
-import termios
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn
+from typing import ClassVar
 
 from textual import on
 from textual.app import App
@@ -171,7 +165,8 @@ class GpuTuiApp(App[None]):
         self.set_interval(self.tick_interval, self._on_tick_timer, name="ages")
         if not self.is_headless:  # a terminal of our own, not a test
             self.set_timer(FREEZE_AFTER_S, self._freeze_startup_objects)
-        # Signals and a hung-up terminal end the app through ``SignalExit`` (below).
+        # Signals and a hung-up terminal end the app through ``SignalExit``
+        # (gputui.ui.terminal_exit), which runs it.
 
     def _freeze_startup_objects(self) -> None:
         """Keep what start-up made (modules, styles, widgets) out of later collections.
@@ -325,219 +320,3 @@ class GpuTuiApp(App[None]):
             # The grid drops its line cache itself (notify_style_update); the summary
             # bakes its styles into its text, so it is redrawn here.
             self.main.refresh_summary()
-
-
-TERMINAL_GONE = 129
-"""Exit status when the terminal hung up (128 + SIGHUP, as a shell reports it)."""
-
-
-def _terminal_fd() -> int | None:
-    """The file descriptor of our terminal, or None when not run in one."""
-    for stream in (sys.__stdin__, sys.__stdout__):
-        with contextlib.suppress(AttributeError, OSError, ValueError):
-            if stream is not None and stream.isatty():
-                return stream.fileno()
-    return None
-
-
-def _terminal_alive(fd: int) -> bool:
-    """False once the terminal has hung up: every tty call then fails with EIO."""
-    try:
-        termios.tcgetattr(fd)
-    except termios.error as exc:
-        return bool(exc.args and exc.args[0] != errno.EIO)
-    except OSError as exc:
-        return exc.errno != errno.EIO
-    return True
-
-
-# -- signals: the terminal is always given back -----------------------------------------
-
-EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-"""The signals that end the console the way ``q`` does."""
-EXIT_GRACE_S = CLOSE_TIMEOUT_S + 1.0
-"""How long the console has to end by itself after such a signal; then it is ended.
-Its own close is bounded by ``CLOSE_TIMEOUT_S`` (a fleet closed while its helpers
-start can take seconds): that always gets to finish."""
-START_POLL_S = 0.05
-"""How often a signal during start-up looks whether the app is up, to exit it."""
-HANGUP_POLL_S = 1.0
-"""How often the terminal is looked at, to notice that it hung up."""
-LAST_WORDS_S = 1.0
-"""How long a forced exit waits for its terminal reset to be written."""
-TERMINAL_RESET = (
-    "\x1b[?2004l"  # bracketed paste off
-    "\x1b[?7h"  # line wrap back on
-    "\x1b[?2048l"  # in-band resize reports off
-    "\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?1016l"  # mouse reports off
-    "\x1b[<u"  # the kitty keyboard mode popped, before leaving the alternate screen
-    "\x1b[?1049l"  # alternate screen off
-    "\x1b[?25h"  # cursor shown
-    "\x1b[?1004l"  # focus reports off
-)
-"""Undoes every mode Textual's Linux driver turns on (its ``stop_application_mode``)."""
-
-
-class SignalExit:
-    """SIGTERM, SIGHUP and SIGINT end the console cleanly, and the terminal is given
-    back whatever happens. ``with SignalExit() as signals: await signals.run(app)``.
-
-    A signal asks the app to exit, with status 128 + the signal (as a shell reports
-    a killed process); before an app is running it cancels the task that entered
-    the block (the demo's start-up), which then ends as it does on an error. When the
-    process is still there ``grace_s`` later (a close that hangs, a blocked event
-    loop), or a second signal comes, the terminal is reset here -- its modes off, its
-    settings from before the app put back -- ``on_force`` runs, one line says why, and
-    the process exits at once.
-
-    A terminal that hangs up counts as SIGHUP even when none is delivered (a closed
-    tmux pane or ssh session does not always send one, and ``make demo`` holds it):
-    a thread looks at it every ``HANGUP_POLL_S``. It must be a thread, not a timer of
-    the app: once the terminal is gone Textual's writer thread dies on EIO, its queue
-    fills, and the event loop blocks for good on the next write.
-
-    The handlers are plain ``signal.signal`` ones, not ``loop.add_signal_handler``:
-    those only run when the event loop gets round to them, which a hung loop never
-    does, and that is when they matter most. They hand the exit to the loop with
-    ``call_soon_threadsafe``. The deadline stays armed after the block, because the
-    process is meant to end soon after it: a hang there is ended too.
-    """
-
-    def __init__(
-        self,
-        *,
-        grace_s: float = EXIT_GRACE_S,
-        on_force: Callable[[], None] | None = None,
-    ) -> None:
-        self.grace_s = grace_s
-        self.on_force = on_force
-        self.received: int | None = None
-        """The first exit signal that came (SIGHUP for a hang-up), if any."""
-        self._app: App[Any] | None = None
-        self._app_done = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[Any] | None = None
-        self._previous: dict[int, Any] = {}
-        self._tty_attrs: list[Any] | None = None
-        self._lock = threading.RLock()  # a signal handler may interrupt itself
-        self._closed = threading.Event()
-
-    @property
-    def exit_code(self) -> int:
-        """128 + the signal received (0 when none came)."""
-        return 128 + self.received if self.received is not None else 0
-
-    def __enter__(self) -> SignalExit:
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
-        fd = _terminal_fd()
-        if fd is not None:
-            with contextlib.suppress(OSError, termios.error):
-                self._tty_attrs = termios.tcgetattr(fd)
-            watch = threading.Thread(
-                target=self._watch_terminal, args=(fd,), name="gputui-hangup", daemon=True
-            )
-            watch.start()
-        for signum in EXIT_SIGNALS:
-            with contextlib.suppress(ValueError, OSError):  # not the main thread
-                self._previous[signum] = signal.signal(signum, self._on_signal)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._app_done = True
-        self._closed.set()
-        for signum, previous in self._previous.items():
-            with contextlib.suppress(ValueError, OSError, TypeError):
-                signal.signal(signum, previous)
-        self._previous.clear()
-
-    async def run(self, app: App[Any]) -> None:
-        """Run ``app`` in the terminal; the signals end it from now on."""
-        self._app = app
-        try:
-            if self.received is not None:  # the start-up it cancelled carried on
-                app.exit(return_code=self.exit_code)
-            await app.run_async()
-        finally:
-            self._app_done = True  # the driver has given the terminal back
-
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        with self._lock:
-            if self.received is not None:
-                self._force(signum, f"{_signal_name(signum)} again: stopped at once")
-            else:
-                self._begin(
-                    signum, f"did not stop within {self.grace_s:g} s of {_signal_name(signum)}"
-                )
-
-    def _watch_terminal(self, fd: int) -> None:
-        while not self._closed.wait(HANGUP_POLL_S):
-            if not _terminal_alive(fd):
-                with self._lock:
-                    if self.received is None:
-                        self._begin(signal.SIGHUP, "the terminal hung up")  # TERMINAL_GONE
-                return
-
-    def _begin(self, signum: int, why: str) -> None:
-        """The first exit signal: arm the deadline, ask the loop to end the app."""
-        self.received = signum
-        deadline = threading.Timer(self.grace_s, self._force, (signum, why))
-        deadline.daemon = True
-        deadline.start()
-        if self._loop is not None and not self._loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # closed meanwhile
-                self._loop.call_soon_threadsafe(self._end)
-
-    def _end(self) -> None:
-        """On the loop: exit the app, or before there is one, cancel the start-up."""
-        app = self._app
-        if app is None:
-            if self._task is not None:
-                self._task.cancel()
-        elif app.is_running and not (app.screen_stack and app.screen_stack[0].is_mounted):
-            # Exiting while Textual mounts the first screen makes that screen's
-            # on_mount find its widgets gone (a traceback): exit once it is up.
-            assert self._loop is not None
-            self._loop.call_later(START_POLL_S, self._end)
-        else:
-            app.exit(return_code=self.exit_code)
-
-    def _force(self, signum: int, why: str) -> NoReturn:
-        """Give the terminal back and end the process now; from any thread."""
-        with self._lock:  # once: the deadline and a second signal may both come
-            try:
-                # A terminal that reads nothing (a stalled ssh session) blocks every
-                # write to it: that must not keep the process alive.
-                words = threading.Thread(
-                    target=self._last_words, args=(why,), name="gputui-reset", daemon=True
-                )
-                words.start()
-                if self.on_force is not None:
-                    with contextlib.suppress(Exception):
-                        self.on_force()
-                words.join(LAST_WORDS_S)
-            finally:
-                os._exit(128 + signum)
-
-    def _last_words(self, why: str) -> None:
-        if self._app is not None and not self._app_done:
-            _reset_terminal(self._tty_attrs)
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            os.write(sys.__stderr__.fileno(), f"gputui: {why}\n".encode())  # type: ignore[union-attr]
-
-
-def _reset_terminal(attrs: list[Any] | None) -> None:
-    """Where Textual writes (stderr), modes off; the terminal's settings put back."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        os.write(sys.__stderr__.fileno(), TERMINAL_RESET.encode())  # type: ignore[union-attr]
-    fd = _terminal_fd()
-    if attrs is not None and fd is not None:
-        with contextlib.suppress(OSError, termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, attrs)
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"

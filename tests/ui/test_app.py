@@ -556,7 +556,7 @@ def test_a_hung_up_terminal_is_noticed() -> None:
     import os
     import pty
 
-    from gputui.ui.app import _terminal_alive
+    from gputui.ui.terminal_exit import _terminal_alive
 
     master, slave = pty.openpty()
     try:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.ui.app import EXIT_GRACE_S, HANGUP_POLL_S
+from gputui.ui.terminal_exit import EXIT_GRACE_S, HANGUP_POLL_S
 
 ON_OFF = {
     "alternate screen": (b"\x1b[?1049h", b"\x1b[?1049l"),
@@ -190,7 +190,7 @@ STUCK_APP = textwrap.dedent(
 
     from textual.app import App
 
-    from gputui.ui.app import SignalExit
+    from gputui.ui.terminal_exit import SignalExit
 
     how, mark, grace = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
 
