@@ -9,14 +9,9 @@ with bounds, so no file can hang, exhaust or take over the console:
 
 * only a regular file of at most ``MAX_FILE_BYTES`` is read (a FIFO, device or
   directory is named as such, never opened for a blocking read);
-* the YAML is composed once, and composition stops at the first list or mapping
-  over ``MAX_ENTRIES`` entries (so at most ``MAX_HOSTS`` hosts), at nesting over
-  ``MAX_DEPTH`` levels, and once aliases would expand the document past
-  ``MAX_VALUES`` values ("billion laughs"); an alias to a value that contains it
-  is refused;
-* every string (keys included) is refused if it carries a control character, an
-  escape sequence, a bidi override or other invisible formatting character, or is
-  over ``MAX_STRING`` characters: a typo is better flagged than silently changed;
+* the YAML is composed once, under the limits of :mod:`gputui.yamlbounds`
+  (``MAX_ENTRIES``, ``MAX_HOSTS``, ``MAX_DEPTH``, ``MAX_VALUES``, ``MAX_STRING``):
+  alias bombs, deep nesting, huge lists and hostile strings are refused there;
 * numbers are strict: ``port: true`` or ``port: "22"`` is an error, not 1 or 22;
 * every error line goes through :func:`gputui.text.clean`, so even an error about
   a hostile value cannot write an escape sequence to the terminal.
@@ -28,15 +23,12 @@ import errno
 import os
 import re
 import stat
-import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-import yaml.constructor
-import yaml.resolver
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -48,22 +40,53 @@ from pydantic import (
 )
 
 from gputui.text import clean
+from gputui.yamlbounds import (
+    MAX_DEPTH,
+    MAX_ENTRIES,
+    MAX_HOSTS,
+    MAX_STRING,
+    MAX_VALUES,
+    Abort,
+    Composer,
+    Constructor,
+    Loc,
+    Problem,
+    codepoint,
+    line_of_mark,
+    yaml_error_line,
+)
+
+__all__ = [
+    "ENV_VAR",
+    "MAX_DEPTH",
+    "MAX_ENTRIES",
+    "MAX_ERROR_LINES",
+    "MAX_FILE_BYTES",
+    "MAX_HOSTS",
+    "MAX_STRING",
+    "MAX_VALUES",
+    "Config",
+    "ConfigError",
+    "HeadConfig",
+    "HealthThresholds",
+    "HostConfig",
+    "Port",
+    "ResolvedHost",
+    "SshDefaults",
+    "file_problems",
+    "find_config",
+    "load_config",
+    "parse_config",
+    "require_hosts",
+    "search_paths",
+    "stale_after",
+]
 
 ENV_VAR = "GPUTUI_HOSTS"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 MAX_FILE_BYTES = 1024 * 1024
 """hosts.yaml is read only up to 1 MiB: ample for ``MAX_HOSTS`` hosts."""
-MAX_HOSTS = 10_000
-"""Hosts one config may list."""
-MAX_ENTRIES = MAX_HOSTS
-"""Entries in any one YAML list or mapping (the host list is the longest there is)."""
-MAX_DEPTH = 32
-"""Nesting levels, counted through aliases; the schema itself needs five."""
-MAX_VALUES = 500_000
-"""Values (YAML nodes) in the document once aliases are expanded."""
-MAX_STRING = 4096
-"""Characters in any one string."""
 MAX_ERROR_LINES = 50
 """Error lines shown for one file; the rest are counted in a last line."""
 _LINE_LIMIT = 1024
@@ -427,23 +450,23 @@ def parse_config(text: str, source: str = "<config>") -> Config:
     except UnicodeEncodeError as exc:
         line = text.count("\n", 0, exc.start) + 1
         raise ConfigError(
-            [f"{source}:{line}: yaml: not valid Unicode text ({_codepoint(text[exc.start])})"]
+            [f"{source}:{line}: yaml: not valid Unicode text ({codepoint(text[exc.start])})"]
         ) from None
     if len(data_bytes) > MAX_FILE_BYTES:
         raise ConfigError([f"{source}: {_too_big(len(data_bytes))}"])
     try:
-        composer = _Composer(data_bytes, source)  # PyYAML's reader checks on creation
+        composer = Composer(data_bytes, source)  # PyYAML's reader checks on creation
         root = composer.compose()
-    except _Abort as abort:
-        raise ConfigError([abort.problem.line_text(source, None)]) from None
+    except Abort as abort:
+        raise ConfigError([_problem_line(abort.problem, source, None)]) from None
     except yaml.YAMLError as exc:
-        raise ConfigError([_yaml_error_line(exc, data_bytes, source)]) from None
+        raise ConfigError([yaml_error_line(exc, data_bytes, source)]) from None
     if composer.problems:
-        raise ConfigError(_capped(p.line_text(source, root) for p in composer.problems))
+        raise ConfigError(_capped(_problem_line(p, source, root) for p in composer.problems))
     try:
-        data = _Constructor().construct_document(root) if root is not None else None
+        data = Constructor().construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
-        raise ConfigError([_yaml_error_line(exc, data_bytes, source)]) from None
+        raise ConfigError([yaml_error_line(exc, data_bytes, source)]) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -527,331 +550,14 @@ def _capped(lines: Iterator[str] | list[str]) -> list[str]:
     return [*shown, f"{head}: (more): {len(rest)} more problems not shown"]
 
 
-def _yaml_error_line(exc: yaml.YAMLError, data: bytes, source: str) -> str:
-    """One ``FILE:LINE: yaml: problem`` line for a YAML syntax error, always with a line."""
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    line = getattr(mark, "line", None)
-    number = line + 1 if isinstance(line, int) else None
-    position = getattr(exc, "position", None)
-    if number is None and isinstance(position, int):
-        number = data.count(b"\n", 0, position) + 1  # a ReaderError: a byte offset
-    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None)
-    if not problem:
-        problem = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
-    character = getattr(exc, "character", None)
-    if isinstance(character, int):
-        problem = f"{problem} ({_codepoint(chr(character))})"
-    return f"{source}:{number or 1}: yaml: {problem}"
-
-
-# --- composing under limits --------------------------------------------------
-
-_TAG = "tag:yaml.org,2002:"
-_ALLOWED_TAGS = frozenset(
-    _TAG + name for name in ("str", "int", "float", "bool", "null", "seq", "map", "merge")
-)
-_REFUSED_CATEGORIES = {
-    "Cc": "a control character",
-    "Cf": "an invisible formatting or bidi character",
-    "Cs": "a lone surrogate",
-    "Zl": "a line separator",
-    "Zp": "a paragraph separator",
-}
-
-
-def _codepoint(char: str) -> str:
-    return f"U+{ord(char):04X}"
-
-
-def _refused_char(value: str) -> tuple[int, str, str] | None:
-    """The first character of ``value`` no config string may hold: index, code point
-    and what it is. Controls include ESC, so every escape sequence is caught here."""
-    if value.isascii() and value.isprintable():
-        return None
-    for index, char in enumerate(value):
-        kind = _REFUSED_CATEGORIES.get(unicodedata.category(char))
-        if kind is not None:
-            return index, _codepoint(char), kind
-    return None
-
-
-class _Resolver(yaml.resolver.Resolver):
-    """YAML's implicit types minus timestamps and ``=``: a date-like name or a bare
-    ``=`` stays a string instead of becoming a date or an unconstructable value."""
-
-    yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag in _ALLOWED_TAGS]
-        for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
-    }
-
-
-class _Constructor(yaml.constructor.SafeConstructor):
-    """SafeConstructor whose value errors (``0x_``, ``._``) come back as YAML errors
-    with the value's line, instead of escaping as a bare ``ValueError``."""
-
-    def construct_object(self, node: Any, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep)
-        except (ValueError, TypeError, ArithmeticError) as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read this value ({exc})", node.start_mark
-            ) from None
-
-
-_LIBYAML: bool = bool(getattr(yaml, "__with_libyaml__", False))
-
-
-def _events(data: bytes) -> Any:
-    """A YAML event source: libyaml's parser where PyYAML has it, else PyYAML's own.
-
-    Either way only events are taken from it; composing is ours, under the limits.
-    """
-    if _LIBYAML:
-        from yaml._yaml import CParser
-
-        return CParser(data)
-
-    class _PyParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
-        def __init__(self, stream: bytes) -> None:
-            yaml.reader.Reader.__init__(self, stream)
-            yaml.scanner.Scanner.__init__(self)
-            yaml.parser.Parser.__init__(self)
-
-    return _PyParser(data)
-
-
-Loc = tuple[str | int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Problem:
-    line: int
-    loc: Loc
-    message: str
-
-    def line_text(self, source: str, root: yaml.Node | None) -> str:
-        return f"{source}:{self.line}: {_field_text(self.loc, root)}: {self.message}"
-
-
-class _Abort(Exception):
-    """A limit was hit: composing stops at once, with this one problem."""
-
-    def __init__(self, problem: _Problem) -> None:
-        super().__init__(problem.message)
-        self.problem = problem
-
-
-class _Composer:
-    """Builds the YAML node graph from parser events, as PyYAML's Composer does,
-    while counting what an alias bomb or a runaway file would otherwise make cheap:
-
-    * every node's expanded size (values below it, aliases followed) and height
-      are known once it is complete, so an alias adds its target's size and height
-      in O(1), and the limits stop a bomb at the first level that goes too far;
-    * depth is checked on the way down, so deep nesting never reaches Python's
-      recursion limit;
-    * an alias to a node not yet complete (``&a [*a]``) would make a cycle: refused;
-    * every scalar is checked for refused characters and length, every mapping for
-      duplicate and non-scalar keys, every node for its tag; those problems are
-      collected, one line each.
-    """
-
-    def __init__(self, data: bytes, source: str) -> None:
-        self._events = _events(data)
-        self._resolver = _Resolver()
-        self._anchors: dict[str, yaml.Node] = {}
-        self._measured: dict[int, tuple[int, int]] = {}  # id(node) -> (size, height)
-        self._loc: list[str | int] = []
-        self._key_next = False
-        self.problems: list[_Problem] = []
-
-    def _resolve(self, kind: type[yaml.Node], value: str | None, implicit: Any) -> str:
-        tag = self._resolver.resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
-        return str(tag)
-
-    def compose(self) -> yaml.Node | None:
-        events = self._events
-        events.get_event()  # stream start
-        root: yaml.Node | None = None
-        if not events.check_event(yaml.StreamEndEvent):
-            events.get_event()  # document start
-            root = self._node(1)
-            events.get_event()  # document end
-            if not events.check_event(yaml.StreamEndEvent):
-                event = events.get_event()
-                raise _Abort(_Problem(_line(event), (), "only one YAML document is allowed"))
-        events.get_event()  # stream end
-        return root
-
-    def _abort(self, mark: Any, message: str) -> _Abort:
-        return _Abort(_Problem(_line_of_mark(mark), tuple(self._loc), message))
-
-    def _node(self, depth: int) -> yaml.Node:
-        events = self._events
-        is_key, self._key_next = self._key_next, False
-        if events.check_event(yaml.AliasEvent):
-            event = events.get_event()
-            target = self._anchors.get(event.anchor)
-            if target is None:
-                raise self._abort(event.start_mark, f"alias *{event.anchor} is not defined")
-            if id(target) not in self._measured:
-                raise self._abort(
-                    event.start_mark, f"alias *{event.anchor} is used inside its own anchor"
-                )
-            return target
-        event = events.peek_event()
-        if depth > MAX_DEPTH:
-            del self._loc[4:]  # the path down is as long as the nesting: name its start
-            raise self._abort(
-                event.start_mark, f"nested more than {MAX_DEPTH} levels deep (the limit)"
-            )
-        anchor = event.anchor
-        if anchor is not None and anchor in self._anchors:
-            raise self._abort(event.start_mark, f"anchor &{anchor} is defined twice")
-        node: yaml.Node
-        if events.check_event(yaml.ScalarEvent):
-            node = self._scalar(anchor, is_key)
-        elif events.check_event(yaml.SequenceStartEvent):
-            node = self._sequence(anchor, depth)
-        else:
-            node = self._mapping(anchor, depth)
-        if node.tag not in _ALLOWED_TAGS:
-            self._problem(node, f"the tag {_tag_text(node.tag)} is not allowed; use a plain value")
-        return node
-
-    def _problem(self, node: yaml.Node, message: str, loc: Loc | None = None) -> None:
-        where = tuple(self._loc) if loc is None else loc
-        self.problems.append(_Problem(_line_of_mark(node.start_mark), where, message))
-
-    def _scalar(self, anchor: str | None, is_key: bool) -> yaml.ScalarNode:
-        event = self._events.get_event()
-        tag = event.tag
-        if tag is None or tag == "!":
-            tag = self._resolve(yaml.ScalarNode, event.value, event.implicit)
-        node = yaml.ScalarNode(
-            tag, event.value, event.start_mark, event.end_mark, style=event.style
-        )
-        if anchor is not None:
-            self._anchors[anchor] = node
-        self._measured[id(node)] = (1, 1)
-        value: str = event.value
-        what = "a key" if is_key else "the value"
-        if len(value) > MAX_STRING:
-            self._problem(node, f"{what} has {len(value)} characters, over the {MAX_STRING} limit")
-        else:
-            refused = _refused_char(value)
-            if refused is not None:
-                index, codepoint, kind = refused
-                self._problem(
-                    node,
-                    f"{what} contains {codepoint}, {kind}, at character {index + 1}:"
-                    f" not allowed in hosts.yaml (without it: {clean(value, 60)!r})",
-                )
-        return node
-
-    def _sequence(self, anchor: str | None, depth: int) -> yaml.SequenceNode:
-        event = self._events.get_event()
-        tag = event.tag
-        if tag is None or tag == "!":
-            tag = self._resolve(yaml.SequenceNode, None, event.implicit)
-        node = yaml.SequenceNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
-        if anchor is not None:
-            self._anchors[anchor] = node
-        size, height = 1, 1
-        limit, what = (MAX_HOSTS, "hosts") if self._loc == ["hosts"] else (MAX_ENTRIES, "entries")
-        while not self._events.check_event(yaml.SequenceEndEvent):
-            if len(node.value) >= limit:
-                raise self._abort(
-                    self._events.peek_event().start_mark,
-                    f"more than {limit} {what} (the limit)",
-                )
-            self._loc.append(len(node.value))
-            child = self._node(depth + 1)
-            self._loc.pop()
-            node.value.append(child)
-            size, height = self._grow(node, size, height, child)
-        node.end_mark = self._events.get_event().end_mark
-        self._measured[id(node)] = (size, height)
-        return node
-
-    def _mapping(self, anchor: str | None, depth: int) -> yaml.MappingNode:
-        event = self._events.get_event()
-        tag = event.tag
-        if tag is None or tag == "!":
-            tag = self._resolve(yaml.MappingNode, None, event.implicit)
-        node = yaml.MappingNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
-        if anchor is not None:
-            self._anchors[anchor] = node
-        size, height = 1, 1
-        seen: dict[str, int] = {}
-        while not self._events.check_event(yaml.MappingEndEvent):
-            if len(node.value) >= MAX_ENTRIES:
-                raise self._abort(
-                    self._events.peek_event().start_mark,
-                    f"more than {MAX_ENTRIES} entries (the limit)",
-                )
-            self._key_next = True
-            key = self._node(depth + 1)
-            size, height = self._grow(node, size, height, key)
-            if isinstance(key, yaml.ScalarNode):
-                name = str(key.value)
-                line = _line_of_mark(key.start_mark)
-                if key.tag == _TAG + "merge":
-                    pass
-                elif name in seen:
-                    self._problem(
-                        key,
-                        f"duplicate key (first given on line {seen[name]})",
-                        (*self._loc, name),
-                    )
-                else:
-                    seen[name] = line
-                self._loc.append(name)
-            else:
-                self._problem(key, "a key must be a plain name, not a list or mapping")
-                self._loc.append("?")
-            value = self._node(depth + 1)
-            self._loc.pop()
-            node.value.append((key, value))
-            size, height = self._grow(node, size, height, value)
-        node.end_mark = self._events.get_event().end_mark
-        self._measured[id(node)] = (size, height)
-        return node
-
-    def _grow(self, node: yaml.Node, size: int, height: int, child: yaml.Node) -> tuple[int, int]:
-        """Add a complete child's expanded size and height to its parent's, checking both."""
-        child_size, child_height = self._measured[id(child)]
-        size += child_size
-        height = max(height, child_height + 1)
-        if size > MAX_VALUES:
-            raise self._abort(
-                child.start_mark,
-                f"expands to more than {MAX_VALUES} values through aliases (the limit)",
-            )
-        if height > MAX_DEPTH:
-            raise self._abort(
-                child.start_mark,
-                f"nested more than {MAX_DEPTH} levels deep through aliases (the limit)",
-            )
-        return size, height
-
-
-def _line(event: Any) -> int:
-    return _line_of_mark(getattr(event, "start_mark", None))
-
-
-def _line_of_mark(mark: Any) -> int:
-    line = getattr(mark, "line", None)
-    return line + 1 if isinstance(line, int) else 1
-
-
-def _tag_text(tag: str) -> str:
-    return "!!" + tag.removeprefix(_TAG) if tag.startswith(_TAG) else tag
-
-
 # --- where things are --------------------------------------------------------
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+def _problem_line(problem: Problem, source: str, root: yaml.Node | None) -> str:
+    """A composing problem as ``FILE:LINE: field: problem``."""
+    return f"{source}:{problem.line}: {_field_text(problem.loc, root)}: {problem.message}"
 
 
 def _key_text(key: object) -> str:
@@ -889,7 +595,7 @@ def _key_lines(root: yaml.Node | None) -> dict[str, int]:
             for key, value in node.value:
                 if isinstance(key, yaml.ScalarNode) and isinstance(key.value, str):
                     field = f"{prefix}.{key.value}" if prefix else key.value
-                    lines.setdefault(field, _line_of_mark(key.start_mark))
+                    lines.setdefault(field, line_of_mark(key.start_mark))
                     yield field, value
 
     if root is None:
@@ -897,7 +603,7 @@ def _key_lines(root: yaml.Node | None) -> dict[str, int]:
     for field, value in keys(root, ""):
         if field == "hosts" and isinstance(value, yaml.SequenceNode):
             for i, item in enumerate(value.value):
-                lines.setdefault(f"hosts[{i}]", _line_of_mark(item.start_mark))
+                lines.setdefault(f"hosts[{i}]", line_of_mark(item.start_mark))
                 for _ in keys(item, f"hosts[{i}]"):
                     pass
         else:

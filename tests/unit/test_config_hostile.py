@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gputui.config as config_module
+import gputui.yamlbounds as yamlbounds_module
 from gputui.config import (
     MAX_DEPTH,
     MAX_ERROR_LINES,
@@ -316,7 +317,7 @@ def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     is missing), since each has its own ideas about nesting and errors."""
     if request.param == "libyaml" and not yaml.__with_libyaml__:
         pytest.skip("PyYAML built without libyaml")
-    monkeypatch.setattr(config_module, "_LIBYAML", request.param == "libyaml")
+    monkeypatch.setattr(yamlbounds_module, "_LIBYAML", request.param == "libyaml")
     return str(request.param)
 
 
