@@ -4,8 +4,10 @@ A thousand hosts behind one bastion must not open a thousand connections to it:
 sshd's ``MaxStartups`` (10 unauthenticated at once by default) would drop most of
 them. Every host link that goes through the same jump chain (with the same SSH
 settings) leases the one connection the pool keeps for it; the connection is opened
-by the first lease, closed when the last lease is released, and opened again by the
-next lease after it dropped. Hosts open their own connections *through* it
+by the first lease, kept for ``linger`` seconds after the last lease is released (a
+host that is down behind the bastion retries every couple of seconds, and each retry
+must not cost the bastion a new handshake), then closed; it is opened again by the
+next lease after it dropped or expired. Hosts open their own connections *through* it
 (asyncssh ``tunnel=``), at most ``handshakes`` of them at once per bastion.
 
 A chain ``a,b`` is a connection to ``b`` opened through the shared connection to
@@ -25,6 +27,8 @@ import asyncssh
 from .failures import Failure
 
 HANDSHAKES_PER_JUMP = 8
+LINGER_S = 30.0
+"""Seconds an unused bastion connection is kept for the next lease."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,8 @@ class _Jump:
         self.parent: JumpLease | None = None
         self.handshakes = asyncio.Semaphore(handshakes)
         self.dead = False
+        self.expiry: asyncio.TimerHandle | None = None
+        """While nobody holds a lease: when the idle connection is closed."""
 
 
 class JumpLease:
@@ -124,8 +130,9 @@ class JumpLease:
 class JumpPool:
     """Shared, reference-counted connections to bastions, keyed by chain and settings."""
 
-    def __init__(self, handshakes: int = HANDSHAKES_PER_JUMP) -> None:
+    def __init__(self, handshakes: int = HANDSHAKES_PER_JUMP, linger: float = LINGER_S) -> None:
         self._handshakes = handshakes
+        self._linger = linger
         self._entries: dict[Hashable, _Jump] = {}
         self._watchers: set[asyncio.Task[None]] = set()
         self.opened = 0
@@ -148,6 +155,9 @@ class JumpPool:
                 )
                 entry.task.add_done_callback(_retrieve)
             entry.refs += 1
+            if entry.expiry is not None:  # an idle connection is wanted again
+                entry.expiry.cancel()
+                entry.expiry = None
             assert entry.task is not None
             try:
                 conn = await asyncio.shield(entry.task)
@@ -198,10 +208,22 @@ class JumpPool:
         if task is not None and not task.done():
             task.cancel()  # nobody waits for it any more
             return
+        if self._linger > 0 and entry.conn is not None and not entry.dead:
+            loop = asyncio.get_running_loop()
+            entry.expiry = loop.call_later(self._linger, self._expire, entry)
+            return
         self._retire(entry)
+
+    def _expire(self, entry: _Jump) -> None:
+        entry.expiry = None
+        if entry.refs <= 0:
+            self._retire(entry)
 
     def _retire(self, entry: _Jump) -> None:
         entry.dead = True
+        if entry.expiry is not None:
+            entry.expiry.cancel()
+            entry.expiry = None
         self._forget(entry)
         conn, entry.conn = entry.conn, None
         if conn is not None:

@@ -72,7 +72,7 @@ def test_parse_chain() -> None:
 async def test_concurrent_leases_share_one_open_and_the_last_release_closes(
     wait: WaitFor,
 ) -> None:
-    pool, opener = JumpPool(), Opener()
+    pool, opener = JumpPool(linger=0), Opener()
     opener.gate.clear()
     leases = asyncio.gather(*(pool.acquire(A, "s", opener) for _ in range(20)))
     # The open runs in a task made by the first acquire, so all 20 had their turn by then.
@@ -92,7 +92,7 @@ async def test_concurrent_leases_share_one_open_and_the_last_release_closes(
 
 
 async def test_a_dropped_connection_is_reopened_by_the_next_lease() -> None:
-    pool, opener = JumpPool(), Opener()
+    pool, opener = JumpPool(linger=0), Opener()
     first = await pool.acquire(A, "s", opener)
     first.conn.close()  # the bastion went away under its users
     second = await pool.acquire(A, "s", opener)
@@ -104,7 +104,7 @@ async def test_a_dropped_connection_is_reopened_by_the_next_lease() -> None:
 
 
 async def test_a_failed_open_reaches_every_waiter_and_is_retried(wait: WaitFor) -> None:
-    pool, opener = JumpPool(), Opener()
+    pool, opener = JumpPool(linger=0), Opener()
     opener.gate.clear()
     opener.fail = JumpFailure(Failure(HostStatus.UNREACHABLE, "bastion x: connection refused"))
     waiting = [asyncio.ensure_future(pool.acquire(A, "s", opener)) for _ in range(3)]
@@ -120,7 +120,7 @@ async def test_a_failed_open_reaches_every_waiter_and_is_retried(wait: WaitFor) 
 
 
 async def test_a_chain_opens_each_hop_once_through_the_one_before() -> None:
-    pool, opener = JumpPool(), Opener()
+    pool, opener = JumpPool(linger=0), Opener()
     leases = await asyncio.gather(*(pool.acquire(AB, "s", opener) for _ in range(5)))
     assert opener.opened == [("ops@bastion:2222", None), ("inner", "ops@bastion:2222")]
     assert pool.open_count() == 2
@@ -130,7 +130,7 @@ async def test_a_chain_opens_each_hop_once_through_the_one_before() -> None:
 
 
 async def test_different_settings_do_not_share() -> None:
-    pool, opener = JumpPool(), Opener()
+    pool, opener = JumpPool(linger=0), Opener()
     one = await pool.acquire(A, "key-1", opener)
     two = await pool.acquire(A, "key-2", opener)
     assert one.conn is not two.conn
@@ -139,7 +139,26 @@ async def test_different_settings_do_not_share() -> None:
 
 
 async def test_close_closes_what_is_still_open() -> None:
-    pool, opener = JumpPool(), Opener()
+    pool, opener = JumpPool(linger=0), Opener()
     lease = await pool.acquire(AB, "s", opener)
     await pool.close()
     assert lease.conn.is_closed() and pool.open_count() == 0
+
+
+async def test_an_idle_connection_lingers_for_the_next_lease(wait: WaitFor) -> None:
+    """A host down behind the bastion retries every few seconds: each retry reuses the
+    connection instead of costing the bastion a handshake, until it has been idle for
+    ``linger`` seconds."""
+    pool, opener = JumpPool(linger=0.3), Opener()
+    lease = await pool.acquire(AB, "s", opener)
+    conn = lease.conn
+    lease.release()
+    assert not conn.is_closed() and pool.open_count() == 2
+    again = await pool.acquire(AB, "s", opener)
+    assert again.conn is conn and len(opener.opened) == 2  # nothing opened anew
+    again.release()
+    await wait(lambda: pool.open_count() == 0, what="the idle connections to expire")
+    assert conn.is_closed()
+    await pool.acquire(AB, "s", opener)
+    assert len(opener.opened) == 4
+    await pool.close()
