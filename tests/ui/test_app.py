@@ -35,8 +35,8 @@ ALL_ROWS = [
     ("size", "lost_state"),
     [
         ((120, 40), "LOST Xid 79"),
-        # At 80 columns STATE is 8 cells: the Xid flag shows, its number is cut off.
-        ((80, 24), "LOST Xid"),
+        # At 80 columns STATE is 8 cells: the worst flag, and a count of the rest.
+        ((80, 24), "LOST +1"),
     ],
 )
 async def test_grid_shows_every_host_and_gpu(

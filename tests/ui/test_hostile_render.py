@@ -24,9 +24,11 @@ from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.text import clean
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow, HostRow
+from gputui.ui.health import Flag
 from gputui.ui.model import ClusterModel
 from gputui.ui.widgets.grid_render import (
     Palette,
+    _fitting,
     column_header,
     gpu_line,
     host_line,
@@ -144,3 +146,12 @@ def test_the_whole_screen_stays_in_shape_through_pilot(
 ) -> None:
     named = [s.with_changes(name=f"gpu{i:02d}") for i, s in enumerate(snaps)]
     asyncio.run(_look_everywhere(named, (width, 40)))
+
+
+def test_flags_that_do_not_fit_are_counted_not_cut() -> None:
+    flags = [Flag("LOST", "crit"), Flag("Xid 79", "crit"), Flag("ECC", "warn")]
+    assert _fitting(flags, 20) == flags
+    assert _fitting(flags, 15) == flags  # "LOST Xid 79 ECC" exactly
+    assert _fitting(flags, 14) == flags[:2]  # "LOST Xid 79 +1"
+    assert _fitting(flags, 8) == flags[:1]  # "LOST +2"
+    assert _fitting(flags, 3) == flags[:1]  # the worst always, cut if it must be

@@ -22,6 +22,7 @@ from gputui.telemetry import HostStatus
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
 from gputui.ui.health import (
+    Flag,
     Severity,
     data_notes,
     host_message,
@@ -101,6 +102,10 @@ class _Line:
                 self._flush()
                 self._style = style
             self._text.append(text)
+
+    def used(self) -> int:
+        """Cells taken so far, pieces not yet joined included."""
+        return self.cells + sum(cell_len(text) for text in self._text)
 
     def _flush(self) -> None:
         if self._text:
@@ -360,11 +365,27 @@ def gpu_line(
         else:
             add("-", palette.muted)
     else:
-        for i, flag in enumerate(flags):
+        shown = _fitting(flags, cols.width - line.used())
+        for i, flag in enumerate(shown):
             if i:
                 add(" ", base)
             add(flag.label, palette.severity(flag.severity))
+        hidden = flags[len(shown) :]
+        if hidden:  # the detail pane has them all; say here that there are more
+            add(f" +{len(hidden)}", palette.severity(hidden[0].severity))
     return line.strip(cols.width, base, over=palette.dim if dimmed else None)
+
+
+def _fitting(flags: list[Flag], room: int) -> list[Flag]:
+    """The flags (worst first) that fit in ``room`` cells with a " +N" for the rest;
+    the worst one always, cut if it must be."""
+    used = -1
+    for count, flag in enumerate(flags):
+        used += 1 + len(flag.label)
+        rest = len(flags) - count - 1
+        if used + (len(f" +{rest}") if rest else 0) > room:
+            return flags[: max(1, count)]
+    return flags
 
 
 def host_line(
