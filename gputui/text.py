@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 from rich.cells import cell_len, get_character_cell_size
 
@@ -127,12 +128,18 @@ def clean(value: object, limit: int = DEFAULT_LIMIT) -> str:
     """``value`` as one display-safe line of at most ``limit`` cells."""
     if value is None:
         return ""
-    if type(value) is str and len(value) <= limit and value.isascii() and value.isprintable():
-        return value  # the common case, on every sample: nothing to strip
+    if type(value) is str:
+        if len(value) <= limit and value.isascii() and value.isprintable():
+            return value  # the common case, on every sample: nothing to strip
+        if len(value) <= _CACHED_LEN:
+            return _clean_text_cached(value, limit)
+        return _clean_text(value, limit)
     if isinstance(value, bytes | bytearray):
-        text = bytes(value[: limit * 8]).decode("utf-8", errors="replace")
-    else:
-        text = value if isinstance(value, str) else str(value)
+        return _clean_text(bytes(value[: limit * 8]).decode("utf-8", errors="replace"), limit)
+    return _clean_text(str(value), limit)
+
+
+def _clean_text(text: str, limit: int) -> str:
     if len(text) > limit * 4:
         text = text[: limit * 4]
     if "\x1b" in text or not text.isascii():
@@ -142,3 +149,9 @@ def clean(value: object, limit: int = DEFAULT_LIMIT) -> str:
     if not (text.isascii() and text.isprintable()):
         text = _filter(text)
     return cut(text, limit)
+
+
+# A process name in CJK, or with an escape in it, comes again in every sample: its
+# clean copy is kept (a few MB at most) rather than made anew each second.
+_CACHED_LEN = 2048
+_clean_text_cached = lru_cache(maxsize=4096)(_clean_text)
