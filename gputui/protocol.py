@@ -35,6 +35,7 @@ from pydantic import (
     StrictBool,
     TypeAdapter,
     ValidationError,
+    field_validator,
 )
 from pydantic_core import ErrorDetails
 
@@ -81,6 +82,11 @@ Watts = Annotated[float, Field(ge=0, le=10_000, strict=True, allow_inf_nan=False
 Epoch = Annotated[float, Field(ge=0, le=1e10, strict=True, allow_inf_nan=False)]  # < 2286
 
 
+def _decoder_only(value: object) -> tuple[str, ...]:
+    """``notes`` say what the decoder did to a message: a helper cannot write them."""
+    return ()
+
+
 class _Wire(BaseModel):
     # Unknown fields from a newer helper are ignored; the hello handshake decides
     # whether the versions can talk at all.
@@ -117,6 +123,8 @@ class Hello(_Wire):
     errors: ErrorMap = Field(default_factory=dict)
     notes: Notes = ()
     """What the decoder had to do to this message (GPUs dropped, lists cut)."""
+
+    _notes_are_the_decoders = field_validator("notes", mode="plain")(_decoder_only)
 
 
 class ProcessSample(_Wire):
@@ -171,6 +179,8 @@ class Sample(_Wire):
     gpus: Annotated[tuple[GpuSample, ...], Field(max_length=MAX_GPUS)] = ()
     notes: Notes = ()
     """What the decoder had to do to this message (GPUs dropped, lists cut)."""
+
+    _notes_are_the_decoders = field_validator("notes", mode="plain")(_decoder_only)
 
 
 class Event(_Wire):
@@ -250,20 +260,23 @@ def decode_helper_line(line: str | bytes) -> Hello | Sample | Event | Result | H
         data = json.loads(line)
     except (ValueError, RecursionError):
         raise _refusal(failure, line) from None
-    if not isinstance(data, dict) or data.get("type") not in _BY_TYPE:
+    kind = data.get("type") if isinstance(data, dict) else None
+    if not isinstance(kind, str) or kind not in _BY_TYPE:
         raise _refusal(failure, line)
-    model = _BY_TYPE[data["type"]]
+    model = _BY_TYPE[kind]
     notes: list[str] = []
     _cut_entries(model, data, notes)
     for _ in range(_REPAIR_ROUNDS):
-        if notes and "notes" in model.model_fields:
-            data["notes"] = _merge_notes(data.get("notes"), notes)
         try:
-            return _HELPER_MESSAGE.validate_python(data)
+            message = _HELPER_MESSAGE.validate_python(data)
         except ValidationError as exc:
             failure = exc
         except RecursionError:
             raise ProtocolError("message nested too deeply") from None
+        else:
+            if notes and isinstance(message, Hello | Sample):
+                message = message.model_copy(update={"notes": _said_once(notes)})
+            return message
         _repair(data, failure.errors(include_url=False), notes)
     raise _refusal(failure, line)
 
@@ -295,12 +308,13 @@ def _reason(error: ErrorDetails) -> str:
     return "Invalid"
 
 
-def _merge_notes(existing: object, new: list[str]) -> list[str]:
-    old = [n for n in existing if isinstance(n, str)] if isinstance(existing, list) else []
-    merged = old + [n for n in new if n not in old]
-    if len(merged) > MAX_NOTES:
-        merged = [*merged[: MAX_NOTES - 1], f"and {len(merged) - MAX_NOTES + 1} more problems"]
-    return merged
+def _said_once(notes: list[str]) -> tuple[str, ...]:
+    """The decoder's notes, each once, at most ``MAX_NOTES`` (the last counts the rest)."""
+    unique = list(dict.fromkeys(notes))
+    if len(unique) > MAX_NOTES:
+        rest = len(unique) - MAX_NOTES + 1
+        unique = [*unique[: MAX_NOTES - 1], f"and {rest} more problems"]
+    return tuple(unique)
 
 
 def _cut_entries(model: type[_Wire], obj: dict[str, Any], notes: list[str]) -> None:
@@ -367,7 +381,7 @@ def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) 
         info = model.model_fields[field]
         value = obj.get(field)
         if reason == "TooMany" and isinstance(value, list):
-            del value[MAX_NOTES if field == "notes" else MAX_THROTTLE_REASONS :]
+            del value[MAX_THROTTLE_REASONS:]
             continue
         if reason == "TooMany" and isinstance(value, dict):
             obj[field] = dict(list(value.items())[:MAX_ERRORS])

@@ -204,7 +204,8 @@ def event() -> st.SearchStrategy[dict[str, Any]]:
 
 
 def message() -> st.SearchStrategy[dict[str, Any]]:
-    return st.one_of(sample(), hello(), event())
+    junk_type = any_json.map(lambda kind: {"type": kind, "seq": 1, "time": 1.7e9})
+    return st.one_of(sample(), hello(), event(), junk_type)
 
 
 def line(obj: Any) -> str:

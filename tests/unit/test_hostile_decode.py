@@ -172,6 +172,12 @@ def test_sizes_are_capped_with_a_note() -> None:
     assert sample.notes == (f"100000 process entries sent; kept the first {MAX_PROCESSES}",)
 
 
+@pytest.mark.parametrize("kind", [[], {}, 5, None, True, "zzz"])
+def test_a_type_that_is_not_one_of_ours_is_a_protocol_error(kind: Any) -> None:
+    with pytest.raises(ProtocolError, match=r"^message: "):
+        decode_helper_line(json.dumps({"type": kind, "seq": 1}))
+
+
 def test_a_message_without_its_own_identity_is_refused_in_one_line() -> None:
     with pytest.raises(ProtocolError, match="seq"):
         decode_helper_line(json.dumps({"type": "sample", "seq": float("nan")}))
