@@ -55,6 +55,8 @@ from .session import HelperSession, check_versions
 log = logging.getLogger(__name__)
 
 EVENTS_KEPT = 200
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 60.0
+"""Sampling intervals a helper may report having applied (hosts.yaml's range)."""
 
 
 def helper_argv(host: ResolvedHost, interval: float) -> list[str]:
@@ -64,6 +66,15 @@ def helper_argv(host: ResolvedHost, interval: float) -> list[str]:
         argv += ["--sim", host.sim]
     argv += ["--interval", str(interval)]
     return argv
+
+
+def applied_interval(value: dict[str, Any] | None, asked: float) -> float:
+    """The interval the helper says it applied, when that is a sane number of seconds
+    (stale and hung limits follow it: NaN or 1e308 would switch the watchdog off)."""
+    applied = (value or {}).get("seconds")
+    if isinstance(applied, bool) or not isinstance(applied, int | float):
+        return asked
+    return float(applied) if MIN_INTERVAL_S <= applied <= MAX_INTERVAL_S else asked
 
 
 class HostLink:
@@ -371,8 +382,6 @@ class HostLink:
         if isinstance(answer, SignalOutcome):
             return answer
         if answer.ok:
-            applied = (answer.value or {}).get("seconds", seconds)
-            ok_number = isinstance(applied, int | float) and not isinstance(applied, bool)
-            self.set_interval_thresholds(float(applied) if ok_number else seconds)
+            self.set_interval_thresholds(applied_interval(answer.value, seconds))
             return SignalOutcome(True, f"{self.name} samples every {seconds:g} s")
         return SignalOutcome(False, clean(answer.error or answer.code or "refused", 200))

@@ -281,3 +281,25 @@ def test_check_config_via_column_shows_a_proxy_jump_from_ssh_config(kit) -> None
     rows = {line.split()[0]: line.split() for line in text.splitlines()[-2:]}
     assert rows["behind"][3] == "ops@jump.invalid:2222"
     assert rows["direct"][3] == "-"
+
+
+@pytest.mark.parametrize(
+    ("value", "applied"),
+    [
+        ({"seconds": 2}, 2.0),
+        ({"seconds": 0.5}, 0.5),
+        ({"seconds": float("nan")}, 1.0),
+        ({"seconds": 1e308}, 1.0),
+        ({"seconds": -3}, 1.0),
+        ({"seconds": True}, 1.0),
+        ({"seconds": "2"}, 1.0),
+        ({}, 1.0),
+        (None, 1.0),
+    ],
+)
+def test_only_a_sane_applied_interval_moves_the_stale_and_hung_limits(
+    value: dict[str, object] | None, applied: float
+) -> None:
+    from gputui.fleet.link import applied_interval
+
+    assert applied_interval(value, 1.0) == applied
