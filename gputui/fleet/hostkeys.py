@@ -25,8 +25,12 @@ from pathlib import Path
 
 import asyncssh
 
+from .localfiles import read_regular_file
+
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+_MAX_KNOWN_HOSTS = 64 << 20
+_Stamp = tuple[int, int, int]
 
 
 class KeyProblem(enum.Enum):
@@ -93,7 +97,7 @@ class KnownHostsCache:
 
     def __init__(self, global_path: str | None = GLOBAL_KNOWN_HOSTS) -> None:
         self.global_path = global_path
-        self._cache: dict[tuple[str, ...], tuple[tuple[int | None, ...], KnownHosts]] = {}
+        self._cache: dict[tuple[str, ...], tuple[tuple[_Stamp | None, ...], KnownHosts]] = {}
 
     def load(self, path: str | None) -> KnownHosts:
         """The entries for ``path`` (as set in hosts.yaml), or the user and global files."""
@@ -103,7 +107,7 @@ class KnownHostsCache:
         else:
             user = str(Path(DEFAULT_KNOWN_HOSTS).expanduser())
             files = (user, self.global_path) if self.global_path else (user,)
-        stamps = tuple(_mtime(f) for f in files)
+        stamps = tuple(_stamp(f) for f in files)
         cached = self._cache.get(files)
         if cached is not None and cached[0] == stamps:
             return cached[1]
@@ -119,19 +123,22 @@ class KnownHostsCache:
         return loaded
 
 
-def _mtime(path: str) -> int | None:
+def _stamp(path: str) -> _Stamp | None:
+    """What changes when the file does, or when it is made readable (``chmod`` moves
+    only ctime and the mode)."""
     try:
-        return os.stat(path).st_mtime_ns
+        st = os.stat(path)
     except OSError:
         return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
 
 
 def _unreadable(path: str) -> OSError | None:
     try:
-        with open(path, "rb"):
-            return None
+        read_regular_file(path, 0)
     except OSError as exc:
         return exc
+    return None
 
 
 def _read(path: str) -> list[str]:
@@ -141,7 +148,7 @@ def _read(path: str) -> list[str]:
     never spoils the entries of the other file.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        text = read_regular_file(path, _MAX_KNOWN_HOSTS).decode("utf-8", errors="replace")
         asyncssh.import_known_hosts(text)
     except (OSError, ValueError, asyncssh.Error):
         return []

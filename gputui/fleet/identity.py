@@ -23,6 +23,7 @@ from gputui.telemetry import HostStatus
 from gputui.text import clean
 
 from .failures import SetupFailure, unreadable_file
+from .localfiles import read_regular_file
 
 _OPENSSH_MAGIC = b"openssh-key-v1\0"
 _MAX_KEY_FILE = 1 << 20
@@ -57,8 +58,7 @@ def load_identity(setting: str) -> Identity:
     unreadable or not a private key is a ``SetupFailure`` naming the path and field."""
     path = Path(setting).expanduser()
     try:
-        with path.open("rb") as fh:
-            data = fh.read(_MAX_KEY_FILE)
+        data = read_regular_file(path, _MAX_KEY_FILE)
     except OSError as exc:
         raise SetupFailure(
             HostStatus.AUTH_FAILED, unreadable_file(setting, "identity_file", exc)
@@ -79,7 +79,7 @@ def load_identity(setting: str) -> Identity:
 def _public_half(path: Path, data: bytes) -> asyncssh.SSHKey | None:
     """The public key of an encrypted private key: its ``.pub``, else the clear header."""
     with contextlib.suppress(OSError, asyncssh.KeyImportError, ValueError):
-        return asyncssh.read_public_key(f"{path}.pub")
+        return asyncssh.import_public_key(read_regular_file(f"{path}.pub", _MAX_KEY_FILE))
     return openssh_public_key(data)
 
 

@@ -4,6 +4,7 @@ missing, a ProxyJump that only ~/.ssh/config knows."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -206,21 +207,29 @@ async def test_an_encrypted_identity_file_without_an_agent_says_so_before_connec
 
 
 @pytest.mark.parametrize("field", ["identity_file", "known_hosts"])
-@pytest.mark.parametrize("problem", ["missing", "directory"])
+@pytest.mark.parametrize("problem", ["missing", "directory", "fifo"])
 async def test_a_file_hosts_yaml_names_that_cannot_be_read_is_named_with_its_field(
     kit, field: str, problem: str
 ) -> None:
+    """A FIFO is refused without opening it for good: that would block the event loop
+    (every host and the console with it) until something wrote to it."""
     server = await kit.servers.start()
     kit.known_hosts(server)
     bad = kit.tmp_path / f"bad_{field}"
     if problem == "directory":
         bad.mkdir()
+    elif problem == "fifo":
+        os.mkfifo(bad)
     config = kit.config([{"name": "h1", "port": server.port, field: str(bad)}])
     fleet = await kit.start_fleet(config)
     snap = await kit.wait_for(
         lambda: (s := kit.snap(fleet, "h1")).status.is_problem and s, what="refused"
     )
-    reason = "no such file or directory" if problem == "missing" else "is a directory"
+    reason = {
+        "missing": "no such file or directory",
+        "directory": "is a directory",
+        "fifo": "not a regular file (a fifo or device)",
+    }[problem]
     assert snap.message == f"cannot read {bad} (hosts.yaml {field}): {reason}"
     expected = HostStatus.AUTH_FAILED if field == "identity_file" else HostStatus.HOST_KEY_UNKNOWN
     assert snap.status is expected
