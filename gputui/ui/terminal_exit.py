@@ -120,6 +120,10 @@ class SignalExit:
         self._tty_attrs: list[Any] | None = None
         self._lock = threading.RLock()  # a signal handler may interrupt itself
         self._closed = threading.Event()
+        self._armed = threading.Event()  # the first exit signal came
+        self._now = threading.Event()  # a second one came: no more grace
+        self._why = ""
+        self._last = 0  # the signal that ends it: the first, or the second when one came
 
     @property
     def exit_code(self) -> int:
@@ -137,6 +141,10 @@ class SignalExit:
                 target=self._watch_terminal, args=(fd,), name="gputui-hangup", daemon=True
             )
             watch.start()
+        # Started now, not from a handler: a signal may land while this thread holds
+        # the lock that starting a thread takes, and then the handler would hang.
+        deadline = threading.Thread(target=self._deadline, name="gputui-deadline", daemon=True)
+        deadline.start()
         for signum in EXIT_SIGNALS:
             with contextlib.suppress(ValueError, OSError):  # not the main thread
                 self._previous[signum] = signal.signal(signum, self._on_signal)
@@ -161,9 +169,12 @@ class SignalExit:
             self._app_done = True  # the driver has given the terminal back
 
     def _on_signal(self, signum: int, _frame: object) -> None:
+        # Flags and a hand-off only: the deadline thread does the rest.
         with self._lock:
             if self.received is not None:
-                self._force(signum, f"{_signal_name(signum)} again: stopped at once")
+                self._why = f"{_signal_name(signum)} again: stopped at once"
+                self._last = signum
+                self._now.set()
             else:
                 self._begin(
                     signum, f"did not stop within {self.grace_s:g} s of {_signal_name(signum)}"
@@ -179,10 +190,9 @@ class SignalExit:
 
     def _begin(self, signum: int, why: str) -> None:
         """The first exit signal: arm the deadline, ask the loop to end the app."""
-        self.received = signum
-        deadline = threading.Timer(self.grace_s, self._force, (signum, why))
-        deadline.daemon = True
-        deadline.start()
+        self.received = self._last = signum
+        self._why = why
+        self._armed.set()
         if self._loop is not None and not self._loop.is_closed():
             with contextlib.suppress(RuntimeError):  # closed meanwhile
                 self._loop.call_soon_threadsafe(self._end)
@@ -200,6 +210,12 @@ class SignalExit:
             self._loop.call_later(START_POLL_S, self._end)
         else:
             app.exit(return_code=self.exit_code)
+
+    def _deadline(self) -> None:
+        """Once armed: end the process when the grace is over or a second signal came."""
+        self._armed.wait()
+        self._now.wait(self.grace_s)
+        self._force(self._last, self._why)
 
     def _force(self, signum: int, why: str) -> NoReturn:
         """Give the terminal back and end the process now; from any thread."""
