@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def configured_jump(host: ResolvedHost) -> str | None:
             host.address,
             host.port if host.port is not None else (),
         )
-    except (OSError, ValueError, asyncssh.Error, KeyError):
+    except (OSError, ValueError, TypeError, asyncssh.Error, KeyError):  # TypeError: its API moved
         return None
     jump = config.get("ProxyJump")
     if not isinstance(jump, str) or jump.strip().lower() == "none":
@@ -258,4 +259,4 @@ class HostConnector:
         verdict = client.verdict if client is not None else None
         timeout = self.host.connect_timeout
         failure = classify(exc, user=user, address=address, timeout=timeout, verdict=verdict)
-        return Failure(failure.status, f"bastion {hop}: {failure.message}", failure.slow_retry)
+        return replace(failure, message=f"bastion {hop}: {failure.message}")
