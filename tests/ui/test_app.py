@@ -591,3 +591,22 @@ async def test_a_changed_host_key_shows_both_fingerprints_whole(size: tuple[int,
         assert app.main.query_one("#processes").display is False
         grid(app).select(GpuRow("gpu01", 0))  # a GPU again: its processes are back
         await until(pilot, lambda: "python train.py" in screen_text(app), "the processes")
+
+
+async def test_the_panes_titles_follow_the_cursor_on_screen(app: GpuTuiApp) -> None:
+    """The titles are repainted alone (a line, not the pane): what shows must follow."""
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        for row, processes, detail in (
+            (GpuRow("gpu01", 0), "processes on gpu01 GPU 0", "gpu01 GPU 0"),
+            (GpuRow("gpu02", 2), "processes on gpu02 GPU 2", "gpu02 GPU 2"),
+            (HostRow("gpu01"), "processes on gpu01", "gpu01"),
+        ):
+            grid(app).select(row)
+            await until(
+                pilot,
+                lambda p=processes, d=detail: (
+                    f"─{p}─" in screen_text(app) and f"─{d}─" in screen_text(app)
+                ),
+                f"the titles {processes!r} and {detail!r} on screen",
+            )
