@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except UsageError as exc:
-        print(f"gputui: {exc}", file=sys.stderr)
+        print(f"gputui: {clean(exc, 1024)}", file=sys.stderr)
         return EXIT_USAGE
 
 
