@@ -152,7 +152,8 @@ def _clean_text(text: str, limit: int) -> str:
 
 
 # A process name in CJK, or with an escape in it, comes again in every sample: its
-# clean copy is kept (4,096 of at most 512 characters: 8 MB at the very worst)
+# clean copy is kept (4,096 strings of at most 512 characters, and their copies:
+# 16 MB at the very worst)
 # rather than made anew each second.
 _CACHED_LEN = 512
 _clean_text_cached = lru_cache(maxsize=4096)(_clean_text)
