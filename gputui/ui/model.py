@@ -41,12 +41,14 @@ class HostChange:
     ``gpus`` is worked out on first use: the grid asks only for hosts it has drawn.
     """
 
-    __slots__ = ("_gpus", "_new", "_old", "host", "structure")
+    __slots__ = ("_gpus", "_new", "_old", "host", "status", "structure")
 
     def __init__(self, host: str, structure: bool, old: HostEntry | None, new: HostEntry) -> None:
         self.host = host
         self.structure = structure
         """GPUs appeared or disappeared, or the host is new: rows must be rebuilt."""
+        self.status = old is None or old.snapshot.status is not new.snapshot.status
+        """The host's status moved (live, unreachable ...): the summary's counts did too."""
         self._old: HostEntry | None = old
         self._new: HostEntry | None = new
         self._gpus: frozenset[int] | None = None

@@ -610,3 +610,20 @@ async def test_the_panes_titles_follow_the_cursor_on_screen(app: GpuTuiApp) -> N
                 ),
                 f"the titles {processes!r} and {detail!r} on screen",
             )
+
+
+async def test_the_summary_counts_a_host_that_went_down_between_ticks(
+    source: FakeSource,
+) -> None:
+    """A host retrying goes connecting, then unreachable, within a second: the summary
+    must show where it ended, not where it was when the last tick happened to come."""
+    app = GpuTuiApp(source, Config(), clock=fixed_clock, tick_interval=3600)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        # gpu02's lost and hot GPUs, and gpu03 down.
+        assert "!! 3 problems" in screen_text(app)
+        gpu01 = source.get("gpu01")
+        source.push(gpu01.with_changes(status=HostStatus.CONNECTING, message="connecting"))
+        await pilot.pause()
+        source.push(gpu01.with_changes(status=HostStatus.UNREACHABLE, message="refused"))
+        await until(pilot, lambda: "!! 4 problems" in screen_text(app), "gpu01 counted down")

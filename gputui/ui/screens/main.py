@@ -139,8 +139,11 @@ class MainScreen(Screen[None]):
         selection_changed = grid.invalidate(changes)
         if tick:
             grid.refresh_hosts()
-            self.refresh_summary()
             selection_changed = selection_changed or isinstance(grid.cursor_row, HostRow)
+        if tick or any(change.status for change in changes):
+            # Not only once a second: a host that went down between two ticks would
+            # be counted as it was at the last tick (often "connecting", no problem).
+            self.refresh_summary()
         if selection_changed:
             self._show_selection(grid.cursor_row)
         if any(change.structure for change in changes):
