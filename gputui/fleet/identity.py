@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,10 +54,38 @@ class Identity:
         )
 
 
+_Stamp = tuple[int, int, int, int] | None
+_LOADED: dict[str, tuple[tuple[_Stamp, _Stamp], Identity]] = {}
+"""Identities read so far, by setting, with the stamps of the key and its ``.pub``: a
+connection attempt (every 2 s for a refusing host, for every host) reads no file and
+parses no key unless one changed."""
+_LOADED_MAX = 256
+
+
+def _stamp(path: str) -> _Stamp:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
 def load_identity(setting: str) -> Identity:
     """Read ``setting`` (hosts.yaml's ``identity_file``); a file that is missing,
     unreadable or not a private key is a ``SetupFailure`` naming the path and field."""
     path = Path(setting).expanduser()
+    stamps = (_stamp(str(path)), _stamp(f"{path}.pub"))
+    cached = _LOADED.get(setting)
+    if cached is not None and cached[0] == stamps and stamps[0] is not None:
+        return cached[1]
+    identity = _read_identity(setting, path)
+    if len(_LOADED) >= _LOADED_MAX:
+        _LOADED.clear()
+    _LOADED[setting] = (stamps, identity)
+    return identity
+
+
+def _read_identity(setting: str, path: Path) -> Identity:
     try:
         data = read_regular_file(path, _MAX_KEY_FILE)
     except OSError as exc:

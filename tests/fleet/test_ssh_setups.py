@@ -153,6 +153,32 @@ def test_a_pub_file_next_to_a_pem_key_gives_its_public_half(tmp_path: Path) -> N
     assert identity.public.public_data == key.public_data
 
 
+def test_an_identity_is_read_again_only_when_its_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gputui.fleet import identity as identity_module
+
+    reads: list[str] = []
+    real = identity_module.read_regular_file
+
+    def counted(path: str | Path, limit: int) -> bytes:
+        reads.append(str(path))
+        return real(path, limit)
+
+    monkeypatch.setattr(identity_module, "read_regular_file", counted)
+    path = tmp_path / "id_plain"
+    first = asyncssh.generate_private_key("ssh-ed25519")
+    first.write_private_key(str(path))
+    one = load_identity(str(path))
+    assert load_identity(str(path)) is one and len(reads) == 1  # every attempt after: no I/O
+    second = asyncssh.generate_private_key("ssh-ed25519")
+    second.write_private_key(str(tmp_path / "new"))
+    os.replace(tmp_path / "new", path)  # as editors and ssh-keygen -f do: a new file
+    again = load_identity(str(path))
+    assert again.public is not None and again.public.public_data == second.public_data
+    assert len(reads) == 2
+
+
 # -- the whole path, against in-process servers -------------------------------------
 
 
