@@ -1,0 +1,1 @@
+"""The head node: tables, store (all SQL), policy (pure), daemon and client."""

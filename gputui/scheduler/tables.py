@@ -1,0 +1,209 @@
+"""The head's tables (SQLModel): what is stored, and nothing about how it is queried.
+
+All SQL lives in ``store``; the wire models the head speaks are in ``wire``. The
+one rule the database enforces by itself: a partial unique index on
+``allocation.gpu_uuid WHERE end_at IS NULL`` makes two live allocations of one GPU
+impossible, whatever the scheduler's code does.
+
+Times are epoch seconds (float, UTC). Lists and maps are stored as JSON text.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Index, Text, text
+from sqlmodel import Field, SQLModel
+
+
+def _json(default: str) -> Column[str]:
+    """A JSON text column (lists and maps), never null."""
+    return Column(Text, nullable=False, server_default=default)
+
+
+class Meta(SQLModel, table=True):
+    """Key/value facts about this database (e.g. the namespace its jobs use on hosts)."""
+
+    key: str = Field(primary_key=True, max_length=64)
+    value: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class Host(SQLModel, table=True):
+    """A GPU host as the head last saw it; ``state`` is the admin's (ok or drained)."""
+
+    name: str = Field(primary_key=True, max_length=128)
+    pool: str = Field(default="default", max_length=64)
+    state: str = Field(default="ok", max_length=16)
+    state_by: str | None = Field(default=None, max_length=64)
+    state_reason: str | None = Field(default=None, max_length=512)
+    state_at: float | None = None
+    last_seen: float | None = None
+
+
+class Gpu(SQLModel, table=True):
+    """One GPU; ``state``: ok, drained (by an admin) or unhealthy (found by the head)."""
+
+    uuid: str = Field(primary_key=True, max_length=96)
+    host: str = Field(index=True, max_length=128)
+    index: int
+    model: str = Field(default="", max_length=128)
+    memory_mib: int = 0
+    pool: str = Field(default="default", max_length=64)
+    state: str = Field(default="ok", max_length=16)
+    state_by: str | None = Field(default=None, max_length=64)
+    state_reason: str | None = Field(default=None, max_length=512)
+    state_at: float | None = None
+    present: bool = True
+
+
+class Job(SQLModel, table=True):
+    """A queued, running or finished job and everything needed to launch it again."""
+
+    __table_args__ = (Index("ix_job_state", "state"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    uid: int
+    user: str = Field(max_length=64)
+    group: str = Field(default="", max_length=64)
+    name: str = Field(default="", max_length=128)
+    argv: str = Field(sa_column=Column(Text, nullable=False))
+    """JSON list of strings."""
+    cwd: str | None = Field(default=None, max_length=4096)
+    env: str = Field(default="{}", sa_column=_json("{}"))
+    """JSON object of extra environment variables."""
+    gpus: int
+    pool: str | None = Field(default=None, max_length=64)
+    host_constraint: str | None = Field(default=None, max_length=128)
+    priority: str = Field(default="normal", max_length=32)
+    preemptible: bool = False
+    time_limit_s: float | None = None
+    submitted_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    state: str = Field(default="queued", max_length=16)
+    reason: str = Field(default="", max_length=512)
+    exit_code: int | None = None
+    exit_signal: str | None = Field(default=None, max_length=16)
+    requeues: int = 0
+    host: str | None = Field(default=None, max_length=128)
+    """The host it runs (or last ran) on."""
+    gpu_uuids: str = Field(default="[]", sa_column=_json("[]"))
+    """JSON list: the GPUs of its current (or last) run."""
+    log_path: str | None = Field(default=None, max_length=4096)
+    run_as: str | None = Field(default=None, max_length=64)
+    """The Unix user its processes run as on the host."""
+    launches: int = 0
+    """How many times a launch was sent for it (a run is keyed by job id and launch)."""
+    stop_deadline: float | None = None
+    """When a job being killed or preempted gets SIGKILL if it is still there."""
+    stop_kind: str | None = Field(default=None, max_length=16)
+    pid: int | None = None
+    project: str | None = Field(default=None, max_length=64)
+
+
+class Claim(SQLModel, table=True):
+    """GPUs held by a person (or a ``gputui run`` session) rather than by a job."""
+
+    __table_args__ = (Index("ix_claim_state", "state"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    uid: int
+    user: str = Field(max_length=64)
+    group: str = Field(default="", max_length=64)
+    gpus: int
+    """How many GPUs were asked for."""
+    wanted: str = Field(default="[]", sa_column=_json("[]"))
+    """JSON list of GPU uuids asked for by name (empty: any ``gpus`` free ones)."""
+    pool: str | None = Field(default=None, max_length=64)
+    model: str | None = Field(default=None, max_length=128)
+    host_constraint: str | None = Field(default=None, max_length=128)
+    note: str = Field(default="", max_length=512)
+    state: str = Field(default="waiting", max_length=16)
+    """waiting, active, released, expired."""
+    reason: str = Field(default="", max_length=512)
+    created_at: float
+    granted_at: float | None = None
+    expires_at: float | None = None
+    """Released at this time whatever happens (``--for``); null: no maximum."""
+    max_duration_s: float | None = None
+    idle_release_s: float = 1800.0
+    last_active_at: float | None = None
+    released_at: float | None = None
+    release_reason: str | None = Field(default=None, max_length=512)
+    session: str | None = Field(default=None, max_length=64)
+    """For ``gputui run``: released when that connection to the head goes away."""
+    host: str | None = Field(default=None, max_length=128)
+    gpu_uuids: str = Field(default="[]", sa_column=_json("[]"))
+    project: str | None = Field(default=None, max_length=64)
+
+
+class Allocation(SQLModel, table=True):
+    """One GPU given to one job or claim from ``start_at`` until ``end_at``."""
+
+    __table_args__ = (
+        Index(
+            "ux_allocation_live_gpu",
+            "gpu_uuid",
+            unique=True,
+            sqlite_where=text("end_at IS NULL"),
+            postgresql_where=text("end_at IS NULL"),
+        ),
+        Index("ix_allocation_job", "job_id"),
+        Index("ix_allocation_claim", "claim_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    gpu_uuid: str = Field(max_length=96)
+    host: str = Field(max_length=128)
+    job_id: int | None = Field(default=None, foreign_key="job.id")
+    claim_id: int | None = Field(default=None, foreign_key="claim.id")
+    start_at: float
+    end_at: float | None = None
+
+
+class Usage(SQLModel, table=True):
+    """Per user, group and day: GPU-seconds allocated and busy, energy (filled by accounting)."""
+
+    user: str = Field(primary_key=True, max_length=64)
+    group: str = Field(primary_key=True, max_length=64)
+    day: str = Field(primary_key=True, max_length=10)
+    alloc_gpu_s: float = 0.0
+    busy_gpu_s: float = 0.0
+    energy_j: float = 0.0
+
+
+class Audit(SQLModel, table=True):
+    """An admin action (or a refused one), written in the same transaction as the change."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    time: float = Field(index=True)
+    uid: int
+    user: str = Field(max_length=64)
+    action: str = Field(max_length=32)
+    target: str = Field(max_length=128)
+    owner: str = Field(default="", max_length=64)
+    reason: str = Field(default="", max_length=512)
+    outcome: str = Field(default="ok", max_length=256)
+
+
+class RequestLog(SQLModel, table=True):
+    """A mutating request's first answer, so a retry by request id is applied once."""
+
+    uid: int = Field(primary_key=True)
+    request_id: str = Field(primary_key=True, max_length=64)
+    time: float = Field(index=True)
+    result: str = Field(sa_column=Column(Text, nullable=False))
+    """The JSON response body that was sent the first time."""
+
+
+class Notice(SQLModel, table=True):
+    """Something a user should be told (job started/ended/preempted, claim expired)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    uid: int = Field(index=True)
+    time: float
+    kind: str = Field(max_length=32)
+    text: str = Field(max_length=512)
+    job_id: int | None = None
+    claim_id: int | None = None
+
+
+ALL_TABLES = (Meta, Host, Gpu, Job, Claim, Allocation, Usage, Audit, RequestLog, Notice)
