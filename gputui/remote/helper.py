@@ -21,7 +21,7 @@ from . import HELPER_VERSION, PROTOCOL_VERSION
 from .gpus import Gpu
 from .nvml import NA, error_text, is_nvml_error, load_pynvml, query, text
 from .procs import ProcessTable
-from .signals import SignalError, pidfd_supported, send_signal
+from .signals import RequestError, pidfd_supported, send_signal
 from .wire import MAX_REQUEST_BYTES, Output, OutputClosed, read_requests
 from .xid_watch import register_xid_events, send_kernel_history, watch_xid_events
 
@@ -143,7 +143,7 @@ class Helper:
         rid, op = req["id"], req.get("op")
         try:
             value = self.do(op, req)
-        except SignalError as exc:
+        except RequestError as exc:
             return _result(rid, False, code=exc.code, error=exc.message)
         except Exception as exc:
             return _result(
@@ -161,19 +161,19 @@ class Helper:
                 or not isinstance(seconds, (int, float))
                 or math.isnan(seconds)
             ):
-                raise SignalError("bad-request", "seconds must be a number")
+                raise RequestError("bad-request", "seconds must be a number")
             self.interval = max(MIN_INTERVAL, min(MAX_INTERVAL, float(seconds)))
             return {"seconds": self.interval}
         if op == "sim" and self.simulated and hasattr(self.lib, "inject"):
             fault = req.get("fault")
             if not isinstance(fault, str):
-                raise SignalError("bad-request", "fault must be a string like lost@0")
+                raise RequestError("bad-request", "fault must be a string like lost@0")
             try:
                 parsed = self.lib.inject(fault)
             except ValueError as exc:
-                raise SignalError("bad-request", str(exc)) from None
+                raise RequestError("bad-request", str(exc)) from None
             return {"fault": parsed.kind, "gpu": parsed.gpu, "xid": parsed.xid}
-        raise SignalError("unsupported", f"unsupported request op {str(op)[:40]!r}")
+        raise RequestError("unsupported", f"unsupported request op {str(op)[:40]!r}")
 
 
 def _result(

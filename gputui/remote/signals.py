@@ -33,7 +33,9 @@ PID_MAX = 1 << 22
 GpuPids = Callable[[str], Optional[Set[int]]]
 
 
-class SignalError(Exception):
+class RequestError(Exception):
+    """A request refused with a wire error ``code`` (``bad-request``, ...) and one line."""
+
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
@@ -61,25 +63,25 @@ def _is_int(value: Any) -> bool:
 def validate(req: dict[str, Any]) -> None:
     pid, uid, ticks = req.get("pid"), req.get("uid"), req.get("start_ticks")
     if not isinstance(pid, int) or isinstance(pid, bool) or not 1 < pid < PID_MAX:
-        raise SignalError("bad-request", f"pid must be an integer above 1, got {pid!r}")
+        raise RequestError("bad-request", f"pid must be an integer above 1, got {pid!r}")
     if req.get("signal") not in SIGNALS:
         names = ", ".join(SIGNALS)
         got = str(req.get("signal"))[:20]
-        raise SignalError("bad-request", f"signal must be one of {names}, got {got!r}")
+        raise RequestError("bad-request", f"signal must be one of {names}, got {got!r}")
     uuid = req.get("gpu_uuid")
     if not isinstance(uuid, str) or not UUID_RE.match(uuid):
-        raise SignalError(
+        raise RequestError(
             "bad-request",
             "gpu_uuid must look like GPU-xxxxxxxx-xxxx-xxxx-"
             f"xxxx-xxxxxxxxxxxx, got {str(uuid)[:60]!r}",
         )
     if uid is not None and (not _is_int(uid) or uid < 0):
-        raise SignalError("bad-request", "uid must be a non-negative integer or null")
+        raise RequestError("bad-request", "uid must be a non-negative integer or null")
     if ticks is not None and (not _is_int(ticks) or ticks < 0):
-        raise SignalError("bad-request", "start_ticks must be a non-negative integer or null")
+        raise RequestError("bad-request", "start_ticks must be a non-negative integer or null")
     if uid is None or ticks is None:
         # Without both, a reused pid could not be told apart: never signal blind.
-        raise SignalError(
+        raise RequestError(
             "cannot-verify",
             f"pid {pid}: its owner and start time are unknown, so it cannot be verified;"
             " not signalled",
@@ -91,10 +93,10 @@ def _verify(req: dict[str, Any], gpu_pids: GpuPids) -> int:
     pid: int = req["pid"]
     ticks = read_start_ticks(pid)
     if ticks is None:
-        raise SignalError("no-such-process", f"no such process: pid {pid}")
+        raise RequestError("no-such-process", f"no such process: pid {pid}")
     want_ticks = req["start_ticks"]
     if ticks != want_ticks:
-        raise SignalError(
+        raise RequestError(
             "pid-reused",
             f"pid {pid} is now a different process (started at tick "
             f"{ticks}, expected {want_ticks})",
@@ -102,26 +104,26 @@ def _verify(req: dict[str, Any], gpu_pids: GpuPids) -> int:
     want_uid = req["uid"]
     uid = read_uid(pid)
     if uid != want_uid:
-        raise SignalError(
+        raise RequestError(
             "pid-reused",
             f"pid {pid} now belongs to {user_name(uid)}, expected {user_name(want_uid)}",
         )
     pids = gpu_pids(req["gpu_uuid"])
     if pids is None:
-        raise SignalError("not-on-gpu", f"GPU {req['gpu_uuid']} is not known or not readable here")
+        raise RequestError("not-on-gpu", f"GPU {req['gpu_uuid']} is not known or not readable here")
     if pid not in pids:
-        raise SignalError("not-on-gpu", f"pid {pid} is not running on GPU {req['gpu_uuid']}")
+        raise RequestError("not-on-gpu", f"pid {pid} is not running on GPU {req['gpu_uuid']}")
     return ticks
 
 
-def _denied(pid: int) -> SignalError:
+def _denied(pid: int) -> RequestError:
     owner = user_name(read_uid(pid))
     who = (f" belongs to {owner}") if owner is not None else " is not yours"
-    return SignalError("permission-denied", f"permission denied: pid {pid}{who}")
+    return RequestError("permission-denied", f"permission denied: pid {pid}{who}")
 
 
 def send_signal(req: dict[str, Any], gpu_pids: GpuPids, use_pidfd: bool) -> dict[str, Any]:
-    """Do a validated ``signal`` request; returns the result's value or raises SignalError."""
+    """Do a validated ``signal`` request; returns the result's value or raises RequestError."""
     validate(req)
     pid: int = req["pid"]
     signum = SIGNALS[req["signal"]]
@@ -129,10 +131,10 @@ def send_signal(req: dict[str, Any], gpu_pids: GpuPids, use_pidfd: bool) -> dict
         try:
             fd = os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]
         except ProcessLookupError:
-            raise SignalError("no-such-process", f"no such process: pid {pid}") from None
+            raise RequestError("no-such-process", f"no such process: pid {pid}") from None
         except OSError as exc:
             if exc.errno != errno.ENOSYS:
-                raise SignalError(
+                raise RequestError(
                     "no-such-process", f"cannot open pid {pid}: {exc.strerror}"
                 ) from None
         else:
@@ -140,7 +142,7 @@ def send_signal(req: dict[str, Any], gpu_pids: GpuPids, use_pidfd: bool) -> dict
                 _verify(req, gpu_pids)
                 _signal.pidfd_send_signal(fd, signum)  # type: ignore[attr-defined,unused-ignore]
             except ProcessLookupError:
-                raise SignalError(
+                raise RequestError(
                     "no-such-process", f"pid {pid} exited before the signal"
                 ) from None
             except PermissionError:
@@ -150,11 +152,11 @@ def send_signal(req: dict[str, Any], gpu_pids: GpuPids, use_pidfd: bool) -> dict
             return {"method": "pidfd", "pid": pid, "signal": req["signal"]}
     ticks = _verify(req, gpu_pids)
     if read_start_ticks(pid) != ticks:
-        raise SignalError("pid-reused", f"pid {pid} changed while being checked")
+        raise RequestError("pid-reused", f"pid {pid} changed while being checked")
     try:
         os.kill(pid, signum)
     except ProcessLookupError:
-        raise SignalError("no-such-process", f"pid {pid} exited before the signal") from None
+        raise RequestError("no-such-process", f"pid {pid} exited before the signal") from None
     except PermissionError:
         raise _denied(pid) from None
     return {"method": "proc-stat", "pid": pid, "signal": req["signal"]}

@@ -16,7 +16,7 @@ import pytest
 from gputui.protocol import decode_helper_line
 from gputui.remote import signals as sigmod
 from gputui.remote.procs import read_start_ticks, read_uid
-from gputui.remote.signals import SignalError, send_signal
+from gputui.remote.signals import RequestError, send_signal
 
 SPEC = "2xh100,name=e2e-host"
 
@@ -171,7 +171,7 @@ def test_proc_stat_fallback_and_permission_denied(
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(sigmod.os, "kill", denied)
-    with pytest.raises(SignalError) as info:
+    with pytest.raises(RequestError) as info:
         send_signal(req, on_gpu, use_pidfd=False)
     assert info.value.code == "permission-denied"
     assert info.value.message.startswith(f"permission denied: pid {proc.pid} belongs to ")
@@ -179,7 +179,7 @@ def test_proc_stat_fallback_and_permission_denied(
     value = send_signal(req, on_gpu, use_pidfd=False)
     assert value == {"method": "proc-stat", "pid": proc.pid, "signal": "KILL"}
     assert proc.wait(timeout=10) == -signal.SIGKILL
-    with pytest.raises(SignalError) as info:
+    with pytest.raises(RequestError) as info:
         send_signal(req, on_gpu, use_pidfd=False)
     assert info.value.code == "no-such-process"
 
