@@ -1,0 +1,404 @@
+"""What each request does to the store, checked against who asks.
+
+Every function here runs inside one open transaction (``Tx``) on the head's
+database thread and either returns the result body or raises ``Refusal`` (the
+savepoint around it then undoes everything it did). An admin acting on someone
+else's job or claim must give a reason, and the ``Audit`` row is written in the
+same transaction as the change, so neither exists without the other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import policy
+from .identity import Caller
+from .store import Tx
+from .tables import Audit, Claim, Job, Notice
+from .views import audit_view, claim_view, job_view
+from .wire import (
+    FINAL_JOB_STATES,
+    LIVE_JOB_STATES,
+    PENDING_JOB_STATES,
+    ClaimArgs,
+    JobArgs,
+    ListArgs,
+    Refusal,
+    ReleaseArgs,
+    SubmitArgs,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The head's settings that actions need (from hosts.yaml's ``head:`` section)."""
+
+    claim_idle_s: float = 1800.0
+    requeue_limit: int = 3
+    kill_grace_s: float = 10.0
+    priorities: tuple[str, ...] = ("normal",)
+
+
+@dataclass(slots=True)
+class Context:
+    """What the daemon knows beyond the store: the cluster's shape and live health."""
+
+    now: float
+    slots: Sequence[policy.GpuSlot]
+    unknown_hosts: frozenset[str] = frozenset()
+    """Configured hosts whose GPUs the head has not seen yet (placement can't judge them)."""
+    pools: frozenset[str] = frozenset()
+    hosts: frozenset[str] = frozenset()
+    rules: Rules = field(default_factory=Rules)
+    stops: list[tuple[str, int]] = field(default_factory=list)
+    """(host, job id) pairs to signal once the transaction is durable."""
+    changed: bool = False
+
+
+def _ref(kind: str, item_id: int | None) -> str:
+    return f"{kind} {item_id}"
+
+
+def _authorize(
+    tx: Tx,
+    caller: Caller,
+    ctx: Context,
+    action: str,
+    *,
+    kind: str,
+    item: Job | Claim,
+    reason: str | None,
+) -> None:
+    """Owner, or an admin with a reason (audited); anyone else is refused."""
+    if caller.owns(item.uid):
+        return
+    target = _ref(kind, item.id)
+    if not caller.admin:
+        raise Refusal(
+            "denied", f"{target} belongs to {item.user}; only they or an admin may {action} it"
+        )
+    if not reason or not reason.strip():
+        raise Refusal(
+            "reason-required",
+            f"{target} belongs to {item.user}: an admin must give --reason to {action} it",
+        )
+    tx.audit(
+        Audit(
+            time=ctx.now,
+            uid=caller.uid,
+            user=caller.user,
+            action=action,
+            target=target,
+            owner=item.user,
+            reason=reason.strip(),
+        )
+    )
+
+
+def _notice(tx: Tx, ctx: Context, uid: int, kind: str, text: str, **ids: int | None) -> None:
+    tx.notice(Notice(uid=uid, time=ctx.now, kind=kind, text=text[:512], **ids))
+
+
+def _job(tx: Tx, job_id: int) -> Job:
+    job = tx.job(job_id)
+    if job is None:
+        raise Refusal("unknown-job", f"no job {job_id}")
+    return job
+
+
+def _want(kind: str, item_id: int, gpus: int, **kw: Any) -> policy.Want:
+    return policy.Want(kind=kind, id=item_id, gpus=gpus, **kw)
+
+
+def check_feasible(want: policy.Want, ctx: Context) -> None:
+    """Refuse what no host could ever satisfy (judged on hosts whose GPUs are known)."""
+    if want.pool is not None and want.pool not in ctx.pools:
+        shown = ", ".join(sorted(ctx.pools)[:8]) or "none"
+        raise Refusal("impossible", f"no pool named {want.pool!r} (pools: {shown})")
+    if want.host is not None and want.host not in ctx.hosts:
+        shown = ", ".join(sorted(ctx.hosts)[:8]) or "none"
+        raise Refusal("impossible", f"no host named {want.host!r} (hosts: {shown})")
+    if want.host is not None and want.host in ctx.unknown_hosts:
+        return
+    if want.host is None and ctx.unknown_hosts:
+        return  # a host not yet seen might fit it: let it wait rather than refuse
+    why = policy.impossible(want, ctx.slots)
+    if why is not None:
+        raise Refusal("impossible", why)
+
+
+# -- jobs ---------------------------------------------------------------------------
+
+
+def submit(tx: Tx, caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]:
+    if args.priority is not None and args.priority not in ctx.rules.priorities:
+        shown = ", ".join(ctx.rules.priorities)
+        raise Refusal("bad-args", f"submit: unknown priority {args.priority!r} (classes: {shown})")
+    check_feasible(_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
+    job = tx.add_job(
+        Job(
+            uid=caller.uid,
+            user=caller.user,
+            group=caller.group,
+            name=args.name or args.argv[0].rsplit("/", 1)[-1][:128],
+            argv=json.dumps(args.argv),
+            cwd=args.cwd,
+            env=json.dumps(args.env),
+            gpus=args.gpus,
+            pool=args.pool,
+            host_constraint=args.host,
+            priority=args.priority or ctx.rules.priorities[0],
+            preemptible=args.preemptible,
+            time_limit_s=args.time_limit_s,
+            submitted_at=ctx.now,
+            state="queued",
+            reason="Resources",
+            project=args.project,
+        )
+    )
+    ctx.changed = True
+    return {"job": job_view(job)}
+
+
+def _stop(tx: Tx, job: Job, ctx: Context, kind: str, state: str) -> None:
+    job.state = state
+    job.stop_kind = kind
+    job.stop_deadline = ctx.now + ctx.rules.kill_grace_s
+    job.reason = {"kill": "killed by request", "preempt": "preempted by request"}.get(kind, kind)
+    if job.host is not None and job.id is not None:
+        ctx.stops.append((job.host, job.id))
+
+
+def cancel(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
+    job = _job(tx, args.job_id)
+    _authorize(tx, caller, ctx, "cancel", kind="job", item=job, reason=args.reason)
+    if job.state in PENDING_JOB_STATES:
+        job.state, job.ended_at = "cancelled", ctx.now
+        job.reason = "cancelled" + (f" by {caller.user}" if not caller.owns(job.uid) else "")
+    elif job.state in ("running", "starting", "unknown"):
+        _stop(tx, job, ctx, "kill", "killing")
+    elif job.state in FINAL_JOB_STATES:
+        raise Refusal("bad-state", f"job {job.id} already ended ({job.state})")
+    ctx.changed = True
+    tx.flush()
+    return {"job": job_view(job)}
+
+
+def kill(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
+    job = _job(tx, args.job_id)
+    _authorize(tx, caller, ctx, "kill", kind="job", item=job, reason=args.reason)
+    if job.state not in ("running", "starting", "unknown", "preempting", "killing"):
+        raise Refusal("bad-state", f"job {job.id} is {job.state}, not running; use cancel")
+    if job.state != "killing":
+        _stop(tx, job, ctx, "kill", "killing")
+    ctx.changed = True
+    tx.flush()
+    return {"job": job_view(job)}
+
+
+def preempt(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
+    job = _job(tx, args.job_id)
+    _authorize(tx, caller, ctx, "preempt", kind="job", item=job, reason=args.reason)
+    if job.state not in ("running", "starting", "unknown"):
+        raise Refusal("bad-state", f"job {job.id} is {job.state}; only a running job is preempted")
+    _stop(tx, job, ctx, "preempt", "preempting")
+    ctx.changed = True
+    tx.flush()
+    return {"job": job_view(job)}
+
+
+def requeue(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
+    job = _job(tx, args.job_id)
+    _authorize(tx, caller, ctx, "requeue", kind="job", item=job, reason=args.reason)
+    if job.state in ("running", "starting", "unknown"):
+        _stop(tx, job, ctx, "preempt", "preempting")
+    elif job.state in FINAL_JOB_STATES:
+        job.state, job.reason, job.ended_at = "queued", "Priority", None
+        job.exit_code = job.exit_signal = None
+        job.requeues += 1
+    else:
+        raise Refusal("bad-state", f"job {job.id} is {job.state}; nothing to requeue")
+    ctx.changed = True
+    tx.flush()
+    return {"job": job_view(job)}
+
+
+def hold(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
+    job = _job(tx, args.job_id)
+    _authorize(tx, caller, ctx, "hold", kind="job", item=job, reason=args.reason)
+    if job.state != "queued":
+        raise Refusal("bad-state", f"job {job.id} is {job.state}; only a queued job is held")
+    job.state, job.reason = "held", "Held"
+    ctx.changed = True
+    tx.flush()
+    return {"job": job_view(job)}
+
+
+def release_hold(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
+    job = _job(tx, args.job_id)
+    _authorize(tx, caller, ctx, "release-hold", kind="job", item=job, reason=args.reason)
+    if job.state != "held":
+        raise Refusal("bad-state", f"job {job.id} is {job.state}, not held")
+    job.state, job.reason = "queued", "Priority"
+    ctx.changed = True
+    tx.flush()
+    return {"job": job_view(job)}
+
+
+def show(tx: Tx, caller: Caller, job_id: int) -> dict[str, Any]:
+    job = _job(tx, job_id)
+    allocations = [
+        {"gpu_uuid": a.gpu_uuid, "host": a.host, "from": a.start_at, "to": a.end_at}
+        for a in tx.allocations_of(job_id=job_id)
+    ]
+    return {"job": job_view(job, full=True), "allocations": allocations}
+
+
+def queue(tx: Tx, caller: Caller, args: ListArgs) -> dict[str, Any]:
+    states = None if args.all else PENDING_JOB_STATES | LIVE_JOB_STATES
+    jobs = tx.jobs(states, user=args.user, limit=args.limit)
+    return {"jobs": [job_view(j) for j in jobs]}
+
+
+# -- claims -------------------------------------------------------------------------
+
+
+def resolve_refs(refs: Sequence[str], slots: Sequence[policy.GpuSlot]) -> tuple[str, ...]:
+    """GPU references (uuid, ``host:index``) -> uuids, refusing one that names nothing."""
+    by_uuid = {s.uuid.lower(): s.uuid for s in slots}
+    by_place = {f"{s.host}:{s.index}": s.uuid for s in slots}
+    out: list[str] = []
+    for ref in refs:
+        uuid = by_uuid.get(ref.lower()) or by_place.get(ref)
+        if uuid is None:
+            raise Refusal("unknown-gpu", f"no GPU {ref!r} (name one as HOST:INDEX or by uuid)")
+        if uuid not in out:
+            out.append(uuid)
+    return tuple(out)
+
+
+def claim(
+    tx: Tx,
+    caller: Caller,
+    args: ClaimArgs,
+    ctx: Context,
+    *,
+    session: str | None,
+    place_now: Callable[[policy.Want], policy.Place | None],
+) -> dict[str, Any]:
+    named = resolve_refs(args.gpu_refs, ctx.slots) if args.gpu_refs else ()
+    count = len(named) if named else (args.gpus or 1)
+    item = Claim(
+        uid=caller.uid,
+        user=caller.user,
+        group=caller.group,
+        gpus=count,
+        wanted=json.dumps(list(named)),
+        pool=args.pool,
+        model=args.model,
+        host_constraint=args.host,
+        note=args.note,
+        state="waiting",
+        reason="Resources",
+        created_at=ctx.now,
+        max_duration_s=args.duration_s,
+        idle_release_s=ctx.rules.claim_idle_s,
+        session=session if args.session else None,
+        project=args.project,
+    )
+    want = _want(
+        "claim",
+        0,
+        count,
+        pool=args.pool,
+        host=args.host,
+        model=args.model,
+        named=named,
+        user=caller.user,
+    )
+    check_feasible(want, ctx)
+    place = place_now(want)
+    if place is None and not args.wait:
+        raise Refusal("busy", f"{count} GPU(s) asked for are not free now (use --wait to queue)")
+    tx.add_claim(item)
+    if place is not None:
+        grant_claim(tx, item, place, ctx)
+    ctx.changed = True
+    return {"claim": claim_view(item)}
+
+
+def grant_claim(tx: Tx, item: Claim, place: policy.Place, ctx: Context) -> None:
+    tx.allocate(place.gpu_uuids, place.host, ctx.now, claim_id=item.id)
+    item.state, item.reason = "active", ""
+    item.host = place.host
+    item.gpu_uuids = json.dumps(list(place.gpu_uuids))
+    item.granted_at = item.last_active_at = ctx.now
+    if item.max_duration_s is not None:
+        item.expires_at = ctx.now + item.max_duration_s
+
+
+def end_claim(tx: Tx, item: Claim, ctx: Context, state: str, why: str) -> None:
+    if item.id is not None:
+        tx.free(ctx.now, claim_id=item.id)
+    item.state = state
+    item.released_at = ctx.now
+    item.release_reason = why
+    ctx.changed = True
+
+
+def release(tx: Tx, caller: Caller, args: ReleaseArgs, ctx: Context) -> dict[str, Any]:
+    live = tx.claims(("waiting", "active"))
+    chosen: list[Claim] = []
+    if args.all:
+        chosen = [c for c in live if c.uid == caller.uid]
+    for claim_id in args.claim_ids:
+        found = next((c for c in live if c.id == claim_id), None)
+        if found is None:
+            raise Refusal("unknown-claim", f"no active claim {claim_id}")
+        chosen.append(found)
+    if args.gpu_refs:
+        uuids = set(resolve_refs(args.gpu_refs, ctx.slots))
+        holding = [c for c in live if uuids & set(json.loads(c.gpu_uuids))]
+        if not holding:
+            raise Refusal("unknown-claim", "no claim holds " + ", ".join(args.gpu_refs))
+        mine = [c for c in holding if c.uid == caller.uid]
+        chosen.extend(mine or holding)
+    if not chosen and not args.all:
+        raise Refusal("bad-args", "release: name claims, GPUs, or --all")
+    done: list[dict[str, Any]] = []
+    for item in {c.id: c for c in chosen}.values():
+        _authorize(tx, caller, ctx, "release", kind="claim", item=item, reason=args.reason)
+        who = "" if caller.owns(item.uid) else f" by {caller.user}"
+        end_claim(tx, item, ctx, "released", "released" + who)
+        if not caller.owns(item.uid):
+            _notice(tx, ctx, item.uid, "claim", f"claim {item.id} released{who}", claim_id=item.id)
+        done.append(claim_view(item))
+    tx.flush()
+    return {"released": done}
+
+
+def claims(tx: Tx, caller: Caller, args: ListArgs) -> dict[str, Any]:
+    states = None if args.all else ("waiting", "active")
+    return {"claims": [claim_view(c) for c in tx.claims(states, user=args.user, limit=args.limit)]}
+
+
+def env_line(tx: Tx, caller: Caller, host: str | None) -> dict[str, Any]:
+    mine = [c for c in tx.claims(("active",)) if c.uid == caller.uid]
+    if host is not None:
+        mine = [c for c in mine if c.host == host]
+    uuids: list[str] = []
+    for c in mine:
+        uuids.extend(json.loads(c.gpu_uuids))
+    hosts = sorted({c.host for c in mine if c.host})
+    line = f"export CUDA_VISIBLE_DEVICES={','.join(uuids)}" if uuids else ""
+    return {"uuids": uuids, "hosts": hosts, "line": line}
+
+
+def audit_rows(tx: Tx, caller: Caller, since: float | None, limit: int) -> dict[str, Any]:
+    rows = tx.audits(since, limit)
+    if not caller.admin:
+        rows = [r for r in rows if r.uid == caller.uid or r.owner == caller.user]
+    return {"rows": [audit_view(r) for r in rows]}

@@ -1,0 +1,742 @@
+"""``Head``: the daemon's event loop: requests in, one commit per batch, launches out.
+
+Everything that changes the store goes through one inbox. The writer task takes
+whatever has arrived (a burst of submissions, a host's report, a timer), runs it
+all on the one database thread inside one ``BEGIN IMMEDIATE`` transaction, each
+item in its own savepoint, commits once, and only then answers the clients and
+sends the launches and signals it decided (group commit: no answer before its
+commit is durable). After every change the scheduler pass runs in the same
+batch, so work starts on the event that freed its GPUs, not on a tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from gputui.telemetry import HostSnapshot, HostStatus
+
+from . import actions, lifecycle, policy, wire
+from .actions import Context, Rules
+from .hosts import HostOps, host_job
+from .identity import Caller
+from .server import Connection, SocketServer
+from .store import JobStore, Tx
+from .tables import Gpu, Host
+from .views import claim_view, gpu_view, job_view, notice_view
+
+log = logging.getLogger(__name__)
+
+BATCH_MAX = 1024
+INBOX_MAX = 20_000
+TICK_S = 1.0
+SESSION_GRACE_S = 30.0
+STATE_PUSH_MIN_S = 0.1
+REQUEST_LOG_KEEP_S = 7 * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class HeadSettings:
+    socket: Path
+    admin_group: str | None = "gputui-admin"
+    rules: Rules = field(default_factory=Rules)
+    run_as_login_user: bool = False
+    """Run every job as the user the head logs in as, when that is not root."""
+    group_commit: bool = True
+    """False: one commit per request (the benchmark's baseline)."""
+
+
+@dataclass(slots=True)
+class _Item:
+    """One thing for the writer: a client request, or the head's own news."""
+
+    kind: str
+    conn: Connection | None = None
+    request: wire.Request | None = None
+    payload: Any = None
+    done: asyncio.Future[Any] | None = None
+
+
+@dataclass(slots=True)
+class _HostView:
+    live: bool = False
+    snapshot: HostSnapshot | None = None
+    gpus: dict[str, tuple[int, str, bool]] = field(default_factory=dict)
+    """uuid -> (index, model, healthy)."""
+    users_on: dict[str, set[int]] = field(default_factory=dict)
+    jobs_seen: tuple[Any, ...] | None = None
+    down_reported: bool = False
+
+
+class Head:
+    """The scheduler daemon over a store, a set of hosts and a socket."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        hosts: HostOps,
+        settings: HeadSettings,
+        *,
+        host_pools: dict[str, str],
+        decide: policy.Policy = policy.decide,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.hosts = hosts
+        self.settings = settings
+        self.host_pools = dict(host_pools)
+        self.decide = decide
+        self.clock = clock
+        self._db = ThreadPoolExecutor(1, thread_name_prefix="gputui-head-db")
+        self._inbox: asyncio.Queue[_Item] = asyncio.Queue(INBOX_MAX)
+        self._view: dict[str, _HostView] = {name: _HostView() for name in host_pools}
+        self._gpus: dict[str, Gpu] = {}
+        self._slots: tuple[policy.GpuSlot, ...] = ()
+        self._slots_dirty = True
+        self._server = SocketServer(
+            settings.socket, settings.admin_group, self._on_line, self._on_close
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+        self._state_seq = 0
+        self._state_event = asyncio.Event()
+        self._waits: dict[int, list[tuple[Connection, int]]] = {}
+        self._sessions_alive: set[str] = set()
+        self._restored_sessions: set[str] = set()
+        self._launching: set[int] = set()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._started_at = clock()
+        self.batches = 0
+        """Commits made (for tests and the benchmark)."""
+
+    # -- running ----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set; running jobs go on running on their hosts."""
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.close()
+
+    async def start(self) -> None:
+        await self._in_db(self._load)
+        await self._server.start()
+        await self.hosts.start()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._writer(), name="gputui-head-writer"),
+            loop.create_task(self._watch_hosts(), name="gputui-head-hosts"),
+            loop.create_task(self._ticker(), name="gputui-head-tick"),
+            loop.create_task(self._pusher(), name="gputui-head-push"),
+        ]
+        self._post(_Item("resume"))
+
+    async def close(self) -> None:
+        await self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        await self.hosts.close()
+        self._db.shutdown(wait=True)
+        self.store.close()
+
+    async def _in_db(self, fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._db, fn)
+
+    def _post(self, item: _Item) -> None:
+        try:
+            self._inbox.put_nowait(item)
+        except asyncio.QueueFull:
+            log.warning("head inbox full; dropped %s", item.kind)
+
+    def _load(self) -> None:
+        with self.store.transaction() as tx:
+            for gpu in tx.gpus():
+                self._gpus[gpu.uuid] = gpu
+            for name, pool in self.host_pools.items():
+                if tx.host(name) is None:
+                    tx.put_host(Host(name=name, pool=pool))
+            self._restored_sessions = {
+                c.session for c in tx.claims(("active", "waiting")) if c.session is not None
+            }
+
+    # -- clients ------------------------------------------------------------------------
+
+    async def _on_line(self, conn: Connection, line: bytes) -> None:
+        try:
+            request = wire.decode_request(line)
+        except wire.Refusal as refusal:
+            conn.send(wire.error(_peek_id(line), refusal.code, refusal.message))
+            return
+        if request.op == "logs":
+            self._spawn(self._logs(conn, request))
+            return
+        if request.op == "ping":
+            conn.send(wire.response(request.id, {"pong": True, "time": self.clock()}))
+            return
+        await self._inbox.put(_Item("request", conn=conn, request=request))
+
+    def _on_close(self, conn: Connection) -> None:
+        self._sessions_alive.discard(conn.session)
+        for waiters in self._waits.values():
+            waiters[:] = [w for w in waiters if w[0] is not conn]
+        self._post(_Item("session-closed", payload=conn.session))
+
+    async def _logs(self, conn: Connection, request: wire.Request) -> None:
+        args: wire.LogArgs = request.args
+
+        def target() -> tuple[str | None, int, int, int | None, str]:
+            with self.store.transaction() as tx:
+                job = tx.job(args.job_id)
+                if job is None:
+                    raise wire.Refusal("unknown-job", f"no job {args.job_id}")
+                caller = conn.caller
+                if not (caller.owns(job.uid) or caller.admin):
+                    raise wire.Refusal("denied", f"job {job.id} belongs to {job.user}")
+                return job.host, job.id or 0, job.launches, job.uid, job.state
+
+        try:
+            host, job_id, launch, _, state = await self._in_db(target)
+        except wire.Refusal as refusal:
+            conn.send(wire.error(request.id, refusal.code, refusal.message))
+            return
+        if host is None or launch == 0:
+            conn.send(
+                wire.response(
+                    request.id,
+                    {
+                        "data": "",
+                        "offset": 0,
+                        "ended": state in wire.FINAL_JOB_STATES,
+                        "size": 0,
+                        "state": state,
+                    },
+                )
+            )
+            return
+        answer = await self.hosts.job_log(
+            host, lifecycle.run_key(job_id, launch), args.offset, args.max_bytes
+        )
+        if not answer.ok:
+            conn.send(wire.error(request.id, answer.code or "host", answer.message))
+            return
+        body = dict(answer.value)
+        body["state"] = state
+        conn.send(wire.response(request.id, body))
+        await conn.drain()
+
+    # -- the writer (group commit) ---------------------------------------------------------
+
+    async def _writer(self) -> None:
+        while True:
+            first = await self._inbox.get()
+            batch = [first]
+            limit = BATCH_MAX if self.settings.group_commit else 1
+            while len(batch) < limit and not self._inbox.empty():
+                batch.append(self._inbox.get_nowait())
+            slots = self._current_slots()
+            now = self.clock()
+            try:
+                answers, after = await self._in_db(
+                    lambda b=batch, s=slots, n=now: self._apply(b, s, n)  # type: ignore[misc]
+                )
+            except (SQLAlchemyError, OSError) as exc:
+                log.error("head: could not commit %d items: %s", len(batch), exc)
+                for item in batch:
+                    if item.conn is not None and item.request is not None:
+                        item.conn.send(
+                            wire.error(item.request.id, "store", f"not stored: {str(exc)[:200]}")
+                        )
+                continue
+            self.batches += 1
+            for item, answer in zip(batch, answers, strict=True):
+                if item.conn is not None and answer is not None:
+                    item.conn.send(answer)
+                if item.done is not None and not item.done.done():
+                    item.done.set_result(answer)
+            self._after_commit(after)
+
+    def _current_slots(self) -> tuple[policy.GpuSlot, ...]:
+        if self._slots_dirty:
+            slots = []
+            for gpu in self._gpus.values():
+                if not gpu.present:
+                    continue
+                view = self._view.get(gpu.host)
+                live = view is not None and view.live
+                healthy = live and (view.gpus.get(gpu.uuid, (0, "", False))[2] if view else False)
+                host_row_drained = False
+                slots.append(
+                    policy.GpuSlot(
+                        uuid=gpu.uuid,
+                        host=gpu.host,
+                        index=gpu.index,
+                        pool=gpu.pool,
+                        model=gpu.model,
+                        drained=gpu.state == "drained" or host_row_drained,
+                        healthy=healthy and gpu.state != "unhealthy",
+                    )
+                )
+            self._slots = tuple(sorted(slots, key=lambda s: (s.host, s.index)))
+            self._slots_dirty = False
+        return self._slots
+
+    def _context(self, slots: tuple[policy.GpuSlot, ...], now: float) -> Context:
+        known = {s.host for s in self._slots_all()}
+        return Context(
+            now=now,
+            slots=slots,
+            unknown_hosts=frozenset(set(self.host_pools) - known),
+            pools=frozenset(self.host_pools.values()),
+            hosts=frozenset(self.host_pools),
+            rules=self.settings.rules,
+        )
+
+    def _slots_all(self) -> list[Gpu]:
+        return [g for g in self._gpus.values() if g.present]
+
+    def _apply(
+        self, batch: list[_Item], slots: tuple[policy.GpuSlot, ...], now: float
+    ) -> tuple[list[dict[str, Any] | None], _After]:
+        ctx = self._context(slots, now)
+        after = _After()
+        answers: list[dict[str, Any] | None] = []
+        with self.store.transaction() as tx:
+            for item in batch:
+                answers.append(self._apply_one(tx, item, ctx, after))
+            after.launches = lifecycle.schedule(tx, ctx, self.decide, self._run_as_map())
+            after.launches.extend(after.launches_again)
+            after.stops = list(ctx.stops)
+            if ctx.changed or after.launches:
+                after.changed = True
+                after.final_jobs = self._final_waits(tx)
+        return answers, after
+
+    def _apply_one(self, tx: Tx, item: _Item, ctx: Context, after: _After) -> dict[str, Any] | None:
+        if item.kind == "request":
+            assert item.conn is not None and item.request is not None
+            return self._request(tx, item.conn, item.request, ctx, after)
+        try:
+            with tx.savepoint():
+                self._internal(tx, item, ctx, after)
+        except (wire.Refusal, SQLAlchemyError, ValueError, KeyError) as exc:
+            log.warning("head: %s not applied: %s", item.kind, exc)
+        return None
+
+    def _request(
+        self, tx: Tx, conn: Connection, request: wire.Request, ctx: Context, after: _After
+    ) -> dict[str, Any] | None:
+        caller = conn.caller
+        if request.op in wire.MUTATING:
+            assert request.rid is not None
+            first = tx.replay(caller.uid, request.rid)
+            if first is not None:
+                first["id"] = request.id
+                return first
+        try:
+            with tx.savepoint():
+                result = self._handle(tx, conn, caller, request, ctx=ctx)
+        except wire.Refusal as refusal:
+            body = wire.error(request.id, refusal.code, refusal.message)
+        else:
+            if result is None:
+                return None
+            body = wire.response(request.id, result)
+        if request.op in wire.MUTATING and request.rid is not None:
+            tx.remember(caller.uid, request.rid, body, ctx.now)
+        return body
+
+    def _handle(
+        self,
+        tx: Tx,
+        conn: Connection,
+        caller: Caller,
+        request: wire.Request,
+        *,
+        ctx: Context,
+    ) -> dict[str, Any] | None:
+        op, args = request.op, request.args
+        if op == "submit":
+            return actions.submit(tx, caller, args, ctx)
+        if op in ("cancel", "kill", "preempt", "requeue", "hold", "release_hold"):
+            handler = getattr(actions, op)
+            result: dict[str, Any] = handler(tx, caller, args, ctx)
+            return result
+        if op == "claim":
+            if args.session:
+                self._sessions_alive.add(conn.session)
+            return actions.claim(
+                tx,
+                caller,
+                args,
+                ctx,
+                session=conn.session,
+                place_now=lambda w: self._place_now(tx, w, ctx),
+            )
+        if op == "release":
+            return actions.release(tx, caller, args, ctx)
+        if op == "show":
+            return actions.show(tx, caller, args.job_id)
+        if op == "queue":
+            return actions.queue(tx, caller, args)
+        if op == "claims":
+            return actions.claims(tx, caller, args)
+        if op == "env":
+            return actions.env_line(tx, caller, args.host)
+        if op == "audit":
+            return actions.audit_rows(tx, caller, args.since, args.limit)
+        if op == "whoami":
+            return _whoami(caller)
+        if op == "cluster":
+            return self._state(tx, caller)
+        if op == "subscribe":
+            conn.subscribed = True
+            conn.last_notice = tx.last_notice_id()
+            conn.sent_seq = self._state_seq
+            return {"seq": self._state_seq, "state": self._state(tx, caller)}
+        if op == "wait":
+            job = tx.job(args.job_id)
+            if job is None:
+                raise wire.Refusal("unknown-job", f"no job {args.job_id}")
+            if job.state in wire.FINAL_JOB_STATES:
+                return {"job": job_view(job)}
+            self._waits.setdefault(args.job_id, []).append((conn, request.id))
+            return None
+        raise wire.Refusal("unknown-op", f"unknown op {op!r}")
+
+    def _place_now(self, tx: Tx, want: policy.Want, ctx: Context) -> policy.Place | None:
+        busy = {a.gpu_uuid for a in tx.live_allocations()}
+        hosts: dict[str, list[policy.GpuSlot]] = {}
+        for s in ctx.slots:
+            slot = policy.GpuSlot(
+                s.uuid, s.host, s.index, s.pool, s.model, s.drained, s.healthy, s.uuid in busy
+            )
+            hosts.setdefault(s.host, []).append(slot)
+        return policy.best_fit(want, hosts, set())
+
+    def _internal(self, tx: Tx, item: _Item, ctx: Context, after: _After) -> None:
+        kind, payload = item.kind, item.payload
+        if kind == "launched":
+            job_id, launch, answer = payload
+            if answer.ok:
+                forget = lifecycle.on_report(tx, ctx, answer.value_host, [answer.value])
+                after.forget.setdefault(answer.value_host, []).extend(forget)
+            else:
+                lifecycle.on_launch_failed(
+                    tx, ctx, job_id, launch, code=answer.code or "", message=answer.message
+                )
+        elif kind == "reports":
+            host, reports = payload
+            forget = lifecycle.on_report(
+                tx,
+                ctx,
+                host,
+                reports,
+                complete=True,
+                in_flight=frozenset(self._launching),
+                relaunch=after.launches_again,
+            )
+            if forget:
+                after.forget.setdefault(host, []).extend(forget)
+        elif kind == "host-down":
+            host, why = payload
+            lifecycle.on_host_down(tx, ctx, host, why)
+        elif kind == "inventory":
+            host, gpus = payload
+            self._put_inventory(tx, host, gpus)
+        elif kind == "tick":
+            active, orphans = payload
+            lifecycle.expire_claims(tx, ctx, active, orphans)
+            for job in tx.jobs(("killing", "preempting")):
+                if (
+                    job.stop_deadline is not None
+                    and ctx.now >= job.stop_deadline
+                    and job.host
+                    and job.id
+                ):
+                    after.kills.append((job.host, lifecycle.run_key(job.id, job.launches)))
+                    job.stop_deadline = ctx.now + self.settings.rules.kill_grace_s
+            tx.forget_requests_before(ctx.now - REQUEST_LOG_KEEP_S)
+        elif kind == "session-closed":
+            lifecycle.expire_claims(tx, ctx, {}, {payload})
+        elif kind == "resume":
+            # Jobs left starting or unknown are settled by their host's next jobs
+            # list (see lifecycle.on_report); nothing is launched blindly here.
+            for job in tx.jobs(("killing", "preempting")):
+                if job.host and job.id:
+                    after.kills.append((job.host, lifecycle.run_key(job.id, job.launches)))
+
+    def _put_inventory(self, tx: Tx, host: str, gpus: list[tuple[str, int, str, int]]) -> None:
+        seen = set()
+        pool = self.host_pools.get(host, "default")
+        for uuid, index, model, mem in gpus:
+            seen.add(uuid)
+            row = tx.gpu(uuid) or Gpu(uuid=uuid, host=host, index=index)
+            row.host, row.index, row.model, row.memory_mib = host, index, model, mem
+            row.pool, row.present = pool, True
+            self._gpus[uuid] = tx.put_gpu(row)
+        for uuid, row in list(self._gpus.items()):
+            if row.host == host and uuid not in seen and row.present:
+                row.present = False
+                self._gpus[uuid] = tx.put_gpu(row)
+        self._slots_dirty = True
+
+    def _run_as_map(self) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
+        for host in self.host_pools:
+            login = self.hosts.login_user(host)
+            out[host] = (
+                login if (login not in (None, "root") and self.settings.run_as_login_user) else None
+            )
+        return out
+
+    def _final_waits(self, tx: Tx) -> list[tuple[Connection, int, dict[str, Any]]]:
+        done: list[tuple[Connection, int, dict[str, Any]]] = []
+        for job_id, waiters in list(self._waits.items()):
+            if not waiters:
+                self._waits.pop(job_id, None)
+                continue
+            job = tx.job(job_id)
+            if job is not None and job.state in wire.FINAL_JOB_STATES:
+                view = job_view(job)
+                done.extend((conn, rid, view) for conn, rid in waiters)
+                self._waits.pop(job_id, None)
+        return done
+
+    # -- after a commit ---------------------------------------------------------------
+
+    def _after_commit(self, after: _After) -> None:
+        for spec in after.launches:
+            self._spawn(self._launch(spec))
+        for host, job_id in after.stops:
+            self._spawn(self._stop(host, job_id))
+        for host, key in after.kills:
+            self._spawn(self.hosts.signal_job(host, key, "KILL", None))
+        for host, keys in after.forget.items():
+            self._spawn(self.hosts.forget(host, keys))
+        for conn, rid, view in after.final_jobs:
+            conn.send(wire.response(rid, {"job": view}))
+        if after.changed:
+            self._state_seq += 1
+            self._state_event.set()
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` in the background, keeping a reference until it ends."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _launch(self, spec: lifecycle.Launch) -> None:
+        if spec.key in self._launching:
+            return
+        self._launching.add(spec.key)
+        try:
+            answer = await self.hosts.launch(spec)
+        finally:
+            self._launching.discard(spec.key)
+        result = _Launched(answer.ok, answer.value, spec.host, answer.code, answer.message)
+        self._post(_Item("launched", payload=(spec.job_id, spec.launch, result)))
+
+    async def _stop(self, host: str, job_id: int) -> None:
+        def launches() -> int:
+            with self.store.transaction() as tx:
+                job = tx.job(job_id)
+                return 0 if job is None else job.launches
+
+        launch = await self._in_db(launches)
+        if launch:
+            await self.hosts.signal_job(
+                host, lifecycle.run_key(job_id, launch), "TERM", self.settings.rules.kill_grace_s
+            )
+
+    # -- hosts ------------------------------------------------------------------------
+
+    async def _watch_hosts(self) -> None:
+        async for snapshot in self.hosts.updates():
+            try:
+                self._on_snapshot(snapshot)
+            except Exception:  # one bad snapshot must not stop the head watching hosts
+                log.exception("head: snapshot of %s not handled", snapshot.name)
+
+    def _on_snapshot(self, snap: HostSnapshot) -> None:
+        view = self._view.setdefault(snap.name, _HostView())
+        view.snapshot = snap
+        live = snap.status in (HostStatus.LIVE, HostStatus.STALE) and snap.hello is not None
+        if live != view.live:
+            view.live = live
+            self._slots_dirty = True
+            if live:
+                view.down_reported = False
+        if not live and snap.status.is_problem and not view.down_reported:
+            view.down_reported = True
+            self._post(_Item("host-down", payload=(snap.name, snap.message or snap.status.value)))
+        if snap.hello is not None:
+            inventory = [
+                (g.uuid, g.index, g.name, g.memory_total_mib or 0) for g in snap.hello.gpus
+            ]
+            known = {
+                u: (row.index, row.model)
+                for u, row in self._gpus.items()
+                if row.host == snap.name and row.present
+            }
+            if {u: (i, m) for u, i, m, _ in inventory} != known:
+                self._post(_Item("inventory", payload=(snap.name, inventory)))
+        if snap.sample is not None:
+            gpus: dict[str, tuple[int, str, bool]] = {}
+            users: dict[str, set[int]] = {}
+            for g in snap.sample.gpus:
+                gpus[g.uuid] = (g.index, "", g.state == "ok")
+                users[g.uuid] = {p.uid for p in g.processes if p.uid is not None}
+            if {u: v[2] for u, v in gpus.items()} != {u: v[2] for u, v in view.gpus.items()}:
+                self._slots_dirty = True
+            view.gpus, view.users_on = gpus, users
+        jobs = getattr(snap, "jobs", None)
+        if jobs is not None and jobs is not view.jobs_seen and live:
+            view.jobs_seen = jobs
+            self._post(_Item("reports", payload=(snap.name, [host_job(j) for j in jobs])))
+        if self._slots_dirty:
+            self._post(_Item("rescheduled"))
+
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            active: dict[str, set[int]] = {}
+            for view in self._view.values():
+                for uuid, users in view.users_on.items():
+                    active[uuid] = users
+            orphans = set()
+            if self.clock() - self._started_at > SESSION_GRACE_S:
+                orphans = self._restored_sessions - self._sessions_alive
+                self._restored_sessions = set()
+            self._post(_Item("tick", payload=(active, orphans)))
+
+    # -- subscriptions ----------------------------------------------------------------
+
+    def _state(self, tx: Tx, caller: Caller) -> dict[str, Any]:
+        jobs = tx.jobs(wire.PENDING_JOB_STATES | wire.LIVE_JOB_STATES)
+        recent = tx.jobs(wire.FINAL_JOB_STATES, limit=50)
+        claims = tx.claims(("waiting", "active"))
+        holders: dict[str, dict[str, Any]] = {}
+        for job in jobs:
+            if job.state in wire.LIVE_JOB_STATES:
+                for uuid in lifecycle_uuids(job.gpu_uuids):
+                    holders[uuid] = {
+                        "kind": "job",
+                        "id": job.id,
+                        "user": job.user,
+                        "since": job.started_at or job.submitted_at,
+                        "name": job.name,
+                    }
+        for item in claims:
+            if item.state == "active":
+                for uuid in lifecycle_uuids(item.gpu_uuids):
+                    holders[uuid] = {
+                        "kind": "claim",
+                        "id": item.id,
+                        "user": item.user,
+                        "since": item.granted_at,
+                        "name": item.note,
+                    }
+        return {
+            "me": _whoami(caller),
+            "jobs": [job_view(j) for j in jobs] + [job_view(j) for j in recent],
+            "claims": [claim_view(c) for c in claims],
+            "gpus": [gpu_view(g, holders.get(g.uuid)) for g in self._slots_all()],
+            "hosts": {name: {"live": v.live} for name, v in self._view.items()},
+        }
+
+    async def _pusher(self) -> None:
+        while True:
+            await self._state_event.wait()
+            self._state_event.clear()
+            subscribers = [c for c in self._server.connections if c.subscribed and not c.closed]
+            if subscribers:
+                seq = self._state_seq
+
+                def build(
+                    subscribers: list[Connection] = subscribers,
+                ) -> list[tuple[Connection, dict[str, Any], list[dict[str, Any]]]]:
+                    out = []
+                    with self.store.transaction() as tx:
+                        for conn in subscribers:
+                            notices = tx.notices_after(conn.last_notice, conn.caller.uid)
+                            if notices:
+                                conn.last_notice = notices[-1].id or conn.last_notice
+                            out.append(
+                                (
+                                    conn,
+                                    self._state(tx, conn.caller),
+                                    [notice_view(n) for n in notices],
+                                )
+                            )
+                    return out
+
+                for conn, state, notices in await self._in_db(build):
+                    for notice in notices:
+                        conn.send({"push": "notice", "notice": notice})
+                    conn.send({"push": "state", "seq": seq, "state": state})
+                    conn.sent_seq = seq
+            await asyncio.sleep(STATE_PUSH_MIN_S)
+
+
+@dataclass(slots=True)
+class _After:
+    launches: list[lifecycle.Launch] = field(default_factory=list)
+    stops: list[tuple[str, int]] = field(default_factory=list)
+    kills: list[tuple[str, int]] = field(default_factory=list)
+    forget: dict[str, list[int]] = field(default_factory=dict)
+    launches_again: list[lifecycle.Launch] = field(default_factory=list)
+    final_jobs: list[tuple[Connection, int, dict[str, Any]]] = field(default_factory=list)
+    changed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Launched:
+    ok: bool
+    value: Any
+    value_host: str
+    code: str | None = None
+    message: str = ""
+
+
+def lifecycle_uuids(text: str) -> list[str]:
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _whoami(caller: Caller) -> dict[str, Any]:
+    return {
+        "uid": caller.uid,
+        "user": caller.user,
+        "group": caller.group,
+        "groups": sorted(caller.groups),
+        "admin": caller.admin,
+    }
+
+
+def _peek_id(line: bytes) -> int | None:
+    """The id of a request that was refused, when one can be read from it."""
+    import json
+
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    value = data.get("id") if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,71 @@
+"""What the head needs of its GPU hosts, as one small interface over the Fleet.
+
+The daemon never touches SSH itself: it launches, signals, reads logs and
+watches host states through ``HostOps``. ``FleetHosts`` serves it from a
+``Fleet`` (one helper session per host, started with ``--jobs NS`` so each helper
+pushes the state of the head's runs); tests may serve it otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gputui.telemetry import HostSnapshot
+
+from .lifecycle import HostJob, Launch
+
+
+@dataclass(frozen=True, slots=True)
+class HostAnswer:
+    """A host's answer to one request: ``value`` when ``ok``, else why not."""
+
+    ok: bool
+    value: Any = None
+    code: str | None = None
+    message: str = ""
+
+
+class HostOps(Protocol):
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def updates(self) -> AsyncIterator[HostSnapshot]:
+        """Every host's latest snapshot as it changes (coalesced per host)."""
+        ...
+
+    def login_user(self, host: str) -> str | None:
+        """The user the head logs in as on ``host`` (None while unknown)."""
+        ...
+
+    async def launch(self, spec: Launch) -> HostAnswer:
+        """Start a run; ``value`` is its ``HostJob``. A timeout is resolved by asking."""
+        ...
+
+    async def signal_job(
+        self, host: str, key: int, signal: str, grace_s: float | None
+    ) -> HostAnswer: ...
+
+    async def job_log(self, host: str, key: int, offset: int, max_bytes: int) -> HostAnswer:
+        """``value``: dict with data, offset, size, ended."""
+        ...
+
+    async def forget(self, host: str, keys: Sequence[int]) -> HostAnswer: ...
+
+
+def host_job(state: Any) -> HostJob:
+    """A helper JobState (protocol model) -> ``HostJob``."""
+    return HostJob(
+        key=int(state.job_id),
+        state=str(state.state),
+        pid=state.pid,
+        exit_code=state.exit_code,
+        signal=state.signal,
+        started_at=state.started_at,
+        ended_at=state.ended_at,
+        timed_out=bool(state.timed_out),
+        log_path=state.log_path,
+        error=state.error,
+    )

@@ -1,0 +1,352 @@
+"""The job life cycle on the store: placing work, launches, what hosts report, expiry.
+
+Like ``actions``, each function runs inside one open transaction on the head's
+database thread. The daemon sends launches and signals only after the
+transaction that decided them is durable, so a crash in between leaves a job
+``starting`` with a known launch number, which the next start resolves by asking
+the host (``jobs``) instead of launching again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import policy
+from .actions import Context, end_claim, grant_claim
+from .store import Tx
+from .tables import Job, Notice
+
+RUNS_PER_JOB = 1000
+"""A job's run on a host is keyed by ``job id * 1000 + launch number``: a requeued job
+gets a fresh, exclusively created state file, and a retried launch never a second."""
+
+
+def run_key(job_id: int, launch: int) -> int:
+    return job_id * RUNS_PER_JOB + launch
+
+
+def split_run_key(key: int) -> tuple[int, int]:
+    return divmod(key, RUNS_PER_JOB)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """A launch to send once its transaction is committed."""
+
+    job_id: int
+    launch: int
+    host: str
+    user: str | None
+    argv: tuple[str, ...]
+    cwd: str | None
+    env: Mapping[str, str]
+    gpu_uuids: tuple[str, ...]
+    time_limit_s: float | None
+    grace_s: float
+
+    @property
+    def key(self) -> int:
+        return run_key(self.job_id, self.launch)
+
+
+@dataclass(frozen=True, slots=True)
+class HostJob:
+    """A job's state as its host reported it (the helper's JobState, decoded)."""
+
+    key: int
+    state: str
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    timed_out: bool = False
+    log_path: str | None = None
+    error: str | None = None
+
+
+def _notice(tx: Tx, ctx: Context, job: Job, kind: str, text: str) -> None:
+    tx.notice(Notice(uid=job.uid, time=ctx.now, kind=kind, text=text[:512], job_id=job.id))
+
+
+def launch_for(job: Job, ctx: Context) -> Launch:
+    assert job.id is not None and job.host is not None
+    return Launch(
+        job_id=job.id,
+        launch=job.launches,
+        host=job.host,
+        user=job.run_as,
+        argv=tuple(json.loads(job.argv)),
+        cwd=job.cwd,
+        env=dict(json.loads(job.env)),
+        gpu_uuids=tuple(json.loads(job.gpu_uuids)),
+        time_limit_s=job.time_limit_s,
+        grace_s=ctx.rules.kill_grace_s,
+    )
+
+
+def waiting_work(tx: Tx) -> tuple[list[policy.Want], dict[tuple[str, int], Any]]:
+    """Queued jobs and waiting claims, in arrival order, as policy requests."""
+    wants: list[tuple[float, int, policy.Want]] = []
+    rows: dict[tuple[str, int], Any] = {}
+    for job in tx.jobs(("queued",)):
+        assert job.id is not None
+        rows["job", job.id] = job
+        want = policy.Want(
+            "job",
+            job.id,
+            job.gpus,
+            user=job.user,
+            pool=job.pool,
+            host=job.host_constraint,
+            since=job.submitted_at,
+        )
+        wants.append((job.submitted_at, 0, want))
+    for item in tx.claims(("waiting",)):
+        assert item.id is not None
+        rows["claim", item.id] = item
+        named = tuple(json.loads(item.wanted))
+        want = policy.Want(
+            "claim",
+            item.id,
+            item.gpus,
+            user=item.user,
+            pool=item.pool,
+            host=item.host_constraint,
+            model=item.model,
+            named=named,
+            since=item.created_at,
+        )
+        wants.append((item.created_at, 1, want))
+    wants.sort(key=lambda w: (w[0], w[1], w[2].id))
+    return [w for _, _, w in wants], rows
+
+
+def schedule(
+    tx: Tx,
+    ctx: Context,
+    decide: policy.Policy,
+    run_as: Mapping[str, str | None],
+) -> list[Launch]:
+    """One scheduling pass: place what fits, record why the rest waits.
+
+    ``run_as`` maps a host to the user its jobs must run as there, when that is
+    not the submitter (``None`` for root logins, where each job runs as its user).
+    """
+    busy = {a.gpu_uuid for a in tx.live_allocations()}
+    if not any(s.healthy and not s.drained and s.uuid not in busy for s in ctx.slots):
+        return []  # nothing free: the waiting keep their reasons (cheap on a long queue)
+    wants, rows = waiting_work(tx)
+    if not wants:
+        return []
+    slots = tuple(
+        policy.GpuSlot(
+            s.uuid, s.host, s.index, s.pool, s.model, s.drained, s.healthy, s.uuid in busy
+        )
+        for s in ctx.slots
+    )
+    decisions = decide(policy.ClusterView(gpus=slots, waiting=tuple(wants)))
+    launches: list[Launch] = []
+    for place in decisions.place:
+        row = rows[place.kind, place.id]
+        if place.kind == "claim":
+            grant_claim(tx, row, place, ctx)
+            continue
+        job: Job = row
+        job.state, job.reason = "starting", ""
+        job.host = place.host
+        job.gpu_uuids = json.dumps(list(place.gpu_uuids))
+        job.launches += 1
+        job.started_at = None
+        job.run_as = run_as.get(place.host) or job.user
+        job.stop_kind = job.stop_deadline = None
+        tx.allocate(place.gpu_uuids, place.host, ctx.now, job_id=job.id)
+        launches.append(launch_for(job, ctx))
+    for wait in decisions.wait:
+        row = rows[wait.kind, wait.id]
+        if row.reason != wait.reason:
+            row.reason = wait.reason
+    ctx.changed = ctx.changed or bool(decisions.place)
+    tx.flush()
+    return launches
+
+
+def _finish(tx: Tx, job: Job, ctx: Context, report: HostJob) -> None:
+    """A run ended (or was lost): the job's next state, its GPUs freed, its owner told."""
+    assert job.id is not None
+    tx.free(ctx.now, job_id=job.id)
+    job.ended_at = report.ended_at or ctx.now
+    job.exit_code = report.exit_code
+    job.exit_signal = report.signal
+    job.pid = None
+    kind, job.stop_kind, job.stop_deadline = job.stop_kind, None, None
+    if kind == "preempt":
+        job.requeues += 1
+        if job.requeues > ctx.rules.requeue_limit:
+            job.state = "held"
+            job.reason = f"Held: preempted {job.requeues} times (limit {ctx.rules.requeue_limit})"
+        else:
+            job.state, job.reason = "queued", "Priority"
+        job.ended_at = None
+        _notice(tx, ctx, job, "preempted", f"job {job.id} ({job.name}) was preempted; {job.state}")
+        ctx.changed = True
+        return
+    if kind == "kill":
+        job.state, job.reason = "killed", job.reason or "killed"
+    elif report.state == "lost":
+        job.state, job.reason = "failed", "its supervisor on the host was lost"
+    elif report.state == "failed-to-start":
+        job.state, job.reason = "failed", (report.error or "failed to start")[:512]
+    elif report.timed_out:
+        job.state, job.reason = "timeout", "time limit reached"
+    elif report.exit_code == 0:
+        job.state, job.reason = "completed", ""
+    else:
+        job.state = "failed"
+        job.reason = (
+            f"exit code {report.exit_code}"
+            if report.exit_code is not None
+            else f"killed by SIG{report.signal or '?'}"
+        )
+    how = f"exit {job.exit_code}" if job.exit_code is not None else job.reason
+    _notice(tx, ctx, job, "ended", f"job {job.id} ({job.name}) {job.state} ({how})")
+    ctx.changed = True
+
+
+LIVE = ("starting", "running", "killing", "preempting", "unknown")
+
+
+def on_report(
+    tx: Tx,
+    ctx: Context,
+    host: str,
+    reports: Iterable[HostJob],
+    *,
+    complete: bool = False,
+    in_flight: frozenset[int] = frozenset(),
+    relaunch: list[Launch] | None = None,
+) -> list[int]:
+    """Apply what a host says about its runs; returns run keys the host may forget.
+
+    With ``complete`` (the host's whole list), a job still ``starting`` or
+    ``unknown`` there whose run the host has never heard of, and whose launch is
+    not in flight, gets its launch sent again into ``relaunch``: the same run key,
+    so the host's exclusive state file still makes a second start impossible.
+    """
+    forget: list[int] = []
+    reports = list(reports)
+    live = {j.id: j for j in tx.jobs_on(host, LIVE)}
+    if complete and relaunch is not None:
+        listed = {r.key for r in reports}
+        for job in live.values():
+            if job.id is None or job.state not in ("starting", "unknown"):
+                continue
+            key = run_key(job.id, job.launches)
+            if key not in listed and key not in in_flight:
+                relaunch.append(launch_for(job, ctx))
+    for report in reports:
+        job_id, launch = split_run_key(report.key)
+        found = live.get(job_id)
+        if found is None or found.launches != launch:
+            job_row = tx.job(job_id)
+            if job_row is None or job_row.state not in LIVE or job_row.launches != launch:
+                if report.state in ("exited", "lost", "failed-to-start"):
+                    forget.append(report.key)
+                continue
+            found = job_row
+        job = found
+        if report.state in ("starting", "running"):
+            if job.state in ("starting", "unknown"):
+                was = job.state
+                job.state = "running"
+                job.pid = report.pid
+                job.started_at = job.started_at or report.started_at or ctx.now
+                job.log_path = report.log_path
+                job.reason = ""
+                if was == "starting":
+                    _notice(tx, ctx, job, "started", f"job {job.id} ({job.name}) started on {host}")
+                ctx.changed = True
+            elif job.pid is None and report.pid is not None:
+                job.pid = report.pid
+            continue
+        if report.log_path:
+            job.log_path = report.log_path
+        _finish(tx, job, ctx, report)
+        forget.append(report.key)
+    tx.flush()
+    return forget
+
+
+def on_launch_failed(
+    tx: Tx, ctx: Context, job_id: int, launch: int, *, code: str, message: str
+) -> None:
+    """The host refused the launch (or could not be asked): back to the queue, or failed."""
+    job = tx.job(job_id)
+    if job is None or job.launches != launch or job.state != "starting":
+        return
+    if code in ("offline", "timeout", "unknown"):
+        job.state, job.reason = "unknown", f"launch unconfirmed: {message}"[:512]
+        ctx.changed = True
+        return
+    report = HostJob(key=run_key(job_id, launch), state="failed-to-start", error=message)
+    _finish(tx, job, ctx, report)
+
+
+def on_host_down(tx: Tx, ctx: Context, host: str, why: str) -> None:
+    """The host stopped answering: its running jobs are ``unknown`` and keep their GPUs."""
+    for job in tx.jobs_on(host, ("running", "starting")):
+        job.state, job.reason = "unknown", f"host {host}: {why}"[:512]
+        ctx.changed = True
+    tx.flush()
+
+
+def expire_claims(
+    tx: Tx, ctx: Context, active_users: Mapping[str, set[int]], orphan_sessions: set[str]
+) -> None:
+    """Release claims past their maximum time, idle ones, and ``run`` sessions now gone.
+
+    ``active_users`` maps a GPU uuid to the uids with a process on it now.
+    """
+    for item in tx.claims(("active", "waiting")):
+        if item.session is not None and item.session in orphan_sessions:
+            end_claim(tx, item, ctx, "released", "its gputui run session ended")
+            continue
+        if item.state != "active":
+            continue
+        uuids = json.loads(item.gpu_uuids)
+        if any(item.uid in active_users.get(u, ()) for u in uuids):
+            item.last_active_at = ctx.now
+            continue
+        if item.expires_at is not None and ctx.now >= item.expires_at:
+            end_claim(tx, item, ctx, "expired", "its time (--for) ran out")
+            tx.notice(
+                Notice(
+                    uid=item.uid,
+                    time=ctx.now,
+                    kind="claim",
+                    claim_id=item.id,
+                    text=f"claim {item.id} on {item.host} expired: its time ran out",
+                )
+            )
+            continue
+        if item.session is not None:
+            continue  # a run session is released when it ends, not when idle
+        idle_since = item.last_active_at or item.granted_at or ctx.now
+        if ctx.now - idle_since >= item.idle_release_s:
+            minutes = item.idle_release_s / 60
+            end_claim(
+                tx, item, ctx, "expired", f"idle for {minutes:g} min with no process of yours"
+            )
+            tx.notice(
+                Notice(
+                    uid=item.uid,
+                    time=ctx.now,
+                    kind="claim",
+                    claim_id=item.id,
+                    text=f"claim {item.id} on {item.host} released: idle {minutes:g} min",
+                )
+            )
+    tx.flush()

@@ -1,0 +1,112 @@
+"""Rows as the wire shows them: plain dicts of JSON values (no ORM objects leave the head)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .tables import Audit, Claim, Gpu, Job, Notice
+
+
+def _list(text: str) -> list[Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+def job_view(job: Job, *, full: bool = False) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "id": job.id,
+        "user": job.user,
+        "group": job.group,
+        "name": job.name,
+        "state": job.state,
+        "reason": job.reason,
+        "gpus": job.gpus,
+        "pool": job.pool,
+        "host_constraint": job.host_constraint,
+        "host": job.host,
+        "gpu_uuids": _list(job.gpu_uuids),
+        "priority": job.priority,
+        "preemptible": job.preemptible,
+        "time_limit_s": job.time_limit_s,
+        "submitted_at": job.submitted_at,
+        "started_at": job.started_at,
+        "ended_at": job.ended_at,
+        "exit_code": job.exit_code,
+        "exit_signal": job.exit_signal,
+        "requeues": job.requeues,
+        "run_as": job.run_as,
+        "project": job.project,
+    }
+    if full:
+        view["argv"] = _list(job.argv)
+        view["cwd"] = job.cwd
+        view["log_path"] = job.log_path
+        view["pid"] = job.pid
+        view["launches"] = job.launches
+    return view
+
+
+def claim_view(claim: Claim) -> dict[str, Any]:
+    return {
+        "id": claim.id,
+        "user": claim.user,
+        "state": claim.state,
+        "reason": claim.reason,
+        "gpus": claim.gpus,
+        "pool": claim.pool,
+        "model": claim.model,
+        "host": claim.host,
+        "gpu_uuids": _list(claim.gpu_uuids),
+        "note": claim.note,
+        "created_at": claim.created_at,
+        "granted_at": claim.granted_at,
+        "expires_at": claim.expires_at,
+        "idle_release_s": claim.idle_release_s,
+        "last_active_at": claim.last_active_at,
+        "released_at": claim.released_at,
+        "release_reason": claim.release_reason,
+        "session": claim.session is not None,
+        "project": claim.project,
+    }
+
+
+def gpu_view(gpu: Gpu, holder: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "uuid": gpu.uuid,
+        "host": gpu.host,
+        "index": gpu.index,
+        "model": gpu.model,
+        "pool": gpu.pool,
+        "state": gpu.state,
+        "state_reason": gpu.state_reason,
+        "holder": holder,
+    }
+
+
+def audit_view(row: Audit) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "time": row.time,
+        "uid": row.uid,
+        "user": row.user,
+        "action": row.action,
+        "target": row.target,
+        "owner": row.owner,
+        "reason": row.reason,
+        "outcome": row.outcome,
+    }
+
+
+def notice_view(row: Notice) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "time": row.time,
+        "kind": row.kind,
+        "text": row.text,
+        "job_id": row.job_id,
+        "claim_id": row.claim_id,
+    }
