@@ -50,6 +50,13 @@ class HostSnapshot:
     received_at: float | None = None
     next_retry_at: float | None = None
     events: tuple[Event, ...] = ()
+    stale_after_s: float | None = None
+    """Seconds without a sample after which the source calls this host stale (it follows
+    the sampling interval in use); None: the source sets no limit of its own. The rule
+    itself is ``gputui.health.is_stale``."""
+    notes: tuple[str, ...] = ()
+    """What the source noted about this host's session: message types it does not know,
+    entries it dropped. Shown like the decoder's notes on a hello or sample."""
 
     def age(self, now: float | None = None) -> float | None:
         """Seconds since the last sample arrived, or None before the first one."""

@@ -20,6 +20,7 @@ from typing import Any
 import asyncssh
 
 from gputui.config import ResolvedHost
+from gputui.health import is_stale
 from gputui.protocol import (
     Event,
     Hello,
@@ -107,15 +108,18 @@ class HostLink:
         )
         self.timing = timing or LinkTiming()
         self._stale_setting = stale_after
-        self.set_interval_thresholds(interval)
         self.snapshot = HostSnapshot(
             name=host.name, address=host.address, pool=host.pool, labels=dict(host.labels)
         )
+        self.set_interval_thresholds(interval)
         self.samples_received = 0
         self._session: HelperSession | None = None
         self._conn: asyncssh.SSHClientConnection | None = None
         self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self._last_rx = 0.0
+        """Loop time of the last line from the helper: silence this long is a hang."""
+        self._last_sample = 0.0
+        """Loop time of the last sample (or the hello): staleness counts from here."""
         self._abort: Failure | None = None
         self._wake = asyncio.Event()
         self._closing = False
@@ -193,6 +197,9 @@ class HostLink:
         self.stale_after, self.hung_after = thresholds(
             self._stale_setting, interval, self.timing.hung_after
         )
+        if self.snapshot.stale_after_s != self.stale_after:
+            # Views re-check the data age between snapshots with the same limit.
+            self._set(stale_after_s=self.stale_after)
 
     def retry_now(self) -> None:
         """Skip the rest of the backoff wait (e.g. after the user fixed known_hosts)."""
@@ -251,7 +258,7 @@ class HostLink:
                     lease.release()  # the last host through a bastion closes it
 
     def _on_hello(self, hello: Hello) -> None:
-        self._last_rx = asyncio.get_running_loop().time()
+        self._last_rx = self._last_sample = asyncio.get_running_loop().time()
         # A new helper sends the whole kernel-log history again: drop the copy kept
         # from the last session (NVML events happened once each and are kept).
         kept = [e for e in self._events if e.source != "kernel-log"]
@@ -283,6 +290,7 @@ class HostLink:
             message = decode_helper_line(line)
             self._last_rx = loop_time()
             if type(message) is Sample:  # exact type checks: cheapest dispatch
+                self._last_sample = self._last_rx
                 self.samples_received += 1
                 snap = self.snapshot
                 if snap.status is live:
@@ -308,23 +316,25 @@ class HostLink:
         return on_line
 
     async def _watch(self, conn: asyncssh.SSHClientConnection) -> None:
-        """Mark the host STALE when samples stop; drop the connection when it hangs."""
+        """Mark the host STALE when samples stop (``gputui.health``'s rule); drop the
+        connection when nothing at all comes any more (hung)."""
         loop = asyncio.get_running_loop()
         while True:
             stale, hung = self.stale_after, self.hung_after  # follow interval changes
-            silent = loop.time() - self._last_rx
+            now = loop.time()
+            silent, quiet = now - self._last_rx, now - self._last_sample
             if silent >= hung:
                 self._abort = Failure(
                     HostStatus.UNREACHABLE, f"no data for {silent:.0f} s; reconnecting"
                 )
                 conn.abort()
                 return
-            if silent >= stale:
+            if is_stale(quiet, stale):
                 if self.snapshot.status is HostStatus.LIVE:
                     self._set(status=HostStatus.STALE, message=f"no sample for {stale:g} s")
                 await asyncio.sleep(min(hung - silent, stale) + 0.01)
             else:
-                await asyncio.sleep(stale - silent + 0.01)
+                await asyncio.sleep(min(hung - silent, stale - quiet) + 0.01)
 
     # -- requests ---------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+from gputui.health import snapshot_is_stale
+from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.text import cut
 from gputui.text import fit as fit_cells
 
@@ -32,6 +34,20 @@ def data_age(seconds: float | None) -> str:
     if seconds < 10:
         return f"{seconds:.1f}s"
     return duration(seconds)
+
+
+def host_status_text(snapshot: HostSnapshot, now: float, stale_limit_s: float) -> str:
+    """``live 1.2s`` / ``stale 42s`` / ``unreachable``: the status word and the data age.
+
+    Stale by ``gputui.health``'s one rule (``stale_limit_s`` for a snapshot without a
+    limit of its own), so the word always agrees with the colour.
+    """
+    status = snapshot.status
+    age = snapshot.age(now)
+    if status is HostStatus.LIVE or status is HostStatus.STALE:
+        word = "stale" if snapshot_is_stale(snapshot, now, stale_limit_s) else "live"
+        return f"{word} {data_age(age)}"
+    return str(status.value)
 
 
 def duration(seconds: float | None) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from gputui.config import HealthThresholds
 from gputui.fleet.backoff import LinkTiming, thresholds
+from gputui.health import host_severity, snapshot_is_stale
 from gputui.telemetry import HostSnapshot, HostStatus
 
 
@@ -46,6 +48,16 @@ async def test_a_slower_interval_set_at_run_time_moves_the_thresholds(kit) -> No
     outcome = (await fleet.set_refresh_interval(1.5))["h1"]
     assert outcome.ok, outcome.message
     assert fleet.links["h1"].stale_after == 3.75
+    # The snapshot carries the limit, so a view's age check agrees with the link: data
+    # 3 s old at a 1.5 s interval is not stale, though the configured limit was 0.5 s.
+    snap = await kit.wait_for(
+        lambda: (s := kit.snap(fleet, "h1")).stale_after_s == 3.75 and s, what="new limit"
+    )
+    assert snap.received_at is not None
+    later = snap.received_at + 3.0
+    assert not snapshot_is_stale(snap, later, 0.5)
+    assert host_severity(snap, later, HealthThresholds(stale_after_s=0.5)) == "ok"
+    assert snapshot_is_stale(snap, snap.received_at + 3.75, 0.5)
     seen: list[HostSnapshot] = []
     fleet.subscribe(seen.append)
     start = fleet.samples_received()["h1"]

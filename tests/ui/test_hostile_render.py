@@ -19,12 +19,12 @@ from textual.strip import Strip
 from ui_fakes import NOW, FakeSource, fixed_clock
 
 from gputui.config import Config
+from gputui.health import Flag
 from gputui.protocol import Event, Hello, ProtocolError, Sample, decode_helper_line
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.text import clean
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow, HostRow
-from gputui.ui.health import Flag
 from gputui.ui.model import ClusterModel
 from gputui.ui.widgets.grid_render import (
     Palette,

@@ -196,8 +196,8 @@ def test_rows_for_4096_gpus_filter_and_sort_within_each_host() -> None:
 
 def test_memory_held_by_no_process_is_flagged() -> None:
     from gputui.config import HealthThresholds
+    from gputui.health import gpu_flags, has_standing_problem
     from gputui.protocol import GpuSample, ProcessSample
-    from gputui.ui.health import gpu_flags, has_standing_problem
 
     health = HealthThresholds()
     held = GpuSample(index=0, uuid="GPU-1", mem_used_mib=20480, mem_total_mib=81920)

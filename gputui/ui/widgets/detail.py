@@ -12,10 +12,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from gputui.health import Flag, data_notes, host_message
 from gputui.protocol import Event
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuHistory, GpuView
-from gputui.ui.health import Flag, data_notes, host_message
 from gputui.ui.model import HostEntry
 from gputui.ui.widgets.titles import set_border_title
 

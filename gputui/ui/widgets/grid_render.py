@@ -18,17 +18,10 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
+from gputui.health import Flag, Severity, data_notes, host_message, host_severity
 from gputui.telemetry import HostStatus
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
-from gputui.ui.health import (
-    Flag,
-    Severity,
-    data_notes,
-    host_message,
-    host_severity,
-    host_status_text,
-)
 from gputui.ui.model import ClusterModel, HostEntry
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -408,7 +401,7 @@ def host_line(
     add(f" [{snap.pool}]" if snap.pool else "", muted)
     add("  ", base)
     marker = MARKERS[severity]
-    status = host_status_text(snap, now, model.health)
+    status = fmt.host_status_text(snap, now, model.health.stale_after_s)
     add((marker + " " if marker else "") + status, palette.severity(severity))
     message = host_message(snap)
     if message and severity != "ok":

@@ -1,7 +1,7 @@
-"""How worried to be: severity of hosts and GPUs, and the short flags the grid shows.
+"""How worried to be: severity of hosts and GPUs, and the short flags that name why.
 
 Pure functions over snapshots, samples and the configured thresholds, shared by the
-model (cluster totals), the grid lines and the detail pane so they agree.
+console (cluster totals, grid lines, detail pane) and the head, so they agree.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Literal
 from gputui.config import HealthThresholds
 from gputui.protocol import Event, GpuSample
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.ui.format import data_age
+
+from .staleness import snapshot_is_stale
 
 Severity = Literal["ok", "info", "warn", "crit", "muted"]
 
@@ -106,38 +107,27 @@ def temp_severity(temp: int | None, health: HealthThresholds) -> Severity:
 
 
 def host_severity(snapshot: HostSnapshot, now: float, health: HealthThresholds) -> Severity:
-    """How worried a person should be about a host, from its status and data age."""
+    """How worried a person should be about a host, from its status and data age.
+
+    ``health.stale_after_s`` is the stale limit for a snapshot that carries none.
+    """
     status = snapshot.status
-    if status is HostStatus.LIVE:
-        age = snapshot.age(now)
-        return "warn" if age is not None and age > health.stale_after_s else "ok"
+    if status is HostStatus.LIVE or status is HostStatus.STALE:
+        return "warn" if snapshot_is_stale(snapshot, now, health.stale_after_s) else "ok"
     if status is HostStatus.CONNECTING:
         return "info"
     if status is HostStatus.STOPPED:
         return "muted"
-    if status is HostStatus.STALE:
-        return "warn"
     return "crit"
-
-
-def host_status_text(snapshot: HostSnapshot, now: float, health: HealthThresholds) -> str:
-    """``live 1.2s`` / ``stale 42s`` / ``unreachable``: the status word and the data age."""
-    status = snapshot.status
-    age = snapshot.age(now)
-    if status is HostStatus.LIVE:
-        if age is not None and age > health.stale_after_s:
-            return f"stale {data_age(age)}"
-        return f"live {data_age(age)}"
-    if status is HostStatus.STALE:
-        return f"stale {data_age(age)}"
-    return str(status.value)
 
 
 def data_notes(snapshot: HostSnapshot) -> tuple[str, ...]:
     """What the decoder had to mend in the host's latest hello and sample (bad values
-    dropped, lists cut): a helper sending nonsense is a problem worth seeing."""
+    dropped, lists cut), then what the link noted about the session (message types
+    this client does not know, job entries dropped): a helper sending nonsense, or a
+    newer one, is worth seeing."""
     hello, sample = snapshot.hello, snapshot.sample
-    return (hello.notes if hello else ()) + (sample.notes if sample else ())
+    return (hello.notes if hello else ()) + (sample.notes if sample else ()) + snapshot.notes
 
 
 def host_message(snapshot: HostSnapshot) -> str:
