@@ -219,16 +219,26 @@ class HealthThresholds(_Model):
 
 
 class HeadConfig(_Model):
-    """Where the scheduler's head daemon runs (used once the scheduler exists)."""
+    """Where the scheduler's head daemon runs, and the rules it keeps."""
 
-    host: str
-    """Host name (from ``hosts`` or any SSH destination) that runs ``gputui head``."""
+    host: str = "localhost"
+    """Host name (from ``hosts`` or any SSH destination) that runs ``gputui head``;
+    consoles elsewhere reach its socket through SSH to it."""
     socket: str = "/run/gputui/head.sock"
     """The head daemon's Unix socket on that host, reached through SSH."""
     database: str = "/var/lib/gputui/gputui.db"
     """The head's SQLite file (on local disk)."""
     admin_group: str = "gputui-admin"
     """Unix group whose members may act on anyone's jobs, claims and processes."""
+    claim_idle_minutes: Annotated[float, Field(gt=0, le=10080)] = 30.0
+    """A claim with no process of its owner on its GPUs this long is released."""
+    kill_grace_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    """Seconds between SIGTERM and SIGKILL when a job is killed, preempted or timed out."""
+    requeue_limit: Annotated[int, Field(ge=0, le=100)] = 3
+    """A job preempted more often than this is held instead of requeued."""
+    run_as_login_user: bool = False
+    """On hosts the head logs in to as a user other than root, run every job as that
+    user (the console then says so). Off: only that user's own jobs run there."""
 
 
 class Config(_Model):

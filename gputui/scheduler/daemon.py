@@ -27,7 +27,7 @@ from gputui.telemetry import HostSnapshot, HostStatus
 
 from . import actions, lifecycle, policy, wire
 from .actions import Context, Rules
-from .hosts import HostOps, host_job
+from .hosts import HostOps
 from .identity import Caller
 from .server import Connection, SocketServer
 from .store import JobStore, Tx
@@ -496,9 +496,10 @@ class Head:
         out: dict[str, str | None] = {}
         for host in self.host_pools:
             login = self.hosts.login_user(host)
-            out[host] = (
-                login if (login not in (None, "root") and self.settings.run_as_login_user) else None
-            )
+            if login is None or login == "root":
+                out[host] = None
+            else:
+                out[host] = login if self.settings.run_as_login_user else "!" + login
         return out
 
     def _final_waits(self, tx: Tx) -> list[tuple[Connection, int, dict[str, Any]]]:
@@ -601,10 +602,10 @@ class Head:
             if {u: v[2] for u, v in gpus.items()} != {u: v[2] for u, v in view.gpus.items()}:
                 self._slots_dirty = True
             view.gpus, view.users_on = gpus, users
-        jobs = getattr(snap, "jobs", None)
+        jobs = self.hosts.reports(snap)
         if jobs is not None and jobs is not view.jobs_seen and live:
             view.jobs_seen = jobs
-            self._post(_Item("reports", payload=(snap.name, [host_job(j) for j in jobs])))
+            self._post(_Item("reports", payload=(snap.name, list(jobs))))
         if self._slots_dirty:
             self._post(_Item("rescheduled"))
 

@@ -36,6 +36,10 @@ class HostOps(Protocol):
         """Every host's latest snapshot as it changes (coalesced per host)."""
         ...
 
+    def reports(self, snapshot: HostSnapshot) -> tuple[HostJob, ...] | None:
+        """The runs this host last reported (the same tuple until something changes)."""
+        ...
+
     def login_user(self, host: str) -> str | None:
         """The user the head logs in as on ``host`` (None while unknown)."""
         ...

@@ -88,8 +88,13 @@ def launch_for(job: Job, ctx: Context) -> Launch:
     )
 
 
-def waiting_work(tx: Tx) -> tuple[list[policy.Want], dict[tuple[str, int], Any]]:
-    """Queued jobs and waiting claims, in arrival order, as policy requests."""
+def waiting_work(
+    tx: Tx, barred: Mapping[str, frozenset[str]] | None = None
+) -> tuple[list[policy.Want], dict[tuple[str, int], Any]]:
+    """Queued jobs and waiting claims, in arrival order, as policy requests.
+
+    ``barred`` maps a user to the hosts where their jobs cannot run."""
+    barred = barred or {}
     wants: list[tuple[float, int, policy.Want]] = []
     rows: dict[tuple[str, int], Any] = {}
     for job in tx.jobs(("queued",)):
@@ -133,13 +138,17 @@ def schedule(
 ) -> list[Launch]:
     """One scheduling pass: place what fits, record why the rest waits.
 
-    ``run_as`` maps a host to the user its jobs must run as there, when that is
-    not the submitter (``None`` for root logins, where each job runs as its user).
+    ``run_as`` maps a host to the user every job runs as there (config's
+    ``run_as_login_user``), or to ``"!user"`` when only that user's own jobs may run
+    there; ``None`` (root logins) runs each job as its submitter.
     """
     busy = {a.gpu_uuid for a in tx.live_allocations()}
     if not any(s.healthy and not s.drained and s.uuid not in busy for s in ctx.slots):
         return []  # nothing free: the waiting keep their reasons (cheap on a long queue)
-    wants, rows = waiting_work(tx)
+    logins = {h: u for h, u in run_as.items() if u is not None}
+    barred_hosts = frozenset(h for h, u in logins.items() if u.startswith("!"))
+    barred = _Barred(barred_hosts, {h: u[1:] for h, u in logins.items() if u.startswith("!")})
+    wants, rows = waiting_work(tx, barred)
     if not wants:
         return []
     slots = tuple(
@@ -161,7 +170,8 @@ def schedule(
         job.gpu_uuids = json.dumps(list(place.gpu_uuids))
         job.launches += 1
         job.started_at = None
-        job.run_as = run_as.get(place.host) or job.user
+        forced = run_as.get(place.host)
+        job.run_as = forced if forced and not forced.startswith("!") else job.user
         job.stop_kind = job.stop_deadline = None
         tx.allocate(place.gpu_uuids, place.host, ctx.now, job_id=job.id)
         launches.append(launch_for(job, ctx))
@@ -172,6 +182,18 @@ def schedule(
     ctx.changed = ctx.changed or bool(decisions.place)
     tx.flush()
     return launches
+
+
+class _Barred(dict[str, frozenset[str]]):
+    """user -> hosts barred to them: hosts that run only their login user's jobs."""
+
+    def __init__(self, hosts: frozenset[str], owners: Mapping[str, str]) -> None:
+        super().__init__()
+        self._hosts = hosts
+        self._owners = owners
+
+    def get(self, user: str, default: Any = None) -> frozenset[str]:
+        return frozenset(h for h in self._hosts if self._owners.get(h) != user)
 
 
 def _finish(tx: Tx, job: Job, ctx: Context, report: HostJob) -> None:

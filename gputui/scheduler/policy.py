@@ -60,9 +60,13 @@ class Want:
     named: tuple[str, ...] = ()
     """Specific GPU uuids (a claim of named cards); empty for any ``gpus`` free ones."""
     since: float = 0.0
+    barred: frozenset[str] = frozenset()
+    """Hosts this request may not run on (e.g. the head logs in there as someone else)."""
 
     def fits(self, gpu: GpuSlot) -> bool:
         """Whether ``gpu`` is of the kind this request asks for (free or not)."""
+        if gpu.host in self.barred:
+            return False
         if self.named:
             return gpu.uuid in self.named
         if self.pool is not None and gpu.pool != self.pool:

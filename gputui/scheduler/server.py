@@ -120,6 +120,8 @@ class SocketServer:
             self._tasks.add(task)
         try:
             await self._serve_one(reader, writer)
+        except asyncio.CancelledError:
+            pass  # the head is closing: end this connection quietly
         finally:
             if task is not None:
                 self._tasks.discard(task)

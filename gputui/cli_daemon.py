@@ -1,0 +1,164 @@
+"""``gputui head``: run the scheduler daemon; ``head backup PATH``; ``--print-unit``.
+
+The daemon's signal handlers only set a flag (the loop then stops serving, closes
+the socket and its host sessions, and exits 0); jobs on the hosts go on running
+under their supervisors and are re-attached at the next start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import sys
+from importlib import resources
+from pathlib import Path
+
+from gputui.config import Config, ConfigError, find_config, load_config
+from gputui.text import clean
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gputui head", description="the scheduler daemon")
+    p.add_argument("--hosts", metavar="FILE", help="hosts.yaml (default: the usual search)")
+    p.add_argument("--socket", metavar="PATH", help="override head.socket")
+    p.add_argument("--database", metavar="PATH", help="override head.database")
+    p.add_argument("--print-unit", action="store_true", help="print the systemd unit and exit")
+    p.add_argument("--print-tmpfiles", action="store_true", help="print the tmpfiles.d rule")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("action", nargs="?", choices=["serve", "backup"], default="serve")
+    p.add_argument("path", nargs="?", help="backup: the file to write")
+    return p
+
+
+def unit_text(name: str) -> str:
+    text = resources.files("gputui.scheduler").joinpath("units", name).read_text("utf-8")
+    exe = shutil.which("gputui") or f"{sys.executable} -m gputui"
+    return text.replace("{gputui}", exe)
+
+
+def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, object]:
+    from gputui.scheduler.actions import Rules
+    from gputui.scheduler.daemon import HeadSettings
+
+    head = config.head
+    socket_path = Path(args.socket or (head.socket if head else "/run/gputui/head.sock"))
+    database = Path(args.database or (head.database if head else "/var/lib/gputui/gputui.db"))
+    if head is None:
+        settings = HeadSettings(socket=socket_path.expanduser())
+    else:
+        settings = HeadSettings(
+            socket=socket_path.expanduser(),
+            admin_group=head.admin_group,
+            rules=Rules(
+                claim_idle_s=head.claim_idle_minutes * 60,
+                requeue_limit=head.requeue_limit,
+                kill_grace_s=head.kill_grace_s,
+            ),
+            run_as_login_user=head.run_as_login_user,
+        )
+    return socket_path.expanduser(), database.expanduser(), settings
+
+
+def _prepare_socket_dir(path: Path) -> None:
+    directory = path.parent
+    if not directory.exists():
+        directory.mkdir(parents=True, mode=0o755)
+
+
+async def serve(config: Config, settings: object, database: Path) -> int:
+    from gputui.scheduler.daemon import Head, HeadSettings
+    from gputui.scheduler.engine import jobs_namespace, open_store
+    from gputui.scheduler.fleethosts import FleetHosts
+    from gputui.scheduler.store import JobStore
+
+    assert isinstance(settings, HeadSettings)
+    engine = await asyncio.to_thread(open_store, database)
+    namespace = jobs_namespace(engine)
+    hosts = FleetHosts(config, namespace)
+    pools = {h.name: h.pool for h in config.resolved()}
+    head = Head(JobStore(engine), hosts, settings, host_pools=pools)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+    print(
+        f"gputui head: serving {settings.socket} for {len(pools)} host(s); database {database}",
+        file=sys.stderr,
+        flush=True,
+    )
+    await head.run(stop)
+    print("gputui head: stopped; running jobs go on running", file=sys.stderr, flush=True)
+    return EXIT_OK
+
+
+def backup(database: Path, dest: str | None) -> int:
+    from gputui.scheduler.backup import backup as copy
+    from gputui.scheduler.engine import make_engine
+
+    if not dest:
+        print(
+            "gputui head backup: give the file to write: gputui head backup PATH", file=sys.stderr
+        )
+        return EXIT_USAGE
+    if not database.is_file():
+        print(f"gputui head backup: no database at {database}", file=sys.stderr)
+        return EXIT_FAIL
+
+    def progress(done: int, total: int) -> None:
+        if total:
+            print(f"\rbackup: {done * 100 // total:3d}% of {total} pages", end="", file=sys.stderr)
+
+    pages = copy(make_engine(database), Path(dest).expanduser(), progress)
+    print(f"\rgputui head backup: {pages} pages copied to {dest} and verified", file=sys.stderr)
+    return EXIT_OK
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if args.print_unit:
+        print(unit_text("gputui-head.service"), end="")
+        return EXIT_OK
+    if args.print_tmpfiles:
+        print(unit_text("gputui.tmpfiles"), end="")
+        return EXIT_OK
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="gputui head: %(levelname)s %(message)s",
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    from gputui.scheduler.engine import StoreError
+
+    try:
+        config = load_config(find_config(args.hosts))
+        socket_path, database, settings = _settings(config, args)
+        if args.action == "backup":
+            return backup(database, args.path)
+        _prepare_socket_dir(socket_path)
+        return asyncio.run(serve(config, settings, database))
+    except ConfigError as exc:
+        for line in exc.lines[:20]:
+            print(clean(line, 300), file=sys.stderr)
+        return EXIT_FAIL
+    except StoreError as exc:
+        print(f"gputui head: {clean(str(exc), 400)}", file=sys.stderr)
+        return EXIT_FAIL
+    except OSError as exc:
+        print(f"gputui head: {clean(str(exc), 400)}", file=sys.stderr)
+        return EXIT_FAIL
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception as exc:  # no traceback reaches a user: one line, the details logged
+        logging.getLogger(__name__).debug("internal error", exc_info=True)
+        print(f"gputui head: internal error: {clean(repr(exc), 300)}", file=sys.stderr)
+        return EXIT_FAIL
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))
+    os._exit(0)

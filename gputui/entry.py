@@ -1,0 +1,54 @@
+"""The ``gputui`` command: picks the verb's module before importing anything heavy.
+
+Scheduler verbs (``submit``, ``queue``, …) run on every shell call, so they must
+not pay for the console's imports (Textual, pydantic config models, asyncssh);
+``gputui head`` loads the daemon; everything else is the console's CLI.
+"""
+
+from __future__ import annotations
+
+import sys
+
+_TAKES_VALUE = ("--hosts", "--socket", "--theme")
+
+
+def verb_of(argv: list[str]) -> str | None:
+    """The first word of ``argv`` that is not a global option or its value."""
+    items = iter(argv)
+    for item in items:
+        if item in _TAKES_VALUE:
+            next(items, None)
+        elif item.startswith("-"):
+            continue
+        else:
+            return item
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    verb = verb_of(args)
+    if verb == "head":
+        from gputui import cli_daemon
+
+        at = args.index("head")
+        rest = args[:at] + args[at + 1 :]
+        return cli_daemon.main(rest)
+    from gputui.cli_head import VERBS
+
+    if verb in VERBS and "--theme" not in args:
+        from gputui import cli_head
+
+        return cli_head.main(args)
+    from gputui import cli
+
+    return cli.main(args)
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,311 @@
+"""Talking to the head: a blocking client for the CLI, an asyncio one for the console.
+
+Both speak the JSON lines of ``wire`` and import nothing heavy (no pydantic, no
+SQL, no SSH), so a ``gputui submit`` starts in a few tens of milliseconds. A
+mutating call carries a fresh request id; when the connection drops before the
+answer, the call is sent again once with the same id, and the head applies it
+once (its request log answers the retry with the first result).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+MUTATING = frozenset(
+    {"submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim", "release"}
+)
+DEFAULT_SOCKET = "/run/gputui/head.sock"
+SOCKET_ENV = "GPUTUI_HEAD_SOCKET"
+_MAX_LINE = 64 * 1024 * 1024
+
+
+class HeadError(Exception):
+    """The head refused a request, or could not be reached: ``code`` and one line."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def unreachable(path: str | os.PathLike[str], exc: BaseException) -> HeadError:
+    if isinstance(exc, FileNotFoundError):
+        why = "no socket there; is `gputui head` running?"
+    elif isinstance(exc, ConnectionRefusedError):
+        why = "nobody is listening (a head that stopped?)"
+    elif isinstance(exc, PermissionError):
+        why = "permission denied on the socket or its directory"
+    else:
+        why = str(exc) or type(exc).__name__
+    return HeadError("unreachable", f"head unreachable at {path}: {why}")
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+class HeadClient:
+    """A blocking connection to the head's socket (for one CLI process)."""
+
+    def __init__(self, path: str | os.PathLike[str], timeout: float | None = 30.0) -> None:
+        self.path = os.fspath(path)
+        self.timeout = timeout
+        self._sock: socket.socket | None = None
+        self._file: Any = None
+        self._ids = 0
+
+    def __enter__(self) -> HeadClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except OSError as exc:
+            sock.close()
+            raise unreachable(self.path, exc) from None
+        self._sock = sock
+        self._file = sock.makefile("rb")
+
+    def close(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+        self._sock = self._file = None
+
+    def call(
+        self, op: str, args: dict[str, Any] | None = None, *, timeout: float | None = -1.0
+    ) -> dict[str, Any]:
+        """Send one request; its result, or ``HeadError``. Retries a dropped mutating
+        request once, with the same request id."""
+        rid = new_request_id() if op in MUTATING else None
+        attempts = 2 if rid is not None else 1
+        for attempt in range(attempts):
+            try:
+                return self._call_once(op, args or {}, rid, timeout)
+            except (ConnectionError, BrokenPipeError, EOFError) as exc:
+                self.close()
+                if attempt + 1 >= attempts:
+                    raise HeadError(
+                        "unreachable", f"lost the head while asking {op}: {exc}"
+                    ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _call_once(
+        self, op: str, args: dict[str, Any], rid: str | None, timeout: float | None
+    ) -> dict[str, Any]:
+        if self._sock is None:
+            self.connect()
+        assert self._sock is not None
+        if timeout != -1.0:
+            self._sock.settimeout(timeout)
+        self._ids += 1
+        request: dict[str, Any] = {"id": self._ids, "op": op, "args": args}
+        if rid is not None:
+            request["rid"] = rid
+        self._sock.sendall(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+        while True:
+            message = self._read()
+            if message.get("push"):
+                continue
+            if message.get("id") not in (self._ids, None):
+                continue
+            return _result(message)
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            line = self._file.readline(_MAX_LINE)
+        except TimeoutError:
+            raise HeadError("timeout", "the head did not answer in time") from None
+        except OSError as exc:
+            raise ConnectionError(str(exc)) from None
+        if not line:
+            raise EOFError("the head closed the connection")
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise HeadError("protocol", "the head sent something that is not JSON") from None
+        if not isinstance(message, dict):
+            raise HeadError("protocol", "the head sent something that is not an object")
+        return message
+
+    def pushes(self) -> Iterator[dict[str, Any]]:
+        """After ``subscribe``: every pushed message, as it comes."""
+        while True:
+            message = self._read()
+            if message.get("push"):
+                yield message
+
+
+def _result(message: dict[str, Any]) -> dict[str, Any]:
+    if message.get("ok") is True:
+        result = message.get("result")
+        return result if isinstance(result, dict) else {}
+    err = message.get("error")
+    if isinstance(err, dict):
+        raise HeadError(str(err.get("code", "error")), str(err.get("message", "refused")))
+    raise HeadError("protocol", "the head sent an answer without a result or an error")
+
+
+class AsyncHeadClient:
+    """An asyncio connection to the head (local socket, or a stream through SSH)."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader | Any, writer: asyncio.StreamWriter | Any
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._ids = 0
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._pushes: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(1000)
+        self._task: asyncio.Task[None] | None = None
+        self.closed_reason: str | None = None
+
+    @classmethod
+    async def open_local(cls, path: str | os.PathLike[str]) -> AsyncHeadClient:
+        try:
+            reader, writer = await asyncio.open_unix_connection(os.fspath(path), limit=_MAX_LINE)
+        except OSError as exc:
+            raise unreachable(path, exc) from None
+        client = cls(reader, writer)
+        client.start()
+        return client
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._read_loop())
+
+    async def _read_loop(self) -> None:
+        reason = "the head closed the connection"
+        try:
+            while True:
+                line = await self._reader.readline()
+                if not line:
+                    break
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(message, dict):
+                    continue
+                if message.get("push"):
+                    if self._pushes.full():
+                        with contextlib.suppress(asyncio.QueueEmpty):
+                            self._pushes.get_nowait()  # a slow reader keeps the newest
+                    self._pushes.put_nowait(message)
+                    continue
+                future = self._pending.pop(message.get("id", -1), None)
+                if future is not None and not future.done():
+                    future.set_result(message)
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            reason = f"connection to the head lost: {exc}"
+        except asyncio.CancelledError:
+            reason = "closed"
+            raise
+        finally:
+            self.closed_reason = reason
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(HeadError("unreachable", reason))
+            self._pending.clear()
+            with contextlib.suppress(asyncio.QueueFull):
+                self._pushes.put_nowait(None)
+
+    async def call(
+        self, op: str, args: dict[str, Any] | None = None, *, timeout: float = 30.0
+    ) -> dict[str, Any]:
+        if self.closed_reason is not None:
+            raise HeadError("unreachable", self.closed_reason)
+        self._ids += 1
+        request: dict[str, Any] = {"id": self._ids, "op": op, "args": args or {}}
+        if op in MUTATING:
+            request["rid"] = new_request_id()
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[self._ids] = future
+        try:
+            self._writer.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+            await self._writer.drain()
+            message = await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise HeadError("timeout", f"the head did not answer {op} in {timeout:g} s") from None
+        except (OSError, ConnectionError) as exc:
+            raise HeadError("unreachable", f"connection to the head lost: {exc}") from None
+        finally:
+            self._pending.pop(self._ids, None)
+        return _result(message)
+
+    async def pushes(self) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            message = await self._pushes.get()
+            if message is None:
+                return
+            yield message
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        with contextlib.suppress(Exception):
+            self._writer.close()
+
+
+def socket_path(explicit: str | None = None, config_file: str | None = None) -> Path:
+    """Where the head's socket is: ``--socket``, ``$GPUTUI_HEAD_SOCKET``, hosts.yaml's
+    ``head.socket`` (read with the bounded YAML reader only), then the default."""
+    if explicit:
+        return Path(explicit).expanduser()
+    env = os.environ.get(SOCKET_ENV)
+    if env:
+        return Path(env).expanduser()
+    value = _config_head_socket(config_file)
+    return Path(value).expanduser() if value else Path(DEFAULT_SOCKET)
+
+
+def _config_head_socket(config_file: str | None) -> str | None:
+    candidates = []
+    if config_file:
+        candidates.append(Path(config_file).expanduser())
+    elif os.environ.get("GPUTUI_HOSTS"):
+        candidates.append(Path(os.environ["GPUTUI_HOSTS"]).expanduser())
+    else:
+        candidates += [
+            Path("hosts.yaml"),
+            Path("~/.config/gputui/hosts.yaml").expanduser(),
+            Path("/etc/gputui/hosts.yaml"),
+        ]
+    for path in candidates:
+        try:
+            if path.stat().st_size > (1 << 20):
+                return None
+            raw = path.read_bytes()
+        except OSError:
+            continue
+        try:
+            from gputui.yamlbounds import Composer, Constructor
+
+            composer = Composer(raw, str(path))
+            root = composer.compose()
+            if composer.problems or root is None:
+                return None
+            data = Constructor().construct_document(root)
+        except Exception:  # the full loader reports what is wrong; here: the default
+            return None
+        head = data.get("head") if isinstance(data, dict) else None
+        sock = head.get("socket") if isinstance(head, dict) else None
+        return sock if isinstance(sock, str) else None
+    return None

@@ -1,0 +1,125 @@
+"""A head over a real SQLite file and a real Unix socket, with scripted hosts.
+
+The hosts are the one thing faked here (``ScriptedHosts``): GPUs that exist and
+are live, launches that answer at once, runs that end when a test says so. The
+end-to-end tests use real helpers instead; these test the daemon's own logic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gputui.protocol import GpuInfo, GpuSample, Hello, Sample
+from gputui.scheduler.daemon import Head, HeadSettings
+from gputui.scheduler.engine import open_store
+from gputui.scheduler.hosts import HostAnswer
+from gputui.scheduler.lifecycle import HostJob, Launch
+from gputui.scheduler.store import JobStore
+from gputui.telemetry import HostSnapshot, HostStatus
+
+
+@dataclass
+class ScriptedHosts:
+    """Hosts with ``gpus`` GPUs each, always live; runs end when ``finish`` is called."""
+
+    layout: dict[str, int]
+    launches: list[Launch] = field(default_factory=list)
+    signals: list[tuple[str, int, str]] = field(default_factory=list)
+    runs: dict[str, dict[int, HostJob]] = field(default_factory=dict)
+    _queue: asyncio.Queue[HostSnapshot] | None = None
+    _reports: dict[str, tuple[HostJob, ...]] = field(default_factory=dict)
+
+    def uuid(self, host: str, index: int) -> str:
+        return f"GPU-{host}-{index:04d}"
+
+    async def start(self) -> None:
+        self._queue = asyncio.Queue()
+        for host in self.layout:
+            self.runs.setdefault(host, {})
+            self._publish(host)
+
+    async def close(self) -> None:
+        return None
+
+    def _publish(self, host: str) -> None:
+        n = self.layout[host]
+        gpus = tuple(
+            GpuInfo(index=i, uuid=self.uuid(host, i), name="NVIDIA A100") for i in range(n)
+        )
+        hello = Hello(protocol=1, helper_version="x", hostname=host, gpus=gpus)
+        sample = Sample(
+            seq=1, gpus=tuple(GpuSample(index=i, uuid=self.uuid(host, i)) for i in range(n))
+        )
+        self._reports[host] = tuple(self.runs[host].values())
+        snap = HostSnapshot(
+            name=host, address=host, status=HostStatus.LIVE, hello=hello, sample=sample
+        )
+        assert self._queue is not None
+        self._queue.put_nowait(snap)
+
+    async def updates(self) -> AsyncIterator[HostSnapshot]:
+        assert self._queue is not None
+        while True:
+            yield await self._queue.get()
+
+    def reports(self, snapshot: HostSnapshot) -> tuple[HostJob, ...] | None:
+        return self._reports.get(snapshot.name)
+
+    def login_user(self, host: str) -> str | None:
+        return "root"
+
+    async def launch(self, spec: Launch) -> HostAnswer:
+        self.launches.append(spec)
+        job = HostJob(key=spec.key, state="running", pid=1000 + spec.job_id, started_at=1.0)
+        self.runs[spec.host][spec.key] = job
+        self._publish(spec.host)
+        return HostAnswer(True, value=job)
+
+    def finish(
+        self, host: str, key: int, exit_code: int | None = 0, signal: str | None = None
+    ) -> None:
+        self.runs[host][key] = HostJob(
+            key=key, state="exited", exit_code=exit_code, signal=signal, ended_at=2.0
+        )
+        self._publish(host)
+
+    async def signal_job(
+        self, host: str, key: int, signal: str, grace_s: float | None
+    ) -> HostAnswer:
+        self.signals.append((host, key, signal))
+        self.finish(host, key, None, signal)
+        return HostAnswer(True, value={"delivered": True})
+
+    async def job_log(self, host: str, key: int, offset: int, max_bytes: int) -> HostAnswer:
+        data = "hello from the job\n"[offset : offset + max_bytes]
+        return HostAnswer(
+            True, value={"data": data, "offset": offset + len(data), "size": 19, "ended": True}
+        )
+
+    async def forget(self, host: str, keys: Sequence[int]) -> HostAnswer:
+        return HostAnswer(True, value={"forgotten": list(keys)})
+
+
+@contextlib.asynccontextmanager
+async def running_head(
+    tmp: Path, layout: dict[str, int], **settings: Any
+) -> AsyncIterator[tuple[Head, ScriptedHosts, Path]]:
+    engine = open_store(tmp / "db" / "gputui.db")
+    hosts = ScriptedHosts(layout)
+    sock = tmp / "head.sock"
+    head = Head(
+        JobStore(engine),
+        hosts,
+        HeadSettings(socket=sock, **settings),
+        host_pools={h: "a100" for h in layout},
+    )
+    await head.start()
+    try:
+        yield head, hosts, sock
+    finally:
+        await head.close()
