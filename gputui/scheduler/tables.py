@@ -13,6 +13,16 @@ from __future__ import annotations
 from sqlalchemy import Column, Index, Text, text
 from sqlmodel import Field, SQLModel
 
+# Named constraints, so a later migration can drop or alter one by name: SQLite's
+# batch mode ("move and copy") cannot address an unnamed constraint.
+SQLModel.metadata.naming_convention = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
 
 def _json(default: str) -> Column[str]:
     """A JSON text column (lists and maps), never null."""
@@ -57,7 +67,9 @@ class Gpu(SQLModel, table=True):
 class Job(SQLModel, table=True):
     """A queued, running or finished job and everything needed to launch it again."""
 
-    __table_args__ = (Index("ix_job_state", "state"),)
+    # AUTOINCREMENT: a job id names the job's directory on its host (``<ns>/<id>``), so
+    # an id must never be handed out twice, even after the newest job row is deleted.
+    __table_args__ = (Index("ix_job_state", "state"), {"sqlite_autoincrement": True})
 
     id: int | None = Field(default=None, primary_key=True)
     uid: int
