@@ -1,0 +1,170 @@
+"""Migrations and tables cannot drift apart, and an older database upgrades in place."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, inspect, text
+from sqlmodel import Session, SQLModel
+
+from gputui.scheduler.engine import MIGRATIONS, StoreError, alembic_config, make_engine, upgrade
+from gputui.scheduler.tables import Allocation, Claim, Host, Job
+
+REVISION_0002 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
+
+Revision ID: 0002
+Revises: 0001
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    # recreate="always": SQLite copies the table, as it must for most changes; job is
+    # referenced by allocation rows, which must survive the copy.
+    with op.batch_alter_table("job", recreate="always") as batch:
+        batch.add_column(sa.Column("comment", sa.String(128), nullable=True))
+    op.add_column("host", sa.Column("rack", sa.String(32), nullable=False, server_default="r0"))
+    FAIL_HERE
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("host") as batch:
+        batch.drop_column("rack")
+    with op.batch_alter_table("job") as batch:
+        batch.drop_column("comment")
+'''
+
+
+def scratch_migrations(tmp_path: Path, fail: bool = False) -> Path:
+    """A copy of gputui's migrations plus a revision 0002 (optionally failing at its end)."""
+    target = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS, target, ignore=shutil.ignore_patterns("__pycache__"))
+    body = REVISION_0002.replace(
+        "    FAIL_HERE\n", '    raise RuntimeError("half-way")\n' if fail else ""
+    )
+    (target / "versions" / "0002_comment.py").write_text(body)
+    return target
+
+
+def _at_0001(db: Path) -> Engine:
+    """A database as gputui 0.1 left it: schema 0001 and some rows that reference others."""
+    engine = make_engine(db)
+    assert upgrade(engine) == "0001"
+    with Session(engine) as session, session.begin():
+        session.add(Host(name="gpu1"))
+        job = Job(uid=1000, user="ana", argv='["train.py"]', gpus=1, submitted_at=1.0)
+        claim = Claim(uid=1000, user="ana", gpus=1, created_at=1.0)
+        session.add_all([job, claim])
+        session.flush()
+        session.add(Allocation(gpu_uuid="GPU-a", host="gpu1", job_id=job.id, start_at=2.0))
+        session.add(Allocation(gpu_uuid="GPU-b", host="gpu1", claim_id=claim.id, start_at=2.0))
+    return engine
+
+
+def test_migrated_schema_is_exactly_the_tables(tmp_path: Path) -> None:
+    engine = make_engine(tmp_path / "fresh.db")
+    assert upgrade(engine) == "0001"
+    with engine.connect() as conn:
+        context = MigrationContext.configure(
+            conn, opts={"compare_type": True, "compare_server_default": True}
+        )
+        assert compare_metadata(context, SQLModel.metadata) == []
+        # What autogenerate does not compare: the partial index's WHERE, AUTOINCREMENT.
+        rows = conn.execute(text("SELECT name, sql FROM sqlite_master")).all()
+        schema = dict(rows)
+        assert schema["ux_allocation_live_gpu"] == (
+            "CREATE UNIQUE INDEX ux_allocation_live_gpu ON allocation (gpu_uuid) "
+            "WHERE end_at IS NULL"
+        )
+        assert "AUTOINCREMENT" in schema["job"]
+        assert "CONSTRAINT fk_allocation_job_id_job FOREIGN KEY" in schema["allocation"]
+        assert set(inspect(conn).get_table_names()) == {
+            *SQLModel.metadata.tables,
+            "alembic_version",
+        }
+    engine.dispose()
+
+
+def test_drift_is_noticed(tmp_path: Path) -> None:
+    """The comparison above can fail: a column the migrations lack shows up."""
+    engine = make_engine(tmp_path / "fresh.db")
+    upgrade(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE job DROP COLUMN project")
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+    assert [(op[0], op[3].name) for op in diff] == [("add_column", "project")]
+    engine.dispose()
+
+
+def test_an_older_database_upgrades_and_keeps_its_rows(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    _at_0001(db).dispose()
+    engine = make_engine(db)
+    assert upgrade(engine, alembic_config(scratch_migrations(tmp_path))) == "0002"
+    with engine.connect() as conn:
+        assert "comment" in {c["name"] for c in inspect(conn).get_columns("job")}
+        assert conn.exec_driver_sql("SELECT name, rack FROM host").all() == [("gpu1", "r0")]
+        assert conn.exec_driver_sql(
+            "SELECT a.gpu_uuid, j.user FROM allocation a JOIN job j ON j.id = a.job_id"
+        ).all() == [("GPU-a", "ana")]
+        assert conn.exec_driver_sql("SELECT count(*) FROM allocation").scalar() == 2
+        assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1  # back on
+        # The copied job table is still the one allocation's foreign key points at.
+        conn.rollback()
+    with pytest.raises(Exception, match="FOREIGN KEY constraint failed"), engine.begin() as c:
+        c.exec_driver_sql(
+            "INSERT INTO allocation (gpu_uuid, host, job_id, start_at) VALUES ('g', 'h', 99, 1)"
+        )
+    # gputui 0.1 (which knows only 0001) now refuses the file instead of damaging it.
+    with pytest.raises(StoreError, match=r"written by a newer gputui \(schema 0002\)"):
+        upgrade(engine)
+    engine.dispose()
+
+
+def test_a_failing_upgrade_changes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    _at_0001(db).dispose()
+    engine = make_engine(db)
+    with pytest.raises(StoreError) as error:
+        upgrade(engine, alembic_config(scratch_migrations(tmp_path, fail=True)))
+    assert str(error.value) == f"cannot upgrade database {db}: half-way"
+    with engine.connect() as conn:
+        assert "comment" not in {c["name"] for c in inspect(conn).get_columns("job")}
+        assert "rack" not in {c["name"] for c in inspect(conn).get_columns("host")}
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [("0001",)]
+        assert conn.exec_driver_sql("SELECT count(*) FROM allocation").scalar() == 2
+        conn.rollback()
+    assert upgrade(engine) == "0001"
+    engine.dispose()
+
+
+def test_the_developer_command_line_path(tmp_path: Path) -> None:
+    """``alembic -c …/alembic.ini -x db=PATH``: upgrade, autogenerate finds nothing, downgrade."""
+    db = tmp_path / "dev.db"
+    cfg = alembic_config()
+    cfg.cmd_opts = argparse.Namespace(x=[f"db={db}"])
+    command.upgrade(cfg, "head")
+    command.check(cfg)  # raises when autogenerate would write a new revision
+    command.downgrade(cfg, "base")
+    engine = make_engine(db)
+    with engine.connect() as conn:
+        assert inspect(conn).get_table_names() == ["alembic_version"]
+    engine.dispose()
+    assert (MIGRATIONS / "alembic.ini").is_file() and (MIGRATIONS / "script.py.mako").is_file()
