@@ -31,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--print-unit", action="store_true", help="print the systemd unit and exit")
     p.add_argument("--print-tmpfiles", action="store_true", help="print the tmpfiles.d rule")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument(
+        "--commit-per-request",
+        action="store_true",
+        help=argparse.SUPPRESS,  # the benchmark's baseline: no group commit
+    )
     p.add_argument("action", nargs="?", choices=["serve", "backup"], default="serve")
     p.add_argument("path", nargs="?", help="backup: the file to write")
     return p
@@ -49,8 +54,9 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
     head = config.head
     socket_path = Path(args.socket or (head.socket if head else "/run/gputui/head.sock"))
     database = Path(args.database or (head.database if head else "/var/lib/gputui/gputui.db"))
+    group_commit = not args.commit_per_request
     if head is None:
-        settings = HeadSettings(socket=socket_path.expanduser())
+        settings = HeadSettings(socket=socket_path.expanduser(), group_commit=group_commit)
     else:
         settings = HeadSettings(
             socket=socket_path.expanduser(),
@@ -61,6 +67,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
                 kill_grace_s=head.kill_grace_s,
             ),
             run_as_login_user=head.run_as_login_user,
+            group_commit=group_commit,
         )
     return socket_path.expanduser(), database.expanduser(), settings
 

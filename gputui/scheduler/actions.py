@@ -133,6 +133,38 @@ def check_feasible(want: policy.Want, ctx: Context) -> None:
 # -- jobs ---------------------------------------------------------------------------
 
 
+def submit_row(caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]:
+    """A submission checked and turned into a ``job`` row (no database work: the
+    daemon inserts a batch's rows in one statement)."""
+    if args.priority is not None and args.priority not in ctx.rules.priorities:
+        shown = ", ".join(ctx.rules.priorities)
+        raise Refusal("bad-args", f"submit: unknown priority {args.priority!r} (classes: {shown})")
+    check_feasible(_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
+    ctx.changed = True
+    return {
+        "uid": caller.uid,
+        "user": caller.user,
+        "group": caller.group,
+        "name": args.name or args.argv[0].rsplit("/", 1)[-1][:128],
+        "argv": json.dumps(args.argv),
+        "cwd": args.cwd,
+        "env": json.dumps(args.env),
+        "gpus": args.gpus,
+        "pool": args.pool,
+        "host_constraint": args.host,
+        "priority": args.priority or ctx.rules.priorities[0],
+        "preemptible": args.preemptible,
+        "time_limit_s": args.time_limit_s,
+        "submitted_at": ctx.now,
+        "state": "queued",
+        "reason": "Resources",
+        "requeues": 0,
+        "launches": 0,
+        "gpu_uuids": "[]",
+        "project": args.project,
+    }
+
+
 def submit(tx: Tx, caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]:
     if args.priority is not None and args.priority not in ctx.rules.priorities:
         shown = ", ".join(ctx.rules.priorities)

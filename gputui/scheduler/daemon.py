@@ -32,7 +32,7 @@ from .identity import Caller
 from .server import Connection, SocketServer
 from .store import JobStore, Tx
 from .tables import Gpu, Host
-from .views import claim_view, gpu_view, job_view, notice_view
+from .views import claim_view, gpu_view, job_row_view, job_view, notice_view
 
 log = logging.getLogger(__name__)
 
@@ -313,8 +313,45 @@ class Head:
         after = _After()
         answers: list[dict[str, Any] | None] = []
         with self.store.transaction() as tx:
+            keys = [
+                (item.conn.caller.uid, item.request.rid)
+                for item in batch
+                if item.conn is not None
+                and item.request is not None
+                and item.request.rid is not None
+                and item.request.op in wire.MUTATING
+            ]
+            replays = tx.replay_many(keys)
+            remember: list[tuple[int, str, dict[str, Any]]] = []
+            submits: list[tuple[int, dict[str, Any]]] = []
             for item in batch:
-                answers.append(self._apply_one(tx, item, ctx, after))
+                request = item.request
+                if item.kind == "request" and request is not None and item.conn is not None:
+                    uid = item.conn.caller.uid
+                    first = replays.get((uid, request.rid or ""))
+                    if request.op in wire.MUTATING and first is not None:
+                        answers.append({**first, "id": request.id})
+                        continue
+                    if request.op == "submit":
+                        try:
+                            row = actions.submit_row(item.conn.caller, request.args, ctx)
+                        except wire.Refusal as refusal:
+                            body = wire.error(request.id, refusal.code, refusal.message)
+                            remember.append((uid, request.rid or "", body))
+                            answers.append(body)
+                        else:
+                            submits.append((len(answers), row))
+                            answers.append(None)
+                        continue
+                answers.append(self._apply_one(tx, item, ctx, after, remember))
+            ids = tx.insert_jobs([row for _, row in submits])
+            for (index, row), job_id in zip(submits, ids, strict=True):
+                item = batch[index]
+                assert item.request is not None and item.conn is not None
+                body = wire.response(item.request.id, {"job": job_row_view({**row, "id": job_id})})
+                answers[index] = body
+                remember.append((item.conn.caller.uid, item.request.rid or "", body))
+            tx.remember_many(remember, now)
             after.launches = lifecycle.schedule(tx, ctx, self.decide, self._run_as_map())
             after.launches.extend(after.launches_again)
             after.stops = list(ctx.stops)
@@ -323,10 +360,17 @@ class Head:
                 after.final_jobs = self._final_waits(tx)
         return answers, after
 
-    def _apply_one(self, tx: Tx, item: _Item, ctx: Context, after: _After) -> dict[str, Any] | None:
+    def _apply_one(
+        self,
+        tx: Tx,
+        item: _Item,
+        ctx: Context,
+        after: _After,
+        remember: list[tuple[int, str, dict[str, Any]]],
+    ) -> dict[str, Any] | None:
         if item.kind == "request":
             assert item.conn is not None and item.request is not None
-            return self._request(tx, item.conn, item.request, ctx, after)
+            return self._request(tx, item.conn, item.request, ctx, remember)
         try:
             with tx.savepoint():
                 self._internal(tx, item, ctx, after)
@@ -335,15 +379,14 @@ class Head:
         return None
 
     def _request(
-        self, tx: Tx, conn: Connection, request: wire.Request, ctx: Context, after: _After
+        self,
+        tx: Tx,
+        conn: Connection,
+        request: wire.Request,
+        ctx: Context,
+        remember: list[tuple[int, str, dict[str, Any]]],
     ) -> dict[str, Any] | None:
         caller = conn.caller
-        if request.op in wire.MUTATING:
-            assert request.rid is not None
-            first = tx.replay(caller.uid, request.rid)
-            if first is not None:
-                first["id"] = request.id
-                return first
         try:
             with tx.savepoint():
                 result = self._handle(tx, conn, caller, request, ctx=ctx)
@@ -354,7 +397,7 @@ class Head:
                 return None
             body = wire.response(request.id, result)
         if request.op in wire.MUTATING and request.rid is not None:
-            tx.remember(caller.uid, request.rid, body, ctx.now)
+            remember.append((caller.uid, request.rid, body))
         return body
 
     def _handle(

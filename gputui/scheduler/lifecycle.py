@@ -142,6 +142,8 @@ def schedule(
     ``run_as_login_user``), or to ``"!user"`` when only that user's own jobs may run
     there; ``None`` (root logins) runs each job as its submitter.
     """
+    if not any(s.healthy and not s.drained for s in ctx.slots):
+        return []  # no usable GPU at all: nothing to place, and no query for it
     busy = {a.gpu_uuid for a in tx.live_allocations()}
     if not any(s.healthy and not s.drained and s.uuid not in busy for s in ctx.slots):
         return []  # nothing free: the waiting keep their reasons (cheap on a long queue)

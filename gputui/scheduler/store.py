@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, func, update
+from sqlalchemy import Engine, func, insert, update
 from sqlmodel import Session, col, select
 
 from .tables import Allocation, Audit, Claim, Gpu, Host, Job, Meta, Notice, RequestLog
@@ -52,6 +52,39 @@ class Tx:
 
     def remember(self, uid: int, request_id: str, body: dict[str, Any], now: float) -> None:
         self.s.add(RequestLog(uid=uid, request_id=request_id, time=now, result=json.dumps(body)))
+
+    def replay_many(self, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], dict[str, Any]]:
+        """``replay`` for a whole batch in one query."""
+        if not keys:
+            return {}
+        rids = sorted({rid for _, rid in keys})
+        rows = self.s.execute(
+            select(RequestLog.uid, RequestLog.request_id, RequestLog.result).where(
+                col(RequestLog.request_id).in_(rids)
+            )
+        ).all()
+        wanted = set(keys)
+        return {(u, r): dict(json.loads(body)) for u, r, body in rows if (u, r) in wanted}
+
+    def remember_many(self, rows: Sequence[tuple[int, str, dict[str, Any]]], now: float) -> None:
+        """``remember`` for a whole batch in one statement."""
+        if rows:
+            self.s.execute(
+                insert(RequestLog),
+                [
+                    {"uid": u, "request_id": r, "time": now, "result": json.dumps(body)}
+                    for u, r, body in rows
+                ],
+            )
+
+    def insert_jobs(self, rows: Sequence[dict[str, Any]]) -> list[int]:
+        """Insert many jobs at once (the submission fast path); their ids, in order."""
+        if not rows:
+            return []
+        result = self.s.execute(
+            insert(Job).returning(col(Job.id), sort_by_parameter_order=True), list(rows)
+        )
+        return [int(r[0]) for r in result.all()]
 
     def forget_requests_before(self, cutoff: float) -> int:
         rows = self.s.exec(select(RequestLog).where(col(RequestLog.time) < cutoff)).all()

@@ -1,0 +1,121 @@
+"""The console's asyncio connection to the head (local socket, or a stream through SSH)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from gputui.scheduler.client import (
+    _MAX_LINE,
+    MUTATING,
+    HeadError,
+    _result,
+    new_request_id,
+    unreachable,
+)
+
+
+class AsyncHeadClient:
+    """An asyncio connection to the head (local socket, or a stream through SSH)."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader | Any, writer: asyncio.StreamWriter | Any
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._ids = 0
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._pushes: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(1000)
+        self._task: asyncio.Task[None] | None = None
+        self.closed_reason: str | None = None
+
+    @classmethod
+    async def open_local(cls, path: str | os.PathLike[str]) -> AsyncHeadClient:
+        try:
+            reader, writer = await asyncio.open_unix_connection(os.fspath(path), limit=_MAX_LINE)
+        except OSError as exc:
+            raise unreachable(path, exc) from None
+        client = cls(reader, writer)
+        client.start()
+        return client
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._read_loop())
+
+    async def _read_loop(self) -> None:
+        reason = "the head closed the connection"
+        try:
+            while True:
+                line = await self._reader.readline()
+                if not line:
+                    break
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(message, dict):
+                    continue
+                if message.get("push"):
+                    if self._pushes.full():
+                        with contextlib.suppress(asyncio.QueueEmpty):
+                            self._pushes.get_nowait()  # a slow reader keeps the newest
+                    self._pushes.put_nowait(message)
+                    continue
+                future = self._pending.pop(message.get("id", -1), None)
+                if future is not None and not future.done():
+                    future.set_result(message)
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            reason = f"connection to the head lost: {exc}"
+        except asyncio.CancelledError:
+            reason = "closed"
+            raise
+        finally:
+            self.closed_reason = reason
+            for future in self._pending.values():
+                if not future.done():
+                    future.set_exception(HeadError("unreachable", reason))
+            self._pending.clear()
+            with contextlib.suppress(asyncio.QueueFull):
+                self._pushes.put_nowait(None)
+
+    async def call(
+        self, op: str, args: dict[str, Any] | None = None, *, timeout: float = 30.0
+    ) -> dict[str, Any]:
+        if self.closed_reason is not None:
+            raise HeadError("unreachable", self.closed_reason)
+        self._ids += 1
+        request: dict[str, Any] = {"id": self._ids, "op": op, "args": args or {}}
+        if op in MUTATING:
+            request["rid"] = new_request_id()
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[self._ids] = future
+        try:
+            self._writer.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+            await self._writer.drain()
+            message = await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise HeadError("timeout", f"the head did not answer {op} in {timeout:g} s") from None
+        except (OSError, ConnectionError) as exc:
+            raise HeadError("unreachable", f"connection to the head lost: {exc}") from None
+        finally:
+            self._pending.pop(self._ids, None)
+        return _result(message)
+
+    async def pushes(self) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            message = await self._pushes.get()
+            if message is None:
+                return
+            yield message
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        with contextlib.suppress(Exception):
+            self._writer.close()
