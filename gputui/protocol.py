@@ -2,7 +2,13 @@
 
 JSON lines, one object per line, each with a ``type``. The helper speaks first with
 ``hello``; then ``sample`` every interval, ``event`` as things happen, ``result`` for
-each request, and ``error`` for problems that are not a crash.
+each request, ``jobs`` (the supervised jobs of the namespace it watches) whenever one
+changes, and ``error`` for problems that are not a crash. A message of a type this
+client does not know (a newer helper's) decodes to ``UnknownMessage``, for the link
+to note and ignore: it is not a reason to drop the session.
+
+The requests to a helper and their results are in ``gputui.protocol_ops``, re-exported
+here: ``SignalRequest`` ... ``JobsForgetRequest``, ``JobState``, ``LaunchResult`` ...
 
 The helper (``gputui.remote``) builds these objects as plain dicts with the standard
 library; this module is the one place the client side decodes them. Decoding
@@ -28,9 +34,6 @@ import json
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     StrictBool,
     TypeAdapter,
@@ -39,58 +42,115 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from gputui.protocol_fields import (
+    MAX_ERRORS,
+    MAX_NOTES,
+    Celsius,
+    Count,
+    Epoch,
+    ErrorMap,
+    GpuIndex,
+    LongText,
+    MHz,
+    MiB,
+    Notes,
+    PcieGen,
+    PcieWidth,
+    Percent,
+    Pid,
+    ShortText,
+    Uid,
+    Watts,
+    XidCode,
+)
+from gputui.protocol_fields import Wire as _Wire
+from gputui.protocol_fields import decoder_only as _decoder_only
+from gputui.protocol_ops import (
+    JOB_ID_MAX,
+    MAX_JOBS,
+    MAX_LOG_BYTES,
+    MAX_REQUEST_BYTES,
+    HelperRequest,
+    IntervalRequest,
+    IntervalResult,
+    JobId,
+    JobLogRequest,
+    JobLogResult,
+    JobsForgetRequest,
+    JobsForgetResult,
+    JobSignal,
+    JobSignalRequest,
+    JobSignalResult,
+    JobsRequest,
+    JobsResult,
+    JobState,
+    JobStateName,
+    LaunchRequest,
+    LaunchResult,
+    Namespace,
+    ResultError,
+    Signal,
+    SignalRequest,
+    SignalResult,
+)
 from gputui.remote.simspec import MAX_GPUS
 from gputui.text import clean
+
+__all__ = [
+    "JOB_ID_MAX",
+    "MAX_ERRORS",
+    "MAX_JOBS",
+    "MAX_LINE_BYTES",
+    "MAX_LOG_BYTES",
+    "MAX_NOTES",
+    "MAX_PROCESSES",
+    "MAX_REQUEST_BYTES",
+    "MAX_THROTTLE_REASONS",
+    "PROTOCOL_VERSION",
+    "Event",
+    "GpuInfo",
+    "GpuSample",
+    "GpuState",
+    "Hello",
+    "HelperError",
+    "HelperMessage",
+    "HelperRequest",
+    "IntervalRequest",
+    "IntervalResult",
+    "JobId",
+    "JobLogRequest",
+    "JobLogResult",
+    "JobSignal",
+    "JobSignalRequest",
+    "JobSignalResult",
+    "JobState",
+    "JobStateName",
+    "Jobs",
+    "JobsForgetRequest",
+    "JobsForgetResult",
+    "JobsRequest",
+    "JobsResult",
+    "LaunchRequest",
+    "LaunchResult",
+    "Message",
+    "Namespace",
+    "ProcessSample",
+    "ProtocolError",
+    "Result",
+    "ResultError",
+    "Sample",
+    "Signal",
+    "SignalRequest",
+    "SignalResult",
+    "UnknownMessage",
+    "decode_helper_line",
+]
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_PROCESSES = 512
 """Processes kept per GPU; a helper listing more is cut, with a note."""
 MAX_THROTTLE_REASONS = 32
-MAX_ERRORS = 64
-MAX_NOTES = 16
-_BIG = 2**63 - 1
-
-
-def _short(value: str) -> str:
-    return clean(value, 128)
-
-
-def _long(value: str) -> str:
-    return clean(value, 512)
-
-
-ShortText = Annotated[str, AfterValidator(_short)]
-LongText = Annotated[str, AfterValidator(_long)]
-ErrorMap = Annotated[dict[ShortText, ShortText], Field(max_length=MAX_ERRORS)]
-Notes = Annotated[tuple[ShortText, ...], Field(max_length=MAX_NOTES)]
-
-# Numbers, each with the range a real card or host can produce. Strict: a bool or a
-# numeric string is not a number (an int is a fine float); NaN and infinity never are.
-Count = Annotated[int, Field(ge=0, le=_BIG, strict=True)]
-GpuIndex = Annotated[int, Field(ge=0, le=MAX_GPUS - 1, strict=True)]
-Percent = Annotated[int, Field(ge=0, le=100, strict=True)]
-MiB = Annotated[int, Field(ge=0, le=2**24, strict=True)]  # 16 TiB, far above any card
-Celsius = Annotated[int, Field(ge=-40, le=200, strict=True)]
-MHz = Annotated[int, Field(ge=0, le=100_000, strict=True)]
-PcieGen = Annotated[int, Field(ge=0, le=16, strict=True)]
-PcieWidth = Annotated[int, Field(ge=0, le=64, strict=True)]
-Pid = Annotated[int, Field(ge=1, le=2**22, strict=True)]  # Linux's pid_max ceiling
-Uid = Annotated[int, Field(ge=0, le=2**32 - 2, strict=True)]
-XidCode = Annotated[int, Field(ge=0, le=100_000, strict=True)]
-Watts = Annotated[float, Field(ge=0, le=10_000, strict=True, allow_inf_nan=False)]
-Epoch = Annotated[float, Field(ge=0, le=1e10, strict=True, allow_inf_nan=False)]  # < 2286
-
-
-def _decoder_only(value: object) -> tuple[str, ...]:
-    """``notes`` say what the decoder did to a message: a helper cannot write them."""
-    return ()
-
-
-class _Wire(BaseModel):
-    # Unknown fields from a newer helper are ignored; the hello handshake decides
-    # whether the versions can talk at all.
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class GpuInfo(_Wire):
@@ -215,18 +275,37 @@ class HelperError(_Wire):
     fatal: StrictBool = False
 
 
-HelperMessage = Annotated[
-    Hello | Sample | Event | Result | HelperError, Field(discriminator="type")
-]
-_HELPER_MESSAGE: TypeAdapter[Hello | Sample | Event | Result | HelperError] = TypeAdapter(
-    HelperMessage
-)
+class Jobs(_Wire):
+    """Every job of the watched namespace (``--jobs NS``), in full, whenever one changed.
+
+    Latest state, not a delta: a newer one replaces the last, so it coalesces safely.
+    """
+
+    type: Literal["jobs"] = "jobs"
+    jobs: Annotated[tuple[JobState, ...], Field(max_length=MAX_JOBS)] = ()
+    notes: Notes = ()
+    """What the decoder had to do to this message (job entries dropped, lists cut)."""
+
+    _notes_are_the_decoders = field_validator("notes", mode="plain")(_decoder_only)
+
+
+class UnknownMessage(_Wire):
+    """A message of a type this client does not know: a newer helper's, to be ignored."""
+
+    type: ShortText
+
+
+Message = Hello | Sample | Event | Result | HelperError | Jobs
+"""Every message this client knows."""
+HelperMessage = Annotated[Message, Field(discriminator="type")]
+_HELPER_MESSAGE: TypeAdapter[Message] = TypeAdapter(HelperMessage)
 _BY_TYPE: dict[str, type[_Wire]] = {
     "hello": Hello,
     "sample": Sample,
     "event": Event,
     "result": Result,
     "error": HelperError,
+    "jobs": Jobs,
 }
 # Lists of entries, each with an identity of its own: a bad entry is dropped alone.
 # (owner, field): (entry model, noun, cap)
@@ -234,6 +313,7 @@ _ENTRIES: dict[tuple[type[_Wire], str], tuple[type[_Wire], str, int]] = {
     (Hello, "gpus"): (GpuInfo, "GPU", MAX_GPUS),
     (Sample, "gpus"): (GpuSample, "GPU", MAX_GPUS),
     (GpuSample, "processes"): (ProcessSample, "process", MAX_PROCESSES),
+    (Jobs, "jobs"): (JobState, "job", MAX_JOBS),
 }
 # A bad value that must not read as its default: a GPU in a state this console does
 # not know (a newer helper's "resetting", say) is not "ok".
@@ -245,10 +325,13 @@ class ProtocolError(ValueError):
     """A line from a helper that is not a valid message; the text says what was wrong."""
 
 
-def decode_helper_line(line: str | bytes) -> Hello | Sample | Event | Result | HelperError:
+def decode_helper_line(line: str | bytes) -> Message | UnknownMessage:
     """Decode one line from a helper, or raise ``ProtocolError`` with a one-line reason.
 
-    Bad values inside a message are repaired, not refused (see the module's doc).
+    Bad values inside a message are repaired, not refused (see the module's doc). An
+    object whose ``type`` is a string this client does not know is an
+    ``UnknownMessage`` (its type cleaned and cut); a ``type`` that is not a string is
+    refused.
     """
     if len(line) > MAX_LINE_BYTES:
         raise ProtocolError(f"line of {len(line)} bytes is over the {MAX_LINE_BYTES} limit")
@@ -261,8 +344,10 @@ def decode_helper_line(line: str | bytes) -> Hello | Sample | Event | Result | H
     except (ValueError, RecursionError):
         raise _refusal(failure, line) from None
     kind = data.get("type") if isinstance(data, dict) else None
-    if not isinstance(kind, str) or kind not in _BY_TYPE:
+    if not isinstance(kind, str):
         raise _refusal(failure, line)
+    if kind not in _BY_TYPE:
+        return UnknownMessage(type=clean(kind, 40) or "?")
     model = _BY_TYPE[kind]
     notes: list[str] = []
     _cut_entries(model, data, notes)
@@ -274,7 +359,7 @@ def decode_helper_line(line: str | bytes) -> Hello | Sample | Event | Result | H
         except RecursionError:
             raise ProtocolError("message nested too deeply") from None
         else:
-            if notes and isinstance(message, Hello | Sample):
+            if notes and isinstance(message, Hello | Sample | Jobs):
                 message = message.model_copy(update={"notes": _said_once(notes)})
             return message
         _repair(data, failure.errors(include_url=False), notes)
@@ -413,9 +498,7 @@ def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) 
             del items[index]
 
 
-# Requests, client -> helper. Built here so every client speaks the same shapes.
-
-Signal = Literal["TERM", "KILL", "INT", "HUP", "STOP", "CONT"]
+# Requests, client -> helper: the models are in ``gputui.protocol_ops``.
 
 
 def signal_request(
@@ -428,24 +511,12 @@ def signal_request(
     start_ticks: int | None,
 ) -> str:
     """A ``signal`` request: the helper verifies pid, uid, start and GPU before sending."""
-    return _line(
-        {
-            "type": "request",
-            "id": request_id,
-            "op": "signal",
-            "pid": int(pid),
-            "signal": signal,
-            "gpu_uuid": gpu_uuid,
-            "uid": uid,
-            "start_ticks": start_ticks,
-        }
+    request = SignalRequest(
+        pid=pid, signal=signal, gpu_uuid=gpu_uuid, uid=uid, start_ticks=start_ticks
     )
+    return request.line(request_id)
 
 
 def interval_request(request_id: int, seconds: float) -> str:
     """Ask the helper to sample every ``seconds`` (it clamps to a sane range)."""
-    return _line({"type": "request", "id": request_id, "op": "interval", "seconds": seconds})
-
-
-def _line(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":")) + "\n"
+    return IntervalRequest(seconds=seconds).line(request_id)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from gputui.protocol import Event, Hello, ProcessSample, Sample, Signal
+from gputui.protocol import Event, Hello, JobState, ProcessSample, Sample, Signal
 
 
 class HostStatus(enum.Enum):
@@ -57,6 +57,11 @@ class HostSnapshot:
     notes: tuple[str, ...] = ()
     """What the source noted about this host's session: message types it does not know,
     entries it dropped. Shown like the decoder's notes on a hello or sample."""
+    jobs: tuple[JobState, ...] = ()
+    """The supervised jobs of the namespace the helper watches (``--jobs NS``): the
+    latest full list it pushed (kept across a reconnect until the next one comes)."""
+    jobs_seen_at: float | None = None
+    """Wall time the ``jobs`` list arrived; None: none has yet."""
 
     def age(self, now: float | None = None) -> float | None:
         """Seconds since the last sample arrived, or None before the first one."""

@@ -1,9 +1,9 @@
 """Hypothesis strategies for what a hostile or broken helper can send.
 
-Every field of a ``hello``, ``sample`` or ``event`` is drawn either from what a real
-card reports or from anything JSON can carry: extreme and non-finite numbers, bools
-where numbers belong, numbers where strings belong, nested junk, and strings from
-every Unicode category with terminal control sequences spliced in.
+Every field of a ``hello``, ``sample``, ``event`` or ``jobs`` message is drawn either
+from what a real card reports or from anything JSON can carry: extreme and non-finite
+numbers, bools where numbers belong, numbers where strings belong, nested junk, and
+strings from every Unicode category with terminal control sequences spliced in.
 """
 
 from __future__ import annotations
@@ -203,9 +203,40 @@ def event() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+def job_state() -> st.SearchStrategy[dict[str, Any]]:
+    states = ["starting", "running", "exited", "failed-to-start", "lost", "paused"]
+    return st.fixed_dictionaries(
+        {
+            "job_id": ident(st.integers(1, 2**53)),
+            "state": ident(st.sampled_from(states)),
+        },
+        optional={
+            "pid": field(st.integers(1, 4_194_304)),
+            "start_ticks": field(st.integers(0, 10**12)),
+            "exit_code": field(st.integers(0, 255)),
+            "signal": field(st.sampled_from(["KILL", "TERM"])),
+            "started_at": field(st.floats(1.6e9, 1.8e9)),
+            "ended_at": field(st.floats(1.6e9, 1.8e9)),
+            "timed_out": field(st.booleans()),
+            "log_path": field(hostile_text),
+            "error": field(hostile_text),
+        },
+    )
+
+
+def jobs() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {"type": st.just("jobs")},
+        optional={
+            "jobs": field(st.lists(job_state(), max_size=4)),
+            "notes": field(st.lists(hostile_text, max_size=3)),
+        },
+    )
+
+
 def message() -> st.SearchStrategy[dict[str, Any]]:
     junk_type = any_json.map(lambda kind: {"type": kind, "seq": 1, "time": 1.7e9})
-    return st.one_of(sample(), hello(), event(), junk_type)
+    return st.one_of(sample(), hello(), event(), jobs(), junk_type)
 
 
 def line(obj: Any) -> str:

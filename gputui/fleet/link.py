@@ -22,14 +22,17 @@ import asyncssh
 from gputui.config import ResolvedHost
 from gputui.health import is_stale
 from gputui.protocol import (
+    MAX_NOTES,
     Event,
     Hello,
     HelperError,
+    Jobs,
     ProcessSample,
     ProtocolError,
     Result,
     Sample,
     Signal,
+    UnknownMessage,
     decode_helper_line,
     interval_request,
     signal_request,
@@ -56,6 +59,8 @@ from .session import HelperSession, check_versions
 log = logging.getLogger(__name__)
 
 EVENTS_KEPT = 200
+UNKNOWN_TYPES_NOTED = 8
+"""Unknown message types noted per session (each once); more are ignored unnoted."""
 MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 60.0
 """Sampling intervals a helper may report having applied (hosts.yaml's range)."""
 
@@ -76,6 +81,12 @@ def applied_interval(value: dict[str, Any] | None, asked: float) -> float:
     if isinstance(applied, bool) or not isinstance(applied, int | float):
         return asked
     return float(applied) if MIN_INTERVAL_S <= applied <= MAX_INTERVAL_S else asked
+
+
+def noted(notes: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
+    """``notes`` with ``new`` added, each once, the newest ``MAX_NOTES`` kept."""
+    merged = tuple(dict.fromkeys((*notes, *new)))
+    return merged[-MAX_NOTES:]
 
 
 class HostLink:
@@ -116,6 +127,7 @@ class HostLink:
         self._session: HelperSession | None = None
         self._conn: asyncssh.SSHClientConnection | None = None
         self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
+        self._unknown_types: set[str] = set()
         self._last_rx = 0.0
         """Loop time of the last line from the helper: silence this long is a hang."""
         self._last_sample = 0.0
@@ -265,6 +277,10 @@ class HostLink:
         if len(kept) != len(self._events):
             self._events = deque(kept, maxlen=EVENTS_KEPT)
             self._set(events=tuple(kept))
+        # Notes are about one session: a new helper may well know what the old did not.
+        self._unknown_types.clear()
+        if self.snapshot.notes:
+            self._set(notes=())
         nvml_error = hello.errors.get("nvml")
         if nvml_error:
             message = f"NVML: {nvml_error}"
@@ -305,15 +321,32 @@ class HostLink:
             elif type(message) is Event:
                 self._events.append(message)
                 self._set(events=tuple(self._events))
+            elif type(message) is Jobs:
+                # The full list each time: the latest replaces the last (it coalesces).
+                if message.notes:
+                    notes = noted(self.snapshot.notes, message.notes)
+                    self._set(jobs=message.jobs, jobs_seen_at=wall_time(), notes=notes)
+                else:
+                    self._set(jobs=message.jobs, jobs_seen_at=wall_time())
             elif type(message) is HelperError:
                 if message.fatal:
                     raise HelperFailure(HostStatus.NVML_ERROR, message.message, slow=True)
                 self._set(message=message.message)
+            elif type(message) is UnknownMessage:
+                self._on_unknown(message.type)
             elif type(message) is Hello:
                 check_versions(message)
                 self._set(hello=message)
 
         return on_line
+
+    def _on_unknown(self, kind: str) -> None:
+        """A newer helper's message type: ignored, and said once per type per session."""
+        if kind in self._unknown_types or len(self._unknown_types) >= UNKNOWN_TYPES_NOTED:
+            return
+        self._unknown_types.add(kind)
+        note = f"ignored messages of unknown type {kind!r} (a newer helper?)"
+        self._set(notes=noted(self.snapshot.notes, (note,)))
 
     async def _watch(self, conn: asyncssh.SSHClientConnection) -> None:
         """Mark the host STALE when samples stop (``gputui.health``'s rule); drop the

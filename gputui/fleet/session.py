@@ -30,6 +30,7 @@ from gputui.protocol import (
     HelperError,
     ProtocolError,
     Result,
+    UnknownMessage,
     decode_helper_line,
 )
 from gputui.remote import HELPER_VERSION
@@ -341,6 +342,8 @@ class HelperSession:
                 if message.fatal:
                     raise HelperFailure(HostStatus.NVML_ERROR, message.message)
                 continue
+            if isinstance(message, UnknownMessage):
+                continue  # a newer helper's: the link notes the ones after hello
             if isinstance(message, Hello):
                 check_versions(message)
                 return message

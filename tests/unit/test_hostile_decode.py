@@ -65,6 +65,10 @@ def assert_sound(message: Any) -> None:
             for proc in gpu.processes:
                 assert 1 <= proc.pid <= 2**22
                 assert proc.start_time is None or 0 <= proc.start_time <= 1e10
+    for job in getattr(message, "jobs", ()):
+        assert 1 <= job.job_id <= 2**53
+        assert job.exit_code is None or 0 <= job.exit_code <= 255
+        assert job.state in ("starting", "running", "exited", "failed-to-start", "lost", "unknown")
     assert len(getattr(message, "notes", ())) <= MAX_NOTES
     if isinstance(message, Event | Sample):
         assert message.time is None or 0 <= message.time <= 1e10
@@ -172,8 +176,8 @@ def test_sizes_are_capped_with_a_note() -> None:
     assert sample.notes == (f"100000 process entries sent; kept the first {MAX_PROCESSES}",)
 
 
-@pytest.mark.parametrize("kind", [[], {}, 5, None, True, "zzz"])
-def test_a_type_that_is_not_one_of_ours_is_a_protocol_error(kind: Any) -> None:
+@pytest.mark.parametrize("kind", [[], {}, 5, None, True])
+def test_a_type_that_is_not_a_string_is_a_protocol_error(kind: Any) -> None:
     with pytest.raises(ProtocolError, match=r"^message: "):
         decode_helper_line(json.dumps({"type": kind, "seq": 1}))
 

@@ -117,7 +117,8 @@ def test_event_result_error() -> None:
     [
         ("Traceback (most recent call last):", "Invalid JSON"),
         ('{"type": "sample", "seq": "x", "time": 0}', "sample.seq"),
-        ('{"type": "nope"}', "type"),
+        ('{"type": 5}', "type"),
+        ('{"seq": 1}', "type"),
         ("[1, 2]", ""),
         (b"\xff\xfe", ""),
     ],
