@@ -106,7 +106,6 @@ async def serve(config: Config, settings: object, database: Path) -> int:
 
 def backup(database: Path, dest: str | None) -> int:
     from gputui.scheduler.backup import backup as copy
-    from gputui.scheduler.engine import make_engine
 
     if not dest:
         print(
@@ -121,7 +120,7 @@ def backup(database: Path, dest: str | None) -> int:
         if total:
             print(f"\rbackup: {done * 100 // total:3d}% of {total} pages", end="", file=sys.stderr)
 
-    pages = copy(make_engine(database), Path(dest).expanduser(), progress)
+    pages = copy(database, Path(dest).expanduser(), progress)  # reads the file as it is
     print(f"\rgputui head backup: {pages} pages copied to {dest} and verified", file=sys.stderr)
     return EXIT_OK
 
