@@ -5,6 +5,8 @@ is interpolated. The first stdin line is the payload: base64 of zlib of JSON wit
 helper's module sources, their sha256, the entry module and argv. The boot code checks
 the digest, serves the sources from memory through an import hook (package
 ``gputui_remote``), and calls ``entry.main(argv)``. Data never enters the shell string.
+The hook answers ``get_source`` like a file loader, so the helper can hand a module's
+text (the job supervisor's) to a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class F:
         return None
     def exec_module(self,mod):
         exec(compile(m[mod.__name__],"<%s>"%mod.__name__,"exec"),mod.__dict__)
+    def get_source(self,name):
+        return m.get(name)
 sys.meta_path.insert(0,F())
 sys.exit(importlib.import_module(d["entry"]).main(d["argv"]))
 """
