@@ -780,7 +780,7 @@ def _peek_id(line: bytes) -> int | None:
 
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     value = data.get("id") if isinstance(data, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None

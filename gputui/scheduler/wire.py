@@ -240,6 +240,8 @@ def decode_request(line: bytes) -> Request:
         data = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise Refusal("malformed", f"request is not JSON ({str(exc)[:80]})") from None
+    except RecursionError:  # "[[[[…" a hundred thousand deep
+        raise Refusal("malformed", "request is nested too deeply") from None
     if not isinstance(data, dict):
         raise Refusal("malformed", "request must be a JSON object")
     rid_raw = data.get("id")
