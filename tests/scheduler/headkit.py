@@ -116,7 +116,7 @@ async def running_head(
         JobStore(engine),
         hosts,
         HeadSettings(socket=sock, **settings),
-        host_pools={h: "a100" for h in layout},
+        host_pools=dict.fromkeys(layout, "a100"),
     )
     await head.start()
     try:
