@@ -8,29 +8,31 @@ so none is ever orphaned on a host.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import queue
 import sys
 import threading
 import time
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from . import HELPER_VERSION, PROTOCOL_VERSION
+from .dispatch import MAX_INTERVAL, MIN_INTERVAL, Workers, handle_line
 from .gpus import Gpu
 from .nvml import NA, error_text, is_nvml_error, load_pynvml, query, text
 from .procs import ProcessTable
-from .signals import RequestError, pidfd_supported, send_signal
+from .signals import pidfd_supported
 from .wire import MAX_REQUEST_BYTES, Output, OutputClosed, read_requests
 from .xid_watch import register_xid_events, send_kernel_history, watch_xid_events
+
+if TYPE_CHECKING:
+    from .jobops import JobService
 
 # The simulator (.sim, .simspec, .simenv) is imported only in --sim mode: a real
 # host never pays for it at start-up.
 
 EXIT_AFTER_EOF_S = 5.0
 
-MIN_INTERVAL, MAX_INTERVAL = 0.1, 60.0
 EXIT_FATAL = 2
 
 
@@ -49,6 +51,9 @@ class Helper:
         self.event_set: Any = None
         self.stop = threading.Event()
         self.interval = 1.0
+        self.workers = Workers()
+        self._jobs: JobService | None = None
+        self._jobs_lock = threading.Lock()
 
     def hello(self) -> dict[str, Any]:
         errors: dict[str, str] = {}
@@ -117,73 +122,20 @@ class Helper:
         """NVML event thread: Xid events as they happen (see ``xid_watch``)."""
         watch_xid_events(self.lib, self.event_set, self.gpus, self.stop, queue_)
 
-    # -- requests -------------------------------------------------------------------
+    # -- jobs ----------------------------------------------------------------------
 
-    def handle_line(self, line: bytes) -> dict[str, Any] | None:
-        """One request line -> the message to send back (a ``result`` or an ``error``)."""
-        try:
-            req = json.loads(line.decode("utf-8", errors="replace"))
-        except ValueError as exc:
-            snippet = line[:60].decode("utf-8", errors="replace")
-            return {
-                "type": "error",
-                "fatal": False,
-                "message": f"malformed request line ({exc}): {snippet!r}",
-            }
-        if (
-            not isinstance(req, dict)
-            or not isinstance(req.get("id"), int)
-            or isinstance(req.get("id"), bool)
-        ):
-            return {
-                "type": "error",
-                "fatal": False,
-                "message": f"request without an integer id: {str(req)[:60]!r}",
-            }
-        rid, op = req["id"], req.get("op")
-        try:
-            value = self.do(op, req)
-        except RequestError as exc:
-            return _result(rid, False, code=exc.code, error=exc.message)
-        except Exception as exc:
-            return _result(
-                rid, False, code="internal", error=(f"{type(exc).__name__}: {exc}")[:512]
-            )
-        return _result(rid, True, value=value)
+    def job_service(self) -> JobService:
+        """The job requests' state, made on first use (a helper that never sees a job
+        request never imports them)."""
+        with self._jobs_lock:
+            if self._jobs is None:
+                from .jobops import JobService
 
-    def do(self, op: Any, req: dict[str, Any]) -> dict[str, Any]:
-        if op == "signal":
-            return send_signal(req, self.gpu_pids, self.use_pidfd)
-        if op == "interval":
-            seconds = req.get("seconds")
-            if (
-                isinstance(seconds, bool)
-                or not isinstance(seconds, (int, float))
-                or math.isnan(seconds)
-            ):
-                raise RequestError("bad-request", "seconds must be a number")
-            self.interval = max(MIN_INTERVAL, min(MAX_INTERVAL, float(seconds)))
-            return {"seconds": self.interval}
-        if op == "sim" and self.simulated and hasattr(self.lib, "inject"):
-            fault = req.get("fault")
-            if not isinstance(fault, str):
-                raise RequestError("bad-request", "fault must be a string like lost@0")
-            try:
-                parsed = self.lib.inject(fault)
-            except ValueError as exc:
-                raise RequestError("bad-request", str(exc)) from None
-            return {"fault": parsed.kind, "gpu": parsed.gpu, "xid": parsed.xid}
-        raise RequestError("unsupported", f"unsupported request op {str(op)[:40]!r}")
+                self._jobs = JobService(self.simulated)
+            return self._jobs
 
-
-def _result(
-    rid: int,
-    ok: bool,
-    value: dict[str, Any] | None = None,
-    code: str | None = None,
-    error: str | None = None,
-) -> dict[str, Any]:
-    return {"type": "result", "id": rid, "ok": ok, "value": value, "code": code, "error": error}
+    def jobs_message(self, ns: str) -> dict[str, Any]:
+        return {"type": "jobs", "jobs": self.job_service().store.jobs(ns)}
 
 
 def _hostname() -> str:
@@ -192,12 +144,13 @@ def _hostname() -> str:
 
 
 class Args:
-    """The helper's command line: ``[--sim SPEC] [--interval SECONDS] [--once]``."""
+    """The helper's command line: ``[--sim SPEC] [--interval SECONDS] [--jobs NS] [--once]``."""
 
     def __init__(self) -> None:
         self.sim: str | None = None
         self.interval = 1.0
         self.once = False
+        self.jobs: str | None = None
 
 
 def _parse_args(argv: list[str]) -> Args:
@@ -208,12 +161,18 @@ def _parse_args(argv: list[str]) -> Args:
         name, eq, inline = item.partition("=")
         if name == "--once" and not eq:
             args.once = True
-        elif name in ("--sim", "--interval"):
+        elif name in ("--sim", "--interval", "--jobs"):
             value = inline if eq else next(items, None)
             if value is None:
                 raise ValueError(f"{name} needs a value")
             if name == "--sim":
                 args.sim = value
+            elif name == "--jobs":
+                from .supervisor import NS_RE
+
+                if not NS_RE.match(value):
+                    raise ValueError("--jobs needs a namespace of 8 to 32 [a-z0-9]")
+                args.jobs = value
             else:
                 args.interval = float(value)  # ValueError for a non-number
                 if math.isnan(args.interval):
@@ -289,9 +248,17 @@ def run(
     helper.interval = max(MIN_INTERVAL, min(MAX_INTERVAL, args.interval))
     try:
         out.send(helper.hello())
+        jobs = helper.jobs_message(args.jobs) if args.jobs else None
+        if jobs is not None:
+            out.send(jobs)
         if args.once:
             out.send(helper.sample())
             return 0
+        if args.jobs and jobs is not None:
+            service, ns, last = helper.job_service(), args.jobs, jobs["jobs"]
+            threading.Thread(
+                target=service.watch, args=(ns, out.send, helper.stop, last), daemon=True
+            ).start()
         return _loop(helper, stdin, exit_after_eof)
     except OutputClosed:
         return 0
@@ -337,7 +304,7 @@ def _loop(helper: Helper, stdin: IO[bytes], exit_after_eof: float | None = None)
             )
         elif kind == "line":
             before = helper.interval
-            reply = helper.handle_line(item)
+            reply = handle_line(helper, item)
             if reply is not None:
                 helper.out.send(reply)
             if helper.interval < before:

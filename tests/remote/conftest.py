@@ -212,12 +212,19 @@ def run_once() -> Callable[..., tuple[int, list[dict[str, Any]]]]:
 
 
 class HelperProc:
-    """The real helper as a subprocess, started the way a client does it over SSH."""
+    """The real helper as a subprocess, started the way a client does it over SSH
+    (``wrap``: a command prefix, e.g. one that drops to another user first)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        cmd = helper_command(sys.executable)
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        python: str = sys.executable,
+        wrap: list[str] | None = None,
+    ) -> None:
+        cmd = helper_command(python)
         self.proc = subprocess.Popen(
-            ["/bin/sh", "-c", cmd],
+            [*(wrap or []), "/bin/sh", "-c", cmd],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -289,8 +296,8 @@ class HelperProc:
 def start_helper() -> Iterator[Callable[..., HelperProc]]:
     started: list[HelperProc] = []
 
-    def start(argv: list[str], env: dict[str, str] | None = None) -> HelperProc:
-        helper = HelperProc(argv, env)
+    def start(argv: list[str], env: dict[str, str] | None = None, **kw: Any) -> HelperProc:
+        helper = HelperProc(argv, env, **kw)
         started.append(helper)
         return helper
 

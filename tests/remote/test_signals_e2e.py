@@ -113,8 +113,10 @@ def test_bad_requests_and_eof(start_helper: Callable[..., Any]) -> None:
         res = helper.result(rid)
         assert (res["ok"], res["code"]) == (False, "bad-request"), res
         assert res["error"]
-    helper.send({"type": "request", "id": 20, "op": "launch", "argv": ["x"]})
+    helper.send({"type": "request", "id": 20, "op": "reboot", "argv": ["x"]})
     assert helper.result(20)["code"] == "unsupported"
+    helper.send({"type": "request", "id": 23, "op": "launch", "argv": ["x"]})
+    assert helper.result(23)["code"] == "bad-request"  # no namespace: nothing started
     helper.send({"type": "request", "id": 21, "op": "interval", "seconds": 0.001})
     assert helper.result(21)["value"] == {"seconds": 0.1}
     helper.send({"type": "request", "id": 22, "op": "sim", "fault": "lost@1"})
