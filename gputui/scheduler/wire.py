@@ -277,12 +277,14 @@ def _first_error(exc: ValueError) -> str:
             first = errors()[0]
         except (IndexError, TypeError):
             return str(exc).splitlines()[0][:200]
+        # loc holds the request's own keys (env names, unknown fields): escape them.
         where = ".".join(str(p) for p in first.get("loc", ())) or "args"
+        where = _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", where[:60])
         message = str(first.get("msg", "invalid"))
         if first.get("type") == "extra_forbidden":
             message = "unknown field"
         message = message.removeprefix("Value error, ")
-        return f"{where[:60]}: {message[:160]}"
+        return f"{where}: {message[:160]}"
     return str(exc).splitlines()[0][:200]
 
 
