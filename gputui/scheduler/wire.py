@@ -36,7 +36,8 @@ ClaimId = Annotated[int, Field(ge=1, le=2**53, strict=True)]
 Seconds = Annotated[float, Field(gt=0, le=MAX_TIME_S, allow_inf_nan=False)]
 GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS_PER_JOB, strict=True)]
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+# Lone surrogates too: valid in JSON ("\\ud800"), but no UTF-8 can store or print them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUTUI_JOB_ID", "GPUTUI_SIM_GPU")
 
@@ -260,6 +261,8 @@ def decode_request(line: bytes) -> Request:
             raise Refusal("malformed", f"{op} needs a request id (rid) of 1-64 characters")
     elif client_rid is not None and not isinstance(client_rid, str):
         raise Refusal("malformed", "rid must be a string")
+    if isinstance(client_rid, str) and _CONTROL.search(client_rid):
+        raise Refusal("malformed", "rid must be printable text")
     raw_args = data.get("args", {})
     if not isinstance(raw_args, dict):
         raise Refusal("malformed", "args must be a JSON object")
