@@ -111,7 +111,7 @@ def handle_line(helper: Helper, line: bytes) -> dict[str, Any] | None:
     """One request line -> the message to send back now, or None when a worker will."""
     try:
         req = json.loads(line.decode("utf-8", errors="replace"))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # nested thousands deep: RecursionError
         snippet = line[:60].decode("utf-8", errors="replace")
         return {
             "type": "error",

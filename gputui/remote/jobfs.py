@@ -177,7 +177,7 @@ class JobStore:
             raw = json.loads(data.decode("utf-8"))
             if isinstance(raw, dict):
                 return raw
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         age = time.time() - st.st_mtime if st is not None else 1e9
         if age > UNREADABLE_AFTER_S:

@@ -91,6 +91,9 @@ def test_bad_requests_and_eof(start_helper: Callable[..., Any]) -> None:
     helper.send("this is {not json")
     err = helper.expect(lambda m: m["type"] == "error")
     assert err["fatal"] is False and "malformed request line" in err["message"]
+    helper.send("[" * 500_000)
+    err = helper.expect(lambda m: m["type"] == "error")
+    assert err["fatal"] is False and "malformed request line" in err["message"]
     helper.send({"op": "signal"})
     assert "integer id" in helper.expect(lambda m: m["type"] == "error")["message"]
     bad = [
