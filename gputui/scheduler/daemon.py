@@ -324,6 +324,8 @@ class Head:
             replays = tx.replay_many(keys)
             remember: list[tuple[int, str, dict[str, Any]]] = []
             submits: list[tuple[int, dict[str, Any]]] = []
+            earlier: dict[tuple[int, str], int] = {}
+            repeats: list[tuple[int, int, int]] = []
             for item in batch:
                 request = item.request
                 if item.kind == "request" and request is not None and item.conn is not None:
@@ -332,6 +334,15 @@ class Head:
                     if request.op in wire.MUTATING and first is not None:
                         answers.append({**first, "id": request.id})
                         continue
+                    if request.op in wire.MUTATING:
+                        # The same request twice in one batch (a retry racing its first
+                        # send) is applied once; the second gets the first's answer.
+                        key = (uid, request.rid or "")
+                        if key in earlier:
+                            repeats.append((len(answers), earlier[key], request.id))
+                            answers.append(None)
+                            continue
+                        earlier[key] = len(answers)
                     if request.op == "submit":
                         try:
                             row = actions.submit_row(item.conn.caller, request.args, ctx)
@@ -351,6 +362,9 @@ class Head:
                 body = wire.response(item.request.id, {"job": job_row_view({**row, "id": job_id})})
                 answers[index] = body
                 remember.append((item.conn.caller.uid, item.request.rid or "", body))
+            for index, source, request_id in repeats:
+                body = answers[source]
+                answers[index] = None if body is None else {**body, "id": request_id}
             tx.remember_many(remember, now)
             after.launches = lifecycle.schedule(tx, ctx, self.decide, self._run_as_map())
             after.launches.extend(after.launches_again)
