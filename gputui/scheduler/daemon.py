@@ -363,8 +363,8 @@ class Head:
                 answers[index] = body
                 remember.append((item.conn.caller.uid, item.request.rid or "", body))
             for index, source, request_id in repeats:
-                body = answers[source]
-                answers[index] = None if body is None else {**body, "id": request_id}
+                copied = answers[source]
+                answers[index] = None if copied is None else {**copied, "id": request_id}
             tx.remember_many(remember, now)
             after.launches = lifecycle.schedule(tx, ctx, self.decide, self._run_as_map())
             after.launches.extend(after.launches_again)
