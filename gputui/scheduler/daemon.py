@@ -253,11 +253,10 @@ class Head:
                 )
             except (SQLAlchemyError, OSError) as exc:
                 log.error("head: could not commit %d items: %s", len(batch), exc)
+                why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
                 for item in batch:
                     if item.conn is not None and item.request is not None:
-                        item.conn.send(
-                            wire.error(item.request.id, "store", f"not stored: {str(exc)[:200]}")
-                        )
+                        item.conn.send(wire.error(item.request.id, "store", f"not stored: {why}"))
                 continue
             self.batches += 1
             for item, answer in zip(batch, answers, strict=True):
