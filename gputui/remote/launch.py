@@ -32,15 +32,14 @@ except ImportError:  # pragma: no cover - not Linux
 LAUNCH_WAIT_S = 5.0
 GRACE_DEFAULT_S = 10.0
 GRACE_MAX_S = 86400.0
-TIME_LIMIT_MAX_S = 10 * 366 * 86400.0
+TIME_LIMIT_MAX_S = 1e9
 ARGV_MAX = 4096
 ENV_MAX = 4096
 GPUS_MAX = 256
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-GPU_UUID_RE = re.compile(
-    r"^(GPU|MIG)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-)
+# GPU-<uuid>, MIG-<uuid>, and the older MIG-GPU-<uuid>/<gi>/<ci>: no comma, no space.
+GPU_UUID_RE = re.compile(r"^(GPU|MIG)-[0-9A-Za-z/-]{1,96}$")
 USER_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,63}\$?$")
 _SESSION_RE = re.compile(r"/session-[^/]+\.scope(/|$)")
 

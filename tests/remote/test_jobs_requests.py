@@ -3,6 +3,7 @@ must not hold up samples, and symlinks planted in the jobs tree."""
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -13,8 +14,18 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jobkit import NS, SPEC, Jobs, kill_jobs, launch_fields, script, wait_file
+from jobkit import NS, SPEC, Jobs, kill_jobs, launch_fields, script, wait_file, wait_until
 
+from gputui.protocol import Jobs as JobsMessage
+from gputui.protocol import decode_helper_line
+from gputui.protocol_ops import (
+    HelperRequest,
+    JobLogRequest,
+    JobsForgetRequest,
+    JobSignalRequest,
+    JobsRequest,
+    LaunchRequest,
+)
 from gputui.remote.dispatch import WORKERS
 
 
@@ -89,9 +100,12 @@ NOT_USER = st.one_of(
     NON_STRINGS.filter(lambda v: v is not None),
 )
 NOT_GPUS = st.one_of(
-    st.lists(st.text(max_size=40), min_size=1, max_size=3),
+    st.lists(st.text(max_size=40), min_size=1, max_size=3).filter(
+        lambda uuids: not all(re.fullmatch(r"(GPU|MIG)-[0-9A-Za-z/-]{1,96}", u) for u in uuids)
+    ),
     st.lists(NON_STRINGS, min_size=1, max_size=2),
-    st.sampled_from([["GPU-$(reboot)"], ["0"], "GPU-12345678-1234-1234-1234-123456789abc"]),
+    st.sampled_from([["GPU-$(reboot)"], ["0"], ["GPU-a,GPU-b"], ["GPU-" + "a" * 97]]),
+    st.just("GPU-12345678-1234-1234-1234-123456789abc"),
     st.text(min_size=1, max_size=5),
     st.integers(),
 )
@@ -249,3 +263,42 @@ def jobs(start_helper: Callable[..., Any], helper_env: dict[str, str]) -> Jobs:
     helper = start_helper(["--sim", SPEC, "--interval", "0.5"], helper_env)
     helper.expect(lambda m: m["type"] == "hello")
     return Jobs(helper)
+
+
+def test_the_client_models_read_every_job_answer(
+    start_helper: Callable[..., Any], helper_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The requests as the client builds them, the answers through the client's decoders:
+    both sides of the job protocol agree."""
+    helper = start_helper(["--sim", SPEC, "--interval", "0.2", "--jobs", NS], helper_env)
+    hello = helper.expect(lambda m: m["type"] == "hello")
+    uuid = hello["gpus"][0]["uuid"]
+    rid = 0
+
+    def ask(req: HelperRequest[Any]) -> Any:
+        nonlocal rid
+        rid += 1
+        helper.send(req.line(rid).rstrip("\n"))
+        res = helper.result(rid)
+        assert res["ok"] is True, res
+        return req.decode(res["value"])
+
+    go = tmp_path / "go"
+    argv = script('print("out", flush=True)\n' + wait_file(go))
+    mig = "MIG-GPU-12345678-1234-1234-1234-123456789abc/1/0"
+    launch = LaunchRequest(ns=NS, job_id=3, argv=argv, gpu_uuids=[uuid, mig], grace_s=1.0)
+    started = ask(launch)
+    assert (started.state, started.already, started.method) == ("running", False, "detached")
+    assert ask(launch).already is True
+    listed = ask(JobsRequest(ns=NS, job_ids=None)).jobs
+    assert [(j.job_id, j.pid) for j in listed] == [(3, started.pid)]
+    read = JobLogRequest(ns=NS, job_id=3, offset=0, max_bytes=100)
+    wait_until(lambda: ask(read).data == "out\n", what="the job's first line")
+    sent = ask(JobSignalRequest(ns=NS, job_id=3, signal="TERM", grace_s=1.0))
+    assert sent.delivered is True
+    ended = helper.expect(lambda m: m["type"] == "jobs" and m["jobs"][0]["state"] == "exited")
+    decoded = decode_helper_line(json.dumps(ended))
+    assert isinstance(decoded, JobsMessage) and decoded.jobs[0].signal == "TERM"
+    log = ask(read)
+    assert (log.data, log.ended) == ("out\n", True)
+    assert ask(JobsForgetRequest(ns=NS, job_ids=[3])).forgotten == (3,)
