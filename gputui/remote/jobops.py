@@ -14,8 +14,6 @@ import time
 from typing import Any, Callable
 
 from .jobfs import (
-    ACTIVE,
-    FINAL,
     JobStore,
     check_job_id,
     check_job_ids,
@@ -213,7 +211,7 @@ def _nonneg_int(value: Any) -> bool:
 
 def _signal_job(public: dict[str, Any], raw: dict[str, Any], signum: int) -> bool:
     """Signal the job's process group, if its leader is still the process started."""
-    if public["state"] not in ACTIVE or public["state"] in FINAL:
+    if public["state"] != "running":
         return False
     pid, pgid, ticks = public["pid"], raw.get("pgid"), public["start_ticks"]
     if pid is None or ticks is None or pgid != pid:
