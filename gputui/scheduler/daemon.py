@@ -258,6 +258,12 @@ class Head:
                     if item.conn is not None and item.request is not None:
                         item.conn.send(wire.error(item.request.id, "store", f"not stored: {why}"))
                 continue
+            except Exception:  # a bug met by one batch must not leave the head deaf for good
+                log.exception("head: internal error; %d items not applied", len(batch))
+                for item in batch:
+                    if item.conn is not None and item.request is not None:
+                        item.conn.send(wire.error(item.request.id, "internal", "not stored"))
+                continue
             self.batches += 1
             for item, answer in zip(batch, answers, strict=True):
                 if item.conn is not None and answer is not None:
