@@ -97,9 +97,6 @@ class SyntheticSource:
         if self.task:
             self.task.cancel()
 
-    async def signal_process(self, *args: Any) -> Any:
-        raise NotImplementedError
-
     def _sample(self, name: str) -> Any:
         from gputui.protocol import GpuSample, Sample
 

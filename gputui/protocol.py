@@ -496,27 +496,3 @@ def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) 
     for items, indices in drops.values():
         for index in sorted(indices, reverse=True):
             del items[index]
-
-
-# Requests, client -> helper: the models are in ``gputui.protocol_ops``.
-
-
-def signal_request(
-    request_id: int,
-    *,
-    pid: int,
-    signal: Signal,
-    gpu_uuid: str,
-    uid: int | None,
-    start_ticks: int | None,
-) -> str:
-    """A ``signal`` request: the helper verifies pid, uid, start and GPU before sending."""
-    request = SignalRequest(
-        pid=pid, signal=signal, gpu_uuid=gpu_uuid, uid=uid, start_ticks=start_ticks
-    )
-    return request.line(request_id)
-
-
-def interval_request(request_id: int, seconds: float) -> str:
-    """Ask the helper to sample every ``seconds`` (it clamps to a sane range)."""
-    return IntervalRequest(seconds=seconds).line(request_id)

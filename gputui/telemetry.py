@@ -2,7 +2,8 @@
 
 The fleet (SSH to every host) produces ``HostSnapshot`` objects; the UI renders
 them. Nothing here does I/O, so widgets can import it freely. A later source (the
-head's aggregated stream) can serve the same ``TelemetrySource`` interface.
+head's aggregated stream) can serve the same ``TelemetrySource`` interface; acting on
+hosts goes through ``HostControl``, kept apart so either can change alone.
 """
 
 from __future__ import annotations
@@ -11,9 +12,21 @@ import enum
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
-from gputui.protocol import Event, Hello, JobState, ProcessSample, Sample, Signal
+from pydantic import BaseModel
+
+from gputui.protocol import (
+    Event,
+    Hello,
+    HelperRequest,
+    IntervalResult,
+    JobState,
+    ProcessSample,
+    Sample,
+    Signal,
+    SignalResult,
+)
 
 
 class HostStatus(enum.Enum):
@@ -73,20 +86,37 @@ class HostSnapshot:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
+T_co = TypeVar("T_co", covariant=True)
+R = TypeVar("R", bound=BaseModel)
+
+
 @dataclass(frozen=True, slots=True)
-class SignalOutcome:
-    """What happened to a signal request, in words a person can act on."""
+class RequestOutcome(Generic[T_co]):
+    """What came of a request to a host, in words a person can act on, and its value.
+
+    ``code`` says why it failed: the helper's own code (``permission-denied``,
+    ``unknown-job``, ``exec-failed`` ...), or the client's: ``offline`` (not sent),
+    ``timeout`` (sent, no answer in time: it may still act), ``lost`` (sent, the
+    connection ended before an answer), ``bad-request`` (not sent: too big),
+    ``bad-result`` (answered with a value that breaks the op's rules),
+    ``unknown-host``. ``value`` is the decoded result when ``ok``.
+    """
 
     ok: bool
     message: str
     code: str | None = None
+    value: T_co | None = None
 
 
 Listener = Callable[[HostSnapshot], None]
 
 
 class TelemetrySource(Protocol):
-    """Anything that can feed the console: the SSH fleet today, the head later."""
+    """What feeds the console's view: the SSH fleet today, the head's stream later.
+
+    Only telemetry: acting on hosts is ``HostControl``'s, a separate interface, so a
+    read-only source (a replay, a head that serves no control) fits here as it is.
+    """
 
     def snapshots(self) -> Mapping[str, HostSnapshot]:
         """The latest snapshot of every host, keyed by host name, in config order."""
@@ -98,14 +128,29 @@ class TelemetrySource(Protocol):
 
     async def start(self) -> None: ...
 
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class HostControl(Protocol):
+    """Acting on hosts: signals, helper requests, reconnects, the sampling interval."""
+
     def retry_now(self, host: str | None = None) -> None:
         """Skip the backoff wait: reconnect ``host`` (or every waiting host) now."""
         ...
 
-    async def close(self) -> None: ...
-
     async def signal_process(
         self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
-    ) -> SignalOutcome:
+    ) -> RequestOutcome[SignalResult]:
         """Ask ``host``'s helper to signal ``process`` after verifying it is still that one."""
+        ...
+
+    async def request(self, host: str, request: HelperRequest[R]) -> RequestOutcome[R]:
+        """Send one request to ``host``'s helper; its typed result, or why there is none."""
+        ...
+
+    async def set_refresh_interval(
+        self, seconds: float
+    ) -> Mapping[str, RequestOutcome[IntervalResult]]:
+        """Ask every connected helper to sample every ``seconds``; the outcome per host."""
         ...

@@ -27,7 +27,7 @@ class LinkTiming:
     hung_after: float | None = None
     """Seconds without any data before the connection is dropped and redone;
     None means ``max(30, 6 * stale)``; never under 4 sample intervals (``thresholds``)."""
-    signal_timeout: float = 10.0
+    request_timeout: float = 10.0
     """Seconds to wait for the helper to answer a request."""
     close_timeout: float = 2.0
     """Seconds to let a helper and its connection close politely."""

@@ -1,4 +1,4 @@
-"""``Fleet``: every configured host over SSH, as one ``TelemetrySource``.
+"""``Fleet``: every configured host over SSH, as one ``TelemetrySource`` and ``HostControl``.
 
 One ``HostLink`` (one connection, one long-lived helper) per host, each in its own
 task on the loop the fleet was started in (the Textual app's, or a headless
@@ -14,9 +14,22 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from gputui.config import Config
-from gputui.protocol import ProcessSample, Signal
-from gputui.telemetry import HostSnapshot, Listener, SignalOutcome
+from gputui.protocol import (
+    HelperRequest,
+    IntervalRequest,
+    IntervalResult,
+    JobsRequest,
+    JobState,
+    LaunchRequest,
+    ProcessSample,
+    Signal,
+    SignalRequest,
+    SignalResult,
+)
+from gputui.telemetry import HostSnapshot, Listener, R, RequestOutcome
 
 from .backoff import LinkTiming
 from .hostkeys import GLOBAL_KNOWN_HOSTS, KnownHostsCache
@@ -30,7 +43,7 @@ __all__ = ["Fleet"]
 
 
 class Fleet:
-    """All hosts of a ``Config``, kept connected; implements ``TelemetrySource``."""
+    """All hosts of a ``Config``, kept connected; a ``TelemetrySource`` and a ``HostControl``."""
 
     def __init__(
         self,
@@ -119,14 +132,6 @@ class Fleet:
         for link in links:
             link.mark_stopped()
 
-    async def signal_process(
-        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
-    ) -> SignalOutcome:
-        link = self._links.get(host)
-        if link is None:
-            return SignalOutcome(False, f"no host named {host!r}", "unknown-host")
-        return await link.signal(gpu_uuid, process, signal)
-
     # -- extras ------------------------------------------------------------------------
 
     @property
@@ -137,22 +142,87 @@ class Fleet:
         """Decoded samples per host since start (cheap counters for benchmarks)."""
         return {name: link.samples_received for name, link in self._links.items()}
 
+    # -- HostControl ------------------------------------------------------------------
+
     def retry_now(self, host: str | None = None) -> None:
         """Reconnect ``host`` (or every host that is waiting) without the backoff wait."""
         for name, link in self._links.items():
             if host is None or name == host:
                 link.retry_now()
 
-    async def set_refresh_interval(self, seconds: float) -> dict[str, SignalOutcome]:
+    async def request(self, host: str, request: HelperRequest[R]) -> RequestOutcome[R]:
+        """Send ``request`` to ``host``'s helper: its typed result, or why there is none.
+
+        See ``HostLink.request`` for what ``timeout`` and ``lost`` mean; a launch is
+        better sent with ``launch``, which resolves them.
+        """
+        link = self._links.get(host)
+        if link is None:
+            return RequestOutcome(False, f"no host named {host!r}", "unknown-host")
+        return await link.request(request)
+
+    async def signal_process(
+        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
+    ) -> RequestOutcome[SignalResult]:
+        request = SignalRequest(
+            pid=process.pid,
+            signal=signal,
+            gpu_uuid=gpu_uuid,
+            uid=process.uid,
+            start_ticks=process.start_ticks,
+        )
+        return await self.request(host, request)
+
+    async def set_refresh_interval(
+        self, seconds: float
+    ) -> dict[str, RequestOutcome[IntervalResult]]:
         """Ask every connected helper to sample every ``seconds``."""
         names = list(self._links)
+        try:
+            IntervalRequest(seconds=seconds)
+        except ValidationError:
+            refused: RequestOutcome[IntervalResult] = RequestOutcome(
+                False, f"{seconds!r} is not an interval in seconds", "bad-request"
+            )
+            return dict.fromkeys(names, refused)
         results = await asyncio.gather(
             *(self._links[n].set_interval(seconds) for n in names), return_exceptions=True
         )
         return {
-            name: r if isinstance(r, SignalOutcome) else SignalOutcome(False, str(r))
+            name: r if isinstance(r, RequestOutcome) else RequestOutcome(False, str(r))
             for name, r in zip(names, results, strict=True)
         }
+
+    async def launch(self, host: str, request: LaunchRequest) -> RequestOutcome[JobState]:
+        """Launch a job, and settle an unanswered launch by asking the host.
+
+        A launch is keyed by its job id on the host (never started twice), so when its
+        answer does not come (``timeout``, ``lost``) this asks ``jobs`` for that id
+        and returns what the host says, with code ``resolved``: the job's state if it
+        lists it, ``unknown-job`` if it does not (not started, or not yet: launching
+        again is safe), or ``unknown`` if that question went unanswered too (ask again
+        once the host is back). It never guesses.
+        """
+        outcome = await self.request(host, request)
+        if outcome.code not in ("timeout", "lost"):
+            return outcome
+        job = request.job_id
+        asked = await self.request(host, JobsRequest(ns=request.ns, job_ids=[job]))
+        if not asked.ok or asked.value is None:
+            text = (
+                f"launch of job {job} on {host} went unanswered ({outcome.message}), and so "
+                f"did the question after it ({asked.message}): its state is unknown"
+            )
+            return RequestOutcome(False, text, "unknown")
+        found = next((j for j in asked.value.jobs if j.job_id == job), None)
+        if found is None:
+            text = (
+                f"launch of job {job} on {host} went unanswered; {host} lists no job {job}"
+                " (not started, or not yet): launching it again is safe"
+            )
+            return RequestOutcome(False, text, "unknown-job")
+        text = f"launch of job {job} on {host} went unanswered; {host} says it is {found.state}"
+        return RequestOutcome(True, text, "resolved", found)
 
     def _dispatch(self, snapshot: HostSnapshot) -> None:
         for listener in self._listeners:

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 import asyncssh
 
@@ -23,21 +23,22 @@ from gputui.config import ResolvedHost
 from gputui.health import is_stale
 from gputui.protocol import (
     MAX_NOTES,
+    MAX_REQUEST_BYTES,
     Event,
     Hello,
     HelperError,
+    HelperRequest,
+    IntervalRequest,
+    IntervalResult,
     Jobs,
-    ProcessSample,
     ProtocolError,
     Result,
+    ResultError,
     Sample,
-    Signal,
     UnknownMessage,
     decode_helper_line,
-    interval_request,
-    signal_request,
 )
-from gputui.telemetry import HostSnapshot, HostStatus, SignalOutcome
+from gputui.telemetry import HostSnapshot, HostStatus, R, RequestOutcome
 from gputui.text import clean
 
 from .backoff import Backoff, LinkTiming, thresholds
@@ -50,10 +51,10 @@ from .failures import (
     TunnelFailure,
     classify,
     helper_channel_failure,
-    result_message,
 )
 from .hostkeys import KnownHostsCache, VerifyingClient
 from .jumps import JumpFailure, JumpPool
+from .outcomes import done_message, refused_message, unanswered_message
 from .session import HelperSession, check_versions
 
 log = logging.getLogger(__name__)
@@ -72,15 +73,6 @@ def helper_argv(host: ResolvedHost, interval: float) -> list[str]:
         argv += ["--sim", host.sim]
     argv += ["--interval", str(interval)]
     return argv
-
-
-def applied_interval(value: dict[str, Any] | None, asked: float) -> float:
-    """The interval the helper says it applied, when that is a sane number of seconds
-    (stale and hung limits follow it: NaN or 1e308 would switch the watchdog off)."""
-    applied = (value or {}).get("seconds")
-    if isinstance(applied, bool) or not isinstance(applied, int | float):
-        return asked
-    return float(applied) if MIN_INTERVAL_S <= applied <= MAX_INTERVAL_S else asked
 
 
 def noted(notes: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
@@ -371,60 +363,87 @@ class HostLink:
 
     # -- requests ---------------------------------------------------------------------
 
-    async def request(self, line_for: Callable[[int], str]) -> Result | SignalOutcome:
-        """Send one request; the helper's ``Result`` or an outcome saying why there is none."""
+    @overload
+    async def request(self, request: HelperRequest[R]) -> RequestOutcome[R]: ...
+
+    @overload
+    async def request(self, request: Callable[[int], str]) -> Result | RequestOutcome[Any]: ...
+
+    async def request(
+        self, request: HelperRequest[R] | Callable[[int], str]
+    ) -> RequestOutcome[R] | Result | RequestOutcome[Any]:
+        """Send ``request`` to this host's helper; its typed result, or why there is none.
+
+        Request ids count per session: an answer only ever matches its own session's
+        request. A request not answered in ``LinkTiming.request_timeout`` is
+        ``timeout`` and one whose connection ended first is ``lost``: either may still
+        have been acted on (a launch is resolved by asking ``jobs``: ``Fleet.launch``).
+
+        Deprecated form, for callers not yet moved to the request models: a function
+        from request id to line, answered with the helper's undecoded ``Result`` (or
+        an outcome saying why there is none, ``lost`` read as ``offline``).
+        """
+        if not isinstance(request, HelperRequest):
+            answer = await self._exchange(request, None)
+            if isinstance(answer, RequestOutcome) and answer.code == "lost":
+                return RequestOutcome(False, answer.message, "offline")
+            return answer
+        result = await self._exchange(request.line, request)
+        if isinstance(result, RequestOutcome):
+            return result
+        if not result.ok:
+            message = refused_message(request, result, self.name)
+            return RequestOutcome(False, message, result.code or "refused")
+        try:
+            value = request.decode(result.value)
+        except ResultError as exc:
+            return RequestOutcome(False, f"{self.name} answered badly: {exc}", "bad-result")
+        return RequestOutcome(True, done_message(request, value, self.name), None, value)
+
+    async def _exchange(
+        self, line_for: Callable[[int], str], request: HelperRequest[Any] | None
+    ) -> Result | RequestOutcome[Any]:
+        """Send one line and wait for its ``Result`` (or say why none came)."""
         session = self._session
         if session is None:
             status = self.snapshot.status.value
-            return SignalOutcome(False, f"{self.name} is not connected ({status})", "offline")
+            return RequestOutcome(False, f"{self.name} is not connected ({status})", "offline")
         request_id = session.next_id()
+        line = line_for(request_id)
+        size = len(line.encode())
+        if size > MAX_REQUEST_BYTES:
+            op = request.op if request is not None else "a"
+            text = f"{op} request of {size} bytes is over the helper's limit; not sent"
+            return RequestOutcome(False, text, "bad-request")
         future: asyncio.Future[Result | None] = asyncio.get_running_loop().create_future()
         session.pending[request_id] = future
-        timeout = self.timing.signal_timeout
+        timeout = self.timing.request_timeout
         try:
-            session.send(line_for(request_id))
+            session.send(line)
             result = await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
-            return SignalOutcome(False, f"{self.name} did not answer in {timeout:g} s", "timeout")
+            if request is None:
+                text = f"no answer from {self.name} in {timeout:g} s"
+            else:
+                text = unanswered_message(request, self.name, timeout)
+            return RequestOutcome(False, text, "timeout")
         except EDGE_ERRORS as exc:
             text = clean(exc, 120) or type(exc).__name__
-            return SignalOutcome(False, f"could not reach {self.name}: {text}", "offline")
+            return RequestOutcome(False, f"could not reach {self.name}: {text}", "offline")
         finally:
             session.pending.pop(request_id, None)
         if result is None:
-            return SignalOutcome(
-                False, f"lost the connection to {self.name} before it answered", "offline"
-            )
+            text = f"lost the connection to {self.name} before it answered"
+            return RequestOutcome(False, text, "lost")
         return result
 
-    async def signal(self, gpu_uuid: str, process: ProcessSample, signal: Signal) -> SignalOutcome:
-        answer = await self.request(
-            lambda rid: signal_request(
-                rid,
-                pid=process.pid,
-                signal=signal,
-                gpu_uuid=gpu_uuid,
-                uid=process.uid,
-                start_ticks=process.start_ticks,
-            )
-        )
-        if isinstance(answer, SignalOutcome):
-            if answer.code == "timeout":
-                # The request went out: the helper may still act on it.
-                return SignalOutcome(
-                    False,
-                    f"no answer from {self.name} in {self.timing.signal_timeout:g} s; "
-                    "the signal may still have been delivered",
-                    "timeout",
-                )
-            return answer
-        return SignalOutcome(answer.ok, result_message(answer, process.pid, signal), answer.code)
-
-    async def set_interval(self, seconds: float) -> SignalOutcome:
-        answer = await self.request(lambda rid: interval_request(rid, seconds))
-        if isinstance(answer, SignalOutcome):
-            return answer
-        if answer.ok:
-            self.set_interval_thresholds(applied_interval(answer.value, seconds))
-            return SignalOutcome(True, f"{self.name} samples every {seconds:g} s")
-        return SignalOutcome(False, clean(answer.error or answer.code or "refused", 200))
+    async def set_interval(self, seconds: float) -> RequestOutcome[IntervalResult]:
+        """Sample every ``seconds``; the stale and hung limits follow what was applied."""
+        outcome = await self.request(IntervalRequest(seconds=seconds))
+        if outcome.value is not None:
+            self.set_interval_thresholds(outcome.value.seconds)
+        elif outcome.code == "bad-result":
+            # It said it applied one, then sent a number that cannot be one (NaN, 1e308
+            # would switch the watchdog off): the limits follow what was asked.
+            self.set_interval_thresholds(seconds)
+        return outcome

@@ -2,9 +2,10 @@
 
 Data flows one way. The source calls back with a ``HostSnapshot``; the app posts a
 ``HostsSampled`` message (a burst from many hosts is one message), applies it to
-the ``ClusterModel`` and tells the main screen what changed. Anything that waits
-(starting the fleet, signalling a process) runs in an app-owned worker, and every
-worker failure ends up in one place: a notification.
+the ``ClusterModel`` and tells the main screen what changed. Actions on hosts
+(signals, retries) go through a ``HostControl``, a separate interface from the
+telemetry. Anything that waits (starting the fleet, signalling a process) runs in
+an app-owned worker, and every worker failure ends up in one place: a notification.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from textual.theme import BUILTIN_THEMES
 from textual.worker import Worker, WorkerState
 
 from gputui.config import Config
-from gputui.protocol import ProcessSample, Signal
-from gputui.telemetry import HostSnapshot, SignalOutcome, TelemetrySource
+from gputui.protocol import HelperRequest, IntervalResult, ProcessSample, Signal, SignalResult
+from gputui.telemetry import HostControl, HostSnapshot, R, RequestOutcome, TelemetrySource
 from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen, HelpSection, section
@@ -59,6 +60,28 @@ TICK_ALONE_AFTER = 1.25
 """Without data for this long (ticks), the timer refreshes ages and totals itself."""
 
 
+class ReadOnly:
+    """The ``HostControl`` of a source that cannot act on hosts: every action says so."""
+
+    _TEXT = "this console cannot act on hosts (its data source is read-only)"
+
+    def retry_now(self, host: str | None = None) -> None:
+        return None
+
+    async def signal_process(
+        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
+    ) -> RequestOutcome[SignalResult]:
+        return RequestOutcome(False, self._TEXT, "unsupported")
+
+    async def request(self, host: str, request: HelperRequest[R]) -> RequestOutcome[R]:
+        return RequestOutcome(False, self._TEXT, "unsupported")
+
+    async def set_refresh_interval(
+        self, seconds: float
+    ) -> dict[str, RequestOutcome[IntervalResult]]:
+        return {}
+
+
 @dataclass
 class HostsSampled(Message):
     """Hosts have new snapshots: the latest of each, by host name.
@@ -74,7 +97,8 @@ class HostsSampled(Message):
 
 
 class GpuTuiApp(App[None]):
-    """The gputui console over any ``TelemetrySource`` (the SSH fleet, later the head)."""
+    """The gputui console over any ``TelemetrySource`` (the SSH fleet, later the head),
+    acting on hosts through a ``HostControl``."""
 
     CSS_PATH = "gputui.tcss"
     TITLE = "gputui"
@@ -95,17 +119,28 @@ class GpuTuiApp(App[None]):
         config: Config,
         theme: str | None = None,
         *,
+        control: HostControl | None = None,
         clock: Callable[[], float] = time.time,
         theme_dir: Path | None = None,
         tick_interval: float = 1.0,
     ) -> None:
         """``theme`` overrides ``config.theme``; an unknown name raises ``ValueError``.
 
+        ``control`` acts on the hosts; left out, the source is used when it is a
+        ``HostControl`` too (the fleet is), else every action says it cannot be done.
+
         ``clock`` gives "now" for ages and the header clock (tests pass a fixed one);
         ``theme_dir`` replaces ``~/.config/gputui/themes``.
         """
         super().__init__()
         self.source = source
+        self.control: HostControl = (
+            control
+            if control is not None
+            else source
+            if isinstance(source, HostControl)
+            else ReadOnly()
+        )
         self.config = config
         self.clock = clock
         self.tick_interval = tick_interval
@@ -269,14 +304,14 @@ class GpuTuiApp(App[None]):
 
     @on(MainScreen.RetryRequested)
     def _on_retry_requested(self, message: MainScreen.RetryRequested) -> None:
-        self.source.retry_now(message.host)
+        self.control.retry_now(message.host)
         what = message.host if message.host is not None else "all hosts"
         self.notify(f"retrying {what} now", timeout=3, markup=False)
 
     async def _send_signal(
         self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
-    ) -> SignalOutcome:
-        outcome = await self.source.signal_process(host, gpu_uuid, process, signal)
+    ) -> RequestOutcome[SignalResult]:
+        outcome = await self.control.signal_process(host, gpu_uuid, process, signal)
         self.notify(
             outcome.message,
             title=f"SIG{signal} pid {process.pid} on {host}",

@@ -5,8 +5,9 @@ It runs as the host's ``python3`` (``Kit.fake_python``), so it goes through the 
 SSH server, the real channel and the real decoder like the true helper: it reads the
 payload line, says hello, sends a sample every ``interval`` seconds, sends the plan's
 ``after_hello`` lines once, and answers each request by its op from the plan's
-``answers`` (``"silent"``: never answers). Every request it reads is appended, as
-JSON, to the plan's ``log`` file, so a test can see what the client sent.
+``answers`` (``"silent"``: never answers; ``"exit"``: exits at once). Every request it
+reads is appended, as JSON, to the plan's ``log`` file, so a test can see what the
+client sent.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ for raw in sys.stdin.buffer:
     answer = answers[min(n, len(answers) - 1)]
     if answer == "silent":
         continue
+    if answer == "exit":
+        os._exit(0)
     for line in answer.get("before", []):
         send(line)
     reply = {"type": "result", "id": req["id"], "ok": answer.get("ok", True)}

@@ -167,7 +167,7 @@ async def test_a_frozen_helper_does_not_answer_a_signal_in_time(kit) -> None:
     server = await kit.servers.start()
     kit.known_hosts(server)
     config = kit.config([{"name": "h1", "port": server.port, "sim": "1xa10,name=h1"}])
-    timing = LinkTiming(signal_timeout=0.5, hung_after=60)
+    timing = LinkTiming(request_timeout=0.5, hung_after=60)
     fleet = await kit.start_fleet(config, timing=timing)
     snap = await kit.wait_for(
         lambda: (s := kit.snap(fleet, "h1")).sample is not None and s, what="a sample"

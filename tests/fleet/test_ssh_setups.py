@@ -323,18 +323,25 @@ def test_check_config_via_column_shows_a_proxy_jump_from_ssh_config(kit) -> None
     [
         ({"seconds": 2}, 2.0),
         ({"seconds": 0.5}, 0.5),
-        ({"seconds": float("nan")}, 1.0),
-        ({"seconds": 1e308}, 1.0),
-        ({"seconds": -3}, 1.0),
-        ({"seconds": True}, 1.0),
-        ({"seconds": "2"}, 1.0),
-        ({}, 1.0),
-        (None, 1.0),
+        ({"seconds": float("nan")}, None),
+        ({"seconds": 1e308}, None),
+        ({"seconds": -3}, None),
+        ({"seconds": True}, None),
+        ({"seconds": "2"}, None),
+        ({}, None),
+        (None, None),
     ],
 )
-def test_only_a_sane_applied_interval_moves_the_stale_and_hung_limits(
-    value: dict[str, object] | None, applied: float
+def test_only_a_sane_applied_interval_is_read_as_one(
+    value: dict[str, object] | None, applied: float | None
 ) -> None:
-    from gputui.fleet.link import applied_interval
+    """The link's stale and hung limits follow what the helper applied only when that is
+    0.1-60 s (NaN or 1e308 would switch the watchdog off); anything else is a bad result."""
+    from gputui.protocol import IntervalRequest, ResultError
 
-    assert applied_interval(value, 1.0) == applied
+    request = IntervalRequest(seconds=1.0)
+    if applied is None:
+        with pytest.raises(ResultError):
+            request.decode(value)
+    else:
+        assert request.decode(value).seconds == applied

@@ -1,4 +1,4 @@
-"""Fixtures for the console's tests: a fake source, a fixed clock, UTC wall time."""
+"""Fixtures for the console's tests: a fake source and control, a fixed clock, UTC time."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from ui_fakes import FakeSource, fixed_clock
+from ui_fakes import FakeControl, FakeSource, fixed_clock
 
 from gputui.config import Config
 from gputui.ui.app import GpuTuiApp
@@ -28,5 +28,10 @@ def source() -> FakeSource:
 
 
 @pytest.fixture
-def app(source: FakeSource) -> GpuTuiApp:
-    return GpuTuiApp(source, Config(), clock=fixed_clock)
+def control() -> FakeControl:
+    return FakeControl()
+
+
+@pytest.fixture
+def app(source: FakeSource, control: FakeControl) -> GpuTuiApp:
+    return GpuTuiApp(source, Config(), clock=fixed_clock, control=control)

@@ -10,13 +10,14 @@ import ui_fakes as fakes
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
-from ui_fakes import NOW, FakeSource, fixed_clock
+from ui_fakes import NOW, FakeControl, FakeSource, fixed_clock
 from ui_helpers import grid, grid_line, lines, screen_text, shown, until
 
 from gputui.config import Config
-from gputui.telemetry import HostStatus, SignalOutcome
+from gputui.fleet.fleet import Fleet
+from gputui.telemetry import HostStatus, RequestOutcome
 from gputui.ui import app as app_module
-from gputui.ui.app import GpuTuiApp, HostsSampled
+from gputui.ui.app import GpuTuiApp, HostsSampled, ReadOnly
 from gputui.ui.gpu_view import GpuRow, HostRow
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen, key_label
@@ -243,7 +244,7 @@ async def _select_process(app: GpuTuiApp, pilot: object, row: GpuRow, index: int
     await pilot.pause()  # type: ignore[attr-defined]
 
 
-async def test_kill_flow_confirmed_sends_the_signal(app: GpuTuiApp, source: FakeSource) -> None:
+async def test_kill_flow_confirmed_sends_the_signal(app: GpuTuiApp, control: FakeControl) -> None:
     messages: list[Message] = []
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
         await pilot.pause()
@@ -258,12 +259,12 @@ async def test_kill_flow_confirmed_sends_the_signal(app: GpuTuiApp, source: Fake
         await pilot.press("y")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert source.signals == [("gpu01", "GPU-gpu01-0000-0000-0000-000000000000", 4242, "KILL")]
+        assert control.signals == [("gpu01", "GPU-gpu01-0000-0000-0000-000000000000", 4242, "KILL")]
         assert any(isinstance(m, MainScreen.SignalConfirmed) for m in messages)
         assert [n.message for n in app._notifications] == ["sent SIGKILL to pid 4242"]
 
 
-async def test_kill_flow_declined_sends_nothing(app: GpuTuiApp, source: FakeSource) -> None:
+async def test_kill_flow_declined_sends_nothing(app: GpuTuiApp, control: FakeControl) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await _select_process(app, pilot, GpuRow("gpu01", 2), index=1)
@@ -276,26 +277,47 @@ async def test_kill_flow_declined_sends_nothing(app: GpuTuiApp, source: FakeSour
         assert isinstance(app.screen, MainScreen)
         await pilot.press("T", "escape", "T", "enter")  # Esc and Enter (on Cancel) decline too
         await pilot.pause()
-        assert source.signals == []
+        assert control.signals == []
 
 
-async def test_signal_outcome_denied_is_shown(source: FakeSource) -> None:
-    source.outcome = SignalOutcome(False, "permission denied: pid 5150 belongs to bob", "EPERM")
-    app = GpuTuiApp(source, Config(), clock=fixed_clock)
+async def test_signal_outcome_denied_is_shown(source: FakeSource, control: FakeControl) -> None:
+    control.outcome = RequestOutcome(False, "permission denied: pid 5150 belongs to bob", "EPERM")
+    app = GpuTuiApp(source, Config(), clock=fixed_clock, control=control)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await _select_process(app, pilot, GpuRow("gpu01", 1))
         await pilot.press("T", "y")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert source.signals == [("gpu01", "GPU-gpu01-0001-0000-0000-000000000000", 5150, "TERM")]
+        assert control.signals == [("gpu01", "GPU-gpu01-0001-0000-0000-000000000000", 5150, "TERM")]
         notes = [n.message for n in app._notifications]
         assert "permission denied: pid 5150 belongs to bob" in notes
         note = list(app._notifications)[-1]
         assert note.severity == "error"
 
 
-async def test_kill_without_a_process_warns(app: GpuTuiApp, source: FakeSource) -> None:
+async def test_a_read_only_source_says_it_cannot_act(source: FakeSource) -> None:
+    app = GpuTuiApp(source, Config(), clock=fixed_clock)  # the fake source is no HostControl
+    assert isinstance(app.control, ReadOnly)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await _select_process(app, pilot, GpuRow("gpu01", 1))
+        await pilot.press("T", "y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        note = list(app._notifications)[-1]
+        assert note.message == "this console cannot act on hosts (its data source is read-only)"
+        assert note.severity == "error"
+
+
+def test_the_fleet_is_source_and_control_and_a_given_control_wins() -> None:
+    fleet = Fleet(Config())
+    assert GpuTuiApp(fleet, Config()).control is fleet
+    control = FakeControl()
+    assert GpuTuiApp(fleet, Config(), control=control).control is control
+
+
+async def test_kill_without_a_process_warns(app: GpuTuiApp, control: FakeControl) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         grid(app).select(GpuRow("gpu01", 3))
@@ -304,7 +326,7 @@ async def test_kill_without_a_process_warns(app: GpuTuiApp, source: FakeSource) 
         await pilot.pause()
         assert isinstance(app.screen, MainScreen)
         assert any("No process selected" in n.message for n in app._notifications)
-        assert source.signals == []
+        assert control.signals == []
 
 
 async def test_host_going_unreachable_while_others_update(
@@ -511,7 +533,7 @@ async def test_a_big_burst_is_applied_in_slices_and_the_newest_wins(
         assert " 11% " in grid_line(app, "n000:0")
 
 
-async def test_r_retries_the_selected_host_now(app: GpuTuiApp, source: FakeSource) -> None:
+async def test_r_retries_the_selected_host_now(app: GpuTuiApp, control: FakeControl) -> None:
     messages: list[Message] = []
     async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
         await pilot.pause()
@@ -519,24 +541,24 @@ async def test_r_retries_the_selected_host_now(app: GpuTuiApp, source: FakeSourc
         await pilot.pause()
         await pilot.press("r")
         await pilot.pause()
-        assert source.retries == ["gpu03"]
+        assert control.retries == ["gpu03"]
         assert [n.message for n in app._notifications] == ["retrying gpu03 now"]
         assert any(isinstance(m, MainScreen.RetryRequested) for m in messages)
         grid(app).select(HostRow("gpu01"))  # live: nothing to retry
         await pilot.press("r")
         await pilot.pause()
-        assert source.retries == ["gpu03"]
+        assert control.retries == ["gpu03"]
         assert "gpu01 is live: nothing to retry" in [n.message for n in app._notifications]
 
 
 async def test_r_with_nothing_selected_retries_every_host() -> None:
-    source = FakeSource([])
-    app = GpuTuiApp(source, Config(), clock=fixed_clock)
+    control = FakeControl()
+    app = GpuTuiApp(FakeSource([]), Config(), clock=fixed_clock, control=control)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         await pilot.press("r")
         await pilot.pause()
-        assert source.retries == [None]
+        assert control.retries == [None]
         assert [n.message for n in app._notifications] == ["retrying all hosts now"]
 
 

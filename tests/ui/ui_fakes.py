@@ -1,4 +1,4 @@
-"""A deterministic ``TelemetrySource`` for the console's tests.
+"""A deterministic ``TelemetrySource`` and a recording ``HostControl`` for the console's tests.
 
 Snapshots are built from JSON through ``gputui.protocol.decode_helper_line``, the
 same path the fleet uses, so strings are cleaned exactly as real host data is.
@@ -10,8 +10,18 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gputui.protocol import Event, Hello, ProcessSample, Sample, Signal, decode_helper_line
-from gputui.telemetry import HostSnapshot, HostStatus, Listener, SignalOutcome
+from gputui.protocol import (
+    Event,
+    Hello,
+    HelperRequest,
+    IntervalResult,
+    ProcessSample,
+    Sample,
+    Signal,
+    SignalResult,
+    decode_helper_line,
+)
+from gputui.telemetry import HostSnapshot, HostStatus, Listener, R, RequestOutcome
 
 NOW = 1_700_000_000.0
 """The fixed "now" of every test (14 Nov 2023 22:13:20 UTC)."""
@@ -241,20 +251,13 @@ def cluster(seq: int = 1) -> list[HostSnapshot]:
 
 
 class FakeSource:
-    """Fixed snapshots; records signal requests; pushes new snapshots on demand."""
+    """Fixed snapshots; pushes new snapshots on demand. Telemetry only: no control."""
 
-    def __init__(
-        self,
-        snapshots: list[HostSnapshot] | None = None,
-        outcome: SignalOutcome | None = None,
-    ) -> None:
+    def __init__(self, snapshots: list[HostSnapshot] | None = None) -> None:
         self._snapshots = {s.name: s for s in (cluster() if snapshots is None else snapshots)}
         self._listeners: list[Listener] = []
-        self.outcome = outcome or SignalOutcome(True, "sent SIGKILL to pid 4242")
-        self.signals: list[tuple[str, str, int, Signal]] = []
         self.started = False
         self.closed = False
-        self.retries: list[str | None] = []
 
     def snapshots(self) -> Mapping[str, HostSnapshot]:
         return dict(self._snapshots)
@@ -266,17 +269,8 @@ class FakeSource:
     async def start(self) -> None:
         self.started = True
 
-    def retry_now(self, host: str | None = None) -> None:
-        self.retries.append(host)
-
     async def close(self) -> None:
         self.closed = True
-
-    async def signal_process(
-        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
-    ) -> SignalOutcome:
-        self.signals.append((host, gpu_uuid, process.pid, signal))
-        return self.outcome
 
     def push(self, snapshot: HostSnapshot) -> None:
         """Deliver a new snapshot to every listener, as the fleet would."""
@@ -286,3 +280,31 @@ class FakeSource:
 
     def get(self, name: str) -> HostSnapshot:
         return self._snapshots[name]
+
+
+class FakeControl:
+    """Records what the console asked of the hosts; answers with ``outcome``."""
+
+    def __init__(self, outcome: RequestOutcome[SignalResult] | None = None) -> None:
+        self.outcome = outcome or RequestOutcome(True, "sent SIGKILL to pid 4242")
+        self.signals: list[tuple[str, str, int, Signal]] = []
+        self.retries: list[str | None] = []
+        self.requests: list[tuple[str, HelperRequest[Any]]] = []
+
+    def retry_now(self, host: str | None = None) -> None:
+        self.retries.append(host)
+
+    async def signal_process(
+        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
+    ) -> RequestOutcome[SignalResult]:
+        self.signals.append((host, gpu_uuid, process.pid, signal))
+        return self.outcome
+
+    async def request(self, host: str, request: HelperRequest[R]) -> RequestOutcome[R]:
+        self.requests.append((host, request))
+        return RequestOutcome(False, "not in this test", "unsupported")
+
+    async def set_refresh_interval(
+        self, seconds: float
+    ) -> Mapping[str, RequestOutcome[IntervalResult]]:
+        return {}

@@ -11,12 +11,12 @@ from gputui.protocol import (
     Event,
     Hello,
     HelperError,
+    IntervalRequest,
     ProtocolError,
     Result,
     Sample,
+    SignalRequest,
     decode_helper_line,
-    interval_request,
-    signal_request,
 )
 
 
@@ -136,7 +136,8 @@ def test_oversized_line() -> None:
 
 
 def test_requests_are_single_json_lines() -> None:
-    req = signal_request(5, pid=42, signal="KILL", gpu_uuid="GPU-1", uid=1000, start_ticks=123)
+    signal = SignalRequest(pid=42, signal="KILL", gpu_uuid="GPU-1", uid=1000, start_ticks=123)
+    req = signal.line(5)
     assert req.endswith("\n") and req.count("\n") == 1
     assert json.loads(req) == {
         "type": "request",
@@ -148,4 +149,4 @@ def test_requests_are_single_json_lines() -> None:
         "uid": 1000,
         "start_ticks": 123,
     }
-    assert json.loads(interval_request(6, 0.5))["seconds"] == 0.5
+    assert json.loads(IntervalRequest(seconds=0.5).line(6))["seconds"] == 0.5
