@@ -20,6 +20,7 @@ asking ``jobs`` for that job id, never by guessing; ``Fleet.launch`` does that.
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import (
@@ -56,6 +57,8 @@ JOB_ID_MAX = 2**53
 """Job ids are 1 .. 2**53: exact in a double, so any JSON reader keeps them."""
 
 _NS = r"^[a-z0-9]{8,32}$"
+NAMESPACE = re.compile(r"\A[a-z0-9]{8,32}\Z")
+"""What a jobs namespace looks like: 8 to 32 of a-z and 0-9."""
 _USER = r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}$"
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _GPU_UUID = r"^(GPU|MIG)-[0-9A-Za-z/-]{1,96}$"

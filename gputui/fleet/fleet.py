@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from gputui.config import Config
 from gputui.protocol import (
+    NAMESPACE,
     HelperRequest,
     IntervalRequest,
     IntervalResult,
@@ -52,9 +53,26 @@ class Fleet:
         timing: LinkTiming | None = None,
         connect_options: Mapping[str, Any] | None = None,
         global_known_hosts: str | None = GLOBAL_KNOWN_HOSTS,
+        jobs_namespace: str | None = None,
+        helper_args: Sequence[str] = (),
     ) -> None:
-        """``timing``, ``connect_options`` (extra asyncssh options) and
-        ``global_known_hosts`` (OpenSSH's GlobalKnownHostsFile) exist for tests."""
+        """``jobs_namespace``: the head's namespace token; every helper then watches its
+        jobs (``--jobs NS``) and pushes them, so each snapshot carries the host's job
+        list. ``helper_args``: more arguments for every helper, after the others.
+
+        ``timing``, ``connect_options`` (extra asyncssh options) and
+        ``global_known_hosts`` (OpenSSH's GlobalKnownHostsFile) exist for tests.
+        A namespace that is not ``[a-z0-9]{8,32}`` raises ``ValueError``.
+        """
+        args = list(helper_args)
+        if jobs_namespace is not None:
+            if not NAMESPACE.match(jobs_namespace):
+                raise ValueError(
+                    f"jobs namespace must be 8 to 32 of a-z and 0-9, not {jobs_namespace!r}"
+                )
+            args += ["--jobs", jobs_namespace]
+        self.helper_args: tuple[str, ...] = tuple(args)
+        """What every helper is started with, after its sim and interval arguments."""
         self.config = config
         self._timing = timing or LinkTiming()
         self._connect_options = dict(connect_options or {})
@@ -108,6 +126,7 @@ class Fleet:
                 jumps=self.jumps,
                 timing=self._timing,
                 connect_options=self._connect_options,
+                helper_args=self.helper_args,
             )
         loop = asyncio.get_running_loop()
         self._tasks = [

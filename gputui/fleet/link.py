@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, overload
 
@@ -66,12 +66,14 @@ MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 60.0
 """Sampling intervals a helper may report having applied (hosts.yaml's range)."""
 
 
-def helper_argv(host: ResolvedHost, interval: float) -> list[str]:
-    """The helper's arguments for ``host``: sim mode when configured, always the interval."""
+def helper_argv(host: ResolvedHost, interval: float, extra: Sequence[str] = ()) -> list[str]:
+    """The helper's arguments for ``host``: sim mode when configured, always the interval,
+    then ``extra`` (the fleet's ``helper_args``, e.g. ``--jobs NS``)."""
     argv: list[str] = []
     if host.sim:
         argv += ["--sim", host.sim]
     argv += ["--interval", str(interval)]
+    argv += [str(arg) for arg in extra]
     return argv
 
 
@@ -96,12 +98,15 @@ class HostLink:
         jumps: JumpPool | None = None,
         timing: LinkTiming | None = None,
         connect_options: Mapping[str, Any] | None = None,
+        helper_args: Sequence[str] = (),
     ) -> None:
         """``interval``: seconds between samples; ``stale_after``: hosts.yaml's
-        ``stale_after_s``, raised as a slow interval needs (see ``thresholds``)."""
+        ``stale_after_s``, raised as a slow interval needs (see ``thresholds``);
+        ``helper_args``: more helper arguments, after the link's own."""
         self.host = host
         self.name = host.name
         self._publish = publish
+        self._helper_args = tuple(helper_args)
         self._connector = HostConnector(
             host,
             gate=gate,
@@ -230,7 +235,7 @@ class HostLink:
         conn, lease = await self._connector.open(box)
         self._conn = conn
         try:
-            argv = helper_argv(self.host, self.interval)
+            argv = helper_argv(self.host, self.interval, self._helper_args)
             try:
                 session = await HelperSession.start(conn, self.host.python, argv)
             except asyncssh.ChannelOpenError as exc:
