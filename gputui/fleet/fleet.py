@@ -36,6 +36,7 @@ from .backoff import LinkTiming
 from .hostkeys import GLOBAL_KNOWN_HOSTS, KnownHostsCache
 from .jumps import JumpPool
 from .link import HostLink
+from .stream import SnapshotStream
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class Fleet:
         self._tasks: list[asyncio.Task[None]] = []
         self._links: dict[str, HostLink] = {}
         self._gate: asyncio.Semaphore | None = None
+        self._streams: set[SnapshotStream] = set()
         self._known_hosts = KnownHostsCache(global_known_hosts)
         self.jumps = JumpPool()
         """Shared bastion connections (one per ProxyJump destination)."""
@@ -104,6 +106,26 @@ class Fleet:
             self._listeners = tuple(x for x in self._listeners if x is not listener)
 
         return unsubscribe
+
+    def updates(self, *, initial: bool = True) -> SnapshotStream:
+        """Every host's changes as an async iterator of snapshots, for a daemon.
+
+        A slow consumer gets each host's latest snapshot when it comes back for more,
+        never a backlog: at most one per host is held (see ``SnapshotStream``). With
+        ``initial``, every host's current snapshot is pending from the start. The
+        stream ends when closed (``async with fleet.updates() as updates: async for
+        snapshot in updates: ...``) or when the fleet closes, after the STOPPED ones.
+        """
+        stream = SnapshotStream(self.snapshots().values() if initial else ())
+        unsubscribe = self.subscribe(stream.put)
+        self._streams.add(stream)
+
+        def on_close() -> None:
+            unsubscribe()
+            self._streams.discard(stream)
+
+        stream.on_close(on_close)
+        return stream
 
     async def start(self) -> None:
         """Create one task per host on the running loop; returns at once."""
@@ -150,6 +172,8 @@ class Fleet:
         await self.jumps.close()
         for link in links:
             link.mark_stopped()
+        for stream in list(self._streams):
+            stream.close()
 
     # -- extras ------------------------------------------------------------------------
 
