@@ -15,6 +15,7 @@ import hostile
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.cells import cell_len
 
 from gputui.protocol import (
     MAX_ERRORS,
@@ -285,7 +286,7 @@ def test_an_unknown_type_never_carries_the_hosts_control_characters() -> None:
     for tag in ("\x1b]0;pwned\x07", "\x1b[2J" + "t" * 1000, "\u202e\x9b31m"):
         message = decode_helper_line(json.dumps({"type": tag, "seq": 1}))
         assert isinstance(message, UnknownMessage)
-        assert hostile.is_safe_text(message.type) and len(message.type) <= 40, message.type
+        assert hostile.is_safe_text(message.type) and cell_len(message.type) <= 40, message.type
 
 
 @settings(max_examples=200, deadline=None)
@@ -293,7 +294,8 @@ def test_an_unknown_type_never_carries_the_hosts_control_characters() -> None:
 def test_an_unknown_message_type_is_named_safely_not_refused(tag: str) -> None:
     message = decode_helper_line(json.dumps({"type": "x" + tag, "id": 1}))
     assert isinstance(message, UnknownMessage)
-    assert hostile.is_safe_text(message.type) and 1 <= len(message.type) <= 40
+    assert hostile.is_safe_text(message.type) and 1 <= cell_len(message.type) <= 40
+    assert len(message.type) <= 3 * 40  # at most two combining marks on a character
     assert message.type.startswith("x")
 
 
