@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +164,10 @@ class HostConfig(_Model):
     """Free-form labels, e.g. ``{rack: r3, owner: vision}``."""
     sim: str | None = None
     """Simulated GPUs instead of NVML, e.g. ``4xrtx3090`` or ``8xa100-80gb,fault=xid:79@3``."""
+    local: bool = False
+    """This machine itself: the helper runs as a child process, no SSH. ``address`` and
+    the SSH fields are then ignored; ``python`` defaults to this program's own
+    interpreter (which has nvidia-ml-py)."""
 
     @field_validator("name")
     @classmethod
@@ -308,9 +313,13 @@ class ResolvedHost:
     pool: str
     labels: dict[str, str]
     sim: str | None
+    local: bool = False
+    """Run the helper as a child process of this one (no SSH; see ``HostConfig.local``)."""
 
     @classmethod
     def merge(cls, defaults: SshDefaults, host: HostConfig) -> ResolvedHost:
+        if host.local:
+            return cls.local_host(host)
         return cls(
             name=host.name,
             address=host.address or host.name,
@@ -326,6 +335,27 @@ class ResolvedHost:
             pool=host.pool,
             labels=dict(host.labels),
             sim=host.sim,
+        )
+
+    @classmethod
+    def local_host(cls, host: HostConfig) -> ResolvedHost:
+        """This machine: no address, no SSH settings; this interpreter unless one is named."""
+        return cls(
+            name=host.name,
+            address="local",
+            port=None,
+            user=None,
+            identity_file=None,
+            proxy_jump=None,
+            known_hosts=None,
+            ssh_config=None,
+            python=host.python or sys.executable or "python3",
+            connect_timeout=SshDefaults().connect_timeout,
+            keepalive_interval=0.0,
+            pool=host.pool,
+            labels=dict(host.labels),
+            sim=host.sim,
+            local=True,
         )
 
 

@@ -1,7 +1,8 @@
-"""``HostLink``: one host's SSH connection, its helper, and what the console shows of it.
+"""``HostLink``: one host's connection, its helper, and what the console shows of it.
 
-A link runs forever (until closed): connect, start the helper, stream samples,
-and on any failure show why and reconnect with jittered backoff. Every change is a
+A link runs forever (until closed): connect (SSH, or nothing for a local host whose
+helper is a child process), start the helper, stream samples, and on any failure
+show why and reconnect with jittered backoff. Every change is a
 new immutable ``HostSnapshot`` handed to ``publish``. The per-sample path is one
 decode, one snapshot replace and the publish call, nothing more.
 """
@@ -23,7 +24,6 @@ from gputui.config import ResolvedHost
 from gputui.health import is_stale
 from gputui.protocol import (
     MAX_NOTES,
-    MAX_REQUEST_BYTES,
     Event,
     Hello,
     HelperError,
@@ -33,7 +33,6 @@ from gputui.protocol import (
     Jobs,
     ProtocolError,
     Result,
-    ResultError,
     Sample,
     UnknownMessage,
     decode_helper_line,
@@ -54,7 +53,7 @@ from .failures import (
 )
 from .hostkeys import KnownHostsCache, VerifyingClient
 from .jumps import JumpFailure, JumpPool
-from .outcomes import done_message, refused_message, unanswered_message
+from .requests import send
 from .session import HelperSession, check_versions
 
 log = logging.getLogger(__name__)
@@ -62,8 +61,6 @@ log = logging.getLogger(__name__)
 EVENTS_KEPT = 200
 UNKNOWN_TYPES_NOTED = 8
 """Unknown message types noted per session (each once); more are ignored unnoted."""
-MIN_INTERVAL_S, MAX_INTERVAL_S = 0.1, 60.0
-"""Sampling intervals a helper may report having applied (hosts.yaml's range)."""
 
 
 def helper_argv(host: ResolvedHost, interval: float, extra: Sequence[str] = ()) -> list[str]:
@@ -122,6 +119,9 @@ class HostLink:
         self.set_interval_thresholds(interval)
         self.samples_received = 0
         self._session: HelperSession | None = None
+        """The helper requests go to: set once it said hello."""
+        self._helper: HelperSession | None = None
+        """The helper running now, from its start (what ``close`` ends)."""
         self._conn: asyncssh.SSHClientConnection | None = None
         self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self._unknown_types: set[str] = set()
@@ -218,7 +218,7 @@ class HostLink:
         """Stop reconnecting; end the helper (stdin EOF) and the connection."""
         self._closing = True
         self._wake.set()
-        session, conn = self._session, self._conn
+        session, conn = self._helper, self._conn
         if session is not None:
             await session.close(self.timing.close_timeout)
         if conn is not None:
@@ -232,30 +232,33 @@ class HostLink:
     # -- connecting and the helper session ----------------------------------------
 
     async def _connect_and_stream(self, box: list[VerifyingClient]) -> None:
+        argv = helper_argv(self.host, self.interval, self._helper_args)
+        if self.host.local:
+            await self._run_local(argv)
+        else:
+            await self._run_ssh(argv, box)
+
+    async def _run_local(self, argv: list[str]) -> None:
+        """The helper as a child process: no SSH, the same session above it."""
+        try:
+            session = await HelperSession.local(self.host.python, argv)
+        except OSError as exc:
+            reason = clean(exc.strerror or exc, 120) or type(exc).__name__
+            raise HelperFailure(
+                HostStatus.HELPER_ERROR,
+                f"could not start the helper: {clean(self.host.python, 120)}: {reason}",
+            ) from None
+        await self._serve(session, session.abort)
+
+    async def _run_ssh(self, argv: list[str], box: list[VerifyingClient]) -> None:
         conn, lease = await self._connector.open(box)
         self._conn = conn
         try:
-            argv = helper_argv(self.host, self.interval, self._helper_args)
             try:
-                session = await HelperSession.start(conn, self.host.python, argv)
+                session = await HelperSession.over_ssh(conn, self.host.python, argv)
             except asyncssh.ChannelOpenError as exc:
                 raise helper_channel_failure(exc) from exc
-            try:
-                hello = await session.handshake(self.timing.hello_timeout)
-                self._on_hello(hello)
-                self._session = session
-                watchdog = asyncio.get_running_loop().create_task(self._watch(conn))
-                try:
-                    await self._stream(session)
-                finally:
-                    watchdog.cancel()
-                    self._session = None
-                    session.fail_pending()
-                if self._abort is None:
-                    await session.raise_ended(self.timing.close_timeout, slow=False)
-            finally:
-                self._session = None
-                await session.close(self.timing.close_timeout)
+            await self._serve(session, conn.abort)
         finally:
             self._conn = None
             conn.abort() if self._abort is not None else conn.close()
@@ -265,6 +268,26 @@ class HostLink:
             finally:
                 if lease is not None:
                     lease.release()  # the last host through a bastion closes it
+
+    async def _serve(self, session: HelperSession, abort: Callable[[], None]) -> None:
+        """Hello, then stream until the helper ends or hangs (``abort`` cuts it off)."""
+        self._helper = session
+        try:
+            hello = await session.handshake(self.timing.hello_timeout)
+            self._on_hello(hello)
+            self._session = session
+            watchdog = asyncio.get_running_loop().create_task(self._watch(abort))
+            try:
+                await self._stream(session)
+            finally:
+                watchdog.cancel()
+                self._session = None
+                session.fail_pending()
+            if self._abort is None:
+                await session.raise_ended(self.timing.close_timeout, slow=False)
+        finally:
+            self._session = self._helper = None
+            await session.close(self.timing.close_timeout)
 
     def _on_hello(self, hello: Hello) -> None:
         self._last_rx = self._last_sample = asyncio.get_running_loop().time()
@@ -345,7 +368,7 @@ class HostLink:
         note = f"ignored messages of unknown type {kind!r} (a newer helper?)"
         self._set(notes=noted(self.snapshot.notes, (note,)))
 
-    async def _watch(self, conn: asyncssh.SSHClientConnection) -> None:
+    async def _watch(self, abort: Callable[[], None]) -> None:
         """Mark the host STALE when samples stop (``gputui.health``'s rule); drop the
         connection when nothing at all comes any more (hung)."""
         loop = asyncio.get_running_loop()
@@ -357,7 +380,7 @@ class HostLink:
                 self._abort = Failure(
                     HostStatus.UNREACHABLE, f"no data for {silent:.0f} s; reconnecting"
                 )
-                conn.abort()
+                abort()
                 return
             if is_stale(quiet, stale):
                 if self.snapshot.status is HostStatus.LIVE:
@@ -388,59 +411,8 @@ class HostLink:
         from request id to line, answered with the helper's undecoded ``Result`` (or
         an outcome saying why there is none, ``lost`` read as ``offline``).
         """
-        if not isinstance(request, HelperRequest):
-            answer = await self._exchange(request, None)
-            if isinstance(answer, RequestOutcome) and answer.code == "lost":
-                return RequestOutcome(False, answer.message, "offline")
-            return answer
-        result = await self._exchange(request.line, request)
-        if isinstance(result, RequestOutcome):
-            return result
-        if not result.ok:
-            message = refused_message(request, result, self.name)
-            return RequestOutcome(False, message, result.code or "refused")
-        try:
-            value = request.decode(result.value)
-        except ResultError as exc:
-            return RequestOutcome(False, f"{self.name} answered badly: {exc}", "bad-result")
-        return RequestOutcome(True, done_message(request, value, self.name), None, value)
-
-    async def _exchange(
-        self, line_for: Callable[[int], str], request: HelperRequest[Any] | None
-    ) -> Result | RequestOutcome[Any]:
-        """Send one line and wait for its ``Result`` (or say why none came)."""
-        session = self._session
-        if session is None:
-            status = self.snapshot.status.value
-            return RequestOutcome(False, f"{self.name} is not connected ({status})", "offline")
-        request_id = session.next_id()
-        line = line_for(request_id)
-        size = len(line.encode())
-        if size > MAX_REQUEST_BYTES:
-            op = request.op if request is not None else "a"
-            text = f"{op} request of {size} bytes is over the helper's limit; not sent"
-            return RequestOutcome(False, text, "bad-request")
-        future: asyncio.Future[Result | None] = asyncio.get_running_loop().create_future()
-        session.pending[request_id] = future
-        timeout = self.timing.request_timeout
-        try:
-            session.send(line)
-            result = await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            if request is None:
-                text = f"no answer from {self.name} in {timeout:g} s"
-            else:
-                text = unanswered_message(request, self.name, timeout)
-            return RequestOutcome(False, text, "timeout")
-        except EDGE_ERRORS as exc:
-            text = clean(exc, 120) or type(exc).__name__
-            return RequestOutcome(False, f"could not reach {self.name}: {text}", "offline")
-        finally:
-            session.pending.pop(request_id, None)
-        if result is None:
-            text = f"lost the connection to {self.name} before it answered"
-            return RequestOutcome(False, text, "lost")
-        return result
+        status, timeout = self.snapshot.status.value, self.timing.request_timeout
+        return await send(self._session, request, host=self.name, status=status, timeout=timeout)
 
     async def set_interval(self, seconds: float) -> RequestOutcome[IntervalResult]:
         """Sample every ``seconds``; the stale and hung limits follow what was applied."""

@@ -1,4 +1,4 @@
-"""One helper process on one SSH connection: start it, split its output, shake hands.
+"""One helper process, over SSH or local: start it, split its output, shake hands.
 
 The helper is started with a fixed command; everything else (its code and
 arguments) goes over stdin as the first line. Its stdout is split into lines here
@@ -6,10 +6,11 @@ with a size cap, so a helper that floods or prints binary junk is a protocol err
 for that host, never a crash. Its stderr is kept (the first few KiB) because the
 first line there is usually the reason a helper did not start.
 
-The channel is a plain ``SSHClientSession``: asyncssh hands each decrypted chunk to
-``data_received`` and, once streaming, every complete line goes straight to the
-link's handler in that same call. No stream reader, future or task switch per
-sample; that is most of what a sample costs the console besides SSH itself.
+The bytes come through a ``HelperTransport`` (``transport``: an SSH channel, or a
+local child's pipes), which hands each chunk to this session in the event loop's
+own callback; once streaming, every complete line goes straight to the link's
+handler in that same call. No stream reader, future or task switch per sample;
+that is most of what a sample costs the console besides SSH itself.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ from gputui.protocol import (
     decode_helper_line,
 )
 from gputui.remote import HELPER_VERSION
-from gputui.remote.bundle import helper_command, helper_payload
+from gputui.remote.bundle import helper_payload
 from gputui.telemetry import HostStatus
 from gputui.text import clean
 
 from .failures import HelperFailure
+from .transport import HelperTransport, LocalTransport, SshTransport
 
 _STDERR_KEEP = 4096
 STDERR_GRACE_S = 0.5
@@ -117,31 +119,11 @@ class LineSplitter:
             )
 
 
-class _Channel(asyncssh.SSHClientSession[bytes]):
-    """asyncssh's callbacks for the helper's channel, forwarded to its ``HelperSession``."""
-
-    def __init__(self, owner: HelperSession) -> None:
-        self._owner = owner
-
-    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        if datatype is None:
-            self._owner._on_stdout(data)
-        else:
-            self._owner._on_stderr(data)
-
-    def eof_received(self) -> bool:
-        self._owner._on_end(None)
-        return True  # stay half-open for the exit status, as asyncssh's own streams do
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._owner._on_end(exc)
-
-
 class HelperSession:
     """The running helper: its lines, its stderr, and requests waiting for results."""
 
     def __init__(self) -> None:
-        self.channel: asyncssh.SSHClientChannel[bytes] | None = None
+        self.transport: HelperTransport | None = None
         self.pending: dict[int, asyncio.Future[Result | None]] = {}
         self._ids = itertools.count(1)
         self._stderr = bytearray()
@@ -156,30 +138,39 @@ class HelperSession:
         self._closed = asyncio.get_running_loop().create_future()
 
     @classmethod
-    async def start(
+    async def over_ssh(
         cls, conn: asyncssh.SSHClientConnection, python: str, argv: Sequence[str]
     ) -> HelperSession:
+        """The helper on a new session channel of ``conn``, its payload sent."""
         session = cls()
-        try:
-            channel, _ = await conn.create_session(
-                lambda: _Channel(session), helper_command(python), encoding=None
-            )
-        except AttributeError:
-            # asyncssh (2.24) trips over its own cleanup when the connection drops
-            # while the channel is opening: that is a lost connection, not a bug here.
-            raise asyncssh.ConnectionLost("connection lost while starting the helper") from None
-        session.channel = channel
-        channel.write(helper_payload(list(argv)))
+        session.transport = await SshTransport.open(conn, python, session)
+        session.transport.write(helper_payload(list(argv)))
+        return session
+
+    @classmethod
+    async def local(cls, python: str, argv: Sequence[str]) -> HelperSession:
+        """The helper as a child process of this one, its payload sent.
+
+        ``OSError`` when ``python`` cannot be started at all (not found, not executable).
+        """
+        session = cls()
+        session.transport = await LocalTransport.open(python, session)
+        session.transport.write(helper_payload(list(argv)))
         return session
 
     def next_id(self) -> int:
         return next(self._ids)
 
     def send(self, line: str) -> None:
-        assert self.channel is not None
-        self.channel.write(line.encode())
+        assert self.transport is not None
+        self.transport.write(line.encode())
 
-    # -- asyncssh callbacks -------------------------------------------------------
+    def abort(self) -> None:
+        """End the helper now (it hung): the channel closed, or the process killed."""
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- transport callbacks ------------------------------------------------------
 
     def _on_stdout(self, data: bytes) -> None:
         if self._failure is not None:
@@ -285,19 +276,19 @@ class HelperSession:
 
     async def exit_details(self, wait: float = 2.0) -> tuple[bool, str]:
         """Whether the helper exited, and ``exited with status N: <first stderr line>``."""
-        channel = self.channel
-        if channel is None:
+        transport = self.transport
+        if transport is None:
             return False, "connection lost"
         with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
-            await asyncio.wait_for(channel.wait_closed(), wait)
-        status = channel.get_exit_status()
-        signal = channel.get_exit_signal()
-        if status is not None and status >= 0:
+            await asyncio.wait_for(transport.wait_closed(), wait)
+        status = transport.exit_status()
+        signal = transport.exit_signal()
+        if status is not None:
             text = f"exited with status {status}"
             if status == 127:
                 text += " (command not found)"
         elif signal is not None:
-            text = f"killed by signal {clean(signal[0], 20)}"
+            text = f"killed by signal {clean(signal, 20)}"
         else:
             return False, "connection lost"
         stderr = self.first_stderr_line()
@@ -365,15 +356,16 @@ class HelperSession:
         self.pending.clear()
 
     async def close(self, timeout: float) -> None:
+        """Ask the helper to end (input closed), wait up to ``timeout`` s, then end it."""
         self.fail_pending()
-        channel = self.channel
-        if channel is None:
+        transport = self.transport
+        if transport is None:
             return
         with contextlib.suppress(Exception):
-            channel.write_eof()
+            transport.write_eof()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(channel.wait_closed(), timeout)
-        channel.close()
+            await asyncio.wait_for(transport.wait_closed(), timeout)
+        transport.close()
 
 
 def _shown(line: bytes) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
@@ -36,8 +37,35 @@ def errors_of(text: str) -> list[str]:
 def test_example_file_is_valid() -> None:
     config = load_config(REPO / "hosts.example.yaml")
     names = [h.name for h in config.hosts]
-    assert names == ["gpu01", "gpu02", "sim01"]
+    assert names == ["gpu01", "gpu02", "sim01", "here"]
     assert config.head is not None and config.head.host == "head01"
+    assert [h.local for h in config.resolved()] == [False, False, False, True]
+
+
+def test_a_local_host_ignores_address_and_ssh_and_runs_this_interpreter() -> None:
+    config = parse_config(
+        """
+defaults: {user: alice, port: 2222, identity_file: ~/.ssh/k, proxy_jump: b, python: /opt/py}
+hosts:
+  - {name: here, local: true, address: 10.0.0.9, port: 22, user: bob, sim: 2xa10}
+  - {name: named, local: true, python: /usr/bin/python3.12}
+"""
+    )
+    here, named = config.resolved()
+    assert here.local and named.local
+    assert (here.address, here.user, here.port, here.identity_file, here.proxy_jump) == (
+        "local",
+        None,
+        None,
+        None,
+        None,
+    )
+    assert here.ssh_config is None and here.known_hosts is None and here.sim == "2xa10"
+    assert here.python == sys.executable  # has nvidia-ml-py, unlike a bare python3
+    assert named.python == "/usr/bin/python3.12"
+    assert errors_of("hosts: [{name: x, local: 'yes'}]") == [
+        "hosts.yaml:1: hosts[0](x).local: Input should be a valid boolean"
+    ]
 
 
 def test_defaults_merge_into_hosts() -> None:
