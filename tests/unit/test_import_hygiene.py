@@ -3,6 +3,7 @@ fresh interpreter actually loads when it imports one layer."""
 
 from __future__ import annotations
 
+import ast
 import json
 import pkgutil
 import shutil
@@ -43,8 +44,90 @@ def test_helper_loads_nothing_of_gputui_and_no_third_party() -> None:
     assert {"pydantic", "textual", "asyncssh", "yaml", "sqlmodel"} & top_levels(mods) == set()
 
 
+def remote_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, what) for every import in one helper file, relative ones resolved against
+    ``gputui.remote`` (``..x`` names ``gputui.x``), plus ``__import__`` and
+    ``importlib.import_module`` calls on a constant name."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ["gputui", "remote"][: max(0, 3 - node.level)]
+                if node.module is None:  # from .. import x: x is a module of the base
+                    found += [(node.lineno, ".".join([*base, a.name])) for a in node.names]
+                else:
+                    found.append((node.lineno, ".".join([*base, node.module])))
+            else:
+                found.append((node.lineno, node.module or ""))
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            first = node.args[0]
+            if name in ("__import__", "import_module") and isinstance(first, ast.Constant):
+                found.append((node.lineno, str(first.value)))
+    return found
+
+
+def escapes_the_helper(module: str) -> bool:
+    """A gputui module other than the helper's own (the root package included): the
+    helper is shipped alone, as ``gputui_remote``, and would not find it on a host."""
+    return module == "gputui" or (
+        module.startswith("gputui.") and not module.startswith("gputui.remote")
+    )
+
+
+def test_the_helper_source_imports_nothing_of_gputui_outside_itself() -> None:
+    """The written rule beside import-linter's contract: every helper file's imports,
+    relative ones that climb out and dynamic ones too."""
+    files = sorted((REPO / "gputui" / "remote").glob("*.py"))
+    assert len(files) >= 8
+    bad = [
+        f"{path.name}:{line}: {module}"
+        for path in files
+        for line, module in remote_imports(path)
+        if escapes_the_helper(module)
+    ]
+    assert bad == []
+
+
+def test_the_rule_sees_every_way_out(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import gputui.text\n"
+        "from gputui import config\n"
+        "from .. import telemetry\n"
+        "from ..fleet import link\n"
+        "import importlib\n"
+        "importlib.import_module('gputui.ui')\n"
+        "__import__('gputui')\n"
+        "from . import wire\n"
+        "from .sim import SimNvml\n"
+    )
+    escaping = [m for _, m in remote_imports(probe) if escapes_the_helper(m)]
+    assert escaping == [
+        "gputui.text",
+        "gputui",
+        "gputui.telemetry",
+        "gputui.fleet",
+        "gputui.ui",
+        "gputui",
+    ]
+
+
+@pytest.mark.parametrize("layer", ["gputui.fleet", "gputui.health"])
+def test_headless_layers_load_no_textual_and_no_console(layer: str) -> None:
+    """What the head imports: no Textual, nothing of the console, in a fresh interpreter."""
+    mods = loaded_after([layer, *submodules(layer)])
+    assert "textual" not in top_levels(mods)
+    assert not any(m.startswith(("gputui.ui", "gputui.demo")) for m in mods)
+
+
 def test_view_and_wire_models_load_no_io_libraries() -> None:
-    mods = loaded_after(["gputui.protocol", "gputui.telemetry", "gputui.config", "gputui.text"])
+    mods = loaded_after(
+        ["gputui.protocol", "gputui.telemetry", "gputui.config", "gputui.text", "gputui.health"]
+    )
     assert {"asyncssh", "textual", "sqlmodel"} & top_levels(mods) == set()
 
 
