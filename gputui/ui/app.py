@@ -31,6 +31,7 @@ from textual.worker import Worker, WorkerState
 from gputui.config import Config
 from gputui.protocol import HelperRequest, IntervalResult, ProcessSample, Signal, SignalResult
 from gputui.telemetry import HostControl, HostSnapshot, R, RequestOutcome, TelemetrySource
+from gputui.ui.head_actions import HeadActions
 from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.help import HelpScreen, HelpSection, section
@@ -96,7 +97,7 @@ class HostsSampled(Message):
     snapshots: dict[str, HostSnapshot]
 
 
-class GpuTuiApp(App[None]):
+class GpuTuiApp(HeadActions, App[None]):
     """The gputui console over any ``TelemetrySource`` (the SSH fleet, later the head),
     acting on hosts through a ``HostControl``."""
 
@@ -198,6 +199,7 @@ class GpuTuiApp(App[None]):
         )
         self._last_tick = time.monotonic()
         self.set_interval(self.tick_interval, self._on_tick_timer, name="ages")
+        self.start_head()
         if not self.is_headless:  # a terminal of our own, not a test
             self.set_timer(FREEZE_AFTER_S, self._freeze_startup_objects)
         # Signals and a hung-up terminal end the app through ``SignalExit``
@@ -332,8 +334,9 @@ class GpuTuiApp(App[None]):
         title, confirm = section("Confirmation (SIGTERM / SIGKILL)", ConfirmScreen.BINDINGS)
         return [
             section("Anywhere", type(self).BINDINGS),
-            section("Main screen", MainScreen.BINDINGS),
+            section("Main screen", MainScreen.BINDINGS[: -len(MainScreen.SCHEDULER_BINDINGS)]),
             section("GPU grid", GpuGrid.BINDINGS),
+            *self.head_help_sections(),
             (title, [*confirm, ("Enter", "Press the focused button (Cancel at first)")]),
             (
                 "Mouse and focus",

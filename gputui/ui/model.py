@@ -22,6 +22,7 @@ from gputui.health import Flag, Severity, gpu_flags, host_severity, temp_severit
 from gputui.protocol import Event
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.gpu_view import GpuHistory, GpuRow, GpuView, HostRow, Row
+from gputui.ui.head_view import Holder
 from gputui.ui.host_entry import HostEntry, HostTotals, changed_gpus, take_snapshot
 
 __all__ = [
@@ -108,6 +109,8 @@ class ClusterModel:
         self.hosts: dict[str, HostEntry] = {}
         self._history: dict[str, dict[int, GpuHistory]] = {}
         self._last_seq: dict[str, tuple[int, float | None]] = {}
+        self.holders: dict[str, Holder] = {}
+        """GPU uuid -> the job or claim holding it, as the scheduler's head last said."""
 
     # -- updates -----------------------------------------------------------------
 
@@ -130,6 +133,14 @@ class ClusterModel:
             return None
         self._last_seq[snapshot.name] = mark
         return self._history.setdefault(snapshot.name, {})
+
+    def set_holders(self, holders: dict[str, Holder]) -> list[GpuRow]:
+        """Take who holds which GPU now; the rows whose holder changed."""
+        old, self.holders = self.holders, holders
+        moved = {u for u in old.keys() | holders.keys() if old.get(u) != holders.get(u)}
+        if not moved:
+            return []
+        return [g.row for g in self.iter_gpus() if g.uuid in moved]
 
     # -- queries -----------------------------------------------------------------
 

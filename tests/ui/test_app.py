@@ -204,7 +204,7 @@ async def test_help_lists_every_key(app: GpuTuiApp) -> None:
             assert isinstance(binding, Binding)
             line = f"{key_label(binding.key)}  {binding.tooltip or binding.description}"
             assert line in text, line
-        for keys in ("g  Group by host", "j  Next row", "k  Previous row", "Enter Space c  Fold"):
+        for keys in ("g  Group by host", "j  Next row", "k  Previous row", "Enter Space  Fold"):
             assert keys in text, keys
         assert "r  Reconnect the selected host now" in text
         assert "n Esc  No: cancel" in text and "y  Yes" in text

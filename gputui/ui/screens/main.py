@@ -3,7 +3,9 @@
 The app owns the data (``ClusterModel``) and tells this screen what changed; the
 screen decides which rows to show (filter, sort, folds) and keeps its widgets in
 step. Signalling a process is confirmed here and then asked of the app with a
-``SignalConfirmed`` message: the screen itself never talks to a host.
+``SignalConfirmed`` message: the screen itself never talks to a host. The
+scheduler's keys (claim, release, queue, submit) are passed up the same way, as a
+``SchedulerKey`` message with the selected row; the app talks to the head.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from textual.widgets import Footer, Input
 
 from gputui.protocol import ProcessSample, Signal
 from gputui.telemetry import HostStatus
-from gputui.ui.gpu_view import GpuRow, HostRow, Row
+from gputui.ui.gpu_view import GpuRow, GpuView, HostRow, Row
+from gputui.ui.head_view import age_text
 from gputui.ui.model import SORT_KEYS, ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.widgets.detail import DetailPane
 from gputui.ui.widgets.gpu_grid import GpuGrid
+from gputui.ui.widgets.grid_render import held_text
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.summary import SummaryBar
 
@@ -64,6 +68,39 @@ class MainScreen(Screen[None]):
         Binding("T", "signal('TERM')", "SIGTERM", tooltip="SIGTERM the selected process (asks)"),
         Binding("K", "signal('KILL')", "SIGKILL", tooltip="SIGKILL the selected process (asks)"),
     ]
+    SCHEDULER_BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "c",
+            "scheduler('claim')",
+            "Claim",
+            tooltip="Claim the selected GPU (host line: its free ones)",
+        ),
+        Binding(
+            "C",
+            "scheduler('claim_n')",
+            "Claim N",
+            show=False,
+            tooltip="Claim N free GPUs (asks how many, pool, model)",
+        ),
+        Binding(
+            "u",
+            "scheduler('release')",
+            "Release",
+            tooltip="Release your claim on it (host line: all there)",
+        ),
+        Binding(
+            "e",
+            "scheduler('env')",
+            "Env",
+            show=False,
+            tooltip="Copy the CUDA_VISIBLE_DEVICES line for this host",
+        ),
+        Binding("Q", "scheduler('queue')", "Queue", tooltip="The job queue, logs and actions"),
+        Binding("n", "scheduler('submit')", "Submit", show=False, tooltip="Enqueue a job (a form)"),
+    ]
+    """Offered when hosts.yaml has a head: section (``check_action``)."""
+    BINDINGS = [*BINDINGS, *SCHEDULER_BINDINGS]
+    SCHEDULER_ACTIONS = frozenset({"claim", "claim_n", "release", "env", "queue", "submit"})
 
     @dataclass
     class SignalConfirmed(Message):
@@ -81,6 +118,13 @@ class MainScreen(Screen[None]):
 
         host: str | None
 
+    @dataclass
+    class SchedulerKey(Message):
+        """A scheduler key was pressed (``claim``, ``release``, ...) with ``row`` selected."""
+
+        action: str
+        row: Row | None
+
     def __init__(self, model: ClusterModel, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
         self.model = model
@@ -94,6 +138,11 @@ class MainScreen(Screen[None]):
         self._last_rebuild = 0.0
         self._grid: GpuGrid | None = None
         self._ready = False
+        self.scheduler = False
+        """A head is configured: the scheduler keys and the HELD column are on."""
+        self.head_line: tuple[str, bool] | None = None
+        """The summary's scheduler part and whether it is a problem; None: no head."""
+        self._held_ages: dict[GpuRow, str] = {}
 
     def compose(self) -> ComposeResult:
         yield SummaryBar(id="summary")
@@ -118,6 +167,7 @@ class MainScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#filter-bar").display = False
         self.query_one(DetailPane).clear_detail()
+        self.grid.show_held(self.scheduler)
         self._ready = True
         self.rebuild()
         self.grid.focus()
@@ -139,6 +189,7 @@ class MainScreen(Screen[None]):
         selection_changed = grid.invalidate(changes)
         if tick:
             grid.refresh_hosts()
+            selection_changed = self._refresh_held_ages() or selection_changed
             selection_changed = selection_changed or isinstance(grid.cursor_row, HostRow)
         if tick or any(change.status for change in changes):
             # Not only once a second: a host that went down between two ticks would
@@ -158,13 +209,56 @@ class MainScreen(Screen[None]):
         self.hosts_changed([], tick=True)
 
     def refresh_summary(self) -> None:
+        head, problem = self.head_line if self.head_line is not None else (None, False)
         self.query_one(SummaryBar).show(
             self.model.summary(self.clock()),
             now=self.clock(),
             sort=SORT_KEYS[self.sort_index].name,
             query=self.query_text,
             grouped=self.grouped,
+            head=head,
+            head_problem=problem,
         )
+
+    # -- the scheduler (set by the app) ----------------------------------------------
+
+    def enable_scheduler(self) -> None:
+        """A head is configured: scheduler keys in the footer, a HELD column."""
+        self.scheduler = True
+        if self._ready:
+            self.grid.show_held(True)
+        self.refresh_bindings()
+
+    def holders_changed(self, rows: list[GpuRow]) -> None:
+        """The model's holders moved for ``rows``: redraw those lines (and the detail)."""
+        if not self._ready:
+            return
+        if self.grid.invalidate_rows(rows):
+            self._show_selection(self.grid.cursor_row)
+
+    def _refresh_held_ages(self) -> bool:
+        """Once a second: redraw the held lines whose age (to the minute) moved."""
+        holders = self.model.holders
+        if not holders:
+            self._held_ages = {}
+            return False
+        now = self.clock()
+        ages: dict[GpuRow, str] = {}
+        for gpu in self.model.iter_gpus():
+            holder = holders.get(gpu.uuid)
+            if holder is not None:
+                since = holder.since
+                ages[gpu.row] = age_text(None if since is None else now - since)
+        moved = [row for row, age in ages.items() if self._held_ages.get(row) != age]
+        self._held_ages = ages
+        return bool(moved) and self.grid.invalidate_rows(moved)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # No head in hosts.yaml: the scheduler keys are not offered.
+        return self.scheduler or action != "scheduler"
+
+    def action_scheduler(self, action: str) -> None:
+        self.post_message(self.SchedulerKey(action, self.grid.cursor_row))
 
     def rebuild(self) -> None:
         """Recompute which rows show, in which order, now."""
@@ -224,11 +318,21 @@ class MainScreen(Screen[None]):
                 self.model.events(row),
                 now,
                 flags=self.model.flags(gpu, now),
+                held=self._held_detail(gpu, now),
             )
         else:
             processes = [(g, p) for g in entry.gpus.values() for p in g.processes]
             table.show(processes, now, f"processes on {row.host}")
             detail.show_host(entry, now)
+
+    def _held_detail(self, gpu: GpuView, now: float) -> str | None:
+        if not self.scheduler:
+            return None
+        holder = self.model.holders.get(gpu.uuid)
+        if holder is None:
+            return "nobody (free to claim: c)"
+        text = held_text(holder, gpu, now, long=True)
+        return text + (f"  ({holder.name})" if holder.name else "")
 
     @on(GpuGrid.FoldRequested)
     def _on_fold(self, event: GpuGrid.FoldRequested) -> None:

@@ -80,14 +80,18 @@ class DetailPane(VerticalScroll):
         now: float,
         *,
         flags: Sequence[Flag] = (),
+        held: str | None = None,
     ) -> None:
-        """``flags`` are the grid's verdicts on this GPU, so both say the same."""
+        """``flags`` are the grid's verdicts on this GPU, so both say the same;
+        ``held`` says which job or claim holds it (None: no scheduler)."""
         self._host_shown = None
         self._set_title(f"{gpu.host} GPU {gpu.index}")
         severity = {flag.label.split()[0]: flag.severity for flag in flags}
         info, sample = gpu.info, gpu.sample
         text = Text(no_wrap=True, overflow="ellipsis")
         self._pair(text, "model", info.name if info else "unknown")
+        if held is not None:
+            self._pair(text, "held by", held)
         if sample is not None and (sample.state != "ok" or sample.message):
             state = sample.state.upper() + (f": {sample.message}" if sample.message else "")
             self._pair(text, "state", state, "crit")

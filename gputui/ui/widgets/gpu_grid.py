@@ -71,9 +71,7 @@ class GpuGrid(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "Page down", show=False),
         Binding("home", "edge(0)", "First", show=False, tooltip="First row"),
         Binding("end", "edge(1)", "Last", show=False, tooltip="Last row"),
-        Binding(
-            "enter,space,c", "fold", "Fold host", show=False, tooltip="Fold or unfold the host"
-        ),
+        Binding("enter,space", "fold", "Fold host", show=False, tooltip="Fold or unfold the host"),
         Binding(
             "left",
             "fold(True)",
@@ -121,6 +119,8 @@ class GpuGrid(ScrollView, can_focus=True):
         self._columns: Columns | None = None
         self._palette: Palette | None = None
         self._highlighted: Row | None = None
+        self.held = False
+        """Show the HELD column (a scheduler is configured); the screen sets it."""
         self.renders = 0
         """Rows rendered from scratch (cache misses): lets tests check the cache works."""
 
@@ -191,6 +191,32 @@ class GpuGrid(ScrollView, can_focus=True):
         self._refresh_rows(dirty)
         return selection_changed
 
+    def invalidate_rows(self, rows: Iterable[Row]) -> bool:
+        """Forget these rows' lines (their holder changed) and redraw the visible ones;
+        True when the highlighted row is one of them."""
+        top = int(self.scroll_offset.y)
+        bottom = top + self.size.height
+        dirty: list[int] = []
+        hit = False
+        for row in rows:
+            hit = hit or row == self._highlighted
+            lines = self._cache.get(row.host)
+            if not lines or lines.pop(row, None) is None:
+                continue
+            index = self._index.get(row)
+            if index is not None and top <= index < bottom:
+                dirty.append(index)
+        self._refresh_rows(dirty)
+        return hit
+
+    def show_held(self, held: bool) -> None:
+        """Turn the HELD column on or off (re-plans the columns)."""
+        if held != self.held:
+            self.held = held
+            self._cache.clear()
+            self._columns = None
+            self.refresh()
+
     def refresh_hosts(self) -> None:
         """Redraw host header lines only (their data age); GPU lines stay cached."""
         top = int(self.scroll_offset.y)
@@ -254,7 +280,7 @@ class GpuGrid(ScrollView, can_focus=True):
     def columns(self) -> Columns:
         if self._columns is None:
             host_w = max((len(name) for name in self.model.hosts), default=4)
-            self._columns = plan_columns(self.size.width, self.grouped, host_w)
+            self._columns = plan_columns(self.size.width, self.grouped, host_w, held=self.held)
         return self._columns
 
     def render_line(self, y: int) -> Strip:

@@ -22,6 +22,7 @@ from gputui.health import Flag, Severity, data_notes, host_message, host_severit
 from gputui.telemetry import HostStatus
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
+from gputui.ui.head_view import Holder, age_text
 from gputui.ui.model import ClusterModel, HostEntry
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -161,6 +162,8 @@ class Columns:
     clock: bool
     owners_w: int
     state_w: int
+    held_w: int = 0
+    """The HELD column (which job or claim holds the GPU); 0 without a scheduler."""
 
 
 _IDX_W = 2
@@ -171,12 +174,20 @@ _POWER_W = 8
 _FAN_W = 4
 _CLOCK_W = 7
 _PROC_W = 2
+_HELD_W = 18
+"""``c12 bob 3h05m idle`` fits; a longer user name is cut (the detail pane has it whole)."""
 
 
-def plan_columns(width: int, grouped: bool = True, host_w: int = 0) -> Columns:
-    """Fit the columns to ``width``: drop fan, clocks and owners before anything wraps."""
+def plan_columns(
+    width: int, grouped: bool = True, host_w: int = 0, *, held: bool = False
+) -> Columns:
+    """Fit the columns to ``width``: drop fan, clocks and owners before anything wraps.
+
+    ``held``: a scheduler is there, so a HELD column (job or claim, owner, age) is
+    wanted; it comes before the owners, fan and clocks.
+    """
     lead = 2 if grouped else min(max(host_w, 4), 14) + 1
-    plan = {"model": 12, "bar": 4, "owners": 0, "state": 8, "fan": 0, "clock": 0}
+    plan = {"model": 12, "bar": 4, "owners": 0, "state": 8, "fan": 0, "clock": 0, "held": 0}
 
     def room() -> int:
         cells = lead + _IDX_W + 1 + plan["model"] + 1
@@ -184,6 +195,7 @@ def plan_columns(width: int, grouped: bool = True, host_w: int = 0) -> Columns:
         cells += _TEMP_W + 1 + _POWER_W + 1 + _PROC_W + 1
         cells += (_FAN_W + 1) * plan["fan"] + (_CLOCK_W + 1) * plan["clock"]
         cells += (plan["owners"] + 1) if plan["owners"] else 0
+        cells += (plan["held"] + 1) if plan["held"] else 0
         return width - cells - plan["state"]
 
     def grow(key: str, upto: int, step: int = 1) -> None:
@@ -195,6 +207,8 @@ def plan_columns(width: int, grouped: bool = True, host_w: int = 0) -> Columns:
             plan[key] = value
 
     grow("model", 14)
+    if held:
+        add("held", _HELD_W + 1, _HELD_W)
     grow("bar", 8, 2)
     grow("state", 12)
     add("owners", 11, 10)
@@ -222,6 +236,7 @@ def plan_columns(width: int, grouped: bool = True, host_w: int = 0) -> Columns:
         clock=bool(plan["clock"]),
         owners_w=plan["owners"],
         state_w=plan["state"],
+        held_w=plan["held"],
     )
 
 
@@ -236,6 +251,8 @@ def column_header(cols: Columns, palette: Palette) -> Strip:
     if cols.clock:
         parts.append("SM".rjust(_CLOCK_W) + " ")
     parts.append("P".rjust(_PROC_W) + " ")
+    if cols.held_w:
+        parts.append("HELD".ljust(cols.held_w) + " ")
     if cols.owners_w:
         parts.append("OWNERS".ljust(cols.owners_w) + " ")
     parts.append("STATE")
@@ -345,6 +362,12 @@ def gpu_line(
         add(_right("-" if sm is None else f"{sm}MHz", _CLOCK_W) + " ", base)
     procs = len(gpu.processes)
     add(_right(str(procs) if procs else "-", _PROC_W) + " ", base if procs else palette.muted)
+    if cols.held_w:
+        holder = model.holders.get(gpu.uuid)
+        if holder is None:
+            add("-".ljust(cols.held_w) + " ", palette.muted)
+        else:
+            add(fmt.fit(held_text(holder, gpu, now), cols.held_w) + " ", palette.info)
     if cols.owners_w:
         owners = ",".join(gpu.owners) or "-"
         add(
@@ -367,6 +390,19 @@ def gpu_line(
         if hidden:  # the detail pane has them all; say here that there are more
             add(f" +{len(hidden)}", palette.severity(hidden[0].severity))
     return line.strip(cols.width, base, over=palette.dim if dimmed else None)
+
+
+def held_text(holder: Holder, gpu: GpuView, now: float, *, long: bool = False) -> str:
+    """``j12 alice 3m`` / ``c4 bob 10m idle`` (``long``: ``job 12 alice 3m``).
+
+    A claim is idle while no process of its owner runs on the GPU (what the head's
+    idle release counts); the age is to the minute, so the line changes once a minute.
+    """
+    age = age_text(None if holder.since is None else now - holder.since)
+    text = f"{holder.ref if long else holder.short} {holder.user} {age}"
+    if holder.kind == "claim" and not any(p.user == holder.user for p in gpu.processes):
+        text += " idle"
+    return text
 
 
 def _fitting(flags: list[Flag], room: int) -> list[Flag]:

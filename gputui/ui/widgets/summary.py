@@ -33,9 +33,20 @@ class SummaryBar(Widget):
         self._clock = ""
 
     def show(
-        self, summary: ClusterSummary, *, now: float, sort: str, query: str, grouped: bool
+        self,
+        summary: ClusterSummary,
+        *,
+        now: float,
+        sort: str,
+        query: str,
+        grouped: bool,
+        head: str | None = None,
+        head_problem: bool = False,
     ) -> None:
-        """Redraw from a fresh summary; cheap (one line)."""
+        """Redraw from a fresh summary; cheap (one line).
+
+        ``head``: the scheduler's part (``3 running, 2 queued`` or ``head unreachable
+        (why)``); None when no head is configured."""
         style = self.get_component_rich_style
         label = style("summary-bar--label", partial=True)
         text = Text(no_wrap=True, overflow="ellipsis", end="")
@@ -59,6 +70,13 @@ class SummaryBar(Widget):
             )
         else:
             text.append("no problems", style("summary-bar--ok", partial=True))
+        if head is not None:
+            text.append("  ")
+            if head_problem:
+                text.append("!! " + head, style("summary-bar--crit", partial=True))
+            else:
+                text.append("head ", label)
+                text.append(head)
         text.append("  sort:", label)
         text.append(sort + ("" if grouped else " (all hosts)"))
         if query:

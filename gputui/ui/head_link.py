@@ -1,0 +1,306 @@
+"""``HeadLink``: the console's one connection to the scheduler's head, owned by the app.
+
+It runs in an app worker: connect (the local socket when ``head.socket`` is on this
+machine, else through SSH to ``head.host`` and its socket there), subscribe, and
+post what the head says as small messages (``HeadState``, ``HeadNotice``); when the
+head cannot be reached or the connection drops, post ``HeadUnreachable`` with the
+reason and try again with a growing wait. Requests (claim, submit, ...) go through
+``call``, which fails at once with a ``HeadError`` saying why while the head is
+away: no request waits silently or is dropped without a word. No widget does any
+of this; they get the messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import logging
+import random
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from textual.message import Message
+
+from gputui.config import Config, HeadConfig, HostConfig, ResolvedHost
+from gputui.scheduler.client import AsyncHeadClient, HeadError
+from gputui.text import clean
+from gputui.ui.head_view import HeadView
+
+log = logging.getLogger(__name__)
+
+BACKOFF_FIRST_S = 0.5
+BACKOFF_CAP_S = 30.0
+SUBSCRIBE_TIMEOUT_S = 15.0
+LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+@dataclass
+class HeadState(Message):
+    """The head's state changed (queue, claims, who holds which GPU): the newest one.
+
+    Only the latest state matters, so a burst collapses into one (``can_replace``).
+    """
+
+    view: HeadView
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, HeadState)
+
+
+@dataclass
+class HeadNotice(Message):
+    """The head tells this user something happened: a job started, ended, was preempted."""
+
+    kind: str
+    text: str
+    job_id: int | None = None
+    claim_id: int | None = None
+
+
+@dataclass
+class HeadUnreachable(Message):
+    """The head cannot be reached (or the connection to it dropped); ``reason`` says why."""
+
+    reason: str
+
+
+class _Session:
+    """One open connection to the head and how to close what carries it."""
+
+    def __init__(
+        self, client: AsyncHeadClient, closer: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        self.client = client
+        self._closer = closer
+
+    async def close(self) -> None:
+        await self.client.close()
+        if self._closer is not None:
+            with contextlib.suppress(Exception):
+                await self._closer()
+
+
+Opener = Callable[[], Awaitable[_Session]]
+
+
+def is_local(head: HeadConfig) -> bool:
+    """Whether this console reaches the head's socket directly (it is on this machine)."""
+    if Path(head.socket).expanduser().exists():
+        return True
+    name = head.host.lower()
+    return name in LOCAL_NAMES or name == socket.gethostname().split(".")[0].lower()
+
+
+def head_host(config: Config) -> ResolvedHost:
+    """How to SSH to the head: its entry in ``hosts`` when it has one, else the defaults."""
+    assert config.head is not None
+    for host in config.resolved():
+        if host.name == config.head.host:
+            return host
+    return ResolvedHost.merge(
+        config.defaults, HostConfig(name="head", address=config.head.host, pool="head")
+    )
+
+
+class HeadLink:
+    """Keeps one subscription to the head; ``call`` sends requests over it."""
+
+    def __init__(
+        self,
+        config: Config,
+        post: Callable[[Message], Any],
+        *,
+        opener: Opener | None = None,
+        backoff_first: float = BACKOFF_FIRST_S,
+        backoff_cap: float = BACKOFF_CAP_S,
+    ) -> None:
+        if config.head is None:
+            raise ValueError("hosts.yaml has no head: section")
+        self.config = config
+        self.head = config.head
+        self._post = post
+        self._opener = opener
+        self._backoff_first = backoff_first
+        self._backoff_cap = backoff_cap
+        self._socket = Path(config.head.socket).expanduser()
+        self._session: _Session | None = None
+        self._wake = asyncio.Event()
+        self.reason: str | None = "connecting to the head"
+        """Why requests cannot be sent now; None while connected."""
+        self.view: HeadView | None = None
+        """The newest state the head pushed."""
+
+    @property
+    def connected(self) -> bool:
+        return self._session is not None and self.reason is None
+
+    def where(self) -> str:
+        if is_local(self.head):
+            return str(Path(self.head.socket).expanduser())
+        return f"{self.head.host}:{self.head.socket}"
+
+    # -- the worker ---------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect, subscribe, relay; reconnect with backoff. Runs until cancelled."""
+        delay = self._backoff_first
+        while True:
+            subscribed = False
+            try:
+                session = await self._open()
+                try:
+                    first = await session.client.call("subscribe", timeout=SUBSCRIBE_TIMEOUT_S)
+                    self._session, self.reason = session, None
+                    subscribed = True
+                    self._state(first.get("state"), first.get("seq"))
+                    async for push in session.client.pushes():
+                        self._push(push)
+                    why = session.client.closed_reason or "the head closed the connection"
+                finally:
+                    self._session = None
+                    await session.close()
+            except HeadError as exc:
+                why = exc.message
+            except asyncio.CancelledError:
+                self.reason = "closed"
+                raise
+            except Exception as exc:  # anything the transport raised: one line, retried
+                why = self._describe(exc)
+            self.reason = clean(why, 300)
+            self._post(HeadUnreachable(self.reason))
+            if subscribed:
+                delay = self._backoff_first
+            wait = random.uniform(delay / 2, delay)
+            delay = min(self._backoff_cap, delay * 2)
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
+
+    def retry_now(self) -> None:
+        """Skip the rest of the wait before the next attempt."""
+        self._wake.set()
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    def _state(self, state: Any, seq: Any) -> None:
+        if not isinstance(state, dict):
+            return
+        view = HeadView.parse(state, seq if isinstance(seq, int) else 0)
+        self.view = view
+        self._post(HeadState(view))
+
+    def _push(self, push: dict[str, Any]) -> None:
+        kind = push.get("push")
+        if kind == "state":
+            self._state(push.get("state"), push.get("seq"))
+        elif kind == "notice":
+            notice = push.get("notice")
+            if isinstance(notice, dict):
+                job_id, claim_id = notice.get("job_id"), notice.get("claim_id")
+                self._post(
+                    HeadNotice(
+                        kind=clean(notice.get("kind", ""), 32),
+                        text=clean(notice.get("text", ""), 512),
+                        job_id=job_id if isinstance(job_id, int) else None,
+                        claim_id=claim_id if isinstance(claim_id, int) else None,
+                    )
+                )
+
+    # -- requests -----------------------------------------------------------------
+
+    async def call(
+        self, op: str, args: dict[str, Any] | None = None, *, timeout: float = 30.0
+    ) -> dict[str, Any]:
+        """One request to the head: its result, or ``HeadError`` saying why not."""
+        session = self._session
+        if session is None or self.reason is not None:
+            raise HeadError("unreachable", f"head unreachable ({self.reason or 'not connected'})")
+        try:
+            result: dict[str, Any] = await session.client.call(op, args, timeout=timeout)
+        except HeadError as exc:
+            if exc.code == "unreachable" and op not in ("show", "logs", "queue", "claims", "env"):
+                # The answer was lost with the connection: the head may have acted.
+                raise HeadError(
+                    "unreachable",
+                    f"lost the head while asking {op}; it may or may not have been done"
+                    " (look again once it is back)",
+                ) from None
+            raise
+        return result
+
+    # -- connecting ----------------------------------------------------------------
+
+    async def _open(self) -> _Session:
+        if self._opener is not None:
+            return await self._opener()
+        if is_local(self.head):
+            path = self._socket
+            try:
+                return _Session(await AsyncHeadClient.open_local(path))
+            except HeadError as exc:
+                # "head unreachable at PATH: why" -> "why (PATH)": the bar says the rest,
+                # and the reason comes before a long path that may be cut.
+                why = exc.message.removeprefix(f"head unreachable at {path}: ")
+                raise HeadError(exc.code, f"{why} ({path})") from None
+        return await self._open_ssh()
+
+    async def _open_ssh(self) -> _Session:
+        """The head's socket through an SSH connection to its host (the fleet's SSH
+        settings: ssh_config, known_hosts verified, identity file, bastions)."""
+        from gputui.fleet.connector import HostConnector
+        from gputui.fleet.failures import classify
+        from gputui.fleet.hostkeys import KnownHostsCache, VerifyingClient
+        from gputui.fleet.jumps import JumpPool
+
+        host = head_host(self.config)
+        jumps = JumpPool()
+        connector = HostConnector(
+            host, gate=asyncio.Semaphore(1), known_hosts=KnownHostsCache(), jumps=jumps
+        )
+        box: list[VerifyingClient] = []
+        try:
+            conn, lease = await connector.open(box)
+        except Exception as exc:
+            await jumps.close()
+            verdict = box[-1].verdict if box else None
+            failure = classify(
+                exc,
+                user=connector.user or getpass.getuser(),
+                address=host.address,
+                timeout=host.connect_timeout,
+                verdict=verdict,
+            )
+            raise HeadError("unreachable", f"ssh {host.address}: {failure.message}") from None
+
+        async def closer() -> None:
+            conn.close()
+            with contextlib.suppress(Exception):
+                await conn.wait_closed()
+            if lease is not None:
+                lease.release()
+            await jumps.close()
+
+        try:
+            reader, writer = await conn.open_unix_connection(self.head.socket)
+        except Exception as exc:
+            await closer()
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            raise HeadError(
+                "unreachable",
+                f"no head socket {self.head.socket} on {host.address}: {clean(reason, 200)}",
+            ) from None
+        client = AsyncHeadClient(reader, writer)
+        client.start()
+        return _Session(client, closer)
+
+    @staticmethod
+    def _describe(exc: BaseException) -> str:
+        text = str(exc) or type(exc).__name__
+        return clean(f"{type(exc).__name__}: {text}" if not str(exc) else text, 300)

@@ -1,0 +1,309 @@
+"""The scheduler as the console sees it: the head's pushed state, parsed once, as plain data.
+
+The head pushes its whole state (queue, claims, who holds each GPU) whenever it
+changes. ``HeadView.parse`` turns that JSON into small frozen records, every string
+cleaned the way host strings are (a job name is typed by any user), every number
+range-checked, anything malformed dropped rather than trusted. No Textual and no
+I/O: widgets read these, and tests build them from dicts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.text import clean
+
+LIVE_STATES = frozenset({"starting", "running", "killing", "preempting", "unknown"})
+PENDING_STATES = frozenset({"queued", "held"})
+FINAL_STATES = frozenset({"completed", "failed", "timeout", "killed", "cancelled"})
+
+
+def _text(value: Any, limit: int = 128) -> str:
+    return clean(value, limit) if isinstance(value, str) else ""
+
+
+def _opt_text(value: Any, limit: int = 128) -> str | None:
+    return clean(value, limit) if isinstance(value, str) and value else None
+
+
+def _int(value: Any, default: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**53:
+        return default
+    return value
+
+
+def _opt_int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value <= 2**53:
+        return None
+    return value
+
+
+def _time(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and 0 <= value < 1e11 else None
+
+
+def _strings(value: Any, limit: int = 64, count: int = 256) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(clean(v, limit) for v in value[:count] if isinstance(v, str))
+
+
+def age_text(seconds: float | None) -> str:
+    """A holder's age to the minute (``<1m``, ``12m``, ``3h05m``, ``2d04h``): it changes
+    once a minute, so a held GPU's grid line is redrawn once a minute, not every second."""
+    if seconds is None or seconds < 0:
+        return "-"
+    minutes = int(seconds // 60)
+    if minutes < 1:
+        return "<1m"
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds one GPU: a job or a claim, its owner, since when."""
+
+    kind: str
+    """``job`` or ``claim``."""
+    id: int
+    user: str
+    since: float | None
+    name: str
+
+    @property
+    def ref(self) -> str:
+        """``job 12`` / ``claim 4``."""
+        return f"{self.kind} {self.id}"
+
+    @property
+    def short(self) -> str:
+        """``j12`` / ``c4``: the grid's narrow spelling."""
+        return f"{self.kind[:1]}{self.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class HeadJob:
+    """One job of the queue (a row of ``gputui queue``)."""
+
+    id: int
+    user: str
+    name: str
+    state: str
+    reason: str
+    gpus: int
+    pool: str | None
+    host: str | None
+    gpu_uuids: tuple[str, ...]
+    preemptible: bool
+    time_limit_s: float | None
+    submitted_at: float | None
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    exit_signal: str | None
+    requeues: int
+    run_as: str | None
+
+    def elapsed(self, now: float) -> float:
+        """Seconds it has run (to its end, if it ended); 0 before it started."""
+        if self.started_at is None:
+            return 0.0
+        return max(0.0, (self.ended_at or now) - self.started_at)
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    @property
+    def pending(self) -> bool:
+        return self.state in PENDING_STATES
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> HeadJob | None:
+        job_id = _int(raw.get("id"))
+        if not job_id:
+            return None
+        limit = _time(raw.get("time_limit_s"))
+        return cls(
+            id=job_id,
+            user=_text(raw.get("user"), 32),
+            name=_text(raw.get("name"), 128),
+            state=_text(raw.get("state"), 16) or "?",
+            reason=_text(raw.get("reason"), 200),
+            gpus=_int(raw.get("gpus")),
+            pool=_opt_text(raw.get("pool")),
+            host=_opt_text(raw.get("host")),
+            gpu_uuids=_strings(raw.get("gpu_uuids")),
+            preemptible=raw.get("preemptible") is True,
+            time_limit_s=limit,
+            submitted_at=_time(raw.get("submitted_at")),
+            started_at=_time(raw.get("started_at")),
+            ended_at=_time(raw.get("ended_at")),
+            exit_code=_opt_int(raw.get("exit_code")),
+            exit_signal=_opt_text(raw.get("exit_signal"), 16),
+            requeues=_int(raw.get("requeues")),
+            run_as=_opt_text(raw.get("run_as"), 32),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HeadClaim:
+    """One claim: GPUs held (``active``) or asked for (``waiting``) by a person."""
+
+    id: int
+    user: str
+    state: str
+    reason: str
+    gpus: int
+    host: str | None
+    gpu_uuids: tuple[str, ...]
+    note: str
+    granted_at: float | None
+    expires_at: float | None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> HeadClaim | None:
+        claim_id = _int(raw.get("id"))
+        if not claim_id:
+            return None
+        return cls(
+            id=claim_id,
+            user=_text(raw.get("user"), 32),
+            state=_text(raw.get("state"), 16) or "?",
+            reason=_text(raw.get("reason"), 200),
+            gpus=_int(raw.get("gpus")),
+            host=_opt_text(raw.get("host")),
+            gpu_uuids=_strings(raw.get("gpu_uuids")),
+            note=_text(raw.get("note"), 200),
+            granted_at=_time(raw.get("granted_at")),
+            expires_at=_time(raw.get("expires_at")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HeadGpu:
+    """A GPU as the head knows it: where it is and who holds it."""
+
+    uuid: str
+    host: str
+    index: int
+    pool: str
+    state: str
+    holder: Holder | None
+
+
+@dataclass(frozen=True, slots=True)
+class Me:
+    """Who the head says this console's user is."""
+
+    uid: int
+    user: str
+    admin: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HeadView:
+    """One pushed state of the head, parsed."""
+
+    me: Me
+    jobs: tuple[HeadJob, ...] = ()
+    claims: tuple[HeadClaim, ...] = ()
+    gpus: tuple[HeadGpu, ...] = ()
+    hosts_live: Mapping[str, bool] = field(default_factory=dict)
+    seq: int = 0
+
+    @classmethod
+    def parse(cls, state: Mapping[str, Any], seq: int = 0) -> HeadView:
+        """The head's ``state`` object -> ``HeadView``; malformed parts are left out."""
+        me_raw = state.get("me")
+        me_raw = me_raw if isinstance(me_raw, Mapping) else {}
+        me = Me(
+            uid=_int(me_raw.get("uid"), -1),
+            user=_text(me_raw.get("user"), 32) or "?",
+            admin=me_raw.get("admin") is True,
+        )
+        jobs = tuple(j for j in map(_parsed(HeadJob.parse), _items(state.get("jobs"))) if j)
+        claims = tuple(c for c in map(_parsed(HeadClaim.parse), _items(state.get("claims"))) if c)
+        gpus = tuple(g for g in map(_gpu, _items(state.get("gpus"))) if g)
+        hosts_raw = state.get("hosts")
+        hosts: dict[str, bool] = {}
+        if isinstance(hosts_raw, Mapping):
+            for name, info in list(hosts_raw.items())[:10_000]:
+                if isinstance(name, str) and isinstance(info, Mapping):
+                    hosts[clean(name, 64)] = info.get("live") is True
+        return cls(me=me, jobs=jobs, claims=claims, gpus=gpus, hosts_live=hosts, seq=seq)
+
+    def holders(self) -> dict[str, Holder]:
+        """GPU uuid -> its holder, for the GPUs someone holds."""
+        return {g.uuid: g.holder for g in self.gpus if g.holder is not None}
+
+    def job(self, job_id: int) -> HeadJob | None:
+        return next((j for j in self.jobs if j.id == job_id), None)
+
+    def claim(self, claim_id: int) -> HeadClaim | None:
+        return next((c for c in self.claims if c.id == claim_id), None)
+
+    def counts(self) -> tuple[int, int]:
+        """(running, pending) jobs."""
+        running = sum(1 for j in self.jobs if j.live)
+        return running, sum(1 for j in self.jobs if j.pending)
+
+
+def _items(value: Any, cap: int = 100_000) -> Iterable[Mapping[str, Any]]:
+    if not isinstance(value, list):
+        return ()
+    return [v for v in value[:cap] if isinstance(v, Mapping)]
+
+
+def _parsed(parse: Any) -> Any:
+    def safe(raw: Mapping[str, Any]) -> Any:
+        try:
+            return parse(raw)
+        except (TypeError, ValueError):
+            return None
+
+    return safe
+
+
+def _gpu(raw: Mapping[str, Any]) -> HeadGpu | None:
+    uuid = _text(raw.get("uuid"), 96)
+    if not uuid:
+        return None
+    holder_raw = raw.get("holder")
+    holder = None
+    if isinstance(holder_raw, Mapping):
+        kind = holder_raw.get("kind")
+        holder_id = _int(holder_raw.get("id"))
+        if kind in ("job", "claim") and holder_id:
+            holder = Holder(
+                kind=str(kind),
+                id=holder_id,
+                user=_text(holder_raw.get("user"), 32),
+                since=_time(holder_raw.get("since")),
+                name=_text(holder_raw.get("name"), 128),
+            )
+    return HeadGpu(
+        uuid=uuid,
+        host=_text(raw.get("host"), 64),
+        index=_int(raw.get("index"), -1),
+        pool=_text(raw.get("pool"), 64),
+        state=_text(raw.get("state"), 16),
+        holder=holder,
+    )
+
+
+def env_line(uuids: Iterable[str]) -> str:
+    """What ``gputui env`` prints for these GPUs."""
+    return f"export CUDA_VISIBLE_DEVICES={','.join(uuids)}"

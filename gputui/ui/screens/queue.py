@@ -1,0 +1,339 @@
+"""The queue screen: the scheduler's jobs, the selected job's detail and its live output.
+
+The app hands it each new ``HeadView`` (``show_view``), the selected job's full
+record (``show_detail``) and its output as it arrives (``append_log``); the screen
+keeps its table in step, changing only the cells that moved. Actions on a job are
+asked of the app with ``JobAction`` (kill, preempt and cancelling a running job are
+confirmed first, they destroy work); the screen itself never talks to the head.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Log, Static
+
+from gputui.text import clean
+from gputui.ui.head_view import HeadJob, HeadView
+from gputui.ui.screens.confirm import ConfirmScreen
+
+COLUMNS = ("JOBID", "USER", "NAME", "STATE", "GPUS", "HOST", "TIME", "REASON")
+LOG_LINES = 5000
+"""Lines of output kept on screen for the selected job."""
+_ORDER = {"running": 0, "starting": 0, "killing": 0, "preempting": 0, "unknown": 0}
+_DESTRUCTIVE = {
+    "kill": "Kill",
+    "preempt": "Preempt",
+}
+ACTIONS = ("cancel", "kill", "preempt", "requeue", "hold", "release_hold")
+
+
+def elapsed_text(seconds: float) -> str:
+    """Slurm's TIME: ``0:00``, ``12:05``, ``3:02:01``, ``2-01:00:00``."""
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours:d}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:d}:{secs:02d}"
+
+
+def job_cells(job: HeadJob, now: float) -> tuple[str, ...]:
+    """One row of the table, in ``COLUMNS`` order."""
+    return (
+        str(job.id),
+        job.user,
+        job.name,
+        job.state,
+        str(job.gpus),
+        job.host or "-",
+        elapsed_text(job.elapsed(now)),
+        job.reason or "-",
+    )
+
+
+def ordered(jobs: tuple[HeadJob, ...], user: str | None) -> list[HeadJob]:
+    """Running first, then waiting (oldest first), then the recently ended (newest first)."""
+    shown = [j for j in jobs if user is None or j.user == user]
+
+    def key(job: HeadJob) -> tuple[int, float]:
+        if job.live:
+            return 0, job.id
+        if job.pending:
+            return 1, job.id
+        return 2, -(job.ended_at or 0.0)
+
+    return sorted(shown, key=key)
+
+
+class QueueScreen(Screen[None]):
+    """Jobs table, the selected job's detail and output; actions on the selected job."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,Q", "close", "Back", tooltip="Back to the GPUs"),
+        Binding("n", "submit", "Submit", tooltip="Enqueue a job (a form)"),
+        Binding("x", "act('cancel')", "Cancel", tooltip="Cancel the job (asks if it runs)"),
+        Binding("K", "act('kill')", "Kill", tooltip="Kill the running job (asks)"),
+        Binding("P", "act('preempt')", "Preempt", tooltip="Preempt: stop and requeue (asks)"),
+        Binding("R", "act('requeue')", "Requeue", show=False, tooltip="Requeue the job"),
+        Binding("h", "act('hold')", "Hold", show=False, tooltip="Hold a queued job"),
+        Binding("H", "act('release_hold')", "Unhold", show=False, tooltip="Release a hold"),
+        Binding("m", "mine", "Mine/all", tooltip="Show only your jobs, or everyone's"),
+    ]
+
+    @dataclass
+    class JobSelected(Message):
+        """The cursor is on job ``job_id`` (None: the table is empty)."""
+
+        job_id: int | None
+
+    @dataclass
+    class JobAction(Message):
+        """The user asked (and, where it destroys work, confirmed) ``op`` on a job."""
+
+        op: str
+        job_id: int
+
+    @dataclass
+    class SubmitWanted(Message):
+        """The user asked for the enqueue form."""
+
+    def __init__(self, view: HeadView | None, *, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.view = view
+        self.clock = clock
+        self.only_mine = False
+        self.unreachable: str | None = None
+        self._keys: list[str] = []
+        self._cells: dict[str, tuple[str, ...]] = {}
+        self._selected: int | None = None
+        self._log_job: int | None = None
+        self._detail: dict[str, Any] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="queue-status")
+        table: DataTable[str] = DataTable(id="jobs", cursor_type="row", zebra_stripes=False)
+        table.border_title = "jobs"
+        yield table
+        with Horizontal(id="job-panes"):
+            with Vertical(id="job-detail-box"):
+                yield Static("", id="job-detail")
+            log = Log(id="job-log", max_lines=LOG_LINES, highlight=False)
+            log.border_title = "output"
+            yield log
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#jobs", DataTable)
+        for name in COLUMNS:
+            table.add_column(name, key=name)
+        self._refresh()
+        self.set_interval(1.0, self._tick, name="queue-times")
+        table.focus()
+
+    # -- data in (from the app) -----------------------------------------------------
+
+    def show_view(self, view: HeadView) -> None:
+        self.view = view
+        self.unreachable = None
+        if self.is_mounted:
+            self._refresh()
+
+    def show_unreachable(self, reason: str) -> None:
+        self.unreachable = reason
+        if self.is_mounted:
+            self._status()
+
+    def show_detail(self, job_id: int, detail: dict[str, Any] | None, problem: str = "") -> None:
+        """The full record of ``job_id`` (``show``), or why it could not be had."""
+        if job_id != self._selected:
+            return
+        self._detail = detail
+        self.query_one("#job-detail", Static).update(self._detail_text(job_id, problem))
+
+    def reset_log(self, job_id: int, note: str = "") -> None:
+        self._log_job = job_id
+        log = self.query_one("#job-log", Log)
+        log.clear()
+        log.border_title = f"output of job {job_id}"
+        if note:
+            log.write_line(note)
+
+    def append_log(self, job_id: int, data: str) -> None:
+        """Output of ``job_id`` as it comes (cleaned: a job may print anything)."""
+        if job_id != self._log_job or not data:
+            return
+        lines = data.split("\n")
+        safe = "\n".join(clean(line, 2000) for line in lines)
+        self.query_one("#job-log", Log).write(safe)
+
+    def log_note(self, job_id: int, note: str) -> None:
+        if job_id == self._log_job:
+            self.query_one("#job-log", Log).border_subtitle = note
+
+    @property
+    def selected(self) -> HeadJob | None:
+        if self.view is None or self._selected is None:
+            return None
+        return self.view.job(self._selected)
+
+    # -- drawing ---------------------------------------------------------------------
+
+    def _status(self) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(" gputui queue ", "bold reverse")
+        if self.unreachable is not None:
+            text.append(f"  !! head unreachable ({self.unreachable})", "bold red")
+        if self.view is not None:
+            running, pending = self.view.counts()
+            text.append(f"  {running} running, {pending} waiting")
+            me = self.view.me
+            text.append(f"  you: {me.user}" + (" (admin)" if me.admin else ""))
+        text.append("  showing: " + ("your jobs" if self.only_mine else "everyone's"))
+        self.query_one("#queue-status", Static).update(text)
+
+    def _refresh(self) -> None:
+        self._status()
+        table = self.query_one("#jobs", DataTable)
+        view = self.view
+        me = view.me.user if view is not None and self.only_mine else None
+        jobs = ordered(view.jobs, me) if view is not None else []
+        now = self.clock()
+        rows = {str(j.id): job_cells(j, now) for j in jobs}
+        keys = list(rows)
+        if keys != self._keys:
+            selected = str(self._selected) if self._selected is not None else None
+            table.clear()
+            for key in keys:
+                table.add_row(*rows[key], key=key)
+            self._keys, self._cells = keys, rows
+            if selected in rows:
+                table.move_cursor(row=keys.index(selected), animate=False)
+        else:
+            self._update_cells(table, rows)
+        self._announce(table)
+        if self._selected is not None and self._detail is None:
+            self.query_one("#job-detail", Static).update(self._detail_text(self._selected))
+
+    def _update_cells(self, table: DataTable[Any], rows: dict[str, tuple[str, ...]]) -> None:
+        for key, cells in rows.items():
+            old = self._cells.get(key)
+            if old == cells:
+                continue
+            for i, (column, value) in enumerate(zip(COLUMNS, cells, strict=True)):
+                if old is None or old[i] != value:
+                    table.update_cell(key, column, value)
+            self._cells[key] = cells
+
+    def _tick(self) -> None:
+        if self.view is None:
+            return
+        now = self.clock()
+        table = self.query_one("#jobs", DataTable)
+        live = {str(j.id): job_cells(j, now) for j in self.view.jobs if j.live}
+        self._update_cells(table, {k: v for k, v in live.items() if k in self._cells})
+
+    def _announce(self, table: DataTable[Any]) -> None:
+        job_id: int | None = None
+        if self._keys and 0 <= table.cursor_row < len(self._keys):
+            job_id = int(self._keys[table.cursor_row])
+        if job_id != self._selected:
+            self._selected = job_id
+            self._detail = None
+            self.query_one("#job-detail", Static).update(
+                self._detail_text(job_id) if job_id is not None else Text("no jobs")
+            )
+            self.post_message(self.JobSelected(job_id))
+
+    @on(DataTable.RowHighlighted, "#jobs")
+    def _on_row(self, event: DataTable.RowHighlighted) -> None:
+        self._announce(self.query_one("#jobs", DataTable))
+
+    def _detail_text(self, job_id: int, problem: str = "") -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        job = self.view.job(job_id) if self.view is not None else None
+        full = self._detail or {}
+        if job is None and not full:
+            text.append(f"job {job_id}: no longer listed")
+            return text
+
+        def pair(label: str, value: object) -> None:
+            text.append(f"{label:<10}", "dim")
+            text.append(clean(value if value not in (None, "") else "-", 300))
+            text.append("\n")
+
+        if job is not None:
+            pair("job", f"{job.id}  {job.name}")
+            pair("user", job.user + (f" (runs as {job.run_as})" if job.run_as else ""))
+            state = job.state + (f": {job.reason}" if job.reason else "")
+            if job.exit_code is not None or job.exit_signal:
+                state += f"  (exit {job.exit_code if job.exit_code is not None else '-'}"
+                state += f", SIG{job.exit_signal})" if job.exit_signal else ")"
+            pair("state", state)
+            where = f"{job.host} " + ",".join(job.gpu_uuids) if job.host else "-"
+            pair("gpus", f"{job.gpus}  {where}")
+            pair("wants", f"pool {job.pool or 'any'}" + (" preemptible" if job.preemptible else ""))
+            if job.time_limit_s:
+                pair("limit", elapsed_text(job.time_limit_s))
+            if job.requeues:
+                pair("requeues", job.requeues)
+        argv = full.get("argv")
+        if isinstance(argv, list):
+            pair("command", " ".join(str(a) for a in argv))
+        if full:
+            pair("cwd", full.get("cwd"))
+            pair("log", full.get("log_path"))
+        if problem:
+            text.append(problem, "bold red")
+        return text
+
+    # -- actions ---------------------------------------------------------------------
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_mine(self) -> None:
+        self.only_mine = not self.only_mine
+        self._refresh()
+
+    def action_submit(self) -> None:
+        self.post_message(self.SubmitWanted())
+
+    def action_act(self, op: str) -> None:
+        job = self.selected
+        if job is None:
+            self.notify("No job selected.", severity="warning")
+            return
+        label = _DESTRUCTIVE.get(op)
+        if op == "cancel" and job.live:
+            label = "Cancel"
+        if label is None:
+            self.post_message(self.JobAction(op, job.id))
+            return
+        question = Text(f"{label} job {job.id} (")
+        question.append(job.user)
+        question.append(": ")
+        question.append(job.name)
+        question.append(f"), {job.state} on {job.host or '-'}? ")
+        question.append(
+            "It is stopped and requeued." if op == "preempt" else "Its work so far is lost.",
+            "bold",
+        )
+        question.append(" y/N")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.post_message(self.JobAction(op, job.id))
+
+        self.app.push_screen(ConfirmScreen(question, f"{label} job {job.id}"), answered)

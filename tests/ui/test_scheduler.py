@@ -1,0 +1,269 @@
+"""The console with a real head: claim with a key, submit from the form, a head that is down.
+
+The head is the real daemon on a real Unix socket and SQLite file; only its GPU
+hosts are scripted (``headkit.ScriptedHosts``), and the console's own telemetry is
+a fixed picture of the same GPUs (same UUIDs), so what the grid shows comes from
+the head's pushes alone.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.message import Message
+from textual.widgets import DataTable, Input, Log
+from ui_fakes import decode
+from ui_helpers import grid_line, screen_text, until
+
+from gputui.config import Config, HeadConfig
+from gputui.telemetry import HostSnapshot, HostStatus, Listener
+from gputui.ui.app import GpuTuiApp
+from gputui.ui.gpu_view import GpuRow, HostRow
+from gputui.ui.head_link import HeadState, HeadUnreachable
+from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.forms import ClaimScreen, SubmitScreen
+from gputui.ui.screens.main import MainScreen
+from gputui.ui.screens.queue import QueueScreen
+from gputui.ui.widgets.summary import SummaryBar
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
+from headkit import running_head
+
+LAYOUT = {"gpu01": 4}
+
+
+def uuid(host: str, index: int) -> str:
+    return f"GPU-{host}-{index:04d}"  # what ScriptedHosts calls its GPUs
+
+
+def snapshot(host: str, count: int, now: float) -> HostSnapshot:
+    gpus = [
+        {"index": i, "uuid": uuid(host, i), "name": "NVIDIA A100", "memory_total_mib": 81920}
+        for i in range(count)
+    ]
+    hello = decode(
+        {"type": "hello", "protocol": 1, "helper_version": "t", "hostname": host, "gpus": gpus}
+    )
+    sample = decode(
+        {
+            "type": "sample",
+            "seq": 1,
+            "time": now,
+            "gpus": [{"index": i, "uuid": uuid(host, i), "util_gpu": 0} for i in range(count)],
+        }
+    )
+    return HostSnapshot(
+        name=host,
+        address=host,
+        status=HostStatus.LIVE,
+        pool="a100",
+        hello=hello,
+        sample=sample,
+        received_at=now,
+    )
+
+
+class StaticSource:
+    """The console's telemetry: one fixed snapshot per host."""
+
+    def __init__(self, snapshots: list[HostSnapshot]) -> None:
+        self._snapshots = {s.name: s for s in snapshots}
+
+    def snapshots(self) -> Mapping[str, HostSnapshot]:
+        return dict(self._snapshots)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        return lambda: None
+
+    async def start(self) -> None:
+        return None
+
+    def retry_now(self, host: str | None = None) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+def console(sock: Path) -> GpuTuiApp:
+    now = time.time()
+    source = StaticSource([snapshot(h, n, now) for h, n in LAYOUT.items()])
+    config = Config(head=HeadConfig(socket=str(sock)))
+    return GpuTuiApp(source, config)
+
+
+def notes(app: GpuTuiApp) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+def summary(app: GpuTuiApp) -> str:
+    return app.main.query_one(SummaryBar).render().plain
+
+
+async def connected(pilot: Any, app: GpuTuiApp) -> None:
+    await until(
+        pilot,
+        lambda: app.head_link is not None and app.head_link.view is not None,
+        "the first state from the head",
+    )
+
+
+async def test_claim_a_gpu_with_the_key_and_see_it_held(tmp_path: Path) -> None:
+    messages: list[Message] = []
+    async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=(160, 40), message_hook=messages.append) as pilot:
+            await connected(pilot, app)
+            assert "HELD" in screen_text(app)
+            assert "0 running, 0 waiting" in summary(app)
+            assert app.main.grid.select(GpuRow("gpu01", 1))
+            await pilot.press("c")
+            me = app.head_link.view.me.user if app.head_link and app.head_link.view else "?"
+            await until(
+                pilot,
+                lambda: uuid("gpu01", 1) in app.model.holders,
+                "the head to say the GPU is claimed",
+            )
+            line = grid_line(app, "gpu01:1")
+            assert f"c1 {me} <1m idle" in line, line
+            assert "c1" not in grid_line(app, "gpu01:0")
+            assert f"claim 1 {me} <1m idle" in screen_text(app)  # the detail pane
+            await until(pilot, lambda: any("export" in n for n in notes(app)), "the env line")
+            assert any(f"export CUDA_VISIBLE_DEVICES={uuid('gpu01', 1)}" in n for n in notes(app))
+            assert "1 claim of yours" in summary(app)
+            assert any(isinstance(m, MainScreen.SchedulerKey) for m in messages)
+            assert any(isinstance(m, HeadState) for m in messages)
+
+            # Claiming it again is refused here, saying who holds it.
+            await pilot.press("c")
+            await until(pilot, lambda: any("held by claim 1" in n for n in notes(app)), "why")
+
+            await pilot.press("u")
+            await until(pilot, lambda: uuid("gpu01", 1) not in app.model.holders, "the release")
+            assert "c1" not in grid_line(app, "gpu01:1")
+
+            # A host line claims the host's free GPUs; C asks how many.
+            assert app.main.grid.select(HostRow("gpu01"))
+            await pilot.press("c")
+            await until(pilot, lambda: len(app.model.holders) == 4, "all four claimed")
+            await pilot.press("u")
+            await until(pilot, lambda: not app.model.holders, "all four released")
+            await pilot.press("C")
+            await until(pilot, lambda: isinstance(app.screen, ClaimScreen), "the claim form")
+            app.screen.query_one("#f-gpus", Input).value = "2"
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: len(app.model.holders) == 2, "two GPUs claimed")
+            assert isinstance(app.screen, MainScreen)
+
+
+async def test_submit_from_the_form_and_see_it_in_the_queue(tmp_path: Path) -> None:
+    async with running_head(tmp_path, LAYOUT) as (_head, hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await connected(pilot, app)
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            await pilot.press("n")
+            await until(pilot, lambda: isinstance(app.screen, SubmitScreen), "the enqueue form")
+            form = app.screen
+            form.query_one("#f-command", Input).value = "python train.py --epochs 3"
+            form.query_one("#f-gpus", Input).value = "2"
+            form.query_one("#f-name", Input).value = "train"
+            form.query_one("#f-time", Input).value = "2h"
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the form to close")
+            queue = app.screen
+            assert isinstance(queue, QueueScreen)
+            table = queue.query_one("#jobs", DataTable)
+
+            def row() -> list[str]:
+                return [str(c) for c in table.get_row("1")] if table.row_count else []
+
+            await until(pilot, lambda: row()[3:4] == ["running"], "job 1 running in the table")
+            assert row()[1:6] == [app.head_link.view.me.user, "train", "running", "2", "gpu01"]  # type: ignore[union-attr]
+            assert hosts.launches[0].argv == ("python", "train.py", "--epochs", "3") or list(
+                hosts.launches[0].argv
+            ) == ["python", "train.py", "--epochs", "3"]
+            text = screen_text(app)
+            assert "JOBID" in text and "REASON" in text
+            await until(
+                pilot,
+                lambda: "hello from the job" in "\n".join(queue.query_one("#job-log", Log).lines),
+                "the job's output in the log pane",
+            )
+            assert "python train.py --epochs 3" in screen_text(app)  # the detail
+
+            # Kill asks first; No sends nothing, Yes kills.
+            await pilot.press("K")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
+            await pilot.press("n")
+            await pilot.pause()
+            assert hosts.signals == []
+            await pilot.press("K")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
+            await pilot.press("y")
+            await until(pilot, lambda: hosts.signals != [], "the kill to reach the host")
+            await until(pilot, lambda: row()[3:4] == ["killed"], "job 1 killed")
+
+            # The head's refusal is shown in its own words.
+            await pilot.press("h")
+            await until(
+                pilot, lambda: any("only a queued job is held" in n for n in notes(app)), "why"
+            )
+
+
+async def test_a_form_the_head_refuses_stays_open_with_the_reason(tmp_path: Path) -> None:
+    async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await connected(pilot, app)
+            await pilot.press("n")
+            await until(pilot, lambda: isinstance(app.screen, SubmitScreen), "the enqueue form")
+            form = app.screen
+            assert isinstance(form, SubmitScreen)
+            form.query_one("#f-command", Input).value = "sleep 1"
+            form.query_one("#f-pool", Input).value = "nosuchpool"
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: "no pool named" in screen_text(app), "the head's reason")
+            assert app.screen is form and not form.sending
+            form.query_one("#f-time", Input).value = "soon"
+            form.query_one("#f-pool", Input).value = ""
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: "not a duration" in screen_text(app), "the form's check")
+
+
+@pytest.mark.parametrize("press", ["c", "u", "Q"])
+async def test_a_head_that_is_down_is_said_and_keys_say_why(tmp_path: Path, press: str) -> None:
+    messages: list[Message] = []
+    app = console(tmp_path / "no-head.sock")
+    async with app.run_test(size=(160, 40), message_hook=messages.append) as pilot:
+        await until(pilot, lambda: "head unreachable (" in summary(app), "the summary to say so")
+        assert any(isinstance(m, HeadUnreachable) for m in messages)
+        assert "no socket there" in summary(app)
+        assert app.main.grid.select(GpuRow("gpu01", 0))
+        assert "gpu01" in screen_text(app)  # monitoring goes on
+        await pilot.press(press)
+        if press == "Q":
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            await until(pilot, lambda: "head unreachable" in screen_text(app), "its banner")
+            return
+        await until(pilot, lambda: notes(app), "a notification")
+        assert "head unreachable (" in notes(app)[-1]
+        assert "no socket there" in notes(app)[-1]
+
+
+async def test_without_a_head_the_keys_are_not_offered() -> None:
+    now = time.time()
+    app = GpuTuiApp(StaticSource([snapshot("gpu01", 2, now)]), Config())
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        text = screen_text(app)
+        assert "HELD" not in text and "Claim" not in text and "head" not in summary(app)
+        await pilot.press("c", "Q")
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen) and not notes(app)
