@@ -1,3 +1,3 @@
-"""SSH to every GPU host: one connection and one helper process each."""
+"""Every GPU host kept connected: one helper process each, over SSH or as a local child."""
 
 from __future__ import annotations

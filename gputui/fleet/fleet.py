@@ -1,9 +1,13 @@
-"""``Fleet``: every configured host over SSH, as one ``TelemetrySource`` and ``HostControl``.
+"""``Fleet``: every configured host, as one ``TelemetrySource`` and ``HostControl``.
 
-One ``HostLink`` (one connection, one long-lived helper) per host, each in its own
-task on the loop the fleet was started in (the Textual app's, or a headless
-benchmark's). Connection set-up is bounded fleet-wide so a thousand hosts never
-trip sshd's ``MaxStartups``. Listeners get every new snapshot, on the loop.
+One ``HostLink`` (one SSH connection and one long-lived helper, or for a ``local``
+host the helper as a child process) per host, each in its own task on the loop the
+fleet was started in (the Textual app's, the head's, or a headless benchmark's).
+Connection set-up is bounded fleet-wide so a thousand hosts never trip sshd's
+``MaxStartups``. Listeners get every new snapshot, on the loop; a daemon reads
+``updates()`` instead, which a slow consumer cannot clog. Requests to helpers go
+through ``request`` (typed, one model per op) and ``launch`` (which settles an
+unanswered launch by asking the host).
 """
 
 from __future__ import annotations
