@@ -200,6 +200,16 @@ class HostLink:
         timeout, user = self.host.connect_timeout, self._connector.user
         return classify(exc, user=user, address=self.host.address, timeout=timeout, verdict=verdict)
 
+    @property
+    def login_user(self) -> str:
+        """Who the helper runs as there: the SSH login user, or this process's user for
+        a local host (the head decides from it whose jobs may run on the host)."""
+        if self.host.local:
+            import getpass
+
+            return getpass.getuser()
+        return self._connector.user
+
     def set_interval_thresholds(self, interval: float) -> None:
         """The helper now samples every ``interval`` s: stale and hung limits follow."""
         self.interval = interval

@@ -156,7 +156,9 @@ def job_env(
     env.update(extra)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    env["GPUTUI_JOB_ID"] = str(job_id)
+    # The head keys runs by job id and launch number and says which job this is;
+    # a client that does not gets the run's own id.
+    env["GPUTUI_JOB_ID"] = extra.get("GPUTUI_JOB_ID") or str(job_id)
     if simulated:
         env["GPUTUI_SIM_GPU"] = ",".join(gpus)
     return env

@@ -587,7 +587,8 @@ class Head:
         for host, key in after.kills:
             self._spawn(self.hosts.signal_job(host, key, "KILL", None))
         for host, keys in after.forget.items():
-            self._spawn(self.hosts.forget(host, keys))
+            if keys:
+                self._spawn(self.hosts.forget(host, keys))
         for conn, rid, view in after.final_jobs:
             conn.send(wire.response(rid, {"job": view}))
         if after.changed:
@@ -598,7 +599,12 @@ class Head:
         """Run ``work`` in the background, keeping a reference until it ends."""
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("head: background work failed: %r", task.exception())
 
     async def _launch(self, spec: lifecycle.Launch) -> None:
         if spec.key in self._launching:

@@ -1,0 +1,256 @@
+"""End to end: a real head, a real helper (a local host, simulated GPUs), real jobs.
+
+Every job here is a real process started by the helper's detached supervisor; it
+is signalled for real, and its exit code and log are read back from the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gputui.config import parse_config
+from gputui.scheduler.aclient import AsyncHeadClient
+from gputui.scheduler.actions import Rules
+from gputui.scheduler.daemon import Head, HeadSettings
+from gputui.scheduler.engine import jobs_namespace, open_store
+from gputui.scheduler.fleethosts import FleetHosts
+from gputui.scheduler.store import JobStore
+
+CONFIG = """
+hosts:
+  - name: sim01
+    local: true
+    pool: sim
+    sim: 4xa100-80gb,name=sim01
+"""
+
+
+async def until(check: Callable[[], Awaitable[Any]], timeout: float = 20.0) -> Any:
+    """Poll ``check`` until it returns something truthy; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met in {timeout} s (last: {value!r})")
+        await asyncio.sleep(0.02)
+
+
+class Cluster:
+    """A head over one local simulated host, which can be stopped and started again."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.sock = tmp / "head.sock"
+        self.head: Head | None = None
+        self.client: AsyncHeadClient | None = None
+
+    async def start(self, grace: float = 1.0) -> AsyncHeadClient:
+        engine = open_store(self.tmp / "db" / "gputui.db")
+        hosts = FleetHosts(parse_config(CONFIG), jobs_namespace(engine))
+        settings = HeadSettings(socket=self.sock, rules=Rules(kill_grace_s=grace))
+        self.head = Head(JobStore(engine), hosts, settings, host_pools={"sim01": "sim"})
+        await self.head.start()
+        self.client = await AsyncHeadClient.open_local(self.sock)
+        head = self.head
+
+        async def live() -> bool:
+            return any(s.healthy for s in head._current_slots())
+
+        await until(live)
+        return self.client
+
+    async def stop(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+        if self.head is not None:
+            await self.head.close()
+        self.head = self.client = None
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cluster]:
+    monkeypatch.setenv("GPUTUI_JOBS_ROOT", str(tmp_path / "jobs"))
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        await c.stop()
+
+
+def script(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+async def job(client: AsyncHeadClient, job_id: int) -> dict[str, Any]:
+    return dict((await client.call("show", {"job_id": job_id}))["job"])
+
+
+async def state_is(client: AsyncHeadClient, job_id: int, *states: str) -> dict[str, Any] | None:
+    view = await job(client, job_id)
+    return view if view["state"] in states else None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_a_job_runs_on_its_gpus_and_its_exit_code_and_log_come_back(cluster: Cluster) -> None:
+    client = await cluster.start()
+    code = (
+        "import os; print('on', os.environ['CUDA_VISIBLE_DEVICES'], 'job',"
+        " os.environ['GPUTUI_JOB_ID'], os.environ['CUDA_DEVICE_ORDER']); raise SystemExit(3)"
+    )
+    submitted = await client.call("submit", {"argv": script(code), "gpus": 2, "cwd": "/"})
+    job_id = submitted["job"]["id"]
+    ended = await client.call("wait", {"job_id": job_id}, timeout=30)
+    view = await job(client, job_id)
+    assert ended["job"]["state"] == view["state"] == "failed"
+    assert view["exit_code"] == 3
+    assert len(view["gpu_uuids"]) == 2 and view["host"] == "sim01"
+    log = await client.call("logs", {"job_id": job_id})
+    assert log["data"] == f"on {','.join(view['gpu_uuids'])} job {job_id} PCI_BUS_ID\n"
+    # Its GPUs are free again: a 4-GPU job fits.
+    big = await client.call("submit", {"argv": script("pass"), "gpus": 4, "cwd": "/"})
+    done = await client.call("wait", {"job_id": big["job"]["id"]}, timeout=30)
+    assert done["job"]["state"] == "completed"
+
+
+async def test_a_running_job_shows_on_its_simulated_gpus(cluster: Cluster) -> None:
+    client = await cluster.start()
+    submitted = await client.call(
+        "submit", {"argv": script("import time; time.sleep(60)"), "gpus": 1, "cwd": "/"}
+    )
+    job_id = submitted["job"]["id"]
+    view = await until(lambda: state_is(client, job_id, "running"))
+    assert cluster.head is not None
+    fleet = cluster.head.hosts.fleet  # type: ignore[attr-defined]
+
+    async def on_gpu() -> bool:
+        sample = fleet.links["sim01"].snapshot.sample
+        if sample is None:
+            return False
+        return any(
+            p.pid == view["pid"]
+            for g in sample.gpus
+            if g.uuid in view["gpu_uuids"]
+            for p in g.processes
+        )
+
+    await until(on_gpu)
+    await client.call("kill", {"job_id": job_id})
+    killed = await until(lambda: state_is(client, job_id, "killed"))
+    assert not alive(view["pid"]) and killed["exit_signal"] in ("TERM", "KILL")
+
+
+async def test_preempting_a_job_that_ignores_sigterm_kills_it_and_requeues_it(
+    cluster: Cluster,
+) -> None:
+    client = await cluster.start(grace=0.5)
+    code = (
+        "import signal, time, pathlib, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        " pathlib.Path(sys.argv[1]).touch(); time.sleep(120)"
+    )
+    marker = cluster.tmp / "started"
+    argv = [*script(code), str(marker)]
+    submitted = await client.call("submit", {"argv": argv, "gpus": 4, "cwd": "/"})
+    job_id = submitted["job"]["id"]
+    first = await until(lambda: state_is(client, job_id, "running"))
+
+    async def ready() -> bool:
+        return marker.exists()
+
+    await until(ready)  # its SIGTERM handler is in place
+    answer = await client.call("preempt", {"job_id": job_id})
+    assert answer["job"]["state"] == "preempting"
+    # SIGTERM is ignored; SIGKILL after the grace; then it is queued and starts again.
+    second = await until(lambda: _requeued(client, job_id, first["pid"]), timeout=30)
+    assert not alive(first["pid"])
+    assert second["requeues"] == 1
+    await client.call("kill", {"job_id": job_id})
+    await until(lambda: state_is(client, job_id, "killed"), timeout=30)
+
+
+async def _requeued(client: AsyncHeadClient, job_id: int, old_pid: int) -> dict[str, Any] | None:
+    view = await job(client, job_id)
+    if view["state"] == "running" and view["pid"] not in (None, old_pid):
+        return view
+    return None
+
+
+async def test_a_time_limit_ends_the_job_as_timeout(cluster: Cluster) -> None:
+    client = await cluster.start(grace=0.5)
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+    submitted = await client.call(
+        "submit", {"argv": script(code), "gpus": 1, "cwd": "/", "time_limit_s": 1.0}
+    )
+    ended = await client.call("wait", {"job_id": submitted["job"]["id"]}, timeout=30)
+    assert ended["job"]["state"] == "timeout"
+    assert ended["job"]["reason"] == "time limit reached"
+
+
+async def test_a_job_survives_a_head_restart_and_is_reattached(cluster: Cluster) -> None:
+    client = await cluster.start()
+    gate = cluster.tmp / "go"
+    code = (
+        "import pathlib, sys, time\n"
+        "while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.05)\n"
+        "print('finished'); raise SystemExit(7)"
+    )
+    submitted = await client.call(
+        "submit", {"argv": [*script(code), str(gate)], "gpus": 1, "cwd": "/"}
+    )
+    job_id = submitted["job"]["id"]
+    running = await until(lambda: state_is(client, job_id, "running"))
+    await cluster.stop()
+    assert alive(running["pid"]), "the job must go on running while the head is down"
+    gate.touch()  # it ends while no head is there to see it
+    client = await cluster.start()
+    ended = await client.call("wait", {"job_id": job_id}, timeout=30)
+    assert ended["job"]["state"] == "failed" and ended["job"]["exit_code"] == 7
+    view = await job(client, job_id)
+    assert view["launches"] == 1, "re-attached, never launched again"
+    log = await client.call("logs", {"job_id": job_id})
+    assert log["data"] == "finished\n"
+
+
+async def test_a_job_the_head_never_confirmed_is_not_launched_twice(cluster: Cluster) -> None:
+    """The head dies between deciding a launch and hearing its answer: at the next
+    start the host's own list settles it, and the run key stops a second start."""
+    client = await cluster.start()
+    submitted = await client.call(
+        "submit", {"argv": script("import time; time.sleep(60)"), "gpus": 1, "cwd": "/"}
+    )
+    job_id = submitted["job"]["id"]
+    first = await until(lambda: state_is(client, job_id, "running"))
+    await cluster.stop()
+    # Make the store believe the launch was never confirmed.
+    engine = open_store(cluster.tmp / "db" / "gputui.db")
+    store = JobStore(engine)
+    with store.transaction() as tx:
+        row = tx.job(job_id)
+        assert row is not None
+        row.state, row.pid = "starting", None
+    store.close()
+    client = await cluster.start()
+    again = await until(lambda: state_is(client, job_id, "running"))
+    assert again["pid"] == first["pid"] and again["launches"] == 1
+    await client.call("kill", {"job_id": job_id})
+    await until(lambda: state_is(client, job_id, "killed"), timeout=30)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(first["pid"], signal.SIGKILL)
