@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, overload
+from typing import Any
 
 import asyncssh
 
@@ -401,25 +401,13 @@ class HostLink:
 
     # -- requests ---------------------------------------------------------------------
 
-    @overload
-    async def request(self, request: HelperRequest[R]) -> RequestOutcome[R]: ...
-
-    @overload
-    async def request(self, request: Callable[[int], str]) -> Result | RequestOutcome[Any]: ...
-
-    async def request(
-        self, request: HelperRequest[R] | Callable[[int], str]
-    ) -> RequestOutcome[R] | Result | RequestOutcome[Any]:
+    async def request(self, request: HelperRequest[R]) -> RequestOutcome[R]:
         """Send ``request`` to this host's helper; its typed result, or why there is none.
 
         Request ids count per session: an answer only ever matches its own session's
         request. A request not answered in ``LinkTiming.request_timeout`` is
         ``timeout`` and one whose connection ended first is ``lost``: either may still
         have been acted on (a launch is resolved by asking ``jobs``: ``Fleet.launch``).
-
-        Deprecated form, for callers not yet moved to the request models: a function
-        from request id to line, answered with the helper's undecoded ``Result`` (or
-        an outcome saying why there is none, ``lost`` read as ``offline``).
         """
         status, timeout = self.snapshot.status.value, self.timing.request_timeout
         return await send(self._session, request, host=self.name, status=status, timeout=timeout)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, overload
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -34,7 +34,6 @@ from .failures import EDGE_ERRORS, result_message
 from .session import HelperSession
 
 
-@overload
 async def send(
     session: HelperSession | None,
     request: HelperRequest[R],
@@ -42,34 +41,8 @@ async def send(
     host: str,
     status: str,
     timeout: float,
-) -> RequestOutcome[R]: ...
-
-
-@overload
-async def send(
-    session: HelperSession | None,
-    request: Callable[[int], str],
-    *,
-    host: str,
-    status: str,
-    timeout: float,
-) -> Result | RequestOutcome[Any]: ...
-
-
-async def send(
-    session: HelperSession | None,
-    request: HelperRequest[R] | Callable[[int], str],
-    *,
-    host: str,
-    status: str,
-    timeout: float,
-) -> RequestOutcome[R] | Result | RequestOutcome[Any]:
+) -> RequestOutcome[R]:
     """``request`` on ``session`` (``HostLink.request`` says what comes back)."""
-    if not isinstance(request, HelperRequest):
-        answer = await exchange(session, request, None, host=host, status=status, timeout=timeout)
-        if isinstance(answer, RequestOutcome) and answer.code == "lost":
-            return RequestOutcome(False, answer.message, "offline")
-        return answer
     result = await exchange(
         session, request.line, request, host=host, status=status, timeout=timeout
     )

@@ -8,7 +8,7 @@ import dataclasses
 from scripted_helper import UUID, job_state, plan_body, requests_seen
 
 from gputui.fleet.fleet import Fleet
-from gputui.protocol import JobLogRequest, JobsRequest, LaunchRequest, LaunchResult, Result
+from gputui.protocol import JobLogRequest, JobsRequest, LaunchRequest, LaunchResult
 from gputui.telemetry import HostStatus
 
 NS = "head0001"
@@ -145,10 +145,3 @@ async def test_an_offline_host_is_not_asked_anything(kit) -> None:
     outcome = await fleet.launch("down", launch())
     assert not outcome.ok and outcome.code == "offline"
     assert outcome.message.startswith("down is not connected (unreachable)")
-
-
-async def test_the_deprecated_line_form_still_answers_with_the_raw_result(kit) -> None:
-    fleet = await scripted_fleet(kit, {"jobs": [{"value": {"jobs": [job_state(5)]}}]})
-    answer = await fleet.links["h1"].request(lambda rid: JobsRequest(ns=NS).line(rid))
-    assert isinstance(answer, Result) and answer.ok
-    assert answer.value == {"jobs": [job_state(5)]}
