@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 GPUTUI = [sys.executable, "-m", "gputui.entry"]
@@ -133,12 +134,191 @@ def cli_submit_ms(runs: int) -> float:
     return statistics.median(times)
 
 
+def _sim_config(tmp: Path, hosts: int) -> Path:
+    lines = [
+        "head:",
+        f"  socket: {tmp}/run/head.sock",
+        f"  database: {tmp}/db/gputui.db",
+        "  kill_grace_s: 5",
+        "hosts:",
+    ]
+    for i in range(hosts):
+        lines += [
+            f"  - name: sim{i:02d}",
+            "    local: true",
+            "    pool: sim",
+            f"    sim: 8xa100-80gb,name=sim{i:02d}",
+        ]
+    path = tmp / "hosts.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _start_sim_head(tmp: Path, hosts: int) -> subprocess.Popen[bytes]:
+    config = _sim_config(tmp, hosts)
+    env = dict(os.environ, GPUTUI_JOBS_ROOT=str(tmp / "jobs"))
+    proc = subprocess.Popen(
+        [*GPUTUI, "head", "--hosts", str(config)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    sock = tmp / "run" / "head.sock"
+    deadline = time.monotonic() + 30
+    while not sock.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("head did not start")
+        time.sleep(0.02)
+    return proc
+
+
+async def _call(reader: Any, writer: Any, ids: list[int], op: str, args: dict[str, Any]) -> Any:
+    ids[0] += 1
+    request = {"id": ids[0], "op": op, "args": args, "rid": f"{op}-{ids[0]}-{time.time_ns()}"}
+    writer.write(json.dumps(request).encode() + b"\n")
+    await writer.drain()
+    while True:
+        answer = json.loads(await reader.readline())
+        if answer.get("id") == ids[0]:
+            if not answer.get("ok"):
+                raise SystemExit(f"{op} refused: {answer}")
+            return answer["result"]
+
+
+async def _wait_gpus(sock: str, want: int) -> None:
+    reader, writer = await asyncio.open_unix_connection(sock, limit=1 << 26)
+    ids = [0]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = await _call(reader, writer, ids, "cluster", {})
+        live = [h for h, v in state["hosts"].items() if v["live"]]
+        if len(state["gpus"]) >= want and len(live) * 8 >= want:
+            writer.close()
+            return
+        await asyncio.sleep(0.1)
+    raise SystemExit("the simulated hosts did not come up")
+
+
+async def _start_latency(sock: str, jobs: int, rate: float, tmp: Path) -> list[float]:
+    """Submit ``jobs`` short jobs at ``rate``/s; seconds from each submission until the
+    head has the helper's report that its process runs (seen on a subscription)."""
+    await _wait_gpus(sock, 64)
+    sub_r, sub_w = await asyncio.open_unix_connection(sock, limit=1 << 26)
+    sids = [0]
+    await _call(sub_r, sub_w, sids, "subscribe", {})
+    sent: dict[int, float] = {}
+    running: dict[int, float] = {}
+
+    async def watch() -> None:
+        while len(running) < jobs:
+            message = json.loads(await sub_r.readline())
+            if message.get("push") != "state":
+                continue
+            now = time.monotonic()
+            for job in message["state"]["jobs"]:
+                if job["state"] in ("running", "completed", "failed") and job["id"] in sent:
+                    running.setdefault(job["id"], now)
+
+    watcher = asyncio.get_running_loop().create_task(watch())
+    reader, writer = await asyncio.open_unix_connection(sock)
+    ids = [0]
+    argv = [sys.executable, "-c", "import time; time.sleep(0.3)"]
+    for _ in range(jobs):
+        start = time.monotonic()
+        result = await _call(reader, writer, ids, "submit", {"argv": argv, "gpus": 1, "cwd": "/"})
+        sent[result["job"]["id"]] = start
+        await asyncio.sleep(max(0.0, 1 / rate - (time.monotonic() - start)))
+    await asyncio.wait_for(watcher, 120)
+    return sorted(running[j] - sent[j] for j in sent)
+
+
+async def _preempt_latency(sock: str, rounds: int, tmp: Path) -> list[float]:
+    """Seconds from a preempt request leaving the client until the victim's SIGTERM
+    handler runs (it writes time.time() to a file; the clocks are the same machine's)."""
+    reader, writer = await asyncio.open_unix_connection(sock, limit=1 << 26)
+    ids = [0]
+    out: list[float] = []
+    code = (
+        "import signal, sys, time, pathlib\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        "def on_term(*_):\n"
+        "    p.write_text(repr(time.time())); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        "pathlib.Path(sys.argv[1] + '.ready').touch()\n"
+        "time.sleep(600)\n"
+    )
+    for n in range(rounds):
+        mark = tmp / f"term-{n}"
+        argv = [sys.executable, "-c", code, str(mark)]
+        job = await _call(reader, writer, ids, "submit", {"argv": argv, "gpus": 1, "cwd": "/"})
+        job_id = job["job"]["id"]
+        ready = Path(str(mark) + ".ready")
+        deadline = time.monotonic() + 30
+        while not ready.exists():  # noqa: ASYNC240 (a benchmark's own poll)
+            if time.monotonic() > deadline:
+                raise SystemExit("victim did not start")
+            await asyncio.sleep(0.01)
+        view = await _call(reader, writer, ids, "show", {"job_id": job_id})
+        while view["job"]["state"] != "running":
+            await asyncio.sleep(0.01)
+            view = await _call(reader, writer, ids, "show", {"job_id": job_id})
+        sent = time.time()
+        await _call(reader, writer, ids, "preempt", {"job_id": job_id})
+        while not mark.exists() or not mark.read_text():
+            if time.time() - sent > 30:
+                raise SystemExit("SIGTERM never came")
+            await asyncio.sleep(0.002)
+        out.append(float(mark.read_text()) - sent)
+        # It is requeued and starts again; kill it for good.
+        view = await _call(reader, writer, ids, "show", {"job_id": job_id})
+        while view["job"]["state"] in ("preempting",):
+            await asyncio.sleep(0.01)
+            view = await _call(reader, writer, ids, "show", {"job_id": job_id})
+        if view["job"]["state"] == "queued":
+            await _call(reader, writer, ids, "cancel", {"job_id": job_id})
+        elif view["job"]["state"] in ("running", "starting"):
+            await _call(reader, writer, ids, "kill", {"job_id": job_id})
+    writer.close()
+    return sorted(out)
+
+
+def _p99(values: list[float]) -> float:
+    return values[min(len(values) - 1, round(0.99 * (len(values) - 1)))]
+
+
+def sim_latencies(jobs: int, rate: float, rounds: int) -> tuple[list[float], list[float]]:
+    tmp = Path(tempfile.mkdtemp(prefix="gputui-bench-"))
+    proc = _start_sim_head(tmp, 8)
+    sock = str(tmp / "run" / "head.sock")
+    try:
+        starts = asyncio.run(_start_latency(sock, jobs, rate, tmp))
+        preempts = asyncio.run(_preempt_latency(sock, rounds, tmp))
+    finally:
+        stop_head(proc)
+        subprocess.run(["pkill", "-f", str(tmp)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return starts, preempts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--cli-runs", type=int, default=20)
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--rate", type=float, default=50.0, help="submissions/s for the start test")
+    parser.add_argument("--preempts", type=int, default=20)
     args = parser.parse_args()
+    starts, preempts = sim_latencies(args.jobs, args.rate, args.preempts)
+    print(
+        f"submit -> running:  p50 {statistics.median(starts):.3f} s, p99 {_p99(starts):.3f} s"
+        f" ({args.jobs} jobs on 64 simulated GPUs)"
+    )
+    print(
+        f"preempt -> SIGTERM: p50 {statistics.median(preempts) * 1000:.1f} ms,"
+        f" p99 {_p99(preempts) * 1000:.1f} ms ({args.preempts} victims)"
+    )
     grouped = submit_rate(args.clients, args.seconds)
     print(f"group commit:       {grouped:8.0f} durable submissions/s ({args.clients} clients)")
     baseline = submit_rate(args.clients, args.seconds, "--commit-per-request")
@@ -151,6 +331,9 @@ def main() -> None:
         "baseline_submit_per_s": round(baseline, 1),
         "ratio": round(grouped / baseline, 2) if baseline else None,
         "cli_submit_ms": round(cli, 1),
+        "submit_to_running_p99_s": round(_p99(starts), 3),
+        "preempt_to_sigterm_p99_s": round(_p99(preempts), 4),
+        "jobs": args.jobs,
     }
     print(json.dumps(result))
 

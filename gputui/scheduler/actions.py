@@ -54,8 +54,21 @@ class Context:
     hosts: frozenset[str] = frozenset()
     rules: Rules = field(default_factory=Rules)
     stops: list[tuple[str, int]] = field(default_factory=list)
-    """(host, job id) pairs to signal once the transaction is durable."""
+    """(host, run key) pairs to send SIGTERM once the transaction is durable."""
     changed: bool = False
+
+
+RUNS_PER_JOB = 1000
+"""A job's run on a host is keyed by ``job id * 1000 + launch number``: a requeued job
+gets a fresh, exclusively created state file, and a retried launch never a second."""
+
+
+def run_key(job_id: int, launch: int) -> int:
+    return job_id * RUNS_PER_JOB + launch
+
+
+def split_run_key(key: int) -> tuple[int, int]:
+    return divmod(key, RUNS_PER_JOB)
 
 
 def _ref(kind: str, item_id: int | None) -> str:
@@ -201,7 +214,7 @@ def _stop(tx: Tx, job: Job, ctx: Context, kind: str, state: str) -> None:
     job.stop_deadline = ctx.now + ctx.rules.kill_grace_s
     job.reason = {"kill": "killed by request", "preempt": "preempted by request"}.get(kind, kind)
     if job.host is not None and job.id is not None:
-        ctx.stops.append((job.host, job.id))
+        ctx.stops.append((job.host, run_key(job.id, job.launches)))
 
 
 def cancel(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:

@@ -226,7 +226,7 @@ class Head:
             )
             return
         answer = await self.hosts.job_log(
-            host, lifecycle.run_key(job_id, launch), args.offset, args.max_bytes
+            host, actions.run_key(job_id, launch), args.offset, args.max_bytes
         )
         if not answer.ok:
             conn.send(wire.error(request.id, answer.code or "host", answer.message))
@@ -527,7 +527,7 @@ class Head:
                     and job.host
                     and job.id
                 ):
-                    after.kills.append((job.host, lifecycle.run_key(job.id, job.launches)))
+                    after.kills.append((job.host, actions.run_key(job.id, job.launches)))
                     job.stop_deadline = ctx.now + self.settings.rules.kill_grace_s
             tx.forget_requests_before(ctx.now - REQUEST_LOG_KEEP_S)
         elif kind == "session-closed":
@@ -537,7 +537,7 @@ class Head:
             # list (see lifecycle.on_report); nothing is launched blindly here.
             for job in tx.jobs(("killing", "preempting")):
                 if job.host and job.id:
-                    after.kills.append((job.host, lifecycle.run_key(job.id, job.launches)))
+                    after.kills.append((job.host, actions.run_key(job.id, job.launches)))
 
     def _put_inventory(self, tx: Tx, host: str, gpus: list[tuple[str, int, str, int]]) -> None:
         seen = set()
@@ -582,8 +582,8 @@ class Head:
     def _after_commit(self, after: _After) -> None:
         for spec in after.launches:
             self._spawn(self._launch(spec))
-        for host, job_id in after.stops:
-            self._spawn(self._stop(host, job_id))
+        for host, key in after.stops:
+            self._spawn(self._stop(host, key))
         for host, key in after.kills:
             self._spawn(self.hosts.signal_job(host, key, "KILL", None))
         for host, keys in after.forget.items():
@@ -617,17 +617,9 @@ class Head:
         result = _Launched(answer.ok, answer.value, spec.host, answer.code, answer.message)
         self._post(_Item("launched", payload=(spec.job_id, spec.launch, result)))
 
-    async def _stop(self, host: str, job_id: int) -> None:
-        def launches() -> int:
-            with self.store.transaction() as tx:
-                job = tx.job(job_id)
-                return 0 if job is None else job.launches
-
-        launch = await self._in_db(launches)
-        if launch:
-            await self.hosts.signal_job(
-                host, lifecycle.run_key(job_id, launch), "TERM", self.settings.rules.kill_grace_s
-            )
+    async def _stop(self, host: str, key: int) -> None:
+        grace = self.settings.rules.kill_grace_s
+        await self.hosts.signal_job(host, key, "TERM", grace)
 
     # -- hosts ------------------------------------------------------------------------
 

@@ -15,21 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import policy
-from .actions import Context, end_claim, grant_claim
+from .actions import Context, end_claim, grant_claim, run_key, split_run_key
 from .store import Tx
 from .tables import Job, Notice
-
-RUNS_PER_JOB = 1000
-"""A job's run on a host is keyed by ``job id * 1000 + launch number``: a requeued job
-gets a fresh, exclusively created state file, and a retried launch never a second."""
-
-
-def run_key(job_id: int, launch: int) -> int:
-    return job_id * RUNS_PER_JOB + launch
-
-
-def split_run_key(key: int) -> tuple[int, int]:
-    return divmod(key, RUNS_PER_JOB)
 
 
 @dataclass(frozen=True, slots=True)

@@ -319,7 +319,7 @@ class StoreMachine(RuleBasedStateMachine):
         """Report the host's list; a job being preempted whose run ended is back in
         the queue, or held past the requeue limit."""
         preempting = {
-            j.id: lifecycle.run_key(j.id or 0, j.launches)
+            j.id: actions.run_key(j.id or 0, j.launches)
             for j in tx.jobs_on(host, LIVE_JOB_STATES)
             if j.stop_kind == "preempt"
         }
@@ -342,7 +342,7 @@ class StoreMachine(RuleBasedStateMachine):
                 waiting.append((host, job_id))
                 continue
             for key, run in list(self.runs[host].items()):
-                if lifecycle.split_run_key(key)[0] == job_id and run.state == "running":
+                if actions.split_run_key(key)[0] == job_id and run.state == "running":
                     self.runs[host][key] = HostJob(key, "exited", signal="TERM", ended_at=self.now)
                     touched.add(host)
         self.stops = waiting
