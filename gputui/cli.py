@@ -253,10 +253,11 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
     from gputui.ui.terminal_exit import SignalExit
 
     print(
-        f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH…",
+        f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH"
+        " and a scheduler head…",
         flush=True,
     )
-    cluster = DemoCluster(hosts=hosts, gpus=gpus, faults=True)
+    cluster = DemoCluster(hosts=hosts, gpus=gpus, faults=True, head=True)
     # A closed terminal or a plain kill ends the demo the same way as `q`, so the
     # simulated hosts, their helpers and the workloads are all cleaned up; during
     # start-up it stops the start. Should that hang, they are killed on the way out.
@@ -269,14 +270,46 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
             return signals.exit_code
         except OSError as exc:  # too many open files, no loopback, ...
             raise UsageError(start_error(exc, hosts)) from None
+        seeding: asyncio.Task[None] | None = None
         try:
             config = cluster.config()
             theme_name = _theme_or_error(config, theme)
             app = GpuTuiApp(Fleet(config), config, theme=theme_name)
+            seeding = asyncio.get_running_loop().create_task(_seed_demo(cluster, app))
             await signals.run(app)
         finally:
+            if seeding is not None:
+                seeding.cancel()
             await cluster.stop()
     return app.return_code or EXIT_OK
+
+
+DEMO_WELCOME = (
+    "This demo has a scheduler. c claims the selected GPU (the export line is copied),"
+    " u releases it, n enqueues a job (Ctrl+S sends it), Q shows the queue with each"
+    " job's output."
+)
+
+
+async def _seed_demo(cluster: object, app: object) -> None:
+    """Give the demo's head work once its hosts are live, then say how to use it."""
+    from gputui.demo.cluster import DemoCluster
+    from gputui.ui.app import GpuTuiApp
+
+    assert isinstance(cluster, DemoCluster) and isinstance(app, GpuTuiApp)
+    done = await cluster.seed_head()
+    if cluster.head is not None:
+        # The enqueue form offers the demo's own little job, in the directory it is in.
+        here = str(cluster.head.socket.parent)
+        app.submit_defaults = (here, "python3 train.py --model mine --steps 20 --pause 1")
+    quick = [line for line in done if "quick-test" in line]
+    text = DEMO_WELCOME + (f" Watch {quick[0]}." if quick else "")
+    problems = [
+        line for line in done if "stopped" in line or "refused" in line or "did not" in line
+    ]
+    app.notify(text, title="gputui demo", timeout=40, markup=False)
+    for line in problems:
+        app.notify(line, title="demo head", severity="warning", timeout=20, markup=False)
 
 
 def run_helper(sim: str | None, once: bool, interval: float) -> int:

@@ -4,7 +4,9 @@ Each host is an in-process SSH server on 127.0.0.1 with its own host key, runnin
 the real helper in sim mode. The cluster writes a throwaway hosts.yaml, client key
 and known_hosts, so the console connects exactly as it would to real servers: real
 key exchange, real host key verification, real public-key auth. A few real
-processes pose as GPU jobs so the grid has owners and something to kill.
+processes pose as GPU jobs so the grid has owners and something to kill. With
+``head=True`` a real ``gputui head`` runs too (socket and database in the same
+directory), so claims and the queue work as on a real cluster.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from gputui.config import Config, load_config
 from gputui.remote.sim import SimDevice
 from gputui.remote.simspec import MAX_GPUS
 
-from .server import SimSshServer
+from .head import DemoHead
+from .server import SimSshServer, login_env
 from .workloads import JOBS, Workload, start_workload, stop_workloads, workload_owners
 
 MODELS = ("a100-80gb", "rtx3090", "h100", "l40s", "rtx4090", "a10", "h200", "a100-40gb")
@@ -70,8 +73,10 @@ class DemoCluster:
         *,
         workloads: int | None = None,
         faults: bool = False,
+        head: bool = False,
     ) -> None:
-        """``faults`` puts a few of the troubles real cards have on idle GPUs."""
+        """``faults`` puts a few of the troubles real cards have on idle GPUs; ``head``
+        starts the scheduler's head too (``seed_head`` gives it work)."""
         self.counts = split_gpus(hosts, gpus)
         self.names = [f"gpu{i + 1:02d}" for i in range(hosts)]
         self.models = [MODELS[i % len(MODELS)] for i in range(hosts)]
@@ -87,6 +92,8 @@ class DemoCluster:
         self.workloads: list[Workload] = []
         self._config_path: Path | None = None
         self._config: Config | None = None
+        self.with_head = head
+        self.head: DemoHead | None = None
 
     @property
     def config_path(self) -> Path:
@@ -122,7 +129,15 @@ class DemoCluster:
         client_key.write_private_key(str(key_path))
         key_path.chmod(0o600)
         user = getpass.getuser()
-        self.servers = [SimSshServer(client_key, user=user) for _ in self.names]
+        env = login_env(user)
+        if self.with_head:
+            # The head's jobs live in the demo's directory, not in the system's.
+            env["GPUTUI_JOBS_ROOT"] = str(self.directory / "jobs")
+            if os.geteuid() == 0:
+                self.directory.chmod(0o711)  # other users' jobs reach the socket by name
+            (self.directory / "head").mkdir(mode=0o755)
+            (self.directory / "head").chmod(0o755)
+        self.servers = [SimSshServer(client_key, user=user, env=env) for _ in self.names]
         ports = await asyncio.gather(*(server.start() for server in self.servers))
         known_hosts = self.directory / "known_hosts"
         known_hosts.write_text("".join(s.known_hosts_line for s in self.servers))
@@ -130,6 +145,16 @@ class DemoCluster:
         self._config_path.write_text(self._yaml(user, str(key_path), str(known_hosts), list(ports)))
         self._config = load_config(self._config_path)
         self._start_workloads()
+        if self.with_head:
+            self.head = DemoHead(self._config_path, self.directory / "head" / "head.sock")
+            await self.head.start()
+
+    async def seed_head(self) -> list[str]:
+        """Give the head jobs (running and waiting) and an idle claim; what was done."""
+        if self.head is None:
+            return []
+        await self.head.seed(workload_owners(), self.names, self.counts)
+        return self.head.seeded
 
     def _yaml(self, user: str, key: str, known_hosts: str, ports: list[int]) -> str:
         # JSON is YAML: quoting every value keeps odd paths safe.
@@ -153,6 +178,17 @@ class DemoCluster:
                 f"    sim: {q(spec)}",
                 f"    labels: {{model: {q(model)}}}",
             ]
+        if self.with_head:
+            assert self.directory is not None
+            lines += [
+                "head:",
+                '  host: "localhost"',
+                f"  socket: {q(str(self.directory / 'head' / 'head.sock'))}",
+                f"  database: {q(str(self.directory / 'db' / 'gputui.db'))}",
+                '  admin_group: "gputui-demo-admin"',
+                "  claim_idle_minutes: 30",
+                "  kill_grace_s: 3",
+            ]
         return "\n".join(lines) + "\n"
 
     def _start_workloads(self) -> None:
@@ -174,7 +210,11 @@ class DemoCluster:
             )
 
     async def stop(self) -> None:
-        """Kill workloads and helpers, stop servers, delete the files. Safe to repeat."""
+        """Stop the head, kill workloads and helpers, stop servers, delete the files.
+        Safe to repeat."""
+        head, self.head = self.head, None
+        if head is not None:
+            await head.stop()
         workloads, self.workloads = self.workloads, []
         await asyncio.get_running_loop().run_in_executor(None, stop_workloads, workloads)
         servers, self.servers = self.servers, []
@@ -190,6 +230,8 @@ class DemoCluster:
     def emergency_cleanup(self) -> None:
         """Leave no workloads, helpers or files behind when ``stop()`` cannot run (the
         loop died, or the process must end now); safe from any thread."""
+        if self.head is not None:
+            self.head.emergency_cleanup()
         stop_workloads(self.workloads, grace=0.2)
         for server in self.servers:
             for pid in server.command_pids():

@@ -22,7 +22,7 @@ import asyncssh
 _CHUNK = 65536
 
 
-def _login_env(user: str) -> dict[str, str]:
+def login_env(user: str) -> dict[str, str]:
     """A small login-like environment, as sshd would give (no inherited secrets)."""
     return {
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
@@ -89,7 +89,7 @@ class SimSshServer:
         self.host_key = host_key or asyncssh.generate_private_key("ssh-ed25519")
         self.user = user or getpass.getuser()
         self.port = 0
-        self._env = dict(env) if env is not None else _login_env(self.user)
+        self._env = dict(env) if env is not None else login_env(self.user)
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self._conns: set[asyncssh.SSHServerConnection] = set()
         self._procs: set[asyncio.subprocess.Process] = set()

@@ -11,8 +11,11 @@ Nothing is dropped without a word.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
+
+from textual.css.query import NoMatches
 
 from gputui.config import Config
 from gputui.scheduler.client import HeadError
@@ -46,6 +49,8 @@ class HeadActions(_Base):
     model: ClusterModel
     clock: Callable[[], float]
     head_link: HeadLink | None = None
+    submit_defaults: tuple[str | None, str] = (None, "")
+    """(cwd, command) the enqueue form starts with (the demo sets its own job)."""
     _queue_screen: QueueScreen | None = None
 
     # -- start ---------------------------------------------------------------------
@@ -90,16 +95,20 @@ class HeadActions(_Base):
         if mine:
             line += f", {mine} claim{'s' if mine != 1 else ''} of yours"
         main.head_line = (line, False)
-        main.refresh_summary()
+        self._show_summary(main)
         if rows:
             main.holders_changed(rows)
         if self._queue_screen is not None:
             self._queue_screen.show_view(view)
 
+    def _show_summary(self, main: MainScreen) -> None:
+        with contextlib.suppress(NoMatches):  # the app is closing: its widgets are gone
+            main.refresh_summary()
+
     def on_head_unreachable(self, message: HeadUnreachable) -> None:
         main = self._main()
         main.head_line = (f"head unreachable ({clean(message.reason, 80)})", True)
-        main.refresh_summary()
+        self._show_summary(main)
         if self._queue_screen is not None:
             self._queue_screen.show_unreachable(message.reason)
 
@@ -157,7 +166,7 @@ class HeadActions(_Base):
             return
         if action == "submit":
             if self._link("submit a job") is not None:
-                self.push_screen(SubmitScreen())
+                self.push_screen(SubmitScreen(*self.submit_defaults))
             return
         if action == "claim_n":
             if self._link("claim GPUs") is not None:
@@ -331,8 +340,8 @@ class HeadActions(_Base):
             env = await self._env_text(link, host, claim.get("gpu_uuids") or [])
             self.copy_to_clipboard(env)
             self.notify(
-                f"claim {claim.get('id')}: {what} on {host}. Copied to the clipboard:\n{env}",
-                title="claimed",
+                f"claim {claim.get('id')}: {what} is yours. Copied to the clipboard:\n{env}",
+                title=f"claimed on {host}",
                 timeout=20,
                 markup=False,
             )
@@ -365,7 +374,7 @@ class HeadActions(_Base):
 
     def on_queue_screen_submit_wanted(self, message: QueueScreen.SubmitWanted) -> None:
         if self._link("submit a job") is not None:
-            self.push_screen(SubmitScreen())
+            self.push_screen(SubmitScreen(*self.submit_defaults))
 
     def on_queue_screen_job_action(self, message: QueueScreen.JobAction) -> None:
         what = f"{message.op.replace('_', '-')} job {message.job_id}"

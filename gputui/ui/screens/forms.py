@@ -152,12 +152,17 @@ class SubmitScreen(FormScreen):
     TITLE_TEXT = "Enqueue a job (runs when GPUs are free)"
     SEND_LABEL = "Submit"
 
-    def __init__(self, cwd: str | None = None) -> None:
+    def __init__(self, cwd: str | None = None, command: str = "") -> None:
+        """``cwd`` and ``command`` fill the form in (the demo offers its own job)."""
         super().__init__()
         self.cwd = cwd if cwd is not None else os.getcwd()
+        self.command = command
 
     def fields(self) -> ComposeResult:
-        yield from _row("command", Input(placeholder="python train.py --epochs 3", id="f-command"))
+        yield from _row(
+            "command",
+            Input(self.command, placeholder="python train.py --epochs 3", id="f-command"),
+        )
         yield from _row("GPUs", Input("1", id="f-gpus", restrict=r"[0-9]*"))
         yield from _row("pool", Input(placeholder="any", id="f-pool"))
         yield from _row("host", Input(placeholder="any", id="f-host"))

@@ -179,8 +179,10 @@ class QueueScreen(Screen[None]):
         self.query_one("#job-log", Log).write(safe)
 
     def log_note(self, job_id: int, note: str) -> None:
+        """A word on the output's title line: following, ended, or why it is not coming."""
         if job_id == self._log_job:
-            self.query_one("#job-log", Log).border_subtitle = note
+            title = f"output of job {job_id}" + (f" · {note}" if note else "")
+            self.query_one("#job-log", Log).border_title = title
 
     @property
     def selected(self) -> HeadJob | None:

@@ -1,0 +1,296 @@
+"""``DemoHead``: the scheduler's head for the demo, as a real ``gputui head`` process.
+
+It serves a socket and a SQLite file inside the demo's directory and schedules on
+the demo's simulated hosts over their real SSH, so claims, the queue and job
+output in the console are the real thing. ``seed`` gives the newcomer something to
+look at: a few jobs of the demo's users running, some waiting with their reasons
+(more asked for than fits, one held), and one idle claim. As root, other users'
+jobs are submitted by a small client that runs as that user (the head knows who
+asks from the socket, never from the request); as anyone else, everything is
+theirs. The demo's jobs are short Python loops that print their progress and end
+by themselves once the demo that started them is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import pwd
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gputui.scheduler.client import AsyncHeadClient, HeadError
+
+from .workloads import python_for_everyone
+
+START_TIMEOUT_S = 20.0
+HOSTS_TIMEOUT_S = 45.0
+
+# The demo's job, written next to the socket as train.py: prints like a training
+# loop, ends after --steps steps, or as soon as the demo (--demo-pid, when given)
+# is gone, whoever the job runs as.
+JOB_SCRIPT = """\
+import argparse, os, sys, time
+p = argparse.ArgumentParser()
+p.add_argument("--model", default="demo")
+p.add_argument("--steps", type=int, default=100)
+p.add_argument("--pause", type=float, default=2.0)
+p.add_argument("--demo-pid", type=int, default=0)
+a = p.parse_args()
+def alive():
+    if not a.demo_pid:
+        return True
+    try:
+        os.kill(a.demo_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+print("training", a.model, "on", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+for step in range(a.steps):
+    if not alive():
+        sys.exit(143)
+    print(f"step {step + 1}/{a.steps}  loss {2.0 / (1 + step * 0.3):.4f}", flush=True)
+    time.sleep(a.pause)
+print("done", flush=True)
+"""
+
+# Starts ``gputui head`` so that it gets SIGTERM when the demo dies, even by kill -9
+# (Linux's parent-death signal, kept across exec; elsewhere the demo's clean-up stops it).
+HEAD_WRAPPER = """\
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+except Exception:
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(0)  # the demo is already gone
+os.execv(sys.executable, [sys.executable, "-m", "gputui.entry", "head", "--hosts", sys.argv[2]])
+"""
+
+# Runs as another user, fed on stdin: one line of JSON requests in, their answers out.
+CLIENT_SCRIPT = """
+import json, socket, sys
+path, requests = json.loads(sys.stdin.readline())
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.settimeout(20)
+sock.connect(path)
+reader = sock.makefile("rb")
+out = []
+for i, (op, args) in enumerate(requests, 1):
+    sock.sendall(json.dumps({"id": i, "op": op, "rid": "demo-%d-%d" % (i, id(out)),
+                             "args": args}).encode() + b"\\n")
+    while True:
+        message = json.loads(reader.readline())
+        if message.get("id") == i:
+            out.append(message)
+            break
+print(json.dumps(out))
+"""
+
+
+def job_argv(python: str, model: str, steps: int, pause: float = 2.0) -> list[str]:
+    """``python3 train.py --model M ...``, run in the socket's directory (train.py is there)."""
+    demo = str(os.getpid())
+    return [
+        python,
+        "train.py",
+        "--model",
+        model,
+        "--steps",
+        str(steps),
+        "--pause",
+        str(pause),
+        "--demo-pid",
+        demo,
+    ]
+
+
+class DemoHead:
+    """A ``gputui head`` child process over the demo's hosts.yaml."""
+
+    def __init__(self, hosts_yaml: Path, socket_path: Path) -> None:
+        self.hosts_yaml = hosts_yaml
+        self.socket = socket_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = hosts_yaml.parent / "head.log"
+        self.seeded: list[str] = []
+        """One line per thing ``seed`` did (for the banner and tests)."""
+
+    async def start(self) -> None:
+        """Start the head; return once its socket answers (else raise ``OSError``)."""
+        script = self.socket.parent / "train.py"
+        script.write_text(JOB_SCRIPT)
+        script.chmod(0o644)
+        self.process = self._spawn()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if self.process.poll() is not None:
+                raise OSError(f"the demo's head stopped at start: {self._log_tail()}")
+            try:
+                client = await AsyncHeadClient.open_local(self.socket)
+            except HeadError:
+                if time.monotonic() > deadline:
+                    raise OSError("the demo's head did not start in time") from None
+                await asyncio.sleep(0.1)
+                continue
+            await client.close()
+            return
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        with self.log_path.open("ab") as log:
+            return subprocess.Popen(  # fixed argv, no shell
+                [sys.executable, "-c", HEAD_WRAPPER, str(os.getpid()), str(self.hosts_yaml)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self.log_path.read_text("utf-8", "replace").strip().splitlines()
+        except OSError:
+            return "no output"
+        return lines[-1][:300] if lines else "no output"
+
+    async def stop(self) -> None:
+        """SIGTERM (the head stops serving; running jobs end with the demo), then KILL."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(loop.run_in_executor(None, process.wait), 5)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await loop.run_in_executor(None, process.wait)
+
+    def emergency_cleanup(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    # -- seeding -------------------------------------------------------------------
+
+    async def seed(self, owners: list[str], names: list[str], counts: list[int]) -> None:
+        """Jobs running and waiting, one held, one idle claim; needs the hosts live."""
+        client = await AsyncHeadClient.open_local(self.socket)
+        try:
+            if not await self._hosts_known(client, sum(counts)):
+                self.seeded.append("the head did not see every GPU in time; nothing seeded")
+                return
+            me = pwd.getpwuid(os.getuid()).pw_name
+            python = python_for_everyone() or sys.executable
+            here = str(self.socket.parent)  # train.py is there
+
+            def job(name: str, gpus: int, steps: int, **more: Any) -> dict[str, Any]:
+                return _job(python, name, gpus, steps, cwd=here, **more)
+
+            largest = max(counts)
+            plan: list[tuple[str, dict[str, Any]]] = []
+            others = [o for o in owners if o != me] or [me]
+            first = names[counts.index(largest)]
+            jobs = ("resnet50", "llama-lora", "vit-b16", "diffusion")
+            for i, (name, host) in enumerate(zip(jobs, [first, *names], strict=False)):
+                body = job(name, 1 + i % 2 if i else 1, 900, host=host)
+                plan.append((others[i % len(others)], body))
+            # A whole host that already runs a job: it waits (Resources).
+            plan.append((others[0], job("sweep-all", largest, 600, host=first)))
+            for user, body in plan:
+                await self._submit(client, user, me, body)
+            short = await client.call("submit", job("quick-test", 1, 12, pause=1.5))
+            self.seeded.append(f"job {short['job']['id']} (quick-test) of yours ends in ~20 s")
+            # Yours, a whole host: it waits too, and is held (reason Held) until released.
+            held = await client.call("submit", job("eval-big", largest, 300, host=first))
+            if held["job"]["state"] == "queued":
+                await client.call("hold", {"job_id": held["job"]["id"]})
+            claim = await client.call("claim", {"gpus": 1, "note": "notebook", "wait": False})
+            self.seeded.append(f"claim {claim['claim']['id']} of yours, idle")
+        except (HeadError, OSError, KeyError, TypeError, ValueError) as exc:
+            self.seeded.append(f"seeding stopped: {getattr(exc, 'message', exc)}")
+        finally:
+            await client.close()
+
+    async def _hosts_known(self, client: AsyncHeadClient, gpus: int) -> bool:
+        deadline = time.monotonic() + HOSTS_TIMEOUT_S
+        while time.monotonic() < deadline:
+            state = await client.call("cluster")
+            live = all(h.get("live") for h in state.get("hosts", {}).values())
+            if live and len(state.get("gpus", [])) >= gpus:
+                return True
+            await asyncio.sleep(0.25)
+        return False
+
+    async def _submit(
+        self, client: AsyncHeadClient, user: str, me: str, body: dict[str, Any]
+    ) -> None:
+        if user == me:
+            await client.call("submit", body)
+            return
+        answers = await asyncio.get_running_loop().run_in_executor(
+            None, as_user, user, str(self.socket), [("submit", body)]
+        )
+        for answer in answers:
+            if not answer.get("ok"):
+                self.seeded.append(f"{user}'s job refused: {answer.get('error')}")
+
+
+def _job(
+    python: str,
+    name: str,
+    gpus: int,
+    steps: int,
+    *,
+    pause: float = 2.0,
+    host: str | None = None,
+    cwd: str = "/",
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "argv": job_argv(python, name, steps, pause),
+        "gpus": gpus,
+        "name": name,
+        "cwd": cwd,
+        "preemptible": name.startswith("sweep"),
+        "env": {"GPUTUI_SIM_MEM_MIB": str(6144 * gpus), "GPUTUI_SIM_UTIL": "85"},
+    }
+    if host is not None:
+        body["host"] = host
+    return body
+
+
+def as_user(user: str, socket_path: str, requests: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """Send ``requests`` to the head from a process running as ``user`` (root only)."""
+    entry = pwd.getpwnam(user)
+    python = python_for_everyone() or sys.executable
+    done = subprocess.run(  # fixed argv, no shell
+        [python, "-c", CLIENT_SCRIPT],
+        input=json.dumps([socket_path, requests]).encode() + b"\n",
+        capture_output=True,
+        user=entry.pw_uid,
+        group=entry.pw_gid,
+        extra_groups=[],
+        env={"PATH": "/usr/bin:/bin", "HOME": "/"},
+        cwd="/",
+        timeout=30,
+        check=False,
+    )
+    try:
+        answers = json.loads(done.stdout or b"[]")
+    except ValueError:
+        answers = []
+    if not isinstance(answers, list):
+        return []
+    return [a for a in answers if isinstance(a, dict)] or [
+        {"ok": False, "error": done.stderr.decode("utf-8", "replace").strip()[-200:]}
+    ]
