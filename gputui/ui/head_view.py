@@ -22,11 +22,12 @@ FINAL_STATES = frozenset({"completed", "failed", "timeout", "killed", "cancelled
 
 
 def _text(value: Any, limit: int = 128) -> str:
-    return clean(value, limit) if isinstance(value, str) else ""
+    return clean(value, limit).strip() if isinstance(value, str) else ""
 
 
 def _opt_text(value: Any, limit: int = 128) -> str | None:
-    return clean(value, limit) if isinstance(value, str) and value else None
+    text = clean(value, limit).strip() if isinstance(value, str) else ""
+    return text or None
 
 
 def _int(value: Any, default: int = 0) -> int:

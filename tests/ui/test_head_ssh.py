@@ -1,0 +1,151 @@
+"""The head link through SSH: a real asyncssh server forwards the socket to a real head.
+
+The console's ``head.socket`` names a path that is not on this machine, so the link
+goes through SSH to ``head.host`` (host key checked against known_hosts, public-key
+auth), asks that server for the socket, and speaks to the head over the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import sys
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+from textual.message import Message
+
+from gputui.config import Config, HeadConfig, HostConfig, SshDefaults
+from gputui.ui.head_link import HeadLink, HeadState, HeadUnreachable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
+from headkit import running_head
+
+FAR_SOCKET = "/nonexistent-gputui-head/head.sock"
+
+
+class _Server(asyncssh.SSHServer):
+    def __init__(self, key: asyncssh.SSHKey, real: Path, asked: list[str]) -> None:
+        self.key, self.real, self.asked = key, real, asked
+
+    def begin_auth(self, username: str) -> bool:
+        return True
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        return key.public_data == self.key.public_data
+
+    def unix_connection_requested(self, dest_path: str) -> Any:
+        self.asked.append(dest_path)
+        if dest_path != FAR_SOCKET:
+            return False
+        real = self.real
+
+        async def bridge(reader: asyncssh.SSHReader[bytes], writer: Any) -> None:
+            head_reader, head_writer = await asyncio.open_unix_connection(str(real))
+
+            async def pipe(src: Any, dst: Any) -> None:
+                with contextlib.suppress(Exception):
+                    while data := await src.read(65536):
+                        dst.write(data)
+                        await dst.drain()
+                with contextlib.suppress(Exception):
+                    dst.write_eof()
+
+            await asyncio.gather(pipe(reader, head_writer), pipe(head_reader, writer))
+            writer.close()
+
+        return bridge
+
+
+async def _ssh_server(tmp: Path, real: Path, asked: list[str]) -> tuple[Any, Config]:
+    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    key_path = tmp / "id_ed25519"
+    client_key.write_private_key(str(key_path))
+    key_path.chmod(0o600)
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    server = await asyncssh.create_server(
+        lambda: _Server(client_key, real, asked),
+        "127.0.0.1",
+        0,
+        server_host_keys=[host_key],
+        encoding=None,
+    )
+    port = server.sockets[0].getsockname()[1]
+    known = tmp / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {host_key.export_public_key().decode().strip()}\n")
+    config = Config(
+        defaults=SshDefaults(ssh_config=None, user=getpass.getuser()),
+        hosts=[
+            HostConfig(
+                name="headbox",
+                address="127.0.0.1",
+                port=port,
+                identity_file=str(key_path),
+                known_hosts=str(known),
+            )
+        ],
+        head=HeadConfig(host="headbox", socket=FAR_SOCKET),
+    )
+    return server, config
+
+
+async def _until(messages: list[Message], kind: type, timeout: float = 15.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        found = [m for m in messages if isinstance(m, kind)]
+        if found:
+            return found[-1]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"no {kind.__name__} in {timeout} s: {messages}")
+        await asyncio.sleep(0.02)
+
+
+async def test_the_link_reaches_the_head_through_ssh(tmp_path: Path) -> None:
+    asked: list[str] = []
+    async with running_head(tmp_path, {"gpu01": 2}) as (_head, _hosts, sock):
+        server, config = await _ssh_server(tmp_path, sock, asked)
+        messages: list[Message] = []
+        link = HeadLink(config, messages.append, backoff_first=0.05, backoff_cap=0.2)
+        task = asyncio.create_task(link.run())
+        try:
+            state = await _until(messages, HeadState)
+            assert asked == [FAR_SOCKET]
+            assert len(state.view.gpus) == 2
+            claim = await link.call("claim", {"gpus": 1, "wait": False})
+            assert claim["claim"]["state"] == "active"
+            assert link.where() == f"headbox:{FAR_SOCKET}"
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            server.close()
+
+
+async def test_an_unknown_host_key_is_said_and_requests_say_why(tmp_path: Path) -> None:
+    asked: list[str] = []
+    async with running_head(tmp_path, {"gpu01": 1}) as (_head, _hosts, sock):
+        server, config = await _ssh_server(tmp_path, sock, asked)
+        (tmp_path / "known_hosts").write_text("")  # nothing vouches for the server's key
+        messages: list[Message] = []
+        link = HeadLink(config, messages.append, backoff_first=0.05, backoff_cap=0.2)
+        task = asyncio.create_task(link.run())
+        try:
+            down = await _until(messages, HeadUnreachable)
+            assert "ssh 127.0.0.1" in down.reason and "host key" in down.reason, down.reason
+            assert asked == []
+            try:
+                await link.call("claim", {"gpus": 1})
+            except Exception as exc:
+                assert "head unreachable (ssh 127.0.0.1" in str(exc)
+            else:
+                raise AssertionError("a request while the head is unreachable went through")
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            server.close()
