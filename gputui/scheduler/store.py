@@ -15,10 +15,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, update
+from sqlalchemy import Engine, Table, func, insert, update
 from sqlmodel import Session, col, select
 
 from .tables import Allocation, Audit, Claim, Gpu, Host, Job, Meta, Notice, RequestLog
+
+# The tables themselves, for the bulk statements of the submission path (Core
+# executemany: no ORM unit of work for rows nobody reads back as objects).
+_JOB: Table = Job.__table__  # type: ignore[attr-defined]
+_REQUEST_LOG: Table = RequestLog.__table__  # type: ignore[attr-defined]
 
 
 class Tx:
@@ -57,20 +62,27 @@ class Tx:
         """``replay`` for a whole batch in one query."""
         if not keys:
             return {}
-        rids = sorted({rid for _, rid in keys})
-        rows = self.s.execute(
-            select(RequestLog.uid, RequestLog.request_id, RequestLog.result).where(
-                col(RequestLog.request_id).in_(rids)
-            )
-        ).all()
-        wanted = set(keys)
-        return {(u, r): dict(json.loads(body)) for u, r, body in rows if (u, r) in wanted}
+        by_uid: dict[int, set[str]] = {}
+        for uid, rid in keys:
+            by_uid.setdefault(uid, set()).add(rid)
+        found: dict[tuple[int, str], dict[str, Any]] = {}
+        for uid, rids in by_uid.items():
+            # uid = ? AND request_id IN (...): index probes on the primary key, however
+            # long the log is (a row-value IN makes SQLite scan it).
+            rows = self.s.execute(
+                select(RequestLog.request_id, RequestLog.result).where(
+                    RequestLog.uid == uid, col(RequestLog.request_id).in_(sorted(rids))
+                )
+            ).all()
+            for rid, body in rows:
+                found[uid, rid] = dict(json.loads(body))
+        return found
 
     def remember_many(self, rows: Sequence[tuple[int, str, dict[str, Any]]], now: float) -> None:
         """``remember`` for a whole batch in one statement."""
         if rows:
-            self.s.execute(
-                insert(RequestLog),
+            self.s.connection().execute(
+                insert(_REQUEST_LOG),
                 [
                     {"uid": u, "request_id": r, "time": now, "result": json.dumps(body)}
                     for u, r, body in rows
@@ -81,8 +93,9 @@ class Tx:
         """Insert many jobs at once (the submission fast path); their ids, in order."""
         if not rows:
             return []
-        result = self.s.execute(
-            insert(Job).returning(col(Job.id), sort_by_parameter_order=True), list(rows)
+        table = _JOB
+        result = self.s.connection().execute(
+            insert(table).returning(table.c.id, sort_by_parameter_order=True), list(rows)
         )
         return [int(r[0]) for r in result.all()]
 
