@@ -254,3 +254,119 @@ async def test_a_job_the_head_never_confirmed_is_not_launched_twice(cluster: Clu
     await until(lambda: state_is(client, job_id, "killed"), timeout=30)
     with contextlib.suppress(ProcessLookupError):
         os.kill(first["pid"], signal.SIGKILL)
+
+
+def helper_pid(cluster: Cluster) -> int | None:
+    from gputui.fleet.transport import LocalTransport
+
+    assert cluster.head is not None
+    link = cluster.head.hosts.fleet.links["sim01"]  # type: ignore[attr-defined]
+    helper = link._helper
+    transport = helper.transport if helper is not None else None
+    return transport.pid if isinstance(transport, LocalTransport) else None
+
+
+async def test_a_job_that_ends_while_its_host_is_cut_off_is_read_back_not_relaunched(
+    cluster: Cluster,
+) -> None:
+    client = await cluster.start()
+    gate = cluster.tmp / "go"
+    code = (
+        "import pathlib, sys, time\n"
+        "while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.02)\n"
+        "raise SystemExit(5)"
+    )
+    submitted = await client.call(
+        "submit", {"argv": [*script(code), str(gate)], "gpus": 1, "cwd": "/"}
+    )
+    job_id = submitted["job"]["id"]
+    running = await until(lambda: state_is(client, job_id, "running"))
+    first = helper_pid(cluster)
+    assert first is not None
+    os.kill(first, signal.SIGSTOP)  # the host goes silent: the link gives up on it
+    try:
+        await until(lambda: state_is(client, job_id, "unknown"), timeout=40)
+        gate.touch()  # the job ends while nobody can hear it
+
+        async def ended() -> bool:
+            return not alive(running["pid"])
+
+        await until(ended)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(first, signal.SIGKILL)
+    view = await until(lambda: state_is(client, job_id, "failed"), timeout=40)
+    assert view["exit_code"] == 5 and view["launches"] == 1
+    assert helper_pid(cluster) not in (None, first)
+
+
+GPUTUI = [sys.executable, "-m", "gputui.entry"]
+
+
+async def test_gputui_run_holds_gpus_for_its_command_and_the_head_frees_them_on_kill_9(
+    cluster: Cluster,
+) -> None:
+    client = await cluster.start()
+    env = dict(os.environ, GPUTUI_HEAD_SOCKET=str(cluster.sock))
+    # A command that ends: its exit status comes back, and the claim is released.
+    done = await asyncio.create_subprocess_exec(
+        *GPUTUI,
+        "run",
+        "-g",
+        "2",
+        "--host",
+        "sim01",
+        "--",
+        sys.executable,
+        "-c",
+        "import os; print(os.environ['CUDA_VISIBLE_DEVICES']); raise SystemExit(4)",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(done.communicate(), 30)
+    assert done.returncode == 4, err
+    assert len(out.decode().strip().split(",")) == 2
+
+    async def no_claims() -> bool:
+        return not (await client.call("claims"))["claims"]
+
+    await until(no_claims)
+    # kill -9 of gputui itself: the head sees the connection drop and frees the GPUs.
+    marker = cluster.tmp / "cmd-started"
+    run = await asyncio.create_subprocess_exec(
+        *GPUTUI,
+        "run",
+        "-g",
+        "4",
+        "--host",
+        "sim01",
+        "--",
+        sys.executable,
+        "-c",
+        f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(60)",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+
+        async def started() -> bool:
+            return marker.exists()
+
+        await until(started)
+        claims = (await client.call("claims"))["claims"]
+        assert [c["state"] for c in claims] == ["active"] and claims[0]["session"]
+        run.kill()
+        await run.wait()
+        await until(no_claims)
+        released = (await client.call("claims", {"all": True}))["claims"][-1]
+        assert released["release_reason"] == "its gputui run session ended"
+        # The GPUs are free again: a 4-GPU job starts.
+        big = await client.call("submit", {"argv": script("pass"), "gpus": 4, "cwd": "/"})
+        finished = await client.call("wait", {"job_id": big["job"]["id"]}, timeout=30)
+        assert finished["job"]["state"] == "completed"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
