@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -280,6 +281,8 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
         finally:
             if seeding is not None:
                 seeding.cancel()
+                with contextlib.suppress(BaseException):
+                    await seeding
             await cluster.stop()
     return app.return_code or EXIT_OK
 
@@ -297,7 +300,10 @@ async def _seed_demo(cluster: object, app: object) -> None:
     from gputui.ui.app import GpuTuiApp
 
     assert isinstance(cluster, DemoCluster) and isinstance(app, GpuTuiApp)
-    done = await cluster.seed_head()
+    try:
+        done = await cluster.seed_head()
+    except Exception as exc:  # the demo goes on without its seeded work, saying so
+        done = [f"seeding stopped: {clean(repr(exc), 200)}"]
     if cluster.head is not None:
         # The enqueue form offers the demo's own little job, in the directory it is in.
         here = str(cluster.head.socket.parent)

@@ -151,10 +151,11 @@ class DemoCluster:
 
     async def seed_head(self) -> list[str]:
         """Give the head jobs (running and waiting) and an idle claim; what was done."""
-        if self.head is None:
+        head = self.head  # ``stop`` may clear it meanwhile
+        if head is None:
             return []
-        await self.head.seed(workload_owners(), self.names, self.counts)
-        return self.head.seeded
+        await head.seed(workload_owners(), self.names, self.counts)
+        return head.seeded
 
     def _yaml(self, user: str, key: str, known_hosts: str, ports: list[int]) -> str:
         # JSON is YAML: quoting every value keeps odd paths safe.

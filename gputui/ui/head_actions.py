@@ -340,7 +340,7 @@ class HeadActions(_Base):
             env = await self._env_text(link, host, claim.get("gpu_uuids") or [])
             self.copy_to_clipboard(env)
             self.notify(
-                f"claim {claim.get('id')}: {what} is yours. Copied to the clipboard:\n{env}",
+                f"claim {claim.get('id')} granted: {what}. Copied to the clipboard:\n{env}",
                 title=f"claimed on {host}",
                 timeout=20,
                 markup=False,

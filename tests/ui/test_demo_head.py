@@ -75,6 +75,8 @@ async def test_the_demo_head_is_seeded_and_the_console_shows_it() -> None:
                 return any(n.kind == "ended" and "quick-test" in n.text for n in notices)
 
             await until(pilot, quick_ended, "the quick job to finish", DEADLINE_S)
-            assert states()["quick-test"][0] == "completed"
+            await until(
+                pilot, lambda: states()["quick-test"][0] == "completed", "its state", DEADLINE_S
+            )
             assert any(n.kind == "started" and "quick-test" in n.text for n in notices)
     assert cluster.head is None and cluster.directory is None  # stopped and cleaned
