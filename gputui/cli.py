@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -307,7 +308,9 @@ async def _seed_demo(cluster: object, app: object) -> None:
     if cluster.head is not None:
         # The enqueue form offers the demo's own little job, in the directory it is in.
         here = str(cluster.head.socket.parent)
-        app.submit_defaults = (here, "python3 train.py --model mine --steps 20 --pause 1")
+        # --demo-pid: it ends with the demo, like the seeded jobs (the demo leaves nothing).
+        command = f"python3 train.py --model mine --steps 20 --pause 1 --demo-pid {os.getpid()}"
+        app.submit_defaults = (here, command)
     quick = [line for line in done if "quick-test" in line]
     text = DEMO_WELCOME + (f" Watch {quick[0]}." if quick else "")
     problems = [
