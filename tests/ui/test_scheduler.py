@@ -111,6 +111,8 @@ async def connected(pilot: Any, app: GpuTuiApp) -> None:
         lambda: app.head_link is not None and app.head_link.view is not None,
         "the first state from the head",
     )
+    # The summary bar follows by a message of its own: wait for it too.
+    await until(pilot, lambda: "head connecting" not in summary(app), "the summary bar")
 
 
 async def test_claim_a_gpu_with_the_key_and_see_it_held(tmp_path: Path) -> None:
@@ -213,7 +215,10 @@ async def test_submit_from_the_form_and_see_it_in_the_queue(tmp_path: Path) -> N
             # The head's refusal is shown in its own words.
             await pilot.press("h")
             await until(
-                pilot, lambda: any("only a queued job is held" in n for n in notes(app)), "why"
+                pilot,
+                lambda: any("only a queued job is held" in n for n in notes(app)),
+                "why",
+                timeout=30,
             )
 
 
