@@ -18,7 +18,7 @@ from . import policy
 from .identity import Caller
 from .store import Tx
 from .tables import Audit, Claim, Job, Notice
-from .views import audit_view, claim_view, job_view
+from .views import audit_view, claim_view, job_row_view, job_view
 from .wire import (
     FINAL_JOB_STATES,
     LIVE_JOB_STATES,
@@ -179,33 +179,10 @@ def submit_row(caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]
 
 
 def submit(tx: Tx, caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]:
-    if args.priority is not None and args.priority not in ctx.rules.priorities:
-        shown = ", ".join(ctx.rules.priorities)
-        raise Refusal("bad-args", f"submit: unknown priority {args.priority!r} (classes: {shown})")
-    check_feasible(_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
-    job = tx.add_job(
-        Job(
-            uid=caller.uid,
-            user=caller.user,
-            group=caller.group,
-            name=args.name or args.argv[0].rsplit("/", 1)[-1][:128],
-            argv=json.dumps(args.argv),
-            cwd=args.cwd,
-            env=json.dumps(args.env),
-            gpus=args.gpus,
-            pool=args.pool,
-            host_constraint=args.host,
-            priority=args.priority or ctx.rules.priorities[0],
-            preemptible=args.preemptible,
-            time_limit_s=args.time_limit_s,
-            submitted_at=ctx.now,
-            state="queued",
-            reason="Resources",
-            project=args.project,
-        )
-    )
-    ctx.changed = True
-    return {"job": job_view(job)}
+    """One submission (the daemon batches ``submit_row``s; this is the same for one)."""
+    row = submit_row(caller, args, ctx)
+    (job_id,) = tx.insert_jobs([row])
+    return {"job": job_row_view({**row, "id": job_id})}
 
 
 def _stop(tx: Tx, job: Job, ctx: Context, kind: str, state: str) -> None:

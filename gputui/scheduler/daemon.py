@@ -32,7 +32,7 @@ from .identity import Caller
 from .server import Connection, SocketServer
 from .store import JobStore, Tx
 from .tables import Gpu, Host
-from .views import claim_view, gpu_view, job_row_view, job_view, notice_view
+from .views import claim_view, gpu_view, job_row_view, job_view, json_list, notice_view
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,8 @@ class _Item:
 class _HostView:
     live: bool = False
     snapshot: HostSnapshot | None = None
-    gpus: dict[str, tuple[int, str, bool]] = field(default_factory=dict)
-    """uuid -> (index, model, healthy)."""
+    healthy: dict[str, bool] = field(default_factory=dict)
+    """uuid -> whether its last sample said ``ok``."""
     users_on: dict[str, set[int]] = field(default_factory=dict)
     jobs_seen: tuple[Any, ...] | None = None
     down_reported: bool = False
@@ -177,7 +177,7 @@ class Head:
         try:
             request = wire.decode_request(line)
         except wire.Refusal as refusal:
-            conn.send(wire.error(_peek_id(line), refusal.code, refusal.message))
+            conn.send(wire.error(refusal.request_id, refusal.code, refusal.message))
             return
         if request.op == "logs":
             self._spawn(self._logs(conn, request))
@@ -279,9 +279,7 @@ class Head:
                 if not gpu.present:
                     continue
                 view = self._view.get(gpu.host)
-                live = view is not None and view.live
-                healthy = live and (view.gpus.get(gpu.uuid, (0, "", False))[2] if view else False)
-                host_row_drained = False
+                healthy = view is not None and view.live and view.healthy.get(gpu.uuid, False)
                 slots.append(
                     policy.GpuSlot(
                         uuid=gpu.uuid,
@@ -289,7 +287,7 @@ class Head:
                         index=gpu.index,
                         pool=gpu.pool,
                         model=gpu.model,
-                        drained=gpu.state == "drained" or host_row_drained,
+                        drained=gpu.state == "drained",
                         healthy=healthy and gpu.state != "unhealthy",
                     )
                 )
@@ -298,7 +296,7 @@ class Head:
         return self._slots
 
     def _context(self, slots: tuple[policy.GpuSlot, ...], now: float) -> Context:
-        known = {s.host for s in self._slots_all()}
+        known = {s.host for s in self._present_gpus()}
         return Context(
             now=now,
             slots=slots,
@@ -308,7 +306,7 @@ class Head:
             rules=self.settings.rules,
         )
 
-    def _slots_all(self) -> list[Gpu]:
+    def _present_gpus(self) -> list[Gpu]:
         return [g for g in self._gpus.values() if g.present]
 
     def _apply(
@@ -371,7 +369,13 @@ class Head:
                 copied = answers[source]
                 answers[index] = None if copied is None else {**copied, "id": request_id}
             tx.remember_many(remember, now)
-            after.launches = lifecycle.schedule(tx, ctx, self.decide, self._run_as_map())
+            after.launches = lifecycle.schedule(
+                tx,
+                ctx,
+                self.decide,
+                self._logins(),
+                run_as_login_user=self.settings.run_as_login_user,
+            )
             after.launches.extend(after.launches_again)
             after.stops = list(ctx.stops)
             if ctx.changed or after.launches:
@@ -429,8 +433,7 @@ class Head:
         ctx: Context,
     ) -> dict[str, Any] | None:
         op, args = request.op, request.args
-        if op == "submit":
-            return actions.submit(tx, caller, args, ctx)
+        # "submit" never gets here: _apply takes a batch's submissions in one statement.
         if op in ("cancel", "kill", "preempt", "requeue", "hold", "release_hold"):
             handler = getattr(actions, op)
             result: dict[str, Any] = handler(tx, caller, args, ctx)
@@ -465,7 +468,6 @@ class Head:
         if op == "subscribe":
             conn.subscribed = True
             conn.last_notice = tx.last_notice_id()
-            conn.sent_seq = self._state_seq
             return {"seq": self._state_seq, "state": self._state(tx, caller)}
         if op == "wait":
             job = tx.job(args.job_id)
@@ -490,13 +492,18 @@ class Head:
     def _internal(self, tx: Tx, item: _Item, ctx: Context, after: _After) -> None:
         kind, payload = item.kind, item.payload
         if kind == "launched":
-            job_id, launch, answer = payload
+            spec, answer = payload
             if answer.ok:
-                forget = lifecycle.on_report(tx, ctx, answer.value_host, [answer.value])
-                after.forget.setdefault(answer.value_host, []).extend(forget)
+                forget = lifecycle.on_report(tx, ctx, spec.host, [answer.value])
+                after.forget.setdefault(spec.host, []).extend(forget)
             else:
                 lifecycle.on_launch_failed(
-                    tx, ctx, job_id, launch, code=answer.code or "", message=answer.message
+                    tx,
+                    ctx,
+                    spec.job_id,
+                    spec.launch,
+                    code=answer.code or "",
+                    message=answer.message,
                 )
         elif kind == "reports":
             host, reports = payload
@@ -554,15 +561,8 @@ class Head:
                 self._gpus[uuid] = tx.put_gpu(row)
         self._slots_dirty = True
 
-    def _run_as_map(self) -> dict[str, str | None]:
-        out: dict[str, str | None] = {}
-        for host in self.host_pools:
-            login = self.hosts.login_user(host)
-            if login is None or login == "root":
-                out[host] = None
-            else:
-                out[host] = login if self.settings.run_as_login_user else "!" + login
-        return out
+    def _logins(self) -> dict[str, str | None]:
+        return {host: self.hosts.login_user(host) for host in self.host_pools}
 
     def _final_waits(self, tx: Tx) -> list[tuple[Connection, int, dict[str, Any]]]:
         done: list[tuple[Connection, int, dict[str, Any]]] = []
@@ -614,8 +614,7 @@ class Head:
             answer = await self.hosts.launch(spec)
         finally:
             self._launching.discard(spec.key)
-        result = _Launched(answer.ok, answer.value, spec.host, answer.code, answer.message)
-        self._post(_Item("launched", payload=(spec.job_id, spec.launch, result)))
+        self._post(_Item("launched", payload=(spec, answer)))
 
     async def _stop(self, host: str, key: int) -> None:
         grace = self.settings.rules.kill_grace_s
@@ -654,20 +653,21 @@ class Head:
             if {u: (i, m) for u, i, m, _ in inventory} != known:
                 self._post(_Item("inventory", payload=(snap.name, inventory)))
         if snap.sample is not None:
-            gpus: dict[str, tuple[int, str, bool]] = {}
-            users: dict[str, set[int]] = {}
-            for g in snap.sample.gpus:
-                gpus[g.uuid] = (g.index, "", g.state == "ok")
-                users[g.uuid] = {p.uid for p in g.processes if p.uid is not None}
-            if {u: v[2] for u, v in gpus.items()} != {u: v[2] for u, v in view.gpus.items()}:
+            healthy = {g.uuid: g.state == "ok" for g in snap.sample.gpus}
+            if healthy != view.healthy:
                 self._slots_dirty = True
-            view.gpus, view.users_on = gpus, users
+            view.healthy = healthy
+            view.users_on = {
+                g.uuid: {p.uid for p in g.processes if p.uid is not None} for g in snap.sample.gpus
+            }
         jobs = self.hosts.reports(snap)
         if jobs is not None and jobs is not view.jobs_seen and live:
             view.jobs_seen = jobs
             self._post(_Item("reports", payload=(snap.name, list(jobs))))
         if self._slots_dirty:
-            self._post(_Item("rescheduled"))
+            # GPUs came or went: an item of its own wakes the writer, whose batch
+            # always ends in a scheduling pass (the item itself does nothing).
+            self._post(_Item("wake"))
 
     async def _ticker(self) -> None:
         while True:
@@ -691,7 +691,7 @@ class Head:
         holders: dict[str, dict[str, Any]] = {}
         for job in jobs:
             if job.state in wire.LIVE_JOB_STATES:
-                for uuid in lifecycle_uuids(job.gpu_uuids):
+                for uuid in json_list(job.gpu_uuids):
                     holders[uuid] = {
                         "kind": "job",
                         "id": job.id,
@@ -701,7 +701,7 @@ class Head:
                     }
         for item in claims:
             if item.state == "active":
-                for uuid in lifecycle_uuids(item.gpu_uuids):
+                for uuid in json_list(item.gpu_uuids):
                     holders[uuid] = {
                         "kind": "claim",
                         "id": item.id,
@@ -713,7 +713,7 @@ class Head:
             "me": _whoami(caller),
             "jobs": [job_view(j) for j in jobs] + [job_view(j) for j in recent],
             "claims": [claim_view(c) for c in claims],
-            "gpus": [gpu_view(g, holders.get(g.uuid)) for g in self._slots_all()],
+            "gpus": [gpu_view(g, holders.get(g.uuid)) for g in self._present_gpus()],
             "hosts": {name: {"live": v.live} for name, v in self._view.items()},
         }
 
@@ -747,7 +747,6 @@ class Head:
                     for notice in notices:
                         conn.send({"push": "notice", "notice": notice})
                     conn.send({"push": "state", "seq": seq, "state": state})
-                    conn.sent_seq = seq
             await asyncio.sleep(STATE_PUSH_MIN_S)
 
 
@@ -762,25 +761,6 @@ class _After:
     changed: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Launched:
-    ok: bool
-    value: Any
-    value_host: str
-    code: str | None = None
-    message: str = ""
-
-
-def lifecycle_uuids(text: str) -> list[str]:
-    import json
-
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return []
-    return [str(v) for v in value] if isinstance(value, list) else []
-
-
 def _whoami(caller: Caller) -> dict[str, Any]:
     return {
         "uid": caller.uid,
@@ -789,15 +769,3 @@ def _whoami(caller: Caller) -> dict[str, Any]:
         "groups": sorted(caller.groups),
         "admin": caller.admin,
     }
-
-
-def _peek_id(line: bytes) -> int | None:
-    """The id of a request that was refused, when one can be read from it."""
-    import json
-
-    try:
-        data = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    value = data.get("id") if isinstance(data, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

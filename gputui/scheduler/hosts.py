@@ -57,19 +57,3 @@ class HostOps(Protocol):
         ...
 
     async def forget(self, host: str, keys: Sequence[int]) -> HostAnswer: ...
-
-
-def host_job(state: Any) -> HostJob:
-    """A helper JobState (protocol model) -> ``HostJob``."""
-    return HostJob(
-        key=int(state.job_id),
-        state=str(state.state),
-        pid=state.pid,
-        exit_code=state.exit_code,
-        signal=state.signal,
-        started_at=state.started_at,
-        ended_at=state.ended_at,
-        timed_out=bool(state.timed_out),
-        log_path=state.log_path,
-        error=state.error,
-    )

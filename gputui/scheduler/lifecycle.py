@@ -77,12 +77,12 @@ def launch_for(job: Job, ctx: Context) -> Launch:
 
 
 def waiting_work(
-    tx: Tx, barred: Mapping[str, frozenset[str]] | None = None
+    tx: Tx, only: Mapping[str, str] | None = None
 ) -> tuple[list[policy.Want], dict[tuple[str, int], Any]]:
     """Queued jobs and waiting claims, in arrival order, as policy requests.
 
-    ``barred`` maps a user to the hosts where their jobs cannot run."""
-    barred = barred or {}
+    ``only`` maps a host to the one user whose jobs may run there."""
+    only = only or {}
     wants: list[tuple[float, int, policy.Want]] = []
     rows: dict[tuple[str, int], Any] = {}
     for job in tx.jobs(("queued",)):
@@ -96,6 +96,7 @@ def waiting_work(
             pool=job.pool,
             host=job.host_constraint,
             since=job.submitted_at,
+            barred=frozenset(h for h, user in only.items() if user != job.user),
         )
         wants.append((job.submitted_at, 0, want))
     for item in tx.claims(("waiting",)):
@@ -122,23 +123,24 @@ def schedule(
     tx: Tx,
     ctx: Context,
     decide: policy.Policy,
-    run_as: Mapping[str, str | None],
+    logins: Mapping[str, str | None],
+    *,
+    run_as_login_user: bool = False,
 ) -> list[Launch]:
     """One scheduling pass: place what fits, record why the rest waits.
 
-    ``run_as`` maps a host to the user every job runs as there (config's
-    ``run_as_login_user``), or to ``"!user"`` when only that user's own jobs may run
-    there; ``None`` (root logins) runs each job as its submitter.
+    ``logins`` maps a host to the user the head logs in as there. Root (or not
+    known yet): each job runs as its submitter. Anyone else: only that user's jobs
+    run there, unless ``run_as_login_user``, when every job runs as that user.
     """
     if not any(s.healthy and not s.drained for s in ctx.slots):
         return []  # no usable GPU at all: nothing to place, and no query for it
     busy = {a.gpu_uuid for a in tx.live_allocations()}
     if not any(s.healthy and not s.drained and s.uuid not in busy for s in ctx.slots):
         return []  # nothing free: the waiting keep their reasons (cheap on a long queue)
-    logins = {h: u for h, u in run_as.items() if u is not None}
-    barred_hosts = frozenset(h for h, u in logins.items() if u.startswith("!"))
-    barred = _Barred(barred_hosts, {h: u[1:] for h, u in logins.items() if u.startswith("!")})
-    wants, rows = waiting_work(tx, barred)
+    users = {h: u for h, u in logins.items() if u not in (None, "root")}
+    only = {} if run_as_login_user else users
+    wants, rows = waiting_work(tx, only)
     if not wants:
         return []
     slots = tuple(
@@ -160,8 +162,7 @@ def schedule(
         job.gpu_uuids = json.dumps(list(place.gpu_uuids))
         job.launches += 1
         job.started_at = None
-        forced = run_as.get(place.host)
-        job.run_as = forced if forced and not forced.startswith("!") else job.user
+        job.run_as = users.get(place.host, job.user) if run_as_login_user else job.user
         job.stop_kind = job.stop_deadline = None
         tx.allocate(place.gpu_uuids, place.host, ctx.now, job_id=job.id)
         launches.append(launch_for(job, ctx))
@@ -172,18 +173,6 @@ def schedule(
     ctx.changed = ctx.changed or bool(decisions.place)
     tx.flush()
     return launches
-
-
-class _Barred(dict[str, frozenset[str]]):
-    """user -> hosts barred to them: hosts that run only their login user's jobs."""
-
-    def __init__(self, hosts: frozenset[str], owners: Mapping[str, str]) -> None:
-        super().__init__()
-        self._hosts = hosts
-        self._owners = owners
-
-    def get(self, user: str, default: Any = None) -> frozenset[str]:
-        return frozenset(h for h in self._hosts if self._owners.get(h) != user)
 
 
 def _finish(tx: Tx, job: Job, ctx: Context, report: HostJob) -> None:

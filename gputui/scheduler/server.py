@@ -39,7 +39,6 @@ class Connection:
         self.session = f"c{os.getpid()}-{number}"
         self.subscribed = False
         self.closed = False
-        self.sent_seq = 0
         self.last_notice = 0
 
     def send(self, obj: dict[str, Any]) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 from .tables import Audit, Claim, Gpu, Job, Notice
 
 
-def _list(text: str) -> list[Any]:
+def json_list(text: str) -> list[Any]:
+    """A JSON list column's value (an empty list for anything else)."""
     try:
         value = json.loads(text)
     except ValueError:
@@ -28,7 +29,7 @@ def job_view(job: Job, *, full: bool = False) -> dict[str, Any]:
         "pool": job.pool,
         "host_constraint": job.host_constraint,
         "host": job.host,
-        "gpu_uuids": _list(job.gpu_uuids),
+        "gpu_uuids": json_list(job.gpu_uuids),
         "priority": job.priority,
         "preemptible": job.preemptible,
         "time_limit_s": job.time_limit_s,
@@ -42,7 +43,7 @@ def job_view(job: Job, *, full: bool = False) -> dict[str, Any]:
         "project": job.project,
     }
     if full:
-        view["argv"] = _list(job.argv)
+        view["argv"] = json_list(job.argv)
         view["cwd"] = job.cwd
         view["log_path"] = job.log_path
         view["pid"] = job.pid
@@ -88,7 +89,7 @@ def claim_view(claim: Claim) -> dict[str, Any]:
         "pool": claim.pool,
         "model": claim.model,
         "host": claim.host,
-        "gpu_uuids": _list(claim.gpu_uuids),
+        "gpu_uuids": json_list(claim.gpu_uuids),
         "note": claim.note,
         "created_at": claim.created_at,
         "granted_at": claim.granted_at,

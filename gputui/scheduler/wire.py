@@ -15,7 +15,9 @@ the head takes it from the socket (SO_PEERCRED).
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -45,10 +47,12 @@ RESERVED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUTUI_JOB_ID", "G
 class Refusal(Exception):
     """A request the head will not carry out: ``code`` for programs, a line for people."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, request_id: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.request_id = request_id
+        """The refused request's id, once it could be read (its answer carries it)."""
 
 
 def plain(value: str, what: str) -> str:
@@ -110,7 +114,7 @@ class SubmitArgs(_Plain):
     @classmethod
     def _cwd(cls, cwd: str | None) -> str | None:
         if cwd is not None and (not cwd.startswith("/") or "\x00" in cwd):
-            raise ValueError("cwd must be an absolute path")
+            raise ValueError("must be an absolute path")
         return cwd
 
     @field_validator("env")
@@ -220,10 +224,9 @@ MUTATING = frozenset(
 )
 
 
-class Request(BaseModel):
+@dataclass(frozen=True, slots=True)
+class Request:
     """One decoded request line (``args`` validated against its op's model)."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     id: int
     op: str
@@ -233,8 +236,6 @@ class Request(BaseModel):
 
 def decode_request(line: bytes) -> Request:
     """A request line -> ``Request``, or a ``Refusal`` naming what is wrong with it."""
-    import json
-
     if len(line) > MAX_REQUEST_BYTES:
         raise Refusal("too-large", f"request over {MAX_REQUEST_BYTES // 1024} KiB refused")
     try:
@@ -246,14 +247,24 @@ def decode_request(line: bytes) -> Request:
     if not isinstance(data, dict):
         raise Refusal("malformed", "request must be a JSON object")
     rid_raw = data.get("id")
-    if isinstance(rid_raw, bool) or not isinstance(rid_raw, int) or not 0 <= rid_raw <= 2**53:
+    if isinstance(rid_raw, bool) or not isinstance(rid_raw, int):
         raise Refusal("malformed", "request needs an integer id")
+    if not 0 <= rid_raw <= 2**53:  # answered with the id it gave, all the same
+        raise Refusal("malformed", "request needs an integer id", rid_raw)
+    try:
+        return _decode_body(data, rid_raw)
+    except Refusal as refusal:
+        refusal.request_id = rid_raw
+        raise
+
+
+def _decode_body(data: dict[str, Any], request_id: int) -> Request:
     unknown = set(data) - {"id", "op", "rid", "args"}
     if unknown:
         raise Refusal("malformed", f"unknown request field {sorted(unknown)[0][:40]!r}")
     op = data.get("op")
     model = ARGS.get(op) if isinstance(op, str) else None
-    if model is None:
+    if model is None or not isinstance(op, str):
         raise Refusal("unknown-op", f"unknown op {str(op)[:40]!r}")
     client_rid = data.get("rid")
     if op in MUTATING:
@@ -270,7 +281,7 @@ def decode_request(line: bytes) -> Request:
         args = model.model_validate(raw_args)
     except ValueError as exc:
         raise Refusal("bad-args", f"{op}: {_first_error(exc)}") from None
-    return Request(id=rid_raw, op=op, rid=client_rid, args=args)
+    return Request(id=request_id, op=op, rid=client_rid, args=args)
 
 
 def _first_error(exc: ValueError) -> str:

@@ -1,0 +1,55 @@
+"""Whose jobs run where: a host the head reaches as a user other than root runs only
+that user's jobs, unless ``run_as_login_user`` runs every job as that user."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gputui.scheduler import actions, lifecycle, policy
+from gputui.scheduler.engine import open_store
+from gputui.scheduler.identity import Caller
+from gputui.scheduler.store import JobStore
+from gputui.scheduler.wire import SubmitArgs
+
+SLOTS = tuple(
+    policy.GpuSlot(uuid=f"GPU-{host}-{i}", host=host, index=i, pool="p")
+    for host in ("rootbox", "alicebox")
+    for i in range(2)
+)
+ALICE = Caller(uid=1001, user="alice", group="alice", groups=frozenset({"alice"}), admin=False)
+BOB = Caller(uid=1002, user="bob", group="bob", groups=frozenset({"bob"}), admin=False)
+LOGINS = {"rootbox": "root", "alicebox": "alice"}
+
+
+def _run(tmp_path: Path, jobs: list[tuple[Caller, str]], **kw: bool) -> dict[str, tuple]:
+    store = JobStore(open_store(tmp_path / "db" / "g.db"))
+    ctx = actions.Context(now=1.0, slots=SLOTS, pools=frozenset({"p"}), hosts=frozenset(LOGINS))
+    with store.transaction() as tx:
+        ids = {}
+        for caller, name in jobs:
+            args = SubmitArgs(argv=["train"], gpus=2, name=name)
+            ids[name] = actions.submit(tx, caller, args, ctx)["job"]["id"]
+        lifecycle.schedule(tx, ctx, policy.decide, LOGINS, **kw)
+        out = {}
+        for name, job_id in ids.items():
+            job = tx.job(job_id)
+            assert job is not None
+            out[name] = (job.state, job.host, job.run_as, json.loads(job.gpu_uuids))
+    store.close()
+    return out
+
+
+def test_a_host_reached_as_alice_runs_only_alices_jobs(tmp_path: Path) -> None:
+    # bob's job comes first but may not use alicebox; alice's fits there.
+    got = _run(tmp_path, [(BOB, "b1"), (BOB, "b2"), (ALICE, "a1")])
+    assert got["b1"][:3] == ("starting", "rootbox", "bob")
+    assert got["b2"][0] == "queued"
+    assert got["a1"][:3] == ("starting", "alicebox", "alice")
+
+
+def test_run_as_login_user_runs_everyone_as_the_login_user_there(tmp_path: Path) -> None:
+    got = _run(tmp_path, [(BOB, "b1"), (BOB, "b2")], run_as_login_user=True)
+    assert {got["b1"][1], got["b2"][1]} == {"rootbox", "alicebox"}
+    by_host = {v[1]: v[2] for v in got.values()}
+    assert by_host == {"rootbox": "bob", "alicebox": "alice"}
