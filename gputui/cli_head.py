@@ -24,6 +24,7 @@ from typing import Any
 from gputui.scheduler.client import HeadClient, HeadError, socket_path
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+MAX_GPUS = 64  # the head's own limit (wire.MAX_GPUS_PER_JOB), without importing pydantic
 VERBS = (
     "claim",
     "release",
@@ -82,6 +83,22 @@ def _job_id(text: str) -> int:
     return value
 
 
+def _gpu_count(text: str) -> int:
+    """-g N: a whole number of GPUs, 1 to 64 (all of a request's GPUs are on one host)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of GPUs: {text!r}") from None
+    if not 1 <= value <= MAX_GPUS:
+        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_GPUS} GPUs, not {value}")
+    return value
+
+
+def _said(exc: HeadError, verb: str) -> str:
+    """The head's refusal without its own ``op:`` prefix (the line already names the verb)."""
+    return exc.message.removeprefix(f"{verb.replace('-', '_')}: ")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gputui", add_help=True)
     p.add_argument("--hosts", metavar="FILE", help="hosts.yaml (for head.socket)")
@@ -90,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("claim", help="claim GPUs: by name (HOST:INDEX or uuid) or -g N")
     c.add_argument("gpu", nargs="*", help="GPUs to claim (HOST:INDEX or uuid)")
-    c.add_argument("-g", "--gpus", type=int, help="how many free GPUs")
+    c.add_argument("-g", "--gpus", type=_gpu_count, help="how many free GPUs")
     c.add_argument("--pool")
     c.add_argument("--model", help="GPU model, e.g. a100")
     c.add_argument("--host")
@@ -114,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--host", help="host (default: this machine's name)")
 
     s = sub.add_parser("submit", help="queue a job: gputui submit -g 2 -- python train.py")
-    s.add_argument("-g", "--gpus", type=int, default=1)
+    s.add_argument("-g", "--gpus", type=_gpu_count, default=1)
     s.add_argument("--pool")
     s.add_argument("--host")
     s.add_argument("--name")
@@ -127,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("command", nargs=argparse.REMAINDER)
 
     run = sub.add_parser("run", help="wait for GPUs here, run CMD with them, release after")
-    run.add_argument("-g", "--gpus", type=int, default=1)
+    run.add_argument("-g", "--gpus", type=_gpu_count, default=1)
     run.add_argument("--pool")
     run.add_argument("--host", help="host name in hosts.yaml (default: this machine's)")
     run.add_argument("command", nargs=argparse.REMAINDER)
@@ -295,7 +312,7 @@ def _submit(client: HeadClient, a: argparse.Namespace) -> int:
     body: dict[str, Any] = {
         "argv": _command(a),
         "gpus": a.gpus,
-        "cwd": a.cwd or os.getcwd(),
+        "cwd": os.path.abspath(a.cwd) if a.cwd else os.getcwd(),
         "preemptible": a.preemptible,
     }
     for key, field in (
@@ -378,7 +395,7 @@ def _act(client: HeadClient, a: argparse.Namespace) -> int:
         except HeadError as exc:
             if exc.code == "unreachable":
                 raise
-            print(f"gputui {a.verb}: {exc.message}", file=sys.stderr)
+            print(f"gputui {a.verb}: {_said(exc, a.verb)}", file=sys.stderr)
             code = EXIT_REFUSED
             continue
         print(f"job {job['id']}: {job['state']}")
@@ -542,7 +559,7 @@ def main(argv: Sequence[str]) -> int:
         with HeadClient(path) as client:
             return HANDLERS[args.verb](client, args)
     except HeadError as exc:
-        print(f"gputui {args.verb}: {exc.message}", file=sys.stderr)
+        print(f"gputui {args.verb}: {_said(exc, args.verb)}", file=sys.stderr)
         if exc.code == "usage":
             return EXIT_USAGE
         return EXIT_UNREACHABLE if exc.code in ("unreachable", "timeout") else EXIT_REFUSED
