@@ -23,16 +23,17 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.telemetry import HostSnapshot
 
-from . import actions, lifecycle, policy, wire
+from . import actions, lifecycle, policy, publish, wire
 from .actions import Context, Rules
 from .hosts import HostOps
+from .hostwatch import HostWatch
 from .identity import Caller
 from .server import Connection, SocketServer
 from .store import JobStore, Tx
-from .tables import Gpu, Host
-from .views import claim_view, gpu_view, job_row_view, job_view, json_list, notice_view
+from .tables import Host
+from .views import job_row_view, job_view, notice_view
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +67,6 @@ class _Item:
     done: asyncio.Future[Any] | None = None
 
 
-@dataclass(slots=True)
-class _HostView:
-    live: bool = False
-    snapshot: HostSnapshot | None = None
-    healthy: dict[str, bool] = field(default_factory=dict)
-    """uuid -> whether its last sample said ``ok``."""
-    users_on: dict[str, set[int]] = field(default_factory=dict)
-    jobs_seen: tuple[Any, ...] | None = None
-    down_reported: bool = False
-
-
 class Head:
     """The scheduler daemon over a store, a set of hosts and a socket."""
 
@@ -98,10 +88,7 @@ class Head:
         self.clock = clock
         self._db = ThreadPoolExecutor(1, thread_name_prefix="gputui-head-db")
         self._inbox: asyncio.Queue[_Item] = asyncio.Queue(INBOX_MAX)
-        self._view: dict[str, _HostView] = {name: _HostView() for name in host_pools}
-        self._gpus: dict[str, Gpu] = {}
-        self._slots: tuple[policy.GpuSlot, ...] = ()
-        self._slots_dirty = True
+        self.watch = HostWatch(host_pools, hosts.reports)
         self._server = SocketServer(
             settings.socket, settings.admin_group, self._on_line, self._on_close
         )
@@ -162,8 +149,7 @@ class Head:
 
     def _load(self) -> None:
         with self.store.transaction() as tx:
-            for gpu in tx.gpus():
-                self._gpus[gpu.uuid] = gpu
+            self.watch.load(tx.gpus())
             for name, pool in self.host_pools.items():
                 if tx.host(name) is None:
                     tx.put_host(Host(name=name, pool=pool))
@@ -245,7 +231,7 @@ class Head:
             limit = BATCH_MAX if self.settings.group_commit else 1
             while len(batch) < limit and not self._inbox.empty():
                 batch.append(self._inbox.get_nowait())
-            slots = self._current_slots()
+            slots = self.watch.slots()
             now = self.clock()
             try:
                 answers, after = await self._in_db(
@@ -272,31 +258,8 @@ class Head:
                     item.done.set_result(answer)
             self._after_commit(after)
 
-    def _current_slots(self) -> tuple[policy.GpuSlot, ...]:
-        if self._slots_dirty:
-            slots = []
-            for gpu in self._gpus.values():
-                if not gpu.present:
-                    continue
-                view = self._view.get(gpu.host)
-                healthy = view is not None and view.live and view.healthy.get(gpu.uuid, False)
-                slots.append(
-                    policy.GpuSlot(
-                        uuid=gpu.uuid,
-                        host=gpu.host,
-                        index=gpu.index,
-                        pool=gpu.pool,
-                        model=gpu.model,
-                        drained=gpu.state == "drained",
-                        healthy=healthy and gpu.state != "unhealthy",
-                    )
-                )
-            self._slots = tuple(sorted(slots, key=lambda s: (s.host, s.index)))
-            self._slots_dirty = False
-        return self._slots
-
     def _context(self, slots: tuple[policy.GpuSlot, ...], now: float) -> Context:
-        known = {s.host for s in self._present_gpus()}
+        known = {g.host for g in self.watch.present_gpus()}
         return Context(
             now=now,
             slots=slots,
@@ -305,9 +268,6 @@ class Head:
             hosts=frozenset(self.host_pools),
             rules=self.settings.rules,
         )
-
-    def _present_gpus(self) -> list[Gpu]:
-        return [g for g in self._gpus.values() if g.present]
 
     def _apply(
         self, batch: list[_Item], slots: tuple[policy.GpuSlot, ...], now: float
@@ -462,7 +422,7 @@ class Head:
         if op == "audit":
             return actions.audit_rows(tx, caller, args.since, args.limit)
         if op == "whoami":
-            return _whoami(caller)
+            return publish.whoami(caller)
         if op == "cluster":
             return self._state(tx, caller)
         if op == "subscribe":
@@ -523,7 +483,7 @@ class Head:
             lifecycle.on_host_down(tx, ctx, host, why)
         elif kind == "inventory":
             host, gpus = payload
-            self._put_inventory(tx, host, gpus)
+            self.watch.put_inventory(tx, host, gpus)
         elif kind == "tick":
             active, orphans = payload
             lifecycle.expire_claims(tx, ctx, active, orphans)
@@ -545,21 +505,6 @@ class Head:
             for job in tx.jobs(("killing", "preempting")):
                 if job.host and job.id:
                     after.kills.append((job.host, actions.run_key(job.id, job.launches)))
-
-    def _put_inventory(self, tx: Tx, host: str, gpus: list[tuple[str, int, str, int]]) -> None:
-        seen = set()
-        pool = self.host_pools.get(host, "default")
-        for uuid, index, model, mem in gpus:
-            seen.add(uuid)
-            row = tx.gpu(uuid) or Gpu(uuid=uuid, host=host, index=index)
-            row.host, row.index, row.model, row.memory_mib = host, index, model, mem
-            row.pool, row.present = pool, True
-            self._gpus[uuid] = tx.put_gpu(row)
-        for uuid, row in list(self._gpus.items()):
-            if row.host == host and uuid not in seen and row.present:
-                row.present = False
-                self._gpus[uuid] = tx.put_gpu(row)
-        self._slots_dirty = True
 
     def _logins(self) -> dict[str, str | None]:
         return {host: self.hosts.login_user(host) for host in self.host_pools}
@@ -630,52 +575,13 @@ class Head:
                 log.exception("head: snapshot of %s not handled", snapshot.name)
 
     def _on_snapshot(self, snap: HostSnapshot) -> None:
-        view = self._view.setdefault(snap.name, _HostView())
-        view.snapshot = snap
-        live = snap.status in (HostStatus.LIVE, HostStatus.STALE) and snap.hello is not None
-        if live != view.live:
-            view.live = live
-            self._slots_dirty = True
-            if live:
-                view.down_reported = False
-        if not live and snap.status.is_problem and not view.down_reported:
-            view.down_reported = True
-            self._post(_Item("host-down", payload=(snap.name, snap.message or snap.status.value)))
-        if snap.hello is not None:
-            inventory = [
-                (g.uuid, g.index, g.name, g.memory_total_mib or 0) for g in snap.hello.gpus
-            ]
-            known = {
-                u: (row.index, row.model)
-                for u, row in self._gpus.items()
-                if row.host == snap.name and row.present
-            }
-            if {u: (i, m) for u, i, m, _ in inventory} != known:
-                self._post(_Item("inventory", payload=(snap.name, inventory)))
-        if snap.sample is not None:
-            healthy = {g.uuid: g.state == "ok" for g in snap.sample.gpus}
-            if healthy != view.healthy:
-                self._slots_dirty = True
-            view.healthy = healthy
-            view.users_on = {
-                g.uuid: {p.uid for p in g.processes if p.uid is not None} for g in snap.sample.gpus
-            }
-        jobs = self.hosts.reports(snap)
-        if jobs is not None and jobs is not view.jobs_seen and live:
-            view.jobs_seen = jobs
-            self._post(_Item("reports", payload=(snap.name, list(jobs))))
-        if self._slots_dirty:
-            # GPUs came or went: an item of its own wakes the writer, whose batch
-            # always ends in a scheduling pass (the item itself does nothing).
-            self._post(_Item("wake"))
+        for kind, payload in self.watch.observe(snap):
+            self._post(_Item(kind, payload=payload))
 
     async def _ticker(self) -> None:
         while True:
             await asyncio.sleep(TICK_S)
-            active: dict[str, set[int]] = {}
-            for view in self._view.values():
-                for uuid, users in view.users_on.items():
-                    active[uuid] = users
+            active = self.watch.active_users()
             orphans = set()
             if self.clock() - self._started_at > SESSION_GRACE_S:
                 orphans = self._restored_sessions - self._sessions_alive
@@ -685,37 +591,8 @@ class Head:
     # -- subscriptions ----------------------------------------------------------------
 
     def _state(self, tx: Tx, caller: Caller) -> dict[str, Any]:
-        jobs = tx.jobs(wire.PENDING_JOB_STATES | wire.LIVE_JOB_STATES)
-        recent = tx.jobs(wire.FINAL_JOB_STATES, limit=50)
-        claims = tx.claims(("waiting", "active"))
-        holders: dict[str, dict[str, Any]] = {}
-        for job in jobs:
-            if job.state in wire.LIVE_JOB_STATES:
-                for uuid in json_list(job.gpu_uuids):
-                    holders[uuid] = {
-                        "kind": "job",
-                        "id": job.id,
-                        "user": job.user,
-                        "since": job.started_at or job.submitted_at,
-                        "name": job.name,
-                    }
-        for item in claims:
-            if item.state == "active":
-                for uuid in json_list(item.gpu_uuids):
-                    holders[uuid] = {
-                        "kind": "claim",
-                        "id": item.id,
-                        "user": item.user,
-                        "since": item.granted_at,
-                        "name": item.note,
-                    }
-        return {
-            "me": _whoami(caller),
-            "jobs": [job_view(j) for j in jobs] + [job_view(j) for j in recent],
-            "claims": [claim_view(c) for c in claims],
-            "gpus": [gpu_view(g, holders.get(g.uuid)) for g in self._present_gpus()],
-            "hosts": {name: {"live": v.live} for name, v in self._view.items()},
-        }
+        state = publish.cluster_state(tx, self.watch.present_gpus(), self.watch.live())
+        return {"me": publish.whoami(caller), **state}
 
     async def _pusher(self) -> None:
         while True:
@@ -730,17 +607,14 @@ class Head:
                 ) -> list[tuple[Connection, dict[str, Any], list[dict[str, Any]]]]:
                     out = []
                     with self.store.transaction() as tx:
+                        gpus, live = self.watch.present_gpus(), self.watch.live()
+                        common = publish.cluster_state(tx, gpus, live)  # once for all
                         for conn in subscribers:
                             notices = tx.notices_after(conn.last_notice, conn.caller.uid)
                             if notices:
                                 conn.last_notice = notices[-1].id or conn.last_notice
-                            out.append(
-                                (
-                                    conn,
-                                    self._state(tx, conn.caller),
-                                    [notice_view(n) for n in notices],
-                                )
-                            )
+                            state = {"me": publish.whoami(conn.caller), **common}
+                            out.append((conn, state, [notice_view(n) for n in notices]))
                     return out
 
                 for conn, state, notices in await self._in_db(build):
@@ -759,13 +633,3 @@ class _After:
     launches_again: list[lifecycle.Launch] = field(default_factory=list)
     final_jobs: list[tuple[Connection, int, dict[str, Any]]] = field(default_factory=list)
     changed: bool = False
-
-
-def _whoami(caller: Caller) -> dict[str, Any]:
-    return {
-        "uid": caller.uid,
-        "user": caller.user,
-        "group": caller.group,
-        "groups": sorted(caller.groups),
-        "admin": caller.admin,
-    }

@@ -246,7 +246,7 @@ async def test_a_bug_met_by_one_batch_does_not_leave_the_head_deaf(
     await head.start()
     client = await AsyncHeadClient.open_local(tmp_path / "head.sock")
     try:
-        await wait(lambda: len(head._present_gpus()) == 2, what="the head to see its GPUs")
+        await wait(lambda: len(head.watch.present_gpus()) == 2, what="the head to see its GPUs")
         with pytest.raises(HeadError) as refused:
             await client.call("submit", {"argv": ["first"]})
         assert (refused.value.code, refused.value.message) == ("internal", "not stored")

@@ -66,7 +66,7 @@ class Cluster:
         head = self.head
 
         async def live() -> bool:
-            return any(s.healthy for s in head._current_slots())
+            return any(s.healthy for s in head.watch.slots())
 
         await until(live)
         return self.client

@@ -1,0 +1,143 @@
+"""``HostWatch``: what the head knows of its hosts beyond the store.
+
+Which hosts answer, which GPUs their last sample called healthy, whose processes
+run on each GPU, and the GPU inventory (cached from the store). The daemon feeds
+it every snapshot; it answers with the items the daemon's writer must apply
+(a host gone, a new inventory, a host's list of runs) and builds the GPU slots
+placement sees, again only when something changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.telemetry import HostSnapshot, HostStatus
+
+from . import policy
+from .store import Tx
+from .tables import Gpu
+
+
+@dataclass(slots=True)
+class _Host:
+    live: bool = False
+    healthy: dict[str, bool] = field(default_factory=dict)
+    """uuid -> whether its last sample said ``ok``."""
+    users_on: dict[str, set[int]] = field(default_factory=dict)
+    jobs_seen: tuple[Any, ...] | None = None
+    down_reported: bool = False
+
+
+class HostWatch:
+    def __init__(
+        self,
+        host_pools: Mapping[str, str],
+        reports: Callable[[HostSnapshot], tuple[Any, ...] | None],
+    ) -> None:
+        self.host_pools = dict(host_pools)
+        self._reports = reports
+        self._hosts: dict[str, _Host] = {name: _Host() for name in host_pools}
+        self._gpus: dict[str, Gpu] = {}
+        self._slots: tuple[policy.GpuSlot, ...] = ()
+        self._dirty = True
+
+    def load(self, gpus: Iterable[Gpu]) -> None:
+        self._gpus = {g.uuid: g for g in gpus}
+        self._dirty = True
+
+    # -- what the daemon reads ---------------------------------------------------------
+
+    def present_gpus(self) -> list[Gpu]:
+        return [g for g in self._gpus.values() if g.present]
+
+    def live(self) -> dict[str, bool]:
+        return {name: h.live for name, h in self._hosts.items()}
+
+    def active_users(self) -> dict[str, set[int]]:
+        """GPU uuid -> the uids with a process on it in its host's last sample."""
+        return {u: users for h in self._hosts.values() for u, users in h.users_on.items()}
+
+    def slots(self) -> tuple[policy.GpuSlot, ...]:
+        """Every present GPU as placement sees it (rebuilt only after a change)."""
+        if self._dirty:
+            slots = []
+            for gpu in self.present_gpus():
+                host = self._hosts.get(gpu.host)
+                healthy = host is not None and host.live and host.healthy.get(gpu.uuid, False)
+                slots.append(
+                    policy.GpuSlot(
+                        uuid=gpu.uuid,
+                        host=gpu.host,
+                        index=gpu.index,
+                        pool=gpu.pool,
+                        model=gpu.model,
+                        drained=gpu.state == "drained",
+                        healthy=healthy and gpu.state != "unhealthy",
+                    )
+                )
+            self._slots = tuple(sorted(slots, key=lambda s: (s.host, s.index)))
+            self._dirty = False
+        return self._slots
+
+    # -- what hosts say ----------------------------------------------------------------
+
+    def observe(self, snap: HostSnapshot) -> list[tuple[str, Any]]:
+        """Take in one snapshot; the (kind, payload) items the writer must apply."""
+        out: list[tuple[str, Any]] = []
+        host = self._hosts.setdefault(snap.name, _Host())
+        live = snap.status in (HostStatus.LIVE, HostStatus.STALE) and snap.hello is not None
+        changed = False
+        if live != host.live:
+            host.live, changed = live, True
+            if live:
+                host.down_reported = False
+        if not live and snap.status.is_problem and not host.down_reported:
+            host.down_reported = True
+            out.append(("host-down", (snap.name, snap.message or snap.status.value)))
+        if snap.hello is not None:
+            inventory = [
+                (g.uuid, g.index, g.name, g.memory_total_mib or 0) for g in snap.hello.gpus
+            ]
+            known = {
+                u: (row.index, row.model)
+                for u, row in self._gpus.items()
+                if row.host == snap.name and row.present
+            }
+            if {u: (i, m) for u, i, m, _ in inventory} != known:
+                out.append(("inventory", (snap.name, inventory)))
+        if snap.sample is not None:
+            healthy = {g.uuid: g.state == "ok" for g in snap.sample.gpus}
+            if healthy != host.healthy:
+                host.healthy, changed = healthy, True
+            host.users_on = {
+                g.uuid: {p.uid for p in g.processes if p.uid is not None} for g in snap.sample.gpus
+            }
+        jobs = self._reports(snap)
+        if jobs is not None and jobs is not host.jobs_seen and live:
+            host.jobs_seen = jobs
+            out.append(("reports", (snap.name, list(jobs))))
+        if changed:
+            self._dirty = True
+        if self._dirty:
+            # GPUs came or went: an item of its own wakes the writer, whose batch
+            # always ends in a scheduling pass (the item itself does nothing).
+            out.append(("wake", None))
+        return out
+
+    def put_inventory(self, tx: Tx, host: str, gpus: list[tuple[str, int, str, int]]) -> None:
+        """Store a host's GPUs as its ``hello`` lists them; those gone are not present."""
+        seen = set()
+        pool = self.host_pools.get(host, "default")
+        for uuid, index, model, mem in gpus:
+            seen.add(uuid)
+            row = tx.gpu(uuid) or Gpu(uuid=uuid, host=host, index=index)
+            row.host, row.index, row.model, row.memory_mib = host, index, model, mem
+            row.pool, row.present = pool, True
+            self._gpus[uuid] = tx.put_gpu(row)
+        for uuid, row in list(self._gpus.items()):
+            if row.host == host and uuid not in seen and row.present:
+                row.present = False
+                self._gpus[uuid] = tx.put_gpu(row)
+        self._dirty = True

@@ -1,0 +1,57 @@
+"""What a subscription is pushed: the queue, the claims and who holds each GPU.
+
+The state is the same for every subscriber but for ``me``, so a push builds it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import wire
+from .identity import Caller
+from .store import Tx
+from .tables import Gpu
+from .views import claim_view, gpu_view, job_view, json_list
+
+RECENT_JOBS = 50
+"""Finished jobs pushed along with the live ones (the newest)."""
+
+
+def whoami(caller: Caller) -> dict[str, Any]:
+    return {
+        "uid": caller.uid,
+        "user": caller.user,
+        "group": caller.group,
+        "groups": sorted(caller.groups),
+        "admin": caller.admin,
+    }
+
+
+def cluster_state(tx: Tx, gpus: Sequence[Gpu], live: Mapping[str, bool]) -> dict[str, Any]:
+    """Jobs (live, waiting and the recent finished), claims, GPUs with their holders."""
+    jobs = tx.jobs(wire.PENDING_JOB_STATES | wire.LIVE_JOB_STATES)
+    recent = tx.jobs(wire.FINAL_JOB_STATES, limit=RECENT_JOBS)
+    claims = tx.claims(("waiting", "active"))
+    holders: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        if job.state in wire.LIVE_JOB_STATES:
+            since = job.started_at or job.submitted_at
+            for uuid in json_list(job.gpu_uuids):
+                holders[uuid] = {
+                    "kind": "job", "id": job.id, "user": job.user, "since": since,
+                    "name": job.name,
+                }  # fmt: skip
+    for item in claims:
+        if item.state == "active":
+            for uuid in json_list(item.gpu_uuids):
+                holders[uuid] = {
+                    "kind": "claim", "id": item.id, "user": item.user,
+                    "since": item.granted_at, "name": item.note,
+                }  # fmt: skip
+    return {
+        "jobs": [job_view(j) for j in (*jobs, *recent)],
+        "claims": [claim_view(c) for c in claims],
+        "gpus": [gpu_view(g, holders.get(g.uuid)) for g in gpus],
+        "hosts": {name: {"live": up} for name, up in live.items()},
+    }
