@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gputui.durations import elapsed_text, parse_duration
 from gputui.scheduler.client import HeadClient, HeadError, socket_path
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -45,32 +46,6 @@ VERBS = (
     "audit",
     "whoami",
 )
-_DURATION = re.compile(r"^\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*$")
-_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
-
-
-def parse_duration(text: str) -> float:
-    """``90s``, ``30m``, ``2h``, ``1d``, ``MM``, ``HH:MM:SS``, ``D-HH:MM`` -> seconds."""
-    unit = _UNIT.match(text)
-    if unit:
-        return float(unit.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit.group(2)]
-    match = _DURATION.match(text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30m, 2h, 1-12:00)")
-    days, a, b, c = match.groups()
-    parts = [int(x) for x in (a, b, c) if x is not None]
-    if days is not None:
-        hours, minutes, seconds = ([*parts, 0, 0])[:3]
-        total = int(days) * 86400 + hours * 3600 + minutes * 60 + seconds
-    elif len(parts) == 1:
-        total = parts[0] * 60  # plain minutes, as Slurm's --time
-    elif len(parts) == 2:
-        total = parts[0] * 60 + parts[1]
-    else:
-        total = parts[0] * 3600 + parts[1] * 60 + parts[2]
-    if total <= 0:
-        raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
-    return float(total)
 
 
 def _job_id(text: str) -> int:
@@ -186,18 +161,9 @@ def _when(epoch: float | None) -> str:
     return "-" if not epoch else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
-def _age(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{hours:d}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:d}:{secs:02d}"
-
-
 def _shown(text: Any, width: int) -> str:
-    """A value from the head, safe for a terminal and cut to ``width``."""
+    """A value from the head, safe for a terminal and cut to ``width``: anything not
+    printable shows as ``?`` (``gputui.text.clean`` would pull in rich, ~60 ms a call)."""
     value = "".join(ch if ch.isprintable() else "?" for ch in str(text))
     return value if len(value) <= width else value[: width - 1] + "…"
 
@@ -208,7 +174,7 @@ def queue_table(jobs: Sequence[dict[str, Any]], now: float) -> list[str]:
     for job in jobs:
         started = job.get("started_at")
         ended = job.get("ended_at")
-        elapsed = _age((ended or now) - started) if started else "0:00"
+        elapsed = elapsed_text((ended or now) - started) if started else "0:00"
         rows.append(
             (
                 str(job["id"]),
@@ -242,7 +208,7 @@ def claims_table(claims: Sequence[dict[str, Any]], now: float) -> list[str]:
                 ),
                 str(len(c.get("gpu_uuids") or []) or c.get("gpus", "")),
                 _shown(c.get("host") or "-", 16),
-                _age(now - since),
+                elapsed_text(now - since),
                 _when(expires) if expires else "-",
                 _shown(c.get("note") or "", 30),
             )

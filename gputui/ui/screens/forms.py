@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
-from gputui.cli_head import parse_duration
+from gputui.durations import parse_duration
 
 
 class FormProblem(ValueError):

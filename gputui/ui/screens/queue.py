@@ -23,6 +23,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 
+from gputui.durations import elapsed_text
 from gputui.text import clean
 from gputui.ui.head_view import HeadJob, HeadView
 from gputui.ui.screens.confirm import ConfirmScreen
@@ -36,17 +37,6 @@ _DESTRUCTIVE = {
     "preempt": "Preempt",
 }
 ACTIONS = ("cancel", "kill", "preempt", "requeue", "hold", "release_hold")
-
-
-def elapsed_text(seconds: float) -> str:
-    """Slurm's TIME: ``0:00``, ``12:05``, ``3:02:01``, ``2-01:00:00``."""
-    seconds = max(0, int(seconds))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{hours:d}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:d}:{secs:02d}"
 
 
 def job_cells(job: HeadJob, now: float) -> tuple[str, ...]:

@@ -1,0 +1,51 @@
+"""Durations as people type them (``30m``, ``2h``, ``1-12:00``) and as Slurm shows them.
+
+Shared by the CLI and the console's forms and queue screen; stdlib only, so a
+``gputui submit`` stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+_DURATION = re.compile(r"^\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*$")
+_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``30m``, ``2h``, ``1d``, ``MM``, ``HH:MM:SS``, ``D-HH:MM`` -> seconds."""
+    unit = _UNIT.match(text)
+    if unit:
+        total = float(unit.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit.group(2)]
+        if total <= 0:
+            raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
+        return total
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30m, 2h, 1-12:00)")
+    days, a, b, c = match.groups()
+    parts = [int(x) for x in (a, b, c) if x is not None]
+    if days is not None:
+        hours, minutes, seconds = ([*parts, 0, 0])[:3]
+        total = int(days) * 86400 + hours * 3600 + minutes * 60 + seconds
+    elif len(parts) == 1:
+        total = parts[0] * 60  # plain minutes, as Slurm's --time
+    elif len(parts) == 2:
+        total = parts[0] * 60 + parts[1]
+    else:
+        total = parts[0] * 3600 + parts[1] * 60 + parts[2]
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
+    return float(total)
+
+
+def elapsed_text(seconds: float) -> str:
+    """Slurm's TIME: ``0:00``, ``12:05``, ``3:02:01``, ``2-01:00:00``."""
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours:d}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:d}:{secs:02d}"

@@ -1,0 +1,42 @@
+"""Durations as people type them, and Slurm's TIME column."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gputui.durations import elapsed_text, parse_duration
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400), ("45", 2700),
+     ("1:30", 90), ("1:00:00", 3600), ("1-12:00", 129600)],
+)  # fmt: skip
+def test_durations_read_as_people_write_them(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["0s", "0", "0:00", "nan", "-5m", "2x", "", "1e9h"])
+def test_a_duration_that_is_not_one_is_refused_in_one_line(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as info:
+        parse_duration(text)
+    assert "\n" not in str(info.value)
+
+
+@given(st.text(max_size=40))
+def test_any_text_is_a_positive_duration_or_a_clear_refusal(text: str) -> None:
+    try:
+        value = parse_duration(text)
+    except argparse.ArgumentTypeError:
+        return
+    assert value > 0
+
+
+def test_elapsed_reads_like_slurm() -> None:
+    assert [elapsed_text(s) for s in (0, 65, 3721, 90061, -3)] == [
+        "0:00", "1:05", "1:02:01", "1-01:01:01", "0:00",
+    ]  # fmt: skip
