@@ -182,7 +182,7 @@ class Head:
     async def _logs(self, conn: Connection, request: wire.Request) -> None:
         args: wire.LogArgs = request.args
 
-        def target() -> tuple[str | None, int, int, int | None, str]:
+        def target() -> tuple[str | None, int, int, str]:
             with self.store.transaction() as tx:
                 job = tx.job(args.job_id)
                 if job is None:
@@ -190,10 +190,10 @@ class Head:
                 caller = conn.caller
                 if not (caller.owns(job.uid) or caller.admin):
                     raise wire.Refusal("denied", f"job {job.id} belongs to {job.user}")
-                return job.host, job.id or 0, job.launches, job.uid, job.state
+                return job.host, job.id or 0, job.launches, job.state
 
         try:
-            host, job_id, launch, _, state = await self._in_db(target)
+            host, job_id, launch, state = await self._in_db(target)
         except wire.Refusal as refusal:
             conn.send(wire.error(request.id, refusal.code, refusal.message))
             return
