@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import sys
+from collections.abc import Coroutine
 from importlib import resources
 from pathlib import Path
 
@@ -125,6 +126,16 @@ def backup(database: Path, dest: str | None) -> int:
     return EXIT_OK
 
 
+def _run(main: Coroutine[None, None, int]) -> int:
+    """Run the head on uvloop where it is installed (the socket path then costs about
+    a tenth less CPU a request: see bench/sched.py), on asyncio's own loop otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.print_unit:
@@ -146,7 +157,7 @@ def main(argv: list[str]) -> int:
         if args.action == "backup":
             return backup(database, args.path)
         _prepare_socket_dir(socket_path)
-        return asyncio.run(serve(config, settings, database))
+        return _run(serve(config, settings, database))
     except ConfigError as exc:
         for line in exc.lines[:20]:
             print(clean(line, 300), file=sys.stderr)

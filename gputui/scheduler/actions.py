@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from . import policy
 from .identity import Caller
 from .store import Tx
@@ -159,9 +161,9 @@ def submit_row(caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]
         "user": caller.user,
         "group": caller.group,
         "name": args.name or args.argv[0].rsplit("/", 1)[-1][:128],
-        "argv": json.dumps(args.argv),
+        "argv": orjson.dumps(args.argv).decode(),
         "cwd": args.cwd,
-        "env": json.dumps(args.env),
+        "env": orjson.dumps(args.env).decode(),
         "gpus": args.gpus,
         "pool": args.pool,
         "host_constraint": args.host,

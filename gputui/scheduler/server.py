@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .identity import Caller, caller_for, peer_ids
-from .wire import MAX_REQUEST_BYTES, error
+from .wire import MAX_REQUEST_BYTES, encode, error
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class Connection:
         if self.closed:
             return
         try:
-            self.writer.write(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
+            self.writer.write(encode(obj))
         except (OSError, RuntimeError):
             self.closed = True
 
@@ -199,7 +198,7 @@ class SocketServer:
 
 def _refuse(writer: asyncio.StreamWriter, code: str, message: str) -> None:
     with contextlib.suppress(Exception):
-        writer.write(json.dumps(error(None, code, message)).encode() + b"\n")
+        writer.write(encode(error(None, code, message)))
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:

@@ -10,15 +10,19 @@ another SQLAlchemy database later without touching the scheduler.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine, func, update
 from sqlmodel import Session, col, select
 
 from .tables import Allocation, Audit, Claim, Gpu, Host, Job, Meta, Notice, RequestLog
+
+
+def _dumps(body: dict[str, Any]) -> str:
+    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 class Tx:
@@ -26,6 +30,7 @@ class Tx:
 
     def __init__(self, session: Session) -> None:
         self.s = session
+        self._raw: Any = None
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -48,10 +53,10 @@ class Tx:
     def replay(self, uid: int, request_id: str) -> dict[str, Any] | None:
         """The answer a request with this id got the first time, if it came before."""
         row = self.s.get(RequestLog, (uid, request_id))
-        return None if row is None else dict(json.loads(row.result))
+        return None if row is None else dict(orjson.loads(row.result))
 
     def remember(self, uid: int, request_id: str, body: dict[str, Any], now: float) -> None:
-        self.s.add(RequestLog(uid=uid, request_id=request_id, time=now, result=json.dumps(body)))
+        self.s.add(RequestLog(uid=uid, request_id=request_id, time=now, result=_dumps(body)))
 
     # The submission path, a batch at a time, straight on the DB-API cursor of this
     # transaction's connection: SQLAlchemy's statement building cost more than the
@@ -59,7 +64,10 @@ class Tx:
     # need its own paramstyle here, the statements themselves stay the same).
 
     def _cursor(self) -> Any:
-        return self.s.connection().connection.cursor()
+        # One DB-API cursor for the whole transaction (the session's one connection).
+        if self._raw is None:
+            self._raw = self.s.connection().connection.cursor()
+        return self._raw
 
     def replay_many(self, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], dict[str, Any]]:
         """``replay`` for a whole batch: uid = ? AND request_id IN (…), an index probe
@@ -82,7 +90,7 @@ class Tx:
                     (uid, *chunk),
                 )
                 for rid, body in cursor.fetchall():
-                    found[uid, rid] = dict(json.loads(body))
+                    found[uid, rid] = dict(orjson.loads(body))
         return found
 
     def remember_many(self, rows: Sequence[tuple[int, str, dict[str, Any]]], now: float) -> None:
@@ -90,7 +98,7 @@ class Tx:
         if rows:
             self._cursor().executemany(
                 "INSERT INTO requestlog (uid, request_id, time, result) VALUES (?, ?, ?, ?)",
-                [(u, r, now, json.dumps(body)) for u, r, body in rows],
+                [(u, r, now, _dumps(body)) for u, r, body in rows],
             )
 
     _JOB_COLUMNS = (

@@ -210,8 +210,10 @@ def test_a_claim_that_cannot_wait_is_refused_when_busy(th: ThreadedHead, c: Line
         (b'{"id": 3, "op": "cancel", "rid": "' + b"r" * 65 + b'", "args": {}}', "malformed", 3),
         (b'{"id": 3, "op": "queue", "args": []}', "malformed", 3),
         (b'{"id": 3, "op": "queue", "args": "all"}', "malformed", 3),
-        (b'{"id": 3, "op": "queue", "args": {"limit": NaN}}', "bad-args", 3),
-        (b'{"id": 3, "op": "audit", "args": {"since": Infinity}}', "bad-args", 3),
+        # NaN, Infinity and overflowing numbers are not JSON (RFC 8259): the parser refuses them.
+        (b'{"id": 3, "op": "queue", "args": {"limit": NaN}}', "malformed", None),
+        (b'{"id": 3, "op": "audit", "args": {"since": Infinity}}', "malformed", None),
+        (b'{"id": 3, "op": "audit", "args": {"since": 1e999}}', "malformed", None),
         (b'{"id": 3, "op": "queue", "args": {"limit": ' + b"9" * 5000 + b"}}", "malformed", None),
         (b"[" * 100_000 + b"]" * 100_000, "malformed", None),
         (b'{"id": 3, "op": "queue", "args": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", None, None),

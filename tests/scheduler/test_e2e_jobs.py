@@ -1,13 +1,18 @@
-"""End to end: a real head, a real helper (a local host, simulated GPUs), real jobs.
+"""End to end on a simulated cluster: a real head, real helpers, real jobs.
 
-Every job here is a real process started by the helper's detached supervisor; it
-is signalled for real, and its exit code and log are read back from the host.
+Every test runs twice: over real SSH (an asyncssh server on loopback, as in the
+demo cluster: host key checked, key authentication, the helper shipped and run
+as a subprocess) and on a ``local: true`` host (the helper as a child process).
+Every job is a real process started by the helper's detached supervisor; it is
+signalled for real, and its exit code and log are read back from the host.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
+import json
 import os
 import signal
 import sys
@@ -16,9 +21,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 import pytest
 
-from gputui.config import parse_config
+from gputui.config import Config, parse_config
+from gputui.demo.server import SimSshServer, login_env
+from gputui.fleet.backoff import LinkTiming
+from gputui.fleet.fleet import Fleet
 from gputui.scheduler.aclient import AsyncHeadClient
 from gputui.scheduler.actions import Rules
 from gputui.scheduler.daemon import Head, HeadSettings
@@ -26,13 +35,7 @@ from gputui.scheduler.engine import jobs_namespace, open_store
 from gputui.scheduler.fleethosts import FleetHosts
 from gputui.scheduler.store import JobStore
 
-CONFIG = """
-hosts:
-  - name: sim01
-    local: true
-    pool: sim
-    sim: 4xa100-80gb,name=sim01
-"""
+SIM = "4xa100-80gb,name=sim01"
 
 
 async def until(check: Callable[[], Awaitable[Any]], timeout: float = 20.0) -> Any:
@@ -48,17 +51,61 @@ async def until(check: Callable[[], Awaitable[Any]], timeout: float = 20.0) -> A
 
 
 class Cluster:
-    """A head over one local simulated host, which can be stopped and started again."""
+    """A head over one simulated host, which can be stopped and started again.
 
-    def __init__(self, tmp: Path) -> None:
+    ``transport`` is ``ssh`` (a real SSH server on loopback) or ``local``.
+    """
+
+    def __init__(self, tmp: Path, transport: str) -> None:
         self.tmp = tmp
+        self.transport = transport
         self.sock = tmp / "head.sock"
         self.head: Head | None = None
         self.client: AsyncHeadClient | None = None
+        self.server: SimSshServer | None = None
+        self._config: Config | None = None
+
+    async def serve_host(self) -> None:
+        """Bring the simulated host up (for SSH: its server, key and known_hosts)."""
+        if self.transport == "local":
+            self._config = parse_config(
+                "refresh_interval: 0.5\n"
+                f"hosts:\n  - name: sim01\n    local: true\n    pool: sim\n    sim: {SIM}\n"
+            )
+            return
+        key = asyncssh.generate_private_key("ssh-ed25519")
+        key_path = self.tmp / "id_ed25519"
+        key.write_private_key(str(key_path))
+        key_path.chmod(0o600)
+        user = getpass.getuser()
+        env = dict(login_env(user), GPUTUI_JOBS_ROOT=str(self.tmp / "jobs"))
+        self.server = SimSshServer(key, user=user, env=env)
+        port = await self.server.start()
+        known = self.tmp / "known_hosts"
+        known.write_text(self.server.known_hosts_line)
+        host = {"name": "sim01", "address": "127.0.0.1", "port": port, "pool": "sim", "sim": SIM}
+        defaults = {
+            "user": user,
+            "identity_file": str(key_path),
+            "known_hosts": str(known),
+            "ssh_config": None,
+            "python": sys.executable,
+            "connect_timeout": 5,
+        }
+        self._config = parse_config(
+            json.dumps({"defaults": defaults, "refresh_interval": 0.5, "hosts": [host]}),
+            "e2e-config",
+        )
 
     async def start(self, grace: float = 1.0) -> AsyncHeadClient:
+        assert self._config is not None
         engine = open_store(self.tmp / "db" / "gputui.db")
-        hosts = FleetHosts(parse_config(CONFIG), jobs_namespace(engine))
+        namespace = jobs_namespace(engine)
+        # A silent host is given up on after 3 s (the default is 30), so the test of a
+        # host cut off stays short; reconnects are quick too.
+        timing = LinkTiming(backoff_base=0.2, backoff_cap=0.5, hung_after=3.0)
+        fleet = Fleet(self._config, jobs_namespace=namespace, timing=timing)
+        hosts = FleetHosts(self._config, namespace, fleet=fleet)
         settings = HeadSettings(socket=self.sock, rules=Rules(kill_grace_s=grace))
         self.head = Head(JobStore(engine), hosts, settings, host_pools={"sim01": "sim"})
         await self.head.start()
@@ -71,6 +118,22 @@ class Cluster:
         await until(live)
         return self.client
 
+    def helper_pid(self) -> int | None:
+        """The running helper's process (its process group for SSH), if there is one."""
+        if self.server is not None:
+            pids = self.server.command_pids()
+            return pids[0] if len(pids) == 1 else None
+        from gputui.fleet.transport import LocalTransport
+
+        assert self.head is not None
+        link = self.head.hosts.fleet.links["sim01"]  # type: ignore[attr-defined]
+        helper = link._helper
+        transport = helper.transport if helper is not None else None
+        return transport.pid if isinstance(transport, LocalTransport) else None
+
+    async def running_helper(self) -> int | None:
+        return self.helper_pid()
+
     async def stop(self) -> None:
         if self.client is not None:
             await self.client.close()
@@ -78,15 +141,23 @@ class Cluster:
             await self.head.close()
         self.head = self.client = None
 
+    async def close(self) -> None:
+        await self.stop()
+        if self.server is not None:
+            await self.server.stop()
 
-@pytest.fixture
-async def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cluster]:
-    monkeypatch.setenv("GPUTUI_JOBS_ROOT", str(tmp_path / "jobs"))
-    c = Cluster(tmp_path)
+
+@pytest.fixture(params=["ssh", "local"])
+async def cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Cluster]:
+    monkeypatch.setenv("GPUTUI_JOBS_ROOT", str(tmp_path / "jobs"))  # the local helper's
+    c = Cluster(tmp_path, request.param)
     try:
+        await c.serve_host()
         yield c
     finally:
-        await c.stop()
+        await c.close()
 
 
 def script(code: str) -> list[str]:
@@ -256,16 +327,6 @@ async def test_a_job_the_head_never_confirmed_is_not_launched_twice(cluster: Clu
         os.kill(first["pid"], signal.SIGKILL)
 
 
-def helper_pid(cluster: Cluster) -> int | None:
-    from gputui.fleet.transport import LocalTransport
-
-    assert cluster.head is not None
-    link = cluster.head.hosts.fleet.links["sim01"]  # type: ignore[attr-defined]
-    helper = link._helper
-    transport = helper.transport if helper is not None else None
-    return transport.pid if isinstance(transport, LocalTransport) else None
-
-
 async def test_a_job_that_ends_while_its_host_is_cut_off_is_read_back_not_relaunched(
     cluster: Cluster,
 ) -> None:
@@ -281,9 +342,13 @@ async def test_a_job_that_ends_while_its_host_is_cut_off_is_read_back_not_relaun
     )
     job_id = submitted["job"]["id"]
     running = await until(lambda: state_is(client, job_id, "running"))
-    first = helper_pid(cluster)
-    assert first is not None
-    os.kill(first, signal.SIGSTOP)  # the host goes silent: the link gives up on it
+    first = await until(cluster.running_helper)
+    # The host goes silent (its helper stopped, the connection still up): the link
+    # gives up on it, and the job's state is unknown while it keeps its GPUs.
+    if cluster.server is not None:
+        cluster.server.freeze()
+    else:
+        os.kill(first, signal.SIGSTOP)
     try:
         await until(lambda: state_is(client, job_id, "unknown"), timeout=40)
         gate.touch()  # the job ends while nobody can hear it
@@ -293,11 +358,17 @@ async def test_a_job_that_ends_while_its_host_is_cut_off_is_read_back_not_relaun
 
         await until(ended)
     finally:
+        if cluster.server is not None:
+            cluster.server.thaw()
         with contextlib.suppress(ProcessLookupError):
             os.kill(first, signal.SIGKILL)
     view = await until(lambda: state_is(client, job_id, "failed"), timeout=40)
     assert view["exit_code"] == 5 and view["launches"] == 1
-    assert helper_pid(cluster) not in (None, first)
+
+    async def new_helper() -> bool:
+        return cluster.helper_pid() not in (None, first)
+
+    await until(new_helper)
 
 
 GPUTUI = [sys.executable, "-m", "gputui.entry"]
