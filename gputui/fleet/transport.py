@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import signal as signals
 import subprocess
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import asyncssh
 
@@ -172,8 +172,9 @@ class LocalTransport:
         return self._transport.get_pid()
 
     def _stdin(self) -> asyncio.WriteTransport | None:
+        # Duck-typed: uvloop's pipe transports do not derive from asyncio's classes.
         pipe = self._transport.get_pipe_transport(0)
-        return pipe if isinstance(pipe, asyncio.WriteTransport) else None
+        return cast(asyncio.WriteTransport, pipe) if hasattr(pipe, "write_eof") else None
 
     def write(self, data: bytes) -> None:
         stdin = self._stdin()

@@ -1,14 +1,25 @@
-"""Fixtures of the head's store tests: a database path on a (pretend) local disk."""
+"""Fixtures of the head's tests: a database path on a (pretend) local disk, and the
+event loop the head runs on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
 from gputui.scheduler.engine import open_store
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Any]:
+    """Every async test here runs on uvloop, as ``gputui head`` does (``cli_daemon``):
+    the daemon is tested on the loop it ships with (uvloop's transports, for one,
+    are not asyncio's classes)."""
+    import uvloop
+
+    return {"uvloop": uvloop.new_event_loop}
 
 
 @pytest.fixture

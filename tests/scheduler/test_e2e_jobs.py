@@ -1,10 +1,11 @@
 """End to end on a simulated cluster: a real head, real helpers, real jobs.
 
-Every test runs twice: over real SSH (an asyncssh server on loopback, as in the
-demo cluster: host key checked, key authentication, the helper shipped and run
-as a subprocess) and on a ``local: true`` host (the helper as a child process).
-Every job is a real process started by the helper's detached supervisor; it is
-signalled for real, and its exit code and log are read back from the host.
+Every test runs twice, on uvloop as the daemon does (see conftest): over real SSH
+(an asyncssh server on loopback, as in the demo cluster: host key checked, key
+authentication, the helper shipped and run as a subprocess) and on a
+``local: true`` host (the helper as a child process). Every job is a real
+process started by the helper's detached supervisor; it is signalled for real,
+and its exit code and log are read back from the host.
 """
 
 from __future__ import annotations
