@@ -76,13 +76,14 @@ def stop_head(proc: subprocess.Popen[bytes]) -> None:
 
 async def _client(sock: str, stop_at: float, counts: list[int], index: int) -> None:
     reader, writer = await asyncio.open_unix_connection(sock)
+    run = os.urandom(4).hex()  # request ids never repeat: a repeat is a cheap replay
     n = 0
     while time.monotonic() < stop_at:
         n += 1
         request = {
             "id": n,
             "op": "submit",
-            "rid": f"b{index}-{n}-{os.getpid()}",
+            "rid": f"b{index}-{n}-{run}",
             "args": {"argv": ["python", "train.py", "--seed", str(n)], "gpus": 1},
         }
         writer.write(json.dumps(request).encode() + b"\n")

@@ -2,11 +2,19 @@
 
 Everything that changes the store goes through one inbox. The writer task takes
 whatever has arrived (a burst of submissions, a host's report, a timer), runs it
-all on the one database thread inside one ``BEGIN IMMEDIATE`` transaction, each
-item in its own savepoint, commits once, and only then answers the clients and
-sends the launches and signals it decided (group commit: no answer before its
-commit is durable). After every change the scheduler pass runs in the same
-batch, so work starts on the event that freed its GPUs, not on a tick.
+all inside one ``BEGIN IMMEDIATE`` transaction, each item in its own savepoint,
+commits once, and only then answers the clients and sends the launches and
+signals it decided (group commit: no answer before its commit is durable). After
+every change the scheduler pass runs in the same batch, so work starts on the
+event that freed its GPUs, not on a tick.
+
+The writer's batches run on the event loop's own thread. A batch is about a
+millisecond of work, and the only wait in it is the commit's fsync; handing it to
+a thread cost more than that (two thread wake-ups a batch, each up to half a
+millisecond on a busy two-core machine: see bench/sched.py). What may take longer
+and writes nothing, the state pushed to consoles and the lookup of a log request,
+reads a snapshot (a deferred transaction, which in WAL mode never holds the
+writer up) on the reader thread.
 """
 
 from __future__ import annotations
@@ -38,6 +46,11 @@ from .views import job_row_view, job_view, notice_view
 log = logging.getLogger(__name__)
 
 BATCH_MAX = 1024
+LINGER_ROUNDS = 4
+"""Loop iterations a batch waits for requests that are already on their way (it
+stops at the first that brings none): the 16 clients of a burst share one commit
+instead of splitting into two alternating halves. No timer: an idle head answers
+its one request after a single iteration."""
 INBOX_MAX = 20_000
 TICK_S = 1.0
 SESSION_GRACE_S = 30.0
@@ -86,7 +99,7 @@ class Head:
         self.host_pools = dict(host_pools)
         self.decide = decide
         self.clock = clock
-        self._db = ThreadPoolExecutor(1, thread_name_prefix="gputui-head-db")
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="gputui-head-read")
         self._inbox: asyncio.Queue[_Item] = asyncio.Queue(INBOX_MAX)
         self.watch = HostWatch(host_pools, hosts.reports)
         self._server = SocketServer(
@@ -115,7 +128,7 @@ class Head:
             await self.close()
 
     async def start(self) -> None:
-        await self._in_db(self._load)
+        self._load()
         await self._server.start()
         await self.hosts.start()
         loop = asyncio.get_running_loop()
@@ -135,11 +148,12 @@ class Head:
             with contextlib.suppress(BaseException):
                 await task
         await self.hosts.close()
-        self._db.shutdown(wait=True)
+        self._reader.shutdown(wait=True)
         self.store.close()
 
-    async def _in_db(self, fn: Callable[[], Any]) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._db, fn)
+    async def _read(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` (which reads through ``store.snapshot()``) on the reader thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._reader, fn)
 
     def _post(self, item: _Item) -> None:
         try:
@@ -183,7 +197,7 @@ class Head:
         args: wire.LogArgs = request.args
 
         def target() -> tuple[str | None, int, int, str]:
-            with self.store.transaction() as tx:
+            with self.store.snapshot() as tx:
                 job = tx.job(args.job_id)
                 if job is None:
                     raise wire.Refusal("unknown-job", f"no job {args.job_id}")
@@ -193,7 +207,7 @@ class Head:
                 return job.host, job.id or 0, job.launches, job.state
 
         try:
-            host, job_id, launch, state = await self._in_db(target)
+            host, job_id, launch, state = await self._read(target)
         except wire.Refusal as refusal:
             conn.send(wire.error(request.id, refusal.code, refusal.message))
             return
@@ -229,14 +243,17 @@ class Head:
             first = await self._inbox.get()
             batch = [first]
             limit = BATCH_MAX if self.settings.group_commit else 1
+            for _ in range(LINGER_ROUNDS if limit > 1 else 0):
+                waiting = self._inbox.qsize()
+                await asyncio.sleep(0)  # let requests already readable join this batch
+                if self._inbox.qsize() == waiting:
+                    break
             while len(batch) < limit and not self._inbox.empty():
                 batch.append(self._inbox.get_nowait())
             slots = self.watch.slots()
             now = self.clock()
             try:
-                answers, after = await self._in_db(
-                    lambda b=batch, s=slots, n=now: self._apply(b, s, n)  # type: ignore[misc]
-                )
+                answers, after = self._apply(batch, slots, now)
             except (SQLAlchemyError, OSError) as exc:
                 log.error("head: could not commit %d items: %s", len(batch), exc)
                 why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
@@ -602,12 +619,15 @@ class Head:
             if subscribers:
                 seq = self._state_seq
 
+                gpus, live = self.watch.present_gpus(), self.watch.live()  # the loop's own
+
                 def build(
                     subscribers: list[Connection] = subscribers,
+                    gpus: Any = gpus,
+                    live: Any = live,
                 ) -> list[tuple[Connection, dict[str, Any], list[dict[str, Any]]]]:
                     out = []
-                    with self.store.transaction() as tx:
-                        gpus, live = self.watch.present_gpus(), self.watch.live()
+                    with self.store.snapshot() as tx:
                         common = publish.cluster_state(tx, gpus, live)  # once for all
                         for conn in subscribers:
                             notices = tx.notices_after(conn.last_notice, conn.caller.uid)
@@ -617,7 +637,7 @@ class Head:
                             out.append((conn, state, [notice_view(n) for n in notices]))
                     return out
 
-                for conn, state, notices in await self._in_db(build):
+                for conn, state, notices in await self._read(build):
                     for notice in notices:
                         conn.send({"push": "notice", "notice": notice})
                     conn.send({"push": "state", "seq": seq, "state": state})

@@ -225,8 +225,14 @@ def _sqlite_connect(busy_timeout_ms: int, dbapi_connection: Any, _record: Any) -
         cursor.close()
 
 
+SNAPSHOT = "gputui_snapshot"
+"""Execution option of a read-only engine view: its transactions are a deferred
+``BEGIN`` (a WAL snapshot) instead of ``BEGIN IMMEDIATE`` (``JobStore.snapshot``)."""
+
+
 def _begin_immediate(conn: Connection) -> None:
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    deferred = conn.get_execution_options().get(SNAPSHOT, False)
+    conn.exec_driver_sql("BEGIN" if deferred else "BEGIN IMMEDIATE")
 
 
 def describe(engine: Engine) -> str:

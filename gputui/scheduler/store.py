@@ -18,6 +18,7 @@ import orjson
 from sqlalchemy import Engine, func, update
 from sqlmodel import Session, col, select
 
+from .engine import SNAPSHOT
 from .tables import Allocation, Audit, Claim, Gpu, Host, Job, Meta, Notice, RequestLog
 
 
@@ -112,13 +113,19 @@ class Tx:
         if not rows:
             return []
         names = ", ".join(f'"{c}"' for c in self._JOB_COLUMNS)
-        marks = ", ".join("?" * len(self._JOB_COLUMNS))
-        sql = f"INSERT INTO job ({names}) VALUES ({marks}) RETURNING id"  # noqa: S608
+        one = "(" + ", ".join("?" * len(self._JOB_COLUMNS)) + ")"
         cursor = self._cursor()
-        ids = []
-        for row in rows:
-            cursor.execute(sql, tuple(row[c] for c in self._JOB_COLUMNS))
-            ids.append(int(cursor.fetchone()[0]))
+        ids: list[int] = []
+        for start in range(0, len(rows), 256):  # 256 x 20 parameters, well under the limit
+            chunk = rows[start : start + 256]
+            cursor.execute(
+                f"INSERT INTO job ({names}) VALUES {', '.join([one] * len(chunk))}"  # noqa: S608
+                " RETURNING id",
+                [row[c] for row in chunk for c in self._JOB_COLUMNS],
+            )
+            # One statement numbers its rows in order (ids above every existing one);
+            # RETURNING's own order is not promised, so sort.
+            ids.extend(sorted(int(r[0]) for r in cursor.fetchall()))
         return ids
 
     def forget_requests_before(self, cutoff: float) -> int:
@@ -282,12 +289,20 @@ class JobStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._reader = engine.execution_options(**{SNAPSHOT: True})
 
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back when the block raises."""
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
             yield Tx(session)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Tx]:
+        """A read-only view: a deferred ``BEGIN`` (in WAL mode it never blocks the
+        writer, nor waits for it), on a connection of its own; nothing is committed."""
+        with Session(self._reader, expire_on_commit=False) as session:
+            yield Tx(session)  # closing the session rolls the read transaction back
 
     def close(self) -> None:
         self.engine.dispose()

@@ -11,6 +11,7 @@ first answer and store nothing new.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import socket
@@ -257,4 +258,47 @@ async def test_a_bug_met_by_one_batch_does_not_leave_the_head_deaf(
         assert hosts.launches[0].job_id == job["id"]
     finally:
         await client.close()
+        await head.close()
+
+
+async def test_a_burst_shares_one_commit_and_each_answer_names_its_own_job(
+    tmp_path: Path,
+) -> None:
+    """Forty submissions written at once are one batch (one commit, one multi-row
+    insert); each answer carries the id of the job that request made."""
+    sock = tmp_path / "head.sock"
+    # Its one host has not answered yet: every job stays queued, nothing else commits.
+    head = Head(
+        JobStore(open_store(tmp_path / "db" / "gputui.db")),
+        ScriptedHosts({}),
+        HeadSettings(socket=sock),
+        host_pools={"gpu01": "a100"},
+    )
+    await head.start()
+    reader, writer = await asyncio.open_unix_connection(str(sock))
+    try:
+        before = head.batches
+        names = [f"job-{n:02d}" for n in range(40)]
+        writer.write(
+            b"".join(
+                json.dumps(
+                    {"id": n, "op": "submit", "rid": name, "args": {"argv": ["t"], "name": name}}
+                ).encode()
+                + b"\n"
+                for n, name in enumerate(names)
+            )
+        )
+        answers = [json.loads(await reader.readline()) for _ in names]
+        # One commit (two if the head's once-a-second tick fell in between), not 40.
+        assert head.batches - before in (1, 2)
+        made = {a["id"]: a["result"]["job"] for a in answers}
+        assert [made[n]["name"] for n in range(40)] == names
+        ids = [made[n]["id"] for n in range(40)]
+        assert ids == sorted(ids) and len(set(ids)) == 40
+        with head.store.snapshot() as tx:
+            for n, job_id in enumerate(ids):
+                job = tx.job(job_id)
+                assert job is not None and job.name == names[n]
+    finally:
+        writer.close()
         await head.close()
