@@ -101,13 +101,15 @@ def assert_line(strip: Strip, width: int) -> None:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(snapshots(), st.booleans())
-def test_every_grid_line_is_the_screen_width_and_safe(snap: HostSnapshot, grouped: bool) -> None:
+@given(snapshots(), st.booleans(), st.booleans())
+def test_every_grid_line_is_the_screen_width_and_safe(
+    snap: HostSnapshot, grouped: bool, held: bool
+) -> None:
     model = ClusterModel()
     model.apply(snap)
     palette = Palette.plain()
     for width in WIDTHS:
-        cols = plan_columns(width, grouped, host_w=len(snap.name))
+        cols = plan_columns(width, grouped, host_w=len(snap.name), held=held)
         for row in model.rows(grouped=grouped):
             if isinstance(row, HostRow):
                 entry = model.hosts[row.host]

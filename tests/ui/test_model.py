@@ -12,8 +12,15 @@ from gputui.config import HealthThresholds
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuRow, HostRow
+from gputui.ui.head_view import Holder
 from gputui.ui.model import SORT_KEYS, ClusterModel
-from gputui.ui.widgets.grid_render import Palette, gpu_line, host_line, plan_columns
+from gputui.ui.widgets.grid_render import (
+    Palette,
+    column_header,
+    gpu_line,
+    host_line,
+    plan_columns,
+)
 from gputui.ui.widgets.process_table import plan_columns as plan_process_columns
 
 
@@ -160,6 +167,22 @@ def test_every_line_fits_its_width(width: int) -> None:
         assert cell_len(gpu_line(gpu, m, cols, palette, NOW).text) == width
     for entry in m.hosts.values():
         assert cell_len(host_line(entry, m, cols, palette, NOW, folded=False).text) == width
+
+
+@pytest.mark.parametrize("width", [80, 100, 140])
+def test_a_held_gpu_says_so_in_an_80_column_pane_too(width: int) -> None:
+    m = model()
+    gpu = next(iter(m.iter_gpus()))
+    m.set_holders({gpu.uuid: Holder("job", 12, "alice", NOW - 300, "train")})
+    cols = plan_columns(width, held=True)
+    palette = Palette.plain()
+    header = column_header(cols, palette).text
+    line = gpu_line(gpu, m, cols, palette, NOW).text
+    assert "HELD" in header and cell_len(line) == width
+    at = header.index("HELD")
+    assert line[at:].startswith("j12 ali"), line
+    if width >= 100:
+        assert "j12 alice 5m" in line, line
 
 
 def test_missing_everything_does_not_crash() -> None:

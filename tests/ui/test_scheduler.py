@@ -246,10 +246,13 @@ async def test_a_form_the_head_refuses_stays_open_with_the_reason(tmp_path: Path
 async def test_a_head_that_is_down_is_said_and_keys_say_why(tmp_path: Path, press: str) -> None:
     messages: list[Message] = []
     app = console(tmp_path / "no-head.sock")
-    async with app.run_test(size=(160, 40), message_hook=messages.append) as pilot:
+    # An 80-column pane, as tmux gives by default: the whole reason is on screen.
+    async with app.run_test(size=(80, 30), message_hook=messages.append) as pilot:
         await until(pilot, lambda: "head unreachable (" in summary(app), "the summary to say so")
         assert any(isinstance(m, HeadUnreachable) for m in messages)
-        assert "no socket there" in summary(app)
+        top = screen_text(app).splitlines()[0]
+        assert top.startswith(" gputui  !! head unreachable (no socket there; is"), top
+        assert top.rstrip().endswith("…"), top  # the rest is cut at the edge, not wrapped
         assert app.main.grid.select(GpuRow("gpu01", 0))
         assert "gpu01" in screen_text(app)  # monitoring goes on
         await pilot.press(press)

@@ -176,6 +176,8 @@ _CLOCK_W = 7
 _PROC_W = 2
 _HELD_W = 18
 """``c12 bob 3h05m idle`` fits; a longer user name is cut (the detail pane has it whole)."""
+_HELD_MIN = 8
+"""``j12 bob``: the HELD column of an 80-column pane, where the full one does not fit."""
 
 
 def plan_columns(
@@ -209,6 +211,10 @@ def plan_columns(
     grow("model", 14)
     if held:
         add("held", _HELD_W + 1, _HELD_W)
+        if not plan["held"]:  # narrow: a short HELD before a wider MODEL, never none
+            plan["model"] = 12
+            add("held", _HELD_MIN + 1, _HELD_MIN)
+            grow("model", 14)
     grow("bar", 8, 2)
     grow("state", 12)
     add("owners", 11, 10)

@@ -51,6 +51,12 @@ class SummaryBar(Widget):
         label = style("summary-bar--label", partial=True)
         text = Text(no_wrap=True, overflow="ellipsis", end="")
         text.append(" gputui ", style("summary-bar--title", partial=True))
+        crit = style("summary-bar--crit", partial=True)
+        if head is not None and head_problem:
+            # First, so that an 80-column pane still shows it whole.
+            text.append(" ")
+            text.append("!! " + head, crit)
+            text.append(" ")
         text.append(" hosts ", label)
         live_style = (
             "summary-bar--ok" if summary.hosts_live == summary.hosts_total else "summary-bar--warn"
@@ -66,17 +72,13 @@ class SummaryBar(Widget):
         if summary.problems:
             text.append(
                 f"!! {summary.problems} problem{'s' if summary.problems != 1 else ''}",
-                style("summary-bar--crit", partial=True),
+                crit,
             )
         else:
             text.append("no problems", style("summary-bar--ok", partial=True))
-        if head is not None:
-            text.append("  ")
-            if head_problem:
-                text.append("!! " + head, style("summary-bar--crit", partial=True))
-            else:
-                text.append("head ", label)
-                text.append(head)
+        if head is not None and not head_problem:
+            text.append("  head ", label)
+            text.append(head)
         text.append("  sort:", label)
         text.append(sort + ("" if grouped else " (all hosts)"))
         if query:
@@ -90,7 +92,13 @@ class SummaryBar(Widget):
         # The clock goes to the right edge of the width the bar has now, so it is
         # placed at draw time, not when the numbers arrived (the size may change).
         text = self._text.copy()
-        gap = self.size.width - text.cell_len - len(self._clock) - 1
+        width = self.size.width
+        if width and text.cell_len > width:
+            # Cut with an ellipsis at the edge (left to itself, a line too long wraps at
+            # a space, and the bar's one row shows only what came before it).
+            text.truncate(width, overflow="ellipsis")
+            return text
+        gap = width - text.cell_len - len(self._clock) - 1
         if gap > 0:
             text.append(" " * gap)
             text.append(
