@@ -111,6 +111,9 @@ def _authorize(
             reason=reason.strip(),
         )
     )
+    ids = {"job_id": item.id} if kind == "job" else {"claim_id": item.id}
+    text = f"{target}: {action} by {caller.user} (admin): {' '.join(reason.split())}"
+    _notice(tx, ctx, item.uid, "admin", text, **ids)
 
 
 def _notice(tx: Tx, ctx: Context, uid: int, kind: str, text: str, **ids: int | None) -> None:
@@ -396,9 +399,7 @@ def release(tx: Tx, caller: Caller, args: ReleaseArgs, ctx: Context) -> dict[str
     for item in {c.id: c for c in chosen}.values():
         _authorize(tx, caller, ctx, "release", kind="claim", item=item, reason=args.reason)
         who = "" if caller.owns(item.uid) else f" by {caller.user}"
-        end_claim(tx, item, ctx, "released", "released" + who)
-        if not caller.owns(item.uid):
-            _notice(tx, ctx, item.uid, "claim", f"claim {item.id} released{who}", claim_id=item.id)
+        end_claim(tx, item, ctx, "released", "released" + who)  # _authorize told the owner
         done.append(claim_view(item))
     tx.flush()
     return {"released": done}

@@ -380,10 +380,14 @@ class HeadActions(_Base):
         what = f"{message.op.replace('_', '-')} job {message.job_id}"
         link = self._link(what)
         if link is not None:
-            self._request(what, self._job_action(link, what, message.op, message.job_id))
+            args: dict[str, Any] = {"job_id": message.job_id}
+            if message.reason:
+                args["reason"] = message.reason
+            self._request(what, self._job_action(link, what, message.op, args))
 
-    async def _job_action(self, link: HeadLink, what: str, op: str, job_id: int) -> None:
-        result = await self._call(link, what, op, {"job_id": job_id})
+    async def _job_action(self, link: HeadLink, what: str, op: str, args: dict[str, Any]) -> None:
+        job_id = args["job_id"]
+        result = await self._call(link, what, op, args)
         if result is None:
             return
         job = result.get("job") or {}

@@ -326,9 +326,12 @@ def test_an_admin_acts_on_anyones_work_with_a_reason_and_it_is_audited(
     # The owner sees what was done to her work; another user sees none of it.
     assert len(people.alice.ok(sock, "audit")["rows"]) == len(wanted)
     assert people.bob.ok(sock, "audit")["rows"] == []
-    # And alice is told her claim went.
-    notices = th.rows("SELECT uid, text FROM notice WHERE claim_id = ?", work.claim)
-    assert notices == [(people.alice.uid, f"claim {work.claim} released by gtu_carol")]
+    # And alice is told of each, with the reason.
+    notices = th.rows("SELECT uid, text FROM notice WHERE kind = 'admin' ORDER BY id")
+    assert notices == [
+        (people.alice.uid, f"{target}: {action} by {CAROL} (admin): {reason}")
+        for action, target in wanted
+    ]
 
 
 def test_owners_act_on_their_own_work_without_an_audit_row(

@@ -8,6 +8,8 @@ the head's pushes alone.
 
 from __future__ import annotations
 
+import grp
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -15,17 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from textual.message import Message
 from textual.widgets import DataTable, Input, Log
 from ui_fakes import decode
 from ui_helpers import grid_line, screen_text, until
 
 from gputui.config import Config, HeadConfig
+from gputui.scheduler.tables import Job
 from gputui.telemetry import HostSnapshot, HostStatus, Listener
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow, HostRow
 from gputui.ui.head_link import HeadState, HeadUnreachable
-from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.confirm import ConfirmScreen, ReasonScreen
 from gputui.ui.screens.forms import ClaimScreen, SubmitScreen
 from gputui.ui.screens.main import MainScreen
 from gputui.ui.screens.queue import QueueScreen
@@ -220,6 +224,55 @@ async def test_submit_from_the_form_and_see_it_in_the_queue(tmp_path: Path) -> N
                 "why",
                 timeout=30,
             )
+
+
+async def test_an_admin_gives_a_reason_to_act_on_another_users_job(tmp_path: Path) -> None:
+    # This console's user (the test's) is an admin: the admin group is its own group.
+    group = grp.getgrgid(os.getgid()).gr_name
+    async with running_head(tmp_path, {"gpu01": 0}, admin_group=group) as (head, _hosts, sock):
+        with head.store.transaction() as tx:
+            other = Job(
+                uid=54321, user="someone", group="someone", name="sweep", argv='["sweep"]',
+                cwd="/", env="{}", gpus=1, priority="normal", submitted_at=time.time(),
+                state="queued", reason="Resources",
+            )  # fmt: skip
+            tx.s.add(other)
+            tx.flush()
+            job_id = other.id
+        app = console(sock)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await connected(pilot, app)
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            queue = app.screen
+            assert isinstance(queue, QueueScreen)
+            await until(pilot, lambda: queue.selected is not None, "the other user's job")
+            await pilot.press("h")
+            await until(pilot, lambda: isinstance(app.screen, ReasonScreen), "the reason dialog")
+            assert "someone's job: say why" in screen_text(app)
+            await pilot.press("enter")  # no reason: refused here, nothing sent
+            await until(pilot, lambda: "A reason is required" in screen_text(app), "the refusal")
+            assert isinstance(app.screen, ReasonScreen)
+            await pilot.press(*"node reboot", "enter")
+            await until(pilot, lambda: app.screen is queue, "the dialog to close")
+
+            def stored() -> tuple[str, list[tuple[str, str]], list[tuple[int, str]]]:
+                with head.store.snapshot() as tx:
+                    job = tx.job(job_id)
+                    audit = tx.s.exec(text("SELECT action, reason FROM audit")).all()
+                    notes_ = tx.s.exec(text("SELECT uid, text FROM notice")).all()
+                    return (job.state if job else "?", list(audit), list(notes_))
+
+            await until(pilot, lambda: stored()[0] == "held", "the job held")
+            _, audit, told = stored()
+            assert audit == [("hold", "node reboot")]
+            assert told and told[-1][0] == 54321 and told[-1][1].endswith(": node reboot")
+            # Escape sends nothing.
+            await pilot.press("H")
+            await until(pilot, lambda: isinstance(app.screen, ReasonScreen), "the reason dialog")
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is queue, "the dialog to close")
+            assert stored()[0] == "held"
 
 
 async def test_a_form_the_head_refuses_stays_open_with_the_reason(tmp_path: Path) -> None:

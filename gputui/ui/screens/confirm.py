@@ -1,4 +1,5 @@
-"""A yes/no question before anything irreversible, such as signalling a process."""
+"""A yes/no question before anything irreversible; a reason too where an admin acts
+on another user's work."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button, Input, Static
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -41,3 +42,52 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
+
+
+class ReasonScreen(ModalScreen[str | None]):
+    """Ask ``question`` and a reason (an admin acting on another user's work: the
+    reason goes to the audit log). Enter sends it, Esc or Cancel sends nothing."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", tooltip="Cancel: nothing is sent"),
+    ]
+
+    def __init__(self, question: Text, confirm_label: str = "Go ahead") -> None:
+        super().__init__()
+        self.question = question
+        self.confirm_label = confirm_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-dialog"):
+            yield Static(self.question, id="confirm-question")
+            yield Input(placeholder="why (for the audit log)", max_length=200, id="reason-input")
+            yield Static("", id="reason-problem")
+            with Horizontal(id="confirm-buttons"):
+                yield Button(f"{self.confirm_label} (Enter)", variant="error", id="confirm-yes")
+                yield Button("Cancel (Esc)", variant="default", id="confirm-no")
+
+    def on_mount(self) -> None:
+        self.query_one("#reason-input", Input).focus()
+
+    def _send(self) -> None:
+        reason = " ".join(self.query_one("#reason-input", Input).value.split())
+        if not reason:
+            self.query_one("#reason-problem", Static).update(
+                Text("A reason is required: it is written to the audit log.", "bold red")
+            )
+            return
+        self.dismiss(reason)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._send()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "confirm-yes":
+            self._send()
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

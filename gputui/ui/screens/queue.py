@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Footer, Log, Static
 from gputui.durations import elapsed_text
 from gputui.text import clean
 from gputui.ui.head_view import HeadJob, HeadView
-from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.confirm import ConfirmScreen, ReasonScreen
 
 COLUMNS = ("JOBID", "USER", "NAME", "STATE", "GPUS", "HOST", "TIME", "REASON")
 LOG_LINES = 5000
@@ -94,6 +94,8 @@ class QueueScreen(Screen[None]):
 
         op: str
         job_id: int
+        reason: str | None = None
+        """Given where an admin acts on another user's job (the head requires it)."""
 
     @dataclass
     class SubmitWanted(Message):
@@ -310,22 +312,35 @@ class QueueScreen(Screen[None]):
         label = _DESTRUCTIVE.get(op)
         if op == "cancel" and job.live:
             label = "Cancel"
-        if label is None:
+        me = self.view.me if self.view is not None else None
+        for_another = me is not None and me.admin and job.user != me.user
+        if label is None and not for_another:
             self.post_message(self.JobAction(op, job.id))
             return
-        question = Text(f"{label} job {job.id} (")
+        shown = label or op.replace("_", "-").capitalize()
+        question = Text(f"{shown} job {job.id} (")
         question.append(job.user)
         question.append(": ")
         question.append(job.name)
         question.append(f"), {job.state} on {job.host or '-'}? ")
-        question.append(
-            "It is stopped and requeued." if op == "preempt" else "Its work so far is lost.",
-            "bold",
-        )
+        if label is not None:
+            question.append(
+                "It is stopped and requeued." if op == "preempt" else "Its work so far is lost.",
+                "bold",
+            )
+        if for_another:
+            question.append(f"\nIt is {job.user}'s job: say why; {job.user} is told.")
+
+            def reasoned(reason: str | None) -> None:
+                if reason:
+                    self.post_message(self.JobAction(op, job.id, reason))
+
+            self.app.push_screen(ReasonScreen(question, f"{shown} job {job.id}"), reasoned)
+            return
         question.append(" y/N")
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self.post_message(self.JobAction(op, job.id))
 
-        self.app.push_screen(ConfirmScreen(question, f"{label} job {job.id}"), answered)
+        self.app.push_screen(ConfirmScreen(question, f"{shown} job {job.id}"), answered)
