@@ -1,7 +1,7 @@
 """What each request does to the store, checked against who asks.
 
-Every function here runs inside one open transaction (``Tx``) on the head's
-database thread and either returns the result body or raises ``Refusal`` (the
+Every function here runs inside one open transaction (``Tx``), in the head's
+writer, and either returns the result body or raises ``Refusal`` (the
 savepoint around it then undoes everything it did). An admin acting on someone
 else's job or claim must give a reason, and the ``Audit`` row is written in the
 same transaction as the change, so neither exists without the other.

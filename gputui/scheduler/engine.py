@@ -185,10 +185,10 @@ def _os_why(e: OSError) -> str:
 def make_engine(url_or_path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine:
     """An engine for a path (SQLite) or a SQLAlchemy URL; nothing connects until used.
 
-    SQLite: one pooled connection for the head's one database thread (a second one may
-    be opened for a backup), usable from another thread, WAL + ``synchronous=FULL`` +
-    foreign keys + a busy timeout on every connection, ``BEGIN IMMEDIATE`` for every
-    transaction (pysqlite's own BEGIN handling is switched off).
+    SQLite: a pooled connection for the head's writer (more are opened for snapshot
+    reads and backups), usable from any thread, WAL + ``synchronous=FULL`` + foreign
+    keys + a busy timeout on every connection, ``BEGIN IMMEDIATE`` for every
+    transaction but a ``SNAPSHOT`` one (pysqlite's own BEGIN handling is switched off).
     """
     url = _url(url_or_path)
     if url.get_backend_name() != "sqlite":

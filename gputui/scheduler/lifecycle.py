@@ -1,7 +1,7 @@
 """The job life cycle on the store: placing work, launches, what hosts report, expiry.
 
-Like ``actions``, each function runs inside one open transaction on the head's
-database thread. The daemon sends launches and signals only after the
+Like ``actions``, each function runs inside one open transaction, in the head's
+writer. The daemon sends launches and signals only after the
 transaction that decided them is durable, so a crash in between leaves a job
 ``starting`` with a known launch number, which the next start resolves by asking
 the host (``jobs``) instead of launching again.

@@ -1,11 +1,12 @@
 """``JobStore``: every query the head makes, and nothing else of the head's logic.
 
-One store object per database; all its work happens on the head's one database
-thread. A ``transaction()`` is ``BEGIN IMMEDIATE`` … ``COMMIT`` (see ``engine``),
-so a batch of requests that arrived together shares one durable commit; each
-request inside runs in its own savepoint, so one refusal never undoes the others.
-Keeping the SQL here (and SQLite pragmas in ``engine``) leaves the door open to
-another SQLAlchemy database later without touching the scheduler.
+One store object per database. Its writes happen in the head's one writer (on the
+event loop's thread); ``snapshot()`` reads a WAL snapshot from any thread. A
+``transaction()`` is ``BEGIN IMMEDIATE`` … ``COMMIT`` (see ``engine``), so a batch
+of requests that arrived together shares one durable commit; each request inside
+runs in its own savepoint, so one refusal never undoes the others. Keeping the SQL
+here (and SQLite pragmas in ``engine``) leaves the door open to another SQLAlchemy
+database later without touching the scheduler.
 """
 
 from __future__ import annotations
