@@ -5,6 +5,12 @@ again when another connection changes the source between two steps. Under a stea
 stream of writes that could go on for ever, so after a few restarts the rest is copied
 in one step, which holds one read snapshot (in WAL mode writers carry on meanwhile).
 Either way the copy is one consistent state of the database, checked before it is kept.
+
+One thing differs in the copy: its job ids go on ``JOB_ID_GAP`` further. A job id
+names the job's run directory on its host, and the jobs submitted after a backup are
+not in it; after a restore, new jobs must not take their ids (a launch would find a
+run already there and take it for its own). Jobs that ran when the copy was made keep
+their ids, so a restored head re-attaches to them.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from .engine import BUSY_TIMEOUT_MS, StoreError, describe
 Progress = Callable[[int, int], None]
 """Called after each step with (pages copied, pages in all)."""
 
+JOB_ID_GAP = 1_000_000
+"""How far a backup's next job id jumps (more jobs than a team submits between a
+backup and its restore)."""
 STEP_PAGES = 1024
 """Pages per step: 4 MiB with SQLite's default page size."""
 MAX_RESTARTS = 3
@@ -137,9 +146,26 @@ def _copy(source: sqlite3.Connection, dest: Path, progress: Progress | None, ste
             source.backup(target, pages=-1, progress=_Steps(progress, False))
         # A self-contained file: no write-ahead log to carry along with it.
         target.execute("PRAGMA journal_mode = DELETE").fetchone()
+        _skip_job_ids(target)
         return int(target.execute("PRAGMA page_count").fetchone()[0])
     finally:
         target.close()
+
+
+def _skip_job_ids(target: sqlite3.Connection) -> None:
+    """The copy's next job id is ``JOB_ID_GAP`` past the last one it knows."""
+    known = target.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'"
+    ).fetchone()
+    if known is None:
+        return  # not a head's database yet (no job table): nothing to skip
+    target.execute("BEGIN IMMEDIATE")
+    moved = target.execute(
+        "UPDATE sqlite_sequence SET seq = seq + ? WHERE name = 'job'", (JOB_ID_GAP,)
+    ).rowcount
+    if not moved:
+        target.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('job', ?)", (JOB_ID_GAP,))
+    target.execute("COMMIT")
 
 
 def _verify(dest: Path) -> None:

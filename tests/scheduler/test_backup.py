@@ -13,9 +13,18 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from gputui.scheduler.backup import MAX_RESTARTS, backup
+from gputui.scheduler.backup import JOB_ID_GAP, MAX_RESTARTS, backup
 from gputui.scheduler.engine import StoreError, jobs_namespace, make_engine, open_store
+from gputui.scheduler.store import JobStore
 from gputui.scheduler.tables import Meta, Notice
+
+JOB_ROW = {
+    "uid": 1, "user": "alice", "group": "alice", "name": "", "argv": '["train"]',
+    "cwd": "/", "env": "{}", "gpus": 1, "pool": None, "host_constraint": None,
+    "priority": "normal", "preemptible": False, "time_limit_s": None, "submitted_at": 1.0,
+    "state": "queued", "reason": "Resources", "requeues": 0, "launches": 0,
+    "gpu_uuids": "[]", "project": None,
+}  # fmt: skip
 
 
 def _fill(engine: Engine, rows: int) -> None:
@@ -133,6 +142,30 @@ def test_backup_is_a_private_self_contained_restorable_file(
             assert session.get(Notice, 200) is not None
     finally:
         restored.dispose()
+
+
+def test_jobs_made_after_a_restore_never_take_the_ids_of_jobs_made_after_the_backup(
+    tmp_path: Path, store: Engine, mountinfo: Path
+) -> None:
+    def submit(engine: Engine, name: str) -> int:
+        with JobStore(engine).transaction() as tx:
+            (job_id,) = tx.insert_jobs([{**JOB_ROW, "name": name}])
+        return job_id
+
+    before = [submit(store, f"before-{n}") for n in range(3)]
+    dest = tmp_path / "head-backup.db"
+    backup(store, dest)
+    after = submit(store, "after the backup")  # runs on a host; the backup has no row
+    restored = open_store(dest, mountinfo=mountinfo)
+    try:
+        new = submit(restored, "after the restore")
+        with JobStore(restored).snapshot() as tx:
+            kept = [tx.job(i) for i in before]
+        assert [j.name for j in kept if j is not None] == [f"before-{n}" for n in range(3)]
+    finally:
+        restored.dispose()
+    assert after == before[-1] + 1
+    assert new == before[-1] + 1 + JOB_ID_GAP
 
 
 def test_backup_never_overwrites(tmp_path: Path, store: Engine) -> None:
