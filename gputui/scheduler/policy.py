@@ -14,7 +14,7 @@ with a reason a person understands; later requests that fit may start meanwhile.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # Reasons, as the Reason column shows them (Slurm's names where they exist).
 RESOURCES = "Resources"
@@ -22,6 +22,9 @@ PRIORITY = "Priority"
 DRAINED = "Drained"
 HOST_DOWN = "HostDown"
 HELD = "Held"
+LOGIN_USER = "LoginUser"
+"""Only hosts where the head logs in as another user (who runs only their own jobs)
+could take it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,11 @@ def why_waiting(want: Want, hosts: dict[str, list[GpuSlot]], taken: set[str]) ->
         slots for slots in hosts.values() if sum(1 for g in slots if want.fits(g)) >= want.gpus
     ]
     if not could_hold:
+        if want.barred and any(
+            sum(1 for g in slots if replace(want, barred=frozenset()).fits(g)) >= want.gpus
+            for slots in hosts.values()
+        ):
+            return LOGIN_USER
         return RESOURCES
     usable = [
         slots

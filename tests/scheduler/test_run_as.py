@@ -53,3 +53,22 @@ def test_run_as_login_user_runs_everyone_as_the_login_user_there(tmp_path: Path)
     assert {got["b1"][1], got["b2"][1]} == {"rootbox", "alicebox"}
     by_host = {v[1]: v[2] for v in got.values()}
     assert by_host == {"rootbox": "bob", "alicebox": "alice"}
+
+
+def test_a_job_only_a_host_of_another_login_user_could_take_says_so(tmp_path: Path) -> None:
+    store = JobStore(open_store(tmp_path / "db" / "g.db"))
+    ctx = actions.Context(now=1.0, slots=SLOTS, pools=frozenset({"p"}), hosts=frozenset(LOGINS))
+    with store.transaction() as tx:
+        there = actions.submit(tx, BOB, SubmitArgs(argv=["t"], gpus=1, host="alicebox"), ctx)
+        anywhere = actions.submit(tx, BOB, SubmitArgs(argv=["t"], gpus=2), ctx)
+        big = actions.submit(tx, BOB, SubmitArgs(argv=["t"], gpus=2), ctx)
+        lifecycle.schedule(tx, ctx, policy.decide, LOGINS)
+        reasons = {}
+        for key, made in (("there", there), ("anywhere", anywhere), ("big", big)):
+            job = tx.job(made["job"]["id"])
+            assert job is not None
+            reasons[key] = (job.state, job.reason)
+    store.close()
+    assert reasons["there"] == ("queued", policy.LOGIN_USER)
+    assert reasons["anywhere"][0] == "starting"  # on rootbox
+    assert reasons["big"] == ("queued", policy.PRIORITY)  # rootbox is taken, its turn comes
