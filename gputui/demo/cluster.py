@@ -18,6 +18,7 @@ import getpass
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -35,6 +36,51 @@ from .workloads import JOBS, Workload, start_workload, stop_workloads, workload_
 
 MODELS = ("a100-80gb", "rtx3090", "h100", "l40s", "rtx4090", "a10", "h200", "a100-40gb")
 MAX_GPUS_PER_HOST = MAX_GPUS
+
+
+DIR_PREFIX = "gputui-demo-"
+OWNER_FILE = "demo.pid"
+"""``PID START`` of the demo that made the directory (START: /proc's start time, so a
+reused pid is not taken for the demo)."""
+
+
+def _started(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _me() -> str:
+    return f"{os.getpid()} {_started(os.getpid()) or '?'}"
+
+
+def sweep_stale(root: Path) -> list[Path]:
+    """Remove what demos killed with SIGKILL left in ``root`` (their directories,
+    which ``emergency_cleanup`` never got to): this user's own, whose demo is gone.
+    Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        if not path.name.startswith(DIR_PREFIX):
+            continue
+        try:
+            info = path.lstat()
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                continue
+            pid_text, _, start = (path / OWNER_FILE).read_text(encoding="ascii").partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue  # not ours, being made, or from before owner files: left alone
+        if pid > 0 and _started(pid) == start.strip():
+            continue  # its demo still runs
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 def split_gpus(hosts: int, gpus: int) -> list[int]:
@@ -122,8 +168,10 @@ class DemoCluster:
             raise
 
     async def _start(self) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="gputui-demo-"))
+        sweep_stale(Path(tempfile.gettempdir()))
+        self.directory = Path(tempfile.mkdtemp(prefix=DIR_PREFIX))
         self.directory.chmod(0o700)
+        (self.directory / OWNER_FILE).write_text(_me(), encoding="ascii")
         client_key = asyncssh.generate_private_key("ssh-ed25519")
         key_path = self.directory / "id_ed25519"
         client_key.write_private_key(str(key_path))

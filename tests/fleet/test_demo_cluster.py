@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gputui.config import load_config
-from gputui.demo.cluster import DemoCluster, split_gpus
+from gputui.demo.cluster import DIR_PREFIX, OWNER_FILE, DemoCluster, _me, split_gpus, sweep_stale
 from gputui.telemetry import HostStatus
 
 
@@ -119,3 +119,44 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
     except OSError:
         return False
+
+
+def test_the_next_demo_removes_what_a_killed_demo_left(tmp_path: Any) -> None:
+    """A demo killed with SIGKILL leaves its directory; the next one removes it, and
+    nothing else: not a running demo's, not one without an owner file, not a file."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no longer runs
+
+    def made(name: str, owner: str | None) -> Any:
+        path = tmp_path / f"{DIR_PREFIX}{name}"
+        path.mkdir()
+        (path / "hosts.yaml").write_text("hosts: []\n")
+        if owner is not None:
+            (path / OWNER_FILE).write_text(owner)
+        return path
+
+    dead = made("dead", f"{gone.pid} 12345")
+    reused = made("reused", f"{os.getpid()} 1")  # this pid now, but another process then
+    alive = made("alive", _me())
+    unowned = made("unowned", None)
+    garbage = made("garbage", "not a pid")
+    (tmp_path / f"{DIR_PREFIX}file").write_text("x")
+    other = tmp_path / "unrelated"
+    other.mkdir()
+    assert sorted(sweep_stale(tmp_path)) == sorted([dead, reused])
+    assert not dead.exists() and not reused.exists()
+    assert alive.exists() and unowned.exists() and garbage.exists() and other.exists()
+    assert (tmp_path / f"{DIR_PREFIX}file").exists()
+
+
+async def test_a_demo_records_its_owner_and_sweeps_before_it_starts(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    left = tmp_path / f"{DIR_PREFIX}left"
+    left.mkdir()
+    (left / OWNER_FILE).write_text("999999999 1")
+    async with DemoCluster(hosts=1, gpus=1, workloads=0) as demo:
+        assert demo.directory is not None and demo.directory.parent == tmp_path
+        assert (demo.directory / OWNER_FILE).read_text() == _me()
+        assert not left.exists()
