@@ -19,10 +19,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from gputui.durations import elapsed_text, parse_duration
-from gputui.scheduler.client import HeadClient, HeadError, socket_path
+from gputui.scheduler.client import HeadClient, HeadError, head_place
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 MAX_GPUS = 64  # the head's own limit (wire.MAX_GPUS_PER_JOB), without importing pydantic
@@ -518,17 +519,33 @@ HANDLERS: dict[str, Callable[[HeadClient, argparse.Namespace], int]] = {
 }
 
 
+def _over_ssh(config_file: Path) -> Callable[[], socket.socket]:
+    """Connections to a head on another machine, through SSH (only this path loads
+    the whole configuration and asyncssh)."""
+    from gputui.config import ConfigError, load_config
+    from gputui.scheduler.headssh import ssh_socket
+
+    try:
+        config = load_config(config_file)
+    except ConfigError as exc:
+        raise HeadError("config", "; ".join(exc.lines[:3])) from None
+    return lambda: ssh_socket(config)
+
+
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
-    path = socket_path(args.socket, args.hosts)
+    path, remote = head_place(args.socket, args.hosts)
     try:
-        with HeadClient(path) as client:
+        opener = None if remote is None else _over_ssh(remote)
+        with HeadClient(path, opener=opener) as client:
             return HANDLERS[args.verb](client, args)
     except HeadError as exc:
         print(f"gputui {args.verb}: {_said(exc, args.verb)}", file=sys.stderr)
         if exc.code == "usage":
             return EXIT_USAGE
-        return EXIT_UNREACHABLE if exc.code in ("unreachable", "timeout") else EXIT_REFUSED
+        if exc.code in ("unreachable", "timeout", "config"):
+            return EXIT_UNREACHABLE
+        return EXIT_REFUSED
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

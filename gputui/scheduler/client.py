@@ -15,7 +15,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,18 @@ def new_request_id() -> str:
 class HeadClient:
     """A blocking connection to the head's socket (for one CLI process)."""
 
-    def __init__(self, path: str | os.PathLike[str], timeout: float | None = 30.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        timeout: float | None = 30.0,
+        *,
+        opener: Callable[[], socket.socket] | None = None,
+    ) -> None:
+        """``opener``: makes the connection instead of ``path`` (the head over SSH,
+        ``headssh.ssh_socket``); called again for a retry after a drop."""
         self.path = os.fspath(path)
         self.timeout = timeout
+        self.opener = opener
         self._sock: socket.socket | None = None
         self._file: Any = None
         self._ids = 0
@@ -69,13 +78,17 @@ class HeadClient:
         self.close()
 
     def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.path)
-        except OSError as exc:
-            sock.close()
-            raise unreachable(self.path, exc) from None
+        if self.opener is not None:
+            sock = self.opener()
+            sock.settimeout(self.timeout)
+        else:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(self.path)
+            except OSError as exc:
+                sock.close()
+                raise unreachable(self.path, exc) from None
         self._sock = sock
         self._file = sock.makefile("rb")
 
@@ -162,19 +175,46 @@ def _result(message: dict[str, Any]) -> dict[str, Any]:
     raise HeadError("protocol", "the head sent an answer without a result or an error")
 
 
+LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def is_local_name(host: str) -> bool:
+    """Whether ``head.host`` names this machine."""
+    name = host.lower()
+    return name in LOCAL_NAMES or name == socket.gethostname().split(".")[0].lower()
+
+
 def socket_path(explicit: str | None = None, config_file: str | None = None) -> Path:
     """Where the head's socket is: ``--socket``, ``$GPUTUI_HEAD_SOCKET``, hosts.yaml's
     ``head.socket`` (read with the bounded YAML reader only), then the default."""
+    return head_place(explicit, config_file)[0]
+
+
+def head_place(
+    explicit: str | None = None, config_file: str | None = None
+) -> tuple[Path, Path | None]:
+    """(the head's socket, the hosts.yaml to reach it over SSH with, or None when it
+    is reached directly). Over SSH when ``head.host`` is another machine and the
+    socket is not here; ``--socket`` or ``$GPUTUI_HEAD_SOCKET`` always mean here."""
     if explicit:
-        return Path(explicit).expanduser()
+        return Path(explicit).expanduser(), None
     env = os.environ.get(SOCKET_ENV)
     if env:
-        return Path(env).expanduser()
-    value = _config_head_socket(config_file)
-    return Path(value).expanduser() if value else Path(DEFAULT_SOCKET)
+        return Path(env).expanduser(), None
+    found = _config_head(config_file)
+    if found is None:
+        return Path(DEFAULT_SOCKET), None
+    head, source = found
+    sock = head.get("socket")
+    path = Path(sock).expanduser() if isinstance(sock, str) and sock else Path(DEFAULT_SOCKET)
+    host = head.get("host")
+    if not isinstance(host, str) or not host or is_local_name(host) or path.exists():
+        return path, None
+    return path, source
 
 
-def _config_head_socket(config_file: str | None) -> str | None:
+def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
+    """hosts.yaml's ``head:`` section and the file it is in, if there is one."""
     candidates = []
     if config_file:
         candidates.append(Path(config_file).expanduser())
@@ -204,8 +244,7 @@ def _config_head_socket(config_file: str | None) -> str | None:
         except Exception:  # the full loader reports what is wrong; here: the default
             return None
         head = data.get("head") if isinstance(data, dict) else None
-        sock = head.get("socket") if isinstance(head, dict) else None
-        return sock if isinstance(sock, str) else None
+        return (head, path) if isinstance(head, dict) else None
     return None
 
 

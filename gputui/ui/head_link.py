@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import logging
 import random
-import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +23,9 @@ from typing import Any
 
 from textual.message import Message
 
-from gputui.config import Config, HeadConfig, HostConfig, ResolvedHost
+from gputui.config import Config
 from gputui.scheduler.client import AsyncHeadClient, HeadError
+from gputui.scheduler.headssh import is_local, open_head_ssh
 from gputui.text import clean
 from gputui.ui.head_view import HeadView
 
@@ -35,7 +34,6 @@ log = logging.getLogger(__name__)
 BACKOFF_FIRST_S = 0.5
 BACKOFF_CAP_S = 30.0
 SUBSCRIBE_TIMEOUT_S = 15.0
-LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 @dataclass
@@ -85,25 +83,6 @@ class _Session:
 
 
 Opener = Callable[[], Awaitable[_Session]]
-
-
-def is_local(head: HeadConfig) -> bool:
-    """Whether this console reaches the head's socket directly (it is on this machine)."""
-    if Path(head.socket).expanduser().exists():
-        return True
-    name = head.host.lower()
-    return name in LOCAL_NAMES or name == socket.gethostname().split(".")[0].lower()
-
-
-def head_host(config: Config) -> ResolvedHost:
-    """How to SSH to the head: its entry in ``hosts`` when it has one, else the defaults."""
-    assert config.head is not None
-    for host in config.resolved():
-        if host.name == config.head.host:
-            return host
-    return ResolvedHost.merge(
-        config.defaults, HostConfig(name="head", address=config.head.host, pool="head")
-    )
 
 
 class HeadLink:
@@ -252,50 +231,8 @@ class HeadLink:
         return await self._open_ssh()
 
     async def _open_ssh(self) -> _Session:
-        """The head's socket through an SSH connection to its host (the fleet's SSH
-        settings: ssh_config, known_hosts verified, identity file, bastions)."""
-        from gputui.fleet.connector import HostConnector
-        from gputui.fleet.failures import classify
-        from gputui.fleet.hostkeys import KnownHostsCache, VerifyingClient
-        from gputui.fleet.jumps import JumpPool
-
-        host = head_host(self.config)
-        jumps = JumpPool()
-        connector = HostConnector(
-            host, gate=asyncio.Semaphore(1), known_hosts=KnownHostsCache(), jumps=jumps
-        )
-        box: list[VerifyingClient] = []
-        try:
-            conn, lease = await connector.open(box)
-        except Exception as exc:
-            await jumps.close()
-            verdict = box[-1].verdict if box else None
-            failure = classify(
-                exc,
-                user=connector.user or getpass.getuser(),
-                address=host.address,
-                timeout=host.connect_timeout,
-                verdict=verdict,
-            )
-            raise HeadError("unreachable", f"ssh {host.address}: {failure.message}") from None
-
-        async def closer() -> None:
-            conn.close()
-            with contextlib.suppress(Exception):
-                await conn.wait_closed()
-            if lease is not None:
-                lease.release()
-            await jumps.close()
-
-        try:
-            reader, writer = await conn.open_unix_connection(self.head.socket)
-        except Exception as exc:
-            await closer()
-            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-            raise HeadError(
-                "unreachable",
-                f"no head socket {self.head.socket} on {host.address}: {clean(reason, 200)}",
-            ) from None
+        """The head's socket through an SSH connection to its host (``headssh``)."""
+        reader, writer, closer = await open_head_ssh(self.config)
         client = AsyncHeadClient(reader, writer)
         client.start()
         return _Session(client, closer)

@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -148,4 +151,97 @@ async def test_an_unknown_host_key_is_said_and_requests_say_why(tmp_path: Path) 
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            server.close()
+
+
+async def _wait(check: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{what}: not in {timeout} s")
+        await asyncio.sleep(0.05)
+
+
+def _hosts_yaml(tmp: Path, config: Config) -> Path:
+    """The same configuration as a file, for a CLI process to read."""
+    host = config.hosts[0]
+    path = tmp / "hosts.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "defaults": {"ssh_config": None, "user": getpass.getuser()},
+                "hosts": [
+                    {
+                        "name": host.name,
+                        "address": host.address,
+                        "port": host.port,
+                        "identity_file": host.identity_file,
+                        "known_hosts": host.known_hosts,
+                    }
+                ],
+                "head": {"host": "headbox", "socket": FAR_SOCKET},
+            }
+        )
+    )
+    return path
+
+
+async def _cli(hosts: Path, *args: str) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "GPUTUI_HEAD_SOCKET"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gputui.entry", "--hosts", str(hosts), *args,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_cli_reaches_a_head_on_another_machine_through_ssh(tmp_path: Path) -> None:
+    asked: list[str] = []
+    async with running_head(tmp_path, {"gpu01": 2}) as (head, _hosts, sock):
+        server, config = await _ssh_server(tmp_path, sock, asked)
+        hosts = _hosts_yaml(tmp_path, config)
+        try:
+            code, out, err = await _cli(hosts, "submit", "--json", "-g", "1", "--", "train.py")
+            assert code == 0, err
+            job = json.loads(out)
+            assert asked and set(asked) == {FAR_SOCKET}  # it went through SSH
+            code, out, err = await _cli(hosts, "queue", "--json")
+            assert code == 0, err
+            assert [j["id"] for j in json.loads(out)] == [job["id"]]
+            with head.store.snapshot() as tx:
+                stored = tx.job(job["id"])
+                assert stored is not None and stored.user == getpass.getuser()
+            # gputui run over SSH, then kill -9 of it: the channel drops, the GPUs come back.
+            marker = tmp_path / "started"
+            run = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "gputui.entry", "--hosts", str(hosts), "run", "-g", "1",
+                "--host", "gpu01", "--", sys.executable, "-c",
+                f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(60)",
+                env={k: v for k, v in os.environ.items() if k != "GPUTUI_HEAD_SOCKET"},
+                start_new_session=True,
+            )  # fmt: skip
+            try:
+                await _wait(marker.exists, "the command to start")
+                with head.store.snapshot() as tx:
+                    assert [c.state for c in tx.claims(("active",))] == ["active"]
+                run.kill()
+                await run.wait()
+
+                def released() -> bool:
+                    with head.store.snapshot() as tx:
+                        return not tx.claims(("active", "waiting"))
+
+                await _wait(released, "the claim to be released")
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.pid, signal.SIGKILL)
+            # A host key nobody vouches for: one line, the unreachable exit status.
+            (tmp_path / "known_hosts").write_text("")
+            code, out, err = await _cli(hosts, "queue")
+            assert code == 3 and out == "", (code, out, err)
+            assert err.startswith("gputui queue: ssh 127.0.0.1:") and "host key" in err, err
+            assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        finally:
             server.close()
