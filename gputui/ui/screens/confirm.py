@@ -3,7 +3,7 @@ on another user's work."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,8 +12,19 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
+_R = TypeVar("_R")
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class _Asking(ModalScreen[_R], Generic[_R]):
+    """A dialog that puts ``question`` and names its go-ahead button ``confirm_label``."""
+
+    def __init__(self, question: Text, confirm_label: str) -> None:
+        super().__init__()
+        self.question = question
+        self.confirm_label = confirm_label
+
+
+class ConfirmScreen(_Asking[bool]):
     """Ask ``question``; ``y`` answers yes, ``n``, Esc or Enter on Cancel answer no."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -22,9 +33,7 @@ class ConfirmScreen(ModalScreen[bool]):
     ]
 
     def __init__(self, question: Text, confirm_label: str = "Yes") -> None:
-        super().__init__()
-        self.question = question
-        self.confirm_label = confirm_label
+        super().__init__(question, confirm_label)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-dialog"):
@@ -44,7 +53,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-class ReasonScreen(ModalScreen[str | None]):
+class ReasonScreen(_Asking[str | None]):
     """Ask ``question`` and a reason (an admin acting on another user's work: the
     reason goes to the audit log). Enter sends it, Esc or Cancel sends nothing."""
 
@@ -53,9 +62,7 @@ class ReasonScreen(ModalScreen[str | None]):
     ]
 
     def __init__(self, question: Text, confirm_label: str = "Go ahead") -> None:
-        super().__init__()
-        self.question = question
-        self.confirm_label = confirm_label
+        super().__init__(question, confirm_label)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-dialog"):
