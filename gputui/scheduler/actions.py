@@ -190,7 +190,7 @@ def submit(tx: Tx, caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, 
     return {"job": job_row_view({**row, "id": job_id})}
 
 
-def _stop(tx: Tx, job: Job, ctx: Context, kind: str, state: str) -> None:
+def _stop(job: Job, ctx: Context, kind: str, state: str) -> None:
     job.state = state
     job.stop_kind = kind
     job.stop_deadline = ctx.now + ctx.rules.kill_grace_s
@@ -199,80 +199,76 @@ def _stop(tx: Tx, job: Job, ctx: Context, kind: str, state: str) -> None:
         ctx.stops.append((job.host, run_key(job.id, job.launches)))
 
 
-def cancel(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
-    job = _job(tx, args.job_id)
-    _authorize(tx, caller, ctx, "cancel", kind="job", item=job, reason=args.reason)
+JobAction = Callable[[Tx, Caller, JobArgs, Context], dict[str, Any]]
+
+
+def _on_job(action: str, change: Callable[[Job, Caller, Context], None]) -> JobAction:
+    """A request on one job: found, authorized (audited when an admin acts for its
+    owner), changed by ``change`` (which refuses a state it does not apply to)."""
+
+    def run(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
+        job = _job(tx, args.job_id)
+        _authorize(tx, caller, ctx, action, kind="job", item=job, reason=args.reason)
+        change(job, caller, ctx)
+        ctx.changed = True
+        tx.flush()
+        return {"job": job_view(job)}
+
+    return run
+
+
+def _cancel(job: Job, caller: Caller, ctx: Context) -> None:
     if job.state in PENDING_JOB_STATES:
         job.state, job.ended_at = "cancelled", ctx.now
         job.reason = "cancelled" + (f" by {caller.user}" if not caller.owns(job.uid) else "")
     elif job.state in ("running", "starting", "unknown"):
-        _stop(tx, job, ctx, "kill", "killing")
+        _stop(job, ctx, "kill", "killing")
     elif job.state in FINAL_JOB_STATES:
         raise Refusal("bad-state", f"job {job.id} already ended ({job.state})")
-    ctx.changed = True
-    tx.flush()
-    return {"job": job_view(job)}
 
 
-def kill(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
-    job = _job(tx, args.job_id)
-    _authorize(tx, caller, ctx, "kill", kind="job", item=job, reason=args.reason)
+def _kill(job: Job, caller: Caller, ctx: Context) -> None:
     if job.state not in ("running", "starting", "unknown", "preempting", "killing"):
         raise Refusal("bad-state", f"job {job.id} is {job.state}, not running; use cancel")
     if job.state != "killing":
-        _stop(tx, job, ctx, "kill", "killing")
-    ctx.changed = True
-    tx.flush()
-    return {"job": job_view(job)}
+        _stop(job, ctx, "kill", "killing")
 
 
-def preempt(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
-    job = _job(tx, args.job_id)
-    _authorize(tx, caller, ctx, "preempt", kind="job", item=job, reason=args.reason)
+def _preempt(job: Job, caller: Caller, ctx: Context) -> None:
     if job.state not in ("running", "starting", "unknown"):
         raise Refusal("bad-state", f"job {job.id} is {job.state}; only a running job is preempted")
-    _stop(tx, job, ctx, "preempt", "preempting")
-    ctx.changed = True
-    tx.flush()
-    return {"job": job_view(job)}
+    _stop(job, ctx, "preempt", "preempting")
 
 
-def requeue(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
-    job = _job(tx, args.job_id)
-    _authorize(tx, caller, ctx, "requeue", kind="job", item=job, reason=args.reason)
+def _requeue(job: Job, caller: Caller, ctx: Context) -> None:
     if job.state in ("running", "starting", "unknown"):
-        _stop(tx, job, ctx, "preempt", "preempting")
+        _stop(job, ctx, "preempt", "preempting")
     elif job.state in FINAL_JOB_STATES:
         job.state, job.reason, job.ended_at = "queued", "Priority", None
         job.exit_code = job.exit_signal = None
         job.requeues += 1
     else:
         raise Refusal("bad-state", f"job {job.id} is {job.state}; nothing to requeue")
-    ctx.changed = True
-    tx.flush()
-    return {"job": job_view(job)}
 
 
-def hold(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
-    job = _job(tx, args.job_id)
-    _authorize(tx, caller, ctx, "hold", kind="job", item=job, reason=args.reason)
+def _hold(job: Job, caller: Caller, ctx: Context) -> None:
     if job.state != "queued":
         raise Refusal("bad-state", f"job {job.id} is {job.state}; only a queued job is held")
     job.state, job.reason = "held", "Held"
-    ctx.changed = True
-    tx.flush()
-    return {"job": job_view(job)}
 
 
-def release_hold(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
-    job = _job(tx, args.job_id)
-    _authorize(tx, caller, ctx, "release-hold", kind="job", item=job, reason=args.reason)
+def _release_hold(job: Job, caller: Caller, ctx: Context) -> None:
     if job.state != "held":
         raise Refusal("bad-state", f"job {job.id} is {job.state}, not held")
     job.state, job.reason = "queued", "Priority"
-    ctx.changed = True
-    tx.flush()
-    return {"job": job_view(job)}
+
+
+cancel = _on_job("cancel", _cancel)
+kill = _on_job("kill", _kill)
+preempt = _on_job("preempt", _preempt)
+requeue = _on_job("requeue", _requeue)
+hold = _on_job("hold", _hold)
+release_hold = _on_job("release-hold", _release_hold)
 
 
 def show(tx: Tx, caller: Caller, job_id: int) -> dict[str, Any]:
