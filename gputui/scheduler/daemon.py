@@ -2,11 +2,12 @@
 
 Everything that changes the store goes through one inbox. The writer task takes
 whatever has arrived (a burst of submissions, a host's report, a timer), runs it
-all inside one ``BEGIN IMMEDIATE`` transaction, each item in its own savepoint,
-commits once, and only then answers the clients and sends the launches and
-signals it decided (group commit: no answer before its commit is durable). After
-every change the scheduler pass runs in the same batch, so work starts on the
-event that freed its GPUs, not on a tick.
+all (``batch.Batches.apply``, where there is no I/O) inside one ``BEGIN
+IMMEDIATE`` transaction, each item in its own savepoint, commits once, and only
+then answers the clients and sends the launches and signals it decided (group
+commit: no answer before its commit is durable). After every change the
+scheduler pass runs in the same batch, so work starts on the event that freed
+its GPUs, not on a tick.
 
 The writer's batches run on the event loop's own thread. A batch is about a
 millisecond of work, and the only wait in it is the commit's fsync; handing it to
@@ -34,14 +35,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from gputui.telemetry import HostSnapshot
 
 from . import actions, lifecycle, policy, publish, wire
-from .actions import Context, Rules
+from .actions import Rules
+from .batch import After, Batches, Item
 from .hosts import HostOps
 from .hostwatch import HostWatch
 from .identity import Caller
 from .server import Connection, SocketServer
 from .store import JobStore, Tx
 from .tables import Host
-from .views import job_row_view, job_view, notice_view
+from .views import notice_view
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,6 @@ INBOX_MAX = 20_000
 TICK_S = 1.0
 SESSION_GRACE_S = 30.0
 STATE_PUSH_MIN_S = 0.1
-REQUEST_LOG_KEEP_S = 7 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,17 +68,6 @@ class HeadSettings:
     """Run every job as the user the head logs in as, when that is not root."""
     group_commit: bool = True
     """False: one commit per request (the benchmark's baseline)."""
-
-
-@dataclass(slots=True)
-class _Item:
-    """One thing for the writer: a client request, or the head's own news."""
-
-    kind: str
-    conn: Connection | None = None
-    request: wire.Request | None = None
-    payload: Any = None
-    done: asyncio.Future[Any] | None = None
 
 
 class Head:
@@ -100,7 +90,7 @@ class Head:
         self.decide = decide
         self.clock = clock
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="gputui-head-read")
-        self._inbox: asyncio.Queue[_Item] = asyncio.Queue(INBOX_MAX)
+        self._inbox: asyncio.Queue[Item] = asyncio.Queue(INBOX_MAX)
         self.watch = HostWatch(host_pools, hosts.reports)
         self._server = SocketServer(
             settings.socket, settings.admin_group, self._on_line, self._on_close
@@ -108,10 +98,18 @@ class Head:
         self._tasks: list[asyncio.Task[None]] = []
         self._state_seq = 0
         self._state_event = asyncio.Event()
-        self._waits: dict[int, list[tuple[Connection, int]]] = {}
-        self._sessions_alive: set[str] = set()
         self._restored_sessions: set[str] = set()
-        self._launching: set[int] = set()
+        self.batch = Batches(
+            store,
+            settings.rules,
+            self.watch,
+            self.host_pools,
+            decide,
+            logins=self._logins,
+            state=self._state,
+            state_seq=lambda: self._state_seq,
+            run_as_login_user=settings.run_as_login_user,
+        )
         self._background: set[asyncio.Task[Any]] = set()
         self._started_at = clock()
         self.batches = 0
@@ -138,7 +136,7 @@ class Head:
             loop.create_task(self._ticker(), name="gputui-head-tick"),
             loop.create_task(self._pusher(), name="gputui-head-push"),
         ]
-        self._post(_Item("resume"))
+        self._post(Item("resume"))
 
     async def close(self) -> None:
         await self._server.close()
@@ -155,7 +153,7 @@ class Head:
         """Run ``fn`` (which reads through ``store.snapshot()``) on the reader thread."""
         return await asyncio.get_running_loop().run_in_executor(self._reader, fn)
 
-    def _post(self, item: _Item) -> None:
+    def _post(self, item: Item) -> None:
         try:
             self._inbox.put_nowait(item)
         except asyncio.QueueFull:
@@ -185,13 +183,13 @@ class Head:
         if request.op == "ping":
             conn.send(wire.response(request.id, {"pong": True, "time": self.clock()}))
             return
-        await self._inbox.put(_Item("request", conn=conn, request=request))
+        await self._inbox.put(Item("request", conn=conn, request=request))
 
     def _on_close(self, conn: Connection) -> None:
-        self._sessions_alive.discard(conn.session)
-        for waiters in self._waits.values():
+        self.batch.sessions_alive.discard(conn.session)
+        for waiters in self.batch.waits.values():
             waiters[:] = [w for w in waiters if w[0] is not conn]
-        self._post(_Item("session-closed", payload=conn.session))
+        self._post(Item("session-closed", payload=conn.session))
 
     async def _logs(self, conn: Connection, request: wire.Request) -> None:
         args: wire.LogArgs = request.args
@@ -253,7 +251,7 @@ class Head:
             slots = self.watch.slots()
             now = self.clock()
             try:
-                answers, after = self._apply(batch, slots, now)
+                answers, after = self.batch.apply(batch, slots, now)
             except (SQLAlchemyError, OSError) as exc:
                 log.error("head: could not commit %d items: %s", len(batch), exc)
                 why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
@@ -275,273 +273,12 @@ class Head:
                     item.done.set_result(answer)
             self._after_commit(after)
 
-    def _context(self, slots: tuple[policy.GpuSlot, ...], now: float) -> Context:
-        known = {g.host for g in self.watch.present_gpus()}
-        return Context(
-            now=now,
-            slots=slots,
-            unknown_hosts=frozenset(set(self.host_pools) - known),
-            pools=frozenset(self.host_pools.values()),
-            hosts=frozenset(self.host_pools),
-            rules=self.settings.rules,
-        )
-
-    def _apply(
-        self, batch: list[_Item], slots: tuple[policy.GpuSlot, ...], now: float
-    ) -> tuple[list[dict[str, Any] | None], _After]:
-        ctx = self._context(slots, now)
-        after = _After()
-        answers: list[dict[str, Any] | None] = []
-        with self.store.transaction() as tx:
-            keys = [
-                (item.conn.caller.uid, item.request.rid)
-                for item in batch
-                if item.conn is not None
-                and item.request is not None
-                and item.request.rid is not None
-                and item.request.op in wire.MUTATING
-            ]
-            replays = tx.replay_many(keys)
-            remember: list[tuple[int, str, dict[str, Any]]] = []
-            submits: list[tuple[int, dict[str, Any]]] = []
-            earlier: dict[tuple[int, str], int] = {}
-            repeats: list[tuple[int, int, int]] = []
-            for item in batch:
-                request = item.request
-                if item.kind == "request" and request is not None and item.conn is not None:
-                    uid = item.conn.caller.uid
-                    first = replays.get((uid, request.rid or ""))
-                    if request.op in wire.MUTATING and first is not None:
-                        answers.append({**first, "id": request.id})
-                        continue
-                    if request.op in wire.MUTATING:
-                        # The same request twice in one batch (a retry racing its first
-                        # send) is applied once; the second gets the first's answer.
-                        key = (uid, request.rid or "")
-                        if key in earlier:
-                            repeats.append((len(answers), earlier[key], request.id))
-                            answers.append(None)
-                            continue
-                        earlier[key] = len(answers)
-                    if request.op == "submit":
-                        try:
-                            row = actions.submit_row(item.conn.caller, request.args, ctx)
-                        except wire.Refusal as refusal:
-                            body = wire.error(request.id, refusal.code, refusal.message)
-                            remember.append((uid, request.rid or "", body))
-                            answers.append(body)
-                        else:
-                            submits.append((len(answers), row))
-                            answers.append(None)
-                        continue
-                answers.append(self._apply_one(tx, item, ctx, after, remember))
-            ids = tx.insert_jobs([row for _, row in submits])
-            for (index, row), job_id in zip(submits, ids, strict=True):
-                item = batch[index]
-                assert item.request is not None and item.conn is not None
-                body = wire.response(item.request.id, {"job": job_row_view({**row, "id": job_id})})
-                answers[index] = body
-                remember.append((item.conn.caller.uid, item.request.rid or "", body))
-            for index, source, request_id in repeats:
-                copied = answers[source]
-                answers[index] = None if copied is None else {**copied, "id": request_id}
-            tx.remember_many(remember, now)
-            after.launches = lifecycle.schedule(
-                tx,
-                ctx,
-                self.decide,
-                self._logins(),
-                run_as_login_user=self.settings.run_as_login_user,
-            )
-            after.launches.extend(after.launches_again)
-            after.stops = list(ctx.stops)
-            if ctx.changed or after.launches:
-                after.changed = True
-                after.final_jobs = self._final_waits(tx)
-        return answers, after
-
-    def _apply_one(
-        self,
-        tx: Tx,
-        item: _Item,
-        ctx: Context,
-        after: _After,
-        remember: list[tuple[int, str, dict[str, Any]]],
-    ) -> dict[str, Any] | None:
-        if item.kind == "request":
-            assert item.conn is not None and item.request is not None
-            return self._request(tx, item.conn, item.request, ctx, remember)
-        try:
-            with tx.savepoint():
-                self._internal(tx, item, ctx, after)
-        except (wire.Refusal, SQLAlchemyError, ValueError, KeyError) as exc:
-            log.warning("head: %s not applied: %s", item.kind, exc)
-        return None
-
-    def _request(
-        self,
-        tx: Tx,
-        conn: Connection,
-        request: wire.Request,
-        ctx: Context,
-        remember: list[tuple[int, str, dict[str, Any]]],
-    ) -> dict[str, Any] | None:
-        caller = conn.caller
-        try:
-            with tx.savepoint():
-                result = self._handle(tx, conn, caller, request, ctx=ctx)
-        except wire.Refusal as refusal:
-            body = wire.error(request.id, refusal.code, refusal.message)
-        else:
-            if result is None:
-                return None
-            body = wire.response(request.id, result)
-        if request.op in wire.MUTATING and request.rid is not None:
-            remember.append((caller.uid, request.rid, body))
-        return body
-
-    def _handle(
-        self,
-        tx: Tx,
-        conn: Connection,
-        caller: Caller,
-        request: wire.Request,
-        *,
-        ctx: Context,
-    ) -> dict[str, Any] | None:
-        op, args = request.op, request.args
-        # "submit" never gets here: _apply takes a batch's submissions in one statement.
-        if op in ("cancel", "kill", "preempt", "requeue", "hold", "release_hold"):
-            handler = getattr(actions, op)
-            result: dict[str, Any] = handler(tx, caller, args, ctx)
-            return result
-        if op == "claim":
-            if args.session:
-                self._sessions_alive.add(conn.session)
-            return actions.claim(
-                tx,
-                caller,
-                args,
-                ctx,
-                session=conn.session,
-                place_now=lambda w: self._place_now(tx, w, ctx),
-            )
-        if op == "release":
-            return actions.release(tx, caller, args, ctx)
-        if op == "show":
-            return actions.show(tx, caller, args.job_id)
-        if op == "queue":
-            return actions.queue(tx, caller, args)
-        if op == "claims":
-            return actions.claims(tx, caller, args)
-        if op == "env":
-            return actions.env_line(tx, caller, args.host)
-        if op == "audit":
-            return actions.audit_rows(tx, caller, args.since, args.limit)
-        if op == "whoami":
-            return publish.whoami(caller)
-        if op == "cluster":
-            return self._state(tx, caller)
-        if op == "subscribe":
-            conn.subscribed = True
-            conn.last_notice = tx.last_notice_id()
-            return {"seq": self._state_seq, "state": self._state(tx, caller)}
-        if op == "wait":
-            job = tx.job(args.job_id)
-            if job is None:
-                raise wire.Refusal("unknown-job", f"no job {args.job_id}")
-            if job.state in wire.FINAL_JOB_STATES:
-                return {"job": job_view(job)}
-            self._waits.setdefault(args.job_id, []).append((conn, request.id))
-            return None
-        raise wire.Refusal("unknown-op", f"unknown op {op!r}")
-
-    def _place_now(self, tx: Tx, want: policy.Want, ctx: Context) -> policy.Place | None:
-        busy = {a.gpu_uuid for a in tx.live_allocations()}
-        hosts: dict[str, list[policy.GpuSlot]] = {}
-        for s in ctx.slots:
-            slot = policy.GpuSlot(
-                s.uuid, s.host, s.index, s.pool, s.model, s.drained, s.healthy, s.uuid in busy
-            )
-            hosts.setdefault(s.host, []).append(slot)
-        return policy.best_fit(want, hosts, set())
-
-    def _internal(self, tx: Tx, item: _Item, ctx: Context, after: _After) -> None:
-        kind, payload = item.kind, item.payload
-        if kind == "launched":
-            spec, answer = payload
-            if answer.ok:
-                forget = lifecycle.on_report(tx, ctx, spec.host, [answer.value])
-                after.forget.setdefault(spec.host, []).extend(forget)
-            else:
-                lifecycle.on_launch_failed(
-                    tx,
-                    ctx,
-                    spec.job_id,
-                    spec.launch,
-                    code=answer.code or "",
-                    message=answer.message,
-                )
-        elif kind == "reports":
-            host, reports = payload
-            forget = lifecycle.on_report(
-                tx,
-                ctx,
-                host,
-                reports,
-                complete=True,
-                in_flight=frozenset(self._launching),
-                relaunch=after.launches_again,
-            )
-            if forget:
-                after.forget.setdefault(host, []).extend(forget)
-        elif kind == "host-down":
-            host, why = payload
-            lifecycle.on_host_down(tx, ctx, host, why)
-        elif kind == "inventory":
-            host, gpus = payload
-            self.watch.put_inventory(tx, host, gpus)
-        elif kind == "tick":
-            active, orphans = payload
-            lifecycle.expire_claims(tx, ctx, active, orphans)
-            for job in tx.jobs(("killing", "preempting")):
-                if (
-                    job.stop_deadline is not None
-                    and ctx.now >= job.stop_deadline
-                    and job.host
-                    and job.id
-                ):
-                    after.kills.append((job.host, actions.run_key(job.id, job.launches)))
-                    job.stop_deadline = ctx.now + self.settings.rules.kill_grace_s
-            tx.forget_requests_before(ctx.now - REQUEST_LOG_KEEP_S)
-        elif kind == "session-closed":
-            lifecycle.expire_claims(tx, ctx, {}, {payload})
-        elif kind == "resume":
-            # Jobs left starting or unknown are settled by their host's next jobs
-            # list (see lifecycle.on_report); nothing is launched blindly here.
-            for job in tx.jobs(("killing", "preempting")):
-                if job.host and job.id:
-                    after.kills.append((job.host, actions.run_key(job.id, job.launches)))
-
     def _logins(self) -> dict[str, str | None]:
         return {host: self.hosts.login_user(host) for host in self.host_pools}
 
-    def _final_waits(self, tx: Tx) -> list[tuple[Connection, int, dict[str, Any]]]:
-        done: list[tuple[Connection, int, dict[str, Any]]] = []
-        for job_id, waiters in list(self._waits.items()):
-            if not waiters:
-                self._waits.pop(job_id, None)
-                continue
-            job = tx.job(job_id)
-            if job is not None and job.state in wire.FINAL_JOB_STATES:
-                view = job_view(job)
-                done.extend((conn, rid, view) for conn, rid in waiters)
-                self._waits.pop(job_id, None)
-        return done
-
     # -- after a commit ---------------------------------------------------------------
 
-    def _after_commit(self, after: _After) -> None:
+    def _after_commit(self, after: After) -> None:
         for spec in after.launches:
             self._spawn(self._launch(spec))
         for host, key in after.stops:
@@ -569,14 +306,14 @@ class Head:
             log.error("head: background work failed: %r", task.exception())
 
     async def _launch(self, spec: lifecycle.Launch) -> None:
-        if spec.key in self._launching:
+        if spec.key in self.batch.launching:
             return
-        self._launching.add(spec.key)
+        self.batch.launching.add(spec.key)
         try:
             answer = await self.hosts.launch(spec)
         finally:
-            self._launching.discard(spec.key)
-        self._post(_Item("launched", payload=(spec, answer)))
+            self.batch.launching.discard(spec.key)
+        self._post(Item("launched", payload=(spec, answer)))
 
     async def _stop(self, host: str, key: int) -> None:
         grace = self.settings.rules.kill_grace_s
@@ -593,7 +330,7 @@ class Head:
 
     def _on_snapshot(self, snap: HostSnapshot) -> None:
         for kind, payload in self.watch.observe(snap):
-            self._post(_Item(kind, payload=payload))
+            self._post(Item(kind, payload=payload))
 
     async def _ticker(self) -> None:
         while True:
@@ -601,9 +338,9 @@ class Head:
             active = self.watch.active_users()
             orphans = set()
             if self.clock() - self._started_at > SESSION_GRACE_S:
-                orphans = self._restored_sessions - self._sessions_alive
+                orphans = self._restored_sessions - self.batch.sessions_alive
                 self._restored_sessions = set()
-            self._post(_Item("tick", payload=(active, orphans)))
+            self._post(Item("tick", payload=(active, orphans)))
 
     # -- subscriptions ----------------------------------------------------------------
 
@@ -642,14 +379,3 @@ class Head:
                         conn.send({"push": "notice", "notice": notice})
                     conn.send({"push": "state", "seq": seq, "state": state})
             await asyncio.sleep(STATE_PUSH_MIN_S)
-
-
-@dataclass(slots=True)
-class _After:
-    launches: list[lifecycle.Launch] = field(default_factory=list)
-    stops: list[tuple[str, int]] = field(default_factory=list)
-    kills: list[tuple[str, int]] = field(default_factory=list)
-    forget: dict[str, list[int]] = field(default_factory=dict)
-    launches_again: list[lifecycle.Launch] = field(default_factory=list)
-    final_jobs: list[tuple[Connection, int, dict[str, Any]]] = field(default_factory=list)
-    changed: bool = False
