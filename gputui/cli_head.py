@@ -436,6 +436,30 @@ def _env(client: HeadClient, a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _one_line(text: str) -> str:
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
+def _dies_with_us() -> Callable[[], None] | None:
+    """For the child's side of the fork: SIGTERM when this process dies, however it
+    dies (``kill -9`` too), so CMD does not run on with GPUs the head gives away. The
+    head keeps the GPUs claimed while a process of CMD's user is still on them.
+    Linux only (``PR_SET_PDEATHSIG``); elsewhere nothing."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    except (OSError, AttributeError):
+        return None
+
+    def arm() -> None:
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    return arm
+
+
 def _run(client: HeadClient, a: argparse.Namespace) -> int:
     """Claim GPUs for this connection, run CMD, release: the head releases them too
     when this process dies in any way (its connection to the head drops)."""
@@ -446,7 +470,9 @@ def _run(client: HeadClient, a: argparse.Namespace) -> int:
         "host": host,
         "wait": True,
         "session": True,
-        "note": " ".join(command)[:200],
+        # The command as a note, on one printable line (the head refuses control
+        # characters, and a `python -c` script is often several lines).
+        "note": _one_line(" ".join(command))[:200],
     }
     if a.pool:
         body["pool"] = a.pool
@@ -471,7 +497,9 @@ def _run(client: HeadClient, a: argparse.Namespace) -> int:
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     print(f"gputui run: c{claim['id']}: {env['CUDA_VISIBLE_DEVICES']}", file=sys.stderr)
     try:
-        child = subprocess.Popen(command, env=env)
+        # The one other thread (the SSH pump, for a remote head) takes no lock the
+        # child needs: the hook calls one C function resolved before the fork.
+        child = subprocess.Popen(command, env=env, preexec_fn=_dies_with_us())  # noqa: PLW1509
     except OSError as exc:
         client.call("release", {"claim_ids": [claim["id"]]})
         raise HeadError("exec", f"cannot run {command[0]!r}: {exc.strerror or exc}") from None

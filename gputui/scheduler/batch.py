@@ -325,7 +325,7 @@ class Batches:
                     job.stop_deadline = ctx.now + self.rules.kill_grace_s
             tx.forget_requests_before(ctx.now - REQUEST_LOG_KEEP_S)
         elif kind == "session-closed":
-            lifecycle.expire_claims(tx, ctx, {}, {payload})
+            lifecycle.expire_claims(tx, ctx, self.watch.active_users(), {payload})
         elif kind == "resume":
             # Jobs left starting or unknown are settled by their host's next jobs
             # list (see lifecycle.on_report); nothing is launched blindly here.

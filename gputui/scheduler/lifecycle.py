@@ -312,13 +312,19 @@ def expire_claims(
     ``active_users`` maps a GPU uuid to the uids with a process on it now.
     """
     for item in tx.claims(("active", "waiting")):
+        uuids = json.loads(item.gpu_uuids)
+        busy = any(item.uid in active_users.get(u, ()) for u in uuids)
         if item.session is not None and item.session in orphan_sessions:
+            if item.state == "active" and busy:
+                # Its gputui run is gone, but a process of its owner still holds the
+                # GPUs (one that outlived it): they stay claimed until it is gone too.
+                item.session, item.idle_release_s, item.last_active_at = None, 0, ctx.now
+                continue
             end_claim(tx, item, ctx, "released", "its gputui run session ended")
             continue
         if item.state != "active":
             continue
-        uuids = json.loads(item.gpu_uuids)
-        if any(item.uid in active_users.get(u, ()) for u in uuids):
+        if busy:
             item.last_active_at = ctx.now
             continue
         if item.expires_at is not None and ctx.now >= item.expires_at:
@@ -336,6 +342,9 @@ def expire_claims(
         if item.session is not None:
             continue  # a run session is released when it ends, not when idle
         idle_since = item.last_active_at or item.granted_at or ctx.now
+        if item.idle_release_s == 0:  # a run session's leftover (above): now it is gone
+            end_claim(tx, item, ctx, "released", "its gputui run ended; its last process too")
+            continue
         if ctx.now - idle_since >= item.idle_release_s:
             minutes = item.idle_release_s / 60
             end_claim(

@@ -404,30 +404,15 @@ async def test_gputui_run_holds_gpus_for_its_command_and_the_head_frees_them_on_
         return not (await client.call("claims"))["claims"]
 
     await until(no_claims)
-    # kill -9 of gputui itself: the head sees the connection drop and frees the GPUs.
-    marker = cluster.tmp / "cmd-started"
-    run = await asyncio.create_subprocess_exec(
-        *GPUTUI,
-        "run",
-        "-g",
-        "4",
-        "--host",
-        "sim01",
-        "--",
-        sys.executable,
-        "-c",
-        f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(60)",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    # kill -9 of gputui itself: CMD gets SIGTERM (it dies with gputui), the head sees
+    # the connection drop and frees the GPUs.
+    pid_file = cluster.tmp / "cmd-pid"
+    run = await _run_for_kill(
+        env, pid_file, "import os, pathlib, sys, time\n"
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid())); time.sleep(60)",
+    )  # fmt: skip
     try:
-
-        async def started() -> bool:
-            return marker.exists()
-
-        await until(started)
+        cmd = int(await until(lambda: _read(pid_file)))
         claims = (await client.call("claims"))["claims"]
         assert [c["state"] for c in claims] == ["active"] and claims[0]["session"]
         run.kill()
@@ -435,6 +420,7 @@ async def test_gputui_run_holds_gpus_for_its_command_and_the_head_frees_them_on_
         await until(no_claims)
         released = (await client.call("claims", {"all": True}))["claims"][-1]
         assert released["release_reason"] == "its gputui run session ended"
+        await until(lambda: _gone_soon(cmd))
         # The GPUs are free again: a 4-GPU job starts.
         big = await client.call("submit", {"argv": script("pass"), "gpus": 4, "cwd": "/"})
         finished = await client.call("wait", {"job_id": big["job"]["id"]}, timeout=30)
@@ -442,3 +428,77 @@ async def test_gputui_run_holds_gpus_for_its_command_and_the_head_frees_them_on_
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)
+
+    # A CMD that ignores SIGTERM outlives gputui on its GPUs: they stay claimed (never
+    # given to the queue) until it is gone too.
+    pid_file.unlink()
+    run = await _run_for_kill(
+        env, pid_file, "import os, pathlib, signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid())); time.sleep(120)",
+        on_gpus=True,
+    )  # fmt: skip
+    cmd = 0
+    try:
+        cmd = int(await until(lambda: _read(pid_file)))
+        head = cluster.head
+        assert head is not None
+
+        async def seen() -> bool:  # the head has a sample with CMD on its GPUs
+            return any(os.getuid() in uids for uids in head.watch.active_users().values())
+
+        await until(seen)
+        run.kill()
+        await run.wait()
+
+        async def kept() -> dict[str, Any] | None:
+            mine = (await client.call("claims"))["claims"]
+            return mine[0] if mine and not mine[0]["session"] else None
+
+        claim = await until(kept)  # the head saw the session end, and kept the claim
+        assert claim["state"] == "active" and not _gone(cmd)
+        big = await client.call("submit", {"argv": script("pass"), "gpus": 4, "cwd": "/"})
+        assert (await job(client, big["job"]["id"]))["state"] == "queued"
+        os.kill(cmd, signal.SIGKILL)
+        await until(no_claims)
+        released = (await client.call("claims", {"all": True}))["claims"][-1]
+        assert released["release_reason"] == "its gputui run ended; its last process too"
+        finished = await client.call("wait", {"job_id": big["job"]["id"]}, timeout=30)
+        assert finished["job"]["state"] == "completed"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            if cmd:
+                os.kill(cmd, signal.SIGKILL)
+
+
+async def _run_for_kill(
+    env: dict[str, str], pid_file: Path, code: str, *, on_gpus: bool = False
+) -> asyncio.subprocess.Process:
+    """``gputui run -g 4 -- python -c CODE`` in a session of its own; ``on_gpus``: CMD
+    declares its GPUs to the simulator, so the head sees its process on them."""
+    argv = [sys.executable, "-c", code]
+    if on_gpus:
+        argv = ["sh", "-c", 'GPUTUI_SIM_GPU="$CUDA_VISIBLE_DEVICES" exec "$@"', "sh", *argv]
+    return await asyncio.create_subprocess_exec(
+        *GPUTUI, "run", "-g", "4", "--host", "sim01", "--", *argv,
+        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+async def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+async def _gone_soon(pid: int) -> bool:
+    return _gone(pid)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except OSError:
+        return True
