@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/render.py --gpus 4096
 	$(BIN)/python bench/model_rows.py
 	$(BIN)/python bench/nvml_real.py
+	$(BIN)/python bench/sched.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

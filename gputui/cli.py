@@ -31,10 +31,26 @@ EXIT_CONFIG = 1
 EXIT_USAGE = 2
 
 
+SCHEDULER_HELP = """\
+scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
+  head          run the head daemon (also: head backup PATH, --print-unit)
+  claim, release, claims, env
+                claim GPUs, give them back, list claims, print CUDA_VISIBLE_DEVICES
+  run           wait for N GPUs here, run a command with them, release them
+  submit, queue, show, logs, wait
+                queue a job, list the queue, one job, its output, wait for it
+  cancel, kill, preempt, requeue, hold, release-hold
+                act on jobs (--reason when an admin acts on another's)
+  audit, whoami the audit trail; who the head says you are
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gputui",
         description="Live console for a team's GPU servers, over SSH.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=SCHEDULER_HELP,
     )
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
     parser.add_argument(

@@ -44,7 +44,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def unit_text(name: str) -> str:
     text = resources.files("gputui.scheduler").joinpath("units", name).read_text("utf-8")
-    exe = shutil.which("gputui") or f"{sys.executable} -m gputui"
+    # This installation's own command: the script beside this interpreter (a venv's),
+    # else whatever `gputui` is on PATH, else the interpreter running the package.
+    beside = Path(sys.executable).parent / "gputui"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        exe = str(beside)
+    else:
+        exe = shutil.which("gputui") or f"{sys.executable} -m gputui"
     return text.replace("{gputui}", exe)
 
 

@@ -1,0 +1,5 @@
+"""``python -m gputui``: the same as the ``gputui`` command."""
+
+from gputui.entry import entry
+
+entry()
