@@ -2,4 +2,5 @@
 
 from gputui.entry import entry
 
-entry()
+if __name__ == "__main__":
+    entry()
