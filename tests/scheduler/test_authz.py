@@ -14,6 +14,7 @@ otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import importlib.util
 import json
@@ -24,7 +25,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -359,42 +360,57 @@ def _sshd_process_class() -> Any:
     return module.SshdProcess
 
 
-@pytest.fixture
-def alice_key(people: People, tmp_path: Path) -> Iterator[Path]:
-    """A fresh key in alice's ~/.ssh/authorized_keys (taken out again afterwards)."""
+def _authorize_key(user: User, tmp_path: Path) -> tuple[Path, Callable[[], None]]:
+    """A fresh key in ``user``'s ~/.ssh/authorized_keys; and how to take it out."""
     import asyncssh
 
-    alice = people.alice
     key = asyncssh.generate_private_key("ssh-ed25519")
-    key_path = tmp_path / "alice_key"
+    key_path = tmp_path / f"{user.name}_key"
     key.write_private_key(str(key_path))
     key_path.chmod(0o600)
-    ssh_dir = alice.home / ".ssh"
+    ssh_dir = user.home / ".ssh"
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
-    os.chown(ssh_dir, alice.uid, alice.gid)
+    os.chown(ssh_dir, user.uid, user.gid)
     authorized = ssh_dir / "authorized_keys"
     line = key.export_public_key().decode().strip() + " gputui-authz-test\n"
     old = authorized.read_text() if authorized.exists() else ""
     authorized.write_text(old + line)
-    os.chown(authorized, alice.uid, alice.gid)
+    os.chown(authorized, user.uid, user.gid)
     authorized.chmod(0o600)
-    try:
-        yield key_path
-    finally:
+
+    def remove() -> None:
         authorized.write_text(authorized.read_text().replace(line, ""))
+
+    return key_path, remove
+
+
+@pytest.fixture
+def ssh_keys(people: People, tmp_path: Path) -> Iterator[dict[str, Path]]:
+    """A fresh key for each of alice, bob and carol (taken out again afterwards)."""
+    made = [_authorize_key(u, tmp_path) for u in (people.alice, people.bob, people.carol)]
+    try:
+        yield {name: key for name, (key, _) in zip((ALICE, BOB, CAROL), made, strict=True)}
+    finally:
+        for _, remove in made:
+            remove()
 
 
 @pytest.mark.sshd
 async def test_through_sshd_direct_streamlocal_the_head_names_the_ssh_user(
     th: ThreadedHead,
     people: People,
-    alice_key: Path,
+    work: Work,
+    ssh_keys: dict[str, Path],
     tmp_path: Path,
     free_port: Callable[[], int],
 ) -> None:
+    """Through a real OpenSSH sshd: the head knows each caller as the SSH login user,
+    so bob can change nothing of alice's, and carol (an admin) can, with a reason,
+    audited; nothing in a request can say otherwise."""
     import asyncssh
 
     from gputui.scheduler.aclient import AsyncHeadClient
+    from gputui.scheduler.client import HeadError
 
     if not os.path.exists("/usr/sbin/sshd"):
         pytest.skip("OpenSSH server not installed (/usr/sbin/sshd missing)")
@@ -403,19 +419,21 @@ async def test_through_sshd_direct_streamlocal_the_head_names_the_ssh_user(
     sshd = _sshd_process_class()(
         sshd_dir,
         free_port(),
-        ALICE,
+        f"{ALICE} {BOB} {CAROL}",
         Path(".ssh/authorized_keys"),  # relative: in the user's home
         ("AllowStreamLocalForwarding yes", "DisableForwarding no"),
     )
     sshd.start()
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text(sshd.known_hosts_line())
-    try:
+
+    @contextlib.asynccontextmanager
+    async def as_user(name: str) -> AsyncIterator[AsyncHeadClient]:
         async with asyncssh.connect(
             "127.0.0.1",
             port=sshd.port,
-            username=ALICE,
-            client_keys=[str(alice_key)],
+            username=name,
+            client_keys=[str(ssh_keys[name])],
             known_hosts=str(known_hosts),
             agent_path=None,
             config=None,
@@ -424,13 +442,37 @@ async def test_through_sshd_direct_streamlocal_the_head_names_the_ssh_user(
             client = AsyncHeadClient(reader, writer)
             client.start()
             try:
-                me = await client.call("whoami")
-                assert (me["user"], me["uid"], me["admin"]) == (ALICE, people.alice.uid, False)
-                job = (await client.call("submit", {"argv": ["via", "ssh"]}))["job"]
+                yield client
             finally:
                 await client.close()
+
+    try:
+        async with as_user(ALICE) as alice:
+            me = await alice.call("whoami")
+            assert (me["user"], me["uid"], me["admin"]) == (ALICE, people.alice.uid, False)
+            job = (await alice.call("submit", {"argv": ["via", "ssh"]}))["job"]
+        with LineClient(th.sock) as root:
+            poll(
+                lambda: root.ok("show", {"job_id": job["id"]})["job"]["state"] == "running",
+                what="alice's job to run",
+            )
+        before = th.snapshot()
+        async with as_user(BOB) as bob:
+            assert (await bob.call("whoami"))["user"] == BOB
+            for op, args in [*_attempts(work, None), *_attempts(work, "I need the GPUs")]:
+                with pytest.raises(HeadError) as refused:
+                    await bob.call(op, args)
+                assert refused.value.code == "denied", (op, args, refused.value.message)
+        assert th.snapshot() == before
+        assert th.rows("SELECT count(*) FROM audit") == [(0,)]
+        async with as_user(CAROL) as carol:
+            killed = await carol.call("kill", {"job_id": work.running[0], "reason": "ssh audit"})
+            assert killed["job"]["state"] == "killing"
     finally:
         sshd.stop()
     assert th.rows("SELECT user, uid FROM job WHERE id = ?", job["id"]) == [
         (ALICE, people.alice.uid)
+    ]
+    assert th.rows("SELECT action, user, owner, reason FROM audit") == [
+        ("kill", CAROL, ALICE, "ssh audit")
     ]
