@@ -372,6 +372,43 @@ async def test_a_job_that_ends_while_its_host_is_cut_off_is_read_back_not_relaun
     await until(new_helper)
 
 
+async def test_a_job_that_ends_while_its_host_connection_is_gone_is_read_back_not_relaunched(
+    cluster: Cluster,
+) -> None:
+    """The connection itself drops (SSH: the server goes away, every connection cut and
+    its helper killed; local: the helper killed), the job ends meanwhile, then the host
+    comes back: the head reads the exit code from the host's state file."""
+    client = await cluster.start()
+    gate = cluster.tmp / "go"
+    code = (
+        "import pathlib, sys, time\n"
+        "while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.02)\n"
+        "raise SystemExit(6)"
+    )
+    submitted = await client.call(
+        "submit", {"argv": [*script(code), str(gate)], "gpus": 1, "cwd": "/"}
+    )
+    job_id = submitted["job"]["id"]
+    running = await until(lambda: state_is(client, job_id, "running"))
+    first = await until(cluster.running_helper)
+    if cluster.server is not None:
+        await cluster.server.stop()  # no host to reach until start() below
+        await until(lambda: state_is(client, job_id, "unknown"), timeout=40)
+    else:
+        os.kill(first, signal.SIGKILL)
+    gate.touch()  # the job ends while its host's connection is gone
+
+    async def ended() -> bool:
+        return not alive(running["pid"])
+
+    await until(ended)
+    if cluster.server is not None:
+        await cluster.server.start()  # the host is back, on the same port
+    view = await until(lambda: state_is(client, job_id, "failed"), timeout=40)
+    assert view["exit_code"] == 6 and view["launches"] == 1
+    assert await until(cluster.running_helper) != first
+
+
 GPUTUI = [sys.executable, "-m", "gputui.entry"]
 
 
