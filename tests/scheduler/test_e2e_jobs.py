@@ -65,14 +65,15 @@ class Cluster:
         self.client: AsyncHeadClient | None = None
         self.server: SimSshServer | None = None
         self._config: Config | None = None
+        self._data: dict[str, Any] = {}
+        self.process: asyncio.subprocess.Process | None = None
 
     async def serve_host(self) -> None:
         """Bring the simulated host up (for SSH: its server, key and known_hosts)."""
         if self.transport == "local":
-            self._config = parse_config(
-                "refresh_interval: 0.5\n"
-                f"hosts:\n  - name: sim01\n    local: true\n    pool: sim\n    sim: {SIM}\n"
-            )
+            host = {"name": "sim01", "local": True, "pool": "sim", "sim": SIM}
+            self._data = {"refresh_interval": 0.5, "hosts": [host]}
+            self._config = parse_config(json.dumps(self._data), "e2e-config")
             return
         key = asyncssh.generate_private_key("ssh-ed25519")
         key_path = self.tmp / "id_ed25519"
@@ -93,10 +94,42 @@ class Cluster:
             "python": sys.executable,
             "connect_timeout": 5,
         }
-        self._config = parse_config(
-            json.dumps({"defaults": defaults, "refresh_interval": 0.5, "hosts": [host]}),
-            "e2e-config",
-        )
+        self._data = {"defaults": defaults, "refresh_interval": 0.5, "hosts": [host]}
+        self._config = parse_config(json.dumps(self._data), "e2e-config")
+
+    async def start_process(self) -> AsyncHeadClient:
+        """The head as ``gputui head``, a process of its own (to be SIGKILLed), on the
+        same database and socket as ``start``."""
+        head = {"socket": str(self.sock), "database": str(self.tmp / "db" / "gputui.db")}
+        path = self.tmp / "hosts.yaml"
+        path.write_text(json.dumps({**self._data, "head": head}))
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gputui", "head", "--hosts", str(path),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+
+        async def serving() -> AsyncHeadClient | None:
+            try:
+                client = await AsyncHeadClient.open_local(self.sock)
+            except Exception:
+                return None
+            hosts = (await client.call("cluster"))["hosts"]
+            if any(h["live"] for h in hosts.values()):
+                return client
+            await client.close()
+            return None
+
+        self.client = await until(serving, timeout=40)
+        return self.client
+
+    async def kill_process(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+            self.client = None
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        self.process = None
 
     async def start(self, grace: float = 1.0) -> AsyncHeadClient:
         assert self._config is not None
@@ -143,6 +176,7 @@ class Cluster:
         self.head = self.client = None
 
     async def close(self) -> None:
+        await self.kill_process()
         await self.stop()
         if self.server is not None:
             await self.server.stop()
@@ -299,6 +333,35 @@ async def test_a_job_survives_a_head_restart_and_is_reattached(cluster: Cluster)
     assert view["launches"] == 1, "re-attached, never launched again"
     log = await client.call("logs", {"job_id": job_id})
     assert log["data"] == "finished\n"
+
+
+async def test_a_job_survives_a_sigkill_of_the_head_and_is_reattached(cluster: Cluster) -> None:
+    """``gputui head`` killed with SIGKILL while a job runs: the job runs on, ends while
+    no head is there, and the next head re-attaches to it and reads its end."""
+    client = await cluster.start_process()
+    gate = cluster.tmp / "go"
+    code = (
+        "import pathlib, sys, time\n"
+        "while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.05)\n"
+        "print('done'); raise SystemExit(9)"
+    )
+    submitted = await client.call(
+        "submit", {"argv": [*script(code), str(gate)], "gpus": 2, "cwd": "/"}
+    )
+    job_id = submitted["job"]["id"]
+    running = await until(lambda: state_is(client, job_id, "running"))
+    await cluster.kill_process()
+    assert alive(running["pid"]), "the job must go on running after the head is killed"
+    gate.touch()
+
+    async def ended() -> bool:
+        return not alive(running["pid"])
+
+    await until(ended)
+    client = await cluster.start_process()
+    view = await until(lambda: state_is(client, job_id, "failed"), timeout=40)
+    assert view["exit_code"] == 9 and view["launches"] == 1
+    assert (await client.call("logs", {"job_id": job_id}))["data"] == "done\n"
 
 
 async def test_a_job_the_head_never_confirmed_is_not_launched_twice(cluster: Cluster) -> None:
