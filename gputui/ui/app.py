@@ -334,7 +334,10 @@ class GpuTuiApp(HeadActions, App[None]):
         title, confirm = section("Confirmation (SIGTERM / SIGKILL)", ConfirmScreen.BINDINGS)
         return [
             section("Anywhere", type(self).BINDINGS),
-            section("Main screen", MainScreen.BINDINGS[: -len(MainScreen.SCHEDULER_BINDINGS)]),
+            section(
+                "Main screen",
+                [b for b in MainScreen.BINDINGS if b not in MainScreen.SCHEDULER_BINDINGS],
+            ),
             section("GPU grid", GpuGrid.BINDINGS),
             *self.head_help_sections(),
             (title, [*confirm, ("Enter", "Press the focused button (Cancel at first)")]),

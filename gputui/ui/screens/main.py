@@ -79,7 +79,6 @@ class MainScreen(Screen[None]):
             "C",
             "scheduler('claim_n')",
             "Claim N",
-            show=False,
             tooltip="Claim N free GPUs (asks how many, pool, model)",
         ),
         Binding(
@@ -96,10 +95,12 @@ class MainScreen(Screen[None]):
             tooltip="Copy the CUDA_VISIBLE_DEVICES line for this host",
         ),
         Binding("Q", "scheduler('queue')", "Queue", tooltip="The job queue, logs and actions"),
-        Binding("n", "scheduler('submit')", "Submit", show=False, tooltip="Enqueue a job (a form)"),
+        Binding("n", "scheduler('submit')", "Submit", tooltip="Enqueue a job (a form)"),
     ]
-    """Offered when hosts.yaml has a head: section (``check_action``)."""
-    BINDINGS = [*BINDINGS, *SCHEDULER_BINDINGS]
+    """Offered when hosts.yaml has a head: section (``check_action``). In the footer they
+    come before the signal keys (which ``?`` always lists), so that an 80-column pane
+    shows claim, release and the queue."""
+    BINDINGS = [*BINDINGS[:-2], *SCHEDULER_BINDINGS, *BINDINGS[-2:]]
     SCHEDULER_ACTIONS = frozenset({"claim", "claim_n", "release", "env", "queue", "submit"})
 
     @dataclass
