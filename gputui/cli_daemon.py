@@ -87,11 +87,18 @@ def _prepare_socket_dir(path: Path) -> None:
 
 async def serve(config: Config, settings: object, database: Path) -> int:
     from gputui.scheduler.daemon import Head, HeadSettings
-    from gputui.scheduler.engine import jobs_namespace, open_store
+    from gputui.scheduler.engine import (
+        hold_exclusively,
+        jobs_namespace,
+        open_store,
+        prepare_location,
+    )
     from gputui.scheduler.fleethosts import FleetHosts
     from gputui.scheduler.store import JobStore
 
     assert isinstance(settings, HeadSettings)
+    prepare_location(database)
+    hold_exclusively(database)  # before the database is checked or upgraded; until exit
     engine = await asyncio.to_thread(open_store, database)
     namespace = jobs_namespace(engine)
     hosts = FleetHosts(config, namespace)

@@ -454,8 +454,12 @@ def _dies_with_us() -> Callable[[], None] | None:
     except (OSError, AttributeError):
         return None
 
+    parent = os.getpid()
+
     def arm() -> None:
         prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # gputui died between the fork and here
+            os.kill(os.getpid(), signal.SIGTERM)
 
     return arm
 
@@ -476,7 +480,9 @@ def _run(client: HeadClient, a: argparse.Namespace) -> int:
     }
     if a.pool:
         body["pool"] = a.pool
-    claim = client.call("claim", body)["claim"]
+    # Not retried on a new connection: this claim ends with the connection it was
+    # made on, so a replayed "active" would name GPUs the head is taking back.
+    claim = client.call("claim", body, retry=False)["claim"]
     if claim["state"] != "active":
         print(
             f"gputui run: waiting for {a.gpus} GPU(s) on {host} ({claim['reason']})…",
@@ -562,8 +568,8 @@ def _over_ssh(config_file: Path) -> Callable[[], socket.socket]:
 
 def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(list(argv))
-    path, remote = head_place(args.socket, args.hosts)
     try:
+        path, remote = head_place(args.socket, args.hosts)
         opener = None if remote is None else _over_ssh(remote)
         with HeadClient(path, opener=opener) as client:
             return HANDLERS[args.verb](client, args)
@@ -578,3 +584,6 @@ def main(argv: Sequence[str]) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except (ConnectionError, EOFError, OSError) as exc:  # the head went away mid-answer
+        print(f"gputui {args.verb}: lost the head: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE

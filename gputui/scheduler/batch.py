@@ -334,6 +334,8 @@ class Batches:
                     after.kills.append((job.host, actions.run_key(job.id, job.launches)))
 
     def final_waits(self, tx: Tx) -> list[tuple[Connection, int, dict[str, Any]]]:
+        """The waiters whose job has ended, with its view. They are taken off the
+        list only once this batch is committed (``forget_answered``)."""
         done: list[tuple[Connection, int, dict[str, Any]]] = []
         for job_id, waiters in list(self.waits.items()):
             if not waiters:
@@ -343,5 +345,12 @@ class Batches:
             if job is not None and job.state in wire.FINAL_JOB_STATES:
                 view = job_view(job)
                 done.extend((conn, rid, view) for conn, rid in waiters)
-                self.waits.pop(job_id, None)
         return done
+
+    def forget_answered(self, answered: list[tuple[Connection, int, dict[str, Any]]]) -> None:
+        """After the commit: the waits just answered are over."""
+        sent = {(id(conn), rid) for conn, rid, _ in answered}
+        for job_id, waiters in list(self.waits.items()):
+            waiters[:] = [w for w in waiters if (id(w[0]), w[1]) not in sent]
+            if not waiters:
+                self.waits.pop(job_id, None)

@@ -102,12 +102,18 @@ class HeadClient:
         self._sock = self._file = None
 
     def call(
-        self, op: str, args: dict[str, Any] | None = None, *, timeout: float | None = -1.0
+        self,
+        op: str,
+        args: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = -1.0,
+        retry: bool = True,
     ) -> dict[str, Any]:
         """Send one request; its result, or ``HeadError``. Retries a dropped mutating
-        request once, with the same request id."""
+        request once, with the same request id; ``retry=False`` for a request bound to
+        this connection (a ``gputui run`` claim: it ends with the connection)."""
         rid = new_request_id() if op in MUTATING else None
-        attempts = 2 if rid is not None else 1
+        attempts = 2 if rid is not None and retry else 1
         for attempt in range(attempts):
             try:
                 return self._call_once(op, args or {}, rid, timeout)
@@ -160,7 +166,10 @@ class HeadClient:
     def pushes(self) -> Iterator[dict[str, Any]]:
         """After ``subscribe``: every pushed message, as it comes."""
         while True:
-            message = self._read()
+            try:
+                message = self._read()
+            except (ConnectionError, EOFError) as exc:
+                raise HeadError("unreachable", f"lost the head: {exc}") from None
             if message.get("push"):
                 yield message
 
@@ -179,9 +188,10 @@ LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def is_local_name(host: str) -> bool:
-    """Whether ``head.host`` names this machine."""
+    """Whether ``head.host`` names this machine (short name or FQDN)."""
     name = host.lower()
-    return name in LOCAL_NAMES or name == socket.gethostname().split(".")[0].lower()
+    here = socket.gethostname().lower()
+    return name in LOCAL_NAMES or name == here or name.split(".")[0] == here.split(".")[0]
 
 
 def socket_path(explicit: str | None = None, config_file: str | None = None) -> Path:
@@ -204,29 +214,33 @@ def head_place(
     found = _config_head(config_file)
     if found is None:
         return Path(DEFAULT_SOCKET), None
-    head, source = found
+    head, source, trusted = found
     sock = head.get("socket")
     path = Path(sock).expanduser() if isinstance(sock, str) and sock else Path(DEFAULT_SOCKET)
     host = head.get("host")
-    if not isinstance(host, str) or not host or is_local_name(host) or path.exists():
+    if not isinstance(host, str) or not host or is_local_name(host) or os.path.exists(path):
         return path, None
-    return path, source
+    # SSH runs what the SSH settings say (a ProxyCommand, for one): only on a file
+    # named (--hosts, $GPUTUI_HOSTS) or the user's or system's own, never on a
+    # hosts.yaml that merely sits in the directory the command was run in.
+    return path, source if trusted else None
 
 
-def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
-    """hosts.yaml's ``head:`` section and the file it is in, if there is one."""
-    candidates = []
+def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path, bool] | None:
+    """hosts.yaml's ``head:`` section, the file it is in, and whether that file was
+    named or is the user's or system's own (not one found in the current directory)."""
+    candidates: list[tuple[Path, bool]] = []
     if config_file:
-        candidates.append(Path(config_file).expanduser())
+        candidates.append((Path(config_file).expanduser(), True))
     elif os.environ.get("GPUTUI_HOSTS"):
-        candidates.append(Path(os.environ["GPUTUI_HOSTS"]).expanduser())
+        candidates.append((Path(os.environ["GPUTUI_HOSTS"]).expanduser(), True))
     else:
         candidates += [
-            Path("hosts.yaml"),
-            Path("~/.config/gputui/hosts.yaml").expanduser(),
-            Path("/etc/gputui/hosts.yaml"),
+            (Path("hosts.yaml"), False),
+            (Path("~/.config/gputui/hosts.yaml").expanduser(), True),
+            (Path("/etc/gputui/hosts.yaml"), True),
         ]
-    for path in candidates:
+    for path, trusted in candidates:
         try:
             if path.stat().st_size > (1 << 20):
                 return None
@@ -244,7 +258,7 @@ def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
         except Exception:  # the full loader reports what is wrong; here: the default
             return None
         head = data.get("head") if isinstance(data, dict) else None
-        return (head, path) if isinstance(head, dict) else None
+        return (head, path, trusted) if isinstance(head, dict) else None
     return None
 
 

@@ -42,7 +42,7 @@ from .hostwatch import HostWatch
 from .identity import Caller
 from .server import Connection, SocketServer
 from .store import JobStore, Tx
-from .tables import Host
+from .tables import Host, Notice
 from .views import notice_view
 
 log = logging.getLogger(__name__)
@@ -209,6 +209,10 @@ class Head:
         except wire.Refusal as refusal:
             conn.send(wire.error(request.id, refusal.code, refusal.message))
             return
+        except Exception as exc:  # the store failed: say so, never leave the caller waiting
+            log.error("head: log lookup failed: %s", exc)
+            conn.send(wire.error(request.id, "store", "could not read the job"))
+            return
         if host is None or launch == 0:
             conn.send(
                 wire.response(
@@ -290,6 +294,7 @@ class Head:
                 self._spawn(self.hosts.forget(host, keys))
         for conn, rid, view in after.final_jobs:
             conn.send(wire.response(rid, {"job": view}))
+        self.batch.forget_answered(after.final_jobs)
         if after.changed:
             self._state_seq += 1
             self._state_event.set()
@@ -352,30 +357,36 @@ class Head:
         while True:
             await self._state_event.wait()
             self._state_event.clear()
-            subscribers = [c for c in self._server.connections if c.subscribed and not c.closed]
-            if subscribers:
-                seq = self._state_seq
-
-                gpus, live = self.watch.present_gpus(), self.watch.live()  # the loop's own
-
-                def build(
-                    subscribers: list[Connection] = subscribers,
-                    gpus: Any = gpus,
-                    live: Any = live,
-                ) -> list[tuple[Connection, dict[str, Any], list[dict[str, Any]]]]:
-                    out = []
-                    with self.store.snapshot() as tx:
-                        common = publish.cluster_state(tx, gpus, live)  # once for all
-                        for conn in subscribers:
-                            notices = tx.notices_after(conn.last_notice, conn.caller.uid)
-                            if notices:
-                                conn.last_notice = notices[-1].id or conn.last_notice
-                            state = {"me": publish.whoami(conn.caller), **common}
-                            out.append((conn, state, [notice_view(n) for n in notices]))
-                    return out
-
-                for conn, state, notices in await self._read(build):
-                    for notice in notices:
-                        conn.send({"push": "notice", "notice": notice})
-                    conn.send({"push": "state", "seq": seq, "state": state})
+            try:
+                await self._push()
+            except Exception:  # one failed push must not end every console's updates
+                log.exception("head: pushing state failed; trying again on the next change")
             await asyncio.sleep(STATE_PUSH_MIN_S)
+
+    async def _push(self) -> None:
+        """The state, and each subscriber's new notices, to every subscriber."""
+        subscribers = [c for c in self._server.connections if c.subscribed and not c.closed]
+        if not subscribers:
+            return
+        seq = self._state_seq
+        gpus, live = self.watch.present_gpus(), self.watch.live()  # the loop's own
+        since = [conn.last_notice for conn in subscribers]  # read here, set here below
+
+        def build() -> tuple[dict[str, Any], list[list[Notice]]]:
+            with self.store.snapshot() as tx:
+                common = publish.cluster_state(tx, gpus, live)  # once for all
+                news = [
+                    tx.notices_after(after, conn.caller.uid)
+                    for conn, after in zip(subscribers, since, strict=True)
+                ]
+            return common, news
+
+        common, news = await self._read(build)
+        for conn, notices in zip(subscribers, news, strict=True):
+            fresh = [n for n in notices if (n.id or 0) > conn.last_notice]
+            for notice in fresh:
+                conn.send({"push": "notice", "notice": notice_view(notice)})
+            if fresh:
+                conn.last_notice = fresh[-1].id or conn.last_notice
+            state = {"me": publish.whoami(conn.caller), **common}
+            conn.send({"push": "state", "seq": seq, "state": state})

@@ -10,6 +10,7 @@ Nothing connects at import. ``backup`` (SQLite's online backup) lives in ``.back
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import secrets
@@ -233,6 +234,28 @@ SNAPSHOT = "gputui_snapshot"
 def _begin_immediate(conn: Connection) -> None:
     deferred = conn.get_execution_options().get(SNAPSHOT, False)
     conn.exec_driver_sql("BEGIN" if deferred else "BEGIN IMMEDIATE")
+
+
+def hold_exclusively(database: Path) -> int:
+    """Take ``DATABASE.lock`` for this process's lifetime (the kernel lets go when it
+    ends, however it ends); ``StoreError`` when another head holds it. Two heads on
+    one database would each schedule onto the same GPUs."""
+    lock = Path(f"{database}.lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise StoreError(f"cannot open {lock}: {_os_why(e)}") from e
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(
+            f"database {database} is in use by another gputui head; stop it first"
+        ) from None
+    except OSError as e:
+        os.close(fd)
+        raise StoreError(f"cannot lock {lock}: {_os_why(e)}") from e
+    return fd
 
 
 def describe(engine: Engine) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import os
 import socket
 import threading
 from collections.abc import Awaitable, Callable
@@ -32,7 +33,7 @@ _CHUNK = 65536
 
 def is_local(head: HeadConfig) -> bool:
     """Whether the head's socket is reached directly (it is on this machine)."""
-    return Path(head.socket).expanduser().exists() or is_local_name(head.host)
+    return os.path.exists(Path(head.socket).expanduser()) or is_local_name(head.host)
 
 
 def head_host(config: Config) -> ResolvedHost:

@@ -9,6 +9,8 @@ import os
 import re
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from gputui.scheduler.engine import (
     StoreError,
     check_integrity,
     check_local_disk,
+    hold_exclusively,
     jobs_namespace,
     make_engine,
     mount_of,
@@ -434,3 +437,34 @@ def test_foreign_keys_are_enforced(store: Engine) -> None:
     failed = "FOREIGN KEY constraint failed"
     with pytest.raises(IntegrityError, match=failed), Session(store) as session, session.begin():
         session.add(Allocation(gpu_uuid="GPU-x", host="h", claim_id=999, start_at=1.0))
+
+
+def test_one_head_at_a_time_holds_a_database(tmp_path: Path, mountinfo: Path) -> None:
+    """A second head on the same database is refused with one line; the lock goes
+    with the process that held it, however it ends (here: SIGKILL)."""
+    db = tmp_path / "state" / "gputui.db"
+    prepare_location(db, mountinfo=mountinfo)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path\n"
+            "from gputui.scheduler.engine import hold_exclusively\n"
+            f"hold_exclusively(Path({str(db)!r})); print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(StoreError) as refused:
+            hold_exclusively(db)
+        assert str(refused.value) == (
+            f"database {db} is in use by another gputui head; stop it first"
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    fd = hold_exclusively(db)  # the dead holder's lock went with it
+    os.close(fd)
