@@ -49,6 +49,11 @@ class After:
     forget: dict[str, list[int]] = field(default_factory=dict)
     launches_again: list[lifecycle.Launch] = field(default_factory=list)
     final_jobs: list[tuple[Connection, int, dict[str, Any]]] = field(default_factory=list)
+    waits: list[tuple[int, Connection, int]] = field(default_factory=list)
+    """(job id, connection, request id) of ``wait`` requests made in this batch:
+    registered only once it is committed (``Batches.commit_done``)."""
+    sessions: list[str] = field(default_factory=list)
+    """``gputui run`` sessions whose claim this batch made."""
     changed: bool = False
 
 
@@ -167,7 +172,7 @@ class Batches:
             after.stops = list(ctx.stops)
             if ctx.changed or after.launches:
                 after.changed = True
-                after.final_jobs = self.final_waits(tx)
+                after.final_jobs = self.final_waits(tx, after.waits)
         return answers, after
 
     def _apply_one(
@@ -180,7 +185,7 @@ class Batches:
     ) -> dict[str, Any] | None:
         if item.kind == "request":
             assert item.conn is not None and item.request is not None
-            return self._request(tx, item.conn, item.request, ctx, remember)
+            return self._request(tx, item.conn, item.request, ctx, after=after, remember=remember)
         try:
             with tx.savepoint():
                 self._internal(tx, item, ctx, after)
@@ -194,12 +199,14 @@ class Batches:
         conn: Connection,
         request: wire.Request,
         ctx: Context,
+        *,
+        after: After,
         remember: list[tuple[int, str, dict[str, Any]]],
     ) -> dict[str, Any] | None:
         caller = conn.caller
         try:
             with tx.savepoint():
-                result = self._handle(tx, conn, caller, request, ctx=ctx)
+                result = self._handle(tx, conn, caller, request, ctx=ctx, after=after)
         except wire.Refusal as refusal:
             body = wire.error(request.id, refusal.code, refusal.message)
         else:
@@ -218,6 +225,7 @@ class Batches:
         request: wire.Request,
         *,
         ctx: Context,
+        after: After,
     ) -> dict[str, Any] | None:
         op, args = request.op, request.args
         # "submit" never gets here: _apply takes a batch's submissions in one statement.
@@ -227,7 +235,7 @@ class Batches:
             return result
         if op == "claim":
             if args.session:
-                self.sessions_alive.add(conn.session)
+                after.sessions.append(conn.session)
             return actions.claim(
                 tx,
                 caller,
@@ -262,7 +270,7 @@ class Batches:
                 raise wire.Refusal("unknown-job", f"no job {args.job_id}")
             if job.state in wire.FINAL_JOB_STATES:
                 return {"job": job_view(job)}
-            self.waits.setdefault(args.job_id, []).append((conn, request.id))
+            after.waits.append((args.job_id, conn, request.id))
             return None
         raise wire.Refusal("unknown-op", f"unknown op {op!r}")
 
@@ -333,13 +341,18 @@ class Batches:
                 if job.host and job.id:
                     after.kills.append((job.host, actions.run_key(job.id, job.launches)))
 
-    def final_waits(self, tx: Tx) -> list[tuple[Connection, int, dict[str, Any]]]:
-        """The waiters whose job has ended, with its view. They are taken off the
-        list only once this batch is committed (``forget_answered``)."""
+    def final_waits(
+        self, tx: Tx, pending: list[tuple[int, Connection, int]]
+    ) -> list[tuple[Connection, int, dict[str, Any]]]:
+        """The waiters whose job has ended (those registered, and ``pending``: this
+        batch's own), with its view. Nothing is taken off or put on the list until
+        the batch is committed (``commit_done``)."""
+        candidates = {job_id: list(waiters) for job_id, waiters in self.waits.items()}
+        for job_id, conn, rid in pending:
+            candidates.setdefault(job_id, []).append((conn, rid))
         done: list[tuple[Connection, int, dict[str, Any]]] = []
-        for job_id, waiters in list(self.waits.items()):
+        for job_id, waiters in candidates.items():
             if not waiters:
-                self.waits.pop(job_id, None)
                 continue
             job = tx.job(job_id)
             if job is not None and job.state in wire.FINAL_JOB_STATES:
@@ -347,9 +360,13 @@ class Batches:
                 done.extend((conn, rid, view) for conn, rid in waiters)
         return done
 
-    def forget_answered(self, answered: list[tuple[Connection, int, dict[str, Any]]]) -> None:
-        """After the commit: the waits just answered are over."""
-        sent = {(id(conn), rid) for conn, rid, _ in answered}
+    def commit_done(self, after: After) -> None:
+        """After the commit: this batch's waits and run sessions count now, and the
+        waits it answered are over."""
+        self.sessions_alive.update(after.sessions)
+        for job_id, conn, rid in after.waits:
+            self.waits.setdefault(job_id, []).append((conn, rid))
+        sent = {(id(conn), rid) for conn, rid, _ in after.final_jobs}
         for job_id, waiters in list(self.waits.items()):
             waiters[:] = [w for w in waiters if (id(w[0]), w[1]) not in sent]
             if not waiters:

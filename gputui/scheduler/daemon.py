@@ -294,7 +294,7 @@ class Head:
                 self._spawn(self.hosts.forget(host, keys))
         for conn, rid, view in after.final_jobs:
             conn.send(wire.response(rid, {"job": view}))
-        self.batch.forget_answered(after.final_jobs)
+        self.batch.commit_done(after)
         if after.changed:
             self._state_seq += 1
             self._state_event.set()

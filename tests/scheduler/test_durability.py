@@ -302,3 +302,59 @@ async def test_a_burst_shares_one_commit_and_each_answer_names_its_own_job(
     finally:
         writer.close()
         await head.close()
+
+
+async def test_a_wait_in_a_batch_that_fails_is_answered_once_and_not_kept(
+    tmp_path: Path, wait: WaitFor
+) -> None:
+    """A ``wait`` whose batch fails is answered 'internal' and forgotten: when the
+    job ends later, only the wait sent again is answered."""
+    broken = [False]
+
+    def flaky(view: policy.ClusterView) -> policy.Decisions:
+        if broken[0]:
+            broken[0] = False
+            raise RuntimeError("a bug in the policy")
+        return policy.decide(view)
+
+    hosts = ScriptedHosts({"gpu01": 2})
+    sock = tmp_path / "head.sock"
+    head = Head(
+        JobStore(open_store(tmp_path / "db" / "gputui.db")),
+        hosts,
+        HeadSettings(socket=sock),
+        host_pools={"gpu01": "a100"},
+        decide=flaky,
+    )
+    await head.start()
+    reader, writer = await asyncio.open_unix_connection(str(sock))
+
+    async def send(request: dict[str, Any]) -> dict[str, Any]:
+        writer.write(json.dumps(request).encode() + b"\n")
+        return dict(json.loads(await asyncio.wait_for(reader.readline(), 10)))
+
+    try:
+        await wait(lambda: len(head.watch.present_gpus()) == 2, what="the head's GPUs")
+        job = (await send({"id": 1, "op": "submit", "rid": "j", "args": {"argv": ["t"]}}))[
+            "result"
+        ]["job"]
+        await wait(lambda: hosts.launches, what="the job's launch")
+        # A job that waits for both GPUs: every batch now asks the policy.
+        big = {"id": 5, "op": "submit", "rid": "b", "args": {"argv": ["t"], "gpus": 2}}
+        assert (await send(big))["ok"] is True
+        broken[0] = True
+        first = await send({"id": 2, "op": "wait", "args": {"job_id": job["id"]}})
+        assert first["ok"] is False and first["error"]["code"] == "internal"
+        writer.write(json.dumps({"id": 3, "op": "wait", "args": {"job_id": job["id"]}}).encode())
+        writer.write(b"\n")
+        await wait(lambda: any(head.batch.waits.values()), what="the second wait registered")
+        hosts.finish("gpu01", hosts.launches[0].key, exit_code=0)
+        answer = json.loads(await asyncio.wait_for(reader.readline(), 10))
+        assert answer["id"] == 3 and answer["result"]["job"]["state"] == "completed"
+        assert head.batch.waits == {}
+        # Nothing more comes for request 2.
+        writer.write(b'{"id": 4, "op": "ping", "args": {}}\n')
+        assert json.loads(await asyncio.wait_for(reader.readline(), 10))["id"] == 4
+    finally:
+        writer.close()
+        await head.close()
