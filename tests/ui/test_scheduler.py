@@ -174,8 +174,10 @@ async def test_submit_from_the_form_and_see_it_in_the_queue(tmp_path: Path) -> N
             await connected(pilot, app)
             await pilot.press("Q")
             await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            app.notify("an old toast")
             await pilot.press("n")
             await until(pilot, lambda: isinstance(app.screen, SubmitScreen), "the enqueue form")
+            assert notes(app) == []  # toasts sit on top of everything: they go for a form
             form = app.screen
             form.query_one("#f-command", Input).value = "python train.py --epochs 3"
             form.query_one("#f-gpus", Input).value = "2"
