@@ -243,7 +243,7 @@ def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path, bool] |
     for path, trusted in candidates:
         try:
             if path.stat().st_size > (1 << 20):
-                return None
+                raise HeadError("config", f"{path} is over 1 MiB; not a hosts file")
             raw = path.read_bytes()
         except OSError:
             continue
@@ -252,11 +252,15 @@ def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path, bool] |
 
             composer = Composer(raw, str(path))
             root = composer.compose()
-            if composer.problems or root is None:
-                return None
+            if root is None:
+                return None  # empty: no head there
+            if composer.problems:
+                raise ValueError
             data = Constructor().construct_document(root)
-        except Exception:  # the full loader reports what is wrong; here: the default
-            return None
+        except Exception:  # said in one line; the full loader says what is wrong, and where
+            raise HeadError(
+                "config", f"{path} is not a valid hosts file; `gputui check-config {path}` says why"
+            ) from None
         head = data.get("head") if isinstance(data, dict) else None
         return (head, path, trusted) if isinstance(head, dict) else None
     return None

@@ -109,3 +109,19 @@ def test_the_head_host_is_this_machine_by_short_name_or_fqdn(
 ) -> None:
     monkeypatch.setattr(client_module.socket, "gethostname", lambda: "node1.example.com")
     assert is_local_name(host) is local
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["head: [unclosed\n", 'head:\n  host: "evil\\x1b[2J"\n', "a: 1\na: 2\n", "x" * (1 << 20 + 1)],
+)
+def test_a_broken_hosts_file_is_one_line_naming_it(
+    text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GPUTUI_HEAD_SOCKET", raising=False)
+    path = tmp_path / "hosts.yaml"
+    path.write_text(text)
+    with pytest.raises(HeadError) as e:
+        head_place(config_file=str(path))
+    assert e.value.code == "config" and str(path) in e.value.message
+    assert "\x1b" not in e.value.message and "\n" not in e.value.message
