@@ -58,8 +58,13 @@ def duration(seconds: float | None) -> str:
     if whole < 60:
         return f"{whole}s"
     minutes, secs = divmod(whole, 60)
+    return f"{minutes}m{secs:02d}s" if minutes < 10 else minutes_text(minutes)
+
+
+def minutes_text(minutes: int) -> str:
+    """Whole minutes, coarsely: ``12m``, ``3h05m``, ``2d04h``."""
     if minutes < 60:
-        return f"{minutes}m{secs:02d}s" if minutes < 10 else f"{minutes}m"
+        return f"{minutes}m"
     hours, minutes = divmod(minutes, 60)
     if hours < 24:
         return f"{hours}h{minutes:02d}m"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.text import clean
+from gputui.ui import format as fmt
 
 LIVE_STATES = frozenset({"starting", "running", "killing", "preempting", "unknown"})
 PENDING_STATES = frozenset({"queued", "held"})
@@ -61,15 +62,7 @@ def age_text(seconds: float | None) -> str:
     if seconds is None or seconds < 0:
         return "-"
     minutes = int(seconds // 60)
-    if minutes < 1:
-        return "<1m"
-    if minutes < 60:
-        return f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"
+    return "<1m" if minutes < 1 else fmt.minutes_text(minutes)
 
 
 @dataclass(frozen=True, slots=True)
