@@ -20,7 +20,7 @@ from sqlalchemy import Engine, func, update
 from sqlmodel import Session, col, select
 
 from .engine import SNAPSHOT
-from .tables import Allocation, Audit, Claim, Gpu, Host, Job, Meta, Notice, RequestLog
+from .tables import Allocation, Audit, Claim, Gpu, Host, Job, Notice, RequestLog
 
 
 def _dumps(body: dict[str, Any]) -> str:
@@ -43,27 +43,11 @@ class Tx:
     def flush(self) -> None:
         self.s.flush()
 
-    # -- meta and request log -------------------------------------------------------
-
-    def meta(self, key: str) -> str | None:
-        row = self.s.get(Meta, key)
-        return None if row is None else row.value
-
-    def set_meta(self, key: str, value: str) -> None:
-        self.s.merge(Meta(key=key, value=value))
-
-    def replay(self, uid: int, request_id: str) -> dict[str, Any] | None:
-        """The answer a request with this id got the first time, if it came before."""
-        row = self.s.get(RequestLog, (uid, request_id))
-        return None if row is None else dict(orjson.loads(row.result))
-
-    def remember(self, uid: int, request_id: str, body: dict[str, Any], now: float) -> None:
-        self.s.add(RequestLog(uid=uid, request_id=request_id, time=now, result=_dumps(body)))
-
-    # The submission path, a batch at a time, straight on the DB-API cursor of this
-    # transaction's connection: SQLAlchemy's statement building cost more than the
-    # statements. Plain SQL with qmark parameters (SQLite's; PostgreSQL's driver would
-    # need its own paramstyle here, the statements themselves stay the same).
+    # -- the request log and the submission path ---------------------------------------
+    # A batch at a time, straight on the DB-API cursor of this transaction's
+    # connection: SQLAlchemy's statement building cost more than the statements.
+    # Plain SQL with qmark parameters (SQLite's; PostgreSQL's driver would need its
+    # own paramstyle here, the statements themselves stay the same).
 
     def _cursor(self) -> Any:
         # One DB-API cursor for the whole transaction (the session's one connection).
@@ -72,8 +56,9 @@ class Tx:
         return self._raw
 
     def replay_many(self, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], dict[str, Any]]:
-        """``replay`` for a whole batch: uid = ? AND request_id IN (…), an index probe
-        each on the primary key, however long the log is."""
+        """The answers these (uid, request id)s got the first time, for those that came
+        before: uid = ? AND request_id IN (…), an index probe each on the primary key,
+        however long the log is."""
         if not keys:
             return {}
         by_uid: dict[int, set[str]] = {}
@@ -96,7 +81,7 @@ class Tx:
         return found
 
     def remember_many(self, rows: Sequence[tuple[int, str, dict[str, Any]]], now: float) -> None:
-        """``remember`` for a whole batch: (uid, request id, the answer it got)."""
+        """Keep each request's answer under (uid, request id), for a retry to get it."""
         if rows:
             self._cursor().executemany(
                 "INSERT INTO requestlog (uid, request_id, time, result) VALUES (?, ?, ?, ?)",
@@ -157,11 +142,6 @@ class Tx:
 
     # -- jobs -----------------------------------------------------------------------
 
-    def add_job(self, job: Job) -> Job:
-        self.s.add(job)
-        self.s.flush()
-        return job
-
     def job(self, job_id: int) -> Job | None:
         return self.s.get(Job, job_id)
 
@@ -182,10 +162,6 @@ class Tx:
     def jobs_on(self, host: str, states: Iterable[str]) -> list[Job]:
         query = select(Job).where(Job.host == host, col(Job.state).in_(list(states)))
         return list(self.s.exec(query.order_by(col(Job.id))).all())
-
-    def count_jobs(self, states: Iterable[str]) -> int:
-        query = select(func.count()).select_from(Job).where(col(Job.state).in_(list(states)))
-        return int(self.s.exec(query).one())
 
     # -- claims ---------------------------------------------------------------------
 
