@@ -147,9 +147,9 @@ def why_waiting(want: Want, hosts: dict[str, list[GpuSlot]], taken: set[str]) ->
         slots for slots in hosts.values() if sum(1 for g in slots if want.fits(g)) >= want.gpus
     ]
     if not could_hold:
+        anywhere = replace(want, barred=frozenset())
         if want.barred and any(
-            sum(1 for g in slots if replace(want, barred=frozenset()).fits(g)) >= want.gpus
-            for slots in hosts.values()
+            sum(1 for g in slots if anywhere.fits(g)) >= want.gpus for slots in hosts.values()
         ):
             return LOGIN_USER
         return RESOURCES
