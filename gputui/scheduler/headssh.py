@@ -99,7 +99,7 @@ async def open_head_ssh(config: Config) -> tuple[Any, Any, Closer]:
     return reader, writer, closer
 
 
-def ssh_socket(config: Config, timeout: float | None = None) -> socket.socket:
+def ssh_socket(config: Config) -> socket.socket:
     """A blocking socket that speaks to the head over SSH (for the CLI).
 
     A daemon thread holds the SSH connection and pumps bytes between it and the
@@ -121,7 +121,7 @@ def ssh_socket(config: Config, timeout: float | None = None) -> socket.socket:
                 theirs.close()
 
     threading.Thread(target=run, name="gputui-head-ssh", daemon=True).start()
-    wait = (timeout or 0) + _connect_timeout(config) + 5
+    wait = _connect_timeout(config) + 5
     if not ready.wait(wait):
         ours.close()
         raise HeadError("timeout", f"ssh to the head took over {wait:.0f} s")
