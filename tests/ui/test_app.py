@@ -380,7 +380,9 @@ async def test_a_burst_of_snapshots_is_one_message_and_the_newest_wins(
         assert " 33% " in grid_line(app, "gpu01:0")
 
 
-async def test_only_changed_rows_render_again(app: GpuTuiApp, source: FakeSource) -> None:
+async def test_only_changed_rows_render_again(source: FakeSource, control: FakeControl) -> None:
+    # No age tick during the test: on a slow machine one would redraw every host header.
+    app = GpuTuiApp(source, Config(), clock=fixed_clock, control=control, tick_interval=3600)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         g = grid(app)
@@ -390,7 +392,7 @@ async def test_only_changed_rows_render_again(app: GpuTuiApp, source: FakeSource
                 sample=fakes.sample(2, NOW, fakes.gpu01_gpus(util0=10)), received_at=NOW
             )
         )
-        await pilot.pause()
+        await until(pilot, lambda: g.renders - before >= 2, "gpu01's changed rows drawn")
         await pilot.pause()
         # The host header and GPU 0 changed; GPUs 1-3 and every other host are cached.
         assert g.renders - before == 2
