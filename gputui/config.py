@@ -39,6 +39,7 @@ from pydantic import (
     model_validator,
 )
 
+from gputui.config_sched import SchedulerConfig
 from gputui.config_where import (
     HOST_NAME,
     MAX_ERROR_LINES,
@@ -78,6 +79,7 @@ __all__ = [
     "HostConfig",
     "Port",
     "ResolvedHost",
+    "SchedulerConfig",
     "SshDefaults",
     "file_problems",
     "find_config",
@@ -261,6 +263,8 @@ class Config(_Model):
     """When readings count as problems."""
     head: HeadConfig | None = None
     """The scheduler's head node; leave out for monitoring only."""
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    """The head's policy: priority classes, fair share, quotas, preemption, accounting."""
     connect_concurrency: Annotated[int, Field(ge=1, le=1024)] = 32
     """SSH handshakes in flight at once (keep under sshd's MaxStartups across hosts)."""
 

@@ -10,7 +10,7 @@ Times are epoch seconds (float, UTC). Lists and maps are stored as JSON text.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, Text, text
+from sqlalchemy import Boolean, Column, Index, Text, text
 from sqlmodel import Field, SQLModel
 
 # Named constraints, so a later migration can drop or alter one by name: SQLite's
@@ -109,6 +109,22 @@ class Job(SQLModel, table=True):
     stop_kind: str | None = Field(default=None, max_length=16)
     pid: int | None = None
     project: str | None = Field(default=None, max_length=64)
+    after: str = Field(default="[]", sa_column=_json("[]"))
+    """JSON list of job ids this job starts after (``--after`` / ``--after-ok``)."""
+    after_ok: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default="0")
+    )
+    """Start only once every job in ``after`` completed successfully; cancelled if one did not."""
+    over_quota: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default="0")
+    )
+    """Its current run started over its group's quota: any within-quota work preempts it."""
+    idle_since: float | None = None
+    """Since when all its GPUs show 0% use (null: busy, or not running)."""
+    idle_told: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default="0")
+    )
+    """Its owner was told it is idle (once a run)."""
 
 
 class Claim(SQLModel, table=True):
@@ -172,11 +188,27 @@ class Allocation(SQLModel, table=True):
 
 
 class Usage(SQLModel, table=True):
-    """Per user, group and day: GPU-seconds allocated and busy, energy (filled by accounting)."""
+    """GPU use by hour (epoch seconds of the hour's start, UTC), user, group, project
+    and pool: GPU-seconds allocated (written when an allocation ends, split by hour),
+    GPU-seconds busy and energy (from the samples, while allocated)."""
 
+    hour: int = Field(primary_key=True)
     user: str = Field(primary_key=True, max_length=64)
     group: str = Field(primary_key=True, max_length=64)
-    day: str = Field(primary_key=True, max_length=10)
+    project: str = Field(primary_key=True, max_length=64)
+    """Empty when the work named none."""
+    pool: str = Field(primary_key=True, max_length=64)
+    alloc_gpu_s: float = 0.0
+    busy_gpu_s: float = 0.0
+    energy_j: float = 0.0
+
+
+class ClusterHour(SQLModel, table=True):
+    """The whole cluster by hour: GPU-seconds present, allocated and busy (allocated or
+    not), energy: what the utilisation-by-hour chart shows."""
+
+    hour: int = Field(primary_key=True)
+    gpu_s: float = 0.0
     alloc_gpu_s: float = 0.0
     busy_gpu_s: float = 0.0
     energy_j: float = 0.0
@@ -218,4 +250,16 @@ class Notice(SQLModel, table=True):
     claim_id: int | None = None
 
 
-ALL_TABLES = (Meta, Host, Gpu, Job, Claim, Allocation, Usage, Audit, RequestLog, Notice)
+ALL_TABLES = (
+    Meta,
+    Host,
+    Gpu,
+    Job,
+    Claim,
+    Allocation,
+    Usage,
+    ClusterHour,
+    Audit,
+    RequestLog,
+    Notice,
+)

@@ -11,15 +11,17 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
-from sqlmodel import Session, SQLModel
+from sqlmodel import SQLModel
 
 from gputui.scheduler.engine import MIGRATIONS, StoreError, alembic_config, make_engine, upgrade
-from gputui.scheduler.tables import Allocation, Claim, Host, Job
+
+HEAD = "0002"
+"""The newest revision gputui ships."""
 
 REVISION_0002 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0900
+Revises: 0002
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0900"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
@@ -51,34 +53,60 @@ def downgrade() -> None:
 
 
 def scratch_migrations(tmp_path: Path, fail: bool = False) -> Path:
-    """A copy of gputui's migrations plus a revision 0002 (optionally failing at its end)."""
+    """A copy of gputui's migrations plus a revision 0900 (optionally failing at its end)."""
     target = tmp_path / "migrations"
     shutil.copytree(MIGRATIONS, target, ignore=shutil.ignore_patterns("__pycache__"))
     body = REVISION_0002.replace(
         "    FAIL_HERE\n", '    raise RuntimeError("half-way")\n' if fail else ""
     )
-    (target / "versions" / "0002_comment.py").write_text(body)
+    (target / "versions" / "0900_comment.py").write_text(body)
     return target
 
 
-def _at_0001(db: Path) -> Engine:
-    """A database as gputui 0.1 left it: schema 0001 and some rows that reference others."""
+def migrations_up_to(tmp_path: Path, last: str) -> Path:
+    """A copy of gputui's migrations without the revisions after ``last``."""
+    target = tmp_path / f"migrations-{last}"
+    shutil.copytree(MIGRATIONS, target, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in (target / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"):
+        if path.name[:4] > last:
+            path.unlink()
+    return target
+
+
+def _at_0001(db: Path, tmp_path: Path) -> Engine:
+    """A database as gputui 0.1 left it: schema 0001 and some rows that reference others
+    (written in SQL: today's models have columns 0001 lacks)."""
     engine = make_engine(db)
-    assert upgrade(engine) == "0001"
-    with Session(engine) as session, session.begin():
-        session.add(Host(name="gpu1"))
-        job = Job(uid=1000, user="ana", argv='["train.py"]', gpus=1, submitted_at=1.0)
-        claim = Claim(uid=1000, user="ana", gpus=1, created_at=1.0)
-        session.add_all([job, claim])
-        session.flush()
-        session.add(Allocation(gpu_uuid="GPU-a", host="gpu1", job_id=job.id, start_at=2.0))
-        session.add(Allocation(gpu_uuid="GPU-b", host="gpu1", claim_id=claim.id, start_at=2.0))
+    assert upgrade(engine, alembic_config(migrations_up_to(tmp_path, "0001"))) == "0001"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO host (name, pool, state) VALUES ('gpu1', 'default', 'ok')"
+        )
+        conn.exec_driver_sql(
+            'INSERT INTO job (id, uid, user, "group", name, argv, env, gpus, priority,'
+            " preemptible, submitted_at, state, reason, requeues, gpu_uuids, launches)"
+            " VALUES (1, 1000, 'ana', '', '', '[\"train.py\"]', '{}', 1, 'normal', 0, 1.0,"
+            " 'queued', '', 0, '[]', 0)"
+        )
+        conn.exec_driver_sql(
+            'INSERT INTO claim (id, uid, user, "group", gpus, wanted, note, state, reason,'
+            " created_at, idle_release_s, gpu_uuids) VALUES (1, 1000, 'ana', '', 1, '[]', '',"
+            " 'waiting', '', 1.0, 1800, '[]')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO allocation (gpu_uuid, host, job_id, start_at)"
+            " VALUES ('GPU-a', 'gpu1', 1, 2.0)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO allocation (gpu_uuid, host, claim_id, start_at)"
+            " VALUES ('GPU-b', 'gpu1', 1, 2.0)"
+        )
     return engine
 
 
 def test_migrated_schema_is_exactly_the_tables(tmp_path: Path) -> None:
     engine = make_engine(tmp_path / "fresh.db")
-    assert upgrade(engine) == "0001"
+    assert upgrade(engine) == HEAD
     with engine.connect() as conn:
         context = MigrationContext.configure(
             conn, opts={"compare_type": True, "compare_server_default": True}
@@ -114,11 +142,15 @@ def test_drift_is_noticed(tmp_path: Path) -> None:
 
 def test_an_older_database_upgrades_and_keeps_its_rows(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
-    _at_0001(db).dispose()
+    _at_0001(db, tmp_path).dispose()
     engine = make_engine(db)
-    assert upgrade(engine, alembic_config(scratch_migrations(tmp_path))) == "0002"
+    assert upgrade(engine, alembic_config(scratch_migrations(tmp_path))) == "0900"
     with engine.connect() as conn:
         assert "comment" in {c["name"] for c in inspect(conn).get_columns("job")}
+        # 0002's new job columns have their defaults on the old row.
+        assert conn.exec_driver_sql("SELECT after, after_ok, over_quota FROM job").all() == [
+            ("[]", 0, 0)
+        ]
         assert conn.exec_driver_sql("SELECT name, rack FROM host").all() == [("gpu1", "r0")]
         assert conn.exec_driver_sql(
             "SELECT a.gpu_uuid, j.user FROM allocation a JOIN job j ON j.id = a.job_id"
@@ -132,15 +164,15 @@ def test_an_older_database_upgrades_and_keeps_its_rows(tmp_path: Path) -> None:
         c.exec_driver_sql(
             "INSERT INTO allocation (gpu_uuid, host, job_id, start_at) VALUES ('g', 'h', 99, 1)"
         )
-    # gputui 0.1 (which knows only 0001) now refuses the file instead of damaging it.
-    with pytest.raises(StoreError, match=r"written by a newer gputui \(schema 0002\)"):
+    # This gputui (which knows only up to 0002) now refuses the file instead of damaging it.
+    with pytest.raises(StoreError, match=r"written by a newer gputui \(schema 0900\)"):
         upgrade(engine)
     engine.dispose()
 
 
 def test_a_failing_upgrade_changes_nothing(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
-    _at_0001(db).dispose()
+    _at_0001(db, tmp_path).dispose()
     engine = make_engine(db)
     with pytest.raises(StoreError) as error:
         upgrade(engine, alembic_config(scratch_migrations(tmp_path, fail=True)))
@@ -151,7 +183,7 @@ def test_a_failing_upgrade_changes_nothing(tmp_path: Path) -> None:
         assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").all() == [("0001",)]
         assert conn.exec_driver_sql("SELECT count(*) FROM allocation").scalar() == 2
         conn.rollback()
-    assert upgrade(engine) == "0001"
+    assert upgrade(engine) == HEAD
     engine.dispose()
 
 
