@@ -63,7 +63,11 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
     database = Path(args.database or (head.database if head else "/var/lib/gputui/gputui.db"))
     group_commit = not args.commit_per_request
     if head is None:
-        settings = HeadSettings(socket=socket_path.expanduser(), group_commit=group_commit)
+        settings = HeadSettings(
+            socket=socket_path.expanduser(),
+            rules=Rules(sched=config.scheduler),
+            group_commit=group_commit,
+        )
     else:
         settings = HeadSettings(
             socket=socket_path.expanduser(),
@@ -72,6 +76,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
                 claim_idle_s=head.claim_idle_minutes * 60,
                 requeue_limit=head.requeue_limit,
                 kill_grace_s=head.kill_grace_s,
+                sched=config.scheduler,
             ),
             run_as_login_user=head.run_as_login_user,
             group_commit=group_commit,

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from gputui.config_sched import SchedulerConfig
+
 from . import policy
 from .identity import Caller
 from .store import Tx
@@ -41,7 +43,12 @@ class Rules:
     claim_idle_s: float = 1800.0
     requeue_limit: int = 3
     kill_grace_s: float = 10.0
-    priorities: tuple[str, ...] = ("normal",)
+    sched: SchedulerConfig = field(default_factory=SchedulerConfig)
+    """hosts.yaml's ``scheduler:`` section: classes, fair share, quotas, accounting."""
+
+    @property
+    def priorities(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.sched.classes)
 
 
 @dataclass(slots=True)
@@ -170,7 +177,7 @@ def submit_row(caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]
         "gpus": args.gpus,
         "pool": args.pool,
         "host_constraint": args.host,
-        "priority": args.priority or ctx.rules.priorities[0],
+        "priority": args.priority or ctx.rules.sched.default_class,
         "preemptible": args.preemptible,
         "time_limit_s": args.time_limit_s,
         "submitted_at": ctx.now,
