@@ -41,6 +41,8 @@ scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
                 queue a job, list the queue, one job, its output, wait for it
   cancel, kill, preempt, requeue, hold, release-hold
                 act on jobs (--reason when an admin acts on another's)
+  explain, quota
+                why a job waits (place, factors, start estimate); weekly quotas
   audit, whoami the audit trail; who the head says you are
 """
 

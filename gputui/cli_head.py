@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from gputui import cli_policy
 from gputui.durations import elapsed_text, parse_duration
 from gputui.scheduler.client import HeadClient, HeadError, head_place
 
@@ -46,6 +47,8 @@ VERBS = (
     "wait",
     "audit",
     "whoami",
+    "explain",
+    "quota",
 )
 
 
@@ -57,6 +60,14 @@ def _job_id(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"not a job id: {text!r}")
     return value
+
+
+def _job_ids(text: str) -> list[int]:
+    """``12,13`` (Slurm's ``afterok:12:13`` style, with commas or colons)."""
+    parts = [p for p in text.replace(":", ",").split(",") if p.strip()]
+    if not parts or len(parts) > 256:
+        raise argparse.ArgumentTypeError(f"not a list of job ids: {text!r}")
+    return [_job_id(p.strip()) for p in parts]
 
 
 def _gpu_count(text: str) -> int:
@@ -114,8 +125,15 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--cwd", help="working directory on the host (default: this one)")
     s.add_argument("--time", type=parse_duration, help="time limit (30m, 2h, 1-00:00)")
     s.add_argument("--preemptible", action="store_true")
-    s.add_argument("--priority")
-    s.add_argument("--project")
+    s.add_argument("--priority", help="priority class (urgent, normal, low, night by default)")
+    s.add_argument("--project", help="tag the job for accounting")
+    s.add_argument("--after", type=_job_ids, metavar="JOB[,JOB...]", help="start after these ended")
+    s.add_argument(
+        "--after-ok",
+        type=_job_ids,
+        metavar="JOB[,JOB...]",
+        help="start after these completed; cancelled if one did not",
+    )
     s.add_argument("--json", action="store_true")
     s.add_argument("command", nargs=argparse.REMAINDER)
 
@@ -146,6 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     au.add_argument("--json", action="store_true")
 
     sub.add_parser("whoami", help="who the head thinks you are")
+    cli_policy.add_parsers(sub, _job_id)
     return p
 
 
@@ -292,6 +311,11 @@ def _submit(client: HeadClient, a: argparse.Namespace) -> int:
     ):
         if getattr(a, key) is not None:
             body[field] = getattr(a, key)
+    if a.after and a.after_ok:
+        raise HeadError("usage", "submit: give --after or --after-ok, not both")
+    if a.after or a.after_ok:
+        body["after"] = a.after or a.after_ok
+        body["after_ok"] = bool(a.after_ok)
     job = client.call("submit", body)["job"]
     if a.json:
         _print_json(job)
@@ -550,6 +574,8 @@ HANDLERS: dict[str, Callable[[HeadClient, argparse.Namespace], int]] = {
     "wait": _wait,
     "audit": _audit,
     "whoami": _whoami,
+    "explain": cli_policy.explain,
+    "quota": cli_policy.quota,
 }
 
 

@@ -158,18 +158,51 @@ def check_feasible(want: policy.Want, ctx: Context) -> None:
 # -- jobs ---------------------------------------------------------------------------
 
 
-def submit_row(caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]:
-    """A submission checked and turned into a ``job`` row (no database work: the
-    daemon inserts a batch's rows in one statement)."""
-    if args.priority is not None and args.priority not in ctx.rules.priorities:
+def submit_row(
+    caller: Caller, args: SubmitArgs, ctx: Context, tx: Tx | None = None
+) -> dict[str, Any]:
+    """A submission checked and turned into a ``job`` row (no database work but for
+    ``--after``'s check: the daemon inserts a batch's rows in one statement)."""
+    config = ctx.rules.sched
+    name = args.priority or config.default_class
+    klass = config.klass(name)
+    if klass is None:
         shown = ", ".join(ctx.rules.priorities)
-        raise Refusal("bad-args", f"submit: unknown priority {args.priority!r} (classes: {shown})")
+        raise Refusal("bad-args", f"submit: unknown priority {name!r} (classes: {shown})")
+    group = config.group_of(caller.user, caller.groups, caller.group)
+    if (
+        klass.groups is not None
+        and not caller.admin
+        and not (set(klass.groups) & (caller.groups | {group}))
+    ):
+        raise Refusal(
+            "denied",
+            f"submit: priority {name} is for the groups {', '.join(klass.groups)} only",
+        )
+    limit = args.time_limit_s
+    if limit is None and klass.time_default_hours is not None:
+        limit = klass.time_default_hours * 3600
+    if klass.time_max_hours is not None:
+        if limit is None:
+            limit = klass.time_max_hours * 3600
+        elif limit > klass.time_max_hours * 3600:
+            raise Refusal(
+                "bad-args",
+                f"submit: --time is over priority {name}'s maximum ({klass.time_max_hours:g} h)",
+            )
+    if args.after:
+        if tx is None:
+            raise Refusal("bad-args", "submit: --after needs the store")  # not reached
+        known = tx.job_states(args.after)
+        missing = [j for j in args.after if j not in known]
+        if missing:
+            raise Refusal("unknown-job", f"submit: --after: no job {missing[0]}")
     check_feasible(_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
     ctx.changed = True
     return {
         "uid": caller.uid,
         "user": caller.user,
-        "group": caller.group,
+        "group": group,
         "name": args.name or args.argv[0].rsplit("/", 1)[-1][:128],
         "argv": orjson.dumps(args.argv).decode(),
         "cwd": args.cwd,
@@ -177,9 +210,9 @@ def submit_row(caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]
         "gpus": args.gpus,
         "pool": args.pool,
         "host_constraint": args.host,
-        "priority": args.priority or ctx.rules.sched.default_class,
+        "priority": name,
         "preemptible": args.preemptible,
-        "time_limit_s": args.time_limit_s,
+        "time_limit_s": limit,
         "submitted_at": ctx.now,
         "state": "queued",
         "reason": "Resources",
@@ -187,17 +220,20 @@ def submit_row(caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]
         "launches": 0,
         "gpu_uuids": "[]",
         "project": args.project,
+        "after": orjson.dumps(sorted(set(args.after))).decode(),
+        "after_ok": args.after_ok,
     }
 
 
 def submit(tx: Tx, caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]:
     """One submission (the daemon batches ``submit_row``s; this is the same for one)."""
-    row = submit_row(caller, args, ctx)
+    row = submit_row(caller, args, ctx, tx)
     (job_id,) = tx.insert_jobs([row])
     return {"job": job_row_view({**row, "id": job_id})}
 
 
-def _stop(job: Job, ctx: Context, kind: str, state: str) -> None:
+def stop_job(job: Job, ctx: Context, kind: str, state: str) -> None:
+    """SIGTERM now (after the commit), SIGKILL at ``stop_deadline``."""
     job.state = state
     job.stop_kind = kind
     job.stop_deadline = ctx.now + ctx.rules.kill_grace_s
@@ -229,7 +265,7 @@ def _cancel(job: Job, caller: Caller, ctx: Context) -> None:
         job.state, job.ended_at = "cancelled", ctx.now
         job.reason = "cancelled" + (f" by {caller.user}" if not caller.owns(job.uid) else "")
     elif job.state in ("running", "starting", "unknown"):
-        _stop(job, ctx, "kill", "killing")
+        stop_job(job, ctx, "kill", "killing")
     elif job.state in FINAL_JOB_STATES:
         raise Refusal("bad-state", f"job {job.id} already ended ({job.state})")
 
@@ -238,18 +274,18 @@ def _kill(job: Job, caller: Caller, ctx: Context) -> None:
     if job.state not in ("running", "starting", "unknown", "preempting", "killing"):
         raise Refusal("bad-state", f"job {job.id} is {job.state}, not running; use cancel")
     if job.state != "killing":
-        _stop(job, ctx, "kill", "killing")
+        stop_job(job, ctx, "kill", "killing")
 
 
 def _preempt(job: Job, caller: Caller, ctx: Context) -> None:
     if job.state not in ("running", "starting", "unknown"):
         raise Refusal("bad-state", f"job {job.id} is {job.state}; only a running job is preempted")
-    _stop(job, ctx, "preempt", "preempting")
+    stop_job(job, ctx, "preempt", "preempting")
 
 
 def _requeue(job: Job, caller: Caller, ctx: Context) -> None:
     if job.state in ("running", "starting", "unknown"):
-        _stop(job, ctx, "preempt", "preempting")
+        stop_job(job, ctx, "preempt", "preempting")
     elif job.state in FINAL_JOB_STATES:
         job.state, job.reason, job.ended_at = "queued", "Priority", None
         job.exit_code = job.exit_signal = None
@@ -324,7 +360,7 @@ def claim(
     item = Claim(
         uid=caller.uid,
         user=caller.user,
-        group=caller.group,
+        group=ctx.rules.sched.group_of(caller.user, caller.groups, caller.group),
         gpus=count,
         wanted=json.dumps(list(named)),
         pool=args.pool,

@@ -16,17 +16,20 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import actions, lifecycle, policy, publish, wire
+from . import actions, lifecycle, policy, publish, shares, wire
 from .actions import Context, Rules
 from .hostwatch import HostWatch
 from .identity import Caller
 from .server import Connection
+from .shares import Standing
 from .store import JobStore, Tx
 from .views import job_row_view, job_view
 
 log = logging.getLogger("gputui.scheduler.daemon")  # one logger for the head
 
 REQUEST_LOG_KEEP_S = 7 * 86400.0
+STANDING_S = 60.0
+"""How often fair-share factors and quota use are worked out again from allocations."""
 """How long a request id is remembered (a retry later than this is a new request)."""
 
 
@@ -89,6 +92,20 @@ class Batches:
         self.waits: dict[int, list[tuple[Connection, int]]] = {}
         self.sessions_alive: set[str] = set()
         self.launching: set[int] = set()
+        self.standing: Standing | None = None
+
+    def standing_at(self, tx: Tx, now: float) -> Standing:
+        """Fair-share factors and quota use, worked out again every ``STANDING_S``
+        (usage moves slowly; a pass must not read a month of allocations)."""
+        if self.standing is None or now - self.standing.at >= STANDING_S or now < self.standing.at:
+            config = self.rules.sched
+            horizon = max(5 * config.fair_share.half_life_days * 86400.0, shares.WEEK_S)
+            spans = [
+                shares.Span(group, pool, start, end, user)
+                for group, user, pool, start, end in tx.alloc_spans(now - horizon)
+            ]
+            self.standing = shares.standing(spans, config.fair_share.shares, config, now)
+        return self.standing
 
     def context(self, slots: tuple[policy.GpuSlot, ...], now: float) -> Context:
         known = {g.host for g in self.watch.present_gpus()}
@@ -140,7 +157,7 @@ class Batches:
                         earlier[key] = len(answers)
                     if request.op == "submit":
                         try:
-                            row = actions.submit_row(item.conn.caller, request.args, ctx)
+                            row = actions.submit_row(item.conn.caller, request.args, ctx, tx)
                         except wire.Refusal as refusal:
                             body = wire.error(request.id, refusal.code, refusal.message)
                             remember.append((uid, request.rid or "", body))
@@ -167,6 +184,7 @@ class Batches:
                 self.decide,
                 self.logins(),
                 run_as_login_user=self.run_as_login_user,
+                standing=self.standing_at(tx, now),
             )
             after.launches.extend(after.launches_again)
             after.stops = list(ctx.stops)

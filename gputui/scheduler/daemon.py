@@ -34,7 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gputui.telemetry import HostSnapshot
 
-from . import actions, lifecycle, policy, publish, wire
+from . import actions, lifecycle, policy, publish, reads, wire
 from .actions import Rules
 from .batch import After, Batches, Item
 from .hosts import HostOps
@@ -56,6 +56,8 @@ its one request after a single iteration."""
 INBOX_MAX = 20_000
 TICK_S = 1.0
 SESSION_GRACE_S = 30.0
+READS = frozenset({"explain", "quota"})
+"""Read-only requests answered from a snapshot on the reader thread."""
 STATE_PUSH_MIN_S = 0.1
 
 
@@ -180,6 +182,9 @@ class Head:
         if request.op == "logs":
             self._spawn(self._logs(conn, request))
             return
+        if request.op in READS:
+            self._spawn(self._snapshot_read(conn, request))
+            return
         if request.op == "ping":
             conn.send(wire.response(request.id, {"pong": True, "time": self.clock()}))
             return
@@ -190,6 +195,37 @@ class Head:
         for waiters in self.batch.waits.values():
             waiters[:] = [w for w in waiters if w[0] is not conn]
         self._post(Item("session-closed", payload=conn.session))
+
+    async def _snapshot_read(self, conn: Connection, request: wire.Request) -> None:
+        """``explain`` and ``quota``: answered from a snapshot, off the writer."""
+        rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
+        standing = self.batch.standing
+
+        def answer() -> dict[str, Any]:
+            with self.store.snapshot() as tx:
+                if request.op == "explain":
+                    return reads.explain_job(
+                        tx,
+                        conn.caller,
+                        request.args,
+                        config=rules.sched,
+                        standing=standing,
+                        slots=slots,
+                        now=now,
+                        grace_s=rules.kill_grace_s,
+                    )
+                return reads.quota_table(tx, rules.sched, standing, now)
+
+        try:
+            body = await self._read(answer)
+        except wire.Refusal as refusal:
+            conn.send(wire.error(request.id, refusal.code, refusal.message))
+            return
+        except Exception:  # a bug or the store: say so, never leave the caller waiting
+            log.exception("head: %s failed", request.op)
+            conn.send(wire.error(request.id, "internal", f"{request.op} failed"))
+            return
+        conn.send(wire.response(request.id, body))
 
     async def _logs(self, conn: Connection, request: wire.Request) -> None:
         args: wire.LogArgs = request.args

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from . import policy
-from .actions import Context, end_claim, grant_claim, run_key, split_run_key
+from . import line, policy
+from .actions import Context, end_claim, grant_claim, run_key, split_run_key, stop_job
+from .shares import Standing
 from .store import Tx
-from .tables import Job, Notice
+from .tables import Claim, Job, Notice
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,49 +76,6 @@ def launch_for(job: Job, ctx: Context) -> Launch:
     )
 
 
-def waiting_work(
-    tx: Tx, only: Mapping[str, str] | None = None
-) -> tuple[list[policy.Want], dict[tuple[str, int], Any]]:
-    """Queued jobs and waiting claims, in arrival order, as policy requests.
-
-    ``only`` maps a host to the one user whose jobs may run there."""
-    only = only or {}
-    wants: list[tuple[float, int, policy.Want]] = []
-    rows: dict[tuple[str, int], Any] = {}
-    for job in tx.jobs(("queued",)):
-        assert job.id is not None
-        rows["job", job.id] = job
-        want = policy.Want(
-            "job",
-            job.id,
-            job.gpus,
-            user=job.user,
-            pool=job.pool,
-            host=job.host_constraint,
-            since=job.submitted_at,
-            barred=frozenset(h for h, user in only.items() if user != job.user),
-        )
-        wants.append((job.submitted_at, 0, want))
-    for item in tx.claims(("waiting",)):
-        assert item.id is not None
-        rows["claim", item.id] = item
-        named = tuple(json.loads(item.wanted))
-        want = policy.Want(
-            "claim",
-            item.id,
-            item.gpus,
-            user=item.user,
-            pool=item.pool,
-            host=item.host_constraint,
-            model=item.model,
-            named=named,
-            since=item.created_at,
-        )
-        wants.append((item.created_at, 1, want))
-    wants.sort(key=lambda w: (w[0], w[1], w[2].id))
-    return [w for _, _, w in wants], rows
-
-
 def schedule(
     tx: Tx,
     ctx: Context,
@@ -126,22 +83,32 @@ def schedule(
     logins: Mapping[str, str | None],
     *,
     run_as_login_user: bool = False,
+    standing: Standing | None = None,
 ) -> list[Launch]:
-    """One scheduling pass: place what fits, record why the rest waits.
+    """One scheduling pass: place what fits, preempt for what may, record why the
+    rest waits, cancel jobs whose ``--after-ok`` dependency failed.
 
     ``logins`` maps a host to the user the head logs in as there. Root (or not
     known yet): each job runs as its submitter. Anyone else: only that user's jobs
     run there, unless ``run_as_login_user``, when every job runs as that user.
+    ``standing``: fair-share factors and quota use (none: everyone equal).
     """
     if not any(s.healthy and not s.drained for s in ctx.slots):
         return []  # no usable GPU at all: nothing to place, and no query for it
+    config = ctx.rules.sched
     busy = {a.gpu_uuid for a in tx.live_allocations()}
-    if not any(s.healthy and not s.drained and s.uuid not in busy for s in ctx.slots):
-        return []  # nothing free: the waiting keep their reasons (cheap on a long queue)
+    nothing_free = not any(s.healthy and not s.drained and s.uuid not in busy for s in ctx.slots)
+    if nothing_free and not config.preemption.enabled:
+        return []  # the waiting keep their reasons (cheap on a long queue)
     users = {h: u for h, u in logins.items() if u not in (None, "root")}
     only = {} if run_as_login_user else users
-    wants, rows = waiting_work(tx, only)
-    if not wants:
+    built = line.build(tx, config, standing or Standing(), ctx.now, only)
+    for broken, why in built.broken_deps:
+        broken.state, broken.ended_at, broken.reason = "cancelled", ctx.now, why[:512]
+        _notice(tx, ctx, broken, "ended", f"job {broken.id} ({broken.name}) cancelled: {why}")
+        ctx.changed = True
+    if not built.wants:
+        tx.flush()
         return []
     slots = tuple(
         policy.GpuSlot(
@@ -149,10 +116,11 @@ def schedule(
         )
         for s in ctx.slots
     )
-    decisions = decide(policy.ClusterView(gpus=slots, waiting=tuple(wants)))
+    decisions = decide(line.view(built, slots, config, ctx.now, ctx.rules.kill_grace_s))
     launches: list[Launch] = []
+    wants = {(w.kind, w.id): w for w in built.wants}
     for place in decisions.place:
-        row = rows[place.kind, place.id]
+        row = built.rows[place.kind, place.id]
         if place.kind == "claim":
             grant_claim(tx, row, place, ctx)
             continue
@@ -164,15 +132,44 @@ def schedule(
         job.started_at = None
         job.run_as = users.get(place.host, job.user) if run_as_login_user else job.user
         job.stop_kind = job.stop_deadline = None
+        job.over_quota = wants[place.kind, place.id].over_quota
+        job.idle_since, job.idle_told = None, False
         tx.allocate(place.gpu_uuids, place.host, ctx.now, job_id=job.id)
         launches.append(launch_for(job, ctx))
+    for stop in decisions.preempt:
+        _preempt_for(tx, ctx, stop, built.rows.get((stop.for_kind, stop.for_id)))
     for wait in decisions.wait:
-        row = rows[wait.kind, wait.id]
+        row = built.rows[wait.kind, wait.id]
         if row.reason != wait.reason:
             row.reason = wait.reason
-    ctx.changed = ctx.changed or bool(decisions.place)
+    ctx.changed = ctx.changed or bool(decisions.place) or bool(decisions.preempt)
     tx.flush()
     return launches
+
+
+def _preempt_for(tx: Tx, ctx: Context, stop: policy.Preempt, winner: Job | Claim | None) -> None:
+    """Stop a running job for one ahead of it: SIGTERM now, SIGKILL after the grace
+    period, then requeued (or held past the requeue limit); its owner is told why."""
+    victim = tx.job(stop.id)
+    if victim is None or victim.state not in ("running", "starting"):
+        return
+    why = f"preempted for job {stop.for_id}"
+    if isinstance(winner, Job):
+        why += f" ({winner.priority}, {winner.user})"
+        if victim.over_quota and ctx.rules.sched.rank(winner.priority) >= ctx.rules.sched.rank(
+            victim.priority
+        ):
+            why += f": job {victim.id} ran over its group's quota"
+    stop_job(victim, ctx, "preempt", "preempting")
+    victim.reason = why[:512]
+    _notice(
+        tx,
+        ctx,
+        victim,
+        "preempted",
+        f"job {victim.id} ({victim.name}) is being preempted: {why}; "
+        f"it gets SIGTERM, {ctx.rules.kill_grace_s:g} s, then SIGKILL, and is requeued",
+    )
 
 
 def _finish(tx: Tx, job: Job, ctx: Context, report: HostJob) -> None:

@@ -2,29 +2,58 @@
 
 No I/O and no database here: the daemon builds a ``ClusterView`` from the store
 and the live host states, calls ``decide``, and applies what comes back. That
-keeps the policy testable on its own and replaceable (the priority, fair-share
-and backfill policy plugs in with the same signature).
+keeps the policy testable on its own, benchmarked on its own (``bench/sched.py``)
+and checked against a plain reference implementation (``policy_ref``).
 
-The order here is first come, first served over jobs and claims together; each
-is placed best-fit: on the host with the fewest free GPUs that still fits, so
-big holes stay open for big requests. A request that cannot be placed now waits
-with a reason a person understands; later requests that fit may start meanwhile.
+One pass, in this order of rules:
+
+1. **The line.** Waiting jobs and claims are ordered by: within quota before over
+   quota; priority class (urgent first); fair-share factor (the group that used
+   least against its share first); arrival. So a higher class never waits behind a
+   lower one, and over-quota work only gets what nothing within quota wants.
+2. **Placement.** Each, in line, goes on the host with the fewest free GPUs that
+   fits (best fit, all of a request on one host), so big holes stay open.
+3. **Preemption.** A job that cannot start, is within quota and could start if
+   lower-class preemptible (or over-quota) jobs on one host stopped, preempts the
+   fewest, youngest such victims, never one inside its minimum runtime. It then
+   waits (``Preempting``) while they get SIGTERM, the grace period and SIGKILL.
+   Claims never preempt and are never preempted.
+4. **Reservations and backfill (EASY, per host).** A job that still cannot start
+   reserves the host where it will fit soonest, judged by the time limits of what
+   runs there (one reservation per host, given in line order). Later work may use
+   a reserved host's free GPUs only if its own time limit ends before that start,
+   or within the GPUs the reservation leaves spare. Work with no time limit never
+   backfills, so a stream of small jobs can never hold a big one off.
+
+Every request not placed waits with a reason, Slurm's names where they exist.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 # Reasons, as the Reason column shows them (Slurm's names where they exist).
 RESOURCES = "Resources"
 PRIORITY = "Priority"
+RESERVATION = "Reservation"
+"""Free GPUs fit it, but they are reserved for a job ahead of it whose start its
+time limit would delay."""
+QUOTA = "QuotaExceeded"
+OFF_HOURS = "OffHours"
+DEPENDENCY = "Dependency"
+CLASS_NOT_ALLOWED = "ClassNotAllowed"
+PREEMPTING = "Preempting"
+"""Lower-priority jobs are being preempted to make room for it."""
 DRAINED = "Drained"
 HOST_DOWN = "HostDown"
 HELD = "Held"
 LOGIN_USER = "LoginUser"
 """Only hosts where the head logs in as another user (who runs only their own jobs)
 could take it."""
+
+INF = math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +94,25 @@ class Want:
     since: float = 0.0
     barred: frozenset[str] = frozenset()
     """Hosts this request may not run on (e.g. the head logs in there as someone else)."""
+    group: str = ""
+    rank: int = 0
+    """Its priority class's place: 0 is the highest."""
+    fair: float = 1.0
+    """Its group's fair-share factor, 0..1: 1 for a group that used nothing lately."""
+    over_quota: bool = False
+    off_hours_only: bool = False
+    """Its class starts only inside the off-hours window."""
+    time_limit_s: float | None = None
+    """None: no limit (it never backfills)."""
+    blocked: str | None = None
+    """A reason decided before placement (a dependency, a class not allowed): it
+    waits with it and takes nothing."""
+    shape: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
+    """What decides which GPUs fit it (requests of one shape share cached work)."""
+    line: tuple[bool, int, float, float, int, int] = field(
+        default=(False, 0, 0.0, 0.0, 0, 0), init=False, compare=False, repr=False
+    )
+    """See ``line_key``."""
 
     def fits(self, gpu: GpuSlot) -> bool:
         """Whether ``gpu`` is of the kind this request asks for (free or not)."""
@@ -78,12 +126,53 @@ class Want:
             return False
         return self.model is None or self.model.lower() in gpu.model.lower()
 
+    def line_key(self) -> tuple[bool, int, float, float, int, int]:
+        """Its place in line (smaller goes first): within quota before over quota,
+        then class, then fair share (highest first), then arrival."""
+        return self.line
+
+    def __post_init__(self) -> None:
+        # Worked out once here, not in every pass that sorts or groups 10,000 of them.
+        shape = (self.pool, self.host, self.model, self.named, self.barred)
+        object.__setattr__(self, "shape", shape)
+        kind = 0 if self.kind == "job" else 1
+        line = (self.over_quota, self.rank, -self.fair, self.since, kind, self.id)
+        object.__setattr__(self, "line", line)
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A job or claim holding GPUs now: what preemption and reservations judge."""
+
+    kind: str
+    id: int
+    host: str
+    gpus: tuple[str, ...]
+    rank: int = 0
+    preemptible: bool = False
+    """Its class is preemptible, or it was submitted ``--preemptible``."""
+    over_quota: bool = False
+    started_at: float = 0.0
+    ends_at: float | None = None
+    """When its time limit (a claim: its ``--for``) runs out; None: no limit."""
+    stopping: bool = False
+    """Already being killed or preempted: its GPUs come free within the grace period."""
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     gpus: tuple[GpuSlot, ...]
     waiting: tuple[Want, ...]
-    """In the order they arrived."""
+    """In any order: the policy puts them in line."""
+    running: tuple[Running, ...] = ()
+    now: float = 0.0
+    off_hours: bool = True
+    """Whether it is inside the off-hours window now."""
+    preemption: bool = False
+    min_runtime_s: float = 0.0
+    grace_s: float = 10.0
+    backfill: bool = True
+    """False: strict order; nothing starts on a host reserved for a job ahead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +188,27 @@ class Wait:
     kind: str
     id: int
     reason: str
+    start_at: float | None = None
+    """Its reservation's start (estimated from time limits), when it holds one."""
+    host: str | None = None
+    """The host it holds a reservation on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Stop job ``id`` (SIGTERM, grace, SIGKILL, requeue) to make room for ``for_id``."""
+
+    id: int
+    host: str
+    for_kind: str
+    for_id: int
 
 
 @dataclass(frozen=True, slots=True)
 class Decisions:
     place: tuple[Place, ...] = ()
     wait: tuple[Wait, ...] = field(default_factory=tuple)
+    preempt: tuple[Preempt, ...] = ()
 
 
 Policy = Callable[[ClusterView], Decisions]
@@ -141,8 +245,9 @@ def best_fit(want: Want, hosts: dict[str, list[GpuSlot]], taken: set[str]) -> Pl
     return Place(want.kind, want.id, best[1], tuple(g.uuid for g in best[2][: want.gpus]))
 
 
-def why_waiting(want: Want, hosts: dict[str, list[GpuSlot]], taken: set[str]) -> str:
-    """The reason a request that could not be placed is waiting."""
+def static_reason(want: Want, hosts: dict[str, list[GpuSlot]]) -> str | None:
+    """Why ``want`` cannot run whatever else happens (shape, drains, hosts down), or
+    None when some host could hold it once work there ends."""
     could_hold = [
         slots for slots in hosts.values() if sum(1 for g in slots if want.fits(g)) >= want.gpus
     ]
@@ -163,26 +268,47 @@ def why_waiting(want: Want, hosts: dict[str, list[GpuSlot]], taken: set[str]) ->
             sum(1 for g in slots if want.fits(g) and g.healthy) >= want.gpus for slots in could_hold
         )
         return DRAINED if healthy else HOST_DOWN
-    # Free now but given to an earlier request in this same pass: it waits its turn.
-    if any(sum(1 for g in slots if want.fits(g) and g.free) >= want.gpus for slots in usable):
-        return PRIORITY
-    return RESOURCES
+    return None
 
 
 def decide(view: ClusterView) -> Decisions:
-    """First come, first served, best fit; every request not placed gets its reason."""
-    hosts = _by_host(view.gpus)
-    taken: set[str] = set()
-    placed: list[Place] = []
-    waits: list[Wait] = []
-    for want in view.waiting:
-        place = best_fit(want, hosts, taken)
-        if place is None:
-            waits.append(Wait(want.kind, want.id, why_waiting(want, hosts, taken)))
-            continue
-        taken.update(place.gpu_uuids)
-        placed.append(place)
-    return Decisions(tuple(placed), tuple(waits))
+    """The whole pass (see the module's docstring); ``passes.Pass`` does the work."""
+    from .passes import Pass
+
+    return Pass(view).run()
+
+
+def victims_for(need: int, candidates: Sequence[tuple[int, float, int]]) -> tuple[int, ...] | None:
+    """The fewest, then youngest, victims whose GPUs add up to ``need``.
+
+    ``candidates``: (GPUs it would free, started_at, id). Fewest: the smallest count
+    ``c`` such that the ``c`` largest reach ``need``. Youngest: among sets of that
+    count, youngest first, each pick kept only if the rest can still reach ``need``
+    with the largest of what is left. None when all of them together are too few.
+    """
+    if need <= 0:
+        return ()
+    sizes = sorted((c[0] for c in candidates), reverse=True)
+    total, count = 0, 0
+    for size in sizes:
+        total += size
+        count += 1
+        if total >= need:
+            break
+    else:
+        return None
+    chosen: list[int] = []
+    left_need, left_slots = need, count
+    pool = sorted(candidates, key=lambda c: (-c[1], c[2]))  # youngest first
+    for i, (gpus, _started, job_id) in enumerate(pool):
+        if left_slots == 0 or left_need <= 0:
+            break
+        rest = sorted((c[0] for c in pool[i + 1 :]), reverse=True)[: left_slots - 1]
+        if gpus + sum(rest) >= left_need:
+            chosen.append(job_id)
+            left_need -= gpus
+            left_slots -= 1
+    return tuple(chosen) if left_need <= 0 else None
 
 
 def impossible(want: Want, gpus: Sequence[GpuSlot]) -> str | None:

@@ -91,8 +91,10 @@ class Tx:
     _JOB_COLUMNS = (
         "uid", "user", "group", "name", "argv", "cwd", "env", "gpus", "pool",
         "host_constraint", "priority", "preemptible", "time_limit_s", "submitted_at",
-        "state", "reason", "requeues", "launches", "gpu_uuids", "project",
+        "state", "reason", "requeues", "launches", "gpu_uuids", "project", "after",
+        "after_ok",
     )  # fmt: skip
+    _JOB_DEFAULTS: dict[str, Any] = {"after": "[]", "after_ok": False}
 
     def insert_jobs(self, rows: Sequence[dict[str, Any]]) -> list[int]:
         """Insert many jobs at once (the submission fast path); their ids, in order."""
@@ -102,12 +104,12 @@ class Tx:
         one = "(" + ", ".join("?" * len(self._JOB_COLUMNS)) + ")"
         cursor = self._cursor()
         ids: list[int] = []
-        for start in range(0, len(rows), 256):  # 256 x 20 parameters, well under the limit
+        for start in range(0, len(rows), 256):  # 256 x 22 parameters, well under the limit
             chunk = rows[start : start + 256]
             cursor.execute(
                 f"INSERT INTO job ({names}) VALUES {', '.join([one] * len(chunk))}"  # noqa: S608
                 " RETURNING id",
-                [row[c] for row in chunk for c in self._JOB_COLUMNS],
+                [row.get(c, self._JOB_DEFAULTS.get(c)) for row in chunk for c in self._JOB_COLUMNS],
             )
             # One statement numbers its rows in order (ids above every existing one);
             # RETURNING's own order is not promised, so sort.
@@ -158,6 +160,11 @@ class Tx:
             query = query.where(Job.user == user)
         query = query.order_by(col(Job.id).desc()).limit(limit)
         return list(reversed(self.s.exec(query).all()))
+
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        """The state of each of these jobs that exists."""
+        query = select(Job.id, Job.state).where(col(Job.id).in_(list(ids)))
+        return {int(i): str(state) for i, state in self.s.exec(query).all() if i is not None}
 
     def jobs_on(self, host: str, states: Iterable[str]) -> list[Job]:
         query = select(Job).where(Job.host == host, col(Job.state).in_(list(states)))
@@ -232,6 +239,22 @@ class Tx:
         if claim_id is not None:
             query = query.where(col(Allocation.claim_id) == claim_id)
         return list(self.s.exec(query.order_by(col(Allocation.id))).all())
+
+    def alloc_spans(self, since: float) -> list[tuple[str, str, str, float, float | None]]:
+        """(group, user, pool, start, end) of every allocation still open or ended
+        after ``since``: what fair share and quotas count (one indexed range scan)."""
+        cursor = self._cursor()
+        cursor.execute(
+            "SELECT COALESCE(j.\"group\", c.\"group\", ''), COALESCE(j.user, c.user, ''),"
+            " COALESCE(g.pool, 'default'), a.start_at, a.end_at"
+            " FROM allocation a"
+            " LEFT JOIN job j ON j.id = a.job_id"
+            " LEFT JOIN claim c ON c.id = a.claim_id"
+            " LEFT JOIN gpu g ON g.uuid = a.gpu_uuid"
+            " WHERE a.end_at IS NULL OR a.end_at > ?",
+            (since,),
+        )
+        return [(str(r[0]), str(r[1]), str(r[2]), float(r[3]), r[4]) for r in cursor.fetchall()]
 
     # -- audit and notices ----------------------------------------------------------
 

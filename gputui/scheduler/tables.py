@@ -176,6 +176,7 @@ class Allocation(SQLModel, table=True):
         ),
         Index("ix_allocation_job", "job_id"),
         Index("ix_allocation_claim", "claim_id"),
+        Index("ix_allocation_end", "end_at"),
     )
 
     id: int | None = Field(default=None, primary_key=True)

@@ -41,6 +41,10 @@ def job_view(job: Job, *, full: bool = False) -> dict[str, Any]:
         "requeues": job.requeues,
         "run_as": job.run_as,
         "project": job.project,
+        "after": json_list(job.after),
+        "after_ok": job.after_ok,
+        "over_quota": job.over_quota,
+        "idle_since": job.idle_since,
     }
     if full:
         view["argv"] = json_list(job.argv)
@@ -76,6 +80,10 @@ def job_row_view(row: dict[str, Any]) -> dict[str, Any]:
         "requeues": 0,
         "run_as": None,
         "project": row["project"],
+        "after": json_list(row["after"]),
+        "after_ok": row["after_ok"],
+        "over_quota": False,
+        "idle_since": None,
     }
 
 

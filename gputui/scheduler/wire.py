@@ -97,6 +97,10 @@ class SubmitArgs(_Plain):
     preemptible: bool = False
     priority: Name | None = None
     project: Name | None = None
+    after: Annotated[list[JobId], Field(max_length=MAX_IDS)] = Field(default_factory=list)
+    """Start only after these jobs ended (``--after``)."""
+    after_ok: bool = False
+    """... and only if every one of them completed (``--after-ok``); else cancelled."""
 
     @field_validator("argv")
     @classmethod
@@ -140,6 +144,10 @@ class JobArgs(_Plain):
 
 
 class ShowArgs(_Args):
+    job_id: JobId
+
+
+class ExplainArgs(_Args):
     job_id: JobId
 
 
@@ -217,6 +225,8 @@ ARGS: dict[str, type[_Args]] = {
     "wait": WaitArgs,
     "subscribe": Empty,
     "cluster": Empty,
+    "explain": ExplainArgs,
+    "quota": Empty,
     "ping": Empty,
 }
 MUTATING = frozenset(

@@ -450,7 +450,9 @@ async def test_through_sshd_direct_streamlocal_the_head_names_the_ssh_user(
         async with as_user(ALICE) as alice:
             me = await alice.call("whoami")
             assert (me["user"], me["uid"], me["admin"]) == (ALICE, people.alice.uid, False)
-            job = (await alice.call("submit", {"argv": ["via", "ssh"]}))["job"]
+            # A time limit lets it backfill beside alice's queued 4-GPU jobs (EASY).
+            submit = {"argv": ["via", "ssh"], "time_limit_s": 600}
+            job = (await alice.call("submit", submit))["job"]
         with LineClient(th.sock) as root:
             poll(
                 lambda: root.ok("show", {"job_id": job["id"]})["job"]["state"] == "running",

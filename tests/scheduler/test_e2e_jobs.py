@@ -26,6 +26,7 @@ import asyncssh
 import pytest
 
 from gputui.config import Config, parse_config
+from gputui.config_sched import SchedulerConfig
 from gputui.demo.server import SimSshServer, login_env
 from gputui.fleet.backoff import LinkTiming
 from gputui.fleet.fleet import Fleet
@@ -131,7 +132,9 @@ class Cluster:
             await self.process.wait()
         self.process = None
 
-    async def start(self, grace: float = 1.0) -> AsyncHeadClient:
+    async def start(
+        self, grace: float = 1.0, sched: SchedulerConfig | None = None
+    ) -> AsyncHeadClient:
         assert self._config is not None
         engine = open_store(self.tmp / "db" / "gputui.db")
         namespace = jobs_namespace(engine)
@@ -140,7 +143,8 @@ class Cluster:
         timing = LinkTiming(backoff_base=0.2, backoff_cap=0.5, hung_after=3.0)
         fleet = Fleet(self._config, jobs_namespace=namespace, timing=timing)
         hosts = FleetHosts(self._config, namespace, fleet=fleet)
-        settings = HeadSettings(socket=self.sock, rules=Rules(kill_grace_s=grace))
+        rules = Rules(kill_grace_s=grace, sched=sched or SchedulerConfig())
+        settings = HeadSettings(socket=self.sock, rules=rules)
         self.head = Head(JobStore(engine), hosts, settings, host_pools={"sim01": "sim"})
         await self.head.start()
         self.client = await AsyncHeadClient.open_local(self.sock)
@@ -206,6 +210,11 @@ async def job(client: AsyncHeadClient, job_id: int) -> dict[str, Any]:
 async def state_is(client: AsyncHeadClient, job_id: int, *states: str) -> dict[str, Any] | None:
     view = await job(client, job_id)
     return view if view["state"] in states else None
+
+
+async def _with_pid(client: AsyncHeadClient, job_id: int) -> dict[str, Any] | None:
+    view = await job(client, job_id)
+    return view if view["state"] == "running" and view.get("pid") else None
 
 
 def alive(pid: int) -> bool:
@@ -322,7 +331,8 @@ async def test_a_job_survives_a_head_restart_and_is_reattached(cluster: Cluster)
         "submit", {"argv": [*script(code), str(gate)], "gpus": 1, "cwd": "/"}
     )
     job_id = submitted["job"]["id"]
-    running = await until(lambda: state_is(client, job_id, "running"))
+    # Its pid comes with a report of the host (the first may only say it started).
+    running = await until(lambda: _with_pid(client, job_id))
     await cluster.stop()
     assert alive(running["pid"]), "the job must go on running while the head is down"
     gate.touch()  # it ends while no head is there to see it
@@ -349,7 +359,7 @@ async def test_a_job_survives_a_sigkill_of_the_head_and_is_reattached(cluster: C
         "submit", {"argv": [*script(code), str(gate)], "gpus": 2, "cwd": "/"}
     )
     job_id = submitted["job"]["id"]
-    running = await until(lambda: state_is(client, job_id, "running"))
+    running = await until(lambda: _with_pid(client, job_id))
     await cluster.kill_process()
     assert alive(running["pid"]), "the job must go on running after the head is killed"
     gate.touch()

@@ -1,4 +1,5 @@
-"""Scheduling policy and accounting: job dependencies, quota and idle state; usage by hour.
+"""Scheduling policy and accounting: job dependencies, quota and idle state; usage by
+hour; allocations indexed by end (fair share and quotas read recent ones).
 
 Revision ID: 0002
 Revises: 0001
@@ -50,9 +51,11 @@ def upgrade() -> None:
         batch.add_column(sa.Column("idle_told", sa.Boolean(), server_default="0", nullable=False))
     op.drop_table("usage")
     _usage_by_hour()
+    op.create_index("ix_allocation_end", "allocation", ["end_at"], unique=False)
 
 
 def downgrade() -> None:
+    op.drop_index("ix_allocation_end", table_name="allocation")
     op.drop_table("usage")
     op.create_table(
         "usage",

@@ -1,0 +1,211 @@
+"""The policy's arithmetic and its promises over time: fair share, quotas, the
+off-hours window, dependencies, and no starvation behind a stream of small jobs."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gputui.config_sched import OffHours, SchedulerConfig
+from gputui.scheduler import line, policy, shares
+from gputui.scheduler.policy import ClusterView, GpuSlot, Running, Want
+
+HOUR = 3600.0
+
+
+# -- fair share ------------------------------------------------------------------------
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["a", "b", "c", "d"]), st.floats(0, 1e7, allow_nan=False), min_size=1
+    ),
+    st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.floats(0.1, 100, allow_nan=False)),
+)
+def test_fair_share_follows_usage_over_share(
+    usage: dict[str, float], share: dict[str, float]
+) -> None:
+    f = shares.fair_factors(usage, share, 1.0, usage)
+    assert all(0.0 <= v <= 1.0 for v in f.values())
+    ratio = {g: usage[g] / share.get(g, 1.0) for g in usage}
+    for g in usage:
+        for h in usage:
+            if ratio[g] < ratio[h] * (1 - 1e-9):
+                assert f[g] >= f[h]  # used less against its share: at least as far ahead
+    if sum(usage.values()) == 0:
+        assert set(f.values()) == {1.0}
+
+
+def test_a_group_that_used_exactly_its_share_gets_a_half() -> None:
+    f = shares.fair_factors({"a": 10.0, "b": 30.0}, {"a": 1.0, "b": 3.0}, 1.0, ["a", "b"])
+    assert f == pytest.approx({"a": 0.5, "b": 0.5})
+
+
+@given(st.floats(0, 30 * 86400), st.floats(1, 30 * 86400), st.floats(3600, 30 * 86400))
+def test_decayed_use_halves_every_half_life(age: float, length: float, half_life: float) -> None:
+    now = 1e9
+    recent = shares.decayed_seconds(now - age - length, now - age, now, half_life)
+    older = shares.decayed_seconds(
+        now - age - length - half_life, now - age - half_life, now, half_life
+    )
+    assert 0 <= recent <= length + 1e-6
+    assert older == pytest.approx(recent / 2, rel=1e-6, abs=1e-9)
+
+
+def test_the_line_orders_a_class_by_fair_share_before_arrival() -> None:
+    gpus = (GpuSlot("g0", "h", 0),)
+    heavy = Want("job", 1, 1, group="heavy", since=1.0, fair=0.1)
+    light = Want("job", 2, 1, group="light", since=2.0, fair=0.9)
+    urgent_heavy = Want("job", 3, 1, group="heavy", since=3.0, fair=0.1, rank=0)
+    d = policy.decide(ClusterView(gpus=gpus, waiting=(heavy, light)))
+    assert [p.id for p in d.place] == [2]  # the light user's job goes first
+    lower = (Want("job", 1, 1, since=1.0, rank=1, fair=1.0), urgent_heavy)
+    d = policy.decide(ClusterView(gpus=gpus, waiting=lower))
+    assert [p.id for p in d.place] == [3]  # class before fair share
+
+
+# -- quotas -----------------------------------------------------------------------------
+
+
+def test_quota_use_counts_this_week_only_and_per_pool() -> None:
+    config = SchedulerConfig.model_validate(
+        {
+            "quotas": [
+                {"group": "res", "pool": "rtx3090", "gpu_hours_per_week": 60},
+                {"group": "interns", "gpu_hours_per_week": 20},
+            ]
+        },
+        strict=False,
+    )
+    now = shares.week_start(time.time()) + 2 * 86400  # a Wednesday
+    start = shares.week_start(now)
+    spans = [
+        shares.Span("res", "rtx3090", start - 10 * HOUR, start + 60 * HOUR),  # 60 h this week
+        shares.Span("res", "rtx3090", now - 20 * HOUR, None),  # still running: 20 h
+        shares.Span("res", "a100", now - 500 * HOUR, now),  # another pool
+        shares.Span("interns", "a100", now - 5 * HOUR, now - 4 * HOUR),
+    ]
+    got = shares.standing(spans, [], config, now)
+    used = {(q.quota.group, q.quota.pool): round(q.used_gpu_h, 6) for q in got.quotas}
+    assert used == {("res", "rtx3090"): 68.0, ("interns", None): 1.0}  # 48 h + 20 h
+    assert got.over_quota("res", "rtx3090") and got.over_quota("res", None)
+    assert not got.over_quota("res", "a100") and not got.over_quota("interns", "a100")
+
+
+def test_over_quota_work_gets_only_what_within_quota_work_leaves() -> None:
+    gpus = tuple(GpuSlot(f"g{i}", "h", i) for i in range(2))
+    over = Want("job", 1, 1, since=1.0, rank=0, over_quota=True)
+    within = Want("job", 2, 2, since=5.0, rank=3)
+    d = policy.decide(ClusterView(gpus=gpus, waiting=(over, within)))
+    assert [p.id for p in d.place] == [2]
+    assert {w.id: w.reason for w in d.wait} == {1: policy.QUOTA}
+
+
+# -- the off-hours window -----------------------------------------------------------
+
+
+@pytest.fixture
+def utc() -> object:
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield None
+    if old is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+def test_the_window_spans_midnight(utc: object) -> None:
+    window = OffHours(start="22:00", end="08:00")
+    day = 1_796_000_000 - 1_796_000_000 % 86400  # a UTC midnight
+    inside = [day + 22 * HOUR, day + 23.99 * HOUR, day + 86400, day + 86400 + 7.99 * HOUR]
+    outside = [day + 8 * HOUR, day + 12 * HOUR, day + 21.99 * HOUR]
+    assert all(shares.in_off_hours(t, window) for t in inside)
+    assert not any(shares.in_off_hours(t, window) for t in outside)
+    assert shares.off_hours_start(day + 12 * HOUR, window) == day + 22 * HOUR
+    daytime = OffHours(start="09:00", end="17:00")
+    assert shares.in_off_hours(day + 9 * HOUR, daytime)
+    assert not shares.in_off_hours(day + 17 * HOUR, daytime)
+
+
+# -- dependencies -------------------------------------------------------------------
+
+
+def test_dependency_states() -> None:
+    states = {1: "completed", 2: "running", 3: "failed", 4: "cancelled"}
+    assert line.dependency_state([1], True, states) is None
+    assert line.dependency_state([1, 2], True, states) == policy.DEPENDENCY
+    assert line.dependency_state([3], False, states) is None  # --after: any end will do
+    assert line.dependency_state([1, 3], True, states) == "dependency job 3 failed"
+    assert line.dependency_state([4, 2], True, states) == "dependency job 4 cancelled"
+    assert line.dependency_state([99], True, states) is None  # purged: it had ended
+
+
+# -- no starvation -----------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    limit=st.sampled_from([600.0, 1800.0, 3600.0]),
+    every=st.sampled_from([30.0, 60.0, 120.0]),
+    offset=st.floats(0, 1),
+)
+def test_a_big_job_behind_a_stream_of_small_ones_starts_by_its_reservation(
+    limit: float, every: float, offset: float
+) -> None:
+    """An 8-GPU host full of 1-GPU jobs, a 4-GPU job arrives, and 1-GPU jobs keep
+    coming faster than they end: it starts no later than the reservation it got
+    on arriving. Each job runs its whole time limit (the worst case)."""
+    gpus = tuple(GpuSlot(f"g{i}", "h", i) for i in range(8))
+    now = 0.0
+    running: dict[int, tuple[tuple[str, ...], float, float]] = {}
+    for i in range(8):  # started at staggered times
+        start = -limit * (i + offset) / 8
+        running[i + 1] = ((f"g{i}",), start, start + limit)
+    waiting: dict[int, Want] = {}
+    next_id = 100
+    big = Want("job", 99, 4, since=0.0, time_limit_s=limit)
+    waiting[99] = big
+    promised: float | None = None
+    step = min(every, limit / 8) / 2
+    while now < 20 * limit:
+        # Jobs at their limit end; a new small job arrives every `every` seconds.
+        for job_id, (_, _, end) in list(running.items()):
+            if end <= now:
+                del running[job_id]
+        if now % every < step:
+            waiting[next_id] = Want("job", next_id, 1, since=now, time_limit_s=limit)
+            next_id += 1
+        busy = {u for held, _, _ in running.values() for u in held}
+        view = ClusterView(
+            gpus=tuple(GpuSlot(g.uuid, g.host, g.index, busy=g.uuid in busy) for g in gpus),
+            waiting=tuple(waiting.values()),
+            running=tuple(
+                Running("job", i, "h", held, started_at=s, ends_at=e)
+                for i, (held, s, e) in running.items()
+            ),
+            now=now,
+        )
+        d = policy.decide(view)
+        for p in d.place:
+            if p.id == 99:
+                # (The simulation's clock moves in steps: it starts at the first one.)
+                assert promised is not None and now <= promised + step
+                return
+            running[p.id] = (p.gpu_uuids, now, now + limit)
+            del waiting[p.id]
+        mine = next(w for w in d.wait if w.id == 99)
+        if promised is None:
+            assert mine.start_at is not None and math.isfinite(mine.start_at)
+            promised = mine.start_at
+        else:
+            assert mine.start_at is not None and mine.start_at <= promised + 1e-6
+        now += step
+    raise AssertionError("the 4-GPU job never started")
