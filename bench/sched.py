@@ -7,8 +7,9 @@ twice: once as shipped, once with ``--commit-per-request`` (the baseline), and
 drives each with N concurrent clients over the Unix socket, each sending one
 ``submit`` at a time and waiting for its durable answer. Its one host is
 unreachable, so every job stays queued: this measures the request path and the
-commit, not launches. Then times whole ``gputui submit`` processes. The last line
-printed is one JSON object.
+commit, not launches. Then times whole ``gputui submit`` processes, and one
+scheduling pass over 10,000 waiting jobs against the plain reference pass
+(``policy_pass.py``). The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import policy_pass
 
 ROOT = Path(__file__).resolve().parent.parent
 GPUTUI = [sys.executable, "-m", "gputui.entry"]
@@ -310,7 +313,15 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--rate", type=float, default=50.0, help="submissions/s for the start test")
     parser.add_argument("--preempts", type=int, default=20)
+    parser.add_argument("--pass-jobs", type=int, default=10_000)
+    parser.add_argument("--passes", type=int, default=20)
     args = parser.parse_args()
+    passes = policy_pass.pass_figures(args.pass_jobs, 128, args.passes, naive_passes=1)
+    print(
+        f"scheduling pass:    {passes['pass_ms']:8.1f} ms median of {args.passes}"
+        f" ({args.pass_jobs} waiting on 1,024 GPUs); naive {passes['naive_pass_ms']:.0f} ms"
+        f" ({passes['pass_ratio']}x), same decisions"
+    )
     starts, preempts = sim_latencies(args.jobs, args.rate, args.preempts)
     print(
         f"submit -> running:  p50 {statistics.median(starts):.3f} s, p99 {_p99(starts):.3f} s"
@@ -335,6 +346,7 @@ def main() -> None:
         "submit_to_running_p99_s": round(_p99(starts), 3),
         "preempt_to_sigterm_p99_s": round(_p99(preempts), 4),
         "jobs": args.jobs,
+        **passes,
     }
     print(json.dumps(result))
 

@@ -199,7 +199,7 @@ class Head:
     async def _snapshot_read(self, conn: Connection, request: wire.Request) -> None:
         """``explain`` and ``quota``: answered from a snapshot, off the writer."""
         rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
-        standing = self.batch.standing
+        standing = None  # worked out afresh: what a person asks about is now
 
         def answer() -> dict[str, Any]:
             with self.store.snapshot() as tx:

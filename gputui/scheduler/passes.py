@@ -91,7 +91,7 @@ def start_on(
         count = sum(1 for u in hold.uuids if u in fitting and u not in held_for_others)
         if not count:
             continue
-        end = hold.end
+        end = max(hold.end, now)  # past its limit: it is being stopped now
         if hold.running is not None and hold.running.stopping:
             end = now + grace_s
         events.append((end, count))

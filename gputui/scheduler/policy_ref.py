@@ -37,9 +37,15 @@ def decide_ref(view: ClusterView) -> Decisions:
     hosts = sorted({g.host for g in gpus})
     free = {g.uuid for g in gpus if g.free}
     # (host, end, uuids, running or None)
-    holds: list[tuple[str, float, tuple[str, ...], Running | None]] = [
-        (r.host, INF if r.ends_at is None else r.ends_at, r.gpus, r) for r in view.running
-    ]
+    # Plain lookups by host (no cached answers: every question is asked again).
+    by_host: dict[str, list[GpuSlot]] = {h: [g for g in gpus if g.host == h] for h in hosts}
+    runs_on: dict[str, list[Running]] = {h: [] for h in hosts}
+    for r in view.running:
+        runs_on.setdefault(r.host, []).append(r)
+    holds: dict[str, list[tuple[float, tuple[str, ...], Running | None]]] = {h: [] for h in hosts}
+    for r in view.running:
+        end = INF if r.ends_at is None else r.ends_at
+        holds.setdefault(r.host, []).append((end, r.gpus, r))
     soon: dict[str, list[str]] = {}
     for r in view.running:
         if r.stopping:
@@ -53,7 +59,7 @@ def decide_ref(view: ClusterView) -> Decisions:
     later: list[tuple[Want, float | None, str | None]] = []
 
     def slots_of(host: str) -> list[GpuSlot]:
-        return [g for g in gpus if g.host == host]
+        return by_host[host]
 
     def fitting_free(want: Want, host: str) -> list[GpuSlot]:
         return [g for g in slots_of(host) if g.uuid in free and want.fits(g)]
@@ -62,7 +68,7 @@ def decide_ref(view: ClusterView) -> Decisions:
         return [h for h in hosts if sum(1 for g in slots_of(h) if want.fits(g)) >= want.gpus]
 
     def hosts_map() -> dict[str, list[GpuSlot]]:
-        return {h: slots_of(h) for h in hosts}
+        return by_host
 
     remaining = list(view.waiting)
     while remaining:
@@ -79,9 +85,10 @@ def decide_ref(view: ClusterView) -> Decisions:
             waits.append(Wait(want.kind, want.id, fixed))
             continue
         end = end_of(want, now)
+        candidates = could_hold(want)
         # -- place: fewest fitting free GPUs, reservations respected
         best: tuple[int, str, list[GpuSlot]] | None = None
-        for host in could_hold(want):
+        for host in candidates:
             ff = fitting_free(want, host)
             if len(ff) < want.gpus:
                 continue
@@ -109,7 +116,7 @@ def decide_ref(view: ClusterView) -> Decisions:
             _, host, chosen = best
             uuids = tuple(g.uuid for g in chosen)
             free.difference_update(uuids)
-            holds.append((host, end, uuids, None))
+            holds[host].append((end, uuids, None))
             res = reserved.get(host)
             if res is not None and res.want is not want and not (end < INF and end <= res.start):
                 res.spare -= sum(1 for g in chosen if res.want.fits(g))
@@ -122,7 +129,7 @@ def decide_ref(view: ClusterView) -> Decisions:
         if not want.over_quota and view.preemption:
             pick: tuple[tuple[int, int, str], str, tuple[int, ...], list[GpuSlot], list[str]] | None
             pick = None
-            for host in could_hold(want):
+            for host in candidates:
                 res = reserved.get(host)
                 if res is not None and res.want is not want:
                     continue
@@ -133,8 +140,8 @@ def decide_ref(view: ClusterView) -> Decisions:
                     pick = ((0, 0, host), host, (), ff, sn)
                     break
                 cands = []
-                for r in view.running:
-                    if r.host != host or r.kind != "job" or r.stopping or r.id in victims:
+                for r in runs_on.get(host, []):
+                    if r.kind != "job" or r.stopping or r.id in victims:
                         continue
                     if now - r.started_at < view.min_runtime_s:
                         continue
@@ -174,20 +181,17 @@ def decide_ref(view: ClusterView) -> Decisions:
                 continue
         # -- reserve: the soonest unreserved host
         soonest: tuple[float, str, int] | None = None
-        for host in could_hold(want):
+        for host in candidates:
             if host in reserved:
                 continue
             fitting = {g.uuid for g in slots_of(host) if want.fits(g)}
             have = len(fitting & free)
             events = []
-            for h, e, uuids, holder in holds:
-                if h != host:
-                    continue
+            for e, uuids, holder in holds.get(host, []):
                 count = sum(1 for u in uuids if u in fitting and u not in promised)
                 if count:
-                    events.append(
-                        (now + view.grace_s if holder is not None and holder.stopping else e, count)
-                    )
+                    stopping = holder is not None and holder.stopping
+                    events.append((now + view.grace_s if stopping else max(e, now), count))
             events.sort()
             start: float | None = now if have >= want.gpus else None
             for e, count in events:
@@ -216,9 +220,10 @@ def decide_ref(view: ClusterView) -> Decisions:
             reason = RESOURCES
         else:
             reason = PRIORITY
+            candidates = could_hold(want)
             for h, res in reserved.items():
                 room = len(fitting_free(want, h)) >= want.gpus
-                if res.want is not want and h in could_hold(want) and room:
+                if res.want is not want and h in candidates and room:
                     reason = RESERVATION
         waits.append(Wait(want.kind, want.id, reason, start_at, on_host))
     return Decisions(tuple(place), tuple(waits), tuple(preempts))

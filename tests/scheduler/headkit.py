@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,7 +76,7 @@ class ScriptedHosts:
 
     async def launch(self, spec: Launch) -> HostAnswer:
         self.launches.append(spec)
-        job = HostJob(key=spec.key, state="running", pid=1000 + spec.job_id, started_at=1.0)
+        job = HostJob(key=spec.key, state="running", pid=1000 + spec.job_id, started_at=time.time())
         self.runs[spec.host][spec.key] = job
         self._publish(spec.host)
         return HostAnswer(True, value=job)
