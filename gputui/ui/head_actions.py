@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from textual.css.query import NoMatches
 
 from gputui.config import Config
+from gputui.explain_text import explain_pairs
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
@@ -414,6 +416,16 @@ class HeadActions(_Base):
             exit_on_error=False,
         )
 
+    async def _explain_job(self, link: HeadLink, screen: QueueScreen, job_id: int) -> None:
+        """Why a waiting job waits (``gputui explain``), under its detail; an older
+        head without ``explain``, or an answer that does not parse, adds nothing."""
+        try:
+            body = await link.call("explain", {"job_id": job_id})
+            pairs = explain_pairs(body, time.time())
+        except (HeadError, KeyError, TypeError, ValueError, AttributeError):
+            return
+        screen.show_explain(job_id, pairs)
+
     async def _follow_job(self, link: HeadLink, screen: QueueScreen, job_id: int) -> None:
         """The job's record, then its output: the last part at once, then as it grows.
 
@@ -421,9 +433,13 @@ class HeadActions(_Base):
         pile up; an answer that fails is said in the log's title and tried again.
         """
         try:
-            screen.show_detail(job_id, (await link.call("show", {"job_id": job_id}))["job"])
+            detail = (await link.call("show", {"job_id": job_id}))["job"]
+            screen.show_detail(job_id, detail)
         except (HeadError, KeyError, TypeError) as exc:
+            detail = None
             screen.show_detail(job_id, None, getattr(exc, "message", "no detail"))
+        if isinstance(detail, dict) and detail.get("state") in ("queued", "held"):
+            await self._explain_job(link, screen, job_id)
         offset = 0
         first = True
         while True:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import grp
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -334,3 +335,31 @@ async def test_without_a_head_the_keys_are_not_offered() -> None:
         await pilot.press("c", "Q")
         await pilot.pause()
         assert isinstance(app.screen, MainScreen) and not notes(app)
+
+
+async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
+    """The queue screen's detail of a queued job carries ``explain``: its place in
+    line, the reason in words, its class and fair share, and a start estimate."""
+    async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=(140, 50)) as pilot:
+            await connected(pilot, app)
+            link = app.head_link
+            assert link is not None
+            await link.call("submit", {"argv": ["big"], "gpus": 4, "time_limit_s": 3600})
+            waiting = await link.call("submit", {"argv": ["next"], "gpus": 2})
+            job_id = waiting["job"]["id"]
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            queue = app.screen
+            assert isinstance(queue, QueueScreen)
+            table = queue.query_one("#jobs", DataTable)
+            await until(pilot, lambda: table.row_count == 2, "both jobs listed")
+            row = [str(k.value) for k in table.rows].index(str(job_id))
+            table.move_cursor(row=row)
+            await until(pilot, lambda: "1 of 1: Resources" in screen_text(app), "why it waits")
+            text = screen_text(app)
+            assert "why       no host has enough free GPUs" in text
+            assert "class     normal (2 of 4)" in text
+            assert "share     0.500 (root: " in text  # all the use so far is its group's
+            assert re.search(r"starts    \w{3} \d\d:\d\d \(in (59|1:00):\d\d\) on gpu01", text)

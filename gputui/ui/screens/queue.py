@@ -112,6 +112,7 @@ class QueueScreen(Screen[None]):
         self._selected: int | None = None
         self._log_job: int | None = None
         self._detail: dict[str, Any] | None = None
+        self._explain: list[tuple[str, str]] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queue-status")
@@ -153,6 +154,13 @@ class QueueScreen(Screen[None]):
             return
         self._detail = detail
         self.query_one("#job-detail", Static).update(self._detail_text(job_id, problem))
+
+    def show_explain(self, job_id: int, pairs: list[tuple[str, str]]) -> None:
+        """Why the selected waiting job waits (place, factors, start estimate)."""
+        if job_id != self._selected:
+            return
+        self._explain = pairs
+        self.query_one("#job-detail", Static).update(self._detail_text(job_id))
 
     def reset_log(self, job_id: int, note: str = "") -> None:
         self._log_job = job_id
@@ -245,6 +253,7 @@ class QueueScreen(Screen[None]):
         if job_id != self._selected:
             self._selected = job_id
             self._detail = None
+            self._explain = []
             self.query_one("#job-detail", Static).update(
                 self._detail_text(job_id) if job_id is not None else Text("no jobs")
             )
@@ -288,6 +297,8 @@ class QueueScreen(Screen[None]):
         if full:
             pair("cwd", full.get("cwd"))
             pair("log", full.get("log_path"))
+        for label, value in self._explain:
+            pair(label, value)
         if problem:
             text.append(problem, "bold red")
         return text
