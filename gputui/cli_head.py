@@ -100,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--host")
     c.add_argument("--for", dest="duration", type=parse_duration, help="release after (2h, 1d)")
     c.add_argument("--note", default="")
+    c.add_argument("--project", help="tag the claim for accounting")
     c.add_argument("--no-wait", action="store_true", help="refuse rather than queue")
     c.add_argument("--json", action="store_true")
 
@@ -264,7 +265,7 @@ def _claim(client: HeadClient, a: argparse.Namespace) -> int:
         body["gpu_refs"] = a.gpu
     if a.gpus is not None:
         body["gpus"] = a.gpus
-    for key in ("pool", "model", "host"):
+    for key in ("pool", "model", "host", "project"):
         if getattr(a, key):
             body[key] = getattr(a, key)
     if a.duration:
