@@ -170,6 +170,9 @@ class SubmitScreen(FormScreen):
         yield from _row("name", Input(placeholder="the command's name", id="f-name"))
         yield from _row("cwd", Input(self.cwd, id="f-cwd"))
         yield from _row("time limit", Input(placeholder="none (e.g. 30m, 2h)", id="f-time"))
+        yield from _row("priority", Input(placeholder="the default class", id="f-priority"))
+        yield from _row("project", Input(placeholder="none (for accounting)", id="f-project"))
+        yield from _row("after", Input(placeholder="job ids, e.g. 12,13", id="f-after"))
         with Horizontal(classes="form-row"):
             yield Label("", classes="form-label")
             yield Checkbox("preemptible (may be stopped and requeued)", id="f-preemptible")
@@ -192,7 +195,20 @@ class SubmitScreen(FormScreen):
             if not cwd.startswith("/"):
                 raise FormProblem("f-cwd", "cwd: an absolute path on the host, e.g. /home/you")
             args["cwd"] = cwd
-        for field, key in (("f-pool", "pool"), ("f-host", "host"), ("f-name", "name")):
+        after = self.value("f-after")
+        if after:
+            parts = [p.strip() for p in after.replace(" ", ",").split(",") if p.strip()]
+            good = all(p.isdigit() and len(p) <= 15 and int(p) > 0 for p in parts)
+            if not parts or not good or len(parts) > 256:
+                raise FormProblem("f-after", "after: job ids separated by commas, e.g. 12,13")
+            args["after"] = [int(p) for p in parts]
+        for field, key in (
+            ("f-pool", "pool"),
+            ("f-host", "host"),
+            ("f-name", "name"),
+            ("f-priority", "priority"),
+            ("f-project", "project"),
+        ):
             if self.value(field):
                 args[key] = self.value(field)
         limit = _duration(self.value("f-time"), "f-time", "time limit")
