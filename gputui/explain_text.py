@@ -85,7 +85,9 @@ def explain_lines(body: dict[str, Any], now: float, *, ahead: bool = True) -> li
         out.append(f"    after job {dep['id']} has {kind}: it is {dep['state']}")
     res = body.get("reservation")
     if res:
-        out.append(f"  reservation: {shown(res['host'], 60)} from {when(res['start'], now)}")
+        start = res["start"]
+        at = when(start, now) if start is not None else "when work there with no time limit ends"
+        out.append(f"  reservation: {shown(res['host'], 60)} from {at}")
     est = body["estimate"]
     if est["start"] is not None:
         out.append(f"  estimated start: {when(est['start'], now)} on {shown(est['host'], 60)}")

@@ -88,11 +88,12 @@ class AsyncHeadClient:
         if self.closed_reason is not None:
             raise HeadError("unreachable", self.closed_reason)
         self._ids += 1
-        request: dict[str, Any] = {"id": self._ids, "op": op, "args": args or {}}
+        number = self._ids  # this call's own: others may start while it waits
+        request: dict[str, Any] = {"id": number, "op": op, "args": args or {}}
         if op in MUTATING:
             request["rid"] = new_request_id()
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[self._ids] = future
+        self._pending[number] = future
         try:
             self._writer.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
             await self._writer.drain()
@@ -102,7 +103,7 @@ class AsyncHeadClient:
         except (OSError, ConnectionError) as exc:
             raise HeadError("unreachable", f"connection to the head lost: {exc}") from None
         finally:
-            self._pending.pop(self._ids, None)
+            self._pending.pop(number, None)
         return _result(message)
 
     async def pushes(self) -> AsyncIterator[dict[str, Any]]:

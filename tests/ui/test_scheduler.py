@@ -348,16 +348,21 @@ async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
             assert link is not None
             await link.call("submit", {"argv": ["big"], "gpus": 4, "time_limit_s": 3600})
             waiting = await link.call("submit", {"argv": ["next"], "gpus": 2})
+            await link.call("submit", {"argv": ["nolimit"], "gpus": 3, "preemptible": True})
             job_id = waiting["job"]["id"]
             await pilot.press("Q")
             await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
             queue = app.screen
             assert isinstance(queue, QueueScreen)
             table = queue.query_one("#jobs", DataTable)
-            await until(pilot, lambda: table.row_count == 2, "both jobs listed")
+            await until(pilot, lambda: table.row_count == 3, "the jobs listed")
+            row = [str(k.value) for k in table.rows].index(str(job_id + 1))
+            table.move_cursor(row=row)
+            await until(pilot, lambda: "2 of 2: " in screen_text(app), "why the last waits")
+            assert "starts    " in screen_text(app)
             row = [str(k.value) for k in table.rows].index(str(job_id))
             table.move_cursor(row=row)
-            await until(pilot, lambda: "1 of 1: Resources" in screen_text(app), "why it waits")
+            await until(pilot, lambda: "1 of 2: Resources" in screen_text(app), "why it waits")
             text = screen_text(app)
             assert "why       no host has enough free GPUs" in text
             assert "class     normal (2 of 4)" in text
