@@ -13,6 +13,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from gputui.config_sched import SchedulerConfig
+
 from . import line, policy
 from .actions import Context, end_claim, grant_claim, run_key, split_run_key, stop_job
 from .shares import Standing
@@ -98,7 +100,7 @@ def schedule(
     config = ctx.rules.sched
     busy = {a.gpu_uuid for a in tx.live_allocations()}
     nothing_free = not any(s.healthy and not s.drained and s.uuid not in busy for s in ctx.slots)
-    if nothing_free and not config.preemption.enabled:
+    if nothing_free and not (config.preemption.enabled and _victims_exist(tx, config)):
         return []  # the waiting keep their reasons (cheap on a long queue)
     users = {h: u for h, u in logins.items() if u not in (None, "root")}
     only = {} if run_as_login_user else users
@@ -145,6 +147,15 @@ def schedule(
     ctx.changed = ctx.changed or bool(decisions.place) or bool(decisions.preempt)
     tx.flush()
     return launches
+
+
+def _victims_exist(tx: Tx, config: SchedulerConfig) -> bool:
+    """Whether any running job could be preempted at all (a few rows: what runs)."""
+    for job in tx.jobs(("running", "starting")):
+        klass = config.klass(job.priority)
+        if job.preemptible or job.over_quota or (klass is not None and klass.preemptible):
+            return True
+    return False
 
 
 def _preempt_for(tx: Tx, ctx: Context, stop: policy.Preempt, winner: Job | Claim | None) -> None:

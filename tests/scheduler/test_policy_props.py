@@ -19,7 +19,7 @@ from gputui.scheduler.passes import Hold, start_on
 from gputui.scheduler.policy import INF, ClusterView, Decisions, Want
 from gputui.scheduler.policy_ref import decide_ref
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BLOCKING = {policy.DEPENDENCY, policy.OFF_HOURS, policy.CLASS_NOT_ALLOWED, policy.HELD}
 
 
@@ -164,7 +164,7 @@ def test_preemption_takes_only_eligible_victims(view: ClusterView) -> None:
         assert waits[p.for_kind, p.for_id].reason == policy.PREEMPTING
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(views(max_waiting=1), st.integers(1, 8))
 def test_preemption_picks_the_fewest_victims(view: ClusterView, gpus: int) -> None:
     """One job in line that fits nowhere free: the victims it picks are the fewest
