@@ -36,8 +36,10 @@ def usage_problem(exc: HeadError) -> str:
     """One line for a ``usage`` request that got no answer."""
     if exc.code == "unknown-op":
         return "the head is too old to answer usage requests (upgrade it)"
-    if exc.code == "unreachable" or exc.message.startswith("head unreachable"):
+    if exc.message.startswith("head unreachable"):
         return clean(exc.message, 300)
+    if exc.code == "unreachable":  # the connection went while the head was asked
+        return clean(f"head unreachable ({exc.message})", 300)
     return clean(f"the head refused usage: {exc.message}", 300)
 
 

@@ -93,6 +93,32 @@ def test_any_answer_parses_to_clamped_cleaned_numbers(answer: Any) -> None:
     assert hostile.is_safe_text(report.currency) and cells(report.currency) <= 8
 
 
+def test_busy_beyond_allocated_is_capped_row_by_row() -> None:
+    rows = [
+        {"key": "a", "alloc_gpu_h": 10, "busy_gpu_h": 50},
+        {"key": "a", "alloc_gpu_h": 10, "busy_gpu_h": 0},  # the same key again: summed
+        {"key": "b\x1b[2J", "alloc_gpu_h": float("nan"), "busy_gpu_h": 3},
+        {"key": "", "alloc_gpu_h": 10**400, "cost": -5},
+    ]
+    report = parsed({"totals": rows, "currency": "EUR\x07"})
+    assert [(t.key, t.alloc_gpu_h, t.busy_gpu_h, t.cost) for t in report.totals] == [
+        ("(none)", MAX_AMOUNT, 0.0, 0.0),
+        ("a", 20.0, 10.0, 0.0),
+        ("b", 0.0, 0.0, 0.0),
+    ]
+    assert report.currency == "EUR"
+
+
+def test_the_range_is_the_heads_when_it_is_sound() -> None:
+    assert (parsed({"since": NOW - DAY, "until": NOW}).since, parsed({}).since) == (
+        NOW - DAY,
+        NOW - WEEK,
+    )
+    for start, end in [(NOW, NOW - DAY), (float("nan"), NOW), (0, 1e12), (True, NOW)]:
+        report = parsed({"since": start, "until": end})
+        assert (report.since, report.until) == (NOW - WEEK, NOW), (start, end)
+
+
 def width_of(line: Text) -> int:
     return cells(line.plain)
 

@@ -28,7 +28,7 @@ from gputui.config import Config, HeadConfig
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.screens.help import HelpScreen
 from gputui.ui.screens.usage import UsageScreen
-from gputui.ui.usage_view import UsageTotal
+from gputui.ui.usage_view import UsageHour, UsageTotal
 from gputui.ui.widgets.usage_charts import (
     LEFT_EIGHTHS,
     LOWER_EIGHTHS,
@@ -36,6 +36,8 @@ from gputui.ui.widgets.usage_charts import (
     HourlyChart,
     UsageBars,
     bar_lines,
+    hour_columns,
+    hourly_lines,
 )
 
 CONSOLE = Console(width=400, color_system="truecolor")
@@ -277,6 +279,19 @@ async def test_a_head_that_goes_away_keeps_the_last_answer_on_screen(tmp_path: P
             assert "last answer 22:13:20" in status(app)  # how old what is shown is
 
 
+async def test_a_head_lost_while_it_is_asked_is_one_line(tmp_path: Path) -> None:
+    # Usage changes nothing: an answer lost with the connection is just unanswered,
+    # not "it may or may not have been done".
+    with fake_usage_head(tmp_path / "head.sock", delay_s=0.5) as head:
+        app = console(tmp_path / "head.sock")
+        async with app.run_test(size=(120, 24)) as pilot:
+            await open_usage(pilot, app, answered=False)
+            await until(pilot, lambda: len(head.usage_args()) == 2, "both requests asked")
+            head.hang_up()
+            await assert_one_line(pilot, app, "head unreachable (")
+            assert "may or may not" not in status(app)
+
+
 async def test_help_lists_the_usage_keys(tmp_path: Path) -> None:
     app = console(tmp_path / "no-head.sock")
     async with app.run_test(size=(100, 60)) as pilot:
@@ -292,6 +307,21 @@ def test_the_fake_answers_in_the_agreed_shape() -> None:
     assert set(answer) == {"since", "until", "by", "currency", "rows", "totals", "hours"}
     assert [h["hour"] for h in answer["hours"]] == sorted(h["hour"] for h in answer["hours"])
     assert len(answer["hours"]) == 25 and time.gmtime(answer["hours"][0]["hour"]).tm_min == 0
+
+
+def test_the_hourly_chart_draws_every_column_in_whole_cells() -> None:
+    now_hour = NOW // 3600 * 3600
+    full = [UsageHour(now_hour - 3600 * i, 4.0, 4.0, 4.0) for i in range(24 * 7 + 1)]
+    for since, width, columns, cells_each in [
+        (NOW - DAY, 80, 25, 3),  # a day at 80: an hour a column, 3 cells each
+        (NOW - DAY, 200, 25, 7),
+        (NOW - WEEK, 80, 57, 1),  # a week at 80: 3 hours a column
+        (NOW - WEEK, 200, 169, 1),
+    ]:
+        cols, _per = hour_columns(full, since, NOW, width - 5)
+        assert len(cols) == columns
+        bottom = hourly_lines(cols, width, 6, ChartStyles.plain())[-2].plain
+        assert bottom[5:].rstrip() == "█" * (columns * cells_each), (width, bottom)
 
 
 def test_what_does_not_fit_is_folded_into_one_others_line() -> None:
