@@ -299,7 +299,8 @@ async def test_help_lists_the_usage_keys(tmp_path: Path) -> None:
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
         text = screen_text(app)
         assert "GPU-hours per user and group, utilisation by hour" in text  # U on main
-        assert "Usage screen (U)" in text and "Next period: day, week, 4 weeks" in text
+        assert "Usage screen (U)" in text
+        assert "p  Next period (d w m: the past day, week, 4 weeks)" in text
 
 
 def test_the_fake_answers_in_the_agreed_shape() -> None:

@@ -46,10 +46,13 @@ class UsageScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,U", "close", "Back", tooltip="Back to the GPUs"),
         Binding("r", "refresh", "Refresh", tooltip="Ask the head again now"),
-        Binding("p", "period", "Period", tooltip="Next period: day, week, 4 weeks"),
-        Binding("d", "period('day')", "Day", show=False, tooltip="The past day"),
-        Binding("w", "period('week')", "Week", show=False, tooltip="The past 7 days"),
-        Binding("m", "period('4 weeks')", "4 weeks", show=False, tooltip="The past 28 days"),
+        Binding(
+            "p", "period", "Period", tooltip="Next period (d w m: the past day, week, 4 weeks)"
+        ),
+        # Said in p's line of the help (no description: not listed on their own).
+        Binding("d", "period('day')", "", show=False),
+        Binding("w", "period('week')", "", show=False),
+        Binding("m", "period('4 weeks')", "", show=False),
     ]
 
     @dataclass
