@@ -56,8 +56,8 @@ async def open_usage(
     await until(pilot, lambda: isinstance(app.screen, UsageScreen), "the usage screen")
     screen = app.screen
     assert isinstance(screen, UsageScreen)
-    if answered:
-        await until(pilot, lambda: not screen.asking, "the head's answer")
+    if answered:  # asked (on mount), and answered
+        await until(pilot, lambda: screen.requests and not screen.asking, "the head's answer")
     return screen
 
 
@@ -282,7 +282,7 @@ async def test_a_head_that_goes_away_keeps_the_last_answer_on_screen(tmp_path: P
 async def test_a_head_lost_while_it_is_asked_is_one_line(tmp_path: Path) -> None:
     # Usage changes nothing: an answer lost with the connection is just unanswered,
     # not "it may or may not have been done".
-    with fake_usage_head(tmp_path / "head.sock", delay_s=0.5) as head:
+    with fake_usage_head(tmp_path / "head.sock", held=True) as head:
         app = console(tmp_path / "head.sock")
         async with app.run_test(size=(120, 24)) as pilot:
             await open_usage(pilot, app, answered=False)

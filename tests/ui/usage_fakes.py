@@ -96,16 +96,20 @@ class FakeUsageHead:
     answer: Callable[[dict[str, Any]], dict[str, Any]] | None = usage_answer
     delay_s: float = 0.0
     """How long each ``usage`` answer takes (a slow head), not a synchronisation."""
+    held: bool = False
+    """Answer no ``usage`` request until ``hang_up`` (a head that stops mid-request)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     """The ``usage`` requests' args, in the order they came."""
     events: list[tuple[str, int]] = field(default_factory=list)
     """("asked", n) / ("answered", n) for the n-th ``usage`` request, in order."""
     lock: threading.Lock = field(default_factory=threading.Lock)
     connections: list[socket.socket] = field(default_factory=list)
+    _release: threading.Event = field(default_factory=threading.Event)
     down = False
 
     def hang_up(self) -> None:
         """Drop every connection and take no more: the head is gone."""
+        self._release.set()
         with self.lock:
             self.down = True
             for conn in self.connections:
@@ -130,6 +134,8 @@ class FakeUsageHead:
             self.events.append(("asked", number))
         if self.delay_s:
             time.sleep(self.delay_s)
+        if self.held:
+            self._release.wait(timeout=30)
         try:
             reply = {"id": ident, "ok": True, "result": self.answer(args)}
         except HeadRefusal as refusal:
