@@ -87,13 +87,15 @@ class AsyncHeadClient:
     ) -> dict[str, Any]:
         if self.closed_reason is not None:
             raise HeadError("unreachable", self.closed_reason)
+        # This request's own id: ``self._ids`` moves on while it waits, when other
+        # requests are sent over the same connection meanwhile.
         self._ids += 1
-        number = self._ids  # this call's own: others may start while it waits
-        request: dict[str, Any] = {"id": number, "op": op, "args": args or {}}
+        ident = self._ids
+        request: dict[str, Any] = {"id": ident, "op": op, "args": args or {}}
         if op in MUTATING:
             request["rid"] = new_request_id()
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[number] = future
+        self._pending[ident] = future
         try:
             self._writer.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
             await self._writer.drain()
@@ -103,7 +105,7 @@ class AsyncHeadClient:
         except (OSError, ConnectionError) as exc:
             raise HeadError("unreachable", f"connection to the head lost: {exc}") from None
         finally:
-            self._pending.pop(number, None)
+            self._pending.pop(ident, None)
         return _result(message)
 
     async def pushes(self) -> AsyncIterator[dict[str, Any]]:

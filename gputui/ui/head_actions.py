@@ -1,6 +1,7 @@
 """The console's scheduler side, mixed into the app: the head link's worker, what its
 messages change on screen, and every request to the head (claim, release, submit,
-job actions, logs), each in an app-owned worker.
+job actions, logs), each in an app-owned worker. The usage screen's requests are
+in ``usage_actions`` (a mixin this one builds on).
 
 A request that cannot be made says why at once (no head configured, the head
 unreachable and why); one the head refuses shows the head's own words; one whose
@@ -14,7 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.css.query import NoMatches
 
@@ -30,13 +31,8 @@ from gputui.ui.screens.forms import ClaimScreen, FormScreen, SubmitScreen
 from gputui.ui.screens.help import HelpSection, section
 from gputui.ui.screens.main import MainScreen
 from gputui.ui.screens.queue import QueueScreen
-
-if TYPE_CHECKING:
-    from textual.app import App
-
-    _Base = App[None]
-else:
-    _Base = object
+from gputui.ui.screens.usage import UsageScreen
+from gputui.ui.usage_actions import UsageActions
 
 LOG_TAIL_BYTES = 256 * 1024
 """Output shown when a job's log is opened: its last this many bytes."""
@@ -44,7 +40,7 @@ LOG_POLL_S = 0.5
 NOTICE_TITLES = {"started": "job started", "ended": "job ended", "preempted": "job preempted"}
 
 
-class HeadActions(_Base):
+class HeadActions(UsageActions):
     """The scheduler part of ``GpuTuiApp`` (a mixin: it needs the app's model and screens)."""
 
     config: Config
@@ -83,7 +79,8 @@ class HeadActions(_Base):
         title = "Scheduler" if self.head_link is not None else "Scheduler (needs a head: section)"
         _, rows = section(title, MainScreen.SCHEDULER_BINDINGS)
         _, queue = section("Queue screen (Q)", QueueScreen.BINDINGS)
-        return [(title, rows), ("Queue screen (Q)", queue)]
+        _, usage = section("Usage screen (U)", UsageScreen.BINDINGS)
+        return [(title, rows), ("Queue screen (Q)", queue), ("Usage screen (U)", usage)]
 
     # -- what the head says ----------------------------------------------------------
 
@@ -165,6 +162,9 @@ class HeadActions(_Base):
         action, row = message.action, message.row
         if action == "queue":
             self._open_queue()
+            return
+        if action == "usage":
+            self.open_usage()
             return
         if action == "submit":
             if self._link("submit a job") is not None:

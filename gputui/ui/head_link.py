@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 BACKOFF_FIRST_S = 0.5
 BACKOFF_CAP_S = 30.0
 SUBSCRIBE_TIMEOUT_S = 15.0
+_READ_ONLY = ("show", "logs", "queue", "claims", "env", "usage")
+"""Requests that change nothing: one lost with the connection is simply unanswered."""
 
 
 @dataclass
@@ -204,7 +206,7 @@ class HeadLink:
         try:
             result: dict[str, Any] = await session.client.call(op, args, timeout=timeout)
         except HeadError as exc:
-            if exc.code == "unreachable" and op not in ("show", "logs", "queue", "claims", "env"):
+            if exc.code == "unreachable" and op not in _READ_ONLY:
                 # The answer was lost with the connection: the head may have acted.
                 raise HeadError(
                     "unreachable",

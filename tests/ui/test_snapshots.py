@@ -1,4 +1,5 @@
-"""Screenshots of the main screen, help and the kill confirmation (fixed clock, fake data).
+"""Screenshots of the main screen, help, the kill confirmation and the usage screen (fixed
+clock, fake data).
 
 Regenerate after a deliberate change to the look with ``pytest tests/ui --snapshot-update``.
 """
@@ -8,11 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from textual.pilot import Pilot
-from ui_fakes import FakeSource, fixed_clock
+from ui_fakes import NOW, FakeSource, fixed_clock
+from usage_fakes import WEEK, usage_answer
 
 from gputui.config import Config
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow
+from gputui.ui.screens.usage import UsageScreen
+from gputui.ui.usage_view import UsageReport
 
 
 def make_app() -> GpuTuiApp:
@@ -50,3 +54,19 @@ def test_kill_confirmation(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=(120, 40), run_before=ask)
+
+
+def test_usage_screen_80x24(snap_compare: Any) -> None:
+    async def show(pilot: Pilot[Any]) -> None:
+        screen = UsageScreen(clock=fixed_clock)
+        await pilot.app.push_screen(screen)
+        await pilot.pause()
+        span = {"since": NOW - WEEK, "until": NOW}
+        users, groups = (
+            UsageReport.parse(usage_answer({**span, **args}), since=NOW - WEEK, until=NOW)
+            for args in ({"by": "user", "hourly": True}, {"by": "group"})
+        )
+        screen.show_usage(screen.token, users, groups)
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=show)

@@ -96,12 +96,20 @@ class MainScreen(Screen[None]):
         ),
         Binding("Q", "scheduler('queue')", "Queue", tooltip="The job queue, logs and actions"),
         Binding("n", "scheduler('submit')", "Submit", tooltip="Enqueue a job (a form)"),
+        Binding(
+            "U",
+            "scheduler('usage')",
+            "Usage",
+            tooltip="GPU-hours per user and group, utilisation by hour",
+        ),
     ]
     """Offered when hosts.yaml has a head: section (``check_action``). In the footer they
     come before the signal keys (which ``?`` always lists), so that an 80-column pane
     shows claim, release and the queue."""
     BINDINGS = [*BINDINGS[:-2], *SCHEDULER_BINDINGS, *BINDINGS[-2:]]
-    SCHEDULER_ACTIONS = frozenset({"claim", "claim_n", "release", "env", "queue", "submit"})
+    SCHEDULER_ACTIONS = frozenset(
+        {"claim", "claim_n", "release", "env", "queue", "submit", "usage"}
+    )
 
     @dataclass
     class SignalConfirmed(Message):

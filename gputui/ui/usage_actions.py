@@ -1,0 +1,105 @@
+"""The console's side of the usage screen, mixed into the app: open it, ask the head.
+
+The screen posts ``UsageScreen.Wanted``; an app worker (group ``usage``, one at a
+time: a newer request cancels an older one) sends two read-only ``usage`` requests
+over the head link, by user with the hours and by group, parses both answers
+(``UsageReport.parse``: cleaned, clamped, never raising) and hands them to the
+screen, or one line saying why there is nothing: no head configured, the head
+unreachable (and why), a head too old to know ``usage``, or the head's refusal in
+its own words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gputui.scheduler.client import HeadError
+from gputui.text import clean
+from gputui.ui.head_link import HeadLink
+from gputui.ui.screens.usage import REFRESH_S, UsageScreen
+from gputui.ui.usage_view import UsageReport
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    _Base = App[None]
+else:
+    _Base = object
+
+USAGE_TIMEOUT_S = 20.0
+"""A head answers a month of hours in milliseconds; past this it is said, not waited on."""
+
+
+def usage_problem(exc: HeadError) -> str:
+    """One line for a ``usage`` request that got no answer."""
+    if exc.code == "unknown-op":
+        return "the head is too old to answer usage requests (upgrade it)"
+    if exc.message.startswith("head unreachable"):
+        return clean(exc.message, 300)
+    if exc.code == "unreachable":  # the connection went while the head was asked
+        return clean(f"head unreachable ({exc.message})", 300)
+    return clean(f"the head refused usage: {exc.message}", 300)
+
+
+class UsageActions(_Base):
+    """The usage part of ``GpuTuiApp`` (a mixin, under ``HeadActions``)."""
+
+    head_link: HeadLink | None = None
+    clock: Callable[[], float]
+    usage_refresh_s: float = REFRESH_S
+    """How long the usage screen waits after an answer before it asks again."""
+
+    def open_usage(self) -> None:
+        """Push the usage screen (once: ``U`` on it closes it)."""
+        if any(isinstance(screen, UsageScreen) for screen in self.screen_stack):
+            return
+
+        def closed(_: None) -> None:
+            self.workers.cancel_group(self, "usage")
+
+        self.push_screen(UsageScreen(clock=self.clock, refresh_s=self.usage_refresh_s), closed)
+
+    def on_usage_screen_wanted(self, message: UsageScreen.Wanted) -> None:
+        screen, token = message.screen, message.token
+        link = self.head_link
+        if link is None:
+            screen.show_problem(token, "no head configured (add a head: section to hosts.yaml)")
+            return
+        if not link.connected:
+            screen.show_problem(token, f"head unreachable ({link.reason or 'not connected'})")
+            return
+        self.run_worker(
+            self._fetch_usage(link, message),
+            name="usage",
+            group="usage",
+            description="usage from the head",
+            exclusive=True,
+            exit_on_error=False,
+        )
+
+    async def _fetch_usage(self, link: HeadLink, message: UsageScreen.Wanted) -> None:
+        since, until = message.since, message.until
+        span: dict[str, Any] = {"since": since, "until": until}
+        answers = await asyncio.gather(
+            link.call("usage", {**span, "by": "user", "hourly": True}, timeout=USAGE_TIMEOUT_S),
+            link.call("usage", {**span, "by": "group"}, timeout=USAGE_TIMEOUT_S),
+            return_exceptions=True,
+        )
+        for answer in answers:
+            if isinstance(answer, HeadError):
+                message.screen.show_problem(message.token, usage_problem(answer))
+                return
+            if isinstance(answer, Exception):  # a bug: said on the screen, refreshes go on
+                why = f"usage failed: {type(answer).__name__}: {answer}"
+                message.screen.show_problem(message.token, clean(why, 300))
+                return
+            if isinstance(answer, BaseException):
+                raise answer
+        users, groups = answers
+        message.screen.show_usage(
+            message.token,
+            UsageReport.parse(users, since=since, until=until, by="user"),
+            UsageReport.parse(groups, since=since, until=until, by="group"),
+        )
