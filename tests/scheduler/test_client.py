@@ -3,9 +3,7 @@ connection drops (a real Unix socket served by a thread that hangs up)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -128,29 +126,3 @@ def test_a_broken_hosts_file_is_one_line_naming_it(
     assert e.value.code == "config" and str(path) in e.value.message
     assert "\x1b" not in e.value.message and "\n" not in e.value.message
 
-
-async def test_an_async_call_that_ends_first_never_takes_another_calls_answer(
-    tmp_path: Path,
-) -> None:
-    """Calls overlap on one connection (the console's log poll, a ``show``, pushes):
-    one that ends (here: cancelled) while a later one waits must not drop the later
-    one's answer. It once forgot the newest call's slot instead of its own."""
-    from headkit import running_head
-
-    from gputui.scheduler.aclient import AsyncHeadClient
-
-    async with running_head(tmp_path, {"gpu01": 1}) as (_head, _hosts, sock):
-        client = await AsyncHeadClient.open_local(sock)
-        try:
-            slow = asyncio.ensure_future(client.call("wait", {"job_id": 1}, timeout=30))
-            submitted = await client.call("submit", {"argv": ["t"], "gpus": 1})
-            assert submitted["job"]["id"] == 1
-            first = asyncio.ensure_future(client.call("queue"))
-            second = asyncio.ensure_future(client.call("whoami"))
-            await asyncio.sleep(0)  # both sent, neither answered yet
-            first.cancel()
-            me = await asyncio.wait_for(second, 5)
-            assert me["uid"] == os.getuid()
-            slow.cancel()
-        finally:
-            await client.close()
