@@ -16,6 +16,7 @@ import getpass
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -184,6 +185,9 @@ class Cluster:
         await self.stop()
         if self.server is not None:
             await self.server.stop()
+        # A job a failed test left running would sit on the simulated GPUs of every
+        # later test (the simulator finds processes by their environment): end it.
+        subprocess.run(["pkill", "-KILL", "-f", str(self.tmp)], check=False)
 
 
 @pytest.fixture(params=["ssh", "local"])
