@@ -49,3 +49,19 @@ def elapsed_text(seconds: float) -> str:
     if days:
         return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
     return f"{hours:d}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:d}:{secs:02d}"
+
+
+def coarse_text(seconds: float) -> str:
+    """A rough length of time for a sentence or a flag: ``45s``, ``12m``, ``2h05m``,
+    ``3d04h`` (whole units, rounded down; never negative)."""
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    minutes = whole // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"

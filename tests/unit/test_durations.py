@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.durations import elapsed_text, parse_duration
+from gputui.durations import coarse_text, elapsed_text, parse_duration
 
 
 @pytest.mark.parametrize(
@@ -40,3 +40,12 @@ def test_elapsed_reads_like_slurm() -> None:
     assert [elapsed_text(s) for s in (0, 65, 3721, 90061, -3)] == [
         "0:00", "1:05", "1:02:01", "1-01:01:01", "0:00",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(-3, "0s"), (0, "0s"), (59.9, "59s"), (60, "1m"), (3599, "59m"), (3600, "1h00m"),
+     (7500, "2h05m"), (86399, "23h59m"), (86400 * 3 + 4 * 3600 + 59, "3d04h")],
+)  # fmt: skip
+def test_coarse_lengths_of_time_round_down_to_whole_units(seconds: float, text: str) -> None:
+    assert coarse_text(seconds) == text
