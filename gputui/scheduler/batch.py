@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from . import actions, lifecycle, policy, publish, shares, wire
 from .actions import Context, Rules
+from .flagwatch import FlagWatch, Pending, ProcSignal
 from .hostwatch import HostWatch
 from .identity import Caller
 from .server import Connection
@@ -57,6 +58,10 @@ class After:
     registered only once it is committed (``Batches.commit_done``)."""
     sessions: list[str] = field(default_factory=list)
     """``gputui run`` sessions whose claim this batch made."""
+    signals: list[ProcSignal] = field(default_factory=list)
+    """Flagged processes to signal (``scheduler.ownership.mode: enforce``)."""
+    flagged: list[Pending] = field(default_factory=list)
+    """What this batch's ownership ticks leave for ``FlagWatch`` to remember."""
     changed: bool = False
 
 
@@ -93,6 +98,7 @@ class Batches:
         self.sessions_alive: set[str] = set()
         self.launching: set[int] = set()
         self.standing: Standing | None = None
+        self.flags = FlagWatch(watch)
 
     def standing_at(self, tx: Tx, now: float) -> Standing:
         """Fair-share factors and quota use, worked out again every ``STANDING_S``
@@ -267,7 +273,7 @@ class Batches:
         if op == "show":
             return actions.show(tx, caller, args.job_id)
         if op == "queue":
-            return actions.queue(tx, caller, args)
+            return {**actions.queue(tx, caller, args), **self.flags.state()}
         if op == "claims":
             return actions.claims(tx, caller, args)
         if op == "env":
@@ -350,6 +356,11 @@ class Batches:
                     after.kills.append((job.host, actions.run_key(job.id, job.launches)))
                     job.stop_deadline = ctx.now + self.rules.kill_grace_s
             tx.forget_requests_before(ctx.now - REQUEST_LOG_KEEP_S)
+        elif kind == "ownership":
+            self.flags.tick(tx, ctx, after.flagged, after.signals)
+        elif kind == "signalled":
+            sig, answer = payload
+            self.flags.signalled(tx, sig, answer)
         elif kind == "session-closed":
             lifecycle.expire_claims(tx, ctx, self.watch.active_users(), {payload})
         elif kind == "resume":
@@ -382,6 +393,7 @@ class Batches:
         """After the commit: this batch's waits and run sessions count now, and the
         waits it answered are over."""
         self.sessions_alive.update(after.sessions)
+        self.flags.commit(after.flagged)
         for job_id, conn, rid in after.waits:
             self.waits.setdefault(job_id, []).append((conn, rid))
         sent = {(id(conn), rid) for conn, rid, _ in after.final_jobs}

@@ -37,6 +37,7 @@ from gputui.telemetry import HostSnapshot
 from . import actions, lifecycle, policy, publish, reads, wire
 from .actions import Rules
 from .batch import After, Batches, Item
+from .flagwatch import ProcSignal
 from .hosts import HostOps
 from .hostwatch import HostWatch
 from .identity import Caller
@@ -328,6 +329,8 @@ class Head:
         for host, keys in after.forget.items():
             if keys:
                 self._spawn(self.hosts.forget(host, keys))
+        for sig in after.signals:
+            self._spawn(self._signal_process(sig))
         for conn, rid, view in after.final_jobs:
             conn.send(wire.response(rid, {"job": view}))
         self.batch.commit_done(after)
@@ -356,6 +359,18 @@ class Head:
             self.batch.launching.discard(spec.key)
         self._post(Item("launched", payload=(spec, answer)))
 
+    async def _signal_process(self, sig: ProcSignal) -> None:
+        answer = await self.hosts.signal_process(sig.host, sig.process, sig.signal)
+        if not answer.ok:
+            log.warning(
+                "head: %s to pid %d on %s: %s",
+                sig.signal,
+                sig.process.pid,
+                sig.host,
+                answer.message,
+            )
+        self._post(Item("signalled", payload=(sig, answer)))
+
     async def _stop(self, host: str, key: int) -> None:
         grace = self.settings.rules.kill_grace_s
         await self.hosts.signal_job(host, key, "TERM", grace)
@@ -382,12 +397,13 @@ class Head:
                 orphans = self._restored_sessions - self.batch.sessions_alive
                 self._restored_sessions = set()
             self._post(Item("tick", payload=(active, orphans)))
+            self._post(Item("ownership"))
 
     # -- subscriptions ----------------------------------------------------------------
 
     def _state(self, tx: Tx, caller: Caller) -> dict[str, Any]:
         state = publish.cluster_state(tx, self.watch.present_gpus(), self.watch.live())
-        return {"me": publish.whoami(caller), **state}
+        return {"me": publish.whoami(caller), **state, **self.batch.flags.state()}
 
     async def _pusher(self) -> None:
         while True:
@@ -406,6 +422,7 @@ class Head:
             return
         seq = self._state_seq
         gpus, live = self.watch.present_gpus(), self.watch.live()  # the loop's own
+        flags = self.batch.flags.state()
         since = [conn.last_notice for conn in subscribers]  # read here, set here below
 
         def build() -> tuple[dict[str, Any], list[list[Notice]]]:
@@ -424,5 +441,5 @@ class Head:
                 conn.send({"push": "notice", "notice": notice_view(notice)})
             if fresh:
                 conn.last_notice = fresh[-1].id or conn.last_notice
-            state = {"me": publish.whoami(conn.caller), **common}
+            state = {"me": publish.whoami(conn.caller), **common, **flags}
             conn.send({"push": "state", "seq": seq, "state": state})

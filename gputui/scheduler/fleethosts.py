@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
+from pydantic import ValidationError
+
 from gputui.config import Config
 from gputui.fleet.fleet import Fleet
 from gputui.fleet.stream import SnapshotStream
@@ -21,10 +23,11 @@ from gputui.protocol import (
     JobSignalRequest,
     JobState,
     LaunchRequest,
+    SignalRequest,
 )
 from gputui.telemetry import HostSnapshot, RequestOutcome
 
-from .hosts import HostAnswer
+from .hosts import GpuProcess, HostAnswer
 from .lifecycle import HostJob, Launch
 
 
@@ -112,6 +115,25 @@ class FleetHosts:
     ) -> HostAnswer:
         request = JobSignalRequest(ns=self.namespace, job_id=key, signal=signal, grace_s=grace_s)
         return _answer(await self.fleet.request(host, request))
+
+    async def signal_process(self, host: str, process: GpuProcess, signal: str) -> HostAnswer:
+        try:
+            request = SignalRequest.model_validate(
+                {
+                    "pid": process.pid,
+                    "signal": signal,
+                    "gpu_uuid": process.gpu_uuid,
+                    "uid": process.uid,
+                    "start_ticks": process.start_ticks,
+                }
+            )
+        except ValidationError as exc:
+            why = exc.errors()[0].get("msg", "invalid") if exc.errors() else "invalid"
+            return HostAnswer(False, code="bad-request", message=f"not sent: {why}")
+        outcome = await self.fleet.request(host, request)
+        if outcome.ok and outcome.value is not None:
+            return HostAnswer(True, value={"method": outcome.value.method, "pid": process.pid})
+        return _answer(outcome)
 
     async def job_log(self, host: str, key: int, offset: int, max_bytes: int) -> HostAnswer:
         request = JobLogRequest(ns=self.namespace, job_id=key, offset=offset, max_bytes=max_bytes)

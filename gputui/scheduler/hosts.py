@@ -27,6 +27,16 @@ class HostAnswer:
     message: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A process on a GPU as a sample showed it: what its host checks before a signal."""
+
+    gpu_uuid: str
+    pid: int
+    uid: int | None
+    start_ticks: int | None
+
+
 class HostOps(Protocol):
     async def start(self) -> None: ...
 
@@ -51,6 +61,11 @@ class HostOps(Protocol):
     async def signal_job(
         self, host: str, key: int, signal: str, grace_s: float | None
     ) -> HostAnswer: ...
+
+    async def signal_process(self, host: str, process: GpuProcess, signal: str) -> HostAnswer:
+        """Signal a process on a GPU, verified on the host first (pid, owner, start
+        time, still on that GPU), so a pid reused since it was seen is never hit."""
+        ...
 
     async def job_log(self, host: str, key: int, offset: int, max_bytes: int) -> HostAnswer:
         """``value``: dict with data, offset, size, ended."""

@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.protocol import Sample
 from gputui.telemetry import HostSnapshot, HostStatus
 
-from . import policy
+from . import ownership, policy
 from .store import Tx
 from .tables import Gpu
 
@@ -28,6 +29,10 @@ class _Host:
     users_on: dict[str, set[int]] = field(default_factory=dict)
     jobs_seen: tuple[Any, ...] | None = None
     down_reported: bool = False
+    sample: Sample | None = None
+    """The latest sample (its processes and utilisation: ownership and idle flags)."""
+    samples: int = 0
+    """How many distinct samples came: a process flagged in two of them is confirmed."""
 
 
 class HostWatch:
@@ -58,6 +63,41 @@ class HostWatch:
     def active_users(self) -> dict[str, set[int]]:
         """GPU uuid -> the uids with a process on it in its host's last sample."""
         return {u: users for h in self._hosts.values() for u, users in h.users_on.items()}
+
+    def samples(self) -> dict[str, tuple[int, Sample]]:
+        """Live host -> (its sample count, its latest sample)."""
+        return {
+            name: (h.samples, h.sample)
+            for name, h in self._hosts.items()
+            if h.live and h.sample is not None
+        }
+
+    def gpu_processes(self) -> list[ownership.GpuProc]:
+        """Every process on every GPU of the live hosts, as their latest samples say."""
+        return [
+            ownership.GpuProc(
+                host=name,
+                gpu_uuid=g.uuid,
+                gpu_index=g.index,
+                pid=p.pid,
+                uid=p.uid,
+                user=p.user,
+                name=p.command,
+                start_ticks=p.start_ticks,
+                graphics=p.kind == "graphics",
+            )
+            for name, (_, sample) in self.samples().items()
+            for g in sample.gpus
+            for p in g.processes
+        ]
+
+    def gpu_util(self) -> dict[str, int | None]:
+        """GPU uuid -> its utilisation (%) in its live host's latest sample."""
+        return {
+            g.uuid: g.util_gpu if g.state == "ok" else None
+            for _, sample in self.samples().values()
+            for g in sample.gpus
+        }
 
     def slots(self) -> tuple[policy.GpuSlot, ...]:
         """Every present GPU as placement sees it (rebuilt only after a change)."""
@@ -114,6 +154,8 @@ class HostWatch:
             host.users_on = {
                 g.uuid: {p.uid for p in g.processes if p.uid is not None} for g in snap.sample.gpus
             }
+            if snap.sample is not host.sample:
+                host.sample, host.samples = snap.sample, host.samples + 1
         jobs = self._reports(snap)
         if jobs is not None and jobs is not host.jobs_seen and live:
             host.jobs_seen = jobs

@@ -261,6 +261,9 @@ class Tx:
     def audit(self, row: Audit) -> None:
         self.s.add(row)
 
+    def audit_row(self, audit_id: int) -> Audit | None:
+        return self.s.get(Audit, audit_id)
+
     def audits(self, since: float | None, limit: int) -> list[Audit]:
         query = select(Audit)
         if since is not None:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputui.protocol import GpuInfo, GpuSample, Hello, Sample
+from gputui.protocol import GpuInfo, GpuSample, Hello, ProcessSample, Sample
 from gputui.scheduler.daemon import Head, HeadSettings
 from gputui.scheduler.engine import open_store
-from gputui.scheduler.hosts import HostAnswer
+from gputui.scheduler.hosts import GpuProcess, HostAnswer
 from gputui.scheduler.lifecycle import HostJob, Launch
 from gputui.scheduler.store import JobStore
 from gputui.telemetry import HostSnapshot, HostStatus
@@ -32,6 +32,15 @@ class ScriptedHosts:
     launches: list[Launch] = field(default_factory=list)
     signals: list[tuple[str, int, str]] = field(default_factory=list)
     runs: dict[str, dict[int, HostJob]] = field(default_factory=dict)
+    processes: dict[str, dict[int, tuple[ProcessSample, ...]]] = field(default_factory=dict)
+    """host -> GPU index -> the processes its samples list (``put_processes``)."""
+    util: dict[str, dict[int, int]] = field(default_factory=dict)
+    """host -> GPU index -> its utilisation (%) in the samples (none: not read)."""
+    process_signals: list[tuple[str, GpuProcess, str]] = field(default_factory=list)
+    signal_answer: HostAnswer = field(
+        default_factory=lambda: HostAnswer(True, value={"method": "scripted"})
+    )
+    """What every ``signal_process`` answers."""
     _queue: asyncio.Queue[HostSnapshot] | None = None
     _reports: dict[str, tuple[HostJob, ...]] = field(default_factory=dict)
 
@@ -53,8 +62,18 @@ class ScriptedHosts:
             GpuInfo(index=i, uuid=self.uuid(host, i), name="NVIDIA A100") for i in range(n)
         )
         hello = Hello(protocol=1, helper_version="x", hostname=host, gpus=gpus)
+        procs, util = self.processes.get(host, {}), self.util.get(host, {})
         sample = Sample(
-            seq=1, gpus=tuple(GpuSample(index=i, uuid=self.uuid(host, i)) for i in range(n))
+            seq=1,
+            gpus=tuple(
+                GpuSample(
+                    index=i,
+                    uuid=self.uuid(host, i),
+                    util_gpu=util.get(i),
+                    processes=procs.get(i, ()),
+                )
+                for i in range(n)
+            ),
         )
         self._reports[host] = tuple(self.runs[host].values())
         snap = HostSnapshot(
@@ -95,6 +114,23 @@ class ScriptedHosts:
         self.signals.append((host, key, signal))
         self.finish(host, key, None, signal)
         return HostAnswer(True, value={"delivered": True})
+
+    def put_processes(
+        self, host: str, index: int, processes: tuple[ProcessSample, ...], util: int | None = None
+    ) -> None:
+        """From the next sample on, GPU ``index`` of ``host`` lists ``processes``."""
+        self.processes.setdefault(host, {})[index] = processes
+        if util is not None:
+            self.util.setdefault(host, {})[index] = util
+        self._publish(host)
+
+    def sample_again(self, host: str) -> None:
+        """A new sample with nothing changed (as the next one from a helper)."""
+        self._publish(host)
+
+    async def signal_process(self, host: str, process: GpuProcess, signal: str) -> HostAnswer:
+        self.process_signals.append((host, process, signal))
+        return self.signal_answer
 
     async def job_log(self, host: str, key: int, offset: int, max_bytes: int) -> HostAnswer:
         data = "hello from the job\n"[offset : offset + max_bytes]
