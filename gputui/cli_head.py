@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui import cli_policy
+from gputui.cli_flags import flags_table, idle_reason
 from gputui.durations import elapsed_text, parse_duration
 from gputui.scheduler.client import HeadClient, HeadError, head_place
 
@@ -189,8 +190,9 @@ def _shown(text: Any, width: int) -> str:
     return value if len(value) <= width else value[: width - 1] + "…"
 
 
-def queue_table(jobs: Sequence[dict[str, Any]], now: float) -> list[str]:
-    """Slurm-like columns: JOBID USER NAME STATE GPUS HOST TIME REASON."""
+def queue_table(jobs: Sequence[dict[str, Any]], now: float, idle_after_s: Any = None) -> list[str]:
+    """Slurm-like columns: JOBID USER NAME STATE GPUS HOST TIME REASON (a running job
+    idle past the head's limit, ``idle_after_s``, says ``Idle 2h05m`` there)."""
     rows = [("JOBID", "USER", "NAME", "STATE", "GPUS", "HOST", "TIME", "REASON")]
     for job in jobs:
         started = job.get("started_at")
@@ -205,7 +207,7 @@ def queue_table(jobs: Sequence[dict[str, Any]], now: float) -> list[str]:
                 str(job.get("gpus", "")),
                 _shown(job.get("host") or "-", 16),
                 elapsed,
-                _shown(job.get("reason") or "-", 40),
+                _shown(idle_reason(job, idle_after_s, now) or job.get("reason") or "-", 40),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -334,8 +336,13 @@ def _list(client: HeadClient, a: argparse.Namespace) -> int:
     if a.json:
         _print_json(items)
         return EXIT_OK
-    table = queue_table if a.verb == "queue" else claims_table
-    for line in table(items, time.time()):
+    now = time.time()
+    if a.verb == "queue":
+        lines = queue_table(items, now, result.get("idle_after_s"))
+        lines += flags_table(result.get("flags"), now)
+    else:
+        lines = claims_table(items, now)
+    for line in lines:
         print(line)
     return EXIT_OK
 

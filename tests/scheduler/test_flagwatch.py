@@ -3,13 +3,15 @@
 The daemon, its store and its socket are real; the hosts are ``headkit.ScriptedHosts``,
 whose samples list whatever processes a test puts on a GPU, so each rule is driven
 exactly: a second sample confirms a process, a claim makes it its owner's, a signal
-the host refuses is written into its audit row.
+the host refuses is written into its audit row. ``gputui queue`` runs as a real process.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +157,28 @@ def test_off_flags_nothing_and_exempt_users_and_graphics_are_never_flagged(
         pids = {f["pid"] for f in client.ok("cluster")["flags"]}
         assert pids == (set() if mode == "off" else {702})
         assert client.ok("queue")["flags"] == client.ok("cluster")["flags"]
+
+
+def test_gputui_queue_prints_the_flags_under_the_queue(tmp_path: Path) -> None:
+    with (
+        ThreadedHead(tmp_path, LAYOUT, rules=rules("enforce", grace_s=600)) as th,
+        LineClient(th.sock) as client,
+    ):
+        put(th, 3, proc(800, name="evil\x1b[31m-name"))
+        poll(lambda: flag(client, 800), what="the flag")
+        done = subprocess.run(
+            [sys.executable, "-m", "gputui.entry", "--socket", str(th.sock), "queue"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "\x1b" not in done.stdout  # cleaned as the host's sample was read
+    start = lines.index("FLAGS: 1 process(es) on GPUs their owners were not given")
+    header, row = lines[start + 1], lines[start + 2]
+    assert header.split() == ["USER", "GPU", "PID", "NAME", "KIND", "FOR", "ACTION"]
+    assert row.split()[:5] == [MY_NAME, "gpu01:3", "800", "evil-name", "no-allocation"]
+    assert row.endswith("SIGTERM in 9m"), row
+    assert lines[start + 3] == "  no-allocation: no job or claim of theirs on the host"

@@ -1,0 +1,87 @@
+"""``gputui queue``'s flags: processes on GPUs their owners hold nothing on, idle jobs.
+
+Stdlib only (a scheduler verb must stay light: see ``cli_head``). Everything here
+comes from the head and is shown as untrusted text: anything not printable is
+``?``, every field is cut to its column.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from gputui.durations import coarse_text
+
+KINDS = {
+    "no-allocation": "no job or claim of theirs on the host",
+    "outside-allocation": "outside their jobs' and claims' GPUs",
+}
+MAX_SHOWN = 200
+
+
+def _shown(text: Any, width: int) -> str:
+    value = "".join(ch if ch.isprintable() else "?" for ch in str(text))
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and abs(number) < 1e12 else None
+
+
+def idle_reason(job: dict[str, Any], idle_after_s: Any, now: float) -> str | None:
+    """``Idle 2h05m`` for a running job idle past the head's limit; else None."""
+    since, after = _number(job.get("idle_since")), _number(idle_after_s)
+    if job.get("state") != "running" or since is None or after is None:
+        return None
+    idle = now - since
+    return f"Idle {coarse_text(idle)}" if idle >= after else None
+
+
+def action_text(flag: dict[str, Any], now: float) -> str:
+    """``SIGTERM in 4m``, ``SIGTERM sent, SIGKILL in 4m``, ``SIGKILL sent``, ``warn``."""
+    parts = []
+    signalled = flag.get("signalled")
+    if signalled in ("TERM", "KILL"):
+        parts.append(f"SIG{signalled} sent")
+    at, signal = _number(flag.get("signal_at")), flag.get("next_signal")
+    if at is not None and signal in ("TERM", "KILL"):
+        due = at - now
+        parts.append(f"SIG{signal} in {coarse_text(due)}" if due >= 1 else f"SIG{signal} now")
+    return ", ".join(parts) or "warn"
+
+
+def flags_table(flags: Any, now: float) -> list[str]:
+    """The block under the queue: one line per flagged process and GPU (none: no lines)."""
+    if not isinstance(flags, list) or not flags:
+        return []
+    rows = [("USER", "GPU", "PID", "NAME", "KIND", "FOR", "ACTION")]
+    for flag in flags[:MAX_SHOWN]:
+        if not isinstance(flag, dict):
+            continue
+        since = _number(flag.get("since"))
+        user = flag.get("user") or (f"uid {flag['uid']}" if flag.get("uid") is not None else "?")
+        rows.append(
+            (
+                _shown(user, 12),
+                _shown(f"{flag.get('host', '?')}:{flag.get('gpu_index', '?')}", 20),
+                _shown(flag.get("pid", "?"), 8),
+                _shown(flag.get("name") or "-", 24),
+                _shown(flag.get("kind", "?"), 20),
+                coarse_text(now - since) if since is not None else "-",
+                _shown(action_text(flag, now), 32),
+            )
+        )
+    if len(rows) == 1:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["", f"FLAGS: {len(rows) - 1} process(es) on GPUs their owners were not given"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    if len(flags) > MAX_SHOWN:
+        lines.append(f"… and {len(flags) - MAX_SHOWN} more")
+    kinds: Sequence[str] = sorted({str(f.get("kind")) for f in flags if isinstance(f, dict)})
+    lines += [f"  {k}: {KINDS[k]}" for k in kinds if k in KINDS]
+    return lines
