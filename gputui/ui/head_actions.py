@@ -24,6 +24,7 @@ from gputui.explain_text import explain_pairs
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
+from gputui.ui.head_flags import by_gpu
 from gputui.ui.head_link import HeadLink, HeadNotice, HeadState, HeadUnreachable
 from gputui.ui.head_view import FINAL_STATES, HeadView, env_line
 from gputui.ui.model import ClusterModel
@@ -37,7 +38,13 @@ from gputui.ui.usage_actions import UsageActions
 LOG_TAIL_BYTES = 256 * 1024
 """Output shown when a job's log is opened: its last this many bytes."""
 LOG_POLL_S = 0.5
-NOTICE_TITLES = {"started": "job started", "ended": "job ended", "preempted": "job preempted"}
+NOTICE_TITLES = {
+    "started": "job started",
+    "ended": "job ended",
+    "preempted": "job preempted",
+    "ownership": "process flagged",
+    "idle": "job idle",
+}
 
 
 class HeadActions(UsageActions):
@@ -88,6 +95,7 @@ class HeadActions(UsageActions):
         view = message.view
         main = self._main()
         rows = self.model.set_holders(view.holders())
+        rows += self.model.set_owner_flags(by_gpu(view.flags))
         running, pending = view.counts()
         mine = sum(1 for c in view.claims if c.user == view.me.user and c.state == "active")
         line = f"{running} running, {pending} waiting"
@@ -113,7 +121,7 @@ class HeadActions(UsageActions):
 
     def on_head_notice(self, message: HeadNotice) -> None:
         severity = "information"
-        if message.kind == "preempted" or (
+        if message.kind in ("preempted", "ownership", "idle") or (
             message.kind == "ended" and " completed " not in f" {message.text} "
         ):
             severity = "warning"

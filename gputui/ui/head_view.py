@@ -16,6 +16,7 @@ from typing import Any
 
 from gputui.text import clean
 from gputui.ui import format as fmt
+from gputui.ui.head_flags import OwnerFlag, idle_for, parse_flags
 
 LIVE_STATES = frozenset({"starting", "running", "killing", "preempting", "unknown"})
 PENDING_STATES = frozenset({"queued", "held"})
@@ -109,6 +110,8 @@ class HeadJob:
     exit_signal: str | None
     requeues: int
     run_as: str | None
+    idle_since: float | None = None
+    """Since when all its GPUs read 0% (the head's word; flagged once past its limit)."""
 
     def elapsed(self, now: float) -> float:
         """Seconds it has run (to its end, if it ended); 0 before it started."""
@@ -149,6 +152,7 @@ class HeadJob:
             exit_signal=_opt_text(raw.get("exit_signal"), 16),
             requeues=_int(raw.get("requeues")),
             run_as=_opt_text(raw.get("run_as"), 32),
+            idle_since=_time(raw.get("idle_since")),
         )
 
 
@@ -217,6 +221,10 @@ class HeadView:
     gpus: tuple[HeadGpu, ...] = ()
     hosts_live: Mapping[str, bool] = field(default_factory=dict)
     seq: int = 0
+    flags: tuple[OwnerFlag, ...] = ()
+    """Processes on GPUs their owners hold nothing on (``head_flags``)."""
+    idle_after_s: float | None = None
+    """A running job idle this long is flagged (None: the head did not say)."""
 
     @classmethod
     def parse(cls, state: Mapping[str, Any], seq: int = 0) -> HeadView:
@@ -237,11 +245,25 @@ class HeadView:
             for name, info in list(hosts_raw.items())[:10_000]:
                 if isinstance(name, str) and isinstance(info, Mapping):
                     hosts[clean(name, 64)] = info.get("live") is True
-        return cls(me=me, jobs=jobs, claims=claims, gpus=gpus, hosts_live=hosts, seq=seq)
+        idle_after = _time(state.get("idle_after_s"))
+        return cls(
+            me=me,
+            jobs=jobs,
+            claims=claims,
+            gpus=gpus,
+            hosts_live=hosts,
+            seq=seq,
+            flags=parse_flags(state.get("flags")),
+            idle_after_s=idle_after if idle_after else None,
+        )
 
     def holders(self) -> dict[str, Holder]:
         """GPU uuid -> its holder, for the GPUs someone holds."""
         return {g.uuid: g.holder for g in self.gpus if g.holder is not None}
+
+    def idle_for(self, job: HeadJob, now: float) -> float | None:
+        """How long ``job`` has been idle, once it is flagged idle; else None."""
+        return idle_for(job.state, job.idle_since, self.idle_after_s, now)
 
     def job(self, job_id: int) -> HeadJob | None:
         return next((j for j in self.jobs if j.id == job_id), None)

@@ -22,6 +22,7 @@ from gputui.health import Flag, Severity, gpu_flags, host_severity, temp_severit
 from gputui.protocol import Event
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.gpu_view import GpuHistory, GpuRow, GpuView, HostRow, Row
+from gputui.ui.head_flags import OwnerFlag
 from gputui.ui.head_view import Holder
 from gputui.ui.host_entry import HostEntry, HostTotals, changed_gpus, take_snapshot
 
@@ -111,6 +112,8 @@ class ClusterModel:
         self._last_seq: dict[str, tuple[int, float | None]] = {}
         self.holders: dict[str, Holder] = {}
         """GPU uuid -> the job or claim holding it, as the scheduler's head last said."""
+        self.owner_flags: dict[str, tuple[OwnerFlag, ...]] = {}
+        """GPU uuid -> its processes that its owner holds nothing for (the head's flags)."""
 
     # -- updates -----------------------------------------------------------------
 
@@ -142,6 +145,14 @@ class ClusterModel:
             return []
         return [g.row for g in self.iter_gpus() if g.uuid in moved]
 
+    def set_owner_flags(self, flags: dict[str, tuple[OwnerFlag, ...]]) -> list[GpuRow]:
+        """Take the head's ownership flags; the rows whose flags changed."""
+        old, self.owner_flags = self.owner_flags, flags
+        moved = {u for u in old.keys() | flags.keys() if old.get(u) != flags.get(u)}
+        if not moved:
+            return []
+        return [g.row for g in self.iter_gpus() if g.uuid in moved]
+
     # -- queries -----------------------------------------------------------------
 
     def gpu(self, row: GpuRow) -> GpuView | None:
@@ -156,8 +167,16 @@ class ClusterModel:
         return entry.events.get(row.index, ()) if entry is not None else ()
 
     def flags(self, gpu: GpuView, now: float) -> list[Flag]:
-        """What is wrong with a GPU, worst first; empty means it is fine."""
-        return gpu_flags(gpu.sample, self.events(gpu.row), now, self.health)
+        """What is wrong with a GPU, worst first; empty means it is fine. The head's
+        ownership flags come last: ``ROGUE`` / ``STRAY``, critical once ``enforce``
+        will signal (or has signalled) the process."""
+        flags = gpu_flags(gpu.sample, self.events(gpu.row), now, self.health)
+        owned = self.owner_flags.get(gpu.uuid)
+        if owned:
+            for label in dict.fromkeys(f.label for f in owned):
+                enforced = any(f.enforced for f in owned if f.label == label)
+                flags.append(Flag(label, "crit" if enforced else "warn"))
+        return flags
 
     def temp_severity(self, temp: int | None) -> Severity:
         return temp_severity(temp, self.health)

@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Footer, Log, Static
 
 from gputui.durations import elapsed_text
 from gputui.text import clean
+from gputui.ui.head_flags import idle_for, idle_text
 from gputui.ui.head_view import HeadJob, HeadView
 from gputui.ui.screens.confirm import ConfirmScreen, ReasonScreen
 
@@ -39,8 +40,10 @@ _DESTRUCTIVE = {
 ACTIONS = ("cancel", "kill", "preempt", "requeue", "hold", "release_hold")
 
 
-def job_cells(job: HeadJob, now: float) -> tuple[str, ...]:
-    """One row of the table, in ``COLUMNS`` order."""
+def job_cells(job: HeadJob, now: float, idle_after_s: float | None = None) -> tuple[str, ...]:
+    """One row of the table, in ``COLUMNS`` order; a running job idle past the head's
+    limit (``idle_after_s``) says so in its REASON (``Idle 2h05m``)."""
+    idle = idle_for(job.state, job.idle_since, idle_after_s, now)
     return (
         str(job.id),
         job.user,
@@ -49,7 +52,7 @@ def job_cells(job: HeadJob, now: float) -> tuple[str, ...]:
         str(job.gpus),
         job.host or "-",
         elapsed_text(job.elapsed(now)),
-        job.reason or "-",
+        idle_text(idle) if idle is not None else job.reason or "-",
     )
 
 
@@ -212,7 +215,8 @@ class QueueScreen(Screen[None]):
         me = view.me.user if view is not None and self.only_mine else None
         jobs = ordered(view.jobs, me) if view is not None else []
         now = self.clock()
-        rows = {str(j.id): job_cells(j, now) for j in jobs}
+        after = view.idle_after_s if view is not None else None
+        rows = {str(j.id): job_cells(j, now, after) for j in jobs}
         keys = list(rows)
         if keys != self._keys:
             selected = str(self._selected) if self._selected is not None else None
@@ -243,7 +247,8 @@ class QueueScreen(Screen[None]):
             return
         now = self.clock()
         table = self.query_one("#jobs", DataTable)
-        live = {str(j.id): job_cells(j, now) for j in self.view.jobs if j.live}
+        after = self.view.idle_after_s
+        live = {str(j.id): job_cells(j, now, after) for j in self.view.jobs if j.live}
         self._update_cells(table, {k: v for k, v in live.items() if k in self._cells})
 
     def _announce(self, table: DataTable[Any]) -> None:

@@ -81,9 +81,11 @@ class DetailPane(VerticalScroll):
         *,
         flags: Sequence[Flag] = (),
         held: str | None = None,
+        flagged: Sequence[str] = (),
     ) -> None:
         """``flags`` are the grid's verdicts on this GPU, so both say the same;
-        ``held`` says which job or claim holds it (None: no scheduler)."""
+        ``held`` says which job or claim holds it (None: no scheduler); ``flagged``
+        says why the head flags processes on it (one line each)."""
         self._host_shown = None
         self._set_title(f"{gpu.host} GPU {gpu.index}")
         severity = {flag.label.split()[0]: flag.severity for flag in flags}
@@ -92,6 +94,8 @@ class DetailPane(VerticalScroll):
         self._pair(text, "model", info.name if info else "unknown")
         if held is not None:
             self._pair(text, "held by", held)
+        for i, why in enumerate(flagged):  # wrapped, never cut: it says why and when
+            self._wrapped(text, "flagged" if i == 0 else "", why, "warn")
         if sample is not None and (sample.state != "ok" or sample.message):
             state = sample.state.upper() + (f": {sample.message}" if sample.message else "")
             self._pair(text, "state", state, "crit")

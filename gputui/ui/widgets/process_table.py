@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from rich.text import Text
 from textual.events import Resize
 from textual.widgets import DataTable
@@ -64,17 +66,29 @@ class ProcessTable(DataTable[Text]):
         self._shown: tuple[object, ...] | None = None
         self._layout: tuple[object, ...] | None = None
         self._now = 0.0
+        self._flagged: frozenset[tuple[str, int]] = frozenset()
 
     def show(
-        self, entries: list[tuple[GpuView, ProcessSample]], now: float, title: str = "processes"
+        self,
+        entries: list[tuple[GpuView, ProcessSample]],
+        now: float,
+        title: str = "processes",
+        *,
+        flagged: Set[tuple[str, int]] = frozenset(),
     ) -> None:
-        """Show these processes; keep the cursor on the same process when it is still there."""
+        """Show these processes; keep the cursor on the same process when it is still there.
+
+        ``flagged``: (GPU uuid, pid) of the processes the head flags (its owner holds
+        no job or claim there): their PID is marked ``!`` (the detail pane says why).
+        """
         set_border_title(self, title)  # the border line only, not every row
-        key = (int(now // 10), *((gpu.uuid, process) for gpu, process in entries))
+        marks = frozenset(flagged)
+        key = (int(now // 10), marks, *((gpu.uuid, process) for gpu, process in entries))
         if key == self._shown:
             return
         self._shown = key
         self._now = now
+        self._flagged = marks
         selected = self.selected
         self._entries = list(entries)
         self._fill(selected)
@@ -108,7 +122,10 @@ class ProcessTable(DataTable[Text]):
             user = process.user or (str(process.uid) if process.uid is not None else "-")
             cells = [Text(str(gpu.index), justify="right")] if gpus else []
             cells += [
-                Text(str(process.pid), justify="right"),
+                Text(
+                    ("!" if (gpu.uuid, process.pid) in self._flagged else "") + str(process.pid),
+                    justify="right",
+                ),
                 Text(fmt.truncate(user, user_w)),
                 Text(fmt.mib(process.gpu_mem_mib), justify="right"),
             ]
