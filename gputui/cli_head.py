@@ -111,7 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--reason")
 
     for name in ("claims", "queue"):
-        q = sub.add_parser(name, help=f"list {name}")
+        about = "list claims" if name == "claims" else "list the queue, then flagged processes"
+        q = sub.add_parser(name, help=about)
         q.add_argument("--all", action="store_true", help="finished ones too")
         q.add_argument("--user")
         q.add_argument("--json", action="store_true")
