@@ -361,14 +361,9 @@ class Head:
 
     async def _signal_process(self, sig: ProcSignal) -> None:
         answer = await self.hosts.signal_process(sig.host, sig.process, sig.signal)
-        if not answer.ok:
-            log.warning(
-                "head: %s to pid %d on %s: %s",
-                sig.signal,
-                sig.process.pid,
-                sig.host,
-                answer.message,
-            )
+        if not answer.ok:  # its audit row says so too
+            pid, why = sig.process.pid, answer.message
+            log.warning("head: SIG%s to pid %s on %s: %s", sig.signal, pid, sig.host, why)
         self._post(Item("signalled", payload=(sig, answer)))
 
     async def _stop(self, host: str, key: int) -> None:

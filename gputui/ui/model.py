@@ -155,6 +155,11 @@ class ClusterModel:
 
     # -- queries -----------------------------------------------------------------
 
+    def flagged(self, gpus: Iterable[GpuView]) -> frozenset[tuple[str, int]]:
+        """(GPU uuid, pid) of the processes the head flags on these GPUs."""
+        flags = self.owner_flags
+        return frozenset((f.gpu_uuid, f.pid) for g in gpus for f in flags.get(g.uuid, ()))
+
     def gpu(self, row: GpuRow) -> GpuView | None:
         entry = self.hosts.get(row.host)
         return entry.gpus.get(row.index) if entry is not None else None

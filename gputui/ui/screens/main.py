@@ -317,12 +317,11 @@ class MainScreen(Screen[None]):
             gpu = self.model.gpu(row)
             if gpu is None:
                 return
-            owned = self.model.owner_flags.get(gpu.uuid, ())
             table.show(
                 [(gpu, p) for p in gpu.processes],
                 now,
                 f"processes on {row.host} GPU {row.index}",
-                flagged={(f.gpu_uuid, f.pid) for f in owned},
+                flagged=self.model.flagged([gpu]),
             )
             detail.show_gpu(
                 gpu,
@@ -332,19 +331,12 @@ class MainScreen(Screen[None]):
                 now,
                 flags=self.model.flags(gpu, now),
                 held=self._held_detail(gpu, now),
-                flagged=[f.line(now) for f in owned],
+                flagged=[f.line(now) for f in self.model.owner_flags.get(gpu.uuid, ())],
             )
         else:
             processes = [(g, p) for g in entry.gpus.values() for p in g.processes]
-            flags = self.model.owner_flags
-            table.show(
-                processes,
-                now,
-                f"processes on {row.host}",
-                flagged={
-                    (f.gpu_uuid, f.pid) for g in entry.gpus.values() for f in flags.get(g.uuid, ())
-                },
-            )
+            flagged = self.model.flagged(entry.gpus.values())
+            table.show(processes, now, f"processes on {row.host}", flagged=flagged)
             detail.show_host(entry, now)
 
     def _held_detail(self, gpu: GpuView, now: float) -> str | None:
