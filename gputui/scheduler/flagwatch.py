@@ -17,7 +17,7 @@ owner is told again.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gputui.config_sched import Ownership
@@ -29,7 +29,7 @@ from .hosts import GpuProcess, HostAnswer
 from .hostwatch import HostWatch
 from .ownership import Flag, GpuProc, Holding, Offence, Step
 from .store import Tx
-from .tables import Audit, Job, Notice
+from .tables import Audit, Notice
 from .views import json_list
 from .wire import LIVE_JOB_STATES
 
@@ -51,12 +51,11 @@ class ProcSignal:
     audit_id: int | None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Pending:
     """What a batch's tick leaves to take on once it is committed."""
 
     step: Step
-    runs: dict[int, int] = field(default_factory=dict)
 
 
 def flag_view(flag: Flag) -> dict[str, Any]:
@@ -94,8 +93,6 @@ class FlagWatch:
         self.watch = watch
         self.seen: dict[ownership.ProcKey, ownership.Watched] = {}
         self.flags: list[Flag] = []
-        self.runs: dict[int, int] = {}
-        """Running job id -> its launch number, at the last committed tick."""
         self.idle_after_s = 3600.0
         self.ticks = 0
         """Ticks committed (for tests: a condition to wait on)."""
@@ -114,19 +111,19 @@ class FlagWatch:
         is written, so a tick that fails leaves neither."""
         sched = ctx.rules.sched
         self.idle_after_s = sched.idle_job_minutes * 60
-        base = pending[-1] if pending else Pending(Step(self.seen, self.flags), self.runs)
-        runs = self._idle(tx, ctx, base.runs)
+        base = pending[-1].step if pending else Step(self.seen, self.flags)
+        self._idle(tx, ctx)
         mine: list[ProcSignal] = []
-        step = self._ownership(tx, ctx, sched.ownership, base.step, mine)
-        pending.append(Pending(step, runs))
+        step = self._ownership(tx, ctx, sched.ownership, base, mine)
+        pending.append(Pending(step))
         signals.extend(mine)
 
     def commit(self, pending: Sequence[Pending]) -> None:
         """The batch is durable: its last tick's memory is the memory now."""
         self.ticks += len(pending)
         if pending:
-            last = pending[-1]
-            self.seen, self.flags, self.runs = last.step.seen, last.step.flags, last.runs
+            last = pending[-1].step
+            self.seen, self.flags = last.seen, last.flags
 
     def signalled(self, tx: Tx, sig: ProcSignal, answer: HostAnswer) -> None:
         """A signal's answer: into the audit row written when it was decided."""
@@ -144,19 +141,11 @@ class FlagWatch:
 
     # -- idle jobs ------------------------------------------------------------------
 
-    def _idle(self, tx: Tx, ctx: Context, last: dict[int, int]) -> dict[int, int]:
+    def _idle(self, tx: Tx, ctx: Context) -> None:
+        """Idle columns of the running jobs, written only when they change (a new run
+        starts with them cleared: ``lifecycle.schedule`` does that as it places a job)."""
         util = self.watch.gpu_util()
-        running = tx.jobs(("running",))
-        runs = {j.id: j.launches for j in running if j.id is not None}
-        for job_id in last.keys() - runs.keys():  # left running since the last tick
-            gone = tx.job(job_id)
-            if gone is not None and gone.state != "running":
-                _new_run(gone)
-        for job in running:
-            before = last.get(job.id or 0)
-            stale = job.idle_since is not None and job.idle_since < (job.started_at or 0.0)
-            if (before is not None and before != job.launches) or stale:
-                _new_run(job)  # requeued and running again: a run of its own
+        for job in tx.jobs(("running",)):
             change = ownership.idle_step(
                 [str(u) for u in json_list(job.gpu_uuids)],
                 util,
@@ -180,7 +169,6 @@ class FlagWatch:
                 tx.notice(
                     Notice(uid=job.uid, time=ctx.now, kind="idle", text=text[:512], job_id=job.id)
                 )
-        return runs
 
     # -- ownership --------------------------------------------------------------------
 
@@ -267,11 +255,6 @@ class FlagWatch:
         ctx.changed = True
         process = GpuProcess(proc.gpu_uuid, proc.pid, proc.uid, proc.start_ticks)
         return ProcSignal(proc.host, process, proc.gpu_index, signal, row.id)
-
-
-def _new_run(job: Job) -> None:
-    if job.idle_since is not None or job.idle_told:
-        job.idle_since, job.idle_told = None, False
 
 
 def _holdings(tx: Tx) -> list[Holding]:

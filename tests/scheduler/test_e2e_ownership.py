@@ -174,8 +174,19 @@ async def stop(client: AsyncHeadClient, job_id: int) -> None:
 async def sleeper_job(client: AsyncHeadClient, **extra: Any) -> dict[str, Any]:
     body = {"argv": script("import time; time.sleep(120)"), "gpus": 1, "cwd": "/", **extra}
     submitted = await client.call("submit", body)
-    running = await until(lambda: state_is(client, submitted["job"]["id"], "running"))
-    return running
+    return await running_with_pid(client, submitted["job"]["id"])
+
+
+async def running_with_pid(client: AsyncHeadClient, job_id: int) -> dict[str, Any]:
+    """The job's view once it runs and its host has said its pid (a job can be shown
+    running a moment before that: the first report may come from its starting run)."""
+
+    async def known() -> dict[str, Any] | None:
+        view = await state_is(client, job_id, "running")
+        return view if view is not None and view["pid"] is not None else None
+
+    found: dict[str, Any] = await until(known)
+    return found
 
 
 async def test_enforce_sends_a_rogue_process_sigterm_audits_it_and_tells_its_owner(
@@ -243,7 +254,7 @@ async def test_warn_flags_a_rogue_and_a_job_process_outside_its_gpus_and_signals
     submitted = await client.call(
         "submit", {"argv": [*script(code), *uuids], "gpus": 1, "cwd": "/"}
     )
-    escaped = await until(lambda: state_is(client, submitted["job"]["id"], "running"))
+    escaped = await running_with_pid(client, submitted["job"]["id"])
     rogue_gpu = next(u for u in uuids if u not in escaped["gpu_uuids"])
     rogue = rogues.start(rogue_user, rogue_gpu)
 
