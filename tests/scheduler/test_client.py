@@ -125,4 +125,3 @@ def test_a_broken_hosts_file_is_one_line_naming_it(
         head_place(config_file=str(path))
     assert e.value.code == "config" and str(path) in e.value.message
     assert "\x1b" not in e.value.message and "\n" not in e.value.message
-

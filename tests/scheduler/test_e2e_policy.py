@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_e2e_jobs import Cluster, alive, job, script, state_is, until
+from test_e2e_jobs import Cluster, _with_pid, alive, job, script, state_is, until
 
 from gputui.config_sched import SchedulerConfig
 from gputui.scheduler.aclient import AsyncHeadClient
@@ -45,7 +45,7 @@ async def test_an_urgent_job_preempts_a_low_one_that_ignores_sigterm(cluster: Cl
         {"argv": [*script(code), str(marker)], "gpus": 4, "cwd": "/", "priority": "low"},
     )
     low_id = low["job"]["id"]
-    first = await until(lambda: state_is(client, low_id, "running"))
+    first = await until(lambda: _with_pid(client, low_id))
 
     async def ready() -> bool:
         return marker.exists()
