@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from .policy import (
+    DRAINED,
+    HOST_DOWN,
     INF,
     OFF_HOURS,
     PREEMPTING,
@@ -120,6 +122,14 @@ class Pass:
         }
         self.free_ids: set[str] = {g.uuid for slots in self.free.values() for g in slots}
         self.total_free = len(self.free_ids)
+        self.kinds: dict[str, dict[tuple[str, str, bool, bool, bool], int]] = {}
+        """Per host: how many GPUs of each (pool, model, healthy, drained, free)."""
+        for host, slots in self.hosts.items():
+            kinds = self.kinds[host] = {}
+            for g in slots:
+                kind = (g.pool, g.model, g.healthy, g.drained, g.free)
+                kinds[kind] = kinds.get(kind, 0) + 1
+        self._counts: dict[tuple[object, ...], dict[str, tuple[int, int, int, int]]] = {}
         self.holds: dict[str, list[Hold]] = {h: [] for h in self.hosts}
         self.running_by_host: dict[str, list[Running]] = {}
         for run in view.running:
@@ -144,26 +154,49 @@ class Pass:
         self._fail: dict[tuple[object, ...], float] = {}
         """Per shape and size: the soonest end with which placement failed."""
         self._no_preempt: set[tuple[object, ...]] = set()
-        self._preempt_memo: dict[tuple[object, ...], tuple[int, _Room | None]] = {}
-        """Per (shape, size, class) and host: ``_room_on`` as of that host's version."""
         self._res_heap: dict[tuple[object, ...], list[tuple[float, str, int, int]]] = {}
         self._version: dict[str, int] = {}
+        self._room_heaps: dict[
+            tuple[object, ...], list[tuple[tuple[int, int, str], str, int, _Room | None]]
+        ] = {}
         """Per host: bumped whenever what ``start_on`` reads there changes."""
         self._no_reserve: dict[tuple[object, ...], int] = {}
         """Per shape: the fewest GPUs for which every host that could hold it is reserved."""
         self._fit_at_start: dict[tuple[object, ...], bool] = {}
         self._room_reserved: dict[tuple[object, ...], list[Want]] = {}
+        self._dead: set[tuple[object, ...]] = set()
+        """(shape, size, class, over quota, kind)s for which nothing can be had any more
+        this pass (by a request ending no sooner than the ``_fail`` end)."""
         self._undecided: list[tuple[Want, float | None, str | None]] = []
         """Waiting for a reason that depends on the whole pass (given at its end)."""
 
     # -- the walk -----------------------------------------------------------------
 
     def run(self) -> Decisions:
+        one, dead, fail = self._one, self._dead, self._fail
+        undecided = self._undecided
+        now = self.now
         for want in sorted(self.view.waiting, key=_LINE):
-            self._one(want)
-        for want, start, host in self._undecided:
-            self._waits(want, self._reason(want), start, host)
-        return Decisions(tuple(self.place), tuple(self.wait), tuple(self.preempt))
+            # The common case in a long line: a request whose shape, size and class
+            # already found no room, no victims and no host to reserve, ending no
+            # sooner than the one that found that. It waits; nothing is tried again.
+            if want.blocked is None and not want.off_hours_only:
+                key = (want.shape, want.gpus)
+                failed = fail.get(key)
+                if (
+                    failed is not None
+                    and (want.shape, want.gpus, want.rank, want.over_quota, want.kind) in dead
+                ):
+                    limit = want.time_limit_s
+                    if (INF if limit is None else now + limit) >= failed:
+                        undecided.append((want, None, None))
+                        continue
+            one(want)
+        wait = self.wait
+        reason = self._reason
+        for want, start, host in undecided:
+            wait.append(Wait(want.kind, want.id, reason(want), start, host))
+        return Decisions(tuple(self.place), tuple(wait), tuple(self.preempt))
 
     def _one(self, want: Want) -> None:
         if want.blocked is not None:
@@ -174,14 +207,16 @@ class Pass:
             return
         key = (want.shape, want.gpus)
         if key not in self._static:
-            self._static[key] = static_reason(want, self.hosts)
+            self._static[key] = self._static_reason(want)
         fixed = self._static[key]
         if fixed is not None:
             self._waits(want, fixed)
             return
         end = end_of(want, self.now)
         failed = self._fail.get(key)
-        if self.total_free >= want.gpus and (failed is None or end < failed):
+        if self.total_free < want.gpus:
+            self._fail[key] = -INF  # never again this pass: free GPUs only get fewer
+        elif failed is None or end < failed:
             if self._try_place(want, end):
                 return
             self._fail[key] = end if failed is None else min(failed, end)
@@ -190,6 +225,66 @@ class Pass:
         if want.kind == "job" and self._try_reserve(want):
             return
         self._undecided.append((want, None, None))
+        if self._fail.get(key) is not None and self._hopeless(want):
+            self._dead.add((want.shape, want.gpus, want.rank, want.over_quota, want.kind))
+
+    def counts(self, want: Want) -> dict[str, tuple[int, int, int, int]]:
+        """Per host, of the GPUs ``want`` fits: (all, usable, healthy, free at the
+        start), counted by kind of GPU rather than one by one (requests naming
+        GPUs are counted one by one)."""
+        counts = self._counts.get(want.shape)
+        if counts is not None:
+            return counts
+        counts = {}
+        for host, slots in self.hosts.items():
+            if want.named:
+                fit = [g for g in slots if want.fits(g)]
+                counts[host] = (
+                    len(fit),
+                    sum(1 for g in fit if g.healthy and not g.drained),
+                    sum(1 for g in fit if g.healthy),
+                    sum(1 for g in fit if g.free),
+                )
+                continue
+            if host in want.barred or (want.host is not None and host != want.host):
+                counts[host] = (0, 0, 0, 0)
+                continue
+            total = usable = healthy = free = 0
+            model = want.model.lower() if want.model is not None else None
+            for (pool, name, ok, drained, is_free), n in self.kinds[host].items():
+                if want.pool is not None and pool != want.pool:
+                    continue
+                if model is not None and model not in name.lower():
+                    continue
+                total += n
+                usable += n if ok and not drained else 0
+                healthy += n if ok else 0
+                free += n if is_free else 0
+            counts[host] = (total, usable, healthy, free)
+        self._counts[want.shape] = counts
+        return counts
+
+    def _static_reason(self, want: Want) -> str | None:
+        """``policy.static_reason``, from the counts by kind."""
+        counts = self.counts(want).values()
+        if not any(c[0] >= want.gpus for c in counts):
+            return static_reason(want, self.hosts)  # LoginUser or Resources: rare
+        if any(c[1] >= want.gpus for c in counts if c[0] >= want.gpus):
+            return None
+        return DRAINED if any(c[2] >= want.gpus for c in counts) else HOST_DOWN
+
+    def _hopeless(self, want: Want) -> bool:
+        """Whether, from now on in this pass, neither preemption nor a reservation
+        can be had by a request like ``want`` (both only ever get harder)."""
+        if want.kind != "job":
+            return True
+        preempt_done = (
+            want.over_quota
+            or not self.view.preemption
+            or (want.shape, want.gpus, want.rank) in self._no_preempt
+        )
+        reserve_done = want.gpus >= self._no_reserve.get(want.shape, want.gpus + 1)
+        return preempt_done and reserve_done
 
     def _waits(
         self, want: Want, reason: str, start: float | None = None, host: str | None = None
@@ -205,10 +300,7 @@ class Pass:
             return QUOTA  # whatever holds it back, the quota is why it is at the back
         key = (want.shape, want.gpus)
         if key not in self._fit_at_start:
-            self._fit_at_start[key] = any(
-                sum(1 for g in slots if want.fits(g) and g.free) >= want.gpus
-                for slots in self.hosts.values()
-            )
+            self._fit_at_start[key] = any(c[3] >= want.gpus for c in self.counts(want).values())
         if not self._fit_at_start[key]:
             return RESOURCES
         room = self._room_reserved.get(key)
@@ -220,7 +312,8 @@ class Pass:
                 if host in candidates and len(self._fitting_free(want, host)) >= want.gpus
             ]
             self._room_reserved[key] = room
-        return RESERVATION if any(other is not want for other in room) else PRIORITY
+        others = len(room) > 1 or (len(room) == 1 and room[0] is not want)
+        return RESERVATION if others else PRIORITY
 
     # -- placement ------------------------------------------------------------------
 
@@ -228,11 +321,8 @@ class Pass:
         key = (want.shape, want.gpus)
         hosts = self._candidates.get(key)
         if hosts is None:
-            hosts = [
-                h
-                for h, slots in sorted(self.hosts.items())
-                if sum(1 for g in slots if want.fits(g)) >= want.gpus
-            ]
+            counts = self.counts(want)
+            hosts = [h for h in sorted(self.hosts) if counts[h][0] >= want.gpus]
             self._candidates[key] = hosts
         return hosts
 
@@ -319,25 +409,7 @@ class Pass:
         key = (want.shape, want.gpus, want.rank)
         if key in self._no_preempt:
             return False
-        best: _Room | None = None
-        for host in self._candidate_hosts(want):
-            res = self.reserved.get(host)
-            if res is not None and res.want is not want:
-                continue
-            version = self._version.get(host, 0)
-            memo = self._preempt_memo.get((key, host))
-            if memo is not None and memo[0] == version:
-                room = memo[1]
-            else:
-                room = self._room_on(want, host)
-                self._preempt_memo[key, host] = (version, room)
-            if room is None:
-                continue
-            if not room[2]:  # enough is on its way out already: the first such host
-                best = room
-                break
-            if best is None or room[0] < best[0]:
-                best = room
+        best = self._best_room_now(want, key)
         if best is None:
             self._no_preempt.add(key)
             return False
@@ -367,8 +439,47 @@ class Pass:
             self.free[host] = [g for g in self.free[host] if g.uuid not in taken]
             self.free_ids -= taken
             self.total_free -= len(held)
+        if chosen:
+            # Its victims now end within the grace period: on this host, others may
+            # fit sooner, or need no victim of their own any more. Entries of the
+            # heaps are only ever worked out again for the worse, so say so.
+            for heap in self._res_heap.values():
+                heapq.heappush(heap, (-INF, host, -1, 0))
+            for rooms in self._room_heaps.values():
+                heapq.heappush(rooms, ((-1, 0, host), host, -1, None))
         self._waits(want, PREEMPTING, host=host)
         return True
+
+    def _best_room_now(self, want: Want, key: tuple[object, ...]) -> _Room | None:
+        """The host to preempt on: the first (by name) where enough is stopping
+        already, else the fewest victims, then fewest GPUs freed, then by name.
+
+        A heap per shape, size and class, like the reservations': an entry is worked
+        out again when its host changed, and dropped when its host is reserved."""
+        heap = self._room_heaps.get(key)
+        if heap is None:
+            heap = []
+            for host in self._candidate_hosts(want):
+                room = self._room_on(want, host)
+                if room is not None:
+                    heap.append((room[0], host, self._version.get(host, 0), room))
+            heapq.heapify(heap)
+            self._room_heaps[key] = heap
+        while heap:
+            _, host, version, room = heap[0]
+            res = self.reserved.get(host)
+            if res is not None and res.want is not want:
+                heapq.heappop(heap)
+                continue
+            current = self._version.get(host, 0)
+            if version != current or room is None:
+                heapq.heappop(heap)
+                fresh = self._room_on(want, host)
+                if fresh is not None:
+                    heapq.heappush(heap, (fresh[0], host, current, fresh))
+                continue
+            return room
+        return None
 
     def _room_on(self, want: Want, host: str) -> _Room | None:
         """How ``want`` could get room on ``host``: what is stopping there already,

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 # Reasons, as the Reason column shows them (Slurm's names where they exist).
 RESOURCES = "Resources"
@@ -183,8 +184,10 @@ class Place:
     gpu_uuids: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Wait:
+class Wait(NamedTuple):
+    """A request that waits, and why (a tuple: a pass makes one for nearly every
+    request in line, and a tuple is made three times faster than a dataclass)."""
+
     kind: str
     id: int
     reason: str
