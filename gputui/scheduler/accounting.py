@@ -220,28 +220,3 @@ def by_hour_of_day(cluster: Mapping[int, Sequence[float]]) -> list[dict[str, Any
         }
         for clock, (p, a, b) in sorted(folded.items())
     ]
-
-
-def quota_use(
-    usage: Mapping[UsageKey, Sequence[float]],
-    quotas: Iterable[tuple[str, str | None, float]],
-    days: float,
-) -> list[dict[str, Any]]:
-    """Each quota (group, pool or None for all, GPU-hours a week) against the group's
-    allocated GPU-hours in the range; the limit scaled to the range's length in days."""
-    out = []
-    for group, pool, per_week in quotas:
-        used = sum(
-            v[0] for k, v in usage.items() if k[2] == group and (pool is None or k[4] == pool)
-        )
-        limit = per_week * days / 7.0
-        out.append(
-            {
-                "group": group,
-                "pool": pool,
-                "limit_gpu_h": round(limit, _DIGITS),
-                "used_gpu_h": round(used / HOUR, _DIGITS),
-                "over": used / HOUR > limit,
-            }
-        )
-    return out

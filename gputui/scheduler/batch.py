@@ -361,6 +361,8 @@ class Batches:
         elif kind == "signalled":
             sig, answer = payload
             self.flags.signalled(tx, sig, answer)
+        elif kind == "meter":  # busy time and energy counted from samples (metering)
+            tx.add_metered(payload.usage_rows(), payload.cluster_rows())
         elif kind == "session-closed":
             lifecycle.expire_claims(tx, ctx, self.watch.active_users(), {payload})
         elif kind == "resume":
