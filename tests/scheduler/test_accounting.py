@@ -327,6 +327,28 @@ def test_alloc_by_group_is_what_fair_share_and_quotas_read(day: tuple[Day, Meter
         assert tx.alloc_by_group(D + 10 * H + 1, NOW) == found
 
 
+def test_an_allocation_is_charged_to_its_gpus_pool_else_its_hosts(store: Engine) -> None:
+    """The GPU's pool is the one its host's last inventory gave it; the host's row
+    keeps the pool it was first stored with, so it only stands in for a GPU with no
+    row; with neither, "default"."""
+    js = JobStore(store)
+    with js.transaction() as tx:
+        tx.put_host(Host(name="h1", pool="stale"))
+        tx.put_host(Host(name="h2", pool="v100"))
+        tx.put_gpu(Gpu(uuid=A0, host="h1", index=0, pool="a100"))
+        job = Job(uid=1, user="u", group="g", argv="[]", gpus=3, submitted_at=D)
+        tx.s.add(job)
+        tx.flush()
+        tx.allocate([A0], "h1", D, job_id=job.id)
+        tx.allocate([R0], "h2", D, job_id=job.id)
+        tx.allocate(["GPU-x"], "h9", D, job_id=job.id)
+        pools = {uuid: pool for uuid, *_rest, pool in tx.open_allocations()}
+        assert pools == {A0: "a100", R0: "v100", "GPU-x": "default"}
+        tx.free(D + H, job_id=job.id)
+        charged = {(r[4], r[5]) for r in tx.usage_rows(D, D + H)}
+    assert charged == {("a100", H), ("v100", H), ("default", H)}
+
+
 def test_the_usage_range_is_read_through_the_primary_key(store: Engine) -> None:
     """The hour leads the primary key: the store's range reads (those ``usage`` and
     fair share make) are index searches, not scans, with no index of their own."""
