@@ -302,13 +302,14 @@ def test_the_report_sums_the_day_and_names_the_group_over_quota(day: tuple[Day, 
     )
     assert [u["key"] for u in result["users"]] == ["alice", "bob", "carol"]
     assert [g["key"] for g in result["groups"]] == ["ml", "vision"]
-    # Quotas a week, over the 1.135 days asked: ml 4.75 GPU-h against 4 x 1.135 / 7.
-    days = (NOW - D) / 86400
+    # The quotas as the scheduler counts them (gputui quota): allocated since Monday
+    # 00:00 (2024-02-26), so the whole scripted day: ml 3.0 + 0.5 + 1.25 of 4 GPU-h.
+    assert result["quota_week_start"] == D - 4 * 86400
     assert result["quotas"] == [
-        {"group": "ml", "pool": None, "limit_gpu_h": pytest.approx(4 * days / 7, abs=1e-6),
-         "used_gpu_h": 4.75, "over": True},
-        {"group": "vision", "pool": None, "limit_gpu_h": pytest.approx(20 * days / 7, abs=1e-6),
-         "used_gpu_h": 2.0, "over": False},
+        {"group": "ml", "pool": None, "limit_gpu_h": 4.0, "used_gpu_h": pytest.approx(4.75),
+         "over": True},
+        {"group": "vision", "pool": None, "limit_gpu_h": 20.0, "used_gpu_h": pytest.approx(2.0),
+         "over": False},
     ]  # fmt: skip
     clock = {h["clock"]: h for h in result["hours_of_day"]}
     assert clock["09:00"]["busy_gpu_h"] == 1.0 and clock["02:00"]["busy_gpu_h"] == 1.0

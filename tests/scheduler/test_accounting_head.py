@@ -278,7 +278,7 @@ def test_the_weekly_report_is_short_and_names_the_group_over_quota(
     assert "- Idlest hours of the day: " in text
     as_json = json.loads(cli(m.th.sock, "report", "--json").stdout)
     assert as_json["quotas"] == [
-        {"group": GROUP, "pool": None, "limit_gpu_h": pytest.approx(0.01, abs=1e-6),
+        {"group": GROUP, "pool": None, "limit_gpu_h": 0.01,
          "used_gpu_h": pytest.approx(0.05, abs=1e-6), "over": True}
     ]  # fmt: skip
 
