@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from headthread import LineClient, ThreadedHead, poll, refusal
+from test_cli_imports import HEAVY, imported, other_lines
 
 from gputui.config_sched import Accounting, Quota, SchedulerConfig
 from gputui.scheduler.accounting import hour_of
@@ -338,3 +339,12 @@ def test_the_head_refuses_a_bad_usage_request_in_one_line(tmp_path: Path) -> Non
         assert code == "bad-args" and "until must be after since" in message
         assert c.ok("usage")["totals"] == []  # and it goes on answering
     assert th.problems == []
+
+
+def test_usage_and_report_stay_light(worked: tuple[Metered, dict[str, Any]]) -> None:
+    """They run on every shell call like the other verbs: none of the heavy imports."""
+    m, _ = worked
+    for args in (["usage", "--csv", "--by", "group"], ["report", "--week"]):
+        names, done = imported("--socket", str(m.th.sock), *args)
+        assert done.returncode == 0, other_lines(done)
+        assert names & (HEAVY | {"asyncio"}) == set(), args
