@@ -19,8 +19,9 @@ from sqlalchemy import Engine
 from gputui.config_sched import Accounting, Quota, SchedulerConfig
 from gputui.scheduler import accounting, usage
 from gputui.scheduler.actions import Context, end_claim
+from gputui.scheduler.batch import Item
 from gputui.scheduler.meter import Meter, Metered, Reading
-from gputui.scheduler.metering import holders_of
+from gputui.scheduler.metering import HeadMeter, holders_of
 from gputui.scheduler.store import JobStore, Tx
 from gputui.scheduler.tables import Claim, Gpu, Host, Job
 from gputui.scheduler.wire import ReportArgs, UsageArgs
@@ -394,3 +395,36 @@ def test_the_local_day_follows_the_zone(in_zone: Any) -> None:
     assert accounting.local_day(D + 4 * H) == "2024-02-29"
     assert accounting.local_day(D + 5 * H) == DAY1
     assert os.environ["TZ"] == "EST+5"
+
+
+# -- the daemon's side: a full inbox, a stop -----------------------------------------------
+
+
+async def test_counts_the_writer_could_not_take_are_kept_and_stored_at_the_stop(
+    store: Engine,
+) -> None:
+    """A flush into a full inbox keeps the counts for the next one; at the stop, the
+    counts and the ``meter`` items still waiting in the inbox all go to the store."""
+    js = JobStore(store)
+    offered: list[Item] = []
+    full = True
+
+    def post(item: Item) -> bool:
+        offered.append(item)
+        return not full
+
+    async def read(fn: Any) -> Any:
+        return fn()
+
+    head = HeadMeter(js, read, post, clock=lambda: float(D))
+    head.meter.count(D, D + 10, 50, 100, None)
+    head.flush()  # refused: kept
+    assert len(offered) == 1 and head.pending().cluster == {D: [10.0, 10.0, 1000.0]}
+    full = False
+    head.flush()  # taken by the "writer", which never applies it
+    waiting = offered[-1]
+    assert waiting.kind == "meter" and not head.pending()
+    head.meter.count(D + 10, D + 20, 0, 40, None)
+    await head.close([Item("tick"), waiting])
+    with js.snapshot() as tx:
+        assert tx.cluster_rows(D, D + H) == [(D, 20.0, 0.0, 10.0, 1400.0)]
