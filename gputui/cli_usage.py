@@ -44,7 +44,8 @@ def when(text: str | None, option: str, now: float, *, end_of_day: bool) -> floa
     ``N h|d|w`` before now; HeadError("usage") naming the option otherwise."""
     if text is None:
         return None
-    shown = repr(text[:40])
+    shown = repr(text[:40])  # escapes what a terminal would act on
+    shown = shown if len(shown) <= 60 else shown[:59] + "…"
     relative = _RELATIVE.match(text.strip())
     if relative:
         return now - int(relative.group(1)) * _UNIT_S[relative.group(2)]
