@@ -152,6 +152,39 @@ def gather_cluster(
     return out
 
 
+def charges(
+    ending: Iterable[Sequence[Any]], end: float
+) -> tuple[dict[UsageKey, float], list[tuple[int, float]]]:
+    """What allocations ending at ``end`` add: allocated seconds by usage key and by
+    hour (``ending``: open-allocation rows, as ``OpenAllocation``)."""
+    usage: dict[UsageKey, float] = {}
+    cluster: dict[int, float] = {}
+    for _uuid, start, user, group, project, pool in ending:
+        for hour, seconds in split_hours(float(start), end):
+            key = (hour, str(user), str(group), str(project), str(pool))
+            usage[key] = usage.get(key, 0.0) + seconds
+            cluster[hour] = cluster.get(hour, 0.0) + seconds
+    return usage, sorted(cluster.items())
+
+
+def by_group(
+    stored: Iterable[Sequence[Any]],
+    open_allocations: Iterable[OpenAllocation],
+    first: int,
+    now: float,
+) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """(group, pool) -> [(hour, allocated seconds)], hour ascending: the stored sums
+    (group, pool, hour, seconds) plus the open allocations from ``first`` to ``now``."""
+    sums: dict[tuple[str, str], dict[int, float]] = {}
+    for group, pool, hour, seconds in stored:
+        sums.setdefault((str(group), str(pool)), {})[int(hour)] = float(seconds)
+    for _uuid, start, _user, group, _project, pool in open_allocations:
+        hours = sums.setdefault((group, pool), {})
+        for hour, seconds in split_hours(max(start, first), now):
+            hours[hour] = hours.get(hour, 0.0) + seconds
+    return {key: sorted(hours.items()) for key, hours in sums.items() if hours}
+
+
 # -- summing up ---------------------------------------------------------------------------
 
 

@@ -352,8 +352,9 @@ class Head:
         for conn, rid, view in after.final_jobs:
             conn.send(wire.response(rid, {"job": view}))
         self.batch.commit_done(after)
-        if after.changed:
+        if after.moved:
             self.meter.allocations_changed()
+        if after.changed:
             self._state_seq += 1
             self._state_event.set()
 

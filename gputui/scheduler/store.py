@@ -19,14 +19,7 @@ import orjson
 from sqlalchemy import Engine, func, update
 from sqlmodel import Session, col, select
 
-from .accounting import (
-    ClusterRow,
-    OpenAllocation,
-    UsageKey,
-    UsageRow,
-    hour_of,
-    split_hours,
-)
+from .accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow, by_group, charges, hour_of
 from .engine import SNAPSHOT
 from .tables import Allocation, Audit, Claim, Gpu, Host, Job, Notice, RequestLog
 
@@ -41,6 +34,8 @@ class Tx:
     def __init__(self, session: Session) -> None:
         self.s = session
         self._raw: Any = None
+        self.moved = False
+        """An allocation was made or ended in this transaction."""
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -215,6 +210,7 @@ class Tx:
     ) -> None:
         """Give the GPUs to one job or claim; the partial unique index refuses a GPU
         that is already given (``IntegrityError``), whatever the caller believed."""
+        self.moved = True
         for uuid in gpu_uuids:
             self.s.add(
                 Allocation(gpu_uuid=uuid, host=host, job_id=job_id, claim_id=claim_id, start_at=now)
@@ -233,7 +229,9 @@ class Tx:
         self._charge(now, job_id=job_id, claim_id=claim_id)
         result = self.s.execute(query.values(end_at=now))
         self.s.expire_all()
-        return int(getattr(result, "rowcount", 0) or 0)
+        count = int(getattr(result, "rowcount", 0) or 0)
+        self.moved = self.moved or count > 0
+        return count
 
     # -- accounting (the arithmetic is in ``accounting``) -----------------------------
     # Upserts that add to a row, straight on this transaction's cursor like the
@@ -274,18 +272,10 @@ class Tx:
         cursor.execute(
             f"{self._HOLDER} AND {which} = ?", (job_id if job_id is not None else claim_id,)
         )
-        usage: dict[UsageKey, float] = {}
-        cluster: dict[int, float] = {}
-        for _uuid, start, user, group, project, pool in cursor.fetchall():
-            for hour, seconds in split_hours(float(start), now):
-                key = (hour, str(user), str(group), str(project), str(pool))
-                usage[key] = usage.get(key, 0.0) + seconds
-                cluster[hour] = cluster.get(hour, 0.0) + seconds
+        usage, cluster = charges(cursor.fetchall(), now)
         if usage:
             cursor.executemany(self._ADD_USAGE, [(*k, s, 0.0, 0.0) for k, s in usage.items()])
-            cursor.executemany(
-                self._ADD_CLUSTER, [(h, 0.0, s, 0.0, 0.0) for h, s in cluster.items()]
-            )
+            cursor.executemany(self._ADD_CLUSTER, [(h, 0.0, s, 0.0, 0.0) for h, s in cluster])
 
     def add_metered(
         self,
@@ -336,14 +326,7 @@ class Tx:
             ' GROUP BY "group", pool, hour HAVING SUM(alloc_gpu_s) > 0',
             (first,),
         )
-        sums: dict[tuple[str, str], dict[int, float]] = {}
-        for group, pool, hour, seconds in cursor.fetchall():
-            sums.setdefault((str(group), str(pool)), {})[int(hour)] = float(seconds)
-        for _uuid, start, _user, group, _project, pool in self.open_allocations():
-            hours = sums.setdefault((group, pool), {})
-            for hour, seconds in split_hours(max(start, first), now):
-                hours[hour] = hours.get(hour, 0.0) + seconds
-        return {key: sorted(hours.items()) for key, hours in sums.items() if hours}
+        return by_group(cursor.fetchall(), self.open_allocations(), first, now)
 
     def live_allocations(self) -> list[Allocation]:
         query = select(Allocation).where(col(Allocation.end_at).is_(None))
