@@ -348,3 +348,32 @@ def test_usage_and_report_stay_light(worked: tuple[Metered, dict[str, Any]]) -> 
         names, done = imported("--socket", str(m.th.sock), *args)
         assert done.returncode == 0, other_lines(done)
         assert names & (HEAVY | {"asyncio"}) == set(), args
+
+
+def test_the_console_reads_the_heads_own_answer(worked: tuple[Metered, dict[str, Any]]) -> None:
+    """The usage screen's parser (``UsageReport``) takes this head's answer as it is:
+    the same totals and hours, nothing dropped or clamped."""
+    from gputui.ui.usage_view import UsageReport
+
+    m, _ = worked
+    me = m.th.rows("SELECT user FROM job")[0][0]
+    span = {"since": T0 - 86400, "until": T0 + 3600}
+    with LineClient(m.th.sock) as c:
+        users = c.ok("usage", {**span, "by": "user", "hourly": True})
+        groups = c.ok("usage", {**span, "by": "group"})
+    report = UsageReport.parse(users, since=span["since"], until=span["until"], by="user")
+    assert (report.since, report.until, report.by, report.currency) == (
+        span["since"], span["until"], "user", "EUR",
+    )  # fmt: skip
+    (total,) = report.totals
+    assert (total.key, total.alloc_gpu_h, total.busy_gpu_h) == (
+        me, users["totals"][0]["alloc_gpu_h"], users["totals"][0]["busy_gpu_h"],
+    )  # fmt: skip
+    assert total.cost == pytest.approx(ME["cost"], abs=2e-6)
+    (hour,) = report.hours
+    assert (hour.hour, hour.gpu_h, hour.alloc_gpu_h, hour.busy_gpu_h) == (
+        T0, users["hours"][0]["gpu_h"], users["hours"][0]["alloc_gpu_h"],
+        users["hours"][0]["busy_gpu_h"],
+    )  # fmt: skip
+    by_group = UsageReport.parse(groups, since=span["since"], until=span["until"], by="group")
+    assert [t.key for t in by_group.totals] == [GROUP]
