@@ -44,6 +44,7 @@ scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
   explain, quota
                 why a job waits (place, factors, start estimate); weekly quotas
   audit, whoami the audit trail; who the head says you are
+  usage, report GPU-hours, busy hours, energy and cost; a weekly summary
 """
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gputui import cli_policy
+from gputui import cli_policy, cli_usage
 from gputui.cli_flags import flags_table, idle_reason
 from gputui.durations import elapsed_text, parse_duration
 from gputui.scheduler.client import HeadClient, HeadError, head_place
@@ -50,6 +50,8 @@ VERBS = (
     "whoami",
     "explain",
     "quota",
+    "usage",
+    "report",
 )
 
 
@@ -168,6 +170,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("whoami", help="who the head thinks you are")
     cli_policy.add_parsers(sub, _job_id)
+    cli_usage.add_parsers(sub)
     return p
 
 
@@ -585,6 +588,8 @@ HANDLERS: dict[str, Callable[[HeadClient, argparse.Namespace], int]] = {
     "whoami": _whoami,
     "explain": cli_policy.explain,
     "quota": cli_policy.quota,
+    "usage": cli_usage.run_usage,
+    "report": cli_usage.run_report,
 }
 
 

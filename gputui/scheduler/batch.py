@@ -63,6 +63,8 @@ class After:
     flagged: list[Pending] = field(default_factory=list)
     """What this batch's ownership ticks leave for ``FlagWatch`` to remember."""
     changed: bool = False
+    moved: bool = False
+    """GPUs were given or freed (who holds what is read again once committed)."""
 
 
 class Batches:
@@ -197,6 +199,7 @@ class Batches:
             if ctx.changed or after.launches:
                 after.changed = True
                 after.final_jobs = self.final_waits(tx, after.waits)
+            after.moved = tx.moved
         return answers, after
 
     def _apply_one(
@@ -361,6 +364,8 @@ class Batches:
         elif kind == "signalled":
             sig, answer = payload
             self.flags.signalled(tx, sig, answer)
+        elif kind == "meter":  # busy time and energy counted from samples (metering)
+            tx.add_metered(payload.usage_rows(), payload.cluster_rows())
         elif kind == "session-closed":
             lifecycle.expire_claims(tx, ctx, self.watch.active_users(), {payload})
         elif kind == "resume":

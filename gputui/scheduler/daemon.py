@@ -34,13 +34,14 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gputui.telemetry import HostSnapshot
 
-from . import actions, lifecycle, policy, publish, reads, wire
+from . import actions, lifecycle, policy, publish, reads, usage, wire
 from .actions import Rules
 from .batch import After, Batches, Item
 from .flagwatch import ProcSignal
 from .hosts import HostOps
 from .hostwatch import HostWatch
 from .identity import Caller
+from .metering import FLUSH_S, HeadMeter
 from .server import Connection, SocketServer
 from .store import JobStore, Tx
 from .tables import Host, Notice
@@ -57,7 +58,7 @@ its one request after a single iteration."""
 INBOX_MAX = 20_000
 TICK_S = 1.0
 SESSION_GRACE_S = 30.0
-READS = frozenset({"explain", "quota"})
+READS = frozenset({"explain", "quota", "usage", "report"})
 """Read-only requests answered from a snapshot on the reader thread."""
 STATE_PUSH_MIN_S = 0.1
 
@@ -71,6 +72,8 @@ class HeadSettings:
     """Run every job as the user the head logs in as, when that is not root."""
     group_commit: bool = True
     """False: one commit per request (the benchmark's baseline)."""
+    meter_flush_s: float = FLUSH_S
+    """How often the busy time and energy counted from samples are stored."""
 
 
 class Head:
@@ -115,6 +118,7 @@ class Head:
         )
         self._background: set[asyncio.Task[Any]] = set()
         self._started_at = clock()
+        self.meter = HeadMeter(store, self._read, self._offer, clock, settings.meter_flush_s)
         self.batches = 0
         """Commits made (for tests and the benchmark)."""
 
@@ -148,6 +152,10 @@ class Head:
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
+        unapplied = []
+        while not self._inbox.empty():
+            unapplied.append(self._inbox.get_nowait())
+        await self.meter.close(unapplied)
         await self.hosts.close()
         self._reader.shutdown(wait=True)
         self.store.close()
@@ -157,10 +165,15 @@ class Head:
         return await asyncio.get_running_loop().run_in_executor(self._reader, fn)
 
     def _post(self, item: Item) -> None:
+        if not self._offer(item):
+            log.warning("head inbox full; dropped %s", item.kind)
+
+    def _offer(self, item: Item) -> bool:
         try:
             self._inbox.put_nowait(item)
         except asyncio.QueueFull:
-            log.warning("head inbox full; dropped %s", item.kind)
+            return False
+        return True
 
     def _load(self) -> None:
         with self.store.transaction() as tx:
@@ -171,6 +184,7 @@ class Head:
             self._restored_sessions = {
                 c.session for c in tx.claims(("active", "waiting")) if c.session is not None
             }
+            self.meter.load(tx.open_allocations())
 
     # -- clients ------------------------------------------------------------------------
 
@@ -198,12 +212,16 @@ class Head:
         self._post(Item("session-closed", payload=conn.session))
 
     async def _snapshot_read(self, conn: Connection, request: wire.Request) -> None:
-        """``explain`` and ``quota``: answered from a snapshot, off the writer."""
+        """``explain``, ``quota``, ``usage`` and ``report``: from a snapshot, off the writer."""
         rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
         standing = None  # worked out afresh: what a person asks about is now
+        counted = self.meter.pending() if request.op in usage.OPS else None
 
         def answer() -> dict[str, Any]:
             with self.store.snapshot() as tx:
+                if counted is not None:
+                    ask = usage.usage if request.op == "usage" else usage.report
+                    return ask(tx, request.args, rules.sched, counted, now, standing=standing)
                 if request.op == "explain":
                     return reads.explain_job(
                         tx,
@@ -334,6 +352,8 @@ class Head:
         for conn, rid, view in after.final_jobs:
             conn.send(wire.response(rid, {"job": view}))
         self.batch.commit_done(after)
+        if after.moved:
+            self.meter.allocations_changed()
         if after.changed:
             self._state_seq += 1
             self._state_event.set()
@@ -382,6 +402,7 @@ class Head:
     def _on_snapshot(self, snap: HostSnapshot) -> None:
         for kind, payload in self.watch.observe(snap):
             self._post(Item(kind, payload=payload))
+        self.meter.observe(snap)
 
     async def _ticker(self) -> None:
         while True:
@@ -393,6 +414,7 @@ class Head:
                 self._restored_sessions = set()
             self._post(Item("tick", payload=(active, orphans)))
             self._post(Item("ownership"))
+            self.meter.tick()
 
     # -- subscriptions ----------------------------------------------------------------
 

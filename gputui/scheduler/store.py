@@ -19,6 +19,7 @@ import orjson
 from sqlalchemy import Engine, func, update
 from sqlmodel import Session, col, select
 
+from .accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow, by_group, charges, hour_of
 from .engine import SNAPSHOT
 from .tables import Allocation, Audit, Claim, Gpu, Host, Job, Notice, RequestLog
 
@@ -33,6 +34,8 @@ class Tx:
     def __init__(self, session: Session) -> None:
         self.s = session
         self._raw: Any = None
+        self.moved = False
+        """An allocation was made or ended in this transaction."""
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -207,6 +210,7 @@ class Tx:
     ) -> None:
         """Give the GPUs to one job or claim; the partial unique index refuses a GPU
         that is already given (``IntegrityError``), whatever the caller believed."""
+        self.moved = True
         for uuid in gpu_uuids:
             self.s.add(
                 Allocation(gpu_uuid=uuid, host=host, job_id=job_id, claim_id=claim_id, start_at=now)
@@ -222,9 +226,107 @@ class Tx:
             query = query.where(col(Allocation.claim_id) == claim_id)
         else:
             raise ValueError("free() needs a job_id or a claim_id")
+        self._charge(now, job_id=job_id, claim_id=claim_id)
         result = self.s.execute(query.values(end_at=now))
         self.s.expire_all()
-        return int(getattr(result, "rowcount", 0) or 0)
+        count = int(getattr(result, "rowcount", 0) or 0)
+        self.moved = self.moved or count > 0
+        return count
+
+    # -- accounting (the arithmetic is in ``accounting``) -----------------------------
+    # Upserts that add to a row, straight on this transaction's cursor like the
+    # submission path; ``usage.x + excluded.x`` is the same in SQLite and PostgreSQL.
+
+    _HOLDER = """SELECT a.gpu_uuid, a.start_at, COALESCE(j."user", c."user", ''),
+        COALESCE(j."group", c."group", ''), COALESCE(j.project, c.project, ''),
+        COALESCE(g.pool, h.pool, 'default')
+        FROM allocation a LEFT JOIN job j ON j.id = a.job_id
+        LEFT JOIN claim c ON c.id = a.claim_id LEFT JOIN gpu g ON g.uuid = a.gpu_uuid
+        LEFT JOIN host h ON h.name = a.host WHERE a.end_at IS NULL"""
+    _ADD_USAGE = """INSERT INTO usage (hour, "user", "group", project, pool,
+        alloc_gpu_s, busy_gpu_s, energy_j) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (hour, "user", "group", project, pool) DO UPDATE SET
+        alloc_gpu_s = usage.alloc_gpu_s + excluded.alloc_gpu_s,
+        busy_gpu_s = usage.busy_gpu_s + excluded.busy_gpu_s,
+        energy_j = usage.energy_j + excluded.energy_j"""
+    _ADD_CLUSTER = """INSERT INTO clusterhour (hour, gpu_s, alloc_gpu_s, busy_gpu_s, energy_j)
+        VALUES (?, ?, ?, ?, ?) ON CONFLICT (hour) DO UPDATE SET
+        gpu_s = clusterhour.gpu_s + excluded.gpu_s,
+        alloc_gpu_s = clusterhour.alloc_gpu_s + excluded.alloc_gpu_s,
+        busy_gpu_s = clusterhour.busy_gpu_s + excluded.busy_gpu_s,
+        energy_j = clusterhour.energy_j + excluded.energy_j"""
+
+    def open_allocations(self) -> list[OpenAllocation]:
+        """Every live allocation with whom it is charged to: (GPU uuid, start, user,
+        group, project or "", pool of the GPU, else of its host, else "default")."""
+        self.s.flush()
+        cursor = self._cursor()
+        cursor.execute(self._HOLDER)
+        return [(str(u), float(t), str(a), str(b), str(c), str(d)) for u, t, a, b, c, d in cursor]
+
+    def _charge(self, now: float, *, job_id: int | None, claim_id: int | None) -> None:
+        """The allocated GPU-seconds of the allocations about to end, split by hour."""
+        self.s.flush()
+        cursor = self._cursor()
+        which = "a.job_id" if job_id is not None else "a.claim_id"
+        cursor.execute(
+            f"{self._HOLDER} AND {which} = ?", (job_id if job_id is not None else claim_id,)
+        )
+        usage, cluster = charges(cursor.fetchall(), now)
+        if usage:
+            cursor.executemany(self._ADD_USAGE, [(*k, s, 0.0, 0.0) for k, s in usage.items()])
+            cursor.executemany(self._ADD_CLUSTER, [(h, 0.0, s, 0.0, 0.0) for h, s in cluster])
+
+    def add_metered(
+        self,
+        usage: Sequence[tuple[UsageKey, float, float]],
+        cluster: Sequence[tuple[int, float, float, float]],
+    ) -> None:
+        """Add the meter's busy seconds and joules (by usage key, and by hour: present
+        seconds, busy seconds, joules) to what is stored."""
+        cursor = self._cursor()
+        if usage:
+            cursor.executemany(self._ADD_USAGE, [(*k, 0.0, b, e) for k, b, e in usage])
+        if cluster:
+            cursor.executemany(self._ADD_CLUSTER, [(h, p, 0.0, b, e) for h, p, b, e in cluster])
+
+    def usage_rows(self, since: float, until: float) -> list[UsageRow]:
+        """The stored usage of the hours starting in ``[since, until)`` (the primary
+        key starts with the hour: a range scan of its index)."""
+        cursor = self._cursor()
+        cursor.execute(
+            'SELECT hour, "user", "group", project, pool, alloc_gpu_s, busy_gpu_s, energy_j'
+            " FROM usage WHERE hour >= ? AND hour < ?",
+            (since, until),
+        )
+        return [
+            (int(h), str(u), str(g), str(p), str(o), float(a), float(b), float(e))
+            for h, u, g, p, o, a, b, e in cursor
+        ]
+
+    def cluster_rows(self, since: float, until: float) -> list[ClusterRow]:
+        cursor = self._cursor()
+        cursor.execute(
+            "SELECT hour, gpu_s, alloc_gpu_s, busy_gpu_s, energy_j FROM clusterhour"
+            " WHERE hour >= ? AND hour < ? ORDER BY hour",
+            (since, until),
+        )
+        return [(int(h), float(p), float(a), float(b), float(e)) for h, p, a, b, e in cursor]
+
+    def alloc_by_group(
+        self, since: float, now: float
+    ) -> dict[tuple[str, str], list[tuple[int, float]]]:
+        """(group, pool) -> [(hour, allocated GPU-seconds)], hour ascending, for the
+        hours from ``since``'s on, the live allocations counted up to ``now`` (for
+        fair share and quotas: one indexed range scan plus the live allocations)."""
+        first = hour_of(since)
+        cursor = self._cursor()
+        cursor.execute(
+            'SELECT "group", pool, hour, SUM(alloc_gpu_s) FROM usage WHERE hour >= ?'
+            ' GROUP BY "group", pool, hour HAVING SUM(alloc_gpu_s) > 0',
+            (first,),
+        )
+        return by_group(cursor.fetchall(), self.open_allocations(), first, now)
 
     def live_allocations(self) -> list[Allocation]:
         query = select(Allocation).where(col(Allocation.end_at).is_(None))

@@ -205,6 +205,32 @@ class WaitArgs(_Args):
     job_id: JobId
 
 
+Epoch = Annotated[float, Field(ge=0, le=1e10, allow_inf_nan=False)]
+MAX_USAGE_DAYS = 366
+"""The longest range one ``usage`` or ``report`` request sums up."""
+
+
+class UsageArgs(_Args):
+    """GPU-hours, busy hours, energy and cost by day and key (anyone may ask)."""
+
+    since: Epoch | None = None
+    """Default: seven days before ``until``."""
+    until: Epoch | None = None
+    """Default: now."""
+    by: Literal["user", "group", "project", "pool"] = "user"
+    hourly: bool = False
+    """Also the cluster's hours (GPU-hours present, allocated, busy)."""
+
+
+class ReportArgs(_Args):
+    """The summary ``gputui report`` prints (totals, top users and groups, idle share,
+    the idlest hours of the day, groups over quota)."""
+
+    since: Epoch | None = None
+    until: Epoch | None = None
+    top: Annotated[int, Field(ge=1, le=100, strict=True)] = 5
+
+
 ARGS: dict[str, type[_Args]] = {
     "whoami": Empty,
     "submit": SubmitArgs,
@@ -223,6 +249,8 @@ ARGS: dict[str, type[_Args]] = {
     "logs": LogArgs,
     "audit": AuditArgs,
     "wait": WaitArgs,
+    "usage": UsageArgs,
+    "report": ReportArgs,
     "subscribe": Empty,
     "cluster": Empty,
     "explain": ExplainArgs,

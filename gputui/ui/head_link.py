@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 BACKOFF_FIRST_S = 0.5
 BACKOFF_CAP_S = 30.0
 SUBSCRIBE_TIMEOUT_S = 15.0
-_READ_ONLY = ("show", "logs", "queue", "claims", "env", "usage")
+_READ_ONLY = ("show", "logs", "queue", "claims", "env", "usage", "report")
 """Requests that change nothing: one lost with the connection is simply unanswered."""
 
 

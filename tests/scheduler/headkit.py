@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,8 @@ class ScriptedHosts:
         default_factory=lambda: HostAnswer(True, value={"method": "scripted"})
     )
     """What every ``signal_process`` answers."""
+    power: dict[str, dict[int, float]] = field(default_factory=dict)
+    """host -> GPU index -> its power draw (W) in the samples (none: not read)."""
     _queue: asyncio.Queue[HostSnapshot] | None = None
     _reports: dict[str, tuple[HostJob, ...]] = field(default_factory=dict)
 
@@ -63,6 +65,7 @@ class ScriptedHosts:
         )
         hello = Hello(protocol=1, helper_version="x", hostname=host, gpus=gpus)
         procs, util = self.processes.get(host, {}), self.util.get(host, {})
+        power = self.power.get(host, {})
         sample = Sample(
             seq=1,
             gpus=tuple(
@@ -70,6 +73,7 @@ class ScriptedHosts:
                     index=i,
                     uuid=self.uuid(host, i),
                     util_gpu=util.get(i),
+                    power_w=power.get(i),
                     processes=procs.get(i, ()),
                 )
                 for i in range(n)
@@ -144,8 +148,9 @@ class ScriptedHosts:
 
 @contextlib.asynccontextmanager
 async def running_head(
-    tmp: Path, layout: dict[str, int], **settings: Any
+    tmp: Path, layout: dict[str, int], clock: Callable[[], float] | None = None, **settings: Any
 ) -> AsyncIterator[tuple[Head, ScriptedHosts, Path]]:
+    """``clock``: the head's (default: the wall clock)."""
     engine = open_store(tmp / "db" / "gputui.db")
     hosts = ScriptedHosts(layout)
     sock = tmp / "head.sock"
@@ -154,6 +159,7 @@ async def running_head(
         hosts,
         HeadSettings(socket=sock, **settings),
         host_pools=dict.fromkeys(layout, "a100"),
+        **({} if clock is None else {"clock": clock}),
     )
     await head.start()
     try:

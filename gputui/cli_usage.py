@@ -1,0 +1,240 @@
+"""``gputui usage`` and ``gputui report``: GPU-hours, busy hours, energy and cost.
+
+Light like the other verbs (``cli_head``): argparse, csv, json and the blocking
+client. Bad input is one line and exit status 2, checked before the head is asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from gputui.scheduler.client import HeadClient, HeadError
+
+KEYS = ("user", "group", "project", "pool")
+MAX_DAYS = 366  # the head's own limit (wire.MAX_USAGE_DAYS), without importing pydantic
+_RELATIVE = re.compile(r"^(\d{1,5})([hdw])$")
+_UNIT_S = {"h": 3600, "d": 86400, "w": 7 * 86400}
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def add_parsers(sub: Any) -> None:
+    """The two verbs' parsers, on ``cli_head``'s subparsers."""
+    u = sub.add_parser("usage", help="GPU-hours, busy hours, energy and cost by user, group, …")
+    u.add_argument("--since", help="YYYY-MM-DD (local) or 7d, 12h, 2w ago (default: 7d)")
+    u.add_argument("--until", help="YYYY-MM-DD (that whole day) or 1d ago (default: now)")
+    u.add_argument("--by", default="user", help="user (default), group, project or pool")
+    u.add_argument("--daily", action="store_true", help="a row per day and key")
+    u.add_argument("--csv", action="store_true")
+    u.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("report", help="a weekly summary to paste into a chat")
+    r.add_argument("--week", action="store_true", help="the last 7 days (the default)")
+    r.add_argument("--json", action="store_true")
+
+
+def when(text: str | None, option: str, now: float, *, end_of_day: bool) -> float | None:
+    """``--since``/``--until``: a local date (``--until``: the end of that day) or
+    ``N h|d|w`` before now; HeadError("usage") naming the option otherwise."""
+    if text is None:
+        return None
+    shown = repr(text[:40])  # escapes what a terminal would act on
+    shown = shown if len(shown) <= 60 else shown[:59] + "…"
+    relative = _RELATIVE.match(text.strip())
+    if relative:
+        return now - int(relative.group(1)) * _UNIT_S[relative.group(2)]
+    try:
+        day = time.strptime(text.strip(), "%Y-%m-%d")
+        bump = 1 if end_of_day else 0
+        value = time.mktime((day.tm_year, day.tm_mon, day.tm_mday + bump, 0, 0, 0, 0, 0, -1))
+    except (ValueError, OverflowError):
+        raise HeadError(
+            "usage", f"{option}: not a date: {shown} (YYYY-MM-DD, or 7d, 12h, 2w for that long ago)"
+        ) from None
+    if not 0 <= value <= 1e10:
+        raise HeadError("usage", f"{option}: {shown} is out of range")
+    return value
+
+
+def _span(a: argparse.Namespace, now: float) -> dict[str, float]:
+    since = when(a.since, "--since", now, end_of_day=False)
+    until = when(a.until, "--until", now, end_of_day=True)
+    end = now if until is None else until
+    start = end - 7 * 86400 if since is None else since
+    if end <= start:
+        raise HeadError("usage", f"--until {_stamp(end)} is not after --since {_stamp(start)}")
+    if end - start > MAX_DAYS * 86400:
+        raise HeadError("usage", f"--since to --until spans over {MAX_DAYS} days")
+    return {"since": start, "until": end}
+
+
+def _stamp(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
+
+
+def _shown(text: Any, width: int = 10_000) -> str:
+    value = "".join(ch if ch.isprintable() else "?" for ch in str(text))
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def _cell(text: Any) -> str:
+    """A name for a CSV file: printable, and never read as a spreadsheet formula."""
+    value = _shown(text)
+    return "'" + value if value.startswith(_FORMULA) else value
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole > 0 else "-"
+
+
+def _key(name: str, by: str) -> str:
+    return "(none)" if by == "project" and name == "" else _shown(name, 24)
+
+
+# -- usage ---------------------------------------------------------------------------------
+
+
+def usage_table(result: dict[str, Any], daily: bool) -> list[str]:
+    """sreport-like columns: [DAY] KEY, GPU-H ALLOC, GPU-H BUSY, BUSY%, KWH, COST; a total."""
+    by, currency = str(result["by"]), _shown(result["currency"], 8)
+    lead = ["DAY"] if daily else []
+    rows = [(*lead, by.upper(), "GPU-H ALLOC", "GPU-H BUSY", "BUSY%", "KWH", f"COST {currency}")]
+    items = result["rows"] if daily else result["totals"]
+    for r in items:
+        day = [str(r["day"])] if daily else []
+        rows.append((*day, _key(r["key"], by), *_numbers(r)))
+    sums = {f: sum(float(r[f]) for r in result["totals"]) for f in _FIELDS}
+    rows.append((*([""] if daily else []), "TOTAL", *_numbers(sums)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    first = len(lead) + 1
+    return [
+        "  ".join(
+            c.ljust(w) if i < first else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+
+
+_FIELDS = ("alloc_gpu_h", "busy_gpu_h", "energy_kwh", "cost")
+
+
+def _numbers(r: dict[str, Any]) -> tuple[str, ...]:
+    alloc, busy = float(r["alloc_gpu_h"]), float(r["busy_gpu_h"])
+    return (
+        f"{alloc:.2f}",
+        f"{busy:.2f}",
+        _pct(busy, alloc),
+        f"{float(r['energy_kwh']):.2f}",
+        f"{float(r['cost']):.2f}",
+    )
+
+
+def usage_csv(result: dict[str, Any], daily: bool) -> list[list[str]]:
+    """The same numbers as the JSON (``totals``, or ``rows`` with ``--daily``)."""
+    by = str(result["by"])
+    head = (["day"] if daily else []) + [by, *_FIELDS, "currency"]
+    out = [head]
+    for r in result["rows"] if daily else result["totals"]:
+        day = [str(r["day"])] if daily else []
+        out.append(
+            [
+                *day,
+                _cell(r["key"]),
+                *(repr(float(r[f])) for f in _FIELDS),
+                _cell(result["currency"]),
+            ]
+        )
+    return out
+
+
+def run_usage(client: HeadClient, a: argparse.Namespace) -> int:
+    if a.by not in KEYS:
+        raise HeadError("usage", f"--by: {_shown(a.by, 40)!r} is not one of {', '.join(KEYS)}")
+    if a.csv and a.json:
+        raise HeadError("usage", "--csv or --json, not both")
+    body: dict[str, Any] = {**_span(a, time.time()), "by": a.by}
+    result = client.call("usage", body)
+    if a.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    elif a.csv:
+        csv.writer(sys.stdout, lineterminator="\n").writerows(usage_csv(result, a.daily))
+    else:
+        print(f"GPU usage by {a.by}, {_stamp(result['since'])} to {_stamp(result['until'])}")
+        if not result["totals"]:
+            print("no GPU was allocated then")
+        else:
+            for line in usage_table(result, a.daily):
+                print(line)
+    return 0
+
+
+# -- the weekly report -----------------------------------------------------------------------
+
+
+def _people(items: Sequence[dict[str, Any]]) -> str:
+    parts = [
+        f"{_shown(r['key'] or '(none)', 24)} {float(r['alloc_gpu_h']):.1f} GPU-h"
+        f" ({_pct(float(r['busy_gpu_h']), float(r['alloc_gpu_h']))} busy)"
+        for r in items
+    ]
+    return ", ".join(parts) or "none"
+
+
+def report_text(result: dict[str, Any]) -> list[str]:
+    """A short summary a team lead can paste into a chat (Markdown-ish)."""
+    total, cluster = result["total"], result["cluster"]
+    alloc, busy = float(total["alloc_gpu_h"]), float(total["busy_gpu_h"])
+    present = float(cluster["gpu_h"])
+    currency = _shown(result["currency"], 8)
+    lines = [
+        f"**GPU report, {_stamp(result['since'])} to {_stamp(result['until'])}**"
+        f" ({float(result['days']):g} days)",
+        f"- GPU-hours: {alloc:.1f} allocated, {busy:.1f} busy ({_pct(busy, alloc)} of allocated)"
+        + (f"; {present:.1f} present, {_pct(alloc, present)} allocated" if present > 0 else ""),
+        f"- Utilisation (busy of present): {_pct(float(cluster['busy_gpu_h']), present)}",
+        f"- Idle while allocated: {max(0.0, alloc - busy):.1f} GPU-h"
+        f" ({_pct(max(0.0, alloc - busy), alloc)} of allocated)",
+        f"- Energy: {float(cluster['energy_kwh']):.1f} kWh, all GPUs"
+        f" ({float(total['energy_kwh']):.1f} kWh allocated); cost {float(total['cost']):.2f}"
+        f" {currency}",
+        f"- Top users: {_people(result['users'])}",
+        f"- Top groups: {_people(result['groups'])}",
+    ]
+    hours = [h for h in result["hours_of_day"] if float(h["gpu_h"]) > 0]
+    if hours:
+        idlest = sorted(
+            hours, key=lambda h: (float(h["busy_gpu_h"]) / float(h["gpu_h"]), h["clock"])
+        )
+        shown = ", ".join(
+            f"{_shown(h['clock'], 5)} {_pct(float(h['busy_gpu_h']), float(h['gpu_h']))} busy"
+            for h in idlest[:3]
+        )
+        lines.append(f"- Idlest hours of the day: {shown}")
+    if result["quotas"]:
+        over = [q for q in result["quotas"] if q["over"]]
+        text = ", ".join(
+            f"{_shown(q['group'], 24)} {float(q['used_gpu_h']):.1f} of"
+            f" {float(q['limit_gpu_h']):.1f} GPU-h"
+            + (f" ({_shown(q['pool'], 24)})" if q["pool"] else "")
+            for q in over
+        )
+        lines.append(f"- Over quota: {text or 'none'}")
+    return lines
+
+
+def run_report(client: HeadClient, a: argparse.Namespace) -> int:
+    now = time.time()
+    result = client.call("report", {"since": now - 7 * 86400, "until": now})
+    if a.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        for line in report_text(result):
+            print(line)
+    return 0
