@@ -167,24 +167,6 @@ def charges(
     return usage, sorted(cluster.items())
 
 
-def by_group(
-    stored: Iterable[Sequence[Any]],
-    open_allocations: Iterable[OpenAllocation],
-    first: int,
-    now: float,
-) -> dict[tuple[str, str], list[tuple[int, float]]]:
-    """(group, pool) -> [(hour, allocated seconds)], hour ascending: the stored sums
-    (group, pool, hour, seconds) plus the open allocations from ``first`` to ``now``."""
-    sums: dict[tuple[str, str], dict[int, float]] = {}
-    for group, pool, hour, seconds in stored:
-        sums.setdefault((str(group), str(pool)), {})[int(hour)] = float(seconds)
-    for _uuid, start, _user, group, _project, pool in open_allocations:
-        hours = sums.setdefault((group, pool), {})
-        for hour, seconds in split_hours(max(start, first), now):
-            hours[hour] = hours.get(hour, 0.0) + seconds
-    return {key: sorted(hours.items()) for key, hours in sums.items() if hours}
-
-
 # -- summing up ---------------------------------------------------------------------------
 
 

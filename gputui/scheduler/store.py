@@ -19,7 +19,7 @@ import orjson
 from sqlalchemy import Engine, func, update
 from sqlmodel import Session, col, select
 
-from .accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow, by_group, charges, hour_of
+from .accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow, charges
 from .engine import SNAPSHOT
 from .tables import Allocation, Audit, Claim, Gpu, Host, Job, Notice, RequestLog
 
@@ -313,21 +313,6 @@ class Tx:
         )
         return [(int(h), float(p), float(a), float(b), float(e)) for h, p, a, b, e in cursor]
 
-    def alloc_by_group(
-        self, since: float, now: float
-    ) -> dict[tuple[str, str], list[tuple[int, float]]]:
-        """(group, pool) -> [(hour, allocated GPU-seconds)], hour ascending, for the
-        hours from ``since``'s on, the live allocations counted up to ``now`` (for
-        fair share and quotas: one indexed range scan plus the live allocations)."""
-        first = hour_of(since)
-        cursor = self._cursor()
-        cursor.execute(
-            'SELECT "group", pool, hour, SUM(alloc_gpu_s) FROM usage WHERE hour >= ?'
-            ' GROUP BY "group", pool, hour HAVING SUM(alloc_gpu_s) > 0',
-            (first,),
-        )
-        return by_group(cursor.fetchall(), self.open_allocations(), first, now)
-
     def live_allocations(self) -> list[Allocation]:
         query = select(Allocation).where(col(Allocation.end_at).is_(None))
         return list(self.s.exec(query).all())
@@ -348,11 +333,12 @@ class Tx:
         cursor = self._cursor()
         cursor.execute(
             "SELECT COALESCE(j.\"group\", c.\"group\", ''), COALESCE(j.user, c.user, ''),"
-            " COALESCE(g.pool, 'default'), a.start_at, a.end_at"
+            " COALESCE(g.pool, h.pool, 'default'), a.start_at, a.end_at"
             " FROM allocation a"
             " LEFT JOIN job j ON j.id = a.job_id"
             " LEFT JOIN claim c ON c.id = a.claim_id"
             " LEFT JOIN gpu g ON g.uuid = a.gpu_uuid"
+            " LEFT JOIN host h ON h.name = a.host"
             " WHERE a.end_at IS NULL OR a.end_at > ?",
             (since,),
         )

@@ -316,19 +316,6 @@ def test_the_report_sums_the_day_and_names_the_group_over_quota(day: tuple[Day, 
     assert clock["09:00"]["busy_gpu_h"] == 1.0 and clock["02:00"]["busy_gpu_h"] == 1.0
 
 
-def test_alloc_by_group_is_what_fair_share_and_quotas_read(day: tuple[Day, Metered]) -> None:
-    scripted, _pending = day
-    with scripted.store.snapshot() as tx:
-        found = tx.alloc_by_group(D + 10 * H + 1, NOW)
-    assert found == {
-        ("ml", "a100"): [(D + 10 * H, 2 * 1800.0), (D + 12 * H, 1800.0), (D + 26 * H, float(H)),
-                         (D + 27 * H, 900.0)],
-        ("vision", "rtx"): [(D + 23 * H, float(H)), (D + 24 * H, float(H))],
-    }  # fmt: skip
-    with scripted.store.transaction() as tx:  # the writer's own transaction too
-        assert tx.alloc_by_group(D + 10 * H + 1, NOW) == found
-
-
 def test_an_allocation_is_charged_to_its_gpus_pool_else_its_hosts(store: Engine) -> None:
     """The GPU's pool is the one its host's last inventory gave it; the host's row
     keeps the pool it was first stored with, so it only stands in for a GPU with no
@@ -352,17 +339,16 @@ def test_an_allocation_is_charged_to_its_gpus_pool_else_its_hosts(store: Engine)
 
 
 def test_the_usage_range_is_read_through_the_primary_key(store: Engine) -> None:
-    """The hour leads the primary key: the store's range reads (those ``usage`` and
-    fair share make) are index searches, not scans, with no index of their own."""
+    """The hour leads the primary key: the store's range read (``usage``'s) is an
+    index search, not a scan, with no index of its own."""
     statements: list[str] = []
     with JobStore(store).snapshot() as tx:
         cursor = tx._cursor()
         cursor.connection.set_trace_callback(statements.append)
         tx.usage_rows(D, NOW)
-        tx.alloc_by_group(D, NOW)
         cursor.connection.set_trace_callback(None)
         reads = [q for q in statements if "FROM usage" in q]
-        assert len(reads) == 2, statements
+        assert len(reads) == 1, statements
         for sql in reads:
             plan = [str(row[-1]) for row in cursor.execute(f"EXPLAIN QUERY PLAN {sql}")]
             assert any(step.startswith("SEARCH usage USING INDEX") for step in plan), plan
