@@ -651,3 +651,14 @@ async def test_the_summary_counts_a_host_that_went_down_between_ticks(
         await pilot.pause()
         source.push(gpu01.with_changes(status=HostStatus.UNREACHABLE, message="refused"))
         await until(pilot, lambda: "!! 4 problems" in screen_text(app), "gpu01 counted down")
+
+
+async def test_a_tick_while_the_app_closes_is_harmless(app: GpuTuiApp) -> None:
+    """The once-a-second timer can fire while the app is being taken down, after the
+    main screen's widgets are gone (CI saw it raise NoMatches on the summary bar)."""
+    from gputui.ui.widgets.summary import SummaryBar
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await app.main.query_one(SummaryBar).remove()
+        app.main.tick()  # nothing to draw on: nothing happens

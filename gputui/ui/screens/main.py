@@ -215,6 +215,8 @@ class MainScreen(Screen[None]):
 
     def tick(self) -> None:
         """Once a second: ages in host headers, the summary and the clock."""
+        if not self.query(SummaryBar):
+            return  # the app is closing and its widgets are gone: a last tick
         self.hosts_changed([], tick=True)
 
     def refresh_summary(self) -> None:
