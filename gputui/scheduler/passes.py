@@ -156,6 +156,9 @@ class Pass:
         self._no_preempt: set[tuple[object, ...]] = set()
         self._res_heap: dict[tuple[object, ...], list[tuple[float, str, int, int]]] = {}
         self._version: dict[str, int] = {}
+        self._heap_hosts: dict[tuple[object, ...], set[str]] = {}
+        """Per (shape, size): the hosts that could ever hold it (those in its heaps)."""
+        self._room_memo: dict[tuple[object, ...], tuple[int, _Room | None]] = {}
         self._room_heaps: dict[
             tuple[object, ...], list[tuple[tuple[int, int, str], str, int, _Room | None]]
         ] = {}
@@ -181,12 +184,8 @@ class Pass:
             # already found no room, no victims and no host to reserve, ending no
             # sooner than the one that found that. It waits; nothing is tried again.
             if want.blocked is None and not want.off_hours_only:
-                key = (want.shape, want.gpus)
-                failed = fail.get(key)
-                if (
-                    failed is not None
-                    and (want.shape, want.gpus, want.rank, want.over_quota, want.kind) in dead
-                ):
+                failed = fail.get(want.sized)
+                if failed is not None and want.kin in dead:
                     limit = want.time_limit_s
                     if (INF if limit is None else now + limit) >= failed:
                         undecided.append((want, None, None))
@@ -194,8 +193,17 @@ class Pass:
             one(want)
         wait = self.wait
         reason = self._reason
+        alike: dict[tuple[object, ...], str] = {}
+        """A request with no reservation of its own has its shape and size's reason."""
         for want, start, host in undecided:
-            wait.append(Wait(want.kind, want.id, reason(want), start, host))
+            if want.over_quota:
+                why = QUOTA
+            elif host is None:
+                known = alike.get(want.sized)
+                why = known if known is not None else alike.setdefault(want.sized, reason(want))
+            else:
+                why = reason(want)
+            wait.append(Wait(want.kind, want.id, why, start, host))
         return Decisions(tuple(self.place), tuple(wait), tuple(self.preempt))
 
     def _one(self, want: Want) -> None:
@@ -226,7 +234,7 @@ class Pass:
             return
         self._undecided.append((want, None, None))
         if self._fail.get(key) is not None and self._hopeless(want):
-            self._dead.add((want.shape, want.gpus, want.rank, want.over_quota, want.kind))
+            self._dead.add(want.kin)
 
     def counts(self, want: Want) -> dict[str, tuple[int, int, int, int]]:
         """Per host, of the GPUs ``want`` fits: (all, usable, healthy, free at the
@@ -298,7 +306,7 @@ class Pass:
         ``Resources``."""
         if want.over_quota:
             return QUOTA  # whatever holds it back, the quota is why it is at the back
-        key = (want.shape, want.gpus)
+        key = want.sized
         if key not in self._fit_at_start:
             self._fit_at_start[key] = any(c[3] >= want.gpus for c in self.counts(want).values())
         if not self._fit_at_start[key]:
@@ -440,13 +448,16 @@ class Pass:
             self.free_ids -= taken
             self.total_free -= len(held)
         if chosen:
-            # Its victims now end within the grace period: on this host, others may
-            # fit sooner, or need no victim of their own any more. Entries of the
-            # heaps are only ever worked out again for the worse, so say so.
-            for heap in self._res_heap.values():
-                heapq.heappush(heap, (-INF, host, -1, 0))
-            for rooms in self._room_heaps.values():
-                heapq.heappush(rooms, ((-1, 0, host), host, -1, None))
+            # Its victims now end within the grace period: on this host others may fit
+            # sooner, or need no victim of their own any more. Heap entries are only
+            # ever worked out again for the worse, so mark the host in every heap that
+            # could use it, to be worked out again.
+            for heap_key, heap in self._res_heap.items():
+                if host in self._heap_hosts[heap_key]:
+                    heapq.heappush(heap, (-INF, host, -1, 0))
+            for heap_key, rooms in self._room_heaps.items():
+                if host in self._heap_hosts[heap_key[:2]]:
+                    heapq.heappush(rooms, ((-1, 0, host), host, -1, None))
         self._waits(want, PREEMPTING, host=host)
         return True
 
@@ -458,9 +469,10 @@ class Pass:
         out again when its host changed, and dropped when its host is reserved."""
         heap = self._room_heaps.get(key)
         if heap is None:
+            self._heap_hosts[key[:2]] = set(self._candidate_hosts(want))
             heap = []
             for host in self._candidate_hosts(want):
-                room = self._room_on(want, host)
+                room = self._room_cached(want, key, host)
                 if room is not None:
                     heap.append((room[0], host, self._version.get(host, 0), room))
             heapq.heapify(heap)
@@ -474,32 +486,58 @@ class Pass:
             current = self._version.get(host, 0)
             if version != current or room is None:
                 heapq.heappop(heap)
-                fresh = self._room_on(want, host)
+                fresh = self._room_cached(want, key, host)
                 if fresh is not None:
                     heapq.heappush(heap, (fresh[0], host, current, fresh))
                 continue
             return room
         return None
 
+    def _room_cached(self, want: Want, key: tuple[object, ...], host: str) -> _Room | None:
+        """``_room_on``, worked out once per version of the host (a host can have an
+        entry and a mark in a heap at once)."""
+        version = self._version.get(host, 0)
+        memo = self._room_memo.get((key, host))
+        if memo is not None and memo[0] == version:
+            return memo[1]
+        room = self._room_on(want, host)
+        self._room_memo[key, host] = (version, room)
+        return room
+
     def _room_on(self, want: Want, host: str) -> _Room | None:
         """How ``want`` could get room on ``host``: what is stopping there already,
         else the fewest, youngest eligible victims; None when it cannot."""
         free = self._fitting_free(want, host)
-        soon = [
-            u
-            for u in self.soon.get(host, ())
-            if u not in self.promised and self._fits_uuid(want, host, u)
-        ]
+        all_fit = self._all_fit[want.shape, host]  # set by _fitting_free
+        promised = self.promised
+        if all_fit:
+            soon = [u for u in self.soon.get(host, ()) if u not in promised]
+        else:
+            soon = [
+                u
+                for u in self.soon.get(host, ())
+                if u not in promised and self._fits_uuid(want, host, u)
+            ]
         need = want.gpus - len(free) - len(soon)
         if need <= 0:
             # Stopped for it in an earlier pass (or by someone): wait for that.
             return ((0, 0, host), host, (), free, soon)
         candidates = []
+        victims, rank, within = self.victims, want.rank, not want.over_quota
+        oldest = self.now - self.view.min_runtime_s
         for run in self.running_by_host.get(host, ()):
-            if self._eligible(run, want):
+            if run.kind != "job" or run.stopping or run.id in victims or run.started_at > oldest:
+                continue
+            if not ((run.preemptible and run.rank > rank) or (run.over_quota and within)):
+                continue
+            if all_fit:
+                count = len(run.gpus)
+            else:
                 count = sum(1 for u in run.gpus if self._fits_uuid(want, host, u))
-                if count:
-                    candidates.append((count, run.started_at, run.id))
+            if count:
+                candidates.append((count, run.started_at, run.id))
+        if sum(c[0] for c in candidates) < need:
+            return None
         chosen = victims_for(need, candidates)
         if chosen is None:
             return None
@@ -539,6 +577,7 @@ class Pass:
         key = (want.shape, want.gpus)
         heap = self._res_heap.get(key)
         if heap is None:
+            self._heap_hosts[key] = set(self._candidate_hosts(want))
             heap = []
             for host in self._candidate_hosts(want):
                 if host in self.reserved:

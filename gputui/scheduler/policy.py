@@ -114,6 +114,10 @@ class Want:
         default=(False, 0, 0.0, 0.0, 0, 0), init=False, compare=False, repr=False
     )
     """See ``line_key``."""
+    sized: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
+    """(shape, gpus): requests that find the same room."""
+    kin: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
+    """(shape, gpus, class, over quota, kind): requests the pass treats alike."""
 
     def fits(self, gpu: GpuSlot) -> bool:
         """Whether ``gpu`` is of the kind this request asks for (free or not)."""
@@ -139,6 +143,9 @@ class Want:
         kind = 0 if self.kind == "job" else 1
         line = (self.over_quota, self.rank, -self.fair, self.since, kind, self.id)
         object.__setattr__(self, "line", line)
+        object.__setattr__(self, "sized", (shape, self.gpus))
+        kin = (shape, self.gpus, self.rank, self.over_quota, self.kind)
+        object.__setattr__(self, "kin", kin)
 
 
 @dataclass(frozen=True, slots=True)
