@@ -97,7 +97,8 @@ class Tx:
         "state", "reason", "requeues", "launches", "gpu_uuids", "project", "after",
         "after_ok",
     )  # fmt: skip
-    _JOB_DEFAULTS: dict[str, Any] = {"after": "[]", "after_ok": False}
+    # Columns a row may leave out (rows made before they existed), with their values.
+    _JOB_COLUMN_DEFAULTS = tuple(zip(_JOB_COLUMNS, [None] * 20 + ["[]", False], strict=True))
 
     def insert_jobs(self, rows: Sequence[dict[str, Any]]) -> list[int]:
         """Insert many jobs at once (the submission fast path); their ids, in order."""
@@ -112,7 +113,7 @@ class Tx:
             cursor.execute(
                 f"INSERT INTO job ({names}) VALUES {', '.join([one] * len(chunk))}"  # noqa: S608
                 " RETURNING id",
-                [row.get(c, self._JOB_DEFAULTS.get(c)) for row in chunk for c in self._JOB_COLUMNS],
+                [row.get(c, d) for row in chunk for c, d in self._JOB_COLUMN_DEFAULTS],
             )
             # One statement numbers its rows in order (ids above every existing one);
             # RETURNING's own order is not promised, so sort.
