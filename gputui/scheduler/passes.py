@@ -470,11 +470,21 @@ class Pass:
         heap = self._room_heaps.get(key)
         if heap is None:
             self._heap_hosts[key[:2]] = set(self._candidate_hosts(want))
+            # Each host goes in first with a bound of its rank, worked out exactly
+            # only if it comes to the top: no victims when enough is free or on its
+            # way out, else at least one victim freeing at least what is missing.
             heap = []
+            promised = self.promised
             for host in self._candidate_hosts(want):
-                room = self._room_cached(want, key, host)
-                if room is not None:
-                    heap.append((room[0], host, self._version.get(host, 0), room))
+                free = len(self._fitting_free(want, host))
+                soon = sum(
+                    1
+                    for u in self.soon.get(host, ())
+                    if u not in promised and self._fits_uuid(want, host, u)
+                )
+                need = want.gpus - free - soon
+                bound = (0, 0, host) if need <= 0 else (1, need, host)
+                heap.append((bound, host, -1, None))
             heapq.heapify(heap)
             self._room_heaps[key] = heap
         while heap:
