@@ -34,7 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gputui.telemetry import HostSnapshot
 
-from . import actions, lifecycle, policy, publish, reads, usage, wire
+from . import lifecycle, policy, publish, wire
 from .actions import Rules
 from .batch import After, Batches, Item
 from .flagwatch import ProcSignal
@@ -42,6 +42,7 @@ from .hosts import HostOps
 from .hostwatch import HostWatch
 from .identity import Caller
 from .metering import FLUSH_S, HeadMeter
+from .readers import SnapshotReads
 from .server import Connection, SocketServer
 from .store import JobStore, Tx
 from .tables import Host, Notice
@@ -76,7 +77,7 @@ class HeadSettings:
     """How often the busy time and energy counted from samples are stored."""
 
 
-class Head:
+class Head(SnapshotReads):
     """The scheduler daemon over a store, a set of hosts and a socket."""
 
     def __init__(
@@ -210,88 +211,6 @@ class Head:
         for waiters in self.batch.waits.values():
             waiters[:] = [w for w in waiters if w[0] is not conn]
         self._post(Item("session-closed", payload=conn.session))
-
-    async def _snapshot_read(self, conn: Connection, request: wire.Request) -> None:
-        """``explain``, ``quota``, ``usage`` and ``report``: from a snapshot, off the writer."""
-        rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
-        standing = None  # worked out afresh: what a person asks about is now
-        counted = self.meter.pending() if request.op in usage.OPS else None
-
-        def answer() -> dict[str, Any]:
-            with self.store.snapshot() as tx:
-                if counted is not None:
-                    ask = usage.usage if request.op == "usage" else usage.report
-                    return ask(tx, request.args, rules.sched, counted, now, standing=standing)
-                if request.op == "explain":
-                    return reads.explain_job(
-                        tx,
-                        conn.caller,
-                        request.args,
-                        config=rules.sched,
-                        standing=standing,
-                        slots=slots,
-                        now=now,
-                        grace_s=rules.kill_grace_s,
-                    )
-                return reads.quota_table(tx, rules.sched, standing, now)
-
-        try:
-            body = await self._read(answer)
-        except wire.Refusal as refusal:
-            conn.send(wire.error(request.id, refusal.code, refusal.message))
-            return
-        except Exception:  # a bug or the store: say so, never leave the caller waiting
-            log.exception("head: %s failed", request.op)
-            conn.send(wire.error(request.id, "internal", f"{request.op} failed"))
-            return
-        conn.send(wire.response(request.id, body))
-
-    async def _logs(self, conn: Connection, request: wire.Request) -> None:
-        args: wire.LogArgs = request.args
-
-        def target() -> tuple[str | None, int, int, str]:
-            with self.store.snapshot() as tx:
-                job = tx.job(args.job_id)
-                if job is None:
-                    raise wire.Refusal("unknown-job", f"no job {args.job_id}")
-                caller = conn.caller
-                if not (caller.owns(job.uid) or caller.admin):
-                    raise wire.Refusal("denied", f"job {job.id} belongs to {job.user}")
-                return job.host, job.id or 0, job.launches, job.state
-
-        try:
-            host, job_id, launch, state = await self._read(target)
-        except wire.Refusal as refusal:
-            conn.send(wire.error(request.id, refusal.code, refusal.message))
-            return
-        except Exception as exc:  # the store failed: say so, never leave the caller waiting
-            log.error("head: log lookup failed: %s", exc)
-            conn.send(wire.error(request.id, "store", "could not read the job"))
-            return
-        if host is None or launch == 0:
-            conn.send(
-                wire.response(
-                    request.id,
-                    {
-                        "data": "",
-                        "offset": 0,
-                        "ended": state in wire.FINAL_JOB_STATES,
-                        "size": 0,
-                        "state": state,
-                    },
-                )
-            )
-            return
-        answer = await self.hosts.job_log(
-            host, actions.run_key(job_id, launch), args.offset, args.max_bytes
-        )
-        if not answer.ok:
-            conn.send(wire.error(request.id, answer.code or "host", answer.message))
-            return
-        body = dict(answer.value)
-        body["state"] = state
-        conn.send(wire.response(request.id, body))
-        await conn.drain()
 
     # -- the writer (group commit) ---------------------------------------------------------
 
