@@ -158,6 +158,7 @@ class Pass:
         self._version: dict[str, int] = {}
         self._heap_hosts: dict[tuple[object, ...], set[str]] = {}
         """Per (shape, size): the hosts that could ever hold it (those in its heaps)."""
+        self._free_soon: dict[tuple[object, ...], tuple[int, int]] = {}
         self._room_memo: dict[tuple[object, ...], tuple[int, _Room | None]] = {}
         self._room_heaps: dict[
             tuple[object, ...], list[tuple[tuple[int, int, str], str, int, _Room | None]]
@@ -193,6 +194,7 @@ class Pass:
             one(want)
         wait = self.wait
         reason = self._reason
+        new = tuple.__new__  # a Wait made straight from its fields: the fastest way
         alike: dict[tuple[object, ...], str] = {}
         """A request with no reservation of its own has its shape and size's reason."""
         for want, start, host in undecided:
@@ -203,7 +205,7 @@ class Pass:
                 why = known if known is not None else alike.setdefault(want.sized, reason(want))
             else:
                 why = reason(want)
-            wait.append(Wait(want.kind, want.id, why, start, host))
+            wait.append(new(Wait, (want.kind, want.id, why, start, host)))
         return Decisions(tuple(self.place), tuple(wait), tuple(self.preempt))
 
     def _one(self, want: Want) -> None:
@@ -474,15 +476,8 @@ class Pass:
             # only if it comes to the top: no victims when enough is free or on its
             # way out, else at least one victim freeing at least what is missing.
             heap = []
-            promised = self.promised
             for host in self._candidate_hosts(want):
-                free = len(self._fitting_free(want, host))
-                soon = sum(
-                    1
-                    for u in self.soon.get(host, ())
-                    if u not in promised and self._fits_uuid(want, host, u)
-                )
-                need = want.gpus - free - soon
+                need = want.gpus - self._free_and_soon(want, host)
                 bound = (0, 0, host) if need <= 0 else (1, need, host)
                 heap.append((bound, host, -1, None))
             heapq.heapify(heap)
@@ -502,6 +497,22 @@ class Pass:
                 continue
             return room
         return None
+
+    def _free_and_soon(self, want: Want, host: str) -> int:
+        """How many GPUs of ``want``'s shape on ``host`` are free or coming free for
+        no one: per shape and version of the host, whatever the size or class."""
+        version = self._version.get(host, 0)
+        memo = self._free_soon.get((want.shape, host))
+        if memo is not None and memo[0] == version:
+            return memo[1]
+        promised = self.promised
+        count = len(self._fitting_free(want, host)) + sum(
+            1
+            for u in self.soon.get(host, ())
+            if u not in promised and self._fits_uuid(want, host, u)
+        )
+        self._free_soon[want.shape, host] = (version, count)
+        return count
 
     def _room_cached(self, want: Want, key: tuple[object, ...], host: str) -> _Room | None:
         """``_room_on``, worked out once per version of the host (a host can have an
