@@ -12,17 +12,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputui.durations import coarse_text
+from gputui.printable import shown as _shown
 
 KINDS = {
     "no-allocation": "no job or claim of theirs on the host",
     "outside-allocation": "outside their jobs' and claims' GPUs",
 }
 MAX_SHOWN = 200
-
-
-def _shown(text: Any, width: int) -> str:
-    value = "".join(ch if ch.isprintable() else "?" for ch in str(text))
-    return value if len(value) <= width else value[: width - 1] + "…"
 
 
 def _number(value: Any) -> float | None:

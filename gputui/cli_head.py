@@ -25,6 +25,7 @@ from typing import Any
 from gputui import cli_policy, cli_usage
 from gputui.cli_flags import flags_table, idle_reason
 from gputui.durations import elapsed_text, parse_duration
+from gputui.printable import shown as _shown
 from gputui.scheduler.client import HeadClient, HeadError, head_place
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -185,13 +186,6 @@ def _command(args: argparse.Namespace) -> list[str]:
 
 def _when(epoch: float | None) -> str:
     return "-" if not epoch else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
-
-
-def _shown(text: Any, width: int) -> str:
-    """A value from the head, safe for a terminal and cut to ``width``: anything not
-    printable shows as ``?`` (``gputui.text.clean`` would pull in rich, ~60 ms a call)."""
-    value = "".join(ch if ch.isprintable() else "?" for ch in str(text))
-    return value if len(value) <= width else value[: width - 1] + "…"
 
 
 def queue_table(jobs: Sequence[dict[str, Any]], now: float, idle_after_s: Any = None) -> list[str]:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from gputui.printable import shown as _shown
 from gputui.scheduler.client import HeadClient, HeadError
 
 KEYS = ("user", "group", "project", "pool")
@@ -76,11 +77,6 @@ def _span(a: argparse.Namespace, now: float) -> dict[str, float]:
 
 def _stamp(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
-
-
-def _shown(text: Any, width: int = 10_000) -> str:
-    value = "".join(ch if ch.isprintable() else "?" for ch in str(text))
-    return value if len(value) <= width else value[: width - 1] + "…"
 
 
 def _cell(text: Any) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gputui import printable
 from gputui.durations import elapsed_text
 
 REASONS = {
@@ -28,10 +29,8 @@ REASONS = {
 
 
 def shown(text: object, width: int = 160) -> str:
-    """A value from the head, safe for a terminal (anything not printable is ``?``;
-    ``gputui.text.clean`` would pull in rich), cut to ``width``."""
-    value = "".join(ch if ch.isprintable() else "?" for ch in str(text))
-    return value if len(value) <= width else value[: width - 1] + "…"
+    """``printable.shown``, cut at 160 unless told (explain's lines are short)."""
+    return printable.shown(text, width)
 
 
 def when(ts: float | None, now: float) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import actions, lifecycle, policy, publish, shares, wire
+from . import actions, lifecycle, policy, publish, reads, wire
 from .actions import Context, Rules
 from .flagwatch import FlagWatch, Pending, ProcSignal
 from .hostwatch import HostWatch
@@ -106,13 +106,7 @@ class Batches:
         """Fair-share factors and quota use, worked out again every ``STANDING_S``
         (usage moves slowly; a pass must not read a month of allocations)."""
         if self.standing is None or now - self.standing.at >= STANDING_S or now < self.standing.at:
-            config = self.rules.sched
-            horizon = max(5 * config.fair_share.half_life_days * 86400.0, shares.WEEK_S)
-            spans = [
-                shares.Span(group, pool, start, end, user)
-                for group, user, pool, start, end in tx.alloc_spans(now - horizon)
-            ]
-            self.standing = shares.standing(spans, config.fair_share.shares, config, now)
+            self.standing = reads.standing_of(tx, self.rules.sched, now)
         return self.standing
 
     def context(self, slots: tuple[policy.GpuSlot, ...], now: float) -> Context:

@@ -38,26 +38,24 @@ class SnapshotReads:
     async def _snapshot_read(self, conn: Connection, request: wire.Request) -> None:
         """``explain``, ``quota``, ``usage`` and ``report``: from a snapshot, off the writer."""
         rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
-        standing = None  # worked out afresh: what a person asks about is now
         counted = self.meter.pending() if request.op in usage.OPS else None
 
         def answer() -> dict[str, Any]:
             with self.store.snapshot() as tx:
                 if counted is not None:
                     ask = usage.usage if request.op == "usage" else usage.report
-                    return ask(tx, request.args, rules.sched, counted, now, standing=standing)
+                    return ask(tx, request.args, rules.sched, counted, now)
                 if request.op == "explain":
                     return reads.explain_job(
                         tx,
                         conn.caller,
                         request.args,
                         config=rules.sched,
-                        standing=standing,
                         slots=slots,
                         now=now,
                         grace_s=rules.kill_grace_s,
                     )
-                return reads.quota_table(tx, rules.sched, standing, now)
+                return reads.quota_table(tx, rules.sched, now)
 
         try:
             body = await self._read(answer)

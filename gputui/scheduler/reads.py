@@ -21,6 +21,8 @@ AHEAD_SHOWN = 20
 
 
 def standing_of(tx: Tx, config: SchedulerConfig, now: float) -> Standing:
+    """Fair-share factors and quota use from the allocations of the horizon that
+    still counts: five half-lives, at least the week (quotas)."""
     horizon = max(5 * config.fair_share.half_life_days * 86400.0, shares.WEEK_S)
     spans = [
         shares.Span(group, pool, start, end, user)
@@ -47,17 +49,7 @@ def _factors(
         "share": share,
         "half_life_days": config.fair_share.half_life_days,
         "over_quota": bool(want.over_quota) if want is not None else job.over_quota,
-        "quotas": [
-            {
-                "group": use.quota.group,
-                "pool": use.quota.pool,
-                "limit_gpu_h": use.quota.gpu_hours_per_week,
-                "used_gpu_h": use.used_gpu_h,
-                "over": use.over,
-            }
-            for use in standing.quotas
-            if use.quota.group == group
-        ],
+        "quotas": [_quota_row(use) for use in standing.quotas if use.quota.group == group],
         "preemptible": job.preemptible or bool(klass and klass.preemptible),
         "time_limit_s": job.time_limit_s,
     }
@@ -69,7 +61,6 @@ def explain_job(
     args: ExplainArgs,
     *,
     config: SchedulerConfig,
-    standing: Standing | None,
     slots: tuple[policy.GpuSlot, ...],
     now: float,
     grace_s: float,
@@ -78,7 +69,7 @@ def explain_job(
     job = tx.job(args.job_id)
     if job is None:
         raise Refusal("unknown-job", f"no job {args.job_id}")
-    standing = standing or standing_of(tx, config, now)
+    standing = standing_of(tx, config, now)  # afresh: what a person asks about is now
     built = line.build(tx, config, standing, now)
     busy = {a.gpu_uuid for a in tx.live_allocations()}
     gpus = tuple(
@@ -142,20 +133,19 @@ def explain_job(
     return body
 
 
-def quota_table(
-    tx: Tx, config: SchedulerConfig, standing: Standing | None, now: float
-) -> dict[str, Any]:
-    standing = standing or standing_of(tx, config, now)
+def _quota_row(use: shares.QuotaUse) -> dict[str, Any]:
+    return {
+        "group": use.quota.group,
+        "pool": use.quota.pool,
+        "limit_gpu_h": use.quota.gpu_hours_per_week,
+        "used_gpu_h": use.used_gpu_h,
+        "over": use.over,
+    }
+
+
+def quota_table(tx: Tx, config: SchedulerConfig, now: float) -> dict[str, Any]:
+    standing = standing_of(tx, config, now)
     return {
         "week_start": shares.week_start(now),
-        "quotas": [
-            {
-                "group": use.quota.group,
-                "pool": use.quota.pool,
-                "limit_gpu_h": use.quota.gpu_hours_per_week,
-                "used_gpu_h": use.used_gpu_h,
-                "over": use.over,
-            }
-            for use in standing.quotas
-        ],
+        "quotas": [_quota_row(use) for use in standing.quotas],
     }

@@ -14,7 +14,6 @@ from gputui.config_sched import SchedulerConfig
 from . import accounting, reads
 from .accounting import Prices
 from .meter import Metered
-from .shares import Standing
 from .store import Tx
 from .wire import MAX_USAGE_DAYS, Refusal, ReportArgs, UsageArgs
 
@@ -58,8 +57,6 @@ def usage(
     sched: SchedulerConfig,
     pending: Metered,
     now: float,
-    *,
-    standing: Standing | None = None,
 ) -> dict[str, Any]:
     since, until = window("usage", args.since, args.until, now)
     rows, hours = _gathered(tx, since, until, pending, now, cluster=args.hourly)
@@ -80,8 +77,6 @@ def report(
     sched: SchedulerConfig,
     pending: Metered,
     now: float,
-    *,
-    standing: Standing | None = None,
 ) -> dict[str, Any]:
     """The range's totals, top users and groups, the hours of the day, and each quota
     as the scheduler counts it (this week, from Monday: ``gputui quota``'s figures)."""
@@ -95,7 +90,7 @@ def report(
         for name in ("alloc_gpu_h", "busy_gpu_h", "energy_kwh", "cost")
     }
     present, alloc, busy, energy = (sum(v[i] for v in hours.values()) for i in range(4))
-    quotas = reads.quota_table(tx, sched, standing, now)
+    quotas = reads.quota_table(tx, sched, now)
     return {
         "since": since,
         "until": until,
