@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from policy_strategies import NOW, views
 
 from gputui.scheduler import policy
-from gputui.scheduler.passes import Hold, start_on
+from gputui.scheduler.pass_rooms import start_on
+from gputui.scheduler.pass_state import Hold
 from gputui.scheduler.policy import INF, ClusterView, Decisions, Want
 from gputui.scheduler.policy_ref import decide_ref
 
@@ -129,8 +130,8 @@ def test_backfill_never_delays_a_reserved_start(view: ClusterView) -> None:
             limit = wants[p.kind, p.id].time_limit_s
             holds.append(Hold(INF if limit is None else NOW + limit, p.gpu_uuids))
         got = start_on(
-            want,
-            slots=slots,
+            want.gpus,
+            fitting=frozenset(g.uuid for g in slots if want.fits(g)),
             free={g.uuid for g in slots if g.free and g.uuid not in taken},
             holds=holds,
             now=NOW,
