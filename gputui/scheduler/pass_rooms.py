@@ -3,9 +3,11 @@
 Both keep a heap of hosts per shape and size (and class, for preemption): an
 entry is worked out again only when its host changed since it was (a placement, a
 preemption), and dropped when its host is reserved for another, so a request
-costs a peek at the top. Entries only ever get worse in a pass, except on a host
-where a preemption just made GPUs come free: such a host is marked in every heap
-that could use it, to be worked out again.
+costs a peek at the top. That is sound because entries only ever get worse in a
+pass (a start later, a preemption dearer), except on a host where a preemption
+just took victims: GPUs may come free there for no one, or a smaller victim may
+now be the youngest. Such a host is marked in every preemption heap that could
+use it, to be worked out again.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from bisect import bisect_left
 from itertools import accumulate
 
 from .pass_state import Hold, PassState, Reservation, Room, Shape, Sized
-from .policy import INF, PREEMPTING, Preempt, Wait, Want, victims_for
+from .policy import PREEMPTING, Preempt, Running, Wait, Want, victims_for
 
 
 def start_on(
@@ -108,9 +110,7 @@ class Rooms(PassState):
         keep -= len(promised)
         fits = self._fit_on(want, shape, host)[0]
         for victim_id in chosen:
-            run = next(
-                r for r in self.running_by_host[host] if r.id == victim_id and r.kind == "job"
-            )
+            run = self._job_on(host, victim_id)
             self.victims.add(victim_id)
             self.preempt.append(Preempt(victim_id, host, want.kind, want.id))
             fitting = [u for u in run.gpus if u in fits]
@@ -125,20 +125,30 @@ class Rooms(PassState):
             self.free_ids -= taken
             self.total_free -= len(held)
         if chosen:
-            # Its victims now end within the grace period: on this host others may fit
-            # sooner, or need no victim of their own any more.
-            self._mark(host)
+            # Its victims are no one else's now: on this host others may need no
+            # victim of their own any more (GPUs come free for no one), or other
+            # victims than before.
+            spare = any(u not in self.promised for v in chosen for u in self._job_on(host, v).gpus)
+            self._mark(host, everywhere=spare)
         self.wait.append(Wait(want.kind, want.id, PREEMPTING, None, host))
         return True
 
-    def _mark(self, host: str) -> None:
-        """Have every heap that could use ``host`` work it out again."""
+    def _job_on(self, host: str, job_id: int) -> Running:
+        return next(r for r in self.running_by_host[host] if r.id == job_id and r.kind == "job")
+
+    def _mark(self, host: str, *, everywhere: bool) -> None:
+        """Have every preemption heap that could use ``host`` work it out again: its
+        entries there may be better now (taking the youngest victim may leave a
+        smaller one). Not the reservation heaps: a start only gets later in a pass,
+        as GPUs are taken or promised."""
         for sized in self._heaped:
             hosts = sized.hosts
-            if hosts is not None and host in hosts:
-                if sized.res_heap is not None:
-                    heapq.heappush(sized.res_heap, (-INF, host, -1, 0))
-                for rooms in sized.room_heaps.values():
+            if hosts is None or host not in hosts:
+                continue
+            memo = sized.room_memo
+            for rank, rooms in sized.room_heaps.items():
+                exact = memo.get((rank, host))
+                if everywhere or (exact is not None and exact[1] is not None):
                     heapq.heappush(rooms, ((-1, 0, host), host, -1, 1, None))
 
     def _cannot_preempt(self, want: Want, shape: Shape) -> bool:

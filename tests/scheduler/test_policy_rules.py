@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from gputui.config_sched import OffHours, SchedulerConfig
 from gputui.scheduler import line, policy, shares
 from gputui.scheduler.policy import ClusterView, GpuSlot, Running, Want
+from gputui.scheduler.policy_ref import decide_ref
 
 HOUR = 3600.0
 
@@ -104,6 +105,114 @@ def test_over_quota_work_gets_only_what_within_quota_work_leaves() -> None:
     d = policy.decide(ClusterView(gpus=gpus, waiting=(over, within)))
     assert [p.id for p in d.place] == [2]
     assert {w.id: w.reason for w in d.wait} == {1: policy.QUOTA}
+
+
+# -- preemption ------------------------------------------------------------------------
+
+
+def test_a_victim_taken_leaves_a_smaller_one_that_the_next_preemptor_counts() -> None:
+    """Host a runs A (2 GPUs, the youngest) and B (1 GPU); host b runs D, host c
+    runs G (1 GPU each), all preemptible. Z (1 GPU) preempts D on b; W1 (2 GPUs)
+    preempts A on a. W2 (1 GPU) must now preempt B on a, one victim freeing one
+    GPU, like G on c but a comes first by name; before W1, a's best for one GPU
+    was A, freeing two, worse than c's. A pass that kept that older answer for a
+    would send W2 to c."""
+    now = 100_000.0
+    gpus = tuple(
+        GpuSlot(f"{h}{i}", h, i, busy=True)
+        for h, n in (("a", 4), ("b", 2), ("c", 2))
+        for i in range(n)
+    )
+
+    def job(ident: int, host: str, uuids: tuple[str, ...], age: float, low: bool) -> Running:
+        return Running(
+            "job", ident, host, uuids, rank=2 if low else 0, preemptible=low, started_at=now - age
+        )
+
+    running = (
+        job(1, "a", ("a0", "a1"), 1_000, True),  # A
+        job(2, "a", ("a2",), 5_000, True),  # B
+        job(3, "a", ("a3",), 5_000, False),
+        job(4, "b", ("b0",), 3_000, True),  # D
+        job(5, "b", ("b1",), 3_000, False),
+        job(6, "c", ("c0",), 9_000, True),  # G
+        job(7, "c", ("c1",), 9_000, False),
+    )
+    line = (
+        Want("job", 10, 1, since=1.0, rank=0),  # Z
+        Want("job", 11, 2, since=2.0, rank=0),  # W1
+        Want("job", 12, 1, since=3.0, rank=0),  # W2
+    )
+    view = ClusterView(
+        gpus=gpus, waiting=line, running=running, now=now, preemption=True, off_hours=False
+    )
+    d = policy.decide(view)
+    assert {(p.for_id, p.id, p.host) for p in d.preempt} == {
+        (10, 4, "b"),
+        (11, 1, "a"),
+        (12, 2, "a"),
+    }
+    assert d == decide_ref(view)
+
+
+def test_gpus_a_preemption_frees_for_no_one_count_for_the_next_preemptor() -> None:
+    """Z (3 GPUs) preempts C on c. W1 (1 GPU, pool p: hosts m and z) preempts A on
+    m, the youngest there, which holds two GPUs: one is W1's, one comes free for
+    no one. W2 (3 GPUs) then needs two victims on m (B1, B2) and the GPU left
+    over, freeing two; on n it also needs two (N1, N2) and a GPU coming free, but
+    m comes first by name. Before W1, m needed two victims freeing three for W2's
+    size; a pass that kept that older bound for m would send W2 to n."""
+    now = 100_000.0
+    hosts = (("m", "p", 5), ("z", "p", 4), ("c", "q", 4), ("n", "q", 4))
+    gpus = tuple(
+        GpuSlot(f"{h}{i}", h, i, pool=pool, busy=True) for h, pool, n in hosts for i in range(n)
+    )
+
+    def job(
+        ident: int, uuids: str, age: float, low: bool = True, stopping: bool = False
+    ) -> Running:
+        return Running(
+            "job",
+            ident,
+            uuids[0],
+            tuple(uuids.split()),
+            rank=2 if low else 0,
+            preemptible=low,
+            started_at=now - age,
+            stopping=stopping,
+        )
+
+    running = (
+        job(1, "m0 m1", 1_000),  # A, the youngest on m
+        job(2, "m2", 5_000),  # B1
+        job(3, "m3", 5_000),  # B2
+        job(4, "m4", 5_000, low=False),
+        job(5, "z0 z1", 2_000),
+        job(6, "z2", 6_000),
+        job(7, "z3", 6_000, low=False),
+        job(8, "c0 c1 c2", 3_000),  # C
+        job(9, "c3", 3_000, low=False),
+        job(10, "n0", 3_000, stopping=True),
+        job(11, "n1", 3_000),  # N1
+        job(12, "n2", 3_000),  # N2
+        job(13, "n3", 3_000, low=False),
+    )
+    line = (
+        Want("job", 20, 3, since=1.0, rank=0),  # Z
+        Want("job", 21, 1, since=2.0, rank=0, pool="p"),  # W1
+        Want("job", 22, 3, since=3.0, rank=0),  # W2
+    )
+    view = ClusterView(
+        gpus=gpus, waiting=line, running=running, now=now, preemption=True, off_hours=False
+    )
+    d = policy.decide(view)
+    assert {(p.for_id, p.id, p.host) for p in d.preempt} == {
+        (20, 8, "c"),
+        (21, 1, "m"),
+        (22, 2, "m"),
+        (22, 3, "m"),
+    }
+    assert d == decide_ref(view)
 
 
 # -- the off-hours window -----------------------------------------------------------
