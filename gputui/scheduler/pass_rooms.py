@@ -234,19 +234,27 @@ class Rooms(PassState):
         if memo is not None and memo[0] == version:
             return memo[1], memo[2]
         victims = self.victims
-        oldest = self.now - self.view.min_runtime_s
         runs = [
-            (len(run.gpus), run.started_at, run.id)
-            for run in self.running_by_host.get(host, ())
-            if run.kind == "job"
-            and not run.stopping
-            and run.id not in victims
-            and run.started_at <= oldest
-            and ((run.preemptible and run.rank > rank) or run.over_quota)
+            (size, started, ident)
+            for size, started, ident, preemptible, its_rank, over_quota in self._stoppable(host)
+            if ident not in victims and ((preemptible and its_rank > rank) or over_quota)
         ]
         reach = list(accumulate(sorted((r[0] for r in runs), reverse=True)))
         self._eligible_memo[host, rank] = (version, runs, reach)
         return runs, reach
+
+    def _stoppable(self, host: str) -> list[tuple[int, float, int, bool, int, bool]]:
+        """The jobs on ``host`` that some job could preempt in this pass: (GPUs,
+        started_at, id, preemptible, class, over quota)."""
+        runs = self._stoppable_on.get(host)
+        if runs is None:
+            oldest = self.now - self.view.min_runtime_s
+            runs = self._stoppable_on[host] = [
+                (len(r.gpus), r.started_at, r.id, r.preemptible, r.rank, r.over_quota)
+                for r in self.running_by_host.get(host, ())
+                if r.kind == "job" and not r.stopping and r.started_at <= oldest
+            ]
+        return runs
 
     def _free_and_soon(self, want: Want, shape: Shape, host: str) -> int:
         """How many GPUs of ``want``'s shape on ``host`` are free or coming free for

@@ -144,12 +144,14 @@ class PassState:
         self.place: list[Place] = []
         self.wait: list[Wait] = []
         self.preempt: list[Preempt] = []
+        self._uuids: dict[str, frozenset[str]] = {}
         self._version: dict[str, int] = {}
         """Per host: bumped whenever what reservations or preemption read there changes."""
         self._shapes: dict[tuple[object, ...], Shape] = {}
         self._sized: dict[tuple[object, ...], Sized] = {}
         self._heaped: list[Sized] = []
         """Those with a heap, to mark when a host changes for the better."""
+        self._stoppable_on: dict[str, list[tuple[int, float, int, bool, int, bool]]] = {}
         self._eligible_memo: dict[
             tuple[str, int], tuple[int, list[tuple[int, float, int]], list[int]]
         ] = {}
@@ -169,9 +171,21 @@ class PassState:
         memo = shape.fit.get(host)
         if memo is None:
             slots = self.hosts[host]
-            fitting = frozenset(g.uuid for g in slots if want.fits(g))
-            memo = shape.fit[host] = (fitting, len(fitting) == len(slots))
+            fits = self.counts(want, shape)[host][0]
+            if fits == len(slots):  # the usual case: all or none of a host's GPUs
+                fitting = self._uuids_on(host)
+            elif fits == 0:
+                fitting = frozenset()
+            else:
+                fitting = frozenset(g.uuid for g in slots if want.fits(g))
+            memo = shape.fit[host] = (fitting, fits == len(slots))
         return memo
+
+    def _uuids_on(self, host: str) -> frozenset[str]:
+        uuids = self._uuids.get(host)
+        if uuids is None:
+            uuids = self._uuids[host] = frozenset(g.uuid for g in self.hosts[host])
+        return uuids
 
     def _fitting_free(self, want: Want, shape: Shape, host: str) -> list[GpuSlot]:
         fitting, all_fit = self._fit_on(want, shape, host)
