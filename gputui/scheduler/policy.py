@@ -79,26 +79,31 @@ class GpuSlot:
         return not self.busy and not self.drained and self.healthy
 
 
-_DOUBLE = struct.Struct("<d")
+_PAIR = struct.Struct(">dd").pack
 _BITS = (1 << 64) - 1
-
-
-def _ordered(x: float) -> int:
-    """A non-negative float's bits as an integer, which orders as the float does
-    (negatives, -0.0 and NaN count as 0.0; infinity stays largest)."""
-    if not x > 0.0:
-        x = 0.0
-    return int.from_bytes(_DOUBLE.pack(x), "little")
 
 
 def _line(want: Want) -> int:
     """``Want.line_key``: (over quota, rank, -fair, since, kind, id) as one integer.
-    Fair share is 0..1 (clamped) and the highest goes first; rank, id: 0..2^32, 2^64."""
-    key = (1 if want.over_quota else 0) << 32 | min(max(want.rank, 0), _BITS >> 32)
-    key = key << 64 | (_BITS - _ordered(min(want.fair, 1.0)))
-    key = key << 64 | _ordered(want.since)
-    kind = 0 if want.kind == "job" else 1
-    return (key << 1 | kind) << 64 | min(max(want.id, 0), _BITS)
+
+    A non-negative float's bits, read as an integer, order as the float does: fair
+    share is clamped to 0..1 (the highest goes first), arrival to 0 and up (NaN
+    counts as 0); rank and id are clamped to 0..2^32 and 0..2^64. Both floats are
+    packed at once, as this runs for every request of every pass."""
+    fair, since = want.fair, want.since
+    if not 0.0 <= fair <= 1.0:
+        fair = 1.0 if fair > 1.0 else 0.0
+    if not since > 0.0:
+        since = 0.0
+    both = int.from_bytes(_PAIR(fair + 0.0, since), "big")  # + 0.0: -0.0 is 0.0
+    rank, ident = want.rank, want.id
+    if not 0 <= rank <= _BITS >> 32:
+        rank = 0 if rank < 0 else _BITS >> 32
+    if not 0 <= ident <= _BITS:
+        ident = 0 if ident < 0 else _BITS
+    key = ((1 if want.over_quota else 0) << 32 | rank) << 64 | (_BITS - (both >> 64))
+    key = (key << 64 | (both & _BITS)) << 1 | (0 if want.kind == "job" else 1)
+    return key << 64 | ident
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@ off-hours window, dependencies, and no starvation behind a stream of small jobs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -105,6 +106,45 @@ def test_over_quota_work_gets_only_what_within_quota_work_leaves() -> None:
     d = policy.decide(ClusterView(gpus=gpus, waiting=(over, within)))
     assert [p.id for p in d.place] == [2]
     assert {w.id: w.reason for w in d.wait} == {1: policy.QUOTA}
+
+
+# -- the line ------------------------------------------------------------------------
+
+# Few values of each field, so that pairs often tie on the first ones; and the edges.
+_WANTS = st.builds(
+    Want,
+    kind=st.sampled_from(["job", "claim"]),
+    id=st.integers(0, 3) | st.integers(0, 2**63),
+    gpus=st.just(1),
+    since=st.sampled_from([0.0, -0.0, 5e-324, 1.0, 1.8e9, math.inf])
+    | st.floats(0, 4e9, allow_nan=False),
+    rank=st.integers(0, 3) | st.integers(0, 2**31),
+    fair=st.sampled_from([0.0, -0.0, 5e-324, 0.5, 1.0]) | st.floats(0, 1),
+    over_quota=st.booleans(),
+)
+
+
+_FIELDS = ("over_quota", "rank", "fair", "since", "kind", "id")
+
+
+@settings(max_examples=500)
+@given(_WANTS, _WANTS, st.sampled_from(_FIELDS))
+def test_the_line_key_orders_as_the_fields_do(a: Want, b: Want, field: str) -> None:
+    """Against another request, and against itself with one field changed (so that
+    it ties on all the others)."""
+
+    def fields(w: Want) -> tuple[object, ...]:
+        return (w.over_quota, w.rank, -w.fair, w.since, w.kind != "job", w.id)
+
+    for other in (b, dataclasses.replace(a, **{field: getattr(b, field)})):
+        assert (a.line_key() < other.line_key()) == (fields(a) < fields(other))
+        assert (a.line_key() == other.line_key()) == (fields(a) == fields(other))
+
+
+@given(st.floats(allow_nan=True), st.floats(allow_nan=True), st.integers(), st.integers())
+def test_the_line_key_takes_any_numbers(fair: float, since: float, rank: int, ident: int) -> None:
+    key = Want("job", ident, 1, since=since, rank=rank, fair=fair).line_key()
+    assert 0 <= key < 2**226
 
 
 # -- preemption ------------------------------------------------------------------------
