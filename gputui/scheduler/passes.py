@@ -1,21 +1,28 @@
 """The scheduling pass of ``policy``, done fast enough for 10,000 waiting jobs.
 
 The rules are ``policy``'s (its docstring); this module is how they are applied in
-one sort and one walk down the line, with work shared between requests of one
-*shape* (the same pool, host, model, named GPUs and barred hosts):
+one sort (of one integer per request: ``Want.line_key``) and one walk down the
+line, with work shared between requests of one *shape* (the same pool, host,
+model, named GPUs and barred hosts):
 
 * which hosts could ever hold a shape, and why not (drained, down), is worked
   out once per shape and size;
-* free GPUs only ever become fewer during a pass, so once a shape of some size
-  fails to find room with some end time, every later request of that shape, at
-  least that size, ending no sooner, fails too without looking (the same holds
-  for preemption, whose candidates are only ever used up);
-* when no GPU is free anywhere, placement is not tried at all.
+* free GPUs only ever become fewer during a pass, so once a request of some shape
+  and size fails to find room with some end time, every later one of that shape
+  and size ending no sooner fails too without looking; when no GPU is free
+  anywhere, placement is not tried at all;
+* preemption candidates and unreserved hosts are only ever used up, so a (size,
+  class) of a shape that found no victims rules out every bigger size and lower
+  class of it, and one that found no host to reserve rules out bigger sizes;
+* a request whose shape, size, class, quota state and kind found none of the
+  three waits without a look, and all of those wait for one reason, given once
+  at the end.
 
 The pass's state and shared work are in ``pass_state``, preemption and
-reservations in ``pass_rooms``; this module walks the line and places.
-``policy_ref`` applies the same rules the plain way (re-sort and re-scan for every
-request); the benchmark times both and a test checks they decide the same.
+reservations (each a heap of hosts, worked out again lazily) in ``pass_rooms``;
+this module walks the line and places. ``policy_ref`` applies the same rules the
+plain way (re-sort and re-scan for every request); the benchmark times both and a
+test checks they decide the same.
 """
 
 from __future__ import annotations
