@@ -119,7 +119,9 @@ def pass_figures(jobs: int, hosts: int, passes: int, naive_passes: int) -> dict[
         "pass_gpus": len(view.gpus),
         "pass_placed": len(decided.place),
         "pass_preempted": len(decided.preempt),
-        "pass_reserved": sum(1 for w in decided.wait if w.host is not None),
+        "pass_reserved": sum(
+            1 for w in decided.wait if w.host is not None and w.reason != policy.PREEMPTING
+        ),
     }
 
 
