@@ -65,6 +65,7 @@ from gputui.protocol_fields import (
 )
 from gputui.protocol_fields import Wire as _Wire
 from gputui.protocol_fields import decoder_only as _decoder_only
+from gputui.protocol_health import NVLINK_MAX_LINKS, HealthReadings, NvLinkSample
 from gputui.protocol_ops import (
     JOB_ID_MAX,
     MAX_JOBS,
@@ -108,6 +109,7 @@ __all__ = [
     "MAX_REQUEST_BYTES",
     "MAX_THROTTLE_REASONS",
     "NAMESPACE",
+    "NVLINK_MAX_LINKS",
     "PROTOCOL_VERSION",
     "Event",
     "GpuInfo",
@@ -136,6 +138,7 @@ __all__ = [
     "LaunchResult",
     "Message",
     "Namespace",
+    "NvLinkSample",
     "ProcessSample",
     "ProtocolError",
     "Result",
@@ -168,6 +171,9 @@ class GpuInfo(_Wire):
     mig_mode: StrictBool | None = None
     pci_bus_id: ShortText | None = None
     serial: ShortText | None = None
+    temp_slowdown_c: Celsius | None = None
+    """The temperature at which the card slows itself down (NVML's threshold)."""
+    temp_shutdown_c: Celsius | None = None
     errors: ErrorMap = Field(default_factory=dict)
 
 
@@ -207,8 +213,10 @@ class ProcessSample(_Wire):
 GpuState = Literal["ok", "lost", "error"]
 
 
-class GpuSample(_Wire):
-    """One GPU's readings at one instant. ``state`` is ``lost`` once NVML says so."""
+class GpuSample(HealthReadings):
+    """One GPU's readings at one instant. ``state`` is ``lost`` once NVML says so.
+
+    The health readings (``HealthReadings``) come in some samples only."""
 
     index: GpuIndex
     uuid: ShortText
@@ -315,6 +323,7 @@ _ENTRIES: dict[tuple[type[_Wire], str], tuple[type[_Wire], str, int]] = {
     (Hello, "gpus"): (GpuInfo, "GPU", MAX_GPUS),
     (Sample, "gpus"): (GpuSample, "GPU", MAX_GPUS),
     (GpuSample, "processes"): (ProcessSample, "process", MAX_PROCESSES),
+    (GpuSample, "nvlinks"): (NvLinkSample, "NVLink", NVLINK_MAX_LINKS),
     (Jobs, "jobs"): (JobState, "job", MAX_JOBS),
 }
 # A bad value that must not read as its default: a GPU in a state this console does
