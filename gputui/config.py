@@ -49,6 +49,7 @@ from gputui.config_where import (
     line_number,
     problem_line,
 )
+from gputui.remote.simspec import MAX_GPUS
 from gputui.text import clean
 from gputui.yamlbounds import (
     MAX_DEPTH,
@@ -164,6 +165,8 @@ class HostConfig(_Model):
     """Pool the host's GPUs belong to (used to group and, later, to schedule)."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Free-form labels, e.g. ``{rack: r3, owner: vision}``."""
+    gpus: Annotated[int, Field(ge=1, le=MAX_GPUS)] | None = None
+    """How many GPUs the host has: fewer seen is a problem (a GPU fallen off the bus)."""
     sim: str | None = None
     """Simulated GPUs instead of NVML, e.g. ``4xrtx3090`` or ``8xa100-80gb,fault=xid:79@3``."""
     local: bool = False
@@ -212,7 +215,24 @@ class HealthThresholds(_Model):
     stale_after_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     """Seconds without a sample before a host shows as stale."""
     ecc_uncorrected_max: Annotated[int, Field(ge=0)] = 0
-    """Uncorrected ECC errors tolerated before a GPU is flagged."""
+    """Uncorrected ECC errors tolerated before a GPU is flagged (and fenced)."""
+    slowdown_margin_c: Annotated[int, Field(ge=0, le=50)] = 5
+    """A GPU this close to its own slowdown temperature is a warning."""
+    hw_slowdown_minutes: Annotated[int, Field(ge=1, le=60)] = 6
+    """HW slowdown active in this many of the last ``hw_slowdown_window_minutes`` is critical."""
+    hw_slowdown_window_minutes: Annotated[int, Field(ge=1, le=60)] = 10
+    xid_window_h: Annotated[float, Field(gt=0, le=24 * 30)] = 24.0
+    """Repeats of an Xid on one GPU within this many hours escalate its action."""
+    xid_escalate_after: Annotated[int, Field(ge=1, le=100)] = 3
+    """Each this many repeats move the action one step up (restart, reset, reboot, inspect)."""
+    retired_pages_max: Annotated[int, Field(ge=0, le=10_000)] = 0
+    """Pages retired for double-bit errors tolerated before a warning."""
+    pcie_load_pct: Annotated[int, Field(ge=0, le=100)] = 50
+    """A PCIe link below its maximum counts only while the GPU is busier than this."""
+    pcie_replays_max: Annotated[int, Field(ge=0)] = 10_000
+    """PCIe replays (link retransmissions) tolerated before a warning."""
+    expect_persistence: bool = False
+    """true: persistence mode off is a warning (set it where the driver should stay loaded)."""
 
     def stale_after(self, interval: float) -> float:
         """Seconds of silence before a host is stale when it samples every ``interval``."""
@@ -222,6 +242,8 @@ class HealthThresholds(_Model):
     def _ordered(self) -> HealthThresholds:
         if self.temp_warn_c > self.temp_crit_c:
             raise ValueError("temp_warn_c must not be above temp_crit_c")
+        if self.hw_slowdown_minutes > self.hw_slowdown_window_minutes:
+            raise ValueError("hw_slowdown_minutes must not be above hw_slowdown_window_minutes")
         return self
 
 

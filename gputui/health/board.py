@@ -1,0 +1,294 @@
+"""Every problem in the cluster, ranked, with its history: the health view's model.
+
+``HealthBoard.observe`` takes each host snapshot as it comes (from the console's
+fleet, or the head's); ``problems`` is then the ranked list: severity, host, GPU,
+first and last seen, how many times, what it means, what to do, and whether an admin
+acknowledged it. An acknowledgement holds until the problem changes (its severity,
+figures or count). The board keeps what a check needs from the past: the last health
+reading of each GPU, the minutes in which it showed HW slowdown, its NVLink error
+counters, the most GPUs a host has shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from gputui.config import HealthThresholds
+from gputui.protocol import Event, GpuSample
+from gputui.telemetry import HostSnapshot, HostStatus
+
+from .problems import RANK, Finding, gpu_findings, host_findings, unknown_checks
+from .staleness import snapshot_is_stale
+from .xid import action, info
+
+_HOST_ACTIONS = {
+    HostStatus.HOST_KEY_CHANGED: "verify the new key with the host's admin before trusting it",
+    HostStatus.HOST_KEY_UNKNOWN: "verify the key (ssh-keyscan) and add it to known_hosts",
+    HostStatus.AUTH_FAILED: "check the SSH user and key for this host",
+    HostStatus.HELPER_ERROR: "look at the helper's message; check python3 on the host",
+    HostStatus.NVML_ERROR: "check the driver on the host (nvidia-smi)",
+}
+_LINK_COUNTERS = ("replay_errors", "recovery_errors", "crc_flit_errors", "crc_data_errors")
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    by: str
+    note: str
+    at: float
+    fingerprint: tuple[object, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    finding: Finding
+    first_seen: float
+    last_seen: float
+    count: int
+    ack: Ack | None = None
+
+    @property
+    def key(self) -> str:
+        return self.finding.key
+
+    def fingerprint(self) -> tuple[object, ...]:
+        return (self.finding.severity, self.finding.detail, self.count)
+
+
+@dataclass(slots=True)
+class _Track:
+    first: float
+    last: float
+    count: int
+    active: bool = True
+
+
+class HealthBoard:
+    """Problems across hosts, kept over time."""
+
+    def __init__(
+        self, thresholds: HealthThresholds, expected_gpus: Mapping[str, int | None] | None = None
+    ) -> None:
+        self.thresholds = thresholds
+        self.expected = dict(expected_gpus or {})
+        self._findings: dict[str, list[Finding]] = {}
+        self._seen: dict[str, tuple[float, float, int]] = {}
+        """Finding key -> (first, last, count) given by the finding itself (Xids)."""
+        self._tracks: dict[str, _Track] = {}
+        self._acks: dict[str, Ack] = {}
+        self._health: dict[str, GpuSample] = {}
+        self._slow_minutes: dict[str, set[int]] = {}
+        self._links: dict[str, dict[int, tuple[int | None, ...]]] = {}
+        self._most_gpus: dict[str, int] = {}
+        self._unknown: dict[str, list[tuple[int, str, str]]] = {}
+
+    # -- taking readings in ------------------------------------------------------------
+
+    def observe(self, snap: HostSnapshot, now: float) -> None:
+        findings = self._host_now(snap, now)
+        self._findings[snap.name] = findings
+        keys = {f.key for f in findings}
+        prefix = f"{snap.name}:"
+        for key, track in self._tracks.items():
+            if key.startswith(prefix) and key not in keys:
+                track.active = False
+        for finding in findings:
+            known = self._tracks.get(finding.key)
+            if known is None or not known.active:
+                count = 1 if known is None else known.count + 1
+                self._tracks[finding.key] = _Track(now, now, count)
+            else:
+                known.last = now
+
+    def forget(self, host: str) -> None:
+        """A host taken out of the config: its problems go."""
+        self._findings.pop(host, None)
+        self._unknown.pop(host, None)
+
+    def _host_now(self, snap: HostSnapshot, now: float) -> list[Finding]:
+        status = snap.status
+        if status.is_problem:
+            what = snap.message or status.value
+            action_text = _HOST_ACTIONS.get(status, "check that the host is up and reachable")
+            self._unknown.pop(snap.name, None)
+            return [
+                Finding(
+                    "unreachable",
+                    "crit",
+                    snap.name,
+                    None,
+                    f"host {status.value}",
+                    what,
+                    action_text,
+                    status.value,
+                )
+            ]
+        out: list[Finding] = []
+        if status is HostStatus.STALE or (
+            status is HostStatus.LIVE
+            and snapshot_is_stale(snap, now, self.thresholds.stale_after_s)
+        ):
+            age = snap.age(now)
+            out.append(
+                Finding(
+                    "stale",
+                    "warn",
+                    snap.name,
+                    None,
+                    "no fresh readings" + (f" for {age:.0f} s" if age is not None else ""),
+                    "the host answers slowly or the helper is stuck",
+                    "look at the host's load; reconnect if it stays stale",
+                )
+            )
+        hello = snap.hello
+        if hello is not None:
+            most = max(self._most_gpus.get(snap.name, 0), len(hello.gpus))
+            out += host_findings(
+                snap.name,
+                hello,
+                expected_gpus=self.expected.get(snap.name),
+                most_seen=self._most_gpus.get(snap.name, 0),
+            )
+            self._most_gpus[snap.name] = most
+        sample = snap.sample
+        infos = {g.index: g for g in hello.gpus} if hello is not None else {}
+        unknown: list[tuple[int, str, str]] = []
+        if sample is not None:
+            minute = int((sample.time or now) // 60)
+            window = self.thresholds.hw_slowdown_window_minutes
+            for gpu in sample.gpus:
+                if gpu.health_read:
+                    grew = self._link_growth(gpu)
+                    self._health[gpu.uuid] = gpu
+                else:
+                    grew = []
+                minutes = self._slow_minutes.setdefault(gpu.uuid, set())
+                if "hw_slowdown" in (gpu.throttle or ()):
+                    minutes.add(minute)
+                for old in [m for m in minutes if m <= minute - window]:
+                    minutes.discard(old)
+                health = self._health.get(gpu.uuid)
+                out += gpu_findings(
+                    snap.name,
+                    gpu,
+                    health,
+                    infos.get(gpu.index),
+                    self.thresholds,
+                    slowdown_minutes=len(minutes),
+                    nvlink_grew=grew,
+                )
+                unknown += [(gpu.index, check, why) for check, why in unknown_checks(gpu, health)]
+        self._unknown[snap.name] = unknown
+        out += self._xids(snap, now)
+        return out
+
+    def _link_growth(self, gpu: GpuSample) -> list[int]:
+        """The NVLinks whose error counters grew since the last health reading."""
+        before = self._links.get(gpu.uuid, {})
+        now = {
+            link.link: tuple(getattr(link, name) for name in _LINK_COUNTERS)
+            for link in gpu.nvlinks or ()
+        }
+        self._links[gpu.uuid] = now
+        grew = []
+        for index, counts in now.items():
+            old = before.get(index)
+            if old is None:
+                continue
+            if any(
+                n is not None and o is not None and n > o for n, o in zip(counts, old, strict=True)
+            ):
+                grew.append(index)
+        return grew
+
+    def _xids(self, snap: HostSnapshot, now: float) -> list[Finding]:
+        """One finding per GPU and Xid seen within the window, its action escalated by
+        how often it came."""
+        since = now - self.thresholds.xid_window_h * 3600
+        boot = getattr(snap.hello, "boot_time", None) if snap.hello is not None else None
+        if isinstance(boot, float | int):
+            since = max(since, float(boot))
+        index_of = {g.uuid: g.index for g in snap.hello.gpus} if snap.hello is not None else {}
+        groups: dict[tuple[int | None, int], list[Event]] = {}
+        seen: set[tuple[object, ...]] = set()
+        for event in snap.events:
+            if event.xid is None or event.time is None or event.time < since:
+                continue
+            gpu = event.gpu_index
+            if gpu is None and event.gpu_uuid is not None:
+                gpu = index_of.get(event.gpu_uuid)
+            # The same Xid from NVML and from the kernel log is one.
+            dedupe = (gpu, event.xid, round(event.time))
+            if dedupe in seen:
+                continue
+            seen.add(dedupe)
+            groups.setdefault((gpu, event.xid), []).append(event)
+        out = []
+        escalate = self.thresholds.xid_escalate_after
+        for (gpu, code), events in sorted(
+            groups.items(), key=lambda kv: (kv[0][0] or -1, kv[0][1])
+        ):
+            entry = info(code)
+            times = sorted(e.time for e in events if e.time is not None)
+            finding = Finding(
+                f"xid-{code}",
+                entry.severity,
+                snap.name,
+                gpu,
+                f"Xid {code} ({entry.kind})",
+                entry.meaning,
+                action(code, len(events), escalate),
+                f"{len(events)}x",
+                next((e.gpu_uuid for e in events if e.gpu_uuid), None),
+                "XID",
+            )
+            self._seen[finding.key] = (times[0], times[-1], len(events))
+            out.append(finding)
+        return out
+
+    # -- reading it out ------------------------------------------------------------------
+
+    def problems(self) -> list[Problem]:
+        """Every problem now, worst first (then host, GPU, code)."""
+        out = []
+        for findings in self._findings.values():
+            for finding in findings:
+                track = self._tracks[finding.key]
+                first, last, count = self._seen.get(
+                    finding.key, (track.first, track.last, track.count)
+                )
+                problem = Problem(finding, first, last, count)
+                ack = self._acks.get(finding.key)
+                if ack is not None:
+                    if ack.fingerprint == problem.fingerprint():
+                        problem = replace(problem, ack=ack)
+                    else:
+                        del self._acks[finding.key]  # it changed: no longer acknowledged
+                out.append(problem)
+        out.sort(
+            key=lambda p: (
+                RANK[p.finding.severity],
+                p.finding.host,
+                -1 if p.finding.gpu is None else p.finding.gpu,
+                p.finding.code,
+            )
+        )
+        return out
+
+    def acknowledge(self, key: str, by: str, note: str, now: float) -> bool:
+        """Acknowledge the problem ``key`` (False when there is none such now)."""
+        for problem in self.problems():
+            if problem.key == key:
+                self._acks[key] = Ack(by, note, now, problem.fingerprint())
+                return True
+        return False
+
+    def unknown(self) -> dict[str, list[tuple[int, str, str]]]:
+        """Per host: (GPU index, check, NVML's reason) for checks its cards cannot answer."""
+        return {host: list(items) for host, items in self._unknown.items() if items}
+
+    def worst(self) -> str:
+        """``crit``, ``warn`` or ``ok`` (info-only problems count as ok)."""
+        levels = {p.finding.severity for p in self.problems()}
+        return "crit" if "crit" in levels else "warn" if "warn" in levels else "ok"
