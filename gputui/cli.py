@@ -97,6 +97,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--theme", dest="demo_theme", metavar="NAME", help="colour theme")
 
+    from gputui import cli_health
+
+    cli_health.add_parser(sub)
+
     helper = sub.add_parser(
         "helper", help="run the host helper here and print its JSON lines (for debugging)"
     )
@@ -132,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo(args.demo_hosts, gpus, args.demo_theme or args.theme)
         if command == "helper":
             return run_helper(args.sim, args.once, args.interval)
+        if command == "health":
+            from gputui import cli_health
+
+            return cli_health.main(args)
         return run_console(args.hosts, args.theme)
     except ConfigError as exc:
         for line in exc.lines:

@@ -1,0 +1,105 @@
+"""``gputui health`` from the shell, on simulated hosts whose helpers run for real.
+
+Each host is ``local: true`` with ``sim:``: the real helper runs as a child process on
+simulated NVML, with the fault the spec names; one host is a closed port.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def health(tmp_path: Path, hosts: str, *args: str) -> tuple[int, str, str]:
+    config = tmp_path / "hosts.yaml"
+    config.write_text("hosts:\n" + hosts, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "gputui.entry", "--hosts", str(config), "health", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def sim(name: str, spec: str) -> str:
+    return f"  - name: {name}\n    local: true\n    sim: {spec}\n"
+
+
+def test_nothing_wrong_exits_0(tmp_path: Path) -> None:
+    code, out, err = health(tmp_path, sim("a", "2xa100-80gb"), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["status"] == "ok" and report["problems"] == [] and report["hosts"] == 1
+
+
+def test_warnings_only_exit_1(tmp_path: Path) -> None:
+    code, out, err = health(tmp_path, sim("a", "2xrtx3090,fault=throttle@1"), "--json")
+    assert code == 1, err
+    problems = json.loads(out)["problems"]
+    assert {p["severity"] for p in problems} == {"warn"}
+    assert all(p["host"] == "a" and p["gpu"] == 1 for p in problems)
+    # GeForce cards have no ECC: that check is unknown, and said so.
+    assert {"host": "a", "gpu": 0, "check": "ECC", "reason": "NotSupported"} in json.loads(out)[
+        "unknown"
+    ]
+
+
+def test_something_critical_exits_2_and_is_ranked_first(tmp_path: Path) -> None:
+    hosts = sim("a", "2xrtx3090,fault=throttle@0") + sim("b", "2xa100-80gb,fault=xid:79@1")
+    hosts += "  - name: c\n    address: 127.0.0.1\n    port: 1\n"
+    code, out, err = health(tmp_path, hosts, "--json")
+    assert code == 2, err
+    problems = json.loads(out)["problems"]
+    assert [p["severity"] for p in problems] == sorted(
+        (p["severity"] for p in problems), key=["crit", "warn", "info"].index
+    )
+    codes = {(p["host"], p["code"]) for p in problems}
+    assert ("b", "xid-79") in codes and ("c", "unreachable") in codes
+    xid = next(p for p in problems if p["code"] == "xid-79")
+    assert xid["gpu"] == 1 and xid["action"] == "reboot the host"
+
+
+def test_the_text_table_and_one_host_only(tmp_path: Path) -> None:
+    hosts = sim("a", "2xa100-80gb,fault=xid:79@1") + sim("b", "1xa100-80gb")
+    code, out, _ = health(tmp_path, hosts, "--host", "b")
+    assert code == 0 and out.strip() == "no problems on 1 hosts"
+    code, out, _ = health(tmp_path, hosts)
+    assert code == 2
+    assert out.splitlines()[0].split() == [
+        "SEV",
+        "HOST",
+        "GPU",
+        "PROBLEM",
+        "FIRST",
+        "SEEN",
+        "N",
+        "WHAT",
+        "TO",
+        "DO",
+    ]
+    assert "GPU has fallen off the bus" in out
+
+
+@pytest.mark.parametrize(
+    ("hosts", "args", "said"),
+    [
+        ("  - name: a\n    bogus: 1\n", (), "bogus"),
+        (sim("a", "1xa100-80gb"), ("--host", "zz"), "--host 'zz': no such host"),
+        (sim("a", "1xa100-80gb"), ("--wait", "-1"), "--wait"),
+    ],
+)
+def test_a_check_that_cannot_run_exits_3_in_one_line(
+    tmp_path: Path, hosts: str, args: tuple[str, ...], said: str
+) -> None:
+    code, out, err = health(tmp_path, hosts, *args)
+    assert code == 3 and out == ""
+    assert said in err and "Traceback" not in err
