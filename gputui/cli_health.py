@@ -87,8 +87,9 @@ def _only(config: Config, names: Sequence[str]) -> Config:
 
 
 def _settled(snap: HostSnapshot) -> bool:
-    """Read once, or failed once: nothing more to wait for."""
-    return snap.sample is not None or (
+    """Read twice (the helper sends the kernel log's Xid history beside its first
+    sample, so after the second it has come), or failed once."""
+    return (snap.sample is not None and snap.sample.seq >= 2) or (
         snap.status.is_problem and snap.status is not HostStatus.STALE
     )
 
@@ -197,11 +198,16 @@ def as_text(board: HealthBoard, hosts: int, width: int) -> str:
     counts = {
         s: sum(1 for p in problems if p.finding.severity == s) for s in ("crit", "warn", "info")
     }
+
+    def n(count: int, noun: str) -> str:
+        return f"{count} {noun}" + ("" if count == 1 or noun == "critical" else "s")
+
+    where = f"{hosts} host" + ("" if hosts == 1 else "s")
     summary = (
-        f"{counts['crit']} critical, {counts['warn']} warnings, {counts['info']} notes"
-        f" on {hosts} hosts"
+        f"{n(counts['crit'], 'critical')}, {n(counts['warn'], 'warning')},"
+        f" {n(counts['info'], 'note')} on {where}"
         if problems
-        else f"no problems on {hosts} hosts"
+        else f"no problems on {where}"
     )
     lines.append(summary)
     unknown = board.unknown()

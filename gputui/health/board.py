@@ -239,9 +239,8 @@ class HealthBoard:
                 f"Xid {code} ({entry.kind})",
                 entry.meaning,
                 action(code, len(events), escalate),
-                f"{len(events)}x",
+                events[-1].text,  # the driver's words, e.g. "pid=4242, name=python, Ch 08"
                 next((e.gpu_uuid for e in events if e.gpu_uuid), None),
-                "XID",
             )
             self._seen[finding.key] = (times[0], times[-1], len(events))
             out.append(finding)

@@ -29,11 +29,13 @@ from textual.theme import BUILTIN_THEMES
 from textual.worker import Worker, WorkerState
 
 from gputui.config import Config
+from gputui.health.board import HealthBoard
 from gputui.protocol import HelperRequest, IntervalResult, ProcessSample, Signal, SignalResult
 from gputui.telemetry import HostControl, HostSnapshot, R, RequestOutcome, TelemetrySource
 from gputui.ui.head_actions import HeadActions
 from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.health import HealthScreen
 from gputui.ui.screens.help import HelpScreen, HelpSection, section
 from gputui.ui.screens.main import MainScreen
 from gputui.ui.themes import (
@@ -46,6 +48,8 @@ from gputui.ui.themes import (
 from gputui.ui.widgets.gpu_grid import GpuGrid
 
 CLOSE_TIMEOUT_S = 5.0
+HEALTH_EVERY_S = 2.0
+"""How often the health checks run on the snapshots that came meanwhile."""
 SLICE_S = 0.005
 """Longest the app applies snapshots in one go; input waiting is handled before the rest."""
 SLICE_CHECK_EVERY = 4
@@ -168,6 +172,9 @@ class GpuTuiApp(HeadActions, App[None]):
         self._changes: list[HostChange] = []
         """Applied to the model, not yet shown: the rest of their burst is still coming."""
         self._last_tick = self._last_data = -math.inf
+        self.health = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
+        """Every problem in the cluster (the ``h`` view), fed the latest snapshots."""
+        self._health_pending: dict[str, HostSnapshot] = {}
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -199,6 +206,7 @@ class GpuTuiApp(HeadActions, App[None]):
         )
         self._last_tick = time.monotonic()
         self.set_interval(self.tick_interval, self._on_tick_timer, name="ages")
+        self.set_interval(HEALTH_EVERY_S, self.judge_health, name="health")
         self.start_head()
         if not self.is_headless:  # a terminal of our own, not a test
             self.set_timer(FREEZE_AFTER_S, self._freeze_startup_objects)
@@ -240,8 +248,10 @@ class GpuTuiApp(HeadActions, App[None]):
         apply, changes = self.model.apply, self._changes
         deadline = time.perf_counter() + SLICE_S
         left = iter(snapshots.values())
+        health = self._health_pending
         for snapshot in left:
             changes.append(apply(snapshot))
+            health[snapshot.name] = snapshot
             if not len(changes) % SLICE_CHECK_EVERY and time.perf_counter() > deadline:
                 break
         rest = {snapshot.name: snapshot for snapshot in left}
@@ -269,6 +279,20 @@ class GpuTuiApp(HeadActions, App[None]):
         if tick:
             self._last_tick = now
         self.main.hosts_changed(changes, tick=tick)
+
+    def judge_health(self) -> None:
+        """Run the health checks on what came since the last time (every few seconds:
+        a board of a few thousand GPUs would be too much work at every sample)."""
+        pending, self._health_pending = self._health_pending, {}
+        now = self.clock()
+        for snapshot in pending.values():
+            self.health.observe(snapshot, now)
+
+    def action_health(self) -> None:
+        if any(isinstance(screen, HealthScreen) for screen in self.screen_stack):
+            return
+        self.judge_health()
+        self.push_screen(HealthScreen(self.health, clock=self.clock, user=_login()))
 
     def _on_tick_timer(self) -> None:
         now = time.monotonic()
@@ -339,6 +363,7 @@ class GpuTuiApp(HeadActions, App[None]):
                 [b for b in MainScreen.BINDINGS if b not in MainScreen.SCHEDULER_BINDINGS],
             ),
             section("GPU grid", GpuGrid.BINDINGS),
+            section("Health view (h)", HealthScreen.BINDINGS),
             *self.head_help_sections(),
             (title, [*confirm, ("Enter", "Press the focused button (Cancel at first)")]),
             (
@@ -361,3 +386,13 @@ class GpuTuiApp(HeadActions, App[None]):
             # The grid drops its line cache itself (notify_style_update); the summary
             # bakes its styles into its text, so it is redrawn here.
             self.main.refresh_summary()
+
+
+def _login() -> str:
+    """Who acknowledges a problem from this console."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

@@ -71,7 +71,7 @@ def test_something_critical_exits_2_and_is_ranked_first(tmp_path: Path) -> None:
 def test_the_text_table_and_one_host_only(tmp_path: Path) -> None:
     hosts = sim("a", "2xa100-80gb,fault=xid:79@1") + sim("b", "1xa100-80gb")
     code, out, _ = health(tmp_path, hosts, "--host", "b")
-    assert code == 0 and out.strip() == "no problems on 1 hosts"
+    assert code == 0 and out.strip() == "no problems on 1 host"
     code, out, _ = health(tmp_path, hosts)
     assert code == 2
     assert out.splitlines()[0].split() == [

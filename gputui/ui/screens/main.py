@@ -65,6 +65,7 @@ class MainScreen(Screen[None]):
             show=False,
             tooltip="Reconnect the selected host now, not after the wait",
         ),
+        Binding("h", "app.health", "Health", tooltip="Every problem in the cluster, ranked"),
         Binding("T", "signal('TERM')", "SIGTERM", tooltip="SIGTERM the selected process (asks)"),
         Binding("K", "signal('KILL')", "SIGKILL", tooltip="SIGKILL the selected process (asks)"),
     ]
@@ -104,9 +105,9 @@ class MainScreen(Screen[None]):
         ),
     ]
     """Offered when hosts.yaml has a head: section (``check_action``). In the footer they
-    come before the signal keys (which ``?`` always lists), so that an 80-column pane
+    come before the health and signal keys (which ``?`` always lists), so that an 80-column pane
     shows claim, release and the queue."""
-    BINDINGS = [*BINDINGS[:-2], *SCHEDULER_BINDINGS, *BINDINGS[-2:]]
+    BINDINGS = [*BINDINGS[:-3], *SCHEDULER_BINDINGS, *BINDINGS[-3:]]
     SCHEDULER_ACTIONS = frozenset(
         {"claim", "claim_n", "release", "env", "queue", "submit", "usage"}
     )

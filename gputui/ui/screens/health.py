@@ -1,0 +1,195 @@
+"""The health view (``h``): every problem in the cluster, ranked, and what to do.
+
+Top to bottom: one line of totals (critical, warnings, notes, hosts, and the checks
+the cards cannot answer), the table of problems worst first (severity, host, GPU,
+problem, first seen, last seen, count, acknowledged), and the selected problem in
+full: what it means, what to do, its figures, who acknowledged it and why.
+
+The rows come from the app's ``HealthBoard`` (``gputui.health.board``), which takes
+every host snapshot as it arrives; the screen reads it again each second. ``a``
+acknowledges the selected problem with a note; it stays acknowledged until the
+problem changes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from gputui.health.board import HealthBoard, Problem
+from gputui.text import clean
+from gputui.ui.screens.confirm import ReasonScreen
+
+_STYLE = {"crit": "bold red", "warn": "yellow", "info": "cyan"}
+_WORD = {"crit": "CRIT", "warn": "WARN", "info": "NOTE"}
+REFRESH_S = 1.0
+WIDE = 120
+"""From this many columns the table also shows when each problem was last seen."""
+
+
+def _ago(now: float, then: float) -> str:
+    seconds = max(0.0, now - then)
+    if seconds < 90:
+        return f"{seconds:.0f}s ago"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f}m ago"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.0f}h ago"
+    return time.strftime("%m-%d %H:%M", time.localtime(then))
+
+
+class HealthScreen(Screen[None]):
+    """Problems across the cluster, worst first."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,h", "close", "Back", tooltip="Back to the GPUs"),
+        Binding("a", "acknowledge", "Acknowledge", tooltip="Acknowledge the problem (a note)"),
+    ]
+
+    def __init__(
+        self,
+        board: HealthBoard,
+        *,
+        clock: Callable[[], float] = time.time,
+        user: str = "",
+        refresh_s: float = REFRESH_S,
+    ) -> None:
+        super().__init__()
+        self.board = board
+        self.clock = clock
+        self.user = user
+        self.refresh_s = refresh_s
+        self.problems: list[Problem] = []
+        self.wide = True
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="health-status")
+        table: DataTable[Text] = DataTable(id="health-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static("", id="health-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#health-table", DataTable)
+        self.wide = self.app.size.width >= WIDE
+        columns = [("SEV", 4), ("HOST", 12 if self.wide else 8), ("GPU", 3), ("PROBLEM", 0)]
+        columns += [("FIRST", 9)] + ([("LAST", 9)] if self.wide else []) + [("N", 4), ("ACK", 3)]
+        fixed = sum(width + 2 for _, width in columns)  # each cell is padded by one a side
+        problem = max(20, min(72, self.app.size.width - fixed - 2))
+        for label, width in columns:
+            table.add_column(label, width=width or problem, key=label)
+        self.reload()
+        self.set_interval(self.refresh_s, self.reload, name="health")
+        table.focus()
+
+    def reload(self) -> None:
+        """Read the board again; keep the cursor on the same problem if it is still there."""
+        table = self.query_one("#health-table", DataTable)
+        now = self.clock()
+        chosen = self._selected()
+        self.problems = self.board.problems()
+        table.clear()
+        for p in self.problems:
+            f = p.finding
+            style = _STYLE[f.severity]
+            cells = [
+                Text(_WORD[f.severity], style),
+                Text(clean(f.host, 64)),
+                Text("-" if f.gpu is None else str(f.gpu)),
+                Text(clean(f.title, 128) + (f" [{f.badge}]" if f.badge else ""), style),
+                Text(_ago(now, p.first_seen)),
+            ]
+            if self.wide:
+                cells.append(Text(_ago(now, p.last_seen)))
+            cells += [Text(str(p.count)), Text("yes" if p.ack else "", "green")]
+            table.add_row(*cells, key=p.key)
+        if chosen is not None:
+            keys = [p.key for p in self.problems]
+            if chosen in keys:
+                table.move_cursor(row=keys.index(chosen), animate=False)
+        self._show_status()
+        self._show_detail()
+
+    def _selected(self) -> str | None:
+        table = self.query_one("#health-table", DataTable)
+        row = table.cursor_row
+        if 0 <= row < len(self.problems):
+            return self.problems[row].key
+        return None
+
+    def _show_status(self) -> None:
+        counts = {s: sum(1 for p in self.problems if p.finding.severity == s) for s in _WORD}
+        line = Text()
+        if not self.problems:
+            line.append("No problems", "bold green")
+        for severity, one, many in (
+            ("crit", "critical", "critical"),
+            ("warn", "warning", "warnings"),
+            ("info", "note", "notes"),
+        ):
+            n = counts[severity]
+            if n:
+                if line:
+                    line.append(" · ")
+                line.append(f"{n} {one if n == 1 else many}", _STYLE[severity])
+        unknown = self.board.unknown()
+        if unknown:
+            checks = sorted({check for items in unknown.values() for _, check, _ in items})
+            gpus = sum(len({gpu for gpu, _, _ in items}) for items in unknown.values())
+            line.append(f"   not checked on {gpus} GPUs: {', '.join(checks)}", "dim")
+        self.query_one("#health-status", Static).update(line)
+
+    def _show_detail(self) -> None:
+        detail = self.query_one("#health-detail", Static)
+        key = self._selected()
+        problem = next((p for p in self.problems if p.key == key), None)
+        if problem is None:
+            detail.update(Text("Every check passed on every host that answered.", "dim"))
+            return
+        f = problem.finding
+        where = clean(f.host, 64) + ("" if f.gpu is None else f" GPU {f.gpu}")
+        text = Text()
+        text.append(f"{where}: ", "bold")
+        text.append(clean(f.title, 256), _STYLE[f.severity])
+        text.append(f"\nmeaning  {clean(f.meaning, 256)}")
+        text.append("\naction   ")
+        text.append(clean(f.action, 256), "bold")
+        if f.detail:
+            text.append(f"\nfigures  {clean(f.detail, 256)}")
+        times = "once" if problem.count == 1 else f"{problem.count} times"
+        text.append(f"\nseen     {times}, first {_ago(self.clock(), problem.first_seen)}")
+        if problem.ack is not None:
+            text.append(
+                f"\nack      by {clean(problem.ack.by, 64)}: {clean(problem.ack.note, 200)}",
+                "green",
+            )
+        detail.update(text)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._show_detail()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_acknowledge(self) -> None:
+        key = self._selected()
+        problem = next((p for p in self.problems if p.key == key), None)
+        if problem is None:
+            self.notify("No problem selected.", severity="warning")
+            return
+        question = Text(f"Acknowledge: {clean(problem.finding.title, 128)}?\n", "bold")
+        question.append("It stays acknowledged until it changes.", "")
+
+        def done(note: str | None) -> None:
+            if note and self.board.acknowledge(problem.key, self.user or "you", note, self.clock()):
+                self.reload()
+
+        self.app.push_screen(ReasonScreen(question, "Acknowledge"), done)
