@@ -23,17 +23,18 @@ from gputui.config import Config
 from gputui.explain_text import explain_pairs
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
+from gputui.ui.audit_actions import AuditActions
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head_flags import by_gpu
 from gputui.ui.head_link import HeadLink, HeadNotice, HeadState, HeadUnreachable
 from gputui.ui.head_view import FINAL_STATES, HeadView, env_line
 from gputui.ui.model import ClusterModel
+from gputui.ui.screens.audit import AuditScreen
 from gputui.ui.screens.forms import ClaimScreen, FormScreen, SubmitScreen
 from gputui.ui.screens.help import HelpSection, section
 from gputui.ui.screens.main import MainScreen
 from gputui.ui.screens.queue import QueueScreen
 from gputui.ui.screens.usage import UsageScreen
-from gputui.ui.usage_actions import UsageActions
 
 LOG_TAIL_BYTES = 256 * 1024
 """Output shown when a job's log is opened: its last this many bytes."""
@@ -47,7 +48,7 @@ NOTICE_TITLES = {
 }
 
 
-class HeadActions(UsageActions):
+class HeadActions(AuditActions):
     """The scheduler part of ``GpuTuiApp`` (a mixin: it needs the app's model and screens)."""
 
     config: Config
@@ -87,7 +88,13 @@ class HeadActions(UsageActions):
         _, rows = section(title, MainScreen.SCHEDULER_BINDINGS)
         _, queue = section("Queue screen (Q)", QueueScreen.BINDINGS)
         _, usage = section("Usage screen (U)", UsageScreen.BINDINGS)
-        return [(title, rows), ("Queue screen (Q)", queue), ("Usage screen (U)", usage)]
+        _, audit = section("Audit screen (A)", AuditScreen.BINDINGS)
+        return [
+            (title, rows),
+            ("Queue screen (Q)", queue),
+            ("Usage screen (U)", usage),
+            ("Audit screen (A)", audit),
+        ]
 
     # -- what the head says ----------------------------------------------------------
 
@@ -173,6 +180,9 @@ class HeadActions(UsageActions):
             return
         if action == "usage":
             self.open_usage()
+            return
+        if action == "audit":
+            self.open_audit()
             return
         if action == "submit":
             if self._link("submit a job") is not None:

@@ -236,7 +236,9 @@ def numeric_fields() -> list[tuple[str, str, type, Any]]:
             kinds = set(types_in(field.annotation)) & {int, float}
             if kinds:
                 kind = kinds.pop()
-                valid = 22 if name == "port" else int(field.default)
+                valid = {"port": 22, "gpus": 8}.get(name)
+                if valid is None:
+                    valid = int(field.default)
                 found.append((section, name, kind, valid))
     return found
 

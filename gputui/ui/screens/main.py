@@ -103,13 +103,14 @@ class MainScreen(Screen[None]):
             "Usage",
             tooltip="GPU-hours per user and group, utilisation by hour",
         ),
+        Binding("A", "scheduler('audit')", "Audit", tooltip="Who did what, when and why"),
     ]
     """Offered when hosts.yaml has a head: section (``check_action``). In the footer they
     come before the health and signal keys (which ``?`` always lists), so that an 80-column pane
     shows claim, release and the queue."""
     BINDINGS = [*BINDINGS[:-3], *SCHEDULER_BINDINGS, *BINDINGS[-3:]]
     SCHEDULER_ACTIONS = frozenset(
-        {"claim", "claim_n", "release", "env", "queue", "submit", "usage"}
+        {"claim", "claim_n", "release", "env", "queue", "submit", "usage", "audit"}
     )
 
     @dataclass
