@@ -57,6 +57,17 @@ class FakeGpu:
     pcie: tuple[int, int] = (5, 16)
     procs: list[tuple[int, int]] = field(default_factory=list)  # (pid, MiB)
     fail: dict[str, str] = field(default_factory=dict)  # function name -> NVML error name
+    # Health readings, as an H100 SXM answers them (None: NotSupported).
+    remap: tuple[int, int, int, int] | None = (0, 0, 0, 0)  # corr, unc, pending, failure
+    retired: tuple[list[int], list[int], int] | None = None  # SBE pages, DBE pages, pending
+    ecc_total: tuple[int, int] = (0, 0)  # aggregate corrected, uncorrected
+    persistence: int = 1
+    replays: int = 9
+    nvlinks: int = 18
+    nvlink_down: set[int] = field(default_factory=set)
+    nvlink_errors: dict[tuple[int, int], int] = field(default_factory=dict)  # (link, counter)
+    fabric: tuple[int, int] | None = (3, 0)  # state, status
+    thresholds: tuple[int, int] = (89, 95)  # slowdown, shutdown
 
 
 RESERVED_MIB = 615
@@ -126,6 +137,22 @@ class FakeNvml:
             lambda g: [SimpleNamespace(pid=p, usedGpuMemory=m * MIB) for p, m in g.procs],
         )
         dev("nvmlDeviceGetGraphicsRunningProcesses", lambda g: [])
+        dev("nvmlDeviceGetRemappedRows", lambda g: _supported(g.remap))
+        dev("nvmlDeviceGetRetiredPages", self._retired)
+        dev(
+            "nvmlDeviceGetRetiredPagesPendingStatus",
+            lambda g: _supported(g.retired)[2],
+        )
+        dev("nvmlDeviceGetPersistenceMode", lambda g: g.persistence)
+        dev("nvmlDeviceGetPcieReplayCounter", lambda g: g.replays)
+        dev("nvmlDeviceGetNvLinkState", self._nvlink_state)
+        dev("nvmlDeviceGetNvLinkErrorCounter", self._nvlink_counter)
+        dev("nvmlDeviceGetGpuFabricInfoV", self._fabric)
+        dev("nvmlDeviceGetGpuFabricInfo", self._fabric)
+        dev(
+            "nvmlDeviceGetTemperatureThreshold",
+            lambda g, which: g.thresholds[0] if which == 1 else g.thresholds[1],
+        )
         mp.setattr(pynvml, "nvmlEventSetCreate", object)
         dev("nvmlDeviceRegisterEvents", lambda g, types, event_set: None)
         return self
@@ -158,11 +185,51 @@ class FakeNvml:
     def _ecc(g: FakeGpu, kind: int, counter: int) -> int:
         if not g.ecc:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if counter == pynvml.NVML_AGGREGATE_ECC:
+            return g.ecc_total[0 if kind == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED else 1]
         return 0
+
+    @staticmethod
+    def _retired(g: FakeGpu, cause: int) -> list[int]:
+        sbe, dbe, _ = _supported(g.retired)
+        return list(
+            sbe
+            if cause == pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+            else dbe
+        )
+
+    @staticmethod
+    def _nvlink_state(g: FakeGpu, link: int) -> int:
+        if g.nvlinks == 0:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if link >= g.nvlinks:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return (
+            pynvml.NVML_FEATURE_DISABLED if link in g.nvlink_down else pynvml.NVML_FEATURE_ENABLED
+        )
+
+    @staticmethod
+    def _nvlink_counter(g: FakeGpu, link: int, counter: int) -> int:
+        if link >= g.nvlinks:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return g.nvlink_errors.get((link, counter), 0)
+
+    @staticmethod
+    def _fabric(g: FakeGpu, ref: Any) -> int:
+        state, status = _supported(g.fabric)
+        info = ref._obj  # the struct behind ctypes.byref, as the C call fills it
+        info.state, info.status = state, status
+        return pynvml.NVML_SUCCESS
 
     def uses(self, index: int) -> int:
         """How many NVML calls went to GPU ``index``'s handle."""
         return sum(n for (fn, i), n in self.calls.items() if i == index)
+
+
+def _supported(value: Any) -> Any:
+    if value is None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+    return value
 
 
 def three_gpus() -> list[FakeGpu]:
@@ -190,6 +257,12 @@ def three_gpus() -> list[FakeGpu]:
             fan=41,
             ecc=False,
             pcie=(4, 16),
+            remap=None,
+            persistence=0,
+            replays=0,
+            nvlinks=0,
+            fabric=None,
+            thresholds=(95, 98),
         ),
     ]
 
