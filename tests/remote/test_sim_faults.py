@@ -232,6 +232,14 @@ def test_a_missing_gpu_is_absent_from_the_count_and_the_others_keep_their_identi
     assert gpus[1].uuid == uuids[2] and gpus[0].ecc_uncorrected == 0
     with pytest.raises(ValueError, match="put fault=missing@INDEX in the spec"):
         short.nvml.inject("missing@0")
+    # An Xid event names the card by its new NVML index.
+    nvml = short.nvml
+    events = nvml.nvmlEventSetCreate()
+    for index in range(3):
+        nvml.nvmlDeviceRegisterEvents(nvml.nvmlDeviceGetHandleByIndex(index), 8, events)
+    nvml.inject("xid:79@2")
+    data = nvml.nvmlEventSetWait(events, 1000)
+    assert nvml.nvmlDeviceGetUUID(data.device) == uuids[3]
 
 
 def test_lost_and_xid_clear_too() -> None:
