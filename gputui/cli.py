@@ -107,6 +107,13 @@ def _parser() -> argparse.ArgumentParser:
     helper.add_argument("--sim", metavar="SPEC", help="simulate GPUs, e.g. 4xrtx3090")
     helper.add_argument("--once", action="store_true", help="print hello and one sample, then exit")
     helper.add_argument("--interval", type=float, default=1.0, metavar="SECONDS")
+    helper.add_argument(
+        "--health-every",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between the health readings (1-3600; default 10)",
+    )
     return parser
 
 
@@ -135,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gpus = args.demo_gpus if args.demo_gpus is not None else 5 * args.demo_hosts
             return run_demo(args.demo_hosts, gpus, args.demo_theme or args.theme)
         if command == "helper":
-            return run_helper(args.sim, args.once, args.interval)
+            return run_helper(args.sim, args.once, args.interval, args.health_every)
         if command == "health":
             from gputui import cli_health
 
@@ -348,10 +355,10 @@ async def _seed_demo(cluster: object, app: object) -> None:
         app.notify(line, title="demo head", severity="warning", timeout=20, markup=False)
 
 
-def run_helper(sim: str | None, once: bool, interval: float) -> int:
+def run_helper(sim: str | None, once: bool, interval: float, health_every: float = 10.0) -> int:
     from gputui.remote import helper
 
-    argv = ["--interval", str(interval)]
+    argv = ["--interval", str(interval), "--health-every", str(health_every)]
     if sim:
         argv += ["--sim", sim]
     if once:

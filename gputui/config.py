@@ -279,6 +279,9 @@ class Config(_Model):
     """SSH settings every host inherits."""
     refresh_interval: Annotated[float, Field(ge=0.1, le=60)] = 1.0
     """Seconds between samples from every helper."""
+    health_every_s: Annotated[float, Field(ge=1, le=3600)] = 10.0
+    """Seconds between the health readings (remapped rows, NVLinks, fabric ...) of
+    every helper; an Xid makes the next sample read them at once."""
     theme: str = "gputui-dark"
     """Colour theme: a file in themes/ or ~/.config/gputui/themes/, or a Textual theme."""
     health: HealthThresholds = Field(default_factory=HealthThresholds)

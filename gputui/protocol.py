@@ -187,6 +187,9 @@ class Hello(_Wire):
     nvml: ShortText | None = None
     simulated: StrictBool = False
     signal_method: ShortText = "pidfd"
+    boot_time: Epoch | None = None
+    """When the host booted (``btime`` of /proc/stat), None where it could not be read:
+    a later ``hello`` with another boot time says the host rebooted in between."""
     gpus: Annotated[tuple[GpuInfo, ...], Field(max_length=MAX_GPUS)] = ()
     errors: ErrorMap = Field(default_factory=dict)
     notes: Notes = ()

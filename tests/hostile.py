@@ -99,6 +99,43 @@ def process() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+def nvlink(link: int) -> st.SearchStrategy[dict[str, Any]]:
+    count = st.integers(0, 10**7)
+    return st.fixed_dictionaries(
+        {"link": ident(st.just(link))},
+        optional={
+            "active": field(st.booleans()),
+            "replay_errors": field(count),
+            "recovery_errors": field(count),
+            "crc_flit_errors": field(count),
+            "crc_data_errors": field(count),
+            "errors": field(st.dictionaries(hostile_text, hostile_text, max_size=3)),
+        },
+    )
+
+
+# The health readings of a sample that has them (``health_read``), as a real card's.
+HEALTH_FIELDS: dict[str, st.SearchStrategy[Any]] = {
+    "health_read": st.booleans(),
+    "remapped_correctable": st.integers(0, 512),
+    "remapped_uncorrectable": st.integers(0, 512),
+    "remap_pending": st.booleans(),
+    "remap_failed": st.booleans(),
+    "retired_sbe": st.integers(0, 64),
+    "retired_dbe": st.integers(0, 64),
+    "retired_pending": st.booleans(),
+    "ecc_corrected_total": st.integers(0, 10**9),
+    "ecc_uncorrected_total": st.integers(0, 10**4),
+    "persistence": st.booleans(),
+    "pcie_replays": st.integers(0, 10**6),
+    "nvlinks": st.integers(0, 20)
+    .flatmap(lambda n: st.tuples(*(nvlink(i) for i in range(n))))
+    .map(list),
+    "fabric_state": st.sampled_from(["not-supported", "not-started", "in-progress", "completed"]),
+    "fabric_status": st.sampled_from(["NotReady", "Unknown", "ResetRequired"]),
+}
+
+
 def gpu(index: int) -> st.SearchStrategy[dict[str, Any]]:
     percent = st.integers(0, 100)
     return st.fixed_dictionaries(
@@ -126,6 +163,7 @@ def gpu(index: int) -> st.SearchStrategy[dict[str, Any]]:
             "pcie_width": field(st.sampled_from([1, 4, 8, 16])),
             "processes": field(st.lists(process(), max_size=3)),
             "errors": field(st.dictionaries(hostile_text, hostile_text, max_size=3)),
+            **{name: field(good) for name, good in HEALTH_FIELDS.items()},
         },
     )
 
@@ -149,6 +187,8 @@ def gpu_info(index: int) -> st.SearchStrategy[dict[str, Any]]:
             "mig_mode": field(st.booleans()),
             "pci_bus_id": field(hostile_text),
             "serial": field(hostile_text),
+            "temp_slowdown_c": field(st.integers(80, 100)),
+            "temp_shutdown_c": field(st.integers(85, 105)),
             "errors": field(st.dictionaries(hostile_text, hostile_text, max_size=3)),
         },
     )
@@ -182,6 +222,7 @@ def hello() -> st.SearchStrategy[dict[str, Any]]:
             "nvml": field(hostile_text),
             "simulated": field(st.booleans()),
             "signal_method": field(hostile_text),
+            "boot_time": field(st.floats(1.6e9, 1.8e9)),
             "gpus": ident(gpus(gpu_info)),
             "errors": field(st.dictionaries(hostile_text, hostile_text, max_size=3)),
         },

@@ -153,6 +153,7 @@ class Fleet:
                 timing=self._timing,
                 connect_options=self._connect_options,
                 helper_args=self.helper_args,
+                health_every=self.config.health_every_s,
             )
         loop = asyncio.get_running_loop()
         self._tasks = [

@@ -63,13 +63,21 @@ UNKNOWN_TYPES_NOTED = 8
 """Unknown message types noted per session (each once); more are ignored unnoted."""
 
 
-def helper_argv(host: ResolvedHost, interval: float, extra: Sequence[str] = ()) -> list[str]:
+def helper_argv(
+    host: ResolvedHost,
+    interval: float,
+    extra: Sequence[str] = (),
+    health_every: float | None = None,
+) -> list[str]:
     """The helper's arguments for ``host``: sim mode when configured, always the interval,
-    then ``extra`` (the fleet's ``helper_args``, e.g. ``--jobs NS``)."""
+    the health readings' interval when given, then ``extra`` (the fleet's
+    ``helper_args``, e.g. ``--jobs NS``)."""
     argv: list[str] = []
     if host.sim:
         argv += ["--sim", host.sim]
     argv += ["--interval", str(interval)]
+    if health_every is not None:
+        argv += ["--health-every", str(health_every)]
     argv += [str(arg) for arg in extra]
     return argv
 
@@ -96,11 +104,15 @@ class HostLink:
         timing: LinkTiming | None = None,
         connect_options: Mapping[str, Any] | None = None,
         helper_args: Sequence[str] = (),
+        health_every: float | None = None,
     ) -> None:
         """``interval``: seconds between samples; ``stale_after``: hosts.yaml's
         ``stale_after_s``, raised as a slow interval needs (see ``thresholds``);
-        ``helper_args``: more helper arguments, after the link's own."""
+        ``helper_args``: more helper arguments, after the link's own;
+        ``health_every``: seconds between the helper's health readings (its default
+        when None)."""
         self.host = host
+        self.health_every = health_every
         self.name = host.name
         self._publish = publish
         self._helper_args = tuple(helper_args)
@@ -242,7 +254,7 @@ class HostLink:
     # -- connecting and the helper session ----------------------------------------
 
     async def _connect_and_stream(self, box: list[VerifyingClient]) -> None:
-        argv = helper_argv(self.host, self.interval, self._helper_args)
+        argv = helper_argv(self.host, self.interval, self._helper_args, self.health_every)
         if self.host.local:
             await self._run_local(argv)
         else:

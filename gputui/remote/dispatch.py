@@ -44,12 +44,14 @@ def _op_sim(helper: Helper, req: dict[str, Any]) -> dict[str, Any]:
         raise RequestError("unsupported", "unsupported request op 'sim' (not a simulated helper)")
     fault = req.get("fault")
     if not isinstance(fault, str):
-        raise RequestError("bad-request", "fault must be a string like lost@0")
+        raise RequestError(
+            "bad-request", "fault must be a string like lost@0 (-lost@0 or clear@0 clears)"
+        )
     try:
         parsed = helper.lib.inject(fault)
     except ValueError as exc:
         raise RequestError("bad-request", str(exc)) from None
-    return {"fault": parsed.kind, "gpu": parsed.gpu, "xid": parsed.xid}
+    return {"fault": parsed.kind, "gpu": parsed.gpu, "xid": parsed.xid, "cleared": parsed.cleared}
 
 
 def _job_op(name: str) -> Handler:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .gpu_health import read_health
 from .nvml import (
     MIB,
     NA,
@@ -17,6 +18,8 @@ from .nvml import (
     NVML_MEMORY_ERROR_TYPE_CORRECTED,
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
     NVML_TEMPERATURE_GPU,
+    NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
+    NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
     NVML_VOLATILE_ECC,
     THROTTLE_BITS,
     query,
@@ -41,6 +44,8 @@ class Gpu:
         # nvidia-smi reports memory used without the driver's reserved part (NVML's
         # v2 memory struct); v1 counts it as used (~600 MiB on an idle H200).
         self._mem_version: Any = getattr(lib, "nvmlMemory_v2", None)
+        self.fabric_v = True
+        """Whether the driver has ``nvmlDeviceGetGpuFabricInfoV`` (until it says not)."""
         self.uuid = f"GPU-unknown-{index}"
         self.state = "ok"
         self.message: str | None = None
@@ -74,23 +79,41 @@ class Gpu:
         errors: dict[str, str] = {}
         info: dict[str, Any] = {"index": self.index}
         try:
-            fields = (
-                ("uuid", "nvmlDeviceGetUUID", text),
-                ("name", "nvmlDeviceGetName", text),
-                ("memory_total_mib", "nvmlDeviceGetMemoryInfo", lambda v: int(v.total // MIB)),
+            fields: tuple[tuple[str, str, tuple[int, ...], Any], ...] = (
+                ("uuid", "nvmlDeviceGetUUID", (), text),
+                ("name", "nvmlDeviceGetName", (), text),
+                (
+                    "memory_total_mib",
+                    "nvmlDeviceGetMemoryInfo",
+                    (),
+                    lambda v: int(v.total // MIB),
+                ),
                 (
                     "power_limit_w",
                     "nvmlDeviceGetEnforcedPowerLimit",
+                    (),
                     lambda v: round(v / 1000.0, 2),
                 ),
-                ("pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration", int),
-                ("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth", int),
-                ("mig_mode", "nvmlDeviceGetMigMode", lambda v: bool(v[0])),
-                ("pci_bus_id", "nvmlDeviceGetPciInfo", lambda v: text(v.busId, 64)),
-                ("serial", "nvmlDeviceGetSerial", text),
+                ("pcie_max_gen", "nvmlDeviceGetMaxPcieLinkGeneration", (), int),
+                ("pcie_max_width", "nvmlDeviceGetMaxPcieLinkWidth", (), int),
+                ("mig_mode", "nvmlDeviceGetMigMode", (), lambda v: bool(v[0])),
+                ("pci_bus_id", "nvmlDeviceGetPciInfo", (), lambda v: text(v.busId, 64)),
+                ("serial", "nvmlDeviceGetSerial", (), text),
+                (
+                    "temp_slowdown_c",
+                    "nvmlDeviceGetTemperatureThreshold",
+                    (NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,),
+                    int,
+                ),
+                (
+                    "temp_shutdown_c",
+                    "nvmlDeviceGetTemperatureThreshold",
+                    (NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,),
+                    int,
+                ),
             )
-            for key, fn, convert in fields:
-                value = self.read(fn)
+            for key, fn, args, convert in fields:
+                value = self.read(fn, *args)
                 if isinstance(value, NA):
                     info[key] = None
                     errors[key] = value.error
@@ -110,8 +133,9 @@ class Gpu:
         self.info = info
         return dict(info)
 
-    def sample(self, table: ProcessTable) -> dict[str, Any]:
-        """This GPU's ``GpuSample`` now; never raises."""
+    def sample(self, table: ProcessTable, health: bool = False) -> dict[str, Any]:
+        """This GPU's ``GpuSample`` now, with the health readings when ``health``;
+        never raises."""
         out: dict[str, Any] = {"index": self.index, "uuid": self.uuid}
         if self.handle is None:
             out.update(state="lost", message=self.message, errors={"gpu": "GpuIsLost"})
@@ -119,6 +143,8 @@ class Gpu:
         errors: dict[str, str] = {}
         try:
             self._fill(out, errors, table)
+            if health:
+                read_health(self, out, errors)
         except GpuLost:
             return {
                 "index": self.index,

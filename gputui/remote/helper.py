@@ -18,9 +18,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import HELPER_VERSION, PROTOCOL_VERSION
 from .dispatch import MAX_INTERVAL, MIN_INTERVAL, Workers, handle_line
+from .gpu_health import MAX_HEALTH_EVERY, MIN_HEALTH_EVERY, HealthClock
 from .gpus import Gpu
 from .nvml import NA, error_text, is_nvml_error, load_pynvml, query, text
-from .procs import ProcessTable
+from .procs import ProcessTable, boot_time
 from .signals import pidfd_supported
 from .wire import MAX_REQUEST_BYTES, Output, OutputClosed, read_requests
 from .xid_watch import register_xid_events, send_kernel_history, watch_xid_events
@@ -39,7 +40,15 @@ EXIT_FATAL = 2
 class Helper:
     """State of one helper run: the NVML library (real or simulated) and the GPUs."""
 
-    def __init__(self, lib: Any, out: Output, hostname: str, simulated: bool) -> None:
+    def __init__(
+        self,
+        lib: Any,
+        out: Output,
+        hostname: str,
+        simulated: bool,
+        health: HealthClock | None = None,
+    ) -> None:
+        """``health``: when samples carry the health readings (every 10 s by default)."""
         self.lib = lib
         self.out = out
         self.hostname = hostname
@@ -51,6 +60,7 @@ class Helper:
         self.event_set: Any = None
         self.stop = threading.Event()
         self.interval = 1.0
+        self.health = health if health is not None else HealthClock()
         self.workers = Workers()
         self._jobs: JobService | None = None
         self._jobs_lock = threading.Lock()
@@ -64,6 +74,7 @@ class Helper:
             "hostname": text(self.hostname, 128),
             "simulated": self.simulated,
             "signal_method": "pidfd" if self.use_pidfd else "proc-stat",
+            "boot_time": boot_time(),
         }
         driver = query(self.lib, "nvmlSystemGetDriverVersion")
         nvml = query(self.lib, "nvmlSystemGetNVMLVersion")
@@ -90,10 +101,11 @@ class Helper:
 
     def sample(self) -> dict[str, Any]:
         self.seq += 1
+        health = self.health.due()
         gpus = []
         for gpu in self.gpus:
             try:
-                gpus.append(gpu.sample(self.table))
+                gpus.append(gpu.sample(self.table, health))
             except Exception as exc:  # belt and braces: Gpu.sample never raises
                 gpus.append(
                     {
@@ -144,11 +156,13 @@ def _hostname() -> str:
 
 
 class Args:
-    """The helper's command line: ``[--sim SPEC] [--interval SECONDS] [--jobs NS] [--once]``."""
+    """The helper's command line: ``[--sim SPEC] [--interval SECONDS]
+    [--health-every SECONDS] [--jobs NS] [--once]``."""
 
     def __init__(self) -> None:
         self.sim: str | None = None
         self.interval = 1.0
+        self.health_every = HealthClock().every
         self.once = False
         self.jobs: str | None = None
 
@@ -161,7 +175,7 @@ def _parse_args(argv: list[str]) -> Args:
         name, eq, inline = item.partition("=")
         if name == "--once" and not eq:
             args.once = True
-        elif name in ("--sim", "--interval", "--jobs"):
+        elif name in ("--sim", "--interval", "--health-every", "--jobs"):
             value = inline if eq else next(items, None)
             if value is None:
                 raise ValueError(f"{name} needs a value")
@@ -173,6 +187,14 @@ def _parse_args(argv: list[str]) -> Args:
                 if not NS_RE.match(value):
                     raise ValueError("--jobs needs a namespace of 8 to 32 [a-z0-9]")
                 args.jobs = value
+            elif name == "--health-every":
+                every = float(value)  # ValueError for a non-number
+                if not MIN_HEALTH_EVERY <= every <= MAX_HEALTH_EVERY:  # NaN fails too
+                    raise ValueError(
+                        f"--health-every must be {MIN_HEALTH_EVERY:g} to "
+                        f"{MAX_HEALTH_EVERY:g} seconds, not {value[:20]!r}"
+                    )
+                args.health_every = every
             else:
                 args.interval = float(value)  # ValueError for a non-number
                 if math.isnan(args.interval):
@@ -244,7 +266,7 @@ def run(
     except Exception as exc:
         reason = error_text(exc) if is_nvml_error(exc) else f"{type(exc).__name__}: {exc}"
         return _fatal_start(out, hostname, bool(args.sim), reason)
-    helper = Helper(lib, out, hostname, bool(args.sim))
+    helper = Helper(lib, out, hostname, bool(args.sim), HealthClock(args.health_every))
     helper.interval = max(MIN_INTERVAL, min(MAX_INTERVAL, args.interval))
     try:
         out.send(helper.hello())
@@ -293,6 +315,8 @@ def _loop(helper: Helper, stdin: IO[bytes], exit_after_eof: float | None = None)
         if kind == "eof":
             return 0
         if kind in ("event", "send"):
+            if kind == "event" and item.get("kind") == "xid" and item.get("source") == "nvml":
+                helper.health.xid_seen()  # an Xid now: the next sample reads health
             helper.out.send(item)
         elif kind == "oversize":
             helper.out.send(

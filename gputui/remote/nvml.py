@@ -27,7 +27,10 @@ NVML_CLOCK_MEM = 2
 NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
 NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
 NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
 NVML_EVENT_TYPE_XID = 0x8
+NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
 
 # NVML error codes the helper and the simulator raise, by the name the wire uses.
 ERROR_CODES: dict[str, int] = {
@@ -41,7 +44,9 @@ ERROR_CODES: dict[str, int] = {
     "LibraryNotFound": 12,
     "FunctionNotFound": 13,
     "GpuIsLost": 15,
+    "ResetRequired": 16,
     "LibRmVersionMismatch": 18,
+    "NotReady": 27,
     "Unknown": 999,
 }
 _NAMES_BY_CODE = {code: name for name, code in ERROR_CODES.items()}
@@ -87,6 +92,16 @@ def nvml_error(name: str) -> Exception:
         err: Exception = _pynvml.NVMLError(code)
         return err
     return _fallback_error(code)
+
+
+def status_name(code: int) -> str | None:
+    """An ``nvmlReturn_t`` held in a struct (e.g. a fabric registration's status) by
+    its wire name: None for success, else the NVML error name (``NotReady`` ...)."""
+    if code == 0:
+        return None
+    if _pynvml is not None:
+        return error_name(_pynvml.NVMLError(code))
+    return _NAMES_BY_CODE.get(code, "Unknown")
 
 
 def error_bases() -> tuple[type[BaseException], ...]:

@@ -6,30 +6,39 @@ layer runs the same code in sim and real modes. Readings follow the load of the
 processes on each simulated GPU: any process whose environment has
 ``GPUTUI_SIM_GPU=<index or uuid>[,...]`` is that GPU's process, holding
 ``GPUTUI_SIM_MEM_MIB`` MiB (default 2048) at ``GPUTUI_SIM_UTIL`` % load (default 90).
+The health readings (remapped rows, NVLinks, fabric ...) are in ``simhealth``; the
+faults, and how they clear, are listed in ``simspec``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import queue
-import random
 import socket
-import threading
 import time
 from typing import Any, Callable
 
 from .kernlog import XID_TEXT
-from .nvml import MIB, NVML_CLOCK_SM, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml_error
+from .nvml import MIB, NVML_CLOCK_SM, nvml_error
+from .simdevice import SimDevice, SimEventSet
 from .simenv import ENV_GPU, ENV_MEM, ENV_UTIL, EnvScanner, SimProc
-from .simspec import MODELS, Fault, SimSpec, parse_fault, parse_spec
+from .simhealth import SimHealth
+from .simspec import Fault, SimSpec, parse_fault, parse_spec
 
-__all__ = ["ENV_GPU", "ENV_MEM", "ENV_UTIL", "EnvScanner", "SimNvml", "SimSpec", "parse_spec"]
+__all__ = [
+    "ENV_GPU",
+    "ENV_MEM",
+    "ENV_UTIL",
+    "EnvScanner",
+    "SimDevice",
+    "SimNvml",
+    "SimSpec",
+    "parse_spec",
+]
 
 LOST_AFTER_SAMPLES = 3
 XID_AFTER_SAMPLES = 2
 PHANTOM_MIB = 20480
-_DC_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 
 
 class _Obj:
@@ -47,39 +56,7 @@ class SimHandle:
         return f"<SimHandle {self.index}>"
 
 
-class SimEventSet:
-    def __init__(self) -> None:
-        self.events: queue.Queue[Any] = queue.Queue()
-
-
-class SimDevice:
-    def __init__(self, index: int, model_key: str, hostname: str, seed: int) -> None:
-        self.index = index
-        self.model = MODELS[model_key]
-        self.model_key = model_key
-        digest = hashlib.sha256(f"{hostname}/{index}".encode()).hexdigest()
-        d = digest
-        self.uuid = f"GPU-{d[:8]}-{d[8:12]}-{d[12:16]}-{d[16:20]}-{d[20:32]}"
-        self.serial = str(int(digest[32:44], 16))[:13].rjust(13, "1")
-        bus = _DC_BUSES[index] if index < len(_DC_BUSES) else 0x01 + index
-        self.pci_bus_id = "00000000:%02X:00.0" % (bus & 0xFF)
-        self.rng = random.Random(f"{seed}/{hostname}/{index}")
-        self.faults: set[str] = set()
-        self.xid: int | None = None
-        self.lost = False
-        self.samples = 0
-        self.lost_at: int | None = None
-        self.xid_at: int | None = None
-        self.event_sets: list[SimEventSet] = []
-        self.ecc_uncorrected = 0
-        self.last: float | None = None
-        self.util = 0.0
-        self.power = self.model.idle_w
-        self.temp = float(self.model.idle_c)
-        self.procs: list[SimProc] = []
-
-
-class SimNvml:
+class SimNvml(SimHealth):
     """The fake ``pynvml`` module: same function names, same errors, plausible readings."""
 
     def __init__(
@@ -98,6 +75,10 @@ class SimNvml:
         self.initialized = False
         for fault in spec.faults:
             self._arm(fault, now=False)
+        # A GPU fallen off the bus: NVML numbers the others without it.
+        self.devices = [d for d in self.devices if "missing" not in d.faults]
+        for index, dev in enumerate(self.devices):
+            dev.index = index
 
     # -- faults ---------------------------------------------------------------
 
@@ -111,13 +92,42 @@ class SimNvml:
             if now:
                 self._fire_xid(dev)
         else:
+            if fault.kind not in dev.faults:
+                dev.armed[fault.kind] = dev.samples if now else 0
             dev.faults.add(fault.kind)
+            if fault.kind == "hang":
+                dev.unhang.clear()
 
     def inject(self, text: str) -> Fault:
-        """Apply ``KIND@INDEX`` now (the ``sim`` request); ValueError on a bad fault."""
-        fault = parse_fault(text, len(self.devices), self.spec.models)
-        self._arm(fault, now=True)
+        """Apply ``KIND@INDEX`` now, or clear with ``-KIND@INDEX`` / ``clear@INDEX`` (the
+        ``sim`` request); ValueError on a bad fault."""
+        models = tuple(d.model_key for d in self.devices)
+        fault = parse_fault(text, len(self.devices), models)
+        if fault.cleared:
+            self._clear(self.devices[fault.gpu], fault.kind)
+        elif fault.kind == "missing":
+            raise ValueError(
+                f"bad fault {text[:40]!r}: a running helper has counted its GPUs already; "
+                "put fault=missing@INDEX in the spec (the next helper start)"
+            )
+        else:
+            self._arm(fault, now=True)
         return fault
+
+    def _clear(self, dev: SimDevice, kind: str) -> None:
+        """The GPU as it was before fault ``kind`` (every fault for ``clear``)."""
+        kinds = (set(dev.faults) | {"lost", "xid"}) if kind == "clear" else {kind}
+        for one in kinds:
+            dev.faults.discard(one)
+            dev.armed.pop(one, None)
+        if "lost" in kinds:
+            dev.lost, dev.lost_at = False, None
+        if "xid" in kinds:
+            dev.xid = dev.xid_at = None
+        if "ecc" in kinds:
+            dev.ecc_uncorrected = dev.ecc_corrected = 0
+        if "hang" in kinds:
+            dev.unhang.set()  # a call stuck in the hang returns now
 
     def _fire_xid(self, dev: SimDevice) -> None:
         dev.xid_at = None
@@ -244,7 +254,7 @@ class SimNvml:
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
         dev = self._dev(handle)
         if "hang" in dev.faults:
-            threading.Event().wait()  # a driver call that never returns
+            dev.unhang.wait()  # a driver call that never returns (until cleared)
         dev.samples += 1
         if dev.lost_at is not None and dev.samples > dev.lost_at:
             dev.lost = True
@@ -253,6 +263,7 @@ class SimNvml:
             self._fire_xid(dev)
         if "ecc" in dev.faults and dev.samples % 3 == 0:
             dev.ecc_uncorrected += 1
+            dev.ecc_corrected += 4
         self._advance(dev)
         util = round(dev.util)
         return _Obj(gpu=util, memory=round(util * 0.3 + (2 if self._busy(dev) else 0)))
@@ -261,7 +272,7 @@ class SimNvml:
         dev = self._dev(handle)
         total = dev.model.memory_mib
         used = dev.model.base_used_mib + sum(p.mem_mib for p in dev.procs)
-        if "phantom" in dev.faults:
+        if "phantom" in dev.faults or "orphan" in dev.faults:
             used += min(PHANTOM_MIB, total // 2)
         used = min(used, total - 1)
         return _Obj(total=total * MIB, used=used * MIB, free=(total - used) * MIB)
@@ -294,27 +305,30 @@ class SimNvml:
             if not self._busy(dev):
                 return m.sm_idle_mhz
             factor = 0.62 if "throttle" in dev.faults else 1.0
+            if "hw-slowdown" in dev.faults:
+                factor = min(factor, 0.5)
             return int(m.sm_max_mhz * factor) - (15 * dev.rng.randint(0, 2) if dev.util > 90 else 0)
         return m.mem_max_mhz if self._busy(dev) else m.mem_idle_mhz
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
         dev = self._dev(handle)
+        reasons = 0x0 if self._busy(dev) else 0x1
         if "throttle" in dev.faults:
-            return 0x8 | 0x80
-        return 0x0 if self._busy(dev) else 0x1
-
-    def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter: int) -> int:
-        dev = self._dev(handle)
-        if not dev.model.ecc:
-            raise nvml_error("NotSupported")
-        return dev.ecc_uncorrected if error_type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED else 0
+            reasons = 0x8 | 0x80
+        if "hw-slowdown" in dev.faults:
+            reasons = (reasons & ~0x1) | 0x8
+        return reasons
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int:
         dev = self._dev(handle)
-        return dev.model.pcie_gen if (self._busy(dev) or not dev.model.geforce) else 1
+        if not (self._busy(dev) or not dev.model.geforce):
+            return 1  # a GeForce card idles at Gen 1
+        return max(1, dev.model.pcie_gen - 2) if "pcie-down" in dev.faults else dev.model.pcie_gen
 
     def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int:
-        return self._dev(handle).model.pcie_width
+        dev = self._dev(handle)
+        width = dev.model.pcie_width
+        return max(1, width // 2) if "pcie-down" in dev.faults else width
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
         dev = self._dev(handle)

@@ -48,7 +48,13 @@ def test_three_gpu_host_hello_and_sample(run_once: RunOnce, fake_nvml: FakeNvml)
     assert busy["util_gpu"] == 100 and busy["mem_used_mib"] == 19818
     assert busy["power_w"] == 631.95 and busy["temp_c"] == 59
     assert busy["clock_sm_mhz"] == 1980 and busy["throttle"] == []
-    assert busy["fan_pct"] is None and busy["errors"] == {"fan_pct": "NotSupported"}
+    # An H100 remaps rows rather than retiring pages: only those (and the fan) are N/A.
+    assert busy["fan_pct"] is None and busy["errors"] == {
+        "fan_pct": "NotSupported",
+        "retired_sbe": "NotSupported",
+        "retired_dbe": "NotSupported",
+        "retired_pending": "NotSupported",
+    }
     assert idle["throttle"] == []  # gpu_idle is not a limit worth flagging
     assert geforce["fan_pct"] == 41
     assert geforce["ecc_uncorrected"] is None

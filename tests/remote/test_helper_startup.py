@@ -15,6 +15,8 @@ NOT_AT_START = {
     "gputui_remote.sim",
     "gputui_remote.simspec",
     "gputui_remote.simenv",
+    "gputui_remote.simhealth",
+    "gputui_remote.simdevice",
     "argparse",
     "importlib.abc",
     "importlib.resources",
@@ -46,7 +48,7 @@ def test_real_mode_start_skips_the_simulator_and_heavy_modules() -> None:
 
 def test_sim_mode_still_loads_the_simulator() -> None:
     names = imported_through_bundle(["--sim", "1xa10", "--once"])
-    assert {"gputui_remote.sim", "gputui_remote.simspec"} <= names
+    assert {"gputui_remote.sim", "gputui_remote.simspec", "gputui_remote.simhealth"} <= names
 
 
 def test_bad_arguments_are_one_fatal_error_line() -> None:

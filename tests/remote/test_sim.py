@@ -36,7 +36,8 @@ def test_parse_valid_specs() -> None:
         (
             "4xrtx9090",
             "unknown GPU model 'rtx9090' in '4xrtx9090' (known: a10, a100-40gb, "
-            "a100-80gb, h100, h200, l40s, rtx2080super, rtx3090, rtx4080super, rtx4090)",
+            "a100-80gb, h100, h200, l40s, rtx2080super, rtx3090, rtx4080super, rtx4090, "
+            "v100)",
         ),
         ("0xh100", "bad GPU count in '0xh100': must be at least 1"),
         ("2*h100", "bad GPU group '2*h100': expected [COUNT x]MODEL, e.g. 4xrtx3090"),
@@ -49,7 +50,9 @@ def test_parse_valid_specs() -> None:
         (
             "h100,fault=melt@0",
             "bad fault 'melt@0': kind must be one of lost, notsupported, "
-            "unknown, xid:NN, ecc, throttle, phantom, hang",
+            "unknown, xid:NN, ecc, throttle, phantom, orphan, hang, remap-pending, "
+            "remap-failed, retired, hw-slowdown, pcie-down, nvlink-down, fabric, "
+            "persistence-off, missing",
         ),
         ("h100,fault=lost", "bad fault 'lost': expected KIND@INDEX, e.g. lost@0"),
         (
@@ -61,6 +64,21 @@ def test_parse_valid_specs() -> None:
             "bad fault 'xid:abc@0': Xid must be a number 1..999, e.g. xid:79@0",
         ),
         ("rtx3090,fault=ecc@0", "bad fault 'ecc@0': rtx3090 has no ECC memory"),
+        (
+            "h100,fault=retired@0",
+            "bad fault 'retired@0': h100 does not retire pages (it remaps rows, or has no ECC)",
+        ),
+        (
+            "v100,fault=remap-pending@0",
+            "bad fault 'remap-pending@0': v100 does not remap rows "
+            "(retired pages instead, or no ECC)",
+        ),
+        ("a10,fault=nvlink-down@0", "bad fault 'nvlink-down@0': a10 has no NVLink"),
+        ("a100-80gb,fault=fabric@0", "bad fault 'fabric@0': a100-80gb has no NVSwitch fabric"),
+        (
+            "h100,fault=-ecc@0",
+            "bad fault '-ecc@0': a spec arms faults, clearing is at run time",
+        ),
     ],
 )
 def test_parse_invalid_specs(text: str, message: str) -> None:
@@ -109,6 +127,7 @@ def test_idle_readings_plausible_for_each_model() -> None:
         "h100",
         "h200",
         "l40s",
+        "v100",
     ):
         nvml, _, _ = _sim(model)
         gpu = Gpu(nvml, 0)

@@ -17,6 +17,7 @@ from gputui.protocol import (
     MAX_GPUS,
     MAX_NOTES,
     MAX_PROCESSES,
+    NVLINK_MAX_LINKS,
     Event,
     GpuSample,
     Hello,
@@ -65,6 +66,13 @@ def assert_sound(message: Any) -> None:
             for proc in gpu.processes:
                 assert 1 <= proc.pid <= 2**22
                 assert proc.start_time is None or 0 <= proc.start_time <= 1e10
+            assert_health_sound(gpu)
+        else:
+            for name in ("temp_slowdown_c", "temp_shutdown_c"):
+                value = getattr(gpu, name)
+                assert value is None or -40 <= value <= 200
+    if isinstance(message, Hello):
+        assert message.boot_time is None or 0 <= message.boot_time <= 1e10
     for job in getattr(message, "jobs", ()):
         assert 1 <= job.job_id <= 2**53
         assert job.exit_code is None or 0 <= job.exit_code <= 255
@@ -72,6 +80,37 @@ def assert_sound(message: Any) -> None:
     assert len(getattr(message, "notes", ())) <= MAX_NOTES
     if isinstance(message, Event | Sample):
         assert message.time is None or 0 <= message.time <= 1e10
+
+
+HEALTH_COUNTS = (
+    "remapped_correctable",
+    "remapped_uncorrectable",
+    "retired_sbe",
+    "retired_dbe",
+    "ecc_corrected_total",
+    "ecc_uncorrected_total",
+    "pcie_replays",
+)
+HEALTH_FLAGS = ("health_read", "remap_pending", "remap_failed", "retired_pending", "persistence")
+
+
+def assert_health_sound(gpu: GpuSample) -> None:
+    """The health readings: counts in range, flags real bools, links few and numbered."""
+    assert isinstance(gpu.health_read, bool)
+    for name in HEALTH_COUNTS:
+        value = getattr(gpu, name)
+        assert value is None or (type(value) is int and 0 <= value <= 2**63 - 1), (name, value)
+    for name in HEALTH_FLAGS[1:]:
+        assert getattr(gpu, name) in (None, True, False), name
+    assert gpu.fabric_state in (None, "not-supported", "not-started", "in-progress", "completed")
+    if gpu.nvlinks is not None:
+        assert len(gpu.nvlinks) <= NVLINK_MAX_LINKS
+        for link in gpu.nvlinks:
+            assert 0 <= link.link < NVLINK_MAX_LINKS
+            assert link.active in (None, True, False)
+            for name in ("replay_errors", "recovery_errors", "crc_flit_errors", "crc_data_errors"):
+                value = getattr(link, name)
+                assert value is None or 0 <= value <= 2**63 - 1
 
 
 @SETTINGS
@@ -199,3 +238,43 @@ def test_a_bad_errors_map_loses_only_its_bad_entries() -> None:
 def test_a_state_this_console_does_not_know_is_an_error_not_ok() -> None:
     mended = decode_sample(gpu(state="resetting")).gpus[0]
     assert mended.state == "error" and mended.errors == {"state": "WrongType"}
+
+
+HEALTH_NAMES = sorted(set(hostile.HEALTH_FIELDS) - {"nvlinks"})
+
+
+@SETTINGS
+@given(st.dictionaries(st.sampled_from(HEALTH_NAMES), hostile.any_json, min_size=1))
+def test_hostile_health_readings_are_mended_and_the_gpu_kept(bad: dict[str, Any]) -> None:
+    """Whatever a helper puts in the health fields, the GPU stays with its other readings;
+    a value that is not one becomes unknown with its reason."""
+    (mended,) = decode_sample(gpu(temp_c=40, util_gpu=7, **bad)).gpus
+    assert (mended.temp_c, mended.util_gpu) == (40, 7)
+    assert_health_sound(mended)
+    assert_sound(mended)
+    for name, sent in bad.items():
+        got = getattr(mended, name)
+        if name in mended.errors:
+            assert got is (False if name == "health_read" else None), (name, sent, got)
+            assert mended.errors[name] in ("OutOfRange", "WrongType", "NotFinite", "Invalid")
+        elif name != "fabric_status":  # text: cleaned, so not always what was sent
+            assert got == sent and type(got) is type(sent), (name, sent, got)
+
+
+@SETTINGS
+@given(st.lists(hostile.any_json | hostile.nvlink(3), max_size=24))
+def test_hostile_nvlink_lists_keep_only_sound_links(links: list[Any]) -> None:
+    (mended,) = decode_sample(gpu(temp_c=40, nvlinks=links)).gpus
+    assert mended.temp_c == 40
+    assert_health_sound(mended)
+    assert_sound(mended)
+    # Each link is an entry of its own: only those that are not a numbered link go.
+    sound = [
+        entry["link"]
+        for entry in links[:NVLINK_MAX_LINKS]
+        if isinstance(entry, dict)
+        and type(entry.get("link")) is int
+        and 0 <= entry["link"] < NVLINK_MAX_LINKS
+    ]
+    assert mended.nvlinks is not None
+    assert [link.link for link in mended.nvlinks] == sound

@@ -27,6 +27,7 @@ from gputui.protocol import (
     GpuSample,
     Hello,
     HelperError,
+    NvLinkSample,
     ProcessSample,
     ProtocolError,
     Sample,
@@ -68,6 +69,13 @@ def decoded_with(where: str, name: str, value: Any) -> tuple[Any, dict[str, str]
     elif where == "info":
         obj = decode_hello(gpu(**{name: value})).gpus[0]
         assert isinstance(obj, GpuInfo)
+    elif where == "hello":
+        raw = {"type": "hello", "protocol": 1, "helper_version": "x", "hostname": "h", name: value}
+        obj = decode_helper_line(json.dumps(raw))
+        assert isinstance(obj, Hello)
+    elif where == "nvlink":
+        obj = decode_sample(gpu(nvlinks=[{"link": 2, name: value}])).gpus[0].nvlinks[0]
+        assert isinstance(obj, NvLinkSample)
     else:
         obj = decode_helper_line(json.dumps({"type": "event", "kind": "xid", name: value}))
         assert isinstance(obj, Event)
@@ -88,6 +96,20 @@ RANGES = [
     ("process", "uid", 0, 2**32 - 2),
     ("process", "gpu_mem_mib", 0, 2**24),
     ("process", "start_time", 0, 1e10),
+    ("gpu", "remapped_correctable", 0, BIG),
+    ("gpu", "remapped_uncorrectable", 0, BIG),
+    ("gpu", "retired_sbe", 0, BIG),
+    ("gpu", "retired_dbe", 0, BIG),
+    ("gpu", "ecc_corrected_total", 0, BIG),
+    ("gpu", "ecc_uncorrected_total", 0, BIG),
+    ("gpu", "pcie_replays", 0, BIG),
+    ("nvlink", "replay_errors", 0, BIG),
+    ("nvlink", "crc_flit_errors", 0, BIG),
+    ("nvlink", "crc_data_errors", 0, BIG),
+    ("nvlink", "recovery_errors", 0, BIG),
+    ("info", "temp_slowdown_c", -40, 200),
+    ("info", "temp_shutdown_c", -40, 200),
+    ("hello", "boot_time", 0, 1e10),
     ("info", "pcie_max_gen", 0, 16),
     ("info", "power_limit_w", 0, 10_000),
     ("event", "xid", 0, 100_000),
@@ -126,12 +148,46 @@ def test_a_bool_a_numeric_string_or_a_list_is_not_a_number(
         assert errors == {name: "WrongType"}
 
 
-@pytest.mark.parametrize(("where", "name"), [("info", "mig_mode")])
+@pytest.mark.parametrize(
+    ("where", "name"),
+    [
+        ("info", "mig_mode"),
+        ("gpu", "remap_pending"),
+        ("gpu", "remap_failed"),
+        ("gpu", "retired_pending"),
+        ("gpu", "persistence"),
+        ("nvlink", "active"),
+    ],
+)
 @pytest.mark.parametrize("value", [1, "yes", "true"])
 def test_a_flag_is_a_json_bool_only(where: str, name: str, value: Any) -> None:
     obj, errors = decoded_with(where, name, value)
     assert getattr(obj, name) is None
     assert errors == {name: "WrongType"}
+
+
+def test_a_health_read_flag_that_is_not_a_bool_reads_as_no_health_reading() -> None:
+    got = decode_sample(gpu(health_read=1, remap_pending=True)).gpus[0]
+    assert got.health_read is False and got.errors == {"health_read": "WrongType"}
+    assert got.remap_pending is True
+
+
+def test_a_fabric_state_outside_its_words_is_unknown_and_its_status_cleaned() -> None:
+    got = decode_sample(gpu(fabric_state="melting", fabric_status="\x1b[31mNotReady")).gpus[0]
+    assert got.fabric_state is None and got.errors == {"fabric_state": "WrongType"}
+    assert got.fabric_status == "NotReady"
+
+
+def test_nvlinks_past_the_cap_are_cut_and_a_bad_link_dropped_alone() -> None:
+    links = [{"link": i % 18, "active": True} for i in range(40)]
+    got = decode_sample(gpu(nvlinks=links))
+    assert len(got.gpus[0].nvlinks or ()) == 18
+    assert got.notes == ("40 NVLink entries sent; kept the first 18",)
+    got = decode_sample(gpu(nvlinks=[{"link": 99}, {"link": 1, "crc_flit_errors": -4}]))
+    (link,) = got.gpus[0].nvlinks or ()
+    assert link.link == 1 and link.crc_flit_errors is None
+    assert link.errors == {"crc_flit_errors": "OutOfRange"}
+    assert got.notes == ("dropped NVLink entry 0: link: OutOfRange",)
 
 
 def test_identities_have_ranges_too() -> None:
