@@ -206,9 +206,9 @@ class HealthBoard:
         """One finding per GPU and Xid seen within the window, its action escalated by
         how often it came."""
         since = now - self.thresholds.xid_window_h * 3600
-        boot = getattr(snap.hello, "boot_time", None) if snap.hello is not None else None
-        if isinstance(boot, float | int):
-            since = max(since, float(boot))
+        boot = snap.hello.boot_time if snap.hello is not None else None
+        if boot is not None:
+            since = max(since, boot)  # a reboot since clears what came before it
         index_of = {g.uuid: g.index for g in snap.hello.gpus} if snap.hello is not None else {}
         groups: dict[tuple[int | None, int], list[Event]] = {}
         seen: set[tuple[object, ...]] = set()

@@ -77,7 +77,7 @@ def fence_reasons(
     sample = snapshot.sample
     if sample is None or snapshot.hello is None:
         return {}
-    started: float | None = getattr(snapshot.hello, "boot_time", None)
+    started = snapshot.hello.boot_time
     xids: dict[str, list[int]] = {}
     for event in snapshot.events:
         if event.xid is None or event.gpu_uuid is None:
