@@ -97,9 +97,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--theme", dest="demo_theme", metavar="NAME", help="colour theme")
 
-    from gputui import cli_health
+    from gputui import cli_health, cli_incident
 
     cli_health.add_parser(sub)
+    cli_incident.add_parser(sub)
 
     helper = sub.add_parser(
         "helper", help="run the host helper here and print its JSON lines (for debugging)"
@@ -147,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gputui import cli_health
 
             return cli_health.main(args)
+        if command == "incident":
+            from gputui import cli_incident
+
+            return cli_incident.main(args)
         return run_console(args.hosts, args.theme)
     except ConfigError as exc:
         for line in exc.lines:
@@ -154,6 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `gputui health | head`: the reader went; nothing to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except UsageError as exc:
         print(f"gputui: {clean(exc, 1024)}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,0 +1,220 @@
+"""``gputui incident HOST[:GPU] [--since T] [--json]``: one card's story, for the report.
+
+A timeline, oldest first, of what is known about a host (or one of its GPUs) since
+``--since`` (default 24h): when the host booted, every Xid (the kernel log's history
+and NVML's events) with what it means, the problems the health checks find now
+(with when each was first seen), the head's audit rows about it (fence, drain,
+force-free, kill, preempt, enforce; when hosts.yaml has a head), and its readings
+as the probe took them. With ``gputui health --json`` and ``gputui audit --json``
+that is what an incident report needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gputui.cli_health import EXIT_ERROR, probe
+from gputui.config import Config, ConfigError, find_config, load_config
+from gputui.health.board import HealthBoard
+from gputui.health.xid import info
+from gputui.protocol import GpuSample
+from gputui.telemetry import HostSnapshot
+from gputui.text import clean
+
+_RELATIVE = re.compile(r"^(\d{1,5})\s*([mhdw])$")
+_UNIT_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+EXIT_OK = 0
+MAX_AUDIT = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    time: float
+    kind: str
+    """``boot``, ``xid``, ``problem``, ``audit`` or ``sample``."""
+    gpu: int | None
+    text: str
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "incident",
+        help="a timeline for one host or GPU: boot, Xids, problems, audit rows, readings",
+    )
+    p.add_argument("target", metavar="HOST[:GPU]")
+    p.add_argument("--since", default="24h", help="how far back: 30m, 12h, 2d, 1w (default 24h)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--wait", type=float, default=20.0, metavar="SECONDS")
+
+
+def _since(text: str, now: float) -> float:
+    match = _RELATIVE.match(text.strip())
+    if not match:
+        raise ValueError(f"--since: not a span: {clean(text, 40)!r} (30m, 12h, 2d, 1w)")
+    return now - int(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def _target(text: str, config: Config) -> tuple[str, int | None]:
+    host, _, gpu = text.partition(":")
+    names = {h.name for h in config.hosts}
+    if host not in names:
+        raise ValueError(f"{clean(host, 128)!r}: no such host in hosts.yaml")
+    if not gpu:
+        return host, None
+    if not gpu.isdigit() or int(gpu) > 63:
+        raise ValueError(f"{clean(text, 160)!r}: GPU must be an index 0-63 (HOST:GPU)")
+    return host, int(gpu)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(find_config(args.hosts))
+        now = time.time()
+        since = _since(args.since, now)
+        host, gpu = _target(args.target, config)
+    except ConfigError as exc:
+        for line in exc.lines:
+            print(f"gputui incident: {line}", file=sys.stderr)
+        return EXIT_ERROR
+    except ValueError as exc:
+        print(f"gputui incident: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    only = config.model_copy(update={"hosts": [h for h in config.hosts if h.name == host]})
+    snap = asyncio.run(probe(only, args.wait, progress=False)).get(host)
+    notes: list[str] = []
+    entries = timeline(snap, config, gpu, since, notes) if snap is not None else []
+    entries += _audit(config, args.hosts, host=host, gpu=gpu, since=since, notes=notes)
+    entries.sort(key=lambda e: e.time)
+    if args.json:
+        out = {
+            "host": host,
+            "gpu": gpu,
+            "since": since,
+            "entries": [asdict(e) for e in entries],
+            "notes": notes,
+        }
+        print(json.dumps(out, indent=1))
+        return EXIT_OK
+    where = host + ("" if gpu is None else f" GPU {gpu}")
+    print(f"Incident timeline for {where}, since {_stamp(since)}")
+    for e in entries:
+        card = "" if e.gpu is None or gpu is not None else f"GPU {e.gpu}  "
+        print(f"{_stamp(e.time)}  {e.kind:<7}  {card}{e.text}")
+    if not entries:
+        print("(nothing recorded in that time)")
+    for note in notes:
+        print(f"note: {note}")
+    return EXIT_OK
+
+
+def _stamp(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def timeline(
+    snap: HostSnapshot, config: Config, gpu: int | None, since: float, notes: list[str]
+) -> list[Entry]:
+    """What the host says: boot, Xids, the problems now, its readings now."""
+    out: list[Entry] = []
+    if snap.status.is_problem:
+        notes.append(
+            f"{snap.name} did not answer ({snap.status.value}: {clean(snap.message, 200)})"
+        )
+    hello = snap.hello
+    if hello is not None and hello.boot_time is not None and hello.boot_time >= since:
+        out.append(Entry(hello.boot_time, "boot", None, "the host booted"))
+    for event in snap.events:
+        if event.xid is None or event.time is None or event.time < since:
+            continue
+        if gpu is not None and event.gpu_index != gpu:
+            continue
+        entry = info(event.xid)
+        text = f"Xid {event.xid} ({entry.kind}, {event.source}): {entry.meaning}"
+        if event.text:
+            text += f" -- {clean(event.text, 200)}"
+        out.append(Entry(event.time, "xid", event.gpu_index, text))
+    board = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
+    now = time.time()
+    board.observe(snap, now)
+    for problem in board.problems():
+        f = problem.finding
+        if gpu is not None and f.gpu not in (None, gpu):
+            continue
+        text = f"{f.severity.upper()} {f.title}: {f.action}"
+        out.append(Entry(max(problem.first_seen, since), "problem", f.gpu, clean(text, 300)))
+    if snap.sample is not None:
+        for g in snap.sample.gpus:
+            if gpu is None or g.index == gpu:
+                out.append(Entry(snap.sample.time or now, "sample", g.index, _reading(g)))
+    return out
+
+
+def _reading(g: GpuSample) -> str:
+    def part(label: str, value: object, unit: str = "") -> str:
+        return f"{label} {value}{unit}" if value is not None else f"{label} n/a"
+
+    bits = [
+        g.state,
+        part("util", g.util_gpu, "%"),
+        part("mem", g.mem_used_mib, " MiB"),
+        part("temp", g.temp_c, " C"),
+        part("power", g.power_w, " W"),
+        part("ecc", g.ecc_uncorrected),
+        f"{len(g.processes)} processes",
+    ]
+    if g.throttle:
+        bits.append("throttle " + "+".join(g.throttle))
+    return ", ".join(bits)
+
+
+def _audit(
+    config: Config,
+    hosts_file: str | None,
+    *,
+    host: str,
+    gpu: int | None,
+    since: float,
+    notes: list[str],
+) -> list[Entry]:
+    """The head's audit rows naming the host (or the GPU), when there is a head."""
+    if config.head is None:
+        notes.append("no head in hosts.yaml: no audit rows")
+        return []
+    from gputui.scheduler.client import HeadClient, HeadError, socket_path
+
+    try:
+        with HeadClient(socket_path(None, hosts_file)) as client:
+            answer = client.call("audit", {"since": since, "limit": MAX_AUDIT})
+    except HeadError as exc:
+        notes.append(f"no audit rows: {clean(exc.message, 200)}")
+        return []
+    except OSError as exc:
+        notes.append(f"no audit rows: head unreachable ({clean(str(exc), 200)})")
+        return []
+    wanted = {host} if gpu is None else {f"{host}:{gpu}", host}
+    out = []
+    rows = answer.get("rows") if isinstance(answer, dict) else None
+    for row in rows if isinstance(rows, list) else []:
+        if not isinstance(row, dict):
+            continue
+        target, when = row.get("target"), row.get("time")
+        if not isinstance(target, str) or not isinstance(when, int | float):
+            continue
+        names = set(re.split(r"[\s,]+", target))
+        if not (names & wanted or any(n.startswith(f"{host}:") for n in names if gpu is None)):
+            continue
+        text = " ".join(
+            clean(str(row.get(k) or ""), 200) for k in ("user", "action", "target", "reason")
+        )
+        outcome = row.get("outcome")
+        if isinstance(outcome, str) and outcome:
+            text += f" -> {clean(outcome, 200)}"
+        out.append(Entry(float(when), "audit", gpu, text))
+    return out
