@@ -35,22 +35,11 @@ class AuditActions(UsageActions):
         self.push_screen(AuditScreen(clock=self.clock), closed)
 
     def on_audit_screen_wanted(self, message: AuditScreen.Wanted) -> None:
-        screen, token = message.screen, message.token
-        link = self.head_link
-        if link is None:
-            screen.show_problem(token, "no head configured (add a head: section to hosts.yaml)")
-            return
-        if not link.connected:
-            screen.show_problem(token, f"head unreachable ({link.reason or 'not connected'})")
-            return
-        self.run_worker(
-            self._fetch_audit(link, message),
-            name="audit",
-            group="audit",
-            description="the audit trail from the head",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        link = self.connected_head(lambda why: message.screen.show_problem(message.token, why))
+        if link is not None:
+            self.ask_in_worker(
+                "audit", "the audit trail from the head", self._fetch_audit(link, message)
+            )
 
     async def _fetch_audit(self, link: HeadLink, message: AuditScreen.Wanted) -> None:
         try:

@@ -12,7 +12,7 @@ its own words.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from gputui.scheduler.client import HeadError
@@ -62,19 +62,29 @@ class UsageActions(_Base):
         self.push_screen(UsageScreen(clock=self.clock, refresh_s=self.usage_refresh_s), closed)
 
     def on_usage_screen_wanted(self, message: UsageScreen.Wanted) -> None:
-        screen, token = message.screen, message.token
+        link = self.connected_head(lambda why: message.screen.show_problem(message.token, why))
+        if link is not None:
+            self.ask_in_worker("usage", "usage from the head", self._fetch_usage(link, message))
+
+    def connected_head(self, problem: Callable[[str], None]) -> HeadLink | None:
+        """The head link when it is up; else None, and ``problem`` says why in one line."""
         link = self.head_link
         if link is None:
-            screen.show_problem(token, "no head configured (add a head: section to hosts.yaml)")
-            return
+            problem("no head configured (add a head: section to hosts.yaml)")
+            return None
         if not link.connected:
-            screen.show_problem(token, f"head unreachable ({link.reason or 'not connected'})")
-            return
+            problem(f"head unreachable ({link.reason or 'not connected'})")
+            return None
+        return link
+
+    def ask_in_worker(self, group: str, description: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run a screen's request to the head in the app's worker ``group`` (a newer one
+        cancels an older one)."""
         self.run_worker(
-            self._fetch_usage(link, message),
-            name="usage",
-            group="usage",
-            description="usage from the head",
+            work,
+            name=group,
+            group=group,
+            description=description,
             exclusive=True,
             exit_on_error=False,
         )

@@ -7,27 +7,14 @@ simulated NVML, with the fault the spec names; one host is a closed port.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from clikit import gputui
 
 
 def health(tmp_path: Path, hosts: str, *args: str) -> tuple[int, str, str]:
-    config = tmp_path / "hosts.yaml"
-    config.write_text("hosts:\n" + hosts, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "gputui.entry", "--hosts", str(config), "health", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return done.returncode, done.stdout, done.stderr
+    return gputui(tmp_path, "hosts:\n" + hosts, "health", *args)
 
 
 def sim(name: str, spec: str) -> str:

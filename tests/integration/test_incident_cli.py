@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clikit import gputui
 
-ROOT = Path(__file__).resolve().parents[2]
 HOSTS = "hosts:\n  - name: a\n    local: true\n    sim: 2xa100-80gb,fault=xid:79@1\n"
 
 
 def incident(tmp_path: Path, *args: str) -> tuple[int, str, str]:
-    config = tmp_path / "hosts.yaml"
-    config.write_text(HOSTS, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "gputui.entry", "--hosts", str(config), "incident", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return done.returncode, done.stdout, done.stderr
+    return gputui(tmp_path, HOSTS, "incident", *args)
 
 
 def test_a_gpu_timeline_has_its_xid_its_problem_and_its_readings(tmp_path: Path) -> None:
