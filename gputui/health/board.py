@@ -29,6 +29,8 @@ _HOST_ACTIONS = {
     HostStatus.HELPER_ERROR: "look at the helper's message; check python3 on the host",
     HostStatus.NVML_ERROR: "check the driver on the host (nvidia-smi)",
 }
+_OUTSIDE = "\0outside"
+"""Where ``set_outside``'s findings are kept (no host is named so)."""
 _LINK_COUNTERS = ("replay_errors", "recovery_errors", "crc_flit_errors", "crc_data_errors")
 
 
@@ -82,6 +84,8 @@ class HealthBoard:
         self._links: dict[str, dict[int, tuple[int | None, ...]]] = {}
         self._most_gpus: dict[str, int] = {}
         self._unknown: dict[str, list[tuple[int, str, str]]] = {}
+        self._outside: set[str] = set()
+        """Keys of the findings given by ``set_outside`` (not the hosts' own checks)."""
 
     # -- taking readings in ------------------------------------------------------------
 
@@ -91,8 +95,24 @@ class HealthBoard:
         keys = {f.key for f in findings}
         prefix = f"{snap.name}:"
         for key, track in self._tracks.items():
-            if key.startswith(prefix) and key not in keys:
+            if key.startswith(prefix) and key not in keys and key not in self._outside:
                 track.active = False
+        self._touch(findings, now)
+
+    def set_outside(self, findings: list[Finding], now: float) -> None:
+        """The problems the hosts' readings cannot show, as another source sees them
+        (the head: processes with no job or claim of their owner, idle jobs); each
+        call replaces the last."""
+        keys = {f.key for f in findings}
+        for key in self._outside - keys:
+            track = self._tracks.get(key)
+            if track is not None:
+                track.active = False
+        self._outside = keys
+        self._findings[_OUTSIDE] = findings
+        self._touch(findings, now)
+
+    def _touch(self, findings: list[Finding], now: float) -> None:
         for finding in findings:
             known = self._tracks.get(finding.key)
             if known is None or not known.active:

@@ -21,11 +21,13 @@ from textual.css.query import NoMatches
 
 from gputui.config import Config
 from gputui.explain_text import explain_pairs
+from gputui.health.board import HealthBoard
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
 from gputui.ui.audit_actions import AuditActions
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head_flags import by_gpu
+from gputui.ui.head_health import head_findings
 from gputui.ui.head_link import HeadLink, HeadNotice, HeadState, HeadUnreachable
 from gputui.ui.head_view import FINAL_STATES, HeadView, env_line
 from gputui.ui.model import ClusterModel
@@ -54,6 +56,7 @@ class HeadActions(AuditActions):
     config: Config
     model: ClusterModel
     clock: Callable[[], float]
+    health: HealthBoard
     head_link: HeadLink | None = None
     submit_defaults: tuple[str | None, str] = (None, "")
     """(cwd, command) the enqueue form starts with (the demo sets its own job)."""
@@ -103,6 +106,8 @@ class HeadActions(AuditActions):
         main = self._main()
         rows = self.model.set_holders(view.holders())
         rows += self.model.set_owner_flags(by_gpu(view.flags))
+        now = self.clock()
+        self.health.set_outside(head_findings(view, now), now)
         running, pending = view.counts()
         mine = sum(1 for c in view.claims if c.user == view.me.user and c.state == "active")
         line = f"{running} running, {pending} waiting"
