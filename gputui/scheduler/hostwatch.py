@@ -219,7 +219,10 @@ class HostWatch:
             if event.xid is not None and event.gpu_uuid is not None and event.time is not None:
                 times = xid_times.setdefault(event.gpu_uuid, {})
                 times[event.xid] = max(times.get(event.xid, event.time), event.time)
-        rows = [g for g in self._gpus.values() if g.host == snap.name]
+        assert snap.sample is not None
+        # The sample's own GPUs (not a scan of the cluster's: this runs on every sample).
+        known = (self._gpus.get(g.uuid) for g in snap.sample.gpus)
+        rows = [g for g in known if g is not None and g.host == snap.name]
         if not fences.plan_host(rows, wanted, boot_time=boot_time, xid_times=xid_times):
             return None
         return FenceNews(snap.name, wanted, boot_time, xid_times)
