@@ -43,6 +43,9 @@ scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
                 act on jobs (--reason when an admin acts on another's)
   explain, quota
                 why a job waits (place, factors, start estimate); weekly quotas
+  drain, undrain, unfence
+                admins: no new work on a HOST[:GPU] (--reason), take it again;
+                clear the head's automatic fence of a GPU (--reason)
   audit, whoami the audit trail; who the head says you are
   usage, report GPU-hours, busy hours, energy and cost; a weekly summary
 """

@@ -67,6 +67,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
             socket=socket_path.expanduser(),
             rules=Rules(sched=config.scheduler),
             group_commit=group_commit,
+            health=config.health,
         )
     else:
         settings = HeadSettings(
@@ -80,6 +81,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
             ),
             run_as_login_user=head.run_as_login_user,
             group_commit=group_commit,
+            health=config.health,
         )
     return socket_path.expanduser(), database.expanduser(), settings
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gputui import cli_policy, cli_usage
+from gputui import cli_drain, cli_policy, cli_usage
 from gputui.cli_flags import flags_table, idle_reason
 from gputui.durations import elapsed_text, parse_duration
 from gputui.printable import shown as _shown
@@ -53,6 +53,9 @@ VERBS = (
     "quota",
     "usage",
     "report",
+    "drain",
+    "undrain",
+    "unfence",
 )
 
 
@@ -172,6 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("whoami", help="who the head thinks you are")
     cli_policy.add_parsers(sub, _job_id)
     cli_usage.add_parsers(sub)
+    cli_drain.add_parsers(sub)
     return p
 
 
@@ -338,6 +342,7 @@ def _list(client: HeadClient, a: argparse.Namespace) -> int:
     if a.verb == "queue":
         lines = queue_table(items, now, result.get("idle_after_s"))
         lines += flags_table(result.get("flags"), now)
+        lines += cli_drain.unavailable_table(result.get("unavailable"), now)
     else:
         lines = claims_table(items, now)
     for line in lines:
@@ -584,6 +589,9 @@ HANDLERS: dict[str, Callable[[HeadClient, argparse.Namespace], int]] = {
     "quota": cli_policy.quota,
     "usage": cli_usage.run_usage,
     "report": cli_usage.run_report,
+    "drain": cli_drain.run,
+    "undrain": cli_drain.run,
+    "unfence": cli_drain.run,
 }
 
 

@@ -21,6 +21,7 @@ REASONS = {
     "Dependency": "it starts after other jobs end (--after / --after-ok)",
     "Held": "held: it starts only after release-hold",
     "Drained": "the GPUs that could take it are drained by an admin",
+    "Fenced": "the GPUs that could take it are fenced off (a hardware fault; see gputui queue)",
     "HostDown": "the hosts that could take it are not answering",
     "ClassNotAllowed": "its priority class is no longer in the configuration",
     "Preempting": "lower-priority jobs are being stopped to make room for it",

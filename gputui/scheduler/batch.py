@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import actions, lifecycle, policy, publish, reads, wire
+from . import actions, drains, lifecycle, policy, publish, reads, wire
 from .actions import Context, Rules
 from .flagwatch import FlagWatch, Pending, ProcSignal
 from .hostwatch import HostWatch
@@ -267,10 +267,13 @@ class Batches:
             )
         if op == "release":
             return actions.release(tx, caller, args, ctx)
+        if op in drains.OPS:
+            return drains.HANDLERS[op](tx, caller, args, ctx, self.watch)
         if op == "show":
             return actions.show(tx, caller, args.job_id)
         if op == "queue":
-            return {**actions.queue(tx, caller, args), **self.flags.state()}
+            queued = actions.queue(tx, caller, args)
+            return {**queued, **self.flags.state(), **drains.unavailable(self.watch)}
         if op == "claims":
             return actions.claims(tx, caller, args)
         if op == "env":
@@ -299,9 +302,7 @@ class Batches:
         busy = {a.gpu_uuid for a in tx.live_allocations()}
         hosts: dict[str, list[policy.GpuSlot]] = {}
         for s in ctx.slots:
-            slot = policy.GpuSlot(
-                s.uuid, s.host, s.index, s.pool, s.model, s.drained, s.healthy, s.uuid in busy
-            )
+            slot = s.held(s.uuid in busy)
             hosts.setdefault(s.host, []).append(slot)
         return policy.best_fit(want, hosts, set())
 
@@ -340,6 +341,9 @@ class Batches:
         elif kind == "inventory":
             host, gpus = payload
             self.watch.put_inventory(tx, host, gpus)
+        elif kind == "fences":  # the health rules' verdict on a host's GPUs (fences)
+            self.watch.put_fences(tx, payload, ctx.now)
+            ctx.changed = True
         elif kind == "tick":
             active, orphans = payload
             lifecycle.expire_claims(tx, ctx, active, orphans)

@@ -20,8 +20,11 @@ from pathlib import Path
 from typing import Any
 
 MUTATING = frozenset(
-    {"submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim", "release"}
-)
+    {
+        "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
+        "release", "drain", "undrain", "unfence",
+    }
+)  # fmt: skip
 DEFAULT_SOCKET = "/run/gputui/head.sock"
 SOCKET_ENV = "GPUTUI_HEAD_SOCKET"
 _MAX_LINE = 64 * 1024 * 1024

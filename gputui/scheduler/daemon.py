@@ -32,6 +32,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from gputui.config import HealthThresholds
 from gputui.telemetry import HostSnapshot
 
 from . import lifecycle, policy, publish, wire
@@ -75,6 +76,8 @@ class HeadSettings:
     """False: one commit per request (the benchmark's baseline)."""
     meter_flush_s: float = FLUSH_S
     """How often the busy time and energy counted from samples are stored."""
+    health: HealthThresholds = field(default_factory=HealthThresholds)
+    """hosts.yaml's ``health:`` thresholds (uncorrected ECC fences a GPU above its own)."""
 
 
 class Head(SnapshotReads):
@@ -98,7 +101,7 @@ class Head(SnapshotReads):
         self.clock = clock
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="gputui-head-read")
         self._inbox: asyncio.Queue[Item] = asyncio.Queue(INBOX_MAX)
-        self.watch = HostWatch(host_pools, hosts.reports)
+        self.watch = HostWatch(host_pools, hosts.reports, clock=clock, thresholds=settings.health)
         self._server = SocketServer(
             settings.socket, settings.admin_group, self._on_line, self._on_close
         )
@@ -178,10 +181,10 @@ class Head(SnapshotReads):
 
     def _load(self) -> None:
         with self.store.transaction() as tx:
-            self.watch.load(tx.gpus())
             for name, pool in self.host_pools.items():
                 if tx.host(name) is None:
                     tx.put_host(Host(name=name, pool=pool))
+            self.watch.load(tx.gpus(), tx.hosts())
             self._restored_sessions = {
                 c.session for c in tx.claims(("active", "waiting")) if c.session is not None
             }

@@ -27,14 +27,13 @@ from . import ownership
 from .actions import Context
 from .hosts import GpuProcess, HostAnswer
 from .hostwatch import HostWatch
+from .identity import HEAD_ACTOR
 from .ownership import Flag, GpuProc, Holding, Offence, Step
 from .store import Tx
 from .tables import Audit, Notice
 from .views import json_list
 from .wire import LIVE_JOB_STATES
 
-HEAD_ACTOR = "gputui-head"
-"""The user the head's own actions are audited as (uid 0)."""
 NOTICE_PIDS = 6
 """Processes named in one notice; the rest are counted."""
 _SIGNAL_NAMES = {"TERM": "SIGTERM", "KILL": "SIGKILL"}

@@ -4,21 +4,26 @@ Which hosts answer, which GPUs their last sample called healthy, whose processes
 run on each GPU, and the GPU inventory (cached from the store). The daemon feeds
 it every snapshot; it answers with the items the daemon's writer must apply
 (a host gone, a new inventory, a host's list of runs) and builds the GPU slots
-placement sees, again only when something changed.
+placement sees, again only when something changed. A GPU's slot is drained when
+an admin drained it or its host, and fenced (never healthy) while the head's own
+fence holds (``fences``): the health rules judge each sample of a live host.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.config import HealthThresholds
+from gputui.health.fencing import Fence, fence_reasons
 from gputui.protocol import Sample
 from gputui.telemetry import HostSnapshot, HostStatus
 
-from . import ownership, policy
+from . import fences, ownership, policy
 from .store import Tx
-from .tables import Gpu
+from .tables import Gpu, Host
 
 
 @dataclass(slots=True)
@@ -35,22 +40,53 @@ class _Host:
     """How many distinct samples came: a process flagged in two of them is confirmed."""
 
 
+@dataclass(frozen=True, slots=True)
+class FenceNews:
+    """A host's GPUs as the health rules judge them now (``HostWatch.observe``)."""
+
+    host: str
+    wanted: dict[str, Fence]
+    boot_time: float | None
+    xid_times: dict[str, dict[int, float]]
+
+
 class HostWatch:
     def __init__(
         self,
         host_pools: Mapping[str, str],
         reports: Callable[[HostSnapshot], tuple[Any, ...] | None],
+        *,
+        clock: Callable[[], float] = time.time,
+        thresholds: HealthThresholds | None = None,
     ) -> None:
         self.host_pools = dict(host_pools)
         self._reports = reports
+        self._clock = clock
+        self._thresholds = thresholds or HealthThresholds()
         self._hosts: dict[str, _Host] = {name: _Host() for name in host_pools}
         self._gpus: dict[str, Gpu] = {}
+        self._drained_hosts: set[str] = set()
         self._slots: tuple[policy.GpuSlot, ...] = ()
         self._dirty = True
 
-    def load(self, gpus: Iterable[Gpu]) -> None:
+    def load(self, gpus: Iterable[Gpu], hosts: Iterable[Host] = ()) -> None:
         self._gpus = {g.uuid: g for g in gpus}
+        self._drained_hosts = {h.name for h in hosts if h.drained}
         self._dirty = True
+
+    def remember(self, gpus: Iterable[Gpu] = (), host: Host | None = None) -> None:
+        """Rows the writer changed (a drain, a fence): slots are built again."""
+        for gpu in gpus:
+            self._gpus[gpu.uuid] = gpu
+        if host is not None:
+            if host.drained:
+                self._drained_hosts.add(host.name)
+            else:
+                self._drained_hosts.discard(host.name)
+        self._dirty = True
+
+    def host_drained(self, name: str) -> bool:
+        return name in self._drained_hosts
 
     # -- what the daemon reads ---------------------------------------------------------
 
@@ -113,8 +149,9 @@ class HostWatch:
                         index=gpu.index,
                         pool=gpu.pool,
                         model=gpu.model,
-                        drained=gpu.state == "drained",
-                        healthy=healthy and gpu.state != "unhealthy",
+                        drained=gpu.drained or gpu.host in self._drained_hosts,
+                        healthy=healthy and not gpu.fenced,
+                        fenced=gpu.fenced,
                     )
                 )
             self._slots = tuple(sorted(slots, key=lambda s: (s.host, s.index)))
@@ -156,6 +193,10 @@ class HostWatch:
             }
             if snap.sample is not host.sample:
                 host.sample, host.samples = snap.sample, host.samples + 1
+            if live:
+                news = self._fence_news(snap)
+                if news is not None:
+                    out.append(("fences", news))
         jobs = self._reports(snap)
         if jobs is not None and jobs is not host.jobs_seen and live:
             host.jobs_seen = jobs
@@ -167,6 +208,32 @@ class HostWatch:
             # always ends in a scheduling pass (the item itself does nothing).
             out.append(("wake", None))
         return out
+
+    def _fence_news(self, snap: HostSnapshot) -> FenceNews | None:
+        """What the health rules say of this live host's GPUs, when that would change
+        a fence (or an admin's waiver): for the writer to apply (``put_fences``)."""
+        wanted = fence_reasons(snap, self._clock(), self._thresholds)
+        boot_time: float | None = getattr(snap.hello, "boot_time", None)
+        xid_times: dict[str, dict[int, float]] = {}
+        for event in snap.events:
+            if event.xid is not None and event.gpu_uuid is not None and event.time is not None:
+                times = xid_times.setdefault(event.gpu_uuid, {})
+                times[event.xid] = max(times.get(event.xid, event.time), event.time)
+        assert snap.sample is not None
+        # The sample's own GPUs (not a scan of the cluster's: this runs on every sample).
+        known = (self._gpus.get(g.uuid) for g in snap.sample.gpus)
+        rows = [g for g in known if g is not None and g.host == snap.name]
+        if not fences.plan_host(rows, wanted, boot_time=boot_time, xid_times=xid_times):
+            return None
+        return FenceNews(snap.name, wanted, boot_time, xid_times)
+
+    def put_fences(self, tx: Tx, news: FenceNews, now: float) -> None:
+        """Fence and unfence a host's GPUs as ``news`` says (planned again on the store's
+        rows); the cache takes the store's rows of that host."""
+        fences.apply(
+            tx, news.host, news.wanted, boot_time=news.boot_time, xid_times=news.xid_times, now=now
+        )
+        self.remember(g for g in tx.gpus() if g.host == news.host)
 
     def put_inventory(self, tx: Tx, host: str, gpus: list[tuple[str, int, str, int]]) -> None:
         """Store a host's GPUs as its ``hello`` lists them; those gone are not present."""

@@ -14,6 +14,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
+HEAD_ACTOR = "gputui-head"
+"""The user the head's own actions are audited as (uid 0)."""
 _UCRED = struct.Struct("3i")
 
 

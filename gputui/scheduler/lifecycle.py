@@ -95,11 +95,15 @@ def schedule(
     run there, unless ``run_as_login_user``, when every job runs as that user.
     ``standing``: fair-share factors and quota use (none: everyone equal).
     """
-    if not any(s.healthy and not s.drained for s in ctx.slots):
+    usable = any(s.healthy and not s.drained for s in ctx.slots)
+    if not usable and not ctx.changed:
         return []  # no usable GPU at all: nothing to place, and no query for it
+    # (After a change, a pass on no usable GPU still says why each waits: Drained,
+    # Fenced, HostDown.)
     config = ctx.rules.sched
     busy = {a.gpu_uuid for a in tx.live_allocations()}
-    nothing_free = not any(s.healthy and not s.drained and s.uuid not in busy for s in ctx.slots)
+    free = (s.healthy and not s.drained and s.uuid not in busy for s in ctx.slots)
+    nothing_free = usable and not any(free)
     if nothing_free and not (config.preemption.enabled and _victims_exist(tx, config)):
         return []  # the waiting keep their reasons (cheap on a long queue)
     users = {h: u for h, u in logins.items() if u not in (None, "root")}
@@ -112,12 +116,7 @@ def schedule(
     if not built.wants:
         tx.flush()
         return []
-    slots = tuple(
-        policy.GpuSlot(
-            s.uuid, s.host, s.index, s.pool, s.model, s.drained, s.healthy, s.uuid in busy
-        )
-        for s in ctx.slots
-    )
+    slots = tuple(s.held(s.uuid in busy) for s in ctx.slots)
     decisions = decide(line.view(built, slots, config, ctx.now, ctx.rules.kill_grace_s))
     launches: list[Launch] = []
     wants = {(w.kind, w.id): w for w in built.wants}

@@ -50,7 +50,7 @@ class Reservation:
 class Shape:
     """Work shared by the requests of one shape, whatever their size or class."""
 
-    counts: dict[str, tuple[int, int, int, int]] | None = None
+    counts: dict[str, tuple[int, int, int, int, int]] | None = None
     """``Pass.counts``."""
     fit: dict[str, tuple[frozenset[str], bool]] = field(default_factory=dict)
     """Per host: the uuids of its GPUs the shape fits, and whether that is all of them."""
@@ -121,12 +121,12 @@ class PassState:
         }
         self.free_ids: set[str] = {g.uuid for slots in self.free.values() for g in slots}
         self.total_free = len(self.free_ids)
-        self.kinds: dict[str, dict[tuple[str, str, bool, bool, bool], int]] = {}
-        """Per host: how many GPUs of each (pool, model, healthy, drained, free)."""
+        self.kinds: dict[str, dict[tuple[str, str, bool, bool, bool, bool], int]] = {}
+        """Per host: how many GPUs of each (pool, model, healthy, drained, free, fenced)."""
         for host, slots in self.hosts.items():
             kinds = self.kinds[host] = {}
             for g in slots:
-                kind = (g.pool, g.model, g.healthy, g.drained, g.free)
+                kind = (g.pool, g.model, g.healthy, g.drained, g.free, g.fenced)
                 kinds[kind] = kinds.get(kind, 0) + 1
         self.holds: dict[str, list[Hold]] = {h: [] for h in self.hosts}
         self.running_by_host: dict[str, list[Running]] = {}
@@ -199,10 +199,10 @@ class PassState:
             hosts = sized.candidates = [h for h in sorted(self.hosts) if counts[h][0] >= want.gpus]
         return hosts
 
-    def counts(self, want: Want, shape: Shape) -> dict[str, tuple[int, int, int, int]]:
+    def counts(self, want: Want, shape: Shape) -> dict[str, tuple[int, int, int, int, int]]:
         """Per host, of the GPUs ``want`` fits: (all, usable, healthy, free at the
-        start), counted by kind of GPU rather than one by one (requests naming
-        GPUs are counted one by one)."""
+        start, healthy or fenced), counted by kind of GPU rather than one by one
+        (requests naming GPUs are counted one by one)."""
         if shape.counts is not None:
             return shape.counts
         counts = {}
@@ -214,14 +214,15 @@ class PassState:
                     sum(1 for g in fit if g.healthy and not g.drained),
                     sum(1 for g in fit if g.healthy),
                     sum(1 for g in fit if g.free),
+                    sum(1 for g in fit if g.healthy or g.fenced),
                 )
                 continue
             if host in want.barred or (want.host is not None and host != want.host):
-                counts[host] = (0, 0, 0, 0)
+                counts[host] = (0, 0, 0, 0, 0)
                 continue
-            total = usable = healthy = free = 0
+            total = usable = healthy = free = fenced = 0
             model = want.model.lower() if want.model is not None else None
-            for (pool, name, ok, drained, is_free), n in self.kinds[host].items():
+            for (pool, name, ok, drained, is_free, off), n in self.kinds[host].items():
                 if want.pool is not None and pool != want.pool:
                     continue
                 if model is not None and model not in name.lower():
@@ -230,6 +231,7 @@ class PassState:
                 usable += n if ok and not drained else 0
                 healthy += n if ok else 0
                 free += n if is_free else 0
-            counts[host] = (total, usable, healthy, free)
+                fenced += n if ok or off else 0
+            counts[host] = (total, usable, healthy, free, fenced)
         shape.counts = counts
         return counts

@@ -33,6 +33,7 @@ from .pass_rooms import Rooms
 from .pass_state import Hold, Kin, Reservation, Shape, Sized
 from .policy import (
     DRAINED,
+    FENCED,
     HOST_DOWN,
     INF,
     OFF_HOURS,
@@ -143,7 +144,9 @@ class Pass(Rooms):
             return static_reason(want, self.hosts)  # LoginUser or Resources: rare
         if any(c[1] >= want.gpus for c in counts if c[0] >= want.gpus):
             return None
-        return DRAINED if any(c[2] >= want.gpus for c in counts) else HOST_DOWN
+        if any(c[2] >= want.gpus for c in counts):
+            return DRAINED
+        return FENCED if any(c[4] >= want.gpus for c in counts) else HOST_DOWN
 
     def _hopeless(self, want: Want, shape: Shape) -> bool:
         """Whether, from now on in this pass, neither preemption nor a reservation

@@ -49,6 +49,8 @@ CLASS_NOT_ALLOWED = "ClassNotAllowed"
 PREEMPTING = "Preempting"
 """Lower-priority jobs are being preempted to make room for it."""
 DRAINED = "Drained"
+FENCED = "Fenced"
+"""Only GPUs the head fenced off by itself (a critical hardware condition) could take it."""
 HOST_DOWN = "HostDown"
 HELD = "Held"
 LOGIN_USER = "LoginUser"
@@ -70,13 +72,29 @@ class GpuSlot:
     drained: bool = False
     """Drained by an admin (the GPU or its whole host)."""
     healthy: bool = True
-    """False when the GPU is lost, in error, or its host is unreachable."""
+    """False when the GPU is lost, in error, fenced, or its host is unreachable."""
     busy: bool = False
     """Allocated to a job or a claim."""
+    fenced: bool = False
+    """Fenced off by the head (then never ``healthy``): the reason says ``Fenced``."""
 
     @property
     def free(self) -> bool:
         return not self.busy and not self.drained and self.healthy
+
+    def held(self, busy: bool) -> GpuSlot:
+        """This GPU, allocated (``busy``) or not: what a pass's caller sets."""
+        return GpuSlot(
+            self.uuid,
+            self.host,
+            self.index,
+            self.pool,
+            self.model,
+            self.drained,
+            self.healthy,
+            busy,
+            self.fenced,
+        )
 
 
 _PAIR = struct.Struct(">dd").pack
@@ -285,8 +303,11 @@ def best_fit(want: Want, hosts: dict[str, list[GpuSlot]], taken: set[str]) -> Pl
 
 
 def static_reason(want: Want, hosts: dict[str, list[GpuSlot]]) -> str | None:
-    """Why ``want`` cannot run whatever else happens (shape, drains, hosts down), or
-    None when some host could hold it once work there ends."""
+    """Why ``want`` cannot run whatever else happens (shape, drains, fences, hosts
+    down), or None when some host could hold it once work there ends.
+
+    Drained when the GPUs would do but for drains; else Fenced when they would but
+    for drains and fences; else HostDown."""
     could_hold = [
         slots for slots in hosts.values() if sum(1 for g in slots if want.fits(g)) >= want.gpus
     ]
@@ -306,7 +327,13 @@ def static_reason(want: Want, hosts: dict[str, list[GpuSlot]]) -> str | None:
         healthy = any(
             sum(1 for g in slots if want.fits(g) and g.healthy) >= want.gpus for slots in could_hold
         )
-        return DRAINED if healthy else HOST_DOWN
+        if healthy:
+            return DRAINED
+        fenced = any(
+            sum(1 for g in slots if want.fits(g) and (g.healthy or g.fenced)) >= want.gpus
+            for slots in could_hold
+        )
+        return FENCED if fenced else HOST_DOWN
     return None
 
 

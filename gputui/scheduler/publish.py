@@ -11,7 +11,7 @@ from typing import Any
 from . import wire
 from .identity import Caller
 from .store import Tx
-from .tables import Gpu
+from .tables import Gpu, Host
 from .views import claim_view, gpu_view, job_view, json_list
 
 RECENT_JOBS = 50
@@ -29,7 +29,8 @@ def whoami(caller: Caller) -> dict[str, Any]:
 
 
 def cluster_state(tx: Tx, gpus: Sequence[Gpu], live: Mapping[str, bool]) -> dict[str, Any]:
-    """Jobs (live, waiting and the recent finished), claims, GPUs with their holders."""
+    """Jobs (live, waiting and the recent finished), claims, GPUs with their holders,
+    drains and fences, hosts with whether they answer and their drain."""
     jobs = tx.jobs(wire.PENDING_JOB_STATES | wire.LIVE_JOB_STATES)
     recent = tx.jobs(wire.FINAL_JOB_STATES, limit=RECENT_JOBS)
     claims = tx.claims(("waiting", "active"))
@@ -49,9 +50,19 @@ def cluster_state(tx: Tx, gpus: Sequence[Gpu], live: Mapping[str, bool]) -> dict
                     "kind": "claim", "id": item.id, "user": item.user,
                     "since": item.granted_at, "name": item.note,
                 }  # fmt: skip
+    drained = {h.name: h for h in tx.hosts() if h.drained}
     return {
         "jobs": [job_view(j) for j in (*jobs, *recent)],
         "claims": [claim_view(c) for c in claims],
-        "gpus": [gpu_view(g, holders.get(g.uuid)) for g in gpus],
-        "hosts": {name: {"live": up} for name, up in live.items()},
+        "gpus": [gpu_view(g, holders.get(g.uuid), host_drained=g.host in drained) for g in gpus],
+        "hosts": {
+            name: {"live": up, "drain": host_drain(drained.get(name))} for name, up in live.items()
+        },
     }
+
+
+def host_drain(host: Host | None) -> dict[str, Any] | None:
+    """An admin's drain of a whole host: who, why, since when (None: not drained)."""
+    if host is None or not host.drained:
+        return None
+    return {"by": host.drained_by, "reason": host.drain_reason, "since": host.drained_at}

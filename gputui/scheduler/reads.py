@@ -72,12 +72,7 @@ def explain_job(
     standing = standing_of(tx, config, now)  # afresh: what a person asks about is now
     built = line.build(tx, config, standing, now)
     busy = {a.gpu_uuid for a in tx.live_allocations()}
-    gpus = tuple(
-        policy.GpuSlot(
-            s.uuid, s.host, s.index, s.pool, s.model, s.drained, s.healthy, s.uuid in busy
-        )
-        for s in slots
-    )
+    gpus = tuple(s.held(s.uuid in busy) for s in slots)
     view = line.view(built, gpus, config, now, grace_s)
     wants = {(w.kind, w.id): w for w in built.wants}
     me = wants.get(("job", job.id or 0))

@@ -37,19 +37,25 @@ class Meta(SQLModel, table=True):
 
 
 class Host(SQLModel, table=True):
-    """A GPU host as the head last saw it; ``state`` is the admin's (ok or drained)."""
+    """A GPU host as the head last saw it, and whether an admin drained all of it."""
 
     name: str = Field(primary_key=True, max_length=128)
     pool: str = Field(default="default", max_length=64)
-    state: str = Field(default="ok", max_length=16)
-    state_by: str | None = Field(default=None, max_length=64)
-    state_reason: str | None = Field(default=None, max_length=512)
-    state_at: float | None = None
+    drained_by: str | None = Field(default=None, max_length=64)
+    drain_reason: str | None = Field(default=None, max_length=512)
+    drained_at: float | None = None
+    """Since when an admin's drain holds (null: not drained)."""
     last_seen: float | None = None
+
+    @property
+    def drained(self) -> bool:
+        return self.drained_at is not None
 
 
 class Gpu(SQLModel, table=True):
-    """One GPU; ``state``: ok, drained (by an admin) or unhealthy (found by the head)."""
+    """One GPU, with an admin's drain and the head's own fence kept apart (as Slurm
+    keeps DRAIN apart from DOWN): each with who or what, why and since when, and
+    neither clears the other."""
 
     uuid: str = Field(primary_key=True, max_length=96)
     host: str = Field(index=True, max_length=128)
@@ -57,11 +63,35 @@ class Gpu(SQLModel, table=True):
     model: str = Field(default="", max_length=128)
     memory_mib: int = 0
     pool: str = Field(default="default", max_length=64)
-    state: str = Field(default="ok", max_length=16)
-    state_by: str | None = Field(default=None, max_length=64)
-    state_reason: str | None = Field(default=None, max_length=512)
-    state_at: float | None = None
+    drained_by: str | None = Field(default=None, max_length=64)
+    drain_reason: str | None = Field(default=None, max_length=512)
+    drained_at: float | None = None
+    """Since when an admin's drain holds (null: not drained)."""
+    fence_code: str | None = Field(default=None, max_length=32)
+    """Why the head fenced it off by itself (``lost``, ``xid-79`` ...; null: not fenced)."""
+    fence_reason: str | None = Field(default=None, max_length=512)
+    fenced_at: float | None = None
+    fence_clears: str | None = Field(default=None, max_length=16)
+    """``condition``: lifted once a sample no longer shows it; ``reboot``: once the host
+    booted after ``fenced_at`` (or by an admin's unfence, either way)."""
+    fence_waived: str | None = Field(default=None, max_length=32)
+    """The fence code an admin cleared while its condition still showed: not fenced
+    again for it until the condition is gone (or, for an Xid, happens again)."""
+    fence_waived_at: float | None = None
     present: bool = True
+
+    @property
+    def drained(self) -> bool:
+        return self.drained_at is not None
+
+    @property
+    def fenced(self) -> bool:
+        return self.fence_code is not None
+
+    @property
+    def state(self) -> str:
+        """``unhealthy`` (fenced, whether drained or not), ``drained`` or ``ok``."""
+        return "unhealthy" if self.fenced else "drained" if self.drained else "ok"
 
 
 class Job(SQLModel, table=True):

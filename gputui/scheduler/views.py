@@ -111,15 +111,36 @@ def claim_view(claim: Claim) -> dict[str, Any]:
     }
 
 
-def gpu_view(gpu: Gpu, holder: dict[str, Any] | None) -> dict[str, Any]:
+def gpu_view(
+    gpu: Gpu, holder: dict[str, Any] | None, *, host_drained: bool = False
+) -> dict[str, Any]:
+    """A GPU with its holder, its admin's drain and the head's fence, apart: ``state``
+    is ``unhealthy`` (fenced), ``drained`` (it or its host, ``host_drained``) or ``ok``;
+    ``state_reason`` the fence's or the drain's why."""
+    drain = None
+    if gpu.drained:
+        drain = {"by": gpu.drained_by, "reason": gpu.drain_reason, "since": gpu.drained_at}
+    fence = None
+    if gpu.fenced:
+        fence = {
+            "code": gpu.fence_code,
+            "reason": gpu.fence_reason,
+            "since": gpu.fenced_at,
+            "clears": gpu.fence_clears,
+        }
+    state = gpu.state if gpu.state != "ok" or not host_drained else "drained"
+    why = gpu.fence_reason if fence else gpu.drain_reason if drain else None
     return {
         "uuid": gpu.uuid,
         "host": gpu.host,
         "index": gpu.index,
         "model": gpu.model,
         "pool": gpu.pool,
-        "state": gpu.state,
-        "state_reason": gpu.state_reason,
+        "state": state,
+        "state_reason": why if why is not None or state != "drained" else "its host is drained",
+        "drain": drain,
+        "host_drained": host_drained,
+        "fence": fence,
         "holder": holder,
     }
 

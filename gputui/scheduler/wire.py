@@ -179,6 +179,25 @@ class ReleaseArgs(_Plain):
     reason: Short | None = None
 
 
+Target = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class DrainArgs(_Plain):
+    """``drain``, ``undrain`` and ``unfence``: a ``HOST`` or ``HOST:GPU`` (index or uuid)."""
+
+    target: Target
+    reason: Short | None = None
+    """Required for drain and unfence (why, for the audit)."""
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        plain(value, "target")
+        if value.count(":") > 1 or value.startswith(":") or any(c.isspace() for c in value):
+            raise ValueError("give HOST or HOST:GPU (GPU: its index or uuid)")
+        return value
+
+
 class ListArgs(_Plain):
     all: bool = False
     """Finished jobs and released claims too."""
@@ -256,10 +275,16 @@ ARGS: dict[str, type[_Args]] = {
     "explain": ExplainArgs,
     "quota": Empty,
     "ping": Empty,
+    "drain": DrainArgs,
+    "undrain": DrainArgs,
+    "unfence": DrainArgs,
 }
 MUTATING = frozenset(
-    {"submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim", "release"}
-)
+    {
+        "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
+        "release", "drain", "undrain", "unfence",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputui.protocol import GpuInfo, GpuSample, Hello, ProcessSample, Sample
+from gputui.protocol import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
 from gputui.scheduler.daemon import Head, HeadSettings
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.hosts import GpuProcess, HostAnswer
@@ -43,6 +43,10 @@ class ScriptedHosts:
     """What every ``signal_process`` answers."""
     power: dict[str, dict[int, float]] = field(default_factory=dict)
     """host -> GPU index -> its power draw (W) in the samples (none: not read)."""
+    faults: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    """host -> GPU index -> fields its samples carry (``state="lost"``, ECC counts ...)."""
+    events: dict[str, tuple[Event, ...]] = field(default_factory=dict)
+    """host -> the events (Xids) its snapshots carry."""
     _queue: asyncio.Queue[HostSnapshot] | None = None
     _reports: dict[str, tuple[HostJob, ...]] = field(default_factory=dict)
 
@@ -75,13 +79,19 @@ class ScriptedHosts:
                     util_gpu=util.get(i),
                     power_w=power.get(i),
                     processes=procs.get(i, ()),
+                    **self.faults.get(host, {}).get(i, {}),
                 )
                 for i in range(n)
             ),
         )
         self._reports[host] = tuple(self.runs[host].values())
         snap = HostSnapshot(
-            name=host, address=host, status=HostStatus.LIVE, hello=hello, sample=sample
+            name=host,
+            address=host,
+            status=HostStatus.LIVE,
+            hello=hello,
+            sample=sample,
+            events=self.events.get(host, ()),
         )
         assert self._queue is not None
         self._queue.put_nowait(snap)
@@ -126,6 +136,19 @@ class ScriptedHosts:
         self.processes.setdefault(host, {})[index] = processes
         if util is not None:
             self.util.setdefault(host, {})[index] = util
+        self._publish(host)
+
+    def put_fault(self, host: str, index: int, **fields: Any) -> None:
+        """From the next sample on, GPU ``index`` of ``host`` reads ``fields`` (none: healthy)."""
+        self.faults.setdefault(host, {})[index] = fields
+        self._publish(host)
+
+    def put_xid(self, host: str, index: int, xid: int, at: float) -> None:
+        """An Xid on GPU ``index`` of ``host`` at ``at``, in every snapshot from now on."""
+        event = Event(
+            time=at, kind="xid", gpu_uuid=self.uuid(host, index), gpu_index=index, xid=xid
+        )
+        self.events[host] = (*self.events.get(host, ()), event)
         self._publish(host)
 
     def sample_again(self, host: str) -> None:

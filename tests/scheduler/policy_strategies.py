@@ -22,6 +22,7 @@ def views(draw: st.DrawFn, max_hosts: int = 5, max_waiting: int = 24) -> Cluster
             model = MODELS[0] if pool == "a100" else MODELS[1]
             if mixed and i % 2:
                 model = MODELS[1 - MODELS.index(model)]
+            healthy = not (draw(st.booleans()) and draw(st.booleans()) and draw(st.booleans()))
             gpus.append(
                 GpuSlot(
                     uuid=f"GPU-{h}-{i}",
@@ -30,9 +31,9 @@ def views(draw: st.DrawFn, max_hosts: int = 5, max_waiting: int = 24) -> Cluster
                     pool=pool,
                     model=model,
                     drained=draw(st.booleans()) and draw(st.booleans()) and draw(st.booleans()),
-                    healthy=not (
-                        draw(st.booleans()) and draw(st.booleans()) and draw(st.booleans())
-                    ),
+                    healthy=healthy,
+                    # A fenced GPU is never healthy; an unhealthy one is fenced or down.
+                    fenced=not healthy and draw(st.booleans()),
                 )
             )
     # Running work on some of the GPUs.
@@ -69,7 +70,9 @@ def views(draw: st.DrawFn, max_hosts: int = 5, max_waiting: int = 24) -> Cluster
             busy.update(g.uuid for g in held)
             next_id += 1
     gpus = [
-        GpuSlot(g.uuid, g.host, g.index, g.pool, g.model, g.drained, g.healthy, g.uuid in busy)
+        GpuSlot(
+            g.uuid, g.host, g.index, g.pool, g.model, g.drained, g.healthy, g.uuid in busy, g.fenced
+        )
         for g in gpus
     ]
     waiting: list[Want] = []

@@ -384,7 +384,7 @@ def test_fresh_file_is_created_at_head_and_reopens(db: Path, mountinfo: Path) ->
     engine = open_store(db, mountinfo=mountinfo)
     namespace = jobs_namespace(engine)
     assert re.fullmatch(r"[a-z0-9]{16}", namespace)
-    assert upgrade(engine) == "0002"
+    assert upgrade(engine) == "0003"
     engine.dispose()
     again = open_store(db, mountinfo=mountinfo)
     assert jobs_namespace(again) == namespace  # kept, not regenerated

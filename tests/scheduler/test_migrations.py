@@ -15,13 +15,13 @@ from sqlmodel import SQLModel
 
 from gputui.scheduler.engine import MIGRATIONS, StoreError, alembic_config, make_engine, upgrade
 
-HEAD = "0002"
+HEAD = "0003"
 """The newest revision gputui ships."""
 
-REVISION_0002 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
+REVISION_0900 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
 
 Revision ID: 0900
-Revises: 0002
+Revises: 0003
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0900"
-down_revision = "0002"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
@@ -56,7 +56,7 @@ def scratch_migrations(tmp_path: Path, fail: bool = False) -> Path:
     """A copy of gputui's migrations plus a revision 0900 (optionally failing at its end)."""
     target = tmp_path / "migrations"
     shutil.copytree(MIGRATIONS, target, ignore=shutil.ignore_patterns("__pycache__"))
-    body = REVISION_0002.replace(
+    body = REVISION_0900.replace(
         "    FAIL_HERE\n", '    raise RuntimeError("half-way")\n' if fail else ""
     )
     (target / "versions" / "0900_comment.py").write_text(body)
@@ -164,7 +164,7 @@ def test_an_older_database_upgrades_and_keeps_its_rows(tmp_path: Path) -> None:
         c.exec_driver_sql(
             "INSERT INTO allocation (gpu_uuid, host, job_id, start_at) VALUES ('g', 'h', 99, 1)"
         )
-    # This gputui (which knows only up to 0002) now refuses the file instead of damaging it.
+    # This gputui (which knows only up to 0003) now refuses the file instead of damaging it.
     with pytest.raises(StoreError, match=r"written by a newer gputui \(schema 0900\)"):
         upgrade(engine)
     engine.dispose()
@@ -200,3 +200,56 @@ def test_the_developer_command_line_path(tmp_path: Path) -> None:
         assert inspect(conn).get_table_names() == ["alembic_version"]
     engine.dispose()
     assert (MIGRATIONS / "alembic.ini").is_file() and (MIGRATIONS / "script.py.mako").is_file()
+
+
+def test_0003_moves_drained_and_unhealthy_rows_into_drains_and_fences(tmp_path: Path) -> None:
+    """A 0002 file with a drained host, a drained GPU and an unhealthy one: after the
+    upgrade each is a drain or a fence with its who, why and since when; and back."""
+    db = tmp_path / "old.db"
+    engine = make_engine(db)
+    assert upgrade(engine, alembic_config(migrations_up_to(tmp_path, "0002"))) == "0002"
+    gpu = 'INSERT INTO gpu (uuid, host, "index", model, memory_mib, pool, state, state_by,'
+    gpu += " state_reason, state_at, present) VALUES (?, 'gpu1', ?, 'A100', 0, 'p', ?, ?, ?, ?, 1)"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO host (name, pool, state, state_by, state_reason, state_at)"
+            " VALUES ('gpu1', 'p', 'drained', 'carol', 'rack work', 5.0), ('gpu2', 'p', 'ok',"
+            " NULL, NULL, NULL)"
+        )
+        conn.exec_driver_sql(gpu, ("GPU-a", 0, "drained", "carol", "fan noise", 7.0))
+        conn.exec_driver_sql(gpu, ("GPU-b", 1, "unhealthy", "gputui-head", "Xid 79", 8.0))
+        conn.exec_driver_sql(gpu, ("GPU-c", 2, "ok", None, None, None))
+        conn.exec_driver_sql(gpu, ("GPU-d", 3, "drained", None, None, None))
+    assert upgrade(engine) == HEAD
+    with engine.connect() as conn:
+        assert "state" not in {c["name"] for c in inspect(conn).get_columns("gpu")}
+        assert conn.exec_driver_sql(
+            "SELECT name, drained_by, drain_reason, drained_at FROM host ORDER BY name"
+        ).all() == [("gpu1", "carol", "rack work", 5.0), ("gpu2", None, None, None)]
+        assert conn.exec_driver_sql(
+            "SELECT uuid, drained_by, drain_reason, drained_at, fence_code, fence_reason,"
+            " fenced_at, fence_clears FROM gpu ORDER BY uuid"
+        ).all() == [
+            ("GPU-a", "carol", "fan noise", 7.0, None, None, None, None),
+            ("GPU-b", None, None, None, "unhealthy", "Xid 79", 8.0, "condition"),
+            ("GPU-c", None, None, None, None, None, None, None),
+            ("GPU-d", "unknown", "", 0.0, None, None, None, None),  # drained since "ever"
+        ]
+        conn.rollback()
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0002")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT uuid, state FROM gpu ORDER BY uuid").all() == [
+            ("GPU-a", "drained"),
+            ("GPU-b", "unhealthy"),
+            ("GPU-c", "ok"),
+            ("GPU-d", "drained"),
+        ]
+        assert conn.exec_driver_sql("SELECT name, state, state_by FROM host").all() == [
+            ("gpu1", "drained", "carol"),
+            ("gpu2", "ok", None),
+        ]
+        conn.rollback()
+    engine.dispose()

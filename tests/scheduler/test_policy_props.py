@@ -203,7 +203,8 @@ def test_preemption_picks_the_fewest_victims(view: ClusterView, gpus: int) -> No
                 if free + freed >= gpus and len(fit) >= gpus:
                     best = size
                     break
-    if best is None or any(w.reason in (policy.DRAINED, policy.HOST_DOWN) for w in d.wait):
+    static = (policy.DRAINED, policy.FENCED, policy.HOST_DOWN)
+    if best is None or any(w.reason in static for w in d.wait):
         assert not d.preempt
         return
     assert len(d.preempt) == best

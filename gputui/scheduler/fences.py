@@ -1,0 +1,194 @@
+"""The head's own fences, store side: a GPU the health rules call unhealthy is fenced
+off (no new claim or job), and the fence lifts by itself only as its rule says.
+
+``gputui.health.fencing.fence_reasons`` says which GPUs of a snapshot should be
+fenced, and how each fence may clear: ``condition`` (lifted once a later sample no
+longer shows it) or ``reboot`` (lifted once the host booted after the fence). An
+admin may lift a fence with a reason (``unfence``); the condition that caused it
+then stays waived until it is gone, or, for an Xid, until the Xid comes again, so
+the next sample does not fence the card straight back.
+
+A fence is kept apart from an admin's drain: neither sets nor clears the other.
+Each fence and each lift is audited as the head (``gputui-head``) in the
+transaction that makes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gputui.health.fencing import Fence
+
+from .identity import HEAD_ACTOR
+from .store import Tx
+from .tables import Audit, Gpu
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One change to a GPU's fence: fence it (``fence``), lift it (``fence`` None,
+    ``why`` says why), or only forget an admin's waiver (``waiver_ends``)."""
+
+    uuid: str
+    fence: Fence | None
+    why: str = ""
+    waiver_ends: bool = False
+    lift: bool = False
+    renew: bool = False
+    """Fenced since now, even for the code it had (it came again after a reboot)."""
+
+
+def _xid(code: str) -> int | None:
+    head, _, number = code.partition("-")
+    return int(number) if head == "xid" and number.isdigit() else None
+
+
+def plan(
+    gpu: Gpu,
+    wanted: Fence | None,
+    *,
+    boot_time: float | None,
+    xid_times: Mapping[int, float],
+) -> Step | None:
+    """What to do to ``gpu``'s fence, given the fence its latest sample calls for
+    (``wanted``), the host's boot time and, per Xid, when this GPU last had it
+    (None: nothing). Pure: the watcher asks it of its cached rows, the writer of
+    the rows in its transaction."""
+    waiver_ends = False
+    if gpu.fence_waived is not None:
+        again = wanted is not None and wanted.code == gpu.fence_waived
+        xid = _xid(gpu.fence_waived)
+        if again and xid is not None and xid_times.get(xid, -1.0) > (gpu.fence_waived_at or 0):
+            again = False  # the same Xid happened again since the admin's unfence
+        if again:
+            wanted = None  # still waived
+        else:
+            waiver_ends = True
+    if gpu.fence_code is None:
+        if wanted is not None:
+            return Step(gpu.uuid, wanted, waiver_ends=waiver_ends)
+    elif gpu.fence_clears == "reboot":
+        # A later sample shows nothing to watch (an Xid is an event); only a reboot
+        # after the fence (or an admin) lifts it, and nothing replaces it.
+        fenced_at = gpu.fenced_at or 0.0
+        if boot_time is not None and boot_time > fenced_at:
+            if wanted is not None:  # something fences it since the reboot: that, from now
+                return Step(gpu.uuid, wanted, waiver_ends=waiver_ends, renew=True)
+            return Step(gpu.uuid, None, "the host rebooted", waiver_ends, lift=True)
+    elif wanted is None:
+        return Step(gpu.uuid, None, "the condition cleared", waiver_ends, lift=True)
+    elif wanted.code != gpu.fence_code:
+        return Step(gpu.uuid, wanted, waiver_ends=waiver_ends)
+    return Step(gpu.uuid, None, waiver_ends=True) if waiver_ends else None
+
+
+def plan_host(
+    gpus: Iterable[Gpu],
+    wanted: Mapping[str, Fence],
+    *,
+    boot_time: float | None,
+    xid_times: Mapping[str, Mapping[int, float]],
+) -> list[Step]:
+    """``plan`` for each present GPU of one host (``xid_times`` by GPU uuid)."""
+    steps = []
+    for gpu in gpus:
+        if not gpu.present:
+            continue
+        step = plan(
+            gpu,
+            wanted.get(gpu.uuid),
+            boot_time=boot_time,
+            xid_times=xid_times.get(gpu.uuid, {}),
+        )
+        if step is not None:
+            steps.append(step)
+    return steps
+
+
+def where(gpu: Gpu) -> str:
+    return f"{gpu.host}:{gpu.index}"
+
+
+def fence(
+    tx: Tx,
+    gpu: Gpu,
+    code: str,
+    reason: str,
+    now: float,
+    *,
+    clears: str = "condition",
+    renew: bool = False,
+) -> Gpu:
+    """Fence ``gpu`` off (or change why, keeping since when for the same code unless
+    ``renew``)."""
+    if gpu.fence_code != code or renew:
+        gpu.fenced_at = now
+    gpu.fence_code, gpu.fence_reason, gpu.fence_clears = code[:32], reason[:512], clears[:16]
+    tx.audit(
+        Audit(
+            time=now,
+            uid=0,
+            user=HEAD_ACTOR,
+            action="fence",
+            target=where(gpu)[:128],
+            reason=reason[:512],
+            outcome=f"fenced ({code}; clears on {clears})"[:256],
+        )
+    )
+    return tx.put_gpu(gpu)
+
+
+def clear_fence(
+    tx: Tx, gpu: Gpu, reason: str, now: float, *, uid: int = 0, user: str = HEAD_ACTOR
+) -> Gpu:
+    """Lift ``gpu``'s fence: by the head (its condition cleared) or by an admin
+    (``uid``/``user``; the condition is then waived until it is gone)."""
+    code = gpu.fence_code or "?"
+    if user != HEAD_ACTOR:
+        gpu.fence_waived, gpu.fence_waived_at = gpu.fence_code, now
+    gpu.fence_code = gpu.fence_reason = gpu.fenced_at = gpu.fence_clears = None
+    still = " (still drained)" if gpu.drained else ""
+    tx.audit(
+        Audit(
+            time=now,
+            uid=uid,
+            user=user[:64],
+            action="unfence",
+            target=where(gpu)[:128],
+            reason=reason[:512],
+            outcome=f"fence {code} lifted{still}"[:256],
+        )
+    )
+    return tx.put_gpu(gpu)
+
+
+def apply(
+    tx: Tx,
+    host: str,
+    wanted: Mapping[str, Fence],
+    *,
+    boot_time: float | None,
+    xid_times: Mapping[str, Mapping[int, float]],
+    now: float,
+) -> list[Gpu]:
+    """Plan ``host``'s fences again on the rows of this transaction (so news planned
+    twice, or overtaken by an admin's unfence, is applied once) and carry the plan
+    out; the rows changed."""
+    rows = [g for g in tx.gpus() if g.host == host]
+    changed = []
+    for step in plan_host(rows, wanted, boot_time=boot_time, xid_times=xid_times):
+        gpu = tx.gpu(step.uuid)
+        if gpu is None:
+            continue
+        if step.waiver_ends:
+            gpu.fence_waived = gpu.fence_waived_at = None
+        if step.fence is not None:
+            f = step.fence
+            gpu = fence(tx, gpu, f.code, f.reason, now, clears=f.clears, renew=step.renew)
+        elif step.lift:
+            gpu = clear_fence(tx, gpu, step.why, now)
+        else:
+            gpu = tx.put_gpu(gpu)
+        changed.append(gpu)
+    return changed
