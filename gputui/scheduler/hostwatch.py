@@ -213,7 +213,7 @@ class HostWatch:
         """What the health rules say of this live host's GPUs, when that would change
         a fence (or an admin's waiver): for the writer to apply (``put_fences``)."""
         wanted = fence_reasons(snap, self._clock(), self._thresholds)
-        boot_time: float | None = getattr(snap.hello, "boot_time", None)
+        boot_time = snap.hello.boot_time if snap.hello is not None else None
         xid_times: dict[str, dict[int, float]] = {}
         for event in snap.events:
             if event.xid is not None and event.gpu_uuid is not None and event.time is not None:
