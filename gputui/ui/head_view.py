@@ -200,6 +200,8 @@ class HeadGpu:
     pool: str
     state: str
     holder: Holder | None
+    reason: str = ""
+    """Why it is ``drained`` (an admin) or ``unhealthy`` (fenced by the head)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +319,7 @@ def _gpu(raw: Mapping[str, Any]) -> HeadGpu | None:
         pool=_text(raw.get("pool"), 64),
         state=_text(raw.get("state"), 16),
         holder=holder,
+        reason=_text(raw.get("state_reason"), 256),
     )
 
 
