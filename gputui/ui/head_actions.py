@@ -106,6 +106,9 @@ class HeadActions(AuditActions):
         main = self._main()
         rows = self.model.set_holders(view.holders())
         rows += self.model.set_owner_flags(by_gpu(view.flags))
+        rows += self.model.set_head_states(
+            {g.uuid: g.state for g in view.gpus if g.state in ("unhealthy", "drained")}
+        )
         now = self.clock()
         self.health.set_outside(head_findings(view, now), now)
         running, pending = view.counts()

@@ -113,6 +113,8 @@ class ClusterModel:
         self.holders: dict[str, Holder] = {}
         """GPU uuid -> the job or claim holding it, as the scheduler's head last said."""
         self.owner_flags: dict[str, tuple[OwnerFlag, ...]] = {}
+        self.head_states: dict[str, str] = {}
+        """GPU uuid -> ``unhealthy`` (fenced by the head) or ``drained`` (an admin)."""
         """GPU uuid -> its processes that its owner holds nothing for (the head's flags)."""
 
     # -- updates -----------------------------------------------------------------
@@ -153,6 +155,14 @@ class ClusterModel:
             return []
         return [g.row for g in self.iter_gpus() if g.uuid in moved]
 
+    def set_head_states(self, states: dict[str, str]) -> list[GpuRow]:
+        """Take which GPUs the head fenced or an admin drained; the rows that changed."""
+        old, self.head_states = self.head_states, states
+        moved = {u for u in old.keys() | states.keys() if old.get(u) != states.get(u)}
+        if not moved:
+            return []
+        return [g.row for g in self.iter_gpus() if g.uuid in moved]
+
     # -- queries -----------------------------------------------------------------
 
     def flagged(self, gpus: Iterable[GpuView]) -> frozenset[tuple[str, int]]:
@@ -173,9 +183,15 @@ class ClusterModel:
 
     def flags(self, gpu: GpuView, now: float) -> list[Flag]:
         """What is wrong with a GPU, worst first; empty means it is fine. The head's
-        ownership flags come last: ``ROGUE`` / ``STRAY``, critical once ``enforce``
-        will signal (or has signalled) the process."""
+        fence comes first (``FENCE``), its drain (``DRAIN``) and ownership flags last:
+        ``ROGUE`` / ``STRAY``, critical once ``enforce`` will signal (or has
+        signalled) the process."""
         flags = gpu_flags(gpu.sample, self.events(gpu.row), now, self.health)
+        state = self.head_states.get(gpu.uuid)
+        if state == "unhealthy":
+            flags.insert(0, Flag("FENCE", "crit"))
+        elif state == "drained":
+            flags.append(Flag("DRAIN", "info"))
         owned = self.owner_flags.get(gpu.uuid)
         if owned:
             for label in dict.fromkeys(f.label for f in owned):

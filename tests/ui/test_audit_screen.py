@@ -13,13 +13,14 @@ from hypothesis import strategies as st
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 from ui_fakes import NOW, FakeSource, fixed_clock
-from ui_helpers import until
+from ui_helpers import grid_line, until
 
 from gputui.config import Config
 from gputui.demo.cluster import DemoCluster
 from gputui.fleet.fleet import Fleet
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.screens.audit import AuditRow, AuditScreen, parse_rows
+from gputui.ui.screens.health import HealthScreen
 
 DEADLINE_S = 60.0
 
@@ -55,6 +56,32 @@ async def test_an_admin_cancel_shows_in_the_audit_screen() -> None:
             assert [r.time for r in screen.rows] == sorted(
                 (r.time for r in screen.rows), reverse=True
             )
+
+
+async def test_a_drained_card_shows_in_the_grid_and_the_health_view() -> None:
+    async with DemoCluster(hosts=1, gpus=2, head=True) as cluster:
+        config = cluster.config()
+        app = GpuTuiApp(Fleet(config), config)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await until(
+                pilot, lambda: app.head_link is not None and app.head_link.connected, "the head"
+            )
+            link = app.head_link
+            assert link is not None
+            host = config.hosts[0].name
+            await until(pilot, lambda: grid_line(app, f"{host}:1"), "the GPU in the grid")
+            await until(
+                pilot, lambda: link.view is not None and len(link.view.gpus) == 2, "the head's GPUs"
+            )
+            await link.call("drain", {"target": f"{host}:1", "reason": "fan noise"})
+            await until(pilot, lambda: "DRAIN" in grid_line(app, f"{host}:1"), "DRAIN", DEADLINE_S)
+            assert "DRAIN" not in grid_line(app, f"{host}:0")
+            await pilot.press("h")
+            await until(pilot, lambda: isinstance(app.screen, HealthScreen), "the health view")
+            app.judge_health()
+            drained = [p for p in app.health.problems() if p.finding.code == "drained"]
+            assert [(p.finding.gpu, p.finding.severity) for p in drained] == [(1, "info")]
+            assert "fan noise" in drained[0].finding.title
 
 
 async def test_the_filter_keeps_rows_with_every_word() -> None:
