@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any
 
 from textual.css.query import NoMatches
@@ -24,7 +24,7 @@ from gputui.explain_text import explain_pairs
 from gputui.health.board import HealthBoard
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
-from gputui.ui.audit_actions import AuditActions
+from gputui.ui.drain_actions import DrainActions
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head_flags import by_gpu
 from gputui.ui.head_health import head_findings
@@ -50,7 +50,7 @@ NOTICE_TITLES = {
 }
 
 
-class HeadActions(AuditActions):
+class HeadActions(DrainActions):
     """The scheduler part of ``GpuTuiApp`` (a mixin: it needs the app's model and screens)."""
 
     config: Config
@@ -150,37 +150,6 @@ class HeadActions(AuditActions):
 
     # -- requests --------------------------------------------------------------------
 
-    def _link(self, what: str) -> HeadLink | None:
-        """The link when a request can be sent now; else say why ``what`` cannot be done."""
-        link = self.head_link
-        if link is None:
-            self._refuse(what, "no head configured (add a head: section to hosts.yaml)")
-            return None
-        if not link.connected:
-            self._refuse(what, f"head unreachable ({link.reason or 'not connected'})")
-            return None
-        return link
-
-    def _refuse(self, what: str, why: str) -> None:
-        self.notify(why, title=f"cannot {what}", severity="error", timeout=8, markup=False)
-
-    def _request(self, what: str, work: Coroutine[Any, Any, None]) -> None:
-        self.run_worker(
-            work,
-            group="head-request",
-            description=what,
-            exclusive=False,
-            exit_on_error=False,
-        )
-
-    async def _call(self, link: HeadLink, what: str, op: str, args: dict[str, Any]) -> Any:
-        """``op``'s result, or None after saying why it failed."""
-        try:
-            return await link.call(op, args)
-        except HeadError as exc:
-            self._refuse(what, exc.message)
-            return None
-
     def on_main_screen_scheduler_key(self, message: MainScreen.SchedulerKey) -> None:
         action, row = message.action, message.row
         if action == "queue":
@@ -200,7 +169,12 @@ class HeadActions(AuditActions):
             if self._link("claim GPUs") is not None:
                 self.push_screen(ClaimScreen(row.host if isinstance(row, GpuRow) else None))
             return
-        handler = {"claim": self._claim_row, "release": self._release_row, "env": self._env_row}
+        handler = {
+            "claim": self._claim_row,
+            "release": self._release_row,
+            "env": self._env_row,
+            "drain": self.drain_row,
+        }
         handler[action](row)
 
     def _view(self) -> HeadView | None:

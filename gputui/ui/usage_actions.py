@@ -12,21 +12,15 @@ its own words.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
 from gputui.ui.head_link import HeadLink
+from gputui.ui.head_requests import HeadRequests
 from gputui.ui.screens.usage import REFRESH_S, UsageScreen
 from gputui.ui.usage_view import UsageReport
-
-if TYPE_CHECKING:
-    from textual.app import App
-
-    _Base = App[None]
-else:
-    _Base = object
 
 USAGE_TIMEOUT_S = 20.0
 """A head answers a month of hours in milliseconds; past this it is said, not waited on."""
@@ -43,7 +37,7 @@ def usage_problem(exc: HeadError) -> str:
     return clean(f"the head refused usage: {exc.message}", 300)
 
 
-class UsageActions(_Base):
+class UsageActions(HeadRequests):
     """The usage part of ``GpuTuiApp`` (a mixin, under ``HeadActions``)."""
 
     head_link: HeadLink | None = None
@@ -65,29 +59,6 @@ class UsageActions(_Base):
         link = self.connected_head(lambda why: message.screen.show_problem(message.token, why))
         if link is not None:
             self.ask_in_worker("usage", "usage from the head", self._fetch_usage(link, message))
-
-    def connected_head(self, problem: Callable[[str], None]) -> HeadLink | None:
-        """The head link when it is up; else None, and ``problem`` says why in one line."""
-        link = self.head_link
-        if link is None:
-            problem("no head configured (add a head: section to hosts.yaml)")
-            return None
-        if not link.connected:
-            problem(f"head unreachable ({link.reason or 'not connected'})")
-            return None
-        return link
-
-    def ask_in_worker(self, group: str, description: str, work: Coroutine[Any, Any, None]) -> None:
-        """Run a screen's request to the head in the app's worker ``group`` (a newer one
-        cancels an older one)."""
-        self.run_worker(
-            work,
-            name=group,
-            group=group,
-            description=description,
-            exclusive=True,
-            exit_on_error=False,
-        )
 
     async def _fetch_usage(self, link: HeadLink, message: UsageScreen.Wanted) -> None:
         since, until = message.since, message.until

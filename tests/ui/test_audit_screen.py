@@ -19,7 +19,9 @@ from gputui.config import Config
 from gputui.demo.cluster import DemoCluster
 from gputui.fleet.fleet import Fleet
 from gputui.ui.app import GpuTuiApp
+from gputui.ui.gpu_view import GpuRow
 from gputui.ui.screens.audit import AuditRow, AuditScreen, parse_rows
+from gputui.ui.screens.confirm import ReasonScreen
 from gputui.ui.screens.health import HealthScreen
 
 DEADLINE_S = 60.0
@@ -73,7 +75,12 @@ async def test_a_drained_card_shows_in_the_grid_and_the_health_view() -> None:
             await until(
                 pilot, lambda: link.view is not None and len(link.view.gpus) == 2, "the head's GPUs"
             )
-            await link.call("drain", {"target": f"{host}:1", "reason": "fan noise"})
+            # D on the GPU, a reason, Enter: the head drains it (the console runs as root).
+            app.main.grid.select(GpuRow(host, 1))
+            await pilot.pause()
+            await pilot.press("D")
+            await until(pilot, lambda: isinstance(app.screen, ReasonScreen), "the reason")
+            await pilot.press(*"fan noise", "enter")
             await until(pilot, lambda: "DRAIN" in grid_line(app, f"{host}:1"), "DRAIN", DEADLINE_S)
             assert "DRAIN" not in grid_line(app, f"{host}:0")
             await pilot.press("h")
@@ -82,6 +89,20 @@ async def test_a_drained_card_shows_in_the_grid_and_the_health_view() -> None:
             drained = [p for p in app.health.problems() if p.finding.code == "drained"]
             assert [(p.finding.gpu, p.finding.severity) for p in drained] == [(1, "info")]
             assert "fan noise" in drained[0].finding.title
+            # D again undrains it.
+            await pilot.press("escape")
+            await pilot.pause()
+            await pilot.press("D")
+            await until(pilot, lambda: isinstance(app.screen, ReasonScreen), "the reason")
+            await pilot.press(*"fixed", "enter")
+            await until(
+                pilot, lambda: "DRAIN" not in grid_line(app, f"{host}:1"), "no DRAIN", DEADLINE_S
+            )
+            audit = await link.call("audit", {"limit": 20})
+            assert [(r["action"], r["reason"]) for r in audit["rows"][-2:]] == [
+                ("drain", "fan noise"),
+                ("undrain", "fixed"),
+            ]
 
 
 async def test_the_filter_keeps_rows_with_every_word() -> None:

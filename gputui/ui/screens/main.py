@@ -104,13 +104,20 @@ class MainScreen(Screen[None]):
             tooltip="GPU-hours per user and group, utilisation by hour",
         ),
         Binding("A", "scheduler('audit')", "Audit", tooltip="Who did what, when and why"),
+        Binding(
+            "D",
+            "scheduler('drain')",
+            "Drain",
+            show=False,
+            tooltip="Drain the selected GPU or host (admins; asks why), or undrain it",
+        ),
     ]
     """Offered when hosts.yaml has a head: section (``check_action``). In the footer they
     come before the health and signal keys (which ``?`` always lists), so that an 80-column pane
     shows claim, release and the queue."""
     BINDINGS = [*BINDINGS[:-3], *SCHEDULER_BINDINGS, *BINDINGS[-3:]]
     SCHEDULER_ACTIONS = frozenset(
-        {"claim", "claim_n", "release", "env", "queue", "submit", "usage", "audit"}
+        {"claim", "claim_n", "release", "env", "queue", "submit", "usage", "audit", "drain"}
     )
 
     @dataclass

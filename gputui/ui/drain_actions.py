@@ -1,0 +1,64 @@
+"""The console's drain key (``D``), mixed into the app: drain or undrain a GPU or a host.
+
+On a GPU row it drains that GPU, on a host row the whole host; on a card (or a host
+whose every card) that is drained already it undrains. It asks for a reason (the
+head audits it) and sends ``drain`` or ``undrain``; the head refuses anyone who is
+not an admin, and the console shows the refusal in the head's words. A drained card
+takes no new claim or job; what runs there finishes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+
+from gputui.ui.audit_actions import AuditActions
+from gputui.ui.gpu_view import GpuRow, Row
+from gputui.ui.head_link import HeadLink
+from gputui.ui.screens.confirm import ReasonScreen
+
+
+class DrainActions(AuditActions):
+    """The drain part of ``GpuTuiApp`` (a mixin, under ``HeadActions``)."""
+
+    def drain_row(self, row: Row | None) -> None:
+        link = self._link("drain")
+        if link is None:
+            return
+        if row is None:
+            self._refuse("drain", "select a GPU (or a host) first")
+            return
+        states = self.model.head_states
+        if isinstance(row, GpuRow):
+            gpu = self.model.gpu(row)
+            target, what = f"{row.host}:{row.index}", f"{row.host} GPU {row.index}"
+            drained = gpu is not None and states.get(gpu.uuid) == "drained"
+        else:
+            entry = self.model.hosts.get(row.host)
+            uuids = [g.uuid for g in entry.gpus.values()] if entry is not None else []
+            target, what = row.host, f"host {row.host}"
+            drained = bool(uuids) and all(states.get(u) == "drained" for u in uuids)
+        op = "undrain" if drained else "drain"
+        question = Text(f"{op.capitalize()} {what}?\n", "bold")
+        question.append(
+            "It takes new claims and jobs again."
+            if drained
+            else "It takes no new claim or job; what runs there finishes."
+        )
+
+        def answered(reason: str | None) -> None:
+            if reason:
+                args = {"target": target, "reason": reason}
+                self._request(f"{op} {what}", self._send_drain(link, op, what, args))
+
+        self.push_screen(ReasonScreen(question, op.capitalize()), answered)
+
+    async def _send_drain(self, link: HeadLink, op: str, what: str, args: dict[str, Any]) -> None:
+        result = await self._call(link, f"{op} {what}", op, args)
+        if result is not None:
+            outcome = result.get("outcome") if isinstance(result, dict) else None
+            text = (
+                f"{what}: {outcome}" if isinstance(outcome, str) and outcome else f"{what}: {op}ed"
+            )
+            self.notify(text, title=op, timeout=6, markup=False)
