@@ -68,11 +68,35 @@ def main(args: argparse.Namespace) -> int:
     board = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
     for snap in snapshots.values():
         board.observe(snap, now)
+    notes = from_head(board, config, args.hosts, now, set(snapshots))
     if args.json:
-        print(json.dumps(as_json(board, len(snapshots)), indent=1))
+        print(json.dumps({**as_json(board, len(snapshots)), "notes": notes}, indent=1))
     else:
         print(as_text(board, len(snapshots), shutil.get_terminal_size((120, 24)).columns))
+        for note in notes:
+            print(f"note: {note}")
     return _EXIT[board.worst()]
+
+
+def from_head(
+    board: HealthBoard, config: Config, hosts_file: str | None, now: float, hosts: set[str]
+) -> list[str]:
+    """What the head knows of these hosts (cards it fenced, cards an admin drained,
+    idle jobs) when hosts.yaml has a head; a note when it cannot say."""
+    if config.head is None:
+        return []
+    from gputui.scheduler.client import HeadClient, HeadError, socket_path
+    from gputui.ui.head_health import head_findings
+    from gputui.ui.head_view import HeadView
+
+    try:
+        with HeadClient(socket_path(None, hosts_file)) as client:
+            state = client.call("cluster", {})
+    except (HeadError, OSError) as exc:
+        return [f"the head did not answer ({clean(str(exc), 200)}): no fences or drains"]
+    findings = [f for f in head_findings(HeadView.parse(state), now) if f.host in hosts]
+    board.set_outside(findings, now)
+    return []
 
 
 def _only(config: Config, names: Sequence[str]) -> Config:

@@ -7,10 +7,18 @@ simulated NVML, with the fault the spec names; one host is a closed port.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from clikit import gputui
+from clikit import ROOT, gputui
+
+GPUTUI = [sys.executable, "-m", "gputui.entry"]
+
+
+def subprocess_run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
 
 
 def health(tmp_path: Path, hosts: str, *args: str) -> tuple[int, str, str]:
@@ -90,3 +98,35 @@ def test_a_check_that_cannot_run_exits_3_in_one_line(
     code, out, err = health(tmp_path, hosts, *args)
     assert code == 3 and out == ""
     assert said in err and "Traceback" not in err
+
+
+async def test_with_a_head_its_drains_are_in_the_report(tmp_path: Path) -> None:
+    """The demo cluster's real head over loopback SSH: a drained card is listed."""
+    import asyncio
+
+    from gputui.demo.cluster import DemoCluster
+    from gputui.scheduler.client import HeadClient
+
+    async with DemoCluster(hosts=1, gpus=2, head=True) as cluster:
+        config = cluster.config()
+        assert config.head is not None
+        host = config.hosts[0].name
+
+        def call(op: str, args: dict[str, object]) -> dict[str, object]:
+            assert config.head is not None
+            with HeadClient(Path(config.head.socket)) as client:
+                return client.call(op, args)
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while len((await asyncio.to_thread(call, "cluster", {})).get("gpus") or []) < 2:
+            # The head learns the host's GPUs from its first sample.
+            assert asyncio.get_running_loop().time() < deadline, "the head never saw the GPUs"
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(call, "drain", {"target": f"{host}:1", "reason": "bad fan"})
+        done = await asyncio.to_thread(
+            subprocess_run, [*GPUTUI, "--hosts", str(cluster.config_path), "health", "--json"]
+        )
+        report = json.loads(done.stdout)
+        drained = [p for p in report["problems"] if p["code"] == "drained"]
+        assert [(p["host"], p["gpu"], p["severity"]) for p in drained] == [(host, 1, "info")]
+        assert "bad fan" in drained[0]["title"] and report["notes"] == []
