@@ -268,6 +268,8 @@ class Event(_Wire):
     gpu_index: GpuIndex | None = None
     pci_bus_id: ShortText | None = None
     xid: XidCode | None = None
+    sxid: XidCode | None = None
+    """An NVSwitch's SXid (kernel log): the switch's bus id is in ``pci_bus_id``."""
     text: LongText = ""
 
 

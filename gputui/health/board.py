@@ -201,6 +201,41 @@ class HealthBoard:
                 unknown += [(gpu.index, check, why) for check, why in unknown_checks(gpu, health)]
         self._unknown[snap.name] = unknown
         out += self._xids(snap, now)
+        out += self._sxids(snap, now)
+        return out
+
+    def _sxids(self, snap: HostSnapshot, now: float) -> list[Finding]:
+        """One finding per NVSwitch and SXid seen within the window: critical when the
+        driver calls it fatal."""
+        since = now - self.thresholds.xid_window_h * 3600
+        boot = snap.hello.boot_time if snap.hello is not None else None
+        if boot is not None:
+            since = max(since, boot)
+        groups: dict[tuple[str, int], list[Event]] = {}
+        for event in snap.events:
+            if event.sxid is None or event.time is None or event.time < since:
+                continue
+            groups.setdefault((event.pci_bus_id or "?", event.sxid), []).append(event)
+        out = []
+        for (switch, code), events in sorted(groups.items()):
+            text = events[-1].text
+            words = text.lower()
+            fatal = "fatal" in words and "non-fatal" not in words
+            key = Finding(
+                f"sxid-{code}-{switch}",
+                "crit" if fatal else "warn",
+                snap.name,
+                None,
+                f"SXid {code} on NVSwitch {switch}" + (" (fatal)" if fatal else ""),
+                "an NVSwitch error: GPU-to-GPU traffic through that switch may fail",
+                "reset the fabric and the GPUs (a reboot); check nvidia-fabricmanager's log"
+                if fatal
+                else "watch it; check nvidia-fabricmanager's log if it repeats",
+                text,
+            )
+            times = sorted(e.time for e in events if e.time is not None)
+            self._seen[key.key] = (times[0], times[-1], len(events))
+            out.append(key)
         return out
 
     def _link_growth(self, gpu: GpuSample) -> list[int]:

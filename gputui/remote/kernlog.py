@@ -1,4 +1,5 @@
-"""Xid history from the kernel log: lines like ``NVRM: Xid (PCI:0000:19:00): 48, ...``.
+"""Xid history from the kernel log: lines like ``NVRM: Xid (PCI:0000:19:00): 48, ...``,
+and NVSwitch SXids: ``nvidia-nvswitch3: SXid (PCI:0000:c5:00.0): 24007, Fatal, ...``.
 
 NVML's Xid events only cover what happens while the helper runs; what happened
 before comes from /dev/kmsg (or ``dmesg``) where the helper may read it. Reading is
@@ -17,6 +18,7 @@ MAX_EVENTS = 200
 TEXT_MAX = 512
 
 _XID_RE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)(?:, (.*))?$")
+_SXID_RE = re.compile(r"SXid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)(?:, (.*))?$")
 _KMSG_RE = re.compile(r"^\d+,\d+,(\d+),[^;]*;")
 _MONO_RE = re.compile(r"^\[\s*(\d+\.\d+)\]")
 _CTIME_RE = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")
@@ -46,6 +48,8 @@ class XidRecord(NamedTuple):
     xid: int
     text: str
     time: float | None
+    kind: str = "xid"
+    """``xid`` (a GPU's) or ``sxid`` (an NVSwitch's)."""
 
 
 def pci_key(bus_id: str) -> tuple[int, int, int] | None:
@@ -99,14 +103,18 @@ def _line_time(line: str, boot: float | None) -> tuple[float | None, str]:
 
 def parse_xid_line(line: str, boot: float | None = None) -> XidRecord | None:
     """One kernel-log line -> an ``XidRecord``, or None when it is not an Xid line."""
-    if "NVRM: Xid" not in line:
+    if "NVRM: Xid" in line:
+        pattern, kind = _XID_RE, "xid"
+    elif "SXid (PCI:" in line:
+        pattern, kind = _SXID_RE, "sxid"
+    else:
         return None
     when, _ = _line_time(line, boot)
-    match = _XID_RE.search(line.rstrip("\r\n"))
+    match = pattern.search(line.rstrip("\r\n"))
     if not match:
         return None
     text = (match.group(3) or "").strip()[:TEXT_MAX]
-    return XidRecord(match.group(1), int(match.group(2)), text, when)
+    return XidRecord(match.group(1), int(match.group(2)), text, when, kind)
 
 
 def parse_xid_lines(lines: Sequence[str], boot: float | None = None) -> list[XidRecord]:
@@ -137,7 +145,7 @@ def read_kmsg(path: str = "/dev/kmsg", max_records: int = MAX_RECORDS) -> list[s
                 break
             if not data:
                 break
-            if b"NVRM" in data:
+            if b"NVRM" in data or b"SXid" in data:
                 lines.append(data.decode("utf-8", errors="replace").split("\n", 1)[0])
     finally:
         os.close(fd)
@@ -162,7 +170,7 @@ def read_dmesg(timeout: float = 3.0) -> list[str] | None:
     if proc.returncode != 0:
         return None
     text = proc.stdout[-(8 << 20) :].decode("utf-8", errors="replace")
-    return [line for line in text.splitlines() if "NVRM" in line]
+    return [line for line in text.splitlines() if "NVRM" in line or "SXid" in line]
 
 
 def kernel_xid_history(boot: float | None) -> list[XidRecord]:
@@ -184,16 +192,18 @@ def xid_events(
     events = []
     for rec in records:
         match = by_pci.get(pci_key(rec.pci_bus_id) or (-1, -1, -1))
+        switch = rec.kind == "sxid"  # an NVSwitch's: no GPU of this host has its bus id
         events.append(
             {
                 "type": "event",
-                "kind": "xid",
+                "kind": rec.kind,
                 "source": "kernel-log",
                 "time": rec.time if rec.time is not None else now,
-                "gpu_uuid": match["uuid"] if match else None,
-                "gpu_index": match["index"] if match else None,
+                "gpu_uuid": match["uuid"] if match and not switch else None,
+                "gpu_index": match["index"] if match and not switch else None,
                 "pci_bus_id": rec.pci_bus_id,
-                "xid": rec.xid,
+                "xid": None if switch else rec.xid,
+                "sxid": rec.xid if switch else None,
                 "text": rec.text,
             }
         )

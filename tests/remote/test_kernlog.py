@@ -65,3 +65,27 @@ def test_events_map_to_gpus() -> None:
 
 def test_unreadable_kmsg_is_skipped(tmp_path: object) -> None:
     assert read_kmsg("/nonexistent/kmsg") is None
+
+
+def test_nvswitch_sxids_are_read_as_switch_events_not_gpu_xids() -> None:
+    lines = [
+        "[  120.5] nvidia-nvswitch3: SXid (PCI:0000:c5:00.0): 24007, Fatal,"
+        " Link 34 sourcetrack TCEN0 crumbstore ECC DBE Error",
+        "[  121.0] nvidia-nvswitch1: SXid (PCI:0000:07:00.0): 12028, Non-fatal,"
+        " Link 32 egress non-posted PRIV error (First)",
+        "[  122.0] NVRM: Xid (PCI:0000:19:00): 79, pid=1, GPU has fallen off the bus.",
+    ]
+    records = parse_xid_lines(lines, boot=1000.0)
+    assert [(r.kind, r.xid, r.pci_bus_id, r.time) for r in records] == [
+        ("sxid", 24007, "0000:c5:00.0", 1120.5),
+        ("sxid", 12028, "0000:07:00.0", 1121.0),
+        ("xid", 79, "0000:19:00", 1122.0),
+    ]
+    gpus = [{"uuid": "GPU-a", "index": 0, "pci_bus_id": "00000000:C5:00.0"}]
+    events = xid_events(records, gpus, now=2000.0)
+    assert [(e["kind"], e["xid"], e["sxid"], e["gpu_uuid"]) for e in events] == [
+        ("sxid", None, 24007, None),  # a switch's bus id is never a GPU's
+        ("sxid", None, 12028, None),
+        ("xid", 79, None, None),
+    ]
+    assert events[0]["text"].startswith("Fatal, Link 34")

@@ -255,6 +255,26 @@ def test_an_xid_out_of_its_window_clears_and_one_seen_twice_counts_once() -> Non
     assert b.problems()[0].count == 1
 
 
+def test_nvswitch_sxids_are_host_problems_fatal_ones_critical() -> None:
+    def sxid(code: int, text: str, switch: str = "0000:c5:00.0") -> Event:
+        return Event(
+            time=NOW - 30, kind="sxid", source="kernel-log", pci_bus_id=switch, sxid=code, text=text
+        )
+
+    events = (
+        sxid(24007, "Fatal, Link 34 sourcetrack TCEN0 crumbstore ECC DBE Error"),
+        sxid(12028, "Non-fatal, Link 32 egress non-posted PRIV error (First)", "0000:07:00.0"),
+        sxid(12028, "Non-fatal, Link 32 egress non-posted PRIV error", "0000:07:00.0"),
+    )
+    b = board()
+    b.observe(snap(gpu(), events=events), NOW)
+    found = {p.finding.code: p for p in b.problems()}
+    assert found["sxid-24007-0000:c5:00.0"].finding.severity == "crit"
+    assert found["sxid-24007-0000:c5:00.0"].finding.gpu is None
+    assert found["sxid-12028-0000:07:00.0"].finding.severity == "warn"
+    assert found["sxid-12028-0000:07:00.0"].count == 2
+
+
 def test_ranked_worst_first_and_the_exit_code_word() -> None:
     b = board()
     seen(b, snap(gpu(throttle=("sw_power_cap",))))
