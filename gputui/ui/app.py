@@ -292,7 +292,19 @@ class GpuTuiApp(HeadActions, App[None]):
         if any(isinstance(screen, HealthScreen) for screen in self.screen_stack):
             return
         self.judge_health()
-        self.push_screen(HealthScreen(self.health, clock=self.clock, user=_login()))
+        self.push_screen(
+            HealthScreen(
+                self.health, clock=self.clock, user=_login(), may_acknowledge=self._may_ack
+            )
+        )
+
+    def _may_ack(self) -> str | None:
+        """With a head, only its admins acknowledge problems (as the head says who is)."""
+        link = self.head_link
+        view = link.view if link is not None else None
+        if view is not None and not view.me.admin:
+            return f"only admins acknowledge problems ({view.me.user} is not one)"
+        return None
 
     def _on_tick_timer(self) -> None:
         now = time.monotonic()

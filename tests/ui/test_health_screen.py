@@ -132,3 +132,19 @@ async def test_h_opens_it_from_the_main_screen_fed_by_the_hosts() -> None:
         assert isinstance(screen, HealthScreen) and screen.board is app.health
         status = str(screen.query_one("#health-status", Static).render())
         assert status  # totals, or "No problems"
+
+
+async def test_one_who_may_not_acknowledge_is_told_and_nothing_changes() -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        b = board()
+        screen = HealthScreen(
+            b, clock=fixed_clock, user="bob", may_acknowledge=lambda: "only admins acknowledge"
+        )
+        await app.push_screen(screen)
+        await pilot.pause()
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, HealthScreen)  # no note asked for
+        assert all(p.ack is None for p in b.problems())
+        assert any("only admins" in str(n.message) for n in app._notifications)

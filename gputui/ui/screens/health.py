@@ -60,12 +60,15 @@ class HealthScreen(Screen[None]):
         clock: Callable[[], float] = time.time,
         user: str = "",
         refresh_s: float = REFRESH_S,
+        may_acknowledge: Callable[[], str | None] = lambda: None,
     ) -> None:
+        """``may_acknowledge``: None when this user may acknowledge, else why not."""
         super().__init__()
         self.board = board
         self.clock = clock
         self.user = user
         self.refresh_s = refresh_s
+        self.may_acknowledge = may_acknowledge
         self.problems: list[Problem] = []
         self.wide = True
 
@@ -184,6 +187,10 @@ class HealthScreen(Screen[None]):
         problem = next((p for p in self.problems if p.key == key), None)
         if problem is None:
             self.notify("No problem selected.", severity="warning")
+            return
+        refusal = self.may_acknowledge()
+        if refusal is not None:
+            self.notify(refusal, title="cannot acknowledge", severity="error", markup=False)
             return
         question = Text(f"Acknowledge: {clean(problem.finding.title, 128)}?\n", "bold")
         question.append("It stays acknowledged until it changes.", "")
