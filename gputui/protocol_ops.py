@@ -39,7 +39,9 @@ from gputui.protocol_fields import (
     Count,
     Epoch,
     ErrorMap,
+    GpuIndex,
     LongText,
+    Notes,
     Pid,
     ShortText,
     Uid,
@@ -53,6 +55,8 @@ MAX_JOBS = 4096
 """Jobs one ``jobs`` answer (or message) lists at most."""
 MAX_LOG_BYTES = 65536
 """The most one ``job_log`` request may ask for."""
+MAX_HOLDERS = 256
+"""Processes one ``holders`` answer lists at most."""
 JOB_ID_MAX = 2**53
 """Job ids are 1 .. 2**53: exact in a double, so any JSON reader keeps them."""
 
@@ -196,6 +200,41 @@ class JobsForgetResult(Wire):
     forgotten: Annotated[tuple[JobId, ...], Field(max_length=MAX_JOBS)] = ()
 
 
+class Holder(Wire):
+    """A process with a GPU's device file (or a shared ``/dev/nvidia*`` one) open."""
+
+    pid: Pid
+    uid: Uid | None = None
+    user: ShortText | None = None
+    command: LongText = ""
+    devices: Annotated[tuple[ShortText, ...], Field(max_length=8)] = ()
+    """The device files it holds (``nvidia3``, ``nvidiactl``, ``nvidia-uvm`` ...)."""
+    card: StrictBool = False
+    """It holds this GPU's own ``/dev/nvidiaN`` (not only the shared files)."""
+    helper: StrictBool = False
+    """It is the helper itself (NVML keeps the files open)."""
+
+
+class HoldersResult(Wire):
+    index: GpuIndex
+    uuid: ShortText
+    device: ShortText
+    holders: Annotated[tuple[Holder, ...], Field(max_length=MAX_HOLDERS)] = ()
+    found: Count = 0
+    unreadable: Count = 0
+    """Processes of other users whose fds the helper could not read (it is not root)."""
+    notes: Notes = ()
+
+
+class ResetResult(Wire):
+    index: GpuIndex
+    uuid: ShortText
+    reset: StrictBool
+    """The card was reset (False: ``error`` says why NVML would not)."""
+    error: ShortText | None = None
+    message: LongText = ""
+
+
 # -- requests -----------------------------------------------------------------------
 
 R = TypeVar("R", bound=BaseModel)
@@ -315,6 +354,24 @@ class JobsForgetRequest(HelperRequest[JobsForgetResult]):
     result_model: ClassVar[type[BaseModel]] = JobsForgetResult
     ns: Namespace
     job_ids: Annotated[list[JobId], Field(min_length=1, max_length=MAX_JOBS)]
+
+
+class HoldersRequest(HelperRequest[HoldersResult]):
+    """What holds GPU ``index``'s device files (and the shared ones) open."""
+
+    op: ClassVar[str] = "holders"
+    result_model: ClassVar[type[BaseModel]] = HoldersResult
+    index: GpuIndex
+
+
+class ResetRequest(HelperRequest[ResetResult]):
+    """Reset GPU ``index`` if it is still ``uuid`` and no process is on it."""
+
+    op: ClassVar[str] = "reset"
+    result_model: ClassVar[type[BaseModel]] = ResetResult
+    timeout_note: ClassVar[str] = "the reset may still have been done"
+    index: GpuIndex
+    uuid: Annotated[str, Field(pattern=_GPU_UUID)]
 
 
 def _first_error(op: str, exc: ValidationError) -> str:

@@ -1,9 +1,10 @@
 """Requests: one table from op name to handler.
 
 Fast ops (``signal``, ``interval``, ``sim``) answer inline on the sampling loop.
-Slow ops (the job requests) run on a small pool of worker threads that send their
-own ``result`` (``Output`` is thread-safe), so a launch waiting for an exec or a
-listing of thousands of jobs never delays a sample.
+Slow ops (the job requests, ``holders`` and ``reset``) run on a small pool of worker
+threads that send their own ``result`` (``Output`` is thread-safe), so a launch
+waiting for an exec, a listing of thousands of jobs or a scan of /proc never delays
+a sample.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict
 
+from . import gpuops
 from .signals import RequestError, send_signal
 from .wire import OutputClosed
 
@@ -64,7 +66,9 @@ def _job_op(name: str) -> Handler:
 
 FAST: dict[str, Handler] = {"signal": _op_signal, "interval": _op_interval, "sim": _op_sim}
 SLOW: dict[str, Handler] = {
-    name: _job_op(name) for name in ("launch", "jobs", "job_signal", "job_log", "jobs_forget")
+    **{name: _job_op(name) for name in ("launch", "jobs", "job_signal", "job_log", "jobs_forget")},
+    "holders": gpuops.holders,
+    "reset": gpuops.reset,
 }
 
 

@@ -45,6 +45,7 @@ ERROR_CODES: dict[str, int] = {
     "FunctionNotFound": 13,
     "GpuIsLost": 15,
     "ResetRequired": 16,
+    "InUse": 19,
     "LibRmVersionMismatch": 18,
     "NotReady": 27,
     "Unknown": 999,

@@ -54,6 +54,8 @@ class SimDevice:
         self.power = self.model.idle_w
         self.temp = float(self.model.idle_c)
         self.procs: list[SimProc] = []
+        self.resets = 0
+        """GPU resets done (``nvmlDeviceResetGpu``)."""
 
     def age(self, kind: str) -> int:
         """Samples since fault ``kind`` was armed."""

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 FABRIC_IN_PROGRESS_SAMPLES = 3
 """Samples a ``fabric`` fault reads in progress before it reads not started."""
 _PAGE = 0x1000
+RESET_CLEARS = ("remap-pending", "orphan", "phantom")
+"""Faults a GPU reset clears (with the ECC counts); the rest need the card itself fixed."""
 
 
 class c_nvmlGpuFabricInfo_t(ctypes.Structure):
@@ -135,6 +137,25 @@ class SimHealth:
 
     def nvmlDeviceGetGpuFabricInfoV(self, handle: Any, ref: Any) -> int:
         return self._fabric(handle, ref)
+
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
+        return self._dev(handle).index
+
+    def nvmlDeviceResetGpu(self, handle: Any) -> int:
+        """``nvidia-smi --gpu-reset`` for one card: NotSupported on GeForce, InUse while
+        a process is on it; else what a reset clears is gone (a pending remap is done,
+        the volatile ECC counts are zero, memory no process held is free again)."""
+        dev = self._dev(handle)
+        if dev.model.geforce:
+            raise nvml_error("NotSupported")
+        if dev.procs:
+            raise nvml_error("InUse")
+        for kind in RESET_CLEARS:
+            dev.faults.discard(kind)
+            dev.armed.pop(kind, None)
+        dev.ecc_uncorrected = dev.ecc_corrected = 0
+        dev.resets += 1
+        return 0
 
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter: int) -> int:
         dev = self._dev(handle)
