@@ -80,6 +80,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
                 sched=config.scheduler,
             ),
             run_as_login_user=head.run_as_login_user,
+            allow_gpu_reset=head.allow_gpu_reset,
             group_commit=group_commit,
             health=config.health,
         )

@@ -268,6 +268,9 @@ class HeadConfig(_Model):
     run_as_login_user: bool = False
     """On hosts the head logs in to as a user other than root, run every job as that
     user (the console then says so). Off: only that user's own jobs run there."""
+    allow_gpu_reset: bool = False
+    """``gputui force-free --reset`` may reset a GPU whose memory stays held with no
+    process (``nvmlDeviceResetGpu``; the card must be idle). Off: it is only offered."""
 
 
 class Config(_Model):

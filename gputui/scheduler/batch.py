@@ -362,6 +362,8 @@ class Batches:
         elif kind == "signalled":
             sig, answer = payload
             self.flags.signalled(tx, sig, answer)
+        elif kind == "call":  # a step of a longer request (force-free): its own store work
+            payload(tx, ctx)
         elif kind == "meter":  # busy time and energy counted from samples (metering)
             tx.add_metered(payload.usage_rows(), payload.cluster_rows())
         elif kind == "session-closed":

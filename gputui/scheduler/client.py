@@ -22,7 +22,7 @@ from typing import Any
 MUTATING = frozenset(
     {
         "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
-        "release", "drain", "undrain", "unfence",
+        "release", "drain", "undrain", "unfence", "force_free",
     }
 )  # fmt: skip
 DEFAULT_SOCKET = "/run/gputui/head.sock"
@@ -111,15 +111,17 @@ class HeadClient:
         *,
         timeout: float | None = -1.0,
         retry: bool = True,
+        on_push: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Send one request; its result, or ``HeadError``. Retries a dropped mutating
         request once, with the same request id; ``retry=False`` for a request bound to
-        this connection (a ``gputui run`` claim: it ends with the connection)."""
+        this connection (a ``gputui run`` claim: it ends with the connection).
+        ``on_push``: gets each progress push of this request (``force_free``'s steps)."""
         rid = new_request_id() if op in MUTATING else None
         attempts = 2 if rid is not None and retry else 1
         for attempt in range(attempts):
             try:
-                return self._call_once(op, args or {}, rid, timeout)
+                return self._call_once(op, args or {}, rid, timeout, on_push)
             except (ConnectionError, BrokenPipeError, EOFError) as exc:
                 self.close()
                 if attempt + 1 >= attempts:
@@ -129,7 +131,12 @@ class HeadClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _call_once(
-        self, op: str, args: dict[str, Any], rid: str | None, timeout: float | None
+        self,
+        op: str,
+        args: dict[str, Any],
+        rid: str | None,
+        timeout: float | None,
+        on_push: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         if self._sock is None:
             self.connect()
@@ -144,6 +151,8 @@ class HeadClient:
         while True:
             message = self._read()
             if message.get("push"):
+                if on_push is not None and message.get("id") == self._ids:
+                    on_push(message)
                 continue
             if message.get("id") not in (self._ids, None):
                 continue

@@ -39,6 +39,7 @@ from . import lifecycle, policy, publish, wire
 from .actions import Rules
 from .batch import After, Batches, Item
 from .flagwatch import ProcSignal
+from .forcefree import ForceFrees, TxCall, TxFn
 from .hosts import HostOps
 from .hostwatch import HostWatch
 from .identity import Caller
@@ -78,6 +79,8 @@ class HeadSettings:
     """How often the busy time and energy counted from samples are stored."""
     health: HealthThresholds = field(default_factory=HealthThresholds)
     """hosts.yaml's ``health:`` thresholds (uncorrected ECC fences a GPU above its own)."""
+    allow_gpu_reset: bool = False
+    """A force-free may reset a GPU whose memory stays held with no process."""
 
 
 class Head(SnapshotReads):
@@ -125,6 +128,14 @@ class Head(SnapshotReads):
         self.meter = HeadMeter(store, self._read, self._offer, clock, settings.meter_flush_s)
         self.batches = 0
         """Commits made (for tests and the benchmark)."""
+        self.force_frees = ForceFrees(
+            call_tx=self.call_tx,
+            watch=self.watch,
+            hosts=hosts,
+            grace_s=lambda: self.settings.rules.kill_grace_s,
+            allow_reset=settings.allow_gpu_reset,
+            clock=clock,
+        )
 
     # -- running ----------------------------------------------------------------------
 
@@ -201,6 +212,9 @@ class Head(SnapshotReads):
         if request.op == "logs":
             self._spawn(self._logs(conn, request))
             return
+        if request.op == "force_free":
+            self._spawn(self.force_frees.run(conn, request))
+            return
         if request.op in READS:
             self._spawn(self._snapshot_read(conn, request))
             return
@@ -239,12 +253,14 @@ class Head(SnapshotReads):
                 for item in batch:
                     if item.conn is not None and item.request is not None:
                         item.conn.send(wire.error(item.request.id, "store", f"not stored: {why}"))
+                    _fail(item, wire.Refusal("store", f"not stored: {why}"))
                 continue
             except Exception:  # a bug met by one batch must not leave the head deaf for good
                 log.exception("head: internal error; %d items not applied", len(batch))
                 for item in batch:
                     if item.conn is not None and item.request is not None:
                         item.conn.send(wire.error(item.request.id, "internal", "not stored"))
+                    _fail(item, wire.Refusal("internal", "not stored"))
                 continue
             self.batches += 1
             for item, answer in zip(batch, answers, strict=True):
@@ -253,6 +269,16 @@ class Head(SnapshotReads):
                 if item.done is not None and not item.done.done():
                     item.done.set_result(answer)
             self._after_commit(after)
+
+    async def call_tx(self, fn: TxFn) -> Any:
+        """Run ``fn(tx, ctx)`` in the writer's next batch; its value once committed (a
+        ``Refusal`` it raised, or the commit's failure, is raised here; what it did is
+        undone)."""
+        call = TxCall(fn)
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        await self._inbox.put(Item("call", payload=call, done=done))
+        await done
+        return call.value()
 
     def _logins(self) -> dict[str, str | None]:
         return {host: self.hosts.login_user(host) for host in self.host_pools}
@@ -325,6 +351,7 @@ class Head(SnapshotReads):
         for kind, payload in self.watch.observe(snap):
             self._post(Item(kind, payload=payload))
         self.meter.observe(snap)
+        self.force_frees.sampled()
 
     async def _ticker(self) -> None:
         while True:
@@ -382,3 +409,9 @@ class Head(SnapshotReads):
                 conn.last_notice = fresh[-1].id or conn.last_notice
             state = {"me": publish.whoami(conn.caller), **common, **flags}
             conn.send({"push": "state", "seq": seq, "state": state})
+
+
+def _fail(item: Item, exc: BaseException) -> None:
+    """A batch that was not committed: whoever awaits one of its items learns why."""
+    if item.done is not None and not item.done.done():
+        item.done.set_exception(exc)

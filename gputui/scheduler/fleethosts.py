@@ -25,6 +25,7 @@ from gputui.protocol import (
     LaunchRequest,
     SignalRequest,
 )
+from gputui.protocol_ops import HoldersRequest, ResetRequest
 from gputui.telemetry import HostSnapshot, RequestOutcome
 
 from .hosts import GpuProcess, HostAnswer
@@ -144,6 +145,22 @@ class FleetHosts:
         return HostAnswer(
             True, value={"data": v.data, "offset": v.offset, "size": v.size, "ended": v.ended}
         )
+
+    async def holders(self, host: str, index: int) -> HostAnswer:
+        outcome = await self.fleet.request(host, HoldersRequest(index=index))
+        if not outcome.ok or outcome.value is None:
+            return _answer(outcome)
+        return HostAnswer(True, value=outcome.value.model_dump(mode="json"))
+
+    async def reset_gpu(self, host: str, index: int, uuid: str) -> HostAnswer:
+        try:
+            request = ResetRequest(index=index, uuid=uuid)
+        except ValidationError:
+            return HostAnswer(False, code="bad-request", message=f"not sent: bad uuid {uuid!r}")
+        outcome = await self.fleet.request(host, request)
+        if not outcome.ok or outcome.value is None:
+            return _answer(outcome)
+        return HostAnswer(True, value=outcome.value.model_dump(mode="json"))
 
     async def forget(self, host: str, keys: Sequence[int]) -> HostAnswer:
         if not keys:

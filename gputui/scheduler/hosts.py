@@ -72,3 +72,13 @@ class HostOps(Protocol):
         ...
 
     async def forget(self, host: str, keys: Sequence[int]) -> HostAnswer: ...
+
+    async def holders(self, host: str, index: int) -> HostAnswer:
+        """What holds GPU ``index``'s device files open; ``value``: the ``holders``
+        result as a dict (device, holders, found, unreadable, notes)."""
+        ...
+
+    async def reset_gpu(self, host: str, index: int, uuid: str) -> HostAnswer:
+        """Reset GPU ``index`` if it is still ``uuid`` and idle; ``value``: dict with
+        ``reset`` (bool), ``error`` and ``message`` (why NVML would not)."""
+        ...

@@ -198,6 +198,32 @@ class DrainArgs(_Plain):
         return value
 
 
+class ForceFreeArgs(_Plain):
+    """``force_free``: take GPU ``gpu`` (its index or uuid) of ``host`` back (admins)."""
+
+    host: Name
+    gpu: Annotated[str, StringConstraints(min_length=1, max_length=96)]
+    reason: Short
+    """Required: why, for the audit and the owners' notices."""
+    reset: bool = False
+    """Reset the GPU when its memory stays held with no process (``head.allow_gpu_reset``)."""
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, value: str) -> str:
+        plain(value, "gpu")
+        if not (value.isdigit() or value.startswith(("GPU-", "MIG-"))) or " " in value:
+            raise ValueError("give the GPU's index or its uuid (GPU-...)")
+        return value
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("give a reason (why, for the audit and the owners)")
+        return value
+
+
 class ListArgs(_Plain):
     all: bool = False
     """Finished jobs and released claims too."""
@@ -278,11 +304,12 @@ ARGS: dict[str, type[_Args]] = {
     "drain": DrainArgs,
     "undrain": DrainArgs,
     "unfence": DrainArgs,
+    "force_free": ForceFreeArgs,
 }
 MUTATING = frozenset(
     {
         "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
-        "release", "drain", "undrain", "unfence",
+        "release", "drain", "undrain", "unfence", "force_free",
     }
 )  # fmt: skip
 

@@ -168,6 +168,13 @@ class ScriptedHosts:
     async def forget(self, host: str, keys: Sequence[int]) -> HostAnswer:
         return HostAnswer(True, value={"forgotten": list(keys)})
 
+    async def holders(self, host: str, index: int) -> HostAnswer:
+        value = {"device": f"/dev/nvidia{index}", "holders": [], "notes": []}
+        return HostAnswer(True, value=value)
+
+    async def reset_gpu(self, host: str, index: int, uuid: str) -> HostAnswer:
+        return HostAnswer(True, value={"reset": True, "error": None, "message": ""})
+
 
 @contextlib.asynccontextmanager
 async def running_head(
