@@ -46,6 +46,8 @@ scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
   drain, undrain, unfence
                 admins: no new work on a HOST[:GPU] (--reason), take it again;
                 clear the head's automatic fence of a GPU (--reason)
+  force-free    admins: take a stuck GPU back, step by step (HOST:GPU --reason TEXT
+                [--reset]); exit 0 free, 1 a step failed
   audit, whoami the audit trail; who the head says you are
   usage, report GPU-hours, busy hours, energy and cost; a weekly summary
 """

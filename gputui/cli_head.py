@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gputui import cli_drain, cli_policy, cli_usage
+from gputui import cli_drain, cli_forcefree, cli_policy, cli_usage
 from gputui.cli_flags import flags_table, idle_reason
 from gputui.durations import elapsed_text, parse_duration
 from gputui.printable import shown as _shown
@@ -56,6 +56,7 @@ VERBS = (
     "drain",
     "undrain",
     "unfence",
+    "force-free",
 )
 
 
@@ -176,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_policy.add_parsers(sub, _job_id)
     cli_usage.add_parsers(sub)
     cli_drain.add_parsers(sub)
+    cli_forcefree.add_parsers(sub)
     return p
 
 
@@ -592,6 +594,7 @@ HANDLERS: dict[str, Callable[[HeadClient, argparse.Namespace], int]] = {
     "drain": cli_drain.run,
     "undrain": cli_drain.run,
     "unfence": cli_drain.run,
+    "force-free": cli_forcefree.run,
 }
 
 

@@ -1,0 +1,100 @@
+"""``gputui force-free HOST:GPU --reason TEXT [--reset]``: take a stuck GPU back.
+
+Admins only (the head checks, from the socket). The head pushes each step as it
+ends (drain, stop, sigterm, sigkill, memory, and holders / reset when memory stays
+held); each is printed as one line, ``STEP  ok|FAILED  OUTCOME``. Exit 0 when the
+card ends free, 1 when a step failed or the head refused, 2 on bad arguments, 3
+when the head cannot be reached (``cli_head.main`` maps its errors the same way).
+Like ``cli_head``, this imports only the light client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import Any
+
+from gputui.printable import shown
+from gputui.scheduler.client import HeadClient, HeadError
+
+EXIT_OK, EXIT_FAILED = 0, 1
+_TARGET = re.compile(r"\A([^:\s]{1,128}):([0-9]{1,2}|(?:GPU|MIG)-[0-9A-Za-z/-]{1,92})\Z")
+_STEP_CELLS = 8
+_LINE_CELLS = 400
+
+
+def target(text: str) -> tuple[str, str]:
+    """``HOST:GPU`` (GPU: its index or uuid) -> (host, gpu); argparse's type."""
+    match = _TARGET.match(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"not HOST:GPU (GPU: its index or uuid): {shown(text, 60)!r}"
+        )
+    return match.group(1), match.group(2)
+
+
+def add_parsers(sub: Any) -> None:
+    f = sub.add_parser(
+        "force-free",
+        help="admins: take a stuck GPU back (drain, SIGTERM, SIGKILL, check its memory)",
+    )
+    f.add_argument("gpu", type=target, metavar="HOST:GPU", help="the GPU, by index or uuid")
+    f.add_argument("--reason", required=True, help="why (audited; its owners are told)")
+    f.add_argument(
+        "--reset",
+        action="store_true",
+        help="reset the GPU if its memory stays held with no process (head.allow_gpu_reset)",
+    )
+    f.add_argument("--json", action="store_true", help="the final result as JSON")
+
+
+def step_line(step: Any) -> str:
+    """One pushed step as the line printed for it (hostile text made harmless)."""
+    if not isinstance(step, dict):
+        return "?        FAILED    the head sent a step that is not an object"
+    name = shown(str(step.get("step", "?")), _STEP_CELLS)
+    mark = "ok" if step.get("ok") is True else "FAILED"
+    outcome = shown(str(step.get("outcome", "")), _LINE_CELLS)
+    return f"{name:<{_STEP_CELLS}} {mark:<6}  {outcome}"
+
+
+def run(client: HeadClient, a: argparse.Namespace) -> int:
+    host, gpu = a.gpu
+    if not a.reason.strip():
+        print("gputui force-free: --reason must say why (it is audited)", file=sys.stderr)
+        return 2
+    printed = 0
+
+    def on_push(message: dict[str, Any]) -> None:
+        nonlocal printed
+        if message.get("push") == "force-free":
+            printed += 1
+            if not a.json:
+                print(step_line(message.get("step")), flush=True)
+
+    args = {"host": host, "gpu": gpu, "reason": a.reason, "reset": a.reset}
+    try:
+        result = client.call("force_free", args, timeout=None, retry=False, on_push=on_push)
+    except HeadError as exc:
+        if exc.code in ("bad-args", "usage"):
+            raise HeadError("usage", exc.message) from None
+        raise
+    raw = result.get("steps")
+    steps: list[Any] = raw if isinstance(raw, list) else []
+    if a.json:
+        json.dump(result, sys.stdout, indent=2, sort_keys=True)
+        print()
+    elif printed == 0:  # a retry answered from the head's log: no pushes came
+        for step in steps:
+            print(step_line(step))
+    free = result.get("free") is True
+    if not a.json:
+        where = shown(str(result.get("target", f"{host}:{gpu}")), 140)
+        print(
+            f"{where} is free; it stays drained until `gputui undrain {where}`"
+            if free
+            else f"{where} is not free: see the step marked FAILED"
+        )
+    return EXIT_OK if free else EXIT_FAILED
