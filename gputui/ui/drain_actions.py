@@ -1,4 +1,11 @@
-"""The console's drain key (``D``), mixed into the app: drain or undrain a GPU or a host.
+"""The console's drain (``D``) and force-free (``F``) keys, mixed into the app.
+
+``F`` on a GPU asks why, then opens ``ForceFreeScreen`` and asks the head to
+``force_free`` the card; the steps the head pushes as they end go to the modal, then
+the verdict. Admins only (the head refuses anyone else, and the console says so
+first when the head has told it who this user is).
+
+``D``: drain or undrain a GPU or a host.
 
 On a GPU row it drains that GPU, on a host row the whole host; on a card (or a host
 whose every card) that is drained already it undrains. It asks for a reason (the
@@ -13,10 +20,15 @@ from typing import Any
 
 from rich.text import Text
 
+from gputui.scheduler.client import HeadError
 from gputui.ui.audit_actions import AuditActions
 from gputui.ui.gpu_view import GpuRow, Row
-from gputui.ui.head_link import HeadLink
+from gputui.ui.head_link import HeadForceFreeStep, HeadLink
 from gputui.ui.screens.confirm import ReasonScreen
+from gputui.ui.screens.forcefree import ForceFreeScreen
+
+FORCE_FREE_TIMEOUT_S = 900.0
+"""A run waits a grace period and a sample or two; a reset can take minutes."""
 
 
 class DrainActions(AuditActions):
@@ -62,3 +74,54 @@ class DrainActions(AuditActions):
                 f"{what}: {outcome}" if isinstance(outcome, str) and outcome else f"{what}: {op}ed"
             )
             self.notify(text, title=op, timeout=6, markup=False)
+
+    # -- force-free ------------------------------------------------------------------
+
+    _force_free_screen: ForceFreeScreen | None = None
+
+    def force_free_row(self, row: Row | None) -> None:
+        link = self._link("force-free")
+        if link is None:
+            return
+        if not isinstance(row, GpuRow):
+            self._refuse("force-free", "select a GPU first")
+            return
+        view = link.view
+        if view is not None and not view.me.admin:
+            self._refuse("force-free", f"only admins force-free a GPU ({view.me.user} is not one)")
+            return
+        what = f"{row.host} GPU {row.index}"
+        question = Text(f"Force-free {what}?\n", "bold")
+        question.append(
+            "It drains the card, kills its jobs, releases its claims, SIGTERMs then"
+            " SIGKILLs every process on it, and checks that the memory came back."
+        )
+
+        def answered(reason: str | None) -> None:
+            if not reason:
+                return
+            screen = ForceFreeScreen(what, reason)
+            self._force_free_screen = screen
+            self.push_screen(screen)
+            args = {"host": row.host, "gpu": str(row.index), "reason": reason}
+            self._request(f"force-free {what}", self._send_force_free(link, screen, args))
+
+        self.push_screen(ReasonScreen(question, "Force-free"), answered)
+
+    async def _send_force_free(
+        self, link: HeadLink, screen: ForceFreeScreen, args: dict[str, Any]
+    ) -> None:
+        try:
+            answer = await link.call("force_free", args, timeout=FORCE_FREE_TIMEOUT_S)
+        except HeadError as exc:
+            screen.done(None, exc.message)
+            return
+        finally:
+            if self._force_free_screen is screen:
+                self._force_free_screen = None
+        screen.done(answer)
+
+    def on_head_force_free_step(self, message: HeadForceFreeStep) -> None:
+        screen = self._force_free_screen
+        if screen is not None:
+            screen.step(message.step)

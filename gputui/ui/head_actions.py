@@ -174,6 +174,7 @@ class HeadActions(DrainActions):
             "release": self._release_row,
             "env": self._env_row,
             "drain": self.drain_row,
+            "force_free": self.force_free_row,
         }
         handler[action](row)
 

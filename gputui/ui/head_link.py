@@ -62,6 +62,13 @@ class HeadNotice(Message):
 
 
 @dataclass
+class HeadForceFreeStep(Message):
+    """A step of a force-free run this console asked for, as it ended at the head."""
+
+    step: Any
+
+
+@dataclass
 class HeadUnreachable(Message):
     """The head cannot be reached (or the connection to it dropped); ``reason`` says why."""
 
@@ -181,6 +188,8 @@ class HeadLink:
         kind = push.get("push")
         if kind == "state":
             self._state(push.get("state"), push.get("seq"))
+        elif kind == "force-free":
+            self._post(HeadForceFreeStep(push.get("step")))
         elif kind == "notice":
             notice = push.get("notice")
             if isinstance(notice, dict):

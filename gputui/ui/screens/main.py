@@ -111,13 +111,31 @@ class MainScreen(Screen[None]):
             show=False,
             tooltip="Drain the selected GPU or host (admins; asks why), or undrain it",
         ),
+        Binding(
+            "F",
+            "scheduler('force_free')",
+            "Force-free",
+            show=False,
+            tooltip="Take the selected GPU back: drain, kill, check memory (admins; asks why)",
+        ),
     ]
     """Offered when hosts.yaml has a head: section (``check_action``). In the footer they
     come before the health and signal keys (which ``?`` always lists), so that an 80-column pane
     shows claim, release and the queue."""
     BINDINGS = [*BINDINGS[:-3], *SCHEDULER_BINDINGS, *BINDINGS[-3:]]
     SCHEDULER_ACTIONS = frozenset(
-        {"claim", "claim_n", "release", "env", "queue", "submit", "usage", "audit", "drain"}
+        {
+            "claim",
+            "claim_n",
+            "release",
+            "env",
+            "queue",
+            "submit",
+            "usage",
+            "audit",
+            "drain",
+            "force_free",
+        }
     )
 
     @dataclass
