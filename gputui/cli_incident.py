@@ -4,9 +4,10 @@ A timeline, oldest first, of what is known about a host (or one of its GPUs) sin
 ``--since`` (default 24h): when the host booted, every Xid (the kernel log's history
 and NVML's events) with what it means, the problems the health checks find now
 (with when each was first seen), the head's audit rows about it (fence, drain,
-force-free, kill, preempt, enforce; when hosts.yaml has a head), and its readings
-as the probe took them. With ``gputui health --json`` and ``gputui audit --json``
-that is what an incident report needs.
+force-free, kill, preempt, enforce; when hosts.yaml has a head), the readings the
+head kept (about one a minute, since it started) and those the probe took. With
+``gputui health --json`` and ``gputui audit --json`` that is what an incident
+report needs.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ MAX_AUDIT = 2000
 class Entry:
     time: float
     kind: str
-    """``boot``, ``xid``, ``problem``, ``audit`` or ``sample``."""
+    """``boot``, ``xid``, ``problem``, ``audit``, ``reading`` (kept by the head, about
+    one a minute) or ``sample`` (taken by this probe)."""
     gpu: int | None
     text: str
 
@@ -192,11 +194,15 @@ def _audit(
     try:
         with HeadClient(socket_path(None, hosts_file)) as client:
             answer = client.call("audit", {"since": since, "limit": MAX_AUDIT})
+            args: dict[str, Any] = {"host": host, "since": since}
+            if gpu is not None:
+                args["gpu"] = gpu
+            kept = client.call("incident", args)
     except HeadError as exc:
-        notes.append(f"no audit rows: {clean(exc.message, 200)}")
+        notes.append(f"no audit rows or past readings: {clean(exc.message, 200)}")
         return []
     except OSError as exc:
-        notes.append(f"no audit rows: head unreachable ({clean(str(exc), 200)})")
+        notes.append(f"no audit rows or past readings: head unreachable ({clean(str(exc), 200)})")
         return []
     wanted = {host} if gpu is None else {f"{host}:{gpu}", host}
     out = []
@@ -217,4 +223,40 @@ def _audit(
         if isinstance(outcome, str) and outcome:
             text += f" -> {clean(outcome, 200)}"
         out.append(Entry(float(when), "audit", gpu, text))
+    return out + _readings(kept, since, notes)
+
+
+def _readings(kept: Any, since: float, notes: list[str]) -> list[Entry]:
+    """The readings the head kept (about one a minute per host), as entries."""
+    out: list[Entry] = []
+    readings = kept.get("readings") if isinstance(kept, dict) else None
+    for r in readings[:100_000] if isinstance(readings, list) else []:
+        if not isinstance(r, dict):
+            continue
+        when, index = r.get("time"), r.get("gpu")
+        if not isinstance(when, int | float) or not isinstance(index, int):
+            continue
+
+        def part(label: str, key: str, unit: str = "", r: dict[str, Any] = r) -> str:
+            value = r.get(key)
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            return f"{label} {value}{unit}" if ok else f"{label} n/a"
+
+        text = ", ".join(
+            [
+                clean(str(r.get("state") or "?"), 16),
+                part("util", "util_gpu", "%"),
+                part("mem", "mem_used_mib", " MiB"),
+                part("temp", "temp_c", " C"),
+                part("power", "power_w", " W"),
+                part("ecc", "ecc_uncorrected"),
+            ]
+        )
+        throttle = r.get("throttle")
+        if isinstance(throttle, str) and throttle:
+            text += f", throttle {clean(throttle, 120)}"
+        out.append(Entry(float(when), "reading", index, text))
+    started = kept.get("kept_since") if isinstance(kept, dict) else None
+    if isinstance(started, int | float) and started > since:
+        notes.append(f"the head has kept readings only since {_stamp(float(started))}")
     return out

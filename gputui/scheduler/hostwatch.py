@@ -22,6 +22,7 @@ from gputui.protocol import Sample
 from gputui.telemetry import HostSnapshot, HostStatus
 
 from . import fences, ownership, policy
+from .history import History
 from .store import Tx
 from .tables import Gpu, Host
 
@@ -68,6 +69,8 @@ class HostWatch:
         self._drained_hosts: set[str] = set()
         self._slots: tuple[policy.GpuSlot, ...] = ()
         self._dirty = True
+        self.history = History()
+        """What each GPU read lately (``gputui incident``)."""
 
     def load(self, gpus: Iterable[Gpu], hosts: Iterable[Host] = ()) -> None:
         self._gpus = {g.uuid: g for g in gpus}
@@ -163,6 +166,7 @@ class HostWatch:
     def observe(self, snap: HostSnapshot) -> list[tuple[str, Any]]:
         """Take in one snapshot; the (kind, payload) items the writer must apply."""
         out: list[tuple[str, Any]] = []
+        self.history.record(snap)
         host = self._hosts.setdefault(snap.name, _Host())
         live = snap.status in (HostStatus.LIVE, HostStatus.STALE) and snap.hello is not None
         changed = False

@@ -250,6 +250,14 @@ class WaitArgs(_Args):
     job_id: JobId
 
 
+class IncidentArgs(_Args):
+    """``incident``: what the head kept of ``host`` (one GPU of it, or all) since ``since``."""
+
+    host: Name
+    gpu: Annotated[int, Field(ge=0, le=63, strict=True)] | None = None
+    since: Annotated[float, Field(ge=0, le=1e10, allow_inf_nan=False)] = 0.0
+
+
 Epoch = Annotated[float, Field(ge=0, le=1e10, allow_inf_nan=False)]
 MAX_USAGE_DAYS = 366
 """The longest range one ``usage`` or ``report`` request sums up."""
@@ -293,6 +301,7 @@ ARGS: dict[str, type[_Args]] = {
     "env": EnvArgs,
     "logs": LogArgs,
     "audit": AuditArgs,
+    "incident": IncidentArgs,
     "wait": WaitArgs,
     "usage": UsageArgs,
     "report": ReportArgs,

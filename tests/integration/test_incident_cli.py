@@ -50,3 +50,48 @@ def test_the_other_gpu_has_no_xid_and_the_host_has_both(tmp_path: Path) -> None:
 def test_bad_arguments_exit_3_in_one_line(tmp_path: Path, args: tuple[str, ...], said: str) -> None:
     code, out, err = incident(tmp_path, *args)
     assert code == 3 and out == "" and said in err and "Traceback" not in err
+
+
+async def test_with_a_head_its_readings_and_audit_rows_are_in_the_timeline() -> None:
+    """The demo cluster's real head: a drain is an audit row, and the head's kept
+    readings of the card are in the timeline."""
+    import asyncio
+    import subprocess
+    import sys
+
+    from clikit import ROOT
+
+    from gputui.demo.cluster import DemoCluster
+    from gputui.scheduler.client import HeadClient
+
+    async with DemoCluster(hosts=1, gpus=2, head=True) as cluster:
+        config = cluster.config()
+        assert config.head is not None
+        host = config.hosts[0].name
+        sock = Path(config.head.socket)
+
+        def call(op: str, args: dict[str, object]) -> dict[str, object]:
+            with HeadClient(sock) as client:
+                return client.call(op, args)
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while not (await asyncio.to_thread(call, "incident", {"host": host, "gpu": 1}))["readings"]:
+            assert asyncio.get_running_loop().time() < deadline, "the head kept no reading"
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(call, "drain", {"target": f"{host}:1", "reason": "loud fan"})
+        argv = [sys.executable, "-m", "gputui.entry", "--hosts", str(cluster.config_path)]
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [*argv, "incident", f"{host}:1", "--json"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        entries = json.loads(done.stdout)["entries"]
+        kinds = {e["kind"] for e in entries}
+        assert {"reading", "audit", "sample"} <= kinds, kinds
+        audit = [e for e in entries if e["kind"] == "audit"]
+        assert any("drain" in e["text"] and "loud fan" in e["text"] for e in audit)
