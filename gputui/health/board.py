@@ -18,7 +18,8 @@ from gputui.config import HealthThresholds
 from gputui.protocol import Event, GpuSample
 from gputui.telemetry import HostSnapshot, HostStatus
 
-from .problems import RANK, Finding, gpu_findings, host_findings, unknown_checks
+from .finding import RANK, Finding
+from .problems import gpu_findings, host_findings, unknown_checks
 from .staleness import snapshot_is_stale
 from .xid import action, info
 

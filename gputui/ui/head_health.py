@@ -8,7 +8,7 @@ limit. The health view lists them beside the hosts' own problems.
 
 from __future__ import annotations
 
-from gputui.health.problems import Finding
+from gputui.health.finding import Finding
 from gputui.text import clean
 from gputui.ui.head_view import HeadView
 

@@ -1,0 +1,259 @@
+"""The GPU checks of ``problems``: memory, thermal and power, links.
+
+Each takes one GPU's latest sample (and its latest health reading, its static
+facts) and returns the ``Finding``s it sees; ``problems.gpu_findings`` calls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gputui.config import HealthThresholds
+from gputui.protocol import GpuInfo, GpuSample
+
+from .finding import Finding, Level
+from .finding import finding as _f
+
+
+def memory(
+    host: str, gpu: GpuSample, health: GpuSample | None, th: HealthThresholds
+) -> list[Finding]:
+    out: list[Finding] = []
+    ecc = gpu.ecc_uncorrected
+    if ecc is not None and ecc > th.ecc_uncorrected_max:
+        out.append(
+            _f(
+                "ecc-uncorrected",
+                "crit",
+                host,
+                gpu,
+                f"{ecc} uncorrected ECC errors",
+                "memory errors the card could not correct: results may be wrong",
+                "drain the card; reset it; if they come back, have it inspected",
+                str(ecc),
+            )
+        )
+    if health is None:
+        return out
+    if health.remap_failed:
+        out.append(
+            _f(
+                "remap-failed",
+                "crit",
+                host,
+                gpu,
+                "a memory row remap failed",
+                "the card ran out of spare memory rows",
+                "replace the card",
+                badge="RMA",
+            )
+        )
+    elif health.remap_pending:
+        out.append(
+            _f(
+                "remap-pending",
+                "warn",
+                host,
+                gpu,
+                "reset required: a memory row remap is pending",
+                "a row was remapped after memory errors; a GPU reset applies it",
+                "drain the card and reset it once it is idle",
+                f"{health.remapped_uncorrectable or 0} rows for uncorrectable errors",
+                badge="RESET",
+            )
+        )
+    if health.retired_pending:
+        out.append(
+            _f(
+                "retire-pending",
+                "warn",
+                host,
+                gpu,
+                "reset required: a page retirement is pending",
+                "memory pages were retired after errors; a reset or reboot applies it",
+                "drain the card and reset it once it is idle",
+                badge="RESET",
+            )
+        )
+    dbe = health.retired_dbe
+    if dbe is not None and dbe > th.retired_pages_max:
+        out.append(
+            _f(
+                "retired-pages",
+                "warn",
+                host,
+                gpu,
+                f"{dbe} memory pages retired for double-bit errors",
+                "the card's memory is wearing out",
+                "watch the count; have the card inspected if it keeps growing",
+                str(dbe),
+            )
+        )
+    return out
+
+
+_THROTTLE: dict[str, tuple[Level, str, str]] = {
+    "hw_slowdown": (
+        "warn",
+        "HW slowdown",
+        "the card halves its clocks: too hot, or its power supply is short",
+    ),
+    "hw_thermal": ("warn", "HW thermal slowdown", "the card is too hot and slows itself down"),
+    "hw_power_brake": (
+        "warn",
+        "HW power brake",
+        "an external power brake (the PSU or the board) slows the card",
+    ),
+    "sw_thermal": (
+        "info",
+        "SW thermal slowdown",
+        "the driver slows the card to keep it under its temperature target",
+    ),
+    "sw_power_cap": (
+        "info",
+        "SW power cap",
+        "the card runs at its power limit (normal under full load)",
+    ),
+}
+
+
+def thermal(
+    host: str, gpu: GpuSample, info: GpuInfo | None, th: HealthThresholds, slowdown_minutes: int
+) -> list[Finding]:
+    out: list[Finding] = []
+    throttle = set(gpu.throttle or ())
+    sustained = slowdown_minutes >= th.hw_slowdown_minutes
+    if sustained:
+        out.append(
+            _f(
+                "hw-slowdown-sustained",
+                "crit",
+                host,
+                gpu,
+                f"HW slowdown in {slowdown_minutes} of the last "
+                f"{th.hw_slowdown_window_minutes} minutes",
+                "the card has been slowing itself down for minutes: cooling or power is failing",
+                "check the fans, airflow and power supply; drain the card until it is fixed",
+                f"{slowdown_minutes} minutes",
+            )
+        )
+    for reason, (severity, title, meaning) in _THROTTLE.items():
+        if reason not in throttle or (reason == "hw_slowdown" and sustained):
+            continue
+        action = (
+            "nothing to do unless it lasts"
+            if severity == "info"
+            else "check cooling and power if it persists"
+        )
+        out.append(_f(f"throttle-{reason}", severity, host, gpu, title, meaning, action))
+    slowdown = info.temp_slowdown_c if info is not None else None
+    temp = gpu.temp_c
+    if slowdown is not None and temp is not None and temp >= slowdown - th.slowdown_margin_c:
+        out.append(
+            _f(
+                "near-slowdown",
+                "warn",
+                host,
+                gpu,
+                f"{temp} °C, near its slowdown temperature ({slowdown} °C)",
+                "the card will soon slow itself down",
+                "check the fans and the airflow around the card",
+                f"{temp} °C",
+            )
+        )
+    return out
+
+
+def links(
+    host: str,
+    gpu: GpuSample,
+    health: GpuSample | None,
+    info: GpuInfo | None,
+    *,
+    th: HealthThresholds,
+    nvlink_grew: Iterable[int],
+) -> list[Finding]:
+    out: list[Finding] = []
+    busy = (gpu.util_gpu or 0) > th.pcie_load_pct
+    if info is not None and busy:
+        gen, width = gpu.pcie_gen, gpu.pcie_width
+        low_gen = gen is not None and info.pcie_max_gen is not None and gen < info.pcie_max_gen
+        low_width = (
+            width is not None and info.pcie_max_width is not None and width < info.pcie_max_width
+        )
+        if low_gen or low_width:
+            out.append(
+                _f(
+                    "pcie-downgrade",
+                    "warn",
+                    host,
+                    gpu,
+                    f"PCIe Gen{gen} x{width} under load "
+                    f"(at most Gen{info.pcie_max_gen} x{info.pcie_max_width})",
+                    "the link trained below its maximum: a bad riser, slot or seating",
+                    "reseat the card or its riser; check the BIOS's PCIe settings",
+                    f"Gen{gen} x{width}",
+                )
+            )
+    if health is None:
+        return out
+    replays = health.pcie_replays
+    if replays is not None and replays > th.pcie_replays_max:
+        out.append(
+            _f(
+                "pcie-replays",
+                "warn",
+                host,
+                gpu,
+                f"{replays} PCIe replays",
+                "the PCIe link retransmits often: signal integrity problems",
+                "reseat the card; check the riser and the slot",
+                str(replays),
+            )
+        )
+    down = [link.link for link in health.nvlinks or () if link.active is False]
+    if down:
+        out.append(
+            _f(
+                "nvlink-down",
+                "crit",
+                host,
+                gpu,
+                f"NVLink {', '.join(map(str, down))} down",
+                "GPU-to-GPU traffic falls back to PCIe or fails",
+                "reset the GPU; if the link stays down, have the board inspected",
+                ",".join(map(str, down)),
+            )
+        )
+    grew = sorted(set(nvlink_grew))
+    if grew:
+        out.append(
+            _f(
+                "nvlink-errors",
+                "warn",
+                host,
+                gpu,
+                f"NVLink {', '.join(map(str, grew))} counting errors",
+                "replay, recovery or CRC errors on the link are growing",
+                "watch it; reset the GPU if they keep growing",
+                ",".join(map(str, grew)),
+            )
+        )
+    state = health.fabric_state
+    if state in ("not-started", "in-progress") or (
+        state == "completed" and health.fabric_status is not None
+    ):
+        what = f"failed ({health.fabric_status})" if state == "completed" else state
+        out.append(
+            _f(
+                "fabric",
+                "crit",
+                host,
+                gpu,
+                f"NVSwitch fabric not ready: {what}",
+                "the GPU is not registered with the NVLink fabric: multi-GPU jobs fail",
+                "check nvidia-fabricmanager on the host (systemctl status nvidia-fabricmanager)",
+                what or "",
+            )
+        )
+    return out
