@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
 from ui_fakes import NOW, FakeControl, FakeSource, fixed_clock
-from ui_helpers import grid, grid_line, lines, screen_text, shown, until
+from ui_helpers import grid, grid_line, help_text, lines, screen_text, shown, until
 
 from gputui.config import Config
 from gputui.fleet.fleet import Fleet
@@ -201,12 +201,7 @@ async def test_help_lists_every_key(app: GpuTuiApp) -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        # The whole list, not what fits on the screen (it scrolls).
-        text = "\n".join(
-            f"{keys}  {description}"
-            for _, rows in app.screen.sections
-            for keys, description in rows
-        )
+        text = help_text(app)  # the whole list, not what fits on the screen (it scrolls)
         for binding in every:
             assert isinstance(binding, Binding)
             line = f"{key_label(binding.key)}  {binding.tooltip or binding.description}"

@@ -91,7 +91,8 @@ async def test_a_drained_card_shows_in_the_grid_and_the_health_view() -> None:
             assert "fan noise" in drained[0].finding.title
             # D again undrains it.
             await pilot.press("escape")
-            await pilot.pause()
+            await until(pilot, lambda: app.screen is app.main, "back to the grid")
+            assert app.main.grid.cursor_row == GpuRow(host, 1)
             await pilot.press("D")
             await until(pilot, lambda: isinstance(app.screen, ReasonScreen), "the reason")
             await pilot.press(*"fixed", "enter")

@@ -21,7 +21,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.pilot import Pilot
 from ui_fakes import NOW, FakeSource, fixed_clock
-from ui_helpers import screen_text, until
+from ui_helpers import help_text, screen_text, until
 from usage_fakes import DAY, WEEK, HeadRefusal, fake_usage_head, usage_answer
 
 from gputui.config import Config, HeadConfig
@@ -297,7 +297,7 @@ async def test_help_lists_the_usage_keys(tmp_path: Path) -> None:
     async with app.run_test(size=(100, 60)) as pilot:
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
-        text = screen_text(app)
+        text = help_text(app)
         assert "GPU-hours per user and group, utilisation by hour" in text  # U on main
         assert "Usage screen (U)" in text
         assert "p  Next period (d w m: the past day, week, 4 weeks)" in text

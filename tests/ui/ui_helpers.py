@@ -25,6 +25,19 @@ def screen_text(app: GpuTuiApp) -> str:
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
 
 
+def help_text(app: GpuTuiApp) -> str:
+    """The whole key list of the help screen on top, one ``KEYS  WHAT`` line a key and
+    each section's title (not only what fits on the terminal: the help scrolls)."""
+    screen = app.screen
+    sections = getattr(screen, "sections", None)
+    assert sections is not None, "the help screen is not on top"
+    lines = []
+    for title, rows in sections:
+        lines.append(title)
+        lines += [f"{keys}  {description}" for keys, description in rows]
+    return "\n".join(lines)
+
+
 def grid(app: GpuTuiApp) -> GpuGrid:
     return app.main.grid
 
