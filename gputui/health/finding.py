@@ -29,10 +29,13 @@ class Finding:
     uuid: str | None = None
     badge: str = ""
     """A short marker for the grid (``RESET``, ``RMA``), or empty."""
+    subject: str = ""
+    """What tells two problems of one code on one GPU or host apart (a pid, a job)."""
 
     @property
     def key(self) -> str:
-        return f"{self.host}:{'' if self.gpu is None else self.gpu}:{self.code}"
+        where = f"{self.host}:{'' if self.gpu is None else self.gpu}:{self.code}"
+        return f"{where}:{self.subject}" if self.subject else where
 
 
 def finding(  # noqa: PLR0917 - the fields of a finding, in their order

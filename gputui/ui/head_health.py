@@ -63,6 +63,7 @@ def head_findings(view: HeadView, now: float) -> list[Finding]:
                 "ask the owner to claim the GPU or stop it; an admin may signal it (T, K)",
                 f"pid {flag.pid}",
                 flag.gpu_uuid,
+                subject=str(flag.pid),
             )
         )
     for job in view.jobs:
@@ -79,6 +80,7 @@ def head_findings(view: HeadView, now: float) -> list[Finding]:
                 "its GPUs have shown 0% utilisation past the head's idle limit",
                 "ask the owner; cancel it if it is stuck",
                 f"job {job.id}",
+                subject=str(job.id),
             )
         )
     return out

@@ -97,3 +97,30 @@ def test_fences_drains_flags_and_idle_jobs_become_problems_and_clear() -> None:
     assert board.problems() == []
     board.set_outside(head_findings(view, NOW + 9), NOW + 9)
     assert {p.finding.code: p.count for p in board.problems()}["fenced"] == 2
+
+
+def test_two_flagged_processes_on_one_gpu_are_two_problems() -> None:
+    flag = {"host": "gpu01", "gpu_uuid": "GPU-0", "gpu_index": 0, "uid": 1, "user": "bob"}
+    view = HeadView.parse(
+        state(
+            flags=[
+                {**flag, "pid": 11, "name": "a", "kind": "no-allocation"},
+                {**flag, "pid": 12, "name": "b", "kind": "no-allocation"},
+            ],
+            jobs=[
+                {
+                    "id": i,
+                    "user": "al",
+                    "state": "running",
+                    "host": "gpu01",
+                    "started_at": 1.0,
+                    "idle_since": NOW - 9000,
+                }
+                for i in (1, 2)
+            ],
+        )
+    )
+    board = HealthBoard(HealthThresholds())
+    board.set_outside(head_findings(view, NOW), NOW)
+    keys = [p.key for p in board.problems()]
+    assert len(keys) == len(set(keys)) == 4

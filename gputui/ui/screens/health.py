@@ -97,7 +97,14 @@ class HealthScreen(Screen[None]):
         table = self.query_one("#health-table", DataTable)
         now = self.clock()
         chosen = self._selected()
-        self.problems = self.board.problems()
+        # One row a problem: keys are unique on the board, and a second one would be
+        # refused by the table, so never let one through.
+        seen: set[str] = set()
+        self.problems = []
+        for problem in self.board.problems():
+            if problem.key not in seen:
+                seen.add(problem.key)
+                self.problems.append(problem)
         table.clear()
         for p in self.problems:
             f = p.finding
