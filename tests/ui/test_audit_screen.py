@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 from ui_fakes import NOW, FakeSource, fixed_clock
-from ui_helpers import grid_line, until
+from ui_helpers import grid_line, select, until
 
 from gputui.config import Config
 from gputui.demo.cluster import DemoCluster
@@ -76,10 +76,10 @@ async def test_a_drained_card_shows_in_the_grid_and_the_health_view() -> None:
                 pilot, lambda: link.view is not None and len(link.view.gpus) == 2, "the head's GPUs"
             )
             # D on the GPU, a reason, Enter: the head drains it (the console runs as root).
-            app.main.grid.select(GpuRow(host, 1))
-            await pilot.pause()
+            await select(pilot, app, GpuRow(host, 1))
             await pilot.press("D")
             await until(pilot, lambda: isinstance(app.screen, ReasonScreen), "the reason")
+            assert f"Drain {host} GPU 1?" in str(app.screen.question)
             await pilot.press(*"fan noise", "enter")
             await until(pilot, lambda: "DRAIN" in grid_line(app, f"{host}:1"), "DRAIN", DEADLINE_S)
             assert "DRAIN" not in grid_line(app, f"{host}:0")

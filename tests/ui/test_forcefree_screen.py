@@ -10,7 +10,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 from ui_fakes import FakeSource, fixed_clock
-from ui_helpers import until
+from ui_helpers import select, until
 
 from gputui.config import Config
 from gputui.demo.cluster import DemoCluster
@@ -91,8 +91,7 @@ async def test_force_free_from_the_console_on_the_demo_head() -> None:
             await until(
                 pilot, lambda: link.view is not None and len(link.view.gpus) == 2, "the head's GPUs"
             )
-            app.main.grid.select(GpuRow(host, 1))
-            await pilot.pause()
+            await select(pilot, app, GpuRow(host, 1))
             await pilot.press("F")
             await until(pilot, lambda: isinstance(app.screen, ReasonScreen), "the reason")
             await pilot.press(*"stuck card", "enter")

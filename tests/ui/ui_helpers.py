@@ -72,3 +72,17 @@ async def until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         await pilot.pause(0.01)
+
+
+async def select(pilot: Pilot[Any], app: GpuTuiApp, row: GpuRow) -> None:
+    """Put the grid's cursor on ``row`` and make sure it stays there: a rebuild of the
+    grid that was under way may put back the row it had."""
+
+    def there() -> bool:
+        if grid(app).cursor_row != row:
+            grid(app).select(row)
+        return grid(app).cursor_row == row
+
+    await until(pilot, there, f"the cursor on {row}")
+    await pilot.pause(0.05)  # a rebuild already scheduled lands now: check again
+    await until(pilot, there, f"the cursor on {row}")
