@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from textual.pilot import Pilot
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 from ui_fakes import NOW, FakeSource, fixed_clock
 from ui_helpers import grid_line, select, until
 
@@ -115,6 +115,8 @@ async def test_the_filter_keeps_rows_with_every_word() -> None:
         await pilot.pause()
         # No head configured: said in one line.
         assert screen.problem is not None and "no head" in screen.problem
+        screen.show_rows(screen.token, [])  # answered, with nothing: said so
+        assert "no audit rows yet" in str(screen.query_one("#audit-status", Static).render())
         screen.show_rows(screen.token, sorted(ROWS, key=lambda r: -r.time))
         await pilot.press("slash")
         await pilot.press(*"root xid")

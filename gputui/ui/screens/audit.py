@@ -97,6 +97,7 @@ class AuditScreen(Screen[None]):
         self.problem: str | None = None
         self.token = 0
         self.asked_at: float | None = None
+        self.answered = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="audit-status")
@@ -130,7 +131,7 @@ class AuditScreen(Screen[None]):
     def show_rows(self, token: int, rows: list[AuditRow]) -> None:
         if token != self.token:
             return  # an answer to an older question
-        self.rows, self.problem = rows, None
+        self.rows, self.problem, self.answered = rows, None, True
         self._fill()
 
     def show_problem(self, token: int, problem: str) -> None:
@@ -162,7 +163,8 @@ class AuditScreen(Screen[None]):
             status.update(Text(self.problem, "bold red"))
             return
         if not self.rows:
-            status.update(Text("asking the head…" if self.asked_at else "", "dim"))
+            said = "no audit rows yet" if self.answered else "asking the head…"
+            status.update(Text(said, "dim"))
             return
         text = Text(f"{len(self.shown)} of {len(self.rows)} rows, newest first", "")
         status.update(text)
