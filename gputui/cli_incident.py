@@ -23,14 +23,13 @@ from typing import Any
 
 from gputui.cli_health import EXIT_ERROR, probe
 from gputui.config import Config, ConfigError, find_config, load_config
+from gputui.durations import ago
 from gputui.health.board import HealthBoard
 from gputui.health.xid import info
 from gputui.protocol import GpuSample
 from gputui.telemetry import HostSnapshot
 from gputui.text import clean
 
-_RELATIVE = re.compile(r"^(\d{1,5})\s*([mhdw])$")
-_UNIT_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 EXIT_OK = 0
 MAX_AUDIT = 2000
 
@@ -57,10 +56,10 @@ def add_parser(sub: Any) -> None:
 
 
 def _since(text: str, now: float) -> float:
-    match = _RELATIVE.match(text.strip())
-    if not match:
+    since = ago(text, now)
+    if since is None:
         raise ValueError(f"--since: not a span: {clean(text, 40)!r} (30m, 12h, 2d, 1w)")
-    return now - int(match.group(1)) * _UNIT_S[match.group(2)]
+    return since
 
 
 def _target(text: str, config: Config) -> tuple[str, int | None]:
@@ -91,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
     only = config.model_copy(update={"hosts": [h for h in config.hosts if h.name == host]})
     snap = asyncio.run(probe(only, args.wait, progress=False)).get(host)
     notes: list[str] = []
-    entries = timeline(snap, config, gpu, since, notes) if snap is not None else []
+    entries = timeline(snap, config, gpu, since, notes=notes, now=now) if snap is not None else []
     entries += _audit(config, args.hosts, host=host, gpu=gpu, since=since, notes=notes)
     entries.sort(key=lambda e: e.time)
     if args.json:
@@ -121,7 +120,13 @@ def _stamp(t: float) -> str:
 
 
 def timeline(
-    snap: HostSnapshot, config: Config, gpu: int | None, since: float, notes: list[str]
+    snap: HostSnapshot,
+    config: Config,
+    gpu: int | None,
+    since: float,
+    *,
+    notes: list[str],
+    now: float,
 ) -> list[Entry]:
     """What the host says: boot, Xids, the problems now, its readings now."""
     out: list[Entry] = []
@@ -143,7 +148,6 @@ def timeline(
             text += f" -- {clean(event.text, 200)}"
         out.append(Entry(event.time, "xid", event.gpu_index, text))
     board = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
-    now = time.time()
     board.observe(snap, now)
     for problem in board.problems():
         f = problem.finding

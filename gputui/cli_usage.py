@@ -9,19 +9,17 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import re
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from gputui.durations import ago
 from gputui.printable import shown as _shown
 from gputui.scheduler.client import HeadClient, HeadError
 
 KEYS = ("user", "group", "project", "pool")
 MAX_DAYS = 366  # the head's own limit (wire.MAX_USAGE_DAYS), without importing pydantic
-_RELATIVE = re.compile(r"^(\d{1,5})([hdw])$")
-_UNIT_S = {"h": 3600, "d": 86400, "w": 7 * 86400}
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -47,9 +45,9 @@ def when(text: str | None, option: str, now: float, *, end_of_day: bool) -> floa
         return None
     shown = repr(text[:40])  # escapes what a terminal would act on
     shown = shown if len(shown) <= 60 else shown[:59] + "…"
-    relative = _RELATIVE.match(text.strip())
-    if relative:
-        return now - int(relative.group(1)) * _UNIT_S[relative.group(2)]
+    relative = ago(text, now, units="hdw")
+    if relative is not None:
+        return relative
     try:
         day = time.strptime(text.strip(), "%Y-%m-%d")
         bump = 1 if end_of_day else 0

@@ -65,3 +65,16 @@ def coarse_text(seconds: float) -> str:
         return f"{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d{hours:02d}h"
+
+
+_AGO = re.compile(r"^(\d{1,5})([mhdw])$")
+_AGO_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def ago(text: str, now: float, units: str = "mhdw") -> float | None:
+    """``N`` minutes, hours, days or weeks (``30m``, ``12h``, ``2d``, ``1w``; only the
+    ``units`` given) before ``now``; None when ``text`` is not such a span."""
+    match = _AGO.match(text.strip())
+    if not match or match.group(2) not in units:
+        return None
+    return now - int(match.group(1)) * _AGO_S[match.group(2)]

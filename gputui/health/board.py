@@ -205,13 +205,17 @@ class HealthBoard:
         out += self._sxids(snap, now)
         return out
 
+    def _window_start(self, snap: HostSnapshot, now: float) -> float:
+        """Xids and SXids older than this do not count: out of the window, or from
+        before the host's last boot (a reboot clears what came before it)."""
+        since = now - self.thresholds.xid_window_h * 3600
+        boot = snap.hello.boot_time if snap.hello is not None else None
+        return since if boot is None else max(since, boot)
+
     def _sxids(self, snap: HostSnapshot, now: float) -> list[Finding]:
         """One finding per NVSwitch and SXid seen within the window: critical when the
         driver calls it fatal."""
-        since = now - self.thresholds.xid_window_h * 3600
-        boot = snap.hello.boot_time if snap.hello is not None else None
-        if boot is not None:
-            since = max(since, boot)
+        since = self._window_start(snap, now)
         groups: dict[tuple[str, int], list[Event]] = {}
         for event in snap.events:
             if event.sxid is None or event.time is None or event.time < since:
@@ -261,10 +265,7 @@ class HealthBoard:
     def _xids(self, snap: HostSnapshot, now: float) -> list[Finding]:
         """One finding per GPU and Xid seen within the window, its action escalated by
         how often it came."""
-        since = now - self.thresholds.xid_window_h * 3600
-        boot = snap.hello.boot_time if snap.hello is not None else None
-        if boot is not None:
-            since = max(since, boot)  # a reboot since clears what came before it
+        since = self._window_start(snap, now)
         index_of = {g.uuid: g.index for g in snap.hello.gpus} if snap.hello is not None else {}
         groups: dict[tuple[int | None, int], list[Event]] = {}
         seen: set[tuple[object, ...]] = set()

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gputui.scheduler.client import HeadError
-from gputui.text import clean
 from gputui.ui.head_link import HeadLink
 from gputui.ui.screens.audit import LIMIT, AuditScreen, parse_rows
 from gputui.ui.usage_actions import UsageActions
@@ -45,6 +44,6 @@ class AuditActions(UsageActions):
         try:
             answer = await link.call("audit", {"limit": LIMIT}, timeout=AUDIT_TIMEOUT_S)
         except HeadError as exc:
-            message.screen.show_problem(message.token, clean(f"the head: {exc.message}", 300))
+            message.screen.show_problem(message.token, f"the head: {exc.message}")
             return
         message.screen.show_rows(message.token, parse_rows(answer))

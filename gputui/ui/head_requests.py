@@ -31,14 +31,7 @@ class HeadRequests(_Base):
 
     def _link(self, what: str) -> HeadLink | None:
         """The link when a request can be sent now; else say why ``what`` cannot be done."""
-        link = self.head_link
-        if link is None:
-            self._refuse(what, "no head configured (add a head: section to hosts.yaml)")
-            return None
-        if not link.connected:
-            self._refuse(what, f"head unreachable ({link.reason or 'not connected'})")
-            return None
-        return link
+        return self.connected_head(lambda why: self._refuse(what, why))
 
     def _refuse(self, what: str, why: str) -> None:
         self.notify(why, title=f"cannot {what}", severity="error", timeout=8, markup=False)

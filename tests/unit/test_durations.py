@@ -49,3 +49,13 @@ def test_elapsed_reads_like_slurm() -> None:
 )  # fmt: skip
 def test_coarse_lengths_of_time_round_down_to_whole_units(seconds: float, text: str) -> None:
     assert coarse_text(seconds) == text
+
+
+def test_ago_takes_only_the_units_asked_for() -> None:
+    from gputui.durations import ago
+
+    assert ago("30m", 10_000.0) == 10_000.0 - 1800
+    assert ago(" 2d ", 1e6) == 1e6 - 2 * 86400
+    assert ago("30m", 10_000.0, units="hdw") is None  # usage's spans are hours and up
+    for bad in ("", "m", "-3h", "3.5h", "123456h", "3 h", "3y", "\x1b[3h"):
+        assert ago(bad, 0.0) is None, bad

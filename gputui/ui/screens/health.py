@@ -127,12 +127,13 @@ class HealthScreen(Screen[None]):
         self._show_status()
         self._show_detail()
 
+    def _selected_problem(self) -> Problem | None:
+        row = self.query_one("#health-table", DataTable).cursor_row
+        return self.problems[row] if 0 <= row < len(self.problems) else None
+
     def _selected(self) -> str | None:
-        table = self.query_one("#health-table", DataTable)
-        row = table.cursor_row
-        if 0 <= row < len(self.problems):
-            return self.problems[row].key
-        return None
+        problem = self._selected_problem()
+        return None if problem is None else problem.key
 
     def _show_status(self) -> None:
         counts = {s: sum(1 for p in self.problems if p.finding.severity == s) for s in _WORD}
@@ -158,8 +159,7 @@ class HealthScreen(Screen[None]):
 
     def _show_detail(self) -> None:
         detail = self.query_one("#health-detail", Static)
-        key = self._selected()
-        problem = next((p for p in self.problems if p.key == key), None)
+        problem = self._selected_problem()
         if problem is None:
             detail.update(Text("Every check passed on every host that answered.", "dim"))
             return
@@ -190,8 +190,7 @@ class HealthScreen(Screen[None]):
         self.dismiss(None)
 
     def action_acknowledge(self) -> None:
-        key = self._selected()
-        problem = next((p for p in self.problems if p.key == key), None)
+        problem = self._selected_problem()
         if problem is None:
             self.notify("No problem selected.", severity="warning")
             return
