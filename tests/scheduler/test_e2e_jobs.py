@@ -217,6 +217,8 @@ async def state_is(client: AsyncHeadClient, job_id: int, *states: str) -> dict[s
 
 
 async def _with_pid(client: AsyncHeadClient, job_id: int) -> dict[str, Any] | None:
+    """The job's view once it runs and its host has said its pid: a job can show
+    running a moment before that."""
     view = await job(client, job_id)
     return view if view["state"] == "running" and view.get("pid") else None
 
@@ -256,7 +258,7 @@ async def test_a_running_job_shows_on_its_simulated_gpus(cluster: Cluster) -> No
         "submit", {"argv": script("import time; time.sleep(60)"), "gpus": 1, "cwd": "/"}
     )
     job_id = submitted["job"]["id"]
-    view = await until(lambda: state_is(client, job_id, "running"))
+    view = await until(lambda: _with_pid(client, job_id))
     assert cluster.head is not None
     fleet = cluster.head.hosts.fleet  # type: ignore[attr-defined]
 
@@ -289,7 +291,7 @@ async def test_preempting_a_job_that_ignores_sigterm_kills_it_and_requeues_it(
     argv = [*script(code), str(marker)]
     submitted = await client.call("submit", {"argv": argv, "gpus": 4, "cwd": "/"})
     job_id = submitted["job"]["id"]
-    first = await until(lambda: state_is(client, job_id, "running"))
+    first = await until(lambda: _with_pid(client, job_id))
 
     async def ready() -> bool:
         return marker.exists()
@@ -386,7 +388,7 @@ async def test_a_job_the_head_never_confirmed_is_not_launched_twice(cluster: Clu
         "submit", {"argv": script("import time; time.sleep(60)"), "gpus": 1, "cwd": "/"}
     )
     job_id = submitted["job"]["id"]
-    first = await until(lambda: state_is(client, job_id, "running"))
+    first = await until(lambda: _with_pid(client, job_id))
     await cluster.stop()
     # Make the store believe the launch was never confirmed.
     engine = open_store(cluster.tmp / "db" / "gputui.db")
@@ -397,7 +399,7 @@ async def test_a_job_the_head_never_confirmed_is_not_launched_twice(cluster: Clu
         row.state, row.pid = "starting", None
     store.close()
     client = await cluster.start()
-    again = await until(lambda: state_is(client, job_id, "running"))
+    again = await until(lambda: _with_pid(client, job_id))
     assert again["pid"] == first["pid"] and again["launches"] == 1
     await client.call("kill", {"job_id": job_id})
     await until(lambda: state_is(client, job_id, "killed"), timeout=30)
@@ -419,7 +421,7 @@ async def test_a_job_that_ends_while_its_host_is_cut_off_is_read_back_not_relaun
         "submit", {"argv": [*script(code), str(gate)], "gpus": 1, "cwd": "/"}
     )
     job_id = submitted["job"]["id"]
-    running = await until(lambda: state_is(client, job_id, "running"))
+    running = await until(lambda: _with_pid(client, job_id))
     first = await until(cluster.running_helper)
     # The host goes silent (its helper stopped, the connection still up): the link
     # gives up on it, and the job's state is unknown while it keeps its GPUs.
@@ -466,7 +468,7 @@ async def test_a_job_that_ends_while_its_host_connection_is_gone_is_read_back_no
         "submit", {"argv": [*script(code), str(gate)], "gpus": 1, "cwd": "/"}
     )
     job_id = submitted["job"]["id"]
-    running = await until(lambda: state_is(client, job_id, "running"))
+    running = await until(lambda: _with_pid(client, job_id))
     first = await until(cluster.running_helper)
     if cluster.server is not None:
         await cluster.server.stop()  # no host to reach until start() below
