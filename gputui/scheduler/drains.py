@@ -18,6 +18,7 @@ from typing import Any
 
 from . import fences
 from .actions import Context
+from .holder_notices import tell_holders
 from .hostwatch import HostWatch
 from .identity import Caller
 from .store import Tx
@@ -96,11 +97,29 @@ def drain(
     row: Host | Gpu | None = host if host is not None else gpu
     assert row is not None
     outcome = "drained"
-    if row.drained:
-        outcome = f"already drained by {row.drained_by}; reason updated"
-    else:
+    fresh = not row.drained
+    if fresh:
         row.drained_at = ctx.now
+    else:
+        outcome = f"already drained by {row.drained_by}; reason updated"
     row.drained_by, row.drain_reason = caller.user[:64], reason[:512]
+    if fresh:
+        cards = (
+            [gpu]
+            if gpu is not None
+            else [g for g in tx.gpus() if host is not None and g.host == host.name]
+        )
+        told = tell_holders(
+            tx,
+            cards,
+            ctx.now,
+            lambda held: (
+                f"{held}: drained by {caller.user} (admin): {reason};"
+                " what runs there goes on, no new work lands there"
+            ),
+        )
+        if told:
+            outcome += f"; {told} holder{'s' if told != 1 else ''} told"
     if gpu is not None and gpu.fenced:
         outcome += f" (also fenced: {gpu.fence_code})"
     _audit(tx, caller, ctx, "drain", args.target, reason=reason, outcome=outcome)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from gputui.health.fencing import Fence
 
+from .holder_notices import tell_holders
 from .identity import HEAD_ACTOR
 from .store import Tx
 from .tables import Audit, Gpu
@@ -124,6 +125,15 @@ def fence(
     ``renew``)."""
     if gpu.fence_code != code or renew:
         gpu.fenced_at = now
+        tell_holders(
+            tx,
+            [gpu],
+            now,
+            lambda held: (
+                f"{held}: fenced by the head: {reason}; the card is unhealthy,"
+                " work there may fail; no new work lands there"
+            ),
+        )
     gpu.fence_code, gpu.fence_reason, gpu.fence_clears = code[:32], reason[:512], clears[:16]
     tx.audit(
         Audit(

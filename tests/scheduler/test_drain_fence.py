@@ -51,7 +51,19 @@ def test_a_drained_card_takes_no_new_work_while_its_running_job_finishes(tmp_pat
         (uuid,) = job(c, first)["gpu_uuids"]
         index = int(uuid.rsplit("-", 1)[1])
         drained = c.ok("drain", {"target": f"{HOST}:{index}", "reason": "fan noise"})
-        assert drained["outcome"] == "drained"
+        assert drained["outcome"] == "drained; 1 holder told"
+        # Its holder hears of it, once: draining it again only updates the reason.
+        told = "SELECT job_id, text FROM notice WHERE kind = 'admin'"
+        assert th.rows(told) == [
+            (
+                first,
+                f"job {first} on {HOST}:{index}: drained by root (admin): fan noise;"
+                " what runs there goes on, no new work lands there",
+            )
+        ]
+        again = c.ok("drain", {"target": f"{HOST}:{index}", "reason": "fan noise, loud"})
+        assert again["outcome"] == "already drained by root; reason updated"
+        assert len(th.rows(told)) == 1
         assert drained["gpus"][0]["state"] == "drained"
         assert drained["gpus"][0]["drain"]["reason"] == "fan noise"
         # Both GPUs would fit it, but one is drained: it waits, and says why.
@@ -80,6 +92,7 @@ def test_a_drained_card_takes_no_new_work_while_its_running_job_finishes(tmp_pat
         assert th.rows("SELECT state FROM claim") == [("waiting",)]
         assert gpu_row(th, index)["drained_at"] is None
         assert [a[:3] for a in audits(th)] == [
+            ("root", "drain", f"{HOST}:{index}"),
             ("root", "drain", f"{HOST}:{index}"),
             ("root", "undrain", f"{HOST}:{index}"),
         ]
@@ -137,6 +150,13 @@ def test_drain_and_fence_do_not_clear_each_other(tmp_path: Path) -> None:
         th.in_loop(lambda: th.hosts.put_xid(HOST, 1, 79, time.time() + 1) if th.hosts else None)
         poll(lambda: gpu_row(th, 1)["fence_code"] == "xid-79", what="the second fence")
         assert state_is(c, big, "running")  # what runs there is left to finish
+        # ... and its owner is told; the first fence found the card free: no one to tell.
+        (notice,) = th.rows("SELECT job_id, text FROM notice WHERE kind = 'admin'")
+        assert notice[0] == big
+        assert notice[1] == (
+            f"job {big} on {HOST}:1: fenced by the head: Xid 79: GPU has fallen off the bus;"
+            " the card is unhealthy, work there may fail; no new work lands there"
+        )
         assert [(a[0], a[1]) for a in audits(th)] == [
             ("root", "drain"),
             ("gputui-head", "fence"),
