@@ -336,15 +336,7 @@ def expire_claims(
             continue
         if item.expires_at is not None and ctx.now >= item.expires_at:
             end_claim(tx, item, ctx, "expired", "its time (--for) ran out")
-            tx.notice(
-                Notice(
-                    uid=item.uid,
-                    time=ctx.now,
-                    kind="claim",
-                    claim_id=item.id,
-                    text=f"claim {item.id} on {item.host} expired: its time ran out",
-                )
-            )
+            _tell(tx, item, ctx.now, "expired: its time ran out")
             continue
         if item.session is not None:
             continue  # a run session is released when it ends, not when idle
@@ -357,13 +349,10 @@ def expire_claims(
             end_claim(
                 tx, item, ctx, "expired", f"idle for {minutes:g} min with no process of yours"
             )
-            tx.notice(
-                Notice(
-                    uid=item.uid,
-                    time=ctx.now,
-                    kind="claim",
-                    claim_id=item.id,
-                    text=f"claim {item.id} on {item.host} released: idle {minutes:g} min",
-                )
-            )
+            _tell(tx, item, ctx.now, f"released: idle {minutes:g} min")
     tx.flush()
+
+
+def _tell(tx: Tx, claim: Claim, now: float, what: str) -> None:
+    text = f"claim {claim.id} on {claim.host} {what}"
+    tx.notice(Notice(uid=claim.uid, time=now, kind="claim", claim_id=claim.id, text=text))

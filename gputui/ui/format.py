@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from gputui.durations import coarse_text
 from gputui.health import snapshot_is_stale
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.text import cut
@@ -63,13 +64,7 @@ def duration(seconds: float | None) -> str:
 
 def minutes_text(minutes: int) -> str:
     """Whole minutes, coarsely: ``12m``, ``3h05m``, ``2d04h``."""
-    if minutes < 60:
-        return f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"
+    return "0m" if minutes < 1 else coarse_text(minutes * 60)
 
 
 def gib(mib: int | float | None) -> str:
