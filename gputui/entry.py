@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         at = args.index("head")
         rest = args[:at] + args[at + 1 :]
         return cli_daemon.main(rest)
-    from gputui.cli_head import VERBS
+    from gputui.cli_head_args import VERBS
 
     if verb in VERBS and "--theme" not in args:
         from gputui import cli_head
