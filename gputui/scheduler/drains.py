@@ -89,8 +89,10 @@ def _reason(args: DrainArgs, verb: str, *, required: bool) -> str:
 
 
 def drain(
-    tx: Tx, caller: Caller, args: DrainArgs, ctx: Context, watch: HostWatch
+    tx: Tx, caller: Caller, args: DrainArgs, ctx: Context, watch: HostWatch, *, tell: bool = True
 ) -> dict[str, Any]:
+    """Drain a host or GPU; unless ``tell`` is False (a force-free, whose next step
+    tells them more), its holders get a notice."""
     _admin(caller, "drain", args.target)
     reason = _reason(args, "drain", required=True)
     host, gpu = _resolve(tx, ctx, watch, args.target)
@@ -103,7 +105,7 @@ def drain(
     else:
         outcome = f"already drained by {row.drained_by}; reason updated"
     row.drained_by, row.drain_reason = caller.user[:64], reason[:512]
-    if fresh:
+    if fresh and tell:
         cards = (
             [gpu]
             if gpu is not None

@@ -37,7 +37,7 @@ def drain_gpu(tx: Tx, run: Run, ctx: Context, watch: HostWatch) -> str:
     if gpu.drained:
         return f"already drained by {gpu.drained_by or 'an admin'}"
     args = DrainArgs(target=run.target, reason=f"force-free: {run.reason}"[:512])
-    done = drains.drain(tx, run.caller, args, ctx, watch)
+    done = drains.drain(tx, run.caller, args, ctx, watch, tell=False)
     return str(done.get("outcome", "drained"))
 
 
