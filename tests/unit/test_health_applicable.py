@@ -33,14 +33,22 @@ NOW = 1_800_000_000.0
 UUID = "GPU-9402681f-397d-7f4f-8b6c-d4783a3a11d5"
 
 
-def _readings(model: str) -> tuple[GpuSample, GpuInfo]:
-    lib = SimNvml(parse_spec(f"1x{model},name=na-{model}"))
+def _cards(model: str, count: int = 1) -> list[tuple[GpuSample, GpuInfo]]:
+    lib = SimNvml(parse_spec(f"{count}x{model},name=na-{model}"))
     lib.nvmlInit()
     helper = Helper(lib, Output(io.BytesIO()), f"na-{model}", simulated=True)
     helper.hello()
-    gpu = helper.gpus[0]
-    info = GpuInfo.model_validate(gpu.inventory())
-    return GpuSample.model_validate(gpu.sample(helper.table, health=True)), info
+    return [
+        (
+            GpuSample.model_validate(gpu.sample(helper.table, health=True)),
+            GpuInfo.model_validate(gpu.inventory()),
+        )
+        for gpu in helper.gpus
+    ]
+
+
+def _readings(model: str) -> tuple[GpuSample, GpuInfo]:
+    return _cards(model)[0]
 
 
 # model: (unknown, not applicable)
@@ -85,6 +93,13 @@ def test_a_feature_the_model_has_and_did_not_answer_stays_unknown_and_says_so() 
     # An A100 remaps rows; a V100 retires pages.
     a100, info = _health("NVIDIA A100-SXM4-80GB", errors={"remap_pending": "NotSupported"})
     assert unknown_checks(a100, None, info) == [("row remapping", SHOULD_HAVE_IT)]
+    # A V100 does not remap rows, whatever its retired pages read.
+    v100, info = _health(
+        "Tesla V100-SXM2-32GB",
+        errors={"remap_pending": "NotSupported", "retired_pending": "Unknown"},
+    )
+    assert unknown_checks(v100, None, info) == [("retired pages", "Unknown")]
+    assert not_applicable_checks(v100, None, info) == ["row remapping"]
     v100, info = _health("Tesla V100-SXM2-32GB", errors={"retired_pending": "NotSupported"})
     assert unknown_checks(v100, None, info) == [("retired pages", SHOULD_HAVE_IT)]
     assert not_applicable_checks(v100, None, info) == []
@@ -129,20 +144,22 @@ def test_architecture_by_name(name: str, modern: bool | None) -> None:
 
 
 def test_the_cli_and_json_say_not_checked_only_for_what_applies() -> None:
-    sample, info = _readings("rtx3090")
-    hello = Hello(protocol=1, helper_version="t", hostname="h1", gpus=(info,))
+    cards = _cards("rtx3090", 2)
+    hello = Hello(protocol=1, helper_version="t", hostname="h1", gpus=[i for _, i in cards])
     snapshot = HostSnapshot(
         name="h1", address="h1", status=HostStatus.LIVE, hello=hello,
-        sample=Sample(seq=1, time=NOW, gpus=(sample,)), received_at=NOW,
+        sample=Sample(seq=1, time=NOW, gpus=[g for g, _ in cards]), received_at=NOW,
     )  # fmt: skip
     board = HealthBoard(HealthThresholds(), {"h1": None})
     board.observe(snapshot, NOW)
     text = as_text(board, 1, 200)
     assert text.splitlines()[-1] == "not checked (unknown, not ok): h1: ECC (NotSupported)"
     report = as_json(board, 1)
-    assert report["unknown"] == [{"host": "h1", "gpu": 0, "check": "ECC", "reason": "NotSupported"}]
+    assert report["unknown"] == [
+        {"host": "h1", "gpu": gpu, "check": "ECC", "reason": "NotSupported"} for gpu in (0, 1)
+    ]
     assert report["not_applicable"] == {
-        "NVLink": 1, "NVSwitch fabric": 1, "retired pages": 1, "row remapping": 1,
+        "NVLink": 2, "NVSwitch fabric": 2, "retired pages": 2, "row remapping": 2,
     }  # fmt: skip
     assert board.not_applicable()["h1"][0][0] == 0
     json.dumps(report)
@@ -164,27 +181,30 @@ _FIELDS = [*_CHECKED, "retired_sbe", "remap_failed", "fan_pct"]
 
 @given(
     errors=st.dictionaries(st.sampled_from(_FIELDS), _ERRORS, max_size=8),
+    later=st.none() | st.dictionaries(st.sampled_from(_FIELDS), _ERRORS, max_size=8),
     fabric=st.sampled_from([None, "not-supported", "not-started", "in-progress", "completed"]),
     remap=st.sampled_from([None, True, False]),
     retired=st.sampled_from([None, True, False]),
     name=_NAMES,
 )
 def test_a_check_is_unknown_only_when_a_reading_failed_and_always_for_a_real_failure(
-    errors: dict[str, str], fabric: str | None, remap: bool | None, retired: bool | None,
-    name: str,
+    errors: dict[str, str], later: dict[str, str] | None, fabric: str | None,
+    remap: bool | None, retired: bool | None, name: str,
 ) -> None:  # fmt: skip
     sample = GpuSample(
         index=0, uuid=UUID, health_read=True, errors=errors, fabric_state=fabric,
         remap_pending=remap, retired_pending=retired,
     )  # fmt: skip
+    health = None if later is None else sample.model_copy(update={"errors": later})
     info = GpuInfo(index=0, uuid=UUID, name=name)
-    unknown = {check for check, _ in unknown_checks(sample, None, info)}
-    moot = set(not_applicable_checks(sample, None, info))
+    unknown = {check for check, _ in unknown_checks(sample, health, info)}
+    moot = set(not_applicable_checks(sample, health, info))
     assert not unknown & moot  # never both
-    failed = {check for field, check in _CHECKED.items() if field in errors}
+    every = {**(later or {}), **errors}
+    failed = {check for field, check in _CHECKED.items() if field in every}
     assert unknown | moot == failed  # a check whose reading came is never unknown
-    for field, error in errors.items():
+    for field, error in [*errors.items(), *(later or {}).items()]:
         if field in _CHECKED and error != "NotSupported":
             assert _CHECKED[field] in unknown  # a real failure is always unknown
-            assert verdict(field, error, name, errors, {}) == ("unknown", error)
+            assert verdict(field, error, name, every, {}) == ("unknown", error)
     assert moot <= {"NVLink", "NVSwitch fabric", "retired pages", "row remapping"}
