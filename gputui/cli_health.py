@@ -186,7 +186,17 @@ def as_json(board: HealthBoard, hosts: int) -> dict[str, Any]:
             for host, items in sorted(unknown.items())
             for gpu, check, why in items
         ],
+        "not_applicable": not_applicable_counts(board),
     }
+
+
+def not_applicable_counts(board: HealthBoard) -> dict[str, int]:
+    """Per check: on how many GPUs it does not apply (their models lack the feature)."""
+    counts: dict[str, int] = {}
+    for items in board.not_applicable().values():
+        for _, check in items:
+            counts[check] = counts.get(check, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def as_text(board: HealthBoard, hosts: int, width: int) -> str:
@@ -240,5 +250,5 @@ def as_text(board: HealthBoard, hosts: int, width: int) -> str:
         for host, items in sorted(unknown.items()):
             checks = sorted({f"{check} ({why})" for _, check, why in items})
             per_host.append(f"{host}: {', '.join(checks)}")
-        lines.append("not checked (the cards do not say): " + "; ".join(per_host))
+        lines.append("not checked (unknown, not ok): " + "; ".join(per_host))
     return "\n".join(clean(line, 2048) for line in lines)

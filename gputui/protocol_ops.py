@@ -41,14 +41,18 @@ from gputui.protocol_fields import (
     ErrorMap,
     GpuIndex,
     LongText,
+    MiB,
     Notes,
     Pid,
     ShortText,
     Uid,
     Wire,
 )
+from gputui.remote.gpureset import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S
 from gputui.text import clean
 
+RESET_ANSWER_MARGIN_S = 30.0
+"""A reset's answer is waited for this long past its own timeout."""
 MAX_REQUEST_BYTES = 1 << 20
 """The helper reads request lines of at most 1 MiB (newline included)."""
 MAX_JOBS = 4096
@@ -75,6 +79,10 @@ ExitCode = Annotated[int, Field(ge=0, le=255, strict=True)]
 GraceSeconds = Annotated[float, Field(ge=0, le=86_400, strict=True, allow_inf_nan=False)]
 LimitSeconds = Annotated[float, Field(gt=0, le=1e9, strict=True, allow_inf_nan=False)]
 IntervalSeconds = Annotated[float, Field(ge=0.1, le=60.0, strict=True, allow_inf_nan=False)]
+ResetSeconds = Annotated[
+    float,
+    Field(ge=MIN_TIMEOUT_S, le=MAX_TIMEOUT_S, strict=True, allow_inf_nan=False),
+]
 Signal = Literal["TERM", "KILL", "INT", "HUP", "STOP", "CONT"]
 """Signals a process on a GPU may be sent (verified by the helper first)."""
 JobSignal = Literal["TERM", "KILL", "INT", "HUP"]
@@ -230,9 +238,16 @@ class ResetResult(Wire):
     index: GpuIndex
     uuid: ShortText
     reset: StrictBool
-    """The card was reset (False: ``error`` says why NVML would not)."""
+    """The card was reset (False: ``error`` says why not, ``message`` more)."""
     error: ShortText | None = None
     message: LongText = ""
+    """``nvidia-smi``'s output as one line, or NVML's error text."""
+    via: Literal["nvml", "nvidia-smi"] = "nvml"
+    """What reset it: ``nvidia-smi --gpu-reset`` on a real host, NVML on the simulator."""
+    mem_used_mib: MiB | None = None
+    """After a reset: the memory NVML then reads as used (None: it could not say)."""
+    processes: Count | None = None
+    """After a reset: the processes NVML then lists on the card."""
 
 
 # -- requests -----------------------------------------------------------------------
@@ -249,6 +264,10 @@ class HelperRequest(BaseModel, Generic[R]):
     result_model: ClassVar[type[BaseModel]]
     timeout_note: ClassVar[str] = ""
     """What a person should know when the answer did not come in time."""
+
+    def answer_within(self, default: float) -> float:
+        """Seconds to wait for the answer, given the link's usual ``default``."""
+        return default
 
     def line(self, request_id: int) -> str:
         """The request as the one JSON line the helper reads."""
@@ -372,6 +391,12 @@ class ResetRequest(HelperRequest[ResetResult]):
     timeout_note: ClassVar[str] = "the reset may still have been done"
     index: GpuIndex
     uuid: Annotated[str, Field(pattern=_GPU_UUID)]
+    timeout_s: ResetSeconds = DEFAULT_TIMEOUT_S
+    """How long ``nvidia-smi --gpu-reset`` may take on the host before it is killed."""
+
+    def answer_within(self, default: float) -> float:
+        """The helper answers once the reset ends or times out: wait past that."""
+        return max(default, self.timeout_s + RESET_ANSWER_MARGIN_S)
 
 
 def _first_error(op: str, exc: ValidationError) -> str:

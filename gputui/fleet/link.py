@@ -421,7 +421,8 @@ class HostLink:
         ``timeout`` and one whose connection ended first is ``lost``: either may still
         have been acted on (a launch is resolved by asking ``jobs``: ``Fleet.launch``).
         """
-        status, timeout = self.snapshot.status.value, self.timing.request_timeout
+        status = self.snapshot.status.value
+        timeout = request.answer_within(self.timing.request_timeout)
         return await send(self._session, request, host=self.name, status=status, timeout=timeout)
 
     async def set_interval(self, seconds: float) -> RequestOutcome[IntervalResult]:

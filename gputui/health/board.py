@@ -19,7 +19,7 @@ from gputui.protocol import Event, GpuSample
 from gputui.telemetry import HostSnapshot, HostStatus
 
 from .finding import RANK, Finding
-from .problems import gpu_findings, host_findings, unknown_checks
+from .problems import gpu_findings, host_findings, sorted_checks
 from .staleness import snapshot_is_stale
 from .xid import action, info
 
@@ -85,6 +85,7 @@ class HealthBoard:
         self._links: dict[str, dict[int, tuple[int | None, ...]]] = {}
         self._most_gpus: dict[str, int] = {}
         self._unknown: dict[str, list[tuple[int, str, str]]] = {}
+        self._not_applicable: dict[str, list[tuple[int, str]]] = {}
         self._outside: set[str] = set()
         """Keys of the findings given by ``set_outside`` (not the hosts' own checks)."""
 
@@ -126,6 +127,7 @@ class HealthBoard:
         """A host taken out of the config: its problems go."""
         self._findings.pop(host, None)
         self._unknown.pop(host, None)
+        self._not_applicable.pop(host, None)
 
     def _host_now(self, snap: HostSnapshot, now: float) -> list[Finding]:
         status = snap.status
@@ -133,6 +135,7 @@ class HealthBoard:
             what = snap.message or status.value
             action_text = _HOST_ACTIONS.get(status, "check that the host is up and reachable")
             self._unknown.pop(snap.name, None)
+            self._not_applicable.pop(snap.name, None)
             return [
                 Finding(
                     "unreachable",
@@ -175,6 +178,7 @@ class HealthBoard:
         sample = snap.sample
         infos = {g.index: g for g in hello.gpus} if hello is not None else {}
         unknown: list[tuple[int, str, str]] = []
+        not_applicable: list[tuple[int, str]] = []
         if sample is not None:
             minute = int((sample.time or now) // 60)
             window = self.thresholds.hw_slowdown_window_minutes
@@ -199,8 +203,11 @@ class HealthBoard:
                     slowdown_minutes=len(minutes),
                     nvlink_grew=grew,
                 )
-                unknown += [(gpu.index, check, why) for check, why in unknown_checks(gpu, health)]
+                gaps, moot = sorted_checks(gpu, health, infos.get(gpu.index))
+                unknown += [(gpu.index, check, why) for check, why in gaps]
+                not_applicable += [(gpu.index, check) for check in moot]
         self._unknown[snap.name] = unknown
+        self._not_applicable[snap.name] = not_applicable
         out += self._xids(snap, now)
         out += self._sxids(snap, now)
         return out
@@ -341,8 +348,13 @@ class HealthBoard:
         return False
 
     def unknown(self) -> dict[str, list[tuple[int, str, str]]]:
-        """Per host: (GPU index, check, NVML's reason) for checks its cards cannot answer."""
+        """Per host: (GPU index, check, why) for checks that apply to its cards and
+        that their readings cannot answer (``applicable.verdict``)."""
         return {host: list(items) for host, items in self._unknown.items() if items}
+
+    def not_applicable(self) -> dict[str, list[tuple[int, str]]]:
+        """Per host: (GPU index, check) for checks its cards' models have no feature for."""
+        return {host: list(items) for host, items in self._not_applicable.items() if items}
 
     def worst(self) -> str:
         """``crit``, ``warn`` or ``ok`` (info-only problems count as ok)."""

@@ -5,8 +5,11 @@ keeps them over time (first and last seen, counts, acknowledgements) and ranks t
 The checks cover what the single-node health daemons check on NVIDIA cards (gpud,
 gcm), for every host at once.
 
-A check whose reading the card does not support is neither a problem nor ok: it is
-*unknown*, and ``unknown_checks`` lists those, so a view can say so.
+A check whose reading failed is neither a problem nor ok: it is *unknown*, and
+``unknown_checks`` lists those, so a view can say so; unless the card's model does
+not have the feature at all (no NVLink on a PCIe card; retired pages on a card that
+remaps rows): then it is *not applicable* (``not_applicable_checks``), decided by
+``applicable.verdict``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from gputui.config import HealthThresholds
 from gputui.protocol import GpuInfo, GpuSample, Hello
 
+from .applicable import verdict
 from .checks import links, memory, thermal
 from .finding import Finding
 from .finding import finding as _f
@@ -170,14 +174,44 @@ _CHECKED: Mapping[str, str] = {
 }
 
 
-def unknown_checks(gpu: GpuSample, health: GpuSample | None) -> list[tuple[str, str]]:
-    """(check, NVML's reason) for each check this GPU's readings cannot answer."""
-    out: list[tuple[str, str]] = []
+def sorted_checks(
+    gpu: GpuSample, health: GpuSample | None, info: GpuInfo | None
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """(unknown: (check, why) each, not applicable: check names) for this GPU."""
+    unknown: list[tuple[str, str]] = []
+    not_applicable: list[str] = []
+    name = info.name if info is not None else None
     for source in (gpu, health):
         if source is None:
             continue
-        for field, name in _CHECKED.items():
+        readings = {key: getattr(source, key, None) for key in _CONTEXT}
+        for field, check in _CHECKED.items():
             why = source.errors.get(field)
-            if why is not None and (name, why) not in out:
-                out.append((name, why))
-    return out
+            if why is None:
+                continue
+            kind, reason = verdict(field, why, name, source.errors, readings)
+            if kind == "unknown":
+                if (check, reason) not in unknown:
+                    unknown.append((check, reason))
+            elif check not in not_applicable:
+                not_applicable.append(check)
+    return unknown, [c for c in not_applicable if all(c != u for u, _ in unknown)]
+
+
+_CONTEXT = ("fabric_state", "remap_pending", "retired_pending")
+"""The readings ``verdict`` weighs besides the failed one."""
+
+
+def unknown_checks(
+    gpu: GpuSample, health: GpuSample | None, info: GpuInfo | None = None
+) -> list[tuple[str, str]]:
+    """(check, why) for each check that applies to this GPU and that its readings
+    cannot answer (``why``: NVML's error, or that the card should have the feature)."""
+    return sorted_checks(gpu, health, info)[0]
+
+
+def not_applicable_checks(
+    gpu: GpuSample, health: GpuSample | None, info: GpuInfo | None = None
+) -> list[str]:
+    """The checks this GPU's model does not have the feature for (never also unknown)."""
+    return sorted_checks(gpu, health, info)[1]

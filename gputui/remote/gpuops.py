@@ -1,18 +1,20 @@
 """The ``holders`` and ``reset`` requests: what a force-free asks of a GPU's host.
 
 ``holders`` lists what holds the card's device files open (``holders``).
-``reset`` is ``nvmlDeviceResetGpu``: through the guarded NVML path, refused with
-the reason while any process is on the card or when the card is not the one the
-caller named (its uuid), so a renumbered host never resets the wrong one. A card
-or binding that cannot reset (NotSupported on GeForce, FunctionNotFound where
-nvidia-ml-py has no such call) is an answer, ``reset: false`` with the NVML
-error's name, never a crash. Both run on the helper's worker threads.
+``reset`` is refused with the reason while any process is on the card or when the
+card is not the one the caller named (its uuid), so a renumbered host never resets
+the wrong one; past those checks the helper's resetter does it (``gpureset``:
+``nvidia-smi --gpu-reset`` on a real host, ``nvmlDeviceResetGpu`` on the
+simulator). A card or host that cannot reset (NotSupported on GeForce, no
+nvidia-smi, not root, a timeout) is an answer, ``reset: false`` with why, never a
+crash. Both run on the helper's worker threads.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .gpureset import timeout_from
 from .gpus import Gpu, GpuLost
 from .holders import scan_holders
 from .nvml import NA
@@ -60,6 +62,7 @@ def reset(helper: Helper, req: dict[str, Any]) -> dict[str, Any]:
         raise RequestError(
             "bad-request", f"uuid must be the GPU's uuid (GPU-...), got {str(uuid)[:60]!r}"
         )
+    timeout_s = timeout_from(req)
     if gpu.uuid.lower() != uuid.lower():
         raise RequestError("wrong-gpu", f"GPU {gpu.index} is {gpu.uuid}, not {uuid}: not reset")
     pids = gpu.pids()
@@ -72,11 +75,5 @@ def reset(helper: Helper, req: dict[str, Any]) -> dict[str, Any]:
             "in-use",
             f"GPU {gpu.index} has {len(pids)} processes on it (pids {shown}{more}): not reset",
         )
-    try:
-        answer = gpu.read("nvmlDeviceResetGpu")
-    except GpuLost:
-        raise RequestError("not-readable", f"GPU {gpu.index} is lost: not reset") from None
-    out: dict[str, Any] = {"index": gpu.index, "uuid": gpu.uuid}
-    if isinstance(answer, NA):
-        return {**out, "reset": False, "error": answer.error, "message": answer.message[:256]}
-    return {**out, "reset": True, "error": None, "message": ""}
+    done = helper.resetter.reset(gpu, timeout_s, _minor(gpu))
+    return {"index": gpu.index, "uuid": gpu.uuid, **done}

@@ -184,6 +184,12 @@ class Gpu:
             self._mem_version = None  # not on this driver: v1 from now on
         return self.read("nvmlDeviceGetMemoryInfo")
 
+    def memory_used_mib(self) -> int | None:
+        """Memory used now (MiB, as nvidia-smi counts it), None when NVML cannot say;
+        ``GpuLost`` when the card is gone."""
+        mem = self._memory()
+        return None if isinstance(mem, NA) else int(mem.used // MIB)
+
     def _fill(self, out: dict[str, Any], errors: dict[str, str], table: ProcessTable) -> None:
         util = self.read("nvmlDeviceGetUtilizationRates")
         if isinstance(util, NA):

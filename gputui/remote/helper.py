@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 from . import HELPER_VERSION, PROTOCOL_VERSION
 from .dispatch import MAX_INTERVAL, MIN_INTERVAL, Workers, handle_line
 from .gpu_health import MAX_HEALTH_EVERY, MIN_HEALTH_EVERY, HealthClock
+from .gpureset import NvmlReset, Resetter, SmiReset
 from .gpus import Gpu
 from .nvml import NA, error_text, is_nvml_error, load_pynvml, query, text
 from .procs import ProcessTable, boot_time
@@ -53,6 +54,8 @@ class Helper:
         self.out = out
         self.hostname = hostname
         self.simulated = simulated
+        self.resetter: Resetter = NvmlReset() if simulated else SmiReset()
+        """How a GPU is reset: the simulator's NVML call, or ``nvidia-smi`` on a real host."""
         self.gpus: list[Gpu] = []
         self.table = ProcessTable()
         self.seq = 0

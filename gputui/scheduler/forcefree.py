@@ -321,14 +321,9 @@ class ForceFrees:
             why = f"refused by {run.host}: {reset.message}"
             await self._report(run, "reset", False, why, audit=True)
             return False
-        if not reset.value.get("reset"):
-            why = f"NVML would not reset it: {reset.value.get('error')}"
-            if reset.value.get("message"):
-                why += f" ({reset.value['message']})"
-            await self._report(run, "reset", False, why, audit=True)
-            return False
-        await self._report(run, "reset", True, "GPU reset", audit=True)
-        return await self._memory(run)
+        ok, outcome = _reset_outcome(reset.value)
+        await self._report(run, "reset", ok, outcome, audit=True)
+        return ok and await self._memory(run)
 
     async def _memory(self, run: Run) -> bool:
         after, _ = self._latest(run)
@@ -386,6 +381,22 @@ def _empty(gpu: GpuSample) -> bool:
 def _free(gpu: GpuSample) -> bool:
     used = gpu.mem_used_mib
     return gpu.state == "ok" and not gpu.processes and used is not None and used < ORPHAN_MEMORY_MIB
+
+
+def _reset_outcome(value: dict[str, Any]) -> tuple[bool, str]:
+    """The ``reset`` step's outcome from the host's answer (a ``ResetResult`` dict)."""
+    via = "nvidia-smi" if value.get("via") == "nvidia-smi" else "NVML"
+    message = value.get("message") or ""
+    if not value.get("reset"):
+        why = f"{via} did not reset it: {value.get('error')}"
+        return False, why + (f" ({message})" if message else "")
+    outcome = "GPU reset" + (f" ({via}: {message})" if message else "")
+    used, procs = value.get("mem_used_mib"), value.get("processes")
+    if used is not None and procs is not None:
+        free = used < ORPHAN_MEMORY_MIB and procs == 0
+        outcome += f"; NVML then read {used} MiB used, {procs} process(es): "
+        outcome += "free" if free else "still held"
+    return True, outcome
 
 
 def _holder_line(holder: dict[str, Any]) -> str:

@@ -79,6 +79,7 @@ class HostOps(Protocol):
         ...
 
     async def reset_gpu(self, host: str, index: int, uuid: str) -> HostAnswer:
-        """Reset GPU ``index`` if it is still ``uuid`` and idle; ``value``: dict with
-        ``reset`` (bool), ``error`` and ``message`` (why NVML would not)."""
+        """Reset GPU ``index`` if it is still ``uuid`` and idle; ``value``: the
+        ``ResetResult`` as a dict (``reset``, ``error`` and ``message``: why not;
+        ``via``; after a reset ``mem_used_mib`` and ``processes``)."""
         ...

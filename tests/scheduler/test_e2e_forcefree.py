@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
+import re
 import signal
 import subprocess
 import sys
@@ -240,7 +241,9 @@ async def test_force_free_releases_a_claim_and_frees_held_memory_with_a_reset_wh
     assert done["free"] is True
     outcomes = [o for _, _, o in _audit(cluster, "sim01:3")]
     assert outcomes[-4:] == [
-        outcomes[-4], "reset: GPU reset", outcomes[-2], "done: the card is free (still drained)",
+        outcomes[-4], outcomes[-3], outcomes[-2], "done: the card is free (still drained)",
     ]  # fmt: skip
+    assert re.fullmatch(r"reset: GPU reset; NVML then read \d+ MiB used, 0 process\(es\): free",
+                        outcomes[-3]), outcomes[-3]  # fmt: skip
     assert outcomes[-4].startswith("holders: ") and outcomes[-2].startswith("memory: ")
     assert outcomes[0] == "drain: drained" and outcomes.count("drain: already drained by root") == 2

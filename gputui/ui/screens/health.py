@@ -152,9 +152,10 @@ class HealthScreen(Screen[None]):
                 line.append(f"{n} {one if n == 1 else many}", _STYLE[severity])
         unknown = self.board.unknown()
         if unknown:
-            checks = sorted({check for items in unknown.values() for _, check, _ in items})
+            checks = sorted({f"{c} ({why})" for items in unknown.values() for _, c, why in items})
             gpus = sum(len({gpu for gpu, _, _ in items}) for items in unknown.values())
-            line.append(f"   not checked on {gpus} GPUs: {', '.join(checks)}", "dim")
+            listed = ", ".join(checks)
+            line.append(f"   not checked on {gpus} GPUs (unknown, not ok): {listed}", "dim")
         self.query_one("#health-status", Static).update(line)
 
     def _show_detail(self) -> None:
