@@ -15,13 +15,13 @@ from sqlmodel import SQLModel
 
 from gputui.scheduler.engine import MIGRATIONS, StoreError, alembic_config, make_engine, upgrade
 
-HEAD = "0003"
+HEAD = "0004"
 """The newest revision gputui ships."""
 
 REVISION_0900 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
 
 Revision ID: 0900
-Revises: 0003
+Revises: 0004
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0900"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
@@ -164,7 +164,7 @@ def test_an_older_database_upgrades_and_keeps_its_rows(tmp_path: Path) -> None:
         c.exec_driver_sql(
             "INSERT INTO allocation (gpu_uuid, host, job_id, start_at) VALUES ('g', 'h', 99, 1)"
         )
-    # This gputui (which knows only up to 0003) now refuses the file instead of damaging it.
+    # This gputui (which knows only up to 0004) now refuses the file instead of damaging it.
     with pytest.raises(StoreError, match=r"written by a newer gputui \(schema 0900\)"):
         upgrade(engine)
     engine.dispose()
