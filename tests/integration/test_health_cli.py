@@ -123,6 +123,13 @@ async def test_with_a_head_its_drains_are_in_the_report(tmp_path: Path) -> None:
             assert asyncio.get_running_loop().time() < deadline, "the head never saw the GPUs"
             await asyncio.sleep(0.05)
         await asyncio.to_thread(call, "drain", {"target": f"{host}:1", "reason": "bad fan"})
+        # The head's board takes the drain in on its next tick (about a second).
+        while not any(
+            p["code"] == "drained"
+            for p in (await asyncio.to_thread(call, "health", {}))["problems"]
+        ):
+            assert asyncio.get_running_loop().time() < deadline, "the board never showed it"
+            await asyncio.sleep(0.05)
         done = await asyncio.to_thread(
             subprocess_run, [*GPUTUI, "--hosts", str(cluster.config_path), "health", "--json"]
         )
