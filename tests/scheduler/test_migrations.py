@@ -253,3 +253,36 @@ def test_0003_moves_drained_and_unhealthy_rows_into_drains_and_fences(tmp_path: 
         ]
         conn.rollback()
     engine.dispose()
+
+
+def test_0004_adds_the_health_board_and_takes_it_away_again(tmp_path: Path) -> None:
+    """A 0003 file keeps its rows; 0004 adds the tracks and acks (empty), and a
+    downgrade to 0003 drops them and nothing else."""
+    db = tmp_path / "old.db"
+    engine = make_engine(db)
+    assert upgrade(engine, alembic_config(migrations_up_to(tmp_path, "0003"))) == "0003"
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO host (name, pool) VALUES ('gpu1', 'p')")
+    assert upgrade(engine) == HEAD
+    with engine.begin() as conn:
+        assert conn.exec_driver_sql("SELECT name FROM host").all() == [("gpu1",)]
+        conn.exec_driver_sql(
+            "INSERT INTO healthtrack (key, host, gpu, code, first_seen, last_seen, count,"
+            " active, outside) VALUES ('gpu1:0:xid-79', 'gpu1', 0, 'xid-79', 1, 2, 3, 1, 0)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO healthack (key, by_uid, by_user, note, at, fingerprint)"
+            " VALUES ('gpu1:0:xid-79', 0, 'root', 'RMA', 2, '[\"crit\", \"\", 3]')"
+        )
+        names = {i["name"] for i in inspect(conn).get_indexes("healthtrack")}
+        assert names == {"ix_healthtrack_last_seen"}
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0003")
+    with engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+        assert "healthtrack" not in tables and "healthack" not in tables
+        assert conn.exec_driver_sql("SELECT name FROM host").all() == [("gpu1",)]
+        conn.rollback()
+    engine.dispose()
