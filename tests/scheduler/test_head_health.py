@@ -180,3 +180,29 @@ def test_any_observe_and_restart_sequence_keeps_the_in_memory_tracks(
                 assert memory.tracks()[row.key].last - row.last_seen < LAST_SEEN_S
     finally:
         store.close()
+
+
+async def test_an_idle_claim_is_on_the_board_and_in_the_pushed_state(tmp_path: Path) -> None:
+    quick = HealthThresholds(claim_idle_minutes=0.01)  # 0.6 s
+    async with running_head(tmp_path, {HOST: 2}, health=quick) as (_, _hosts, sock):
+        claimed = await asyncio.to_thread(ask, sock, "claim", {"gpus": 1}, rid="c1")
+        claim_id = claimed["result"]["claim"]["id"]
+        deadline = asyncio.get_running_loop().time() + 15
+        while True:
+            found = [
+                p
+                for p in (await asyncio.to_thread(ask, sock, "health"))["result"]["problems"]
+                if p["code"] == "idle-claim"
+            ]
+            if found:
+                break
+            assert asyncio.get_running_loop().time() < deadline, "no idle claim on the board"
+            await asyncio.sleep(0.05)
+        assert [(p["severity"], p["key"]) for p in found] == [
+            ("info", f"{HOST}::idle-claim:{claim_id}")
+        ]
+        assert "released in" in found[0]["title"]
+        assert found[0]["action"] == f"nothing, or free the GPUs now: gputui release c{claim_id}"
+        state = (await asyncio.to_thread(ask, sock, "cluster"))["result"]
+        assert [c["id"] for c in state["idle_claims"]] == [claim_id]
+        assert state["claim_idle_after_s"] == 0.6
