@@ -5,6 +5,7 @@ sequence of readings and restarts keeps the tracks an in-memory board keeps."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from gputui.config import HealthThresholds
 from gputui.health.board import HealthBoard
-from gputui.protocol import GpuInfo, GpuSample, Hello, Sample
+from gputui.protocol import GpuInfo, GpuSample, Hello, ProcessSample, Sample
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.healthwatch import LAST_SEEN_S, HeadHealth
 from gputui.scheduler.store import JobStore
@@ -171,6 +172,9 @@ def test_any_observe_and_restart_sequence_keeps_the_in_memory_tracks(
         seen = {p.key: (p.first_seen, p.count) for p in memory.problems()}
         assert {p.key: (p.first_seen, p.count) for p in head.board.problems()} == seen
         flush(head)
+        with store.transaction() as tx:  # nothing changed since: nothing to write
+            again = head.write(tx, now)
+        assert (again.tracks, again.acks) == ({}, {})
         with store.snapshot() as tx:
             stored = {t.key: (t.first_seen, t.count, t.active) for t in tx.health_rows()[0]}
         assert stored == {k: (t.first, t.count, t.active) for k, t in memory.tracks().items()}
@@ -184,7 +188,7 @@ def test_any_observe_and_restart_sequence_keeps_the_in_memory_tracks(
 
 async def test_an_idle_claim_is_on_the_board_and_in_the_pushed_state(tmp_path: Path) -> None:
     quick = HealthThresholds(claim_idle_minutes=0.01)  # 0.6 s
-    async with running_head(tmp_path, {HOST: 2}, health=quick) as (_, _hosts, sock):
+    async with running_head(tmp_path, {HOST: 2}, health=quick) as (_, hosts, sock):
         claimed = await asyncio.to_thread(ask, sock, "claim", {"gpus": 1}, rid="c1")
         claim_id = claimed["result"]["claim"]["id"]
         deadline = asyncio.get_running_loop().time() + 15
@@ -206,3 +210,13 @@ async def test_an_idle_claim_is_on_the_board_and_in_the_pushed_state(tmp_path: P
         state = (await asyncio.to_thread(ask, sock, "cluster"))["result"]
         assert [c["id"] for c in state["idle_claims"]] == [claim_id]
         assert state["claim_idle_after_s"] == 0.6
+        # A process of its owner on its GPU: busy again, off the board.
+        index = int(claimed["result"]["claim"]["gpu_uuids"][0].rsplit("-", 1)[1])
+        hosts.put_processes(HOST, index, (ProcessSample(pid=4242, uid=os.getuid()),))
+        while any(
+            p["code"] == "idle-claim"
+            for p in (await asyncio.to_thread(ask, sock, "health"))["result"]["problems"]
+        ):
+            assert asyncio.get_running_loop().time() < deadline + 15, "the busy claim stayed idle"
+            await asyncio.sleep(0.05)
+        assert (await asyncio.to_thread(ask, sock, "cluster"))["result"]["idle_claims"] == []
