@@ -46,6 +46,9 @@ scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
   drain, undrain, unfence
                 admins: no new work on a HOST[:GPU] (--reason), take it again;
                 clear the head's automatic fence of a GPU (--reason)
+  health --ack KEY --note TEXT
+                admins: acknowledge a problem of the head's board (KEY from
+                health --json or --keys); `gputui health` asks the head when there is one
   force-free    admins: take a stuck GPU back, step by step (HOST:GPU --reason TEXT
                 [--reset]); exit 0 free, 1 a step failed
   audit, whoami the audit trail; who the head says you are

@@ -68,6 +68,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
             rules=Rules(sched=config.scheduler),
             group_commit=group_commit,
             health=config.health,
+            expected_gpus={h.name: h.gpus for h in config.hosts},
         )
     else:
         settings = HeadSettings(
@@ -83,6 +84,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
             allow_gpu_reset=head.allow_gpu_reset,
             group_commit=group_commit,
             health=config.health,
+            expected_gpus={h.name: h.gpus for h in config.hosts},
         )
     return socket_path.expanduser(), database.expanduser(), settings
 

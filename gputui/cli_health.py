@@ -1,10 +1,13 @@
 """``gputui health``: every problem in the cluster, ranked, from the shell.
 
-Connects to every host of hosts.yaml (or the one of ``--host``) the way the console
-does, takes each host's first full reading (or its failure to answer), runs the
-health checks once and prints the ranked list, or JSON with ``--json``. The exit
+With a head in hosts.yaml it prints the head's board (first seen, counts and
+acknowledgements kept over time); without one, or when the head does not answer,
+it connects to every host of hosts.yaml (or the ones of ``--host``) the way the
+console does, takes each host's first full reading (or its failure to answer), runs
+the health checks once and prints the ranked list, or JSON with ``--json``. The exit
 code is for cron and monitoring: 0 nothing wrong, 1 warnings only, 2 something
-critical, 3 when the check itself could not run (bad config or arguments).
+critical (acknowledged problems count too), 3 when the check itself could not run
+(bad config or arguments, or an --ack refused).
 """
 
 from __future__ import annotations
@@ -16,15 +19,25 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from gputui.config import Config, ConfigError, find_config, load_config
 from gputui.health.board import HealthBoard, Problem
+from gputui.health.report import not_applicable_counts, problem_json, unknown_json
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.text import clean
 
 EXIT_OK, EXIT_WARN, EXIT_CRIT, EXIT_ERROR = 0, 1, 2, 3
 _EXIT = {"ok": EXIT_OK, "warn": EXIT_WARN, "crit": EXIT_CRIT}
+
+
+class Board(Protocol):
+    """A board to print: the console's own (``HealthBoard``) or the head's answer."""
+
+    def problems(self) -> list[Problem]: ...
+    def unknown(self) -> dict[str, list[tuple[int, str, str]]]: ...
+    def not_applicable(self) -> dict[str, list[tuple[int, str]]]: ...
+    def worst(self) -> str: ...
 
 
 def add_parser(sub: Any) -> None:
@@ -42,6 +55,9 @@ def add_parser(sub: Any) -> None:
         metavar="SECONDS",
         help="how long to wait for hosts to answer (default 20)",
     )
+    p.add_argument("--keys", action="store_true", help="also list each problem's key (for --ack)")
+    p.add_argument("--ack", metavar="KEY", help="acknowledge problem KEY on the head (admins)")
+    p.add_argument("--note", metavar="TEXT", help="why it may wait (required with --ack)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -62,41 +78,72 @@ def main(args: argparse.Namespace) -> int:
     if not config.hosts:
         print("gputui health: no hosts in hosts.yaml", file=sys.stderr)
         return EXIT_ERROR
-    progress = sys.stderr.isatty() and not args.json
-    snapshots = asyncio.run(probe(config, args.wait, progress=progress))
-    now = time.time()
-    board = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
-    for snap in snapshots.values():
-        board.observe(snap, now)
-    notes = from_head(board, config, args.hosts, now, set(snapshots))
-    if args.json:
-        print(json.dumps({**as_json(board, len(snapshots)), "notes": notes}, indent=1))
+    if args.ack is not None or args.note is not None:
+        return acknowledge(config, args)
+    board: Board
+    notes: list[str] = []
+    answer, why = ask_head(config, args.hosts, args.host or [])
+    if answer is not None:
+        from gputui.cli_health_head import HeadBoard
+
+        board = head_board = HeadBoard(answer)
+        hosts = head_board.hosts
     else:
-        print(as_text(board, len(snapshots), shutil.get_terminal_size((120, 24)).columns))
+        if why:
+            notes.append(f"the head did not answer ({why}): probed the hosts directly")
+        progress = sys.stderr.isatty() and not args.json
+        snapshots = asyncio.run(probe(config, args.wait, progress=progress))
+        now = time.time()
+        own = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
+        for snap in snapshots.values():
+            own.observe(snap, now)
+        board, hosts = own, len(snapshots)
+    if args.json:
+        print(json.dumps({**as_json(board, hosts), "notes": notes}, indent=1))
+    else:
+        print(as_text(board, hosts, shutil.get_terminal_size((120, 24)).columns))
+        if args.keys:
+            from gputui.cli_health_head import keys_text
+
+            print("\n" + keys_text(board.problems()))
         for note in notes:
             print(f"note: {note}")
     return _EXIT[board.worst()]
 
 
-def from_head(
-    board: HealthBoard, config: Config, hosts_file: str | None, now: float, hosts: set[str]
-) -> list[str]:
-    """What the head knows of these hosts (cards it fenced, cards an admin drained,
-    idle jobs) when hosts.yaml has a head; a note when it cannot say."""
+def ask_head(
+    config: Config, hosts_file: str | None, hosts: Sequence[str]
+) -> tuple[dict[str, Any] | None, str]:
+    """The head's ``health`` answer, or (None, why not); (None, "") with no head."""
     if config.head is None:
-        return []
+        return None, ""
     from gputui.scheduler.client import HeadClient, HeadError, socket_path
-    from gputui.ui.head_health import head_findings
-    from gputui.ui.head_view import HeadView
 
     try:
         with HeadClient(socket_path(None, hosts_file)) as client:
-            state = client.call("cluster", {})
+            return client.call("health", {"hosts": list(hosts)}), ""
     except (HeadError, OSError) as exc:
-        return [f"the head did not answer ({clean(str(exc), 200)}): no fences or drains"]
-    findings = [f for f in head_findings(HeadView.parse(state), now) if f.host in hosts]
-    board.set_outside(findings, now)
-    return []
+        return None, clean(str(exc), 200)
+
+
+def acknowledge(config: Config, args: argparse.Namespace) -> int:
+    """``--ack KEY --note TEXT``: 0 once the head acknowledged it, 3 otherwise."""
+    if not args.ack or not (args.note or "").strip():
+        print("gputui health: --ack KEY needs --note TEXT (why it may wait)", file=sys.stderr)
+        return EXIT_ERROR
+    if config.head is None:
+        print("gputui health: --ack needs a head (hosts.yaml has no head:)", file=sys.stderr)
+        return EXIT_ERROR
+    from gputui.scheduler.client import HeadClient, HeadError, socket_path
+
+    try:
+        with HeadClient(socket_path(None, args.hosts)) as client:
+            done = client.call("health-ack", {"key": args.ack, "note": args.note})
+    except (HeadError, OSError) as exc:
+        print(f"gputui health: {clean(str(exc), 300)}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"acknowledged {clean(str(done.get('key', args.ack)), 256)}")
+    return EXIT_OK
 
 
 def _only(config: Config, names: Sequence[str]) -> Config:
@@ -156,50 +203,18 @@ def _when(t: float) -> str:
     return time.strftime("%m-%d %H:%M:%S", time.localtime(t))
 
 
-def _problem_json(p: Problem) -> dict[str, Any]:
-    f = p.finding
-    return {
-        "severity": f.severity,
-        "host": f.host,
-        "gpu": f.gpu,
-        "uuid": f.uuid,
-        "code": f.code,
-        "title": f.title,
-        "meaning": f.meaning,
-        "action": f.action,
-        "detail": f.detail,
-        "first_seen": p.first_seen,
-        "last_seen": p.last_seen,
-        "count": p.count,
-        "acknowledged": None if p.ack is None else {"by": p.ack.by, "note": p.ack.note},
-    }
-
-
-def as_json(board: HealthBoard, hosts: int) -> dict[str, Any]:
+def as_json(board: Board, hosts: int) -> dict[str, Any]:
     unknown: Mapping[str, list[tuple[int, str, str]]] = board.unknown()
     return {
         "status": board.worst(),
         "hosts": hosts,
-        "problems": [_problem_json(p) for p in board.problems()],
-        "unknown": [
-            {"host": host, "gpu": gpu, "check": check, "reason": why}
-            for host, items in sorted(unknown.items())
-            for gpu, check, why in items
-        ],
-        "not_applicable": not_applicable_counts(board),
+        "problems": [problem_json(p) for p in board.problems()],
+        "unknown": unknown_json(unknown),
+        "not_applicable": not_applicable_counts(board.not_applicable()),
     }
 
 
-def not_applicable_counts(board: HealthBoard) -> dict[str, int]:
-    """Per check: on how many GPUs it does not apply (their models lack the feature)."""
-    counts: dict[str, int] = {}
-    for items in board.not_applicable().values():
-        for _, check in items:
-            counts[check] = counts.get(check, 0) + 1
-    return dict(sorted(counts.items()))
-
-
-def as_text(board: HealthBoard, hosts: int, width: int) -> str:
+def as_text(board: Board, hosts: int, width: int) -> str:
     problems = board.problems()
     lines: list[str] = []
     if problems:

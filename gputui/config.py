@@ -233,6 +233,9 @@ class HealthThresholds(_Model):
     """PCIe replays (link retransmissions) tolerated before a warning."""
     expect_persistence: bool = False
     """true: persistence mode off is a warning (set it where the driver should stay loaded)."""
+    claim_idle_minutes: Annotated[float, Field(gt=0, le=10080)] = 10.0
+    """An active claim with no process of its owner on its GPUs this long is a health
+    finding (the head releases it later, at ``head.claim_idle_minutes``)."""
 
     def stale_after(self, interval: float) -> float:
         """Seconds of silence before a host is stale when it samples every ``interval``."""

@@ -60,11 +60,18 @@ class Problem:
 
 
 @dataclass(slots=True)
-class _Track:
+class Track:
+    """How long a problem (a finding's key) has been seen, and how many times it came."""
+
     first: float
     last: float
     count: int
     active: bool = True
+    host: str = ""
+    gpu: int | None = None
+    code: str = ""
+    outside: bool = False
+    """Given by ``set_outside`` (the head's knowledge), not by a host's own checks."""
 
 
 class HealthBoard:
@@ -78,7 +85,7 @@ class HealthBoard:
         self._findings: dict[str, list[Finding]] = {}
         self._seen: dict[str, tuple[float, float, int]] = {}
         """Finding key -> (first, last, count) given by the finding itself (Xids)."""
-        self._tracks: dict[str, _Track] = {}
+        self._tracks: dict[str, Track] = {}
         self._acks: dict[str, Ack] = {}
         self._health: dict[str, GpuSample] = {}
         self._slow_minutes: dict[str, set[int]] = {}
@@ -112,16 +119,42 @@ class HealthBoard:
                 track.active = False
         self._outside = keys
         self._findings[_OUTSIDE] = findings
-        self._touch(findings, now)
+        self._touch(findings, now, outside=True)
 
-    def _touch(self, findings: list[Finding], now: float) -> None:
-        for finding in findings:
-            known = self._tracks.get(finding.key)
+    def _touch(self, findings: list[Finding], now: float, *, outside: bool = False) -> None:
+        for f in findings:
+            known = self._tracks.get(f.key)
             if known is None or not known.active:
                 count = 1 if known is None else known.count + 1
-                self._tracks[finding.key] = _Track(now, now, count)
+                self._tracks[f.key] = Track(now, now, count, True, f.host, f.gpu, f.code, outside)
             else:
                 known.last = now
+
+    # -- kept across restarts (the head's store) -------------------------------------------
+
+    def tracks(self) -> dict[str, Track]:
+        """Every problem's track (a copy), gone ones too."""
+        return {key: replace(track) for key, track in self._tracks.items()}
+
+    def acks(self) -> dict[str, Ack]:
+        return dict(self._acks)
+
+    def restore(self, tracks: Mapping[str, Track], acks: Mapping[str, Ack]) -> None:
+        """What an earlier board kept (before any reading comes in): a problem still
+        there keeps its first seen and count, and its acknowledgement while unchanged."""
+        self._tracks = {key: replace(track) for key, track in tracks.items()}
+        self._acks = dict(acks)
+        self._outside = {k for k, t in tracks.items() if t.outside and t.active}
+
+    def prune(self, before: float) -> list[str]:
+        """Forget the tracks last seen before ``before`` (not showing now); their keys."""
+        showing = {f.key for found in self._findings.values() for f in found}
+        gone = [k for k, t in self._tracks.items() if t.last < before and k not in showing]
+        for key in gone:
+            del self._tracks[key]
+            self._acks.pop(key, None)
+            self._outside.discard(key)
+        return gone
 
     def forget(self, host: str) -> None:
         """A host taken out of the config: its problems go."""

@@ -16,9 +16,12 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from gputui.config import HealthThresholds
+
 from . import actions, drains, lifecycle, policy, publish, reads, wire
 from .actions import Context, Rules
 from .flagwatch import FlagWatch, Pending, ProcSignal
+from .healthwatch import HeadHealth, HealthWrite
 from .history import incident_view
 from .hostwatch import HostWatch
 from .identity import Caller
@@ -63,6 +66,8 @@ class After:
     """Flagged processes to signal (``scheduler.ownership.mode: enforce``)."""
     flagged: list[Pending] = field(default_factory=list)
     """What this batch's ownership ticks leave for ``FlagWatch`` to remember."""
+    health: list[HealthWrite] = field(default_factory=list)
+    """What this batch wrote of the health board (``HeadHealth.committed``)."""
     changed: bool = False
     moved: bool = False
     """GPUs were given or freed (who holds what is read again once committed)."""
@@ -85,6 +90,7 @@ class Batches:
         state: Callable[[Tx, Caller], dict[str, Any]],
         state_seq: Callable[[], int],
         run_as_login_user: bool = False,
+        health: HeadHealth | None = None,
     ) -> None:
         """``logins``: host -> the user the head logs in as (``run_as_login_user``: run
         every job as that user); ``state``/``state_seq``: the pushed state, its number."""
@@ -102,6 +108,7 @@ class Batches:
         self.launching: set[int] = set()
         self.standing: Standing | None = None
         self.flags = FlagWatch(watch)
+        self.health = health or HeadHealth(HealthThresholds(), host_pools, clock=lambda: 0.0)
 
     def standing_at(self, tx: Tx, now: float) -> Standing:
         """Fair-share factors and quota use, worked out again every ``STANDING_S``
@@ -268,6 +275,8 @@ class Batches:
             )
         if op == "release":
             return actions.release(tx, caller, args, ctx)
+        if op == "health-ack":
+            return self.health.acknowledge(tx, caller, args, ctx.now)
         if op in drains.OPS:
             return drains.HANDLERS[op](tx, caller, args, ctx, self.watch)
         if op == "show":
@@ -362,6 +371,11 @@ class Batches:
             tx.forget_requests_before(ctx.now - REQUEST_LOG_KEEP_S)
         elif kind == "ownership":
             self.flags.tick(tx, ctx, after.flagged, after.signals)
+        elif kind == "health":  # the head's own findings, and what changed on the board
+            flags, idle_after = self.flags.flags, self.flags.idle_after_s
+            if self.health.refresh(tx, ctx.now, self.watch, flags, idle_after):
+                ctx.changed = True
+            after.health.append(self.health.write(tx, ctx.now))
         elif kind == "signalled":
             sig, answer = payload
             self.flags.signalled(tx, sig, answer)
@@ -402,6 +416,8 @@ class Batches:
         waits it answered are over."""
         self.sessions_alive.update(after.sessions)
         self.flags.commit(after.flagged)
+        for written in after.health:
+            self.health.committed(written)
         for job_id, conn, rid in after.waits:
             self.waits.setdefault(job_id, []).append((conn, rid))
         sent = {(id(conn), rid) for conn, rid, _ in after.final_jobs}

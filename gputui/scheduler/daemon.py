@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +40,7 @@ from .actions import Rules
 from .batch import After, Batches, Item
 from .flagwatch import ProcSignal
 from .forcefree import ForceFrees, TxCall, TxFn
+from .healthwatch import HeadHealth
 from .hosts import HostOps
 from .hostwatch import HostWatch
 from .identity import Caller
@@ -81,6 +82,8 @@ class HeadSettings:
     """hosts.yaml's ``health:`` thresholds (uncorrected ECC fences a GPU above its own)."""
     allow_gpu_reset: bool = False
     """A force-free may reset a GPU whose memory stays held with no process."""
+    expected_gpus: Mapping[str, int | None] = field(default_factory=dict)
+    """hosts.yaml's ``gpus:`` per host (fewer seen is a health problem)."""
 
 
 class Head(SnapshotReads):
@@ -112,6 +115,7 @@ class Head(SnapshotReads):
         self._state_seq = 0
         self._state_event = asyncio.Event()
         self._restored_sessions: set[str] = set()
+        self.health = HeadHealth(settings.health, host_pools, settings.expected_gpus, clock=clock)
         self.batch = Batches(
             store,
             settings.rules,
@@ -122,6 +126,7 @@ class Head(SnapshotReads):
             state=self._state,
             state_seq=lambda: self._state_seq,
             run_as_login_user=settings.run_as_login_user,
+            health=self.health,
         )
         self._background: set[asyncio.Task[Any]] = set()
         self._started_at = clock()
@@ -171,9 +176,20 @@ class Head(SnapshotReads):
         while not self._inbox.empty():
             unapplied.append(self._inbox.get_nowait())
         await self.meter.close(unapplied)
+        self._store_health()
         await self.hosts.close()
         self._reader.shutdown(wait=True)
         self.store.close()
+
+    def _store_health(self) -> None:
+        """At shutdown, with the writer stopped: what changed on the health board."""
+        try:
+            with self.store.transaction() as tx:
+                written = self.health.write(tx, self.clock())
+        except (SQLAlchemyError, OSError) as exc:
+            log.error("head: could not store the health board: %s", exc)
+            return
+        self.health.committed(written)
 
     async def _read(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` (which reads through ``store.snapshot()``) on the reader thread."""
@@ -200,6 +216,7 @@ class Head(SnapshotReads):
                 c.session for c in tx.claims(("active", "waiting")) if c.session is not None
             }
             self.meter.load(tx.open_allocations())
+            self.health.load(*tx.health_rows())
 
     # -- clients ------------------------------------------------------------------------
 
@@ -217,6 +234,13 @@ class Head(SnapshotReads):
             return
         if request.op in READS:
             self._spawn(self._snapshot_read(conn, request))
+            return
+        if request.op == "health":  # the board lives on this loop: answered from memory
+            try:
+                body = wire.response(request.id, self.health.answer(request.args.hosts))
+            except wire.Refusal as refusal:
+                body = wire.error(request.id, refusal.code, refusal.message)
+            conn.send(body)
             return
         if request.op == "ping":
             conn.send(wire.response(request.id, {"pong": True, "time": self.clock()}))
@@ -351,6 +375,7 @@ class Head(SnapshotReads):
         for kind, payload in self.watch.observe(snap):
             self._post(Item(kind, payload=payload))
         self.meter.observe(snap)
+        self.health.observe(snap, self.clock())
         self.force_frees.sampled()
 
     async def _ticker(self) -> None:
@@ -363,13 +388,15 @@ class Head(SnapshotReads):
                 self._restored_sessions = set()
             self._post(Item("tick", payload=(active, orphans)))
             self._post(Item("ownership"))
+            self._post(Item("health"))
             self.meter.tick()
 
     # -- subscriptions ----------------------------------------------------------------
 
     def _state(self, tx: Tx, caller: Caller) -> dict[str, Any]:
         state = publish.cluster_state(tx, self.watch.present_gpus(), self.watch.live())
-        return {"me": publish.whoami(caller), **state, **self.batch.flags.state()}
+        flags = {**self.batch.flags.state(), **self.health.state()}
+        return {"me": publish.whoami(caller), **state, **flags}
 
     async def _pusher(self) -> None:
         while True:
@@ -388,7 +415,7 @@ class Head(SnapshotReads):
             return
         seq = self._state_seq
         gpus, live = self.watch.present_gpus(), self.watch.live()  # the loop's own
-        flags = self.batch.flags.state()
+        flags = {**self.batch.flags.state(), **self.health.state()}
         since = [conn.last_notice for conn in subscribers]  # read here, set here below
 
         def build() -> tuple[dict[str, Any], list[list[Notice]]]:

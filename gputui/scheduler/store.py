@@ -16,12 +16,23 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, func, update
+from sqlalchemy import Engine, delete, func, update
 from sqlmodel import Session, col, select
 
 from .accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow, charges
 from .engine import SNAPSHOT
-from .tables import Allocation, Audit, Claim, Gpu, Host, Job, Notice, RequestLog
+from .tables import (
+    Allocation,
+    Audit,
+    Claim,
+    Gpu,
+    HealthAck,
+    HealthTrack,
+    Host,
+    Job,
+    Notice,
+    RequestLog,
+)
 
 
 def _dumps(body: dict[str, Any]) -> str:
@@ -374,6 +385,28 @@ class Tx:
     def last_notice_id(self) -> int:
         value = self.s.exec(select(func.max(Notice.id))).one()
         return int(value or 0)
+
+    # -- the health board's tracks and acknowledgements --------------------------------
+
+    def health_rows(self) -> tuple[list[HealthTrack], list[HealthAck]]:
+        return list(self.s.exec(select(HealthTrack)).all()), list(
+            self.s.exec(select(HealthAck)).all()
+        )
+
+    def put_health(
+        self, tracks: Iterable[HealthTrack], acks: Iterable[HealthAck], gone: Sequence[str] = ()
+    ) -> None:
+        """Write these tracks and acks (new or changed); ``gone``: acks to drop."""
+        for row in (*tracks, *acks):
+            self.s.merge(row)
+        self.drop_health((), gone)
+
+    def drop_health(self, tracks: Sequence[str], acks: Sequence[str]) -> None:
+        """Delete the tracks and the acks of these keys."""
+        for table, keys in ((HealthTrack, tracks), (HealthAck, acks)):
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                self.s.execute(delete(table).where(col(table.key).in_(chunk)))
 
 
 class JobStore:

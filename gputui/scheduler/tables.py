@@ -281,6 +281,34 @@ class Notice(SQLModel, table=True):
     claim_id: int | None = None
 
 
+class HealthTrack(SQLModel, table=True):
+    """A health problem's track (the head's board): first and last seen, how many
+    times it came, whether it shows now; kept so a restart keeps them."""
+
+    key: str = Field(primary_key=True, max_length=256)
+    host: str = Field(max_length=64)
+    gpu: int | None = None
+    code: str = Field(max_length=64)
+    first_seen: float
+    last_seen: float = Field(index=True)
+    count: int
+    active: bool
+    outside: bool = False
+    """The head's own finding (a fence, a flagged process, an idle job or claim)."""
+
+
+class HealthAck(SQLModel, table=True):
+    """An admin's acknowledgement of a health problem, held while it is unchanged
+    (``fingerprint``: its severity, figures and count then, as JSON)."""
+
+    key: str = Field(primary_key=True, max_length=256)
+    by_uid: int
+    by_user: str = Field(max_length=64)
+    note: str = Field(max_length=512)
+    at: float
+    fingerprint: str = Field(sa_column=Column(Text, nullable=False))
+
+
 ALL_TABLES = (
     Meta,
     Host,
@@ -293,4 +321,6 @@ ALL_TABLES = (
     Audit,
     RequestLog,
     Notice,
+    HealthTrack,
+    HealthAck,
 )

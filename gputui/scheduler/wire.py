@@ -258,6 +258,36 @@ class IncidentArgs(_Args):
     since: Annotated[float, Field(ge=0, le=1e10, allow_inf_nan=False)] = 0.0
 
 
+class HealthArgs(_Args):
+    """``health``: the head's board (anyone may read), of ``hosts`` only when given."""
+
+    hosts: Annotated[list[Name], Field(max_length=MAX_IDS)] = Field(default_factory=list)
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        return [plain(v, "host") for v in value]
+
+
+class HealthAckArgs(_Plain):
+    """``health-ack``: an admin acknowledges problem ``key`` (``gputui health --json``)."""
+
+    key: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    note: Short
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        return plain(value, "key")
+
+    @field_validator("note")
+    @classmethod
+    def _note(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("give a note (why it may wait, for the audit)")
+        return value
+
+
 Epoch = Annotated[float, Field(ge=0, le=1e10, allow_inf_nan=False)]
 MAX_USAGE_DAYS = 366
 """The longest range one ``usage`` or ``report`` request sums up."""
@@ -314,11 +344,13 @@ ARGS: dict[str, type[_Args]] = {
     "undrain": DrainArgs,
     "unfence": DrainArgs,
     "force_free": ForceFreeArgs,
+    "health": HealthArgs,
+    "health-ack": HealthAckArgs,
 }
 MUTATING = frozenset(
     {
         "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
-        "release", "drain", "undrain", "unfence", "force_free",
+        "release", "drain", "undrain", "unfence", "force_free", "health-ack",
     }
 )  # fmt: skip
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.durations import coarse_text
+from gputui.health.outside import LABELS
 from gputui.text import clean
 
-LABELS = {"no-allocation": "ROGUE", "outside-allocation": "STRAY"}
 _SIGNALS = ("TERM", "KILL")
 MAX_FLAGS = 10_000
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gputui.text import clean
@@ -170,6 +170,14 @@ class HeadClaim:
     note: str
     granted_at: float | None
     expires_at: float | None
+    idle_release_s: float | None = None
+    """The head releases it after this long with no process of its owner (0: once
+    its run's last process ends)."""
+    session: bool = False
+    """A ``gputui run`` session holds it (not released while idle)."""
+    idle_since: float | None = None
+    """Since when its GPUs show no process of its owner (the head's ``idle_claims``;
+    None: busy, or the head did not say)."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> HeadClaim | None:
@@ -187,6 +195,8 @@ class HeadClaim:
             note=_text(raw.get("note"), 200),
             granted_at=_time(raw.get("granted_at")),
             expires_at=_time(raw.get("expires_at")),
+            idle_release_s=_time(raw.get("idle_release_s")),
+            session=raw.get("session") is True,
         )
 
 
@@ -227,6 +237,8 @@ class HeadView:
     """Processes on GPUs their owners hold nothing on (``head_flags``)."""
     idle_after_s: float | None = None
     """A running job idle this long is flagged (None: the head did not say)."""
+    claim_idle_after_s: float | None = None
+    """An active claim idle this long is a health finding (None: the head did not say)."""
 
     @classmethod
     def parse(cls, state: Mapping[str, Any], seq: int = 0) -> HeadView:
@@ -240,6 +252,10 @@ class HeadView:
         )
         jobs = tuple(j for j in map(_parsed(HeadJob.parse), _items(state.get("jobs"))) if j)
         claims = tuple(c for c in map(_parsed(HeadClaim.parse), _items(state.get("claims"))) if c)
+        idle_claims = _idle_claims(state.get("idle_claims"))
+        claims = tuple(
+            replace(c, idle_since=idle_claims[c.id]) if c.id in idle_claims else c for c in claims
+        )
         gpus = tuple(g for g in map(_gpu, _items(state.get("gpus"))) if g)
         hosts_raw = state.get("hosts")
         hosts: dict[str, bool] = {}
@@ -248,6 +264,7 @@ class HeadView:
                 if isinstance(name, str) and isinstance(info, Mapping):
                     hosts[clean(name, 64)] = info.get("live") is True
         idle_after = _time(state.get("idle_after_s"))
+        claim_idle_after = _time(state.get("claim_idle_after_s"))
         return cls(
             me=me,
             jobs=jobs,
@@ -257,6 +274,7 @@ class HeadView:
             seq=seq,
             flags=parse_flags(state.get("flags")),
             idle_after_s=idle_after if idle_after else None,
+            claim_idle_after_s=claim_idle_after if claim_idle_after else None,
         )
 
     def holders(self) -> dict[str, Holder]:
@@ -293,6 +311,16 @@ def _parsed(parse: Any) -> Any:
             return None
 
     return safe
+
+
+def _idle_claims(value: Any) -> dict[int, float]:
+    """The state's ``idle_claims`` (``[{"id": N, "idle_since": T}]``) -> id -> since."""
+    out: dict[int, float] = {}
+    for raw in _items(value, 100_000):
+        claim_id, since = _int(raw.get("id")), _time(raw.get("idle_since"))
+        if claim_id and since is not None:
+            out[claim_id] = since
+    return out
 
 
 def _gpu(raw: Mapping[str, Any]) -> HeadGpu | None:

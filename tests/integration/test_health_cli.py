@@ -7,6 +7,7 @@ simulated NVML, with the fault the spec names; one host is a closed port.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +124,13 @@ async def test_with_a_head_its_drains_are_in_the_report(tmp_path: Path) -> None:
             assert asyncio.get_running_loop().time() < deadline, "the head never saw the GPUs"
             await asyncio.sleep(0.05)
         await asyncio.to_thread(call, "drain", {"target": f"{host}:1", "reason": "bad fan"})
+        # The head's board takes the drain in on its next tick (about a second).
+        while not any(
+            p["code"] == "drained"
+            for p in (await asyncio.to_thread(call, "health", {}))["problems"]
+        ):
+            assert asyncio.get_running_loop().time() < deadline, "the board never showed it"
+            await asyncio.sleep(0.05)
         done = await asyncio.to_thread(
             subprocess_run, [*GPUTUI, "--hosts", str(cluster.config_path), "health", "--json"]
         )
@@ -130,3 +138,36 @@ async def test_with_a_head_its_drains_are_in_the_report(tmp_path: Path) -> None:
         drained = [p for p in report["problems"] if p["code"] == "drained"]
         assert [(p["host"], p["gpu"], p["severity"]) for p in drained] == [(host, 1, "info")]
         assert "bad fan" in drained[0]["title"] and report["notes"] == []
+        # The head says which checks do not apply to its cards, as a probe would.
+        assert report["not_applicable"] == NOT_APPLICABLE_DEMO, report["not_applicable"]
+        # The demo's own workloads may be flagged too: the code follows the worst problem.
+        assert done.returncode == {"ok": 0, "warn": 1, "crit": 2}[report["status"]]
+        assert drained[0]["key"] == f"{host}:1:drained"
+        base = [*GPUTUI, "--hosts", str(cluster.config_path), "health"]
+        acked = await asyncio.to_thread(
+            subprocess_run, [*base, "--ack", f"{host}:1:drained", "--note", "fan on order"]
+        )
+        assert (acked.returncode, acked.stdout) == (0, f"acknowledged {host}:1:drained\n")
+        text = await asyncio.to_thread(subprocess_run, [*base, "--keys"])
+        assert text.returncode in (0, 1) and "[ack]" in text.stdout  # an info note, acked
+        assert re.search(rf"^{host}:1:drained +drained: bad fan$", text.stdout, re.M)
+        wrong = await asyncio.to_thread(
+            subprocess_run, [*base, "--ack", f"{host}:0:nothing", "--note", "x"]
+        )
+        assert wrong.returncode == 3 and "no such problem now" in wrong.stderr
+        assert "Traceback" not in wrong.stderr
+
+
+NOT_APPLICABLE_DEMO = {"NVSwitch fabric": 2, "retired pages": 2}
+"""The demo's first host: two A100s (no NVSwitch fabric; row remapping, not page retirement)."""
+
+
+def test_a_head_that_does_not_answer_means_probing_with_a_note(tmp_path: Path) -> None:
+    head = f"head:\n  host: localhost\n  socket: {tmp_path / 'nobody.sock'}\n"
+    code, out, err = gputui(tmp_path, head + "hosts:\n" + sim("a", "1xa100-80gb"), "health")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "no problems on 1 host"
+    assert lines[1].startswith("note: the head did not answer (") and lines[1].endswith(
+        "): probed the hosts directly"
+    )

@@ -178,11 +178,16 @@ class ScriptedHosts:
 
 @contextlib.asynccontextmanager
 async def running_head(
-    tmp: Path, layout: dict[str, int], clock: Callable[[], float] | None = None, **settings: Any
+    tmp: Path,
+    layout: dict[str, int],
+    clock: Callable[[], float] | None = None,
+    scripted: ScriptedHosts | None = None,
+    **settings: Any,
 ) -> AsyncIterator[tuple[Head, ScriptedHosts, Path]]:
-    """``clock``: the head's (default: the wall clock)."""
+    """``clock``: the head's (default: the wall clock); ``scripted``: hosts set up
+    before the head starts (their faults in its first samples)."""
     engine = open_store(tmp / "db" / "gputui.db")
-    hosts = ScriptedHosts(layout)
+    hosts = scripted or ScriptedHosts(layout)
     sock = tmp / "head.sock"
     head = Head(
         JobStore(engine),

@@ -15,13 +15,13 @@ from sqlmodel import SQLModel
 
 from gputui.scheduler.engine import MIGRATIONS, StoreError, alembic_config, make_engine, upgrade
 
-HEAD = "0003"
+HEAD = "0004"
 """The newest revision gputui ships."""
 
 REVISION_0900 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
 
 Revision ID: 0900
-Revises: 0003
+Revises: 0004
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0900"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
@@ -164,7 +164,7 @@ def test_an_older_database_upgrades_and_keeps_its_rows(tmp_path: Path) -> None:
         c.exec_driver_sql(
             "INSERT INTO allocation (gpu_uuid, host, job_id, start_at) VALUES ('g', 'h', 99, 1)"
         )
-    # This gputui (which knows only up to 0003) now refuses the file instead of damaging it.
+    # This gputui (which knows only up to 0004) now refuses the file instead of damaging it.
     with pytest.raises(StoreError, match=r"written by a newer gputui \(schema 0900\)"):
         upgrade(engine)
     engine.dispose()
@@ -251,5 +251,38 @@ def test_0003_moves_drained_and_unhealthy_rows_into_drains_and_fences(tmp_path: 
             ("gpu1", "drained", "carol"),
             ("gpu2", "ok", None),
         ]
+        conn.rollback()
+    engine.dispose()
+
+
+def test_0004_adds_the_health_board_and_takes_it_away_again(tmp_path: Path) -> None:
+    """A 0003 file keeps its rows; 0004 adds the tracks and acks (empty), and a
+    downgrade to 0003 drops them and nothing else."""
+    db = tmp_path / "old.db"
+    engine = make_engine(db)
+    assert upgrade(engine, alembic_config(migrations_up_to(tmp_path, "0003"))) == "0003"
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO host (name, pool) VALUES ('gpu1', 'p')")
+    assert upgrade(engine) == HEAD
+    with engine.begin() as conn:
+        assert conn.exec_driver_sql("SELECT name FROM host").all() == [("gpu1",)]
+        conn.exec_driver_sql(
+            "INSERT INTO healthtrack (key, host, gpu, code, first_seen, last_seen, count,"
+            " active, outside) VALUES ('gpu1:0:xid-79', 'gpu1', 0, 'xid-79', 1, 2, 3, 1, 0)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO healthack (key, by_uid, by_user, note, at, fingerprint)"
+            " VALUES ('gpu1:0:xid-79', 0, 'root', 'RMA', 2, '[\"crit\", \"\", 3]')"
+        )
+        names = {i["name"] for i in inspect(conn).get_indexes("healthtrack")}
+        assert names == {"ix_healthtrack_last_seen"}
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0003")
+    with engine.connect() as conn:
+        tables = set(inspect(conn).get_table_names())
+        assert "healthtrack" not in tables and "healthack" not in tables
+        assert conn.exec_driver_sql("SELECT name FROM host").all() == [("gpu1",)]
         conn.rollback()
     engine.dispose()

@@ -124,3 +124,38 @@ def test_two_flagged_processes_on_one_gpu_are_two_problems() -> None:
     board.set_outside(head_findings(view, NOW), NOW)
     keys = [p.key for p in board.problems()]
     assert len(keys) == len(set(keys)) == 4
+
+
+def test_idle_claims_from_the_pushed_state() -> None:
+    def claim(claim_id: int, **extra: Any) -> dict[str, Any]:
+        return {
+            "id": claim_id,
+            "user": "carol\x1b[2J",
+            "state": "active",
+            "host": "gpu01",
+            "granted_at": 1.0,
+            "idle_release_s": 1800,
+            **extra,
+        }
+
+    view = HeadView.parse(
+        state(
+            claims=[claim(4), claim(5, session=True), claim(6), claim(7, state="waiting")],
+            idle_claims=[
+                {"id": 4, "idle_since": NOW - 900},
+                {"id": 5, "idle_since": NOW - 4000},
+                {"id": 6, "idle_since": NOW - 60},  # not long enough yet
+                {"id": 7, "idle_since": NOW - 9000},  # not active
+                {"id": 8, "idle_since": "soon"},
+            ],
+            claim_idle_after_s=600,
+        )
+    )
+    found = {f.subject: f for f in head_findings(view, NOW) if f.code == "idle-claim"}
+    assert sorted(found) == ["4", "5"]
+    assert found["4"].severity == "info"
+    assert found["4"].title == "claim 4 (carol) idle for 15m, released in 15m"  # cleaned
+    assert found["5"].severity == "warn" and "gputui run session" in found["5"].meaning
+    # Without the head's threshold, nothing is judged idle.
+    quiet = HeadView.parse(state(claims=[claim(4)], idle_claims=[{"id": 4, "idle_since": 1.0}]))
+    assert [f for f in head_findings(quiet, NOW) if f.code == "idle-claim"] == []
