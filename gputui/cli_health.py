@@ -138,7 +138,7 @@ def acknowledge(config: Config, args: argparse.Namespace) -> int:
 
     try:
         with HeadClient(socket_path(None, args.hosts)) as client:
-            done = client.call("health-ack", {"key": args.ack, "note": args.note})
+            done = client.call("health_ack", {"key": args.ack, "note": args.note})
     except (HeadError, OSError) as exc:
         print(f"gputui health: {clean(str(exc), 300)}", file=sys.stderr)
         return EXIT_ERROR

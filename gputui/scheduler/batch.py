@@ -275,7 +275,7 @@ class Batches:
             )
         if op == "release":
             return actions.release(tx, caller, args, ctx)
-        if op == "health-ack":
+        if op == "health_ack":
             return self.health.acknowledge(tx, caller, args, ctx.now)
         if op in drains.OPS:
             return drains.HANDLERS[op](tx, caller, args, ctx, self.watch)

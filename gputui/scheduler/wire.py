@@ -270,7 +270,7 @@ class HealthArgs(_Args):
 
 
 class HealthAckArgs(_Plain):
-    """``health-ack``: an admin acknowledges problem ``key`` (``gputui health --json``)."""
+    """``health_ack``: an admin acknowledges problem ``key`` (``gputui health --json``)."""
 
     key: Annotated[str, StringConstraints(min_length=1, max_length=256)]
     note: Short
@@ -345,12 +345,12 @@ ARGS: dict[str, type[_Args]] = {
     "unfence": DrainArgs,
     "force_free": ForceFreeArgs,
     "health": HealthArgs,
-    "health-ack": HealthAckArgs,
+    "health_ack": HealthAckArgs,
 }
 MUTATING = frozenset(
     {
         "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
-        "release", "drain", "undrain", "unfence", "force_free", "health-ack",
+        "release", "drain", "undrain", "unfence", "force_free", "health_ack",
     }
 )  # fmt: skip
 

@@ -24,11 +24,11 @@ def test_anyone_reads_the_board_only_an_admin_acknowledges(
 
     poll(lambda: KEY in keys(), what="the fault on the board alice reads")
     before = {**th.snapshot(), "acks": th.rows("SELECT key FROM healthack")}
-    answer = alice.call(th.sock, "health-ack", {"key": KEY, "note": "not mine to fix"})
+    answer = alice.call(th.sock, "health_ack", {"key": KEY, "note": "not mine to fix"})
     assert refusal(answer) == ("denied", f"health-ack {KEY}: only an admin may acknowledge")
     assert {**th.snapshot(), "acks": th.rows("SELECT key FROM healthack")} == before
     assert alice.ok(th.sock, "health")["problems"][0]["acknowledged"] is None
-    done = carol.ok(th.sock, "health-ack", {"key": KEY, "note": "fan swap on Friday"})
+    done = carol.ok(th.sock, "health_ack", {"key": KEY, "note": "fan swap on Friday"})
     assert done["acknowledged"]["by"] == "gtu_carol"
     assert th.rows("SELECT by_user, note FROM healthack") == [("gtu_carol", "fan swap on Friday")]
     assert th.rows("SELECT user, action, target, reason FROM audit") == [

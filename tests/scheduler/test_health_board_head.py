@@ -67,18 +67,18 @@ async def test_first_seen_counts_and_acks_survive_a_restart(tmp_path: Path) -> N
         again = await problem(sock, where=lambda p: p["count"] == 2)
         assert again["first_seen"] > first["first_seen"]  # this time's start
         bad = await asyncio.to_thread(
-            ask, sock, "health-ack", {"key": KEY, "note": "known\x1b[2J"}, rid="a0"
+            ask, sock, "health_ack", {"key": KEY, "note": "known\x1b[2J"}, rid="a0"
         )
         assert bad["error"]["code"] == "bad-args" and "note" in bad["error"]["message"]
         done = await asyncio.to_thread(
-            ask, sock, "health-ack", {"key": KEY, "note": " known:  fan  RMA filed "}, rid="a1"
+            ask, sock, "health_ack", {"key": KEY, "note": " known:  fan  RMA filed "}, rid="a1"
         )
         assert done["ok"] and done["result"]["acknowledged"]["note"] == "known: fan RMA filed"
         assert rows(db, "SELECT action, target, reason, outcome FROM audit") == [
             ("health-ack", f"{HOST}:1 throttle-hw_thermal", "known: fan RMA filed", "acknowledged")
         ]
         missing = await asyncio.to_thread(
-            ask, sock, "health-ack", {"key": f"{HOST}:0:nothing", "note": "x"}, rid="a2"
+            ask, sock, "health_ack", {"key": f"{HOST}:0:nothing", "note": "x"}, rid="a2"
         )
         assert missing["error"]["code"] == "unknown-problem"
     assert rows(db, f"SELECT count, active FROM healthtrack WHERE key = '{KEY}'") == [(2, 1)]
