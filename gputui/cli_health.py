@@ -84,7 +84,7 @@ def main(args: argparse.Namespace) -> int:
     notes: list[str] = []
     answer, why = ask_head(config, args.hosts, args.host or [])
     if answer is not None:
-        from gputui.cli_health_head import HeadBoard
+        from gputui.health.head_answer import HeadBoard
 
         board = head_board = HeadBoard(answer)
         hosts = head_board.hosts
@@ -103,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(as_text(board, hosts, shutil.get_terminal_size((120, 24)).columns))
         if args.keys:
-            from gputui.cli_health_head import keys_text
+            from gputui.health.head_answer import keys_text
 
             print("\n" + keys_text(board.problems()))
         for note in notes:

@@ -33,6 +33,7 @@ from gputui.health.board import HealthBoard
 from gputui.protocol import HelperRequest, IntervalResult, ProcessSample, Signal, SignalResult
 from gputui.telemetry import HostControl, HostSnapshot, R, RequestOutcome, TelemetrySource
 from gputui.ui.head_actions import HeadActions
+from gputui.ui.health_acks import ACKS_EVERY_S, HealthAcks
 from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.health import HealthScreen
@@ -101,7 +102,7 @@ class HostsSampled(Message):
     snapshots: dict[str, HostSnapshot]
 
 
-class GpuTuiApp(HeadActions, App[None]):
+class GpuTuiApp(HeadActions, HealthAcks, App[None]):
     """The gputui console over any ``TelemetrySource`` (the SSH fleet, later the head),
     acting on hosts through a ``HostControl``."""
 
@@ -174,6 +175,8 @@ class GpuTuiApp(HeadActions, App[None]):
         self._last_tick = self._last_data = -math.inf
         self.health = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
         """Every problem in the cluster (the ``h`` view), fed the latest snapshots."""
+        self.login = _login()
+        """Who acknowledges a problem where there is no head."""
         self._health_pending: dict[str, HostSnapshot] = {}
 
     # -- lifecycle -----------------------------------------------------------------
@@ -292,9 +295,16 @@ class GpuTuiApp(HeadActions, App[None]):
         if any(isinstance(screen, HealthScreen) for screen in self.screen_stack):
             return
         self.judge_health()
+        with_head = self.head_link is not None
         self.push_screen(
             HealthScreen(
-                self.health, clock=self.clock, user=_login(), may_acknowledge=self._may_ack
+                self.health,
+                clock=self.clock,
+                user=self.login,
+                may_acknowledge=self._may_ack,
+                acknowledge=self.acknowledge_problem,
+                refresh_acks=self.refresh_head_acks if with_head else None,
+                refresh_acks_s=ACKS_EVERY_S,
             )
         )
 

@@ -8,7 +8,8 @@ full: what it means, what to do, its figures, who acknowledged it and why.
 The rows come from the app's ``HealthBoard`` (``gputui.health.board``), which takes
 every host snapshot as it arrives; the screen reads it again each second. ``a``
 acknowledges the selected problem with a note; it stays acknowledged until the
-problem changes.
+problem changes. With a head the acknowledgement is the head's (kept for every
+console), and the view reads the head's acknowledgements every few seconds.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from textual.widgets import DataTable, Footer, Static
 from gputui.health.board import HealthBoard, Problem
 from gputui.text import clean
 from gputui.ui.screens.confirm import ReasonScreen
+
+Acknowledge = Callable[[Problem, str, Callable[[], None]], None]
+"""Acknowledge a problem with a note; the callable given is called once it shows."""
 
 _STYLE = {"crit": "bold red", "warn": "yellow", "info": "cyan"}
 _WORD = {"crit": "CRIT", "warn": "WARN", "info": "NOTE"}
@@ -61,9 +65,18 @@ class HealthScreen(Screen[None]):
         user: str = "",
         refresh_s: float = REFRESH_S,
         may_acknowledge: Callable[[], str | None] = lambda: None,
+        acknowledge: Acknowledge | None = None,
+        refresh_acks: Callable[[], None] | None = None,
+        refresh_acks_s: float = 5.0,
     ) -> None:
-        """``may_acknowledge``: None when this user may acknowledge, else why not."""
+        """``may_acknowledge``: None when this user may acknowledge, else why not.
+        ``acknowledge``: where an acknowledgement goes (the head); by default this
+        board. ``refresh_acks``: called every ``refresh_acks_s`` while the view is
+        open, to read acknowledgements kept elsewhere."""
         super().__init__()
+        self.acknowledge = acknowledge
+        self.refresh_acks = refresh_acks
+        self.refresh_acks_s = refresh_acks_s
         self.board = board
         self.clock = clock
         self.user = user
@@ -90,6 +103,9 @@ class HealthScreen(Screen[None]):
             table.add_column(label, width=width or problem, key=label)
         self.reload()
         self.set_interval(self.refresh_s, self.reload, name="health")
+        if self.refresh_acks is not None:
+            self.refresh_acks()
+            self.set_interval(self.refresh_acks_s, self.refresh_acks, name="health-acks")
         table.focus()
 
     def reload(self) -> None:
@@ -203,7 +219,11 @@ class HealthScreen(Screen[None]):
         question.append("It stays acknowledged until it changes.", "")
 
         def done(note: str | None) -> None:
-            if note and self.board.acknowledge(problem.key, self.user or "you", note, self.clock()):
+            if not note:
+                return
+            if self.acknowledge is not None:
+                self.acknowledge(problem, note, self.reload)
+            elif self.board.acknowledge(problem.key, self.user or "you", note, self.clock()):
                 self.reload()
 
         self.app.push_screen(ReasonScreen(question, "Acknowledge"), done)

@@ -1,5 +1,6 @@
-"""``gputui health`` through the head: its board (first seen, counts and acks kept
-across runs and restarts), and ``--ack KEY --note TEXT`` for admins.
+"""The head's ``health`` answer read back as a board: for ``gputui health`` through
+the head (first seen, counts and acks kept across runs and restarts) and for the
+console, which takes the head's acknowledgements from it.
 
 The head's answer is untrusted like any other: strings are cleaned, numbers
 range-checked, a malformed problem is left out.
@@ -11,10 +12,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gputui.health.board import Ack, Problem
-from gputui.health.finding import RANK, Finding, Level
-from gputui.health.report import worst
 from gputui.text import clean
+
+from .board import Ack, Problem
+from .finding import RANK, Finding, Level
+from .report import worst
 
 MAX_PROBLEMS = 100_000
 
@@ -110,6 +112,10 @@ class HeadBoard:
 
     def worst(self) -> str:
         return worst(self._problems)
+
+    def acks(self) -> dict[str, Ack]:
+        """Each acknowledged problem's key and who acknowledged it, and why."""
+        return {p.key: p.ack for p in self._problems if p.ack is not None}
 
 
 def keys_text(problems: Sequence[Problem]) -> str:
