@@ -226,12 +226,13 @@ def test_a_process_holding_the_card_or_on_it_stops_the_reset_before_it_runs(
         ["/bin/sh", "-c", f"exec 7<'{fake.dev}/nvidia0'; exec sleep 60"], stdin=subprocess.DEVNULL
     )
     try:
+        # The shell opens the card, then becomes sleep: wait for that before asking.
+        comm = Path(f"/proc/{holder.pid}/comm")
         deadline = time.monotonic() + 10
-        while True:
-            answer = _reset(helper)
-            if not answer["ok"] or time.monotonic() > deadline:
-                break
-            time.sleep(0.02)
+        while comm.read_text().strip() != "sleep":
+            assert time.monotonic() < deadline, "the holder never started"
+            time.sleep(0.01)
+        answer = _reset(helper)
         assert (answer["ok"], answer["code"]) == (False, "in-use")
         assert answer["error"] == (
             f"1 processes hold {fake.dev}/nvidia0 (pid {holder.pid} (sleep 60)): not reset"

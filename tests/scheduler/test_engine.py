@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
+from test_migrations import HEAD
 
 from gputui.scheduler.engine import (
     StoreError,
@@ -384,7 +385,7 @@ def test_fresh_file_is_created_at_head_and_reopens(db: Path, mountinfo: Path) ->
     engine = open_store(db, mountinfo=mountinfo)
     namespace = jobs_namespace(engine)
     assert re.fullmatch(r"[a-z0-9]{16}", namespace)
-    assert upgrade(engine) == "0003"
+    assert upgrade(engine) == HEAD  # the newest revision
     engine.dispose()
     again = open_store(db, mountinfo=mountinfo)
     assert jobs_namespace(again) == namespace  # kept, not regenerated

@@ -44,9 +44,13 @@ async def test_an_admin_cancel_shows_in_the_audit_screen() -> None:
             await cluster.seed_head()
             link = app.head_link
             assert link is not None
-            await until(pilot, lambda: link.view is not None and link.view.jobs, "the jobs")
-            assert link.view is not None
-            queued = next(j for j in link.view.jobs if j.state in ("queued", "held"))
+            # The seeded jobs come one by one: wait for a waiting one, not for the first.
+            def waiting() -> list[Any]:
+                jobs = link.view.jobs if link.view is not None else ()
+                return [j for j in jobs if j.state in ("queued", "held")]
+
+            await until(pilot, waiting, "a waiting job", DEADLINE_S)
+            queued = waiting()[0]
             await link.call("cancel", {"job_id": queued.id, "reason": "the node is going away"})
             await pilot.press("A")
             await until(pilot, lambda: isinstance(app.screen, AuditScreen), "the audit screen")
