@@ -82,6 +82,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
             ),
             run_as_login_user=head.run_as_login_user,
             allow_gpu_reset=head.allow_gpu_reset,
+            readings_keep_s=head.readings_keep_days * 86400,
             group_commit=group_commit,
             health=config.health,
             expected_gpus={h.name: h.gpus for h in config.hosts},

@@ -5,7 +5,7 @@ A timeline, oldest first, of what is known about a host (or one of its GPUs) sin
 and NVML's events) with what it means, the problems the health checks find now
 (with when each was first seen), the head's audit rows about it (fence, drain,
 force-free, kill, preempt, enforce; when hosts.yaml has a head), the readings the
-head kept (about one a minute, since it started) and those the probe took. With
+head stored (about one a minute, across its restarts) and those the probe took. With
 ``gputui health --json`` and ``gputui audit --json`` that is what an incident
 report needs.
 """

@@ -274,6 +274,9 @@ class HeadConfig(_Model):
     allow_gpu_reset: bool = False
     """``gputui force-free --reset`` may reset a GPU whose memory stays held with no
     process (``nvmlDeviceResetGpu``; the card must be idle). Off: it is only offered."""
+    readings_keep_days: Annotated[float, Field(gt=0, le=366)] = 14.0
+    """The GPU readings the head stores for ``gputui incident`` go after this many days
+    (sooner on a large cluster: at most 500,000 in all, 1,440 per GPU)."""
 
 
 class Config(_Model):

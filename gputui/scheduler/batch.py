@@ -22,7 +22,6 @@ from . import actions, drains, lifecycle, policy, publish, reads, wire
 from .actions import Context, Rules
 from .flagwatch import FlagWatch, Pending, ProcSignal
 from .healthwatch import HeadHealth, HealthWrite
-from .history import incident_view
 from .hostwatch import HostWatch
 from .identity import Caller
 from .server import Connection
@@ -290,8 +289,6 @@ class Batches:
             return actions.env_line(tx, caller, args.host)
         if op == "audit":
             return actions.audit_rows(tx, caller, args.since, args.limit)
-        if op == "incident":
-            return incident_view(self.watch.history, args.host, args.gpu, args.since)
         if op == "whoami":
             return publish.whoami(caller)
         if op == "cluster":

@@ -35,12 +35,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from gputui.config import HealthThresholds
 from gputui.telemetry import HostSnapshot
 
-from . import lifecycle, policy, publish, wire
+from . import historystore, lifecycle, policy, publish, wire
 from .actions import Rules
 from .batch import After, Batches, Item
 from .flagwatch import ProcSignal
 from .forcefree import ForceFrees, TxCall, TxFn
 from .healthwatch import HeadHealth
+from .history import KEEP_S
 from .hosts import HostOps
 from .hostwatch import HostWatch
 from .identity import Caller
@@ -84,6 +85,10 @@ class HeadSettings:
     """A force-free may reset a GPU whose memory stays held with no process."""
     expected_gpus: Mapping[str, int | None] = field(default_factory=dict)
     """hosts.yaml's ``gpus:`` per host (fewer seen is a health problem)."""
+    readings_flush_s: float = historystore.FLUSH_S
+    """How often the GPU readings kept for ``gputui incident`` are stored."""
+    readings_keep_s: float = KEEP_S
+    """How long a stored GPU reading is kept (at most; the budget may keep less)."""
 
 
 class Head(SnapshotReads):
@@ -131,6 +136,15 @@ class Head(SnapshotReads):
         self._background: set[asyncio.Task[Any]] = set()
         self._started_at = clock()
         self.meter = HeadMeter(store, self._read, self._offer, clock, settings.meter_flush_s)
+        self.readings = historystore.HeadHistory(
+            self.watch.history,
+            store,
+            self._read,
+            self.call_tx,
+            clock,
+            flush_s=settings.readings_flush_s,
+            keep_s=settings.readings_keep_s,
+        )
         self.batches = 0
         """Commits made (for tests and the benchmark)."""
         self.force_frees = ForceFrees(
@@ -177,6 +191,7 @@ class Head(SnapshotReads):
             unapplied.append(self._inbox.get_nowait())
         await self.meter.close(unapplied)
         self._store_health()
+        await self.readings.close()
         await self.hosts.close()
         self._reader.shutdown(wait=True)
         self.store.close()
@@ -217,6 +232,7 @@ class Head(SnapshotReads):
             }
             self.meter.load(tx.open_allocations())
             self.health.load(*tx.health_rows())
+            self.readings.load(tx)
 
     # -- clients ------------------------------------------------------------------------
 
@@ -231,6 +247,9 @@ class Head(SnapshotReads):
             return
         if request.op == "force_free":
             self._spawn(self.force_frees.run(conn, request))
+            return
+        if request.op == "incident":
+            self._spawn(self.readings.answer(conn, request))
             return
         if request.op in READS:
             self._spawn(self._snapshot_read(conn, request))
@@ -390,6 +409,7 @@ class Head(SnapshotReads):
             self._post(Item("ownership"))
             self._post(Item("health"))
             self.meter.tick()
+            self.readings.tick()
 
     # -- subscriptions ----------------------------------------------------------------
 

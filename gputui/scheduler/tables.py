@@ -309,6 +309,31 @@ class HealthAck(SQLModel, table=True):
     fingerprint: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class GpuReading(SQLModel, table=True):
+    """One GPU's reading, about a minute apart (``gputui incident``); ``id`` is the
+    head's own sequence number, in the order it took them. Integers where it can:
+    power in milliwatts, the throttle reasons joined by ``+`` (empty: none)."""
+
+    __tablename__ = "reading"
+    __table_args__ = (
+        Index("ix_reading_host", "host", "time", "gpu"),
+        Index("ix_reading_time", "time"),
+    )
+
+    id: int = Field(primary_key=True)
+    host: str = Field(max_length=128)
+    gpu: int
+    uuid: str = Field(max_length=96)
+    time: float
+    state: str = Field(max_length=16)
+    util: int | None = None
+    mem_mib: int | None = None
+    temp_c: int | None = None
+    power_mw: int | None = None
+    throttle: str = Field(default="", max_length=256)
+    ecc_uncorrected: int | None = None
+
+
 ALL_TABLES = (
     Meta,
     Host,
@@ -323,4 +348,5 @@ ALL_TABLES = (
     Notice,
     HealthTrack,
     HealthAck,
+    GpuReading,
 )

@@ -47,6 +47,8 @@ class ScriptedHosts:
     """host -> GPU index -> fields its samples carry (``state="lost"``, ECC counts ...)."""
     events: dict[str, tuple[Event, ...]] = field(default_factory=dict)
     """host -> the events (Xids) its snapshots carry."""
+    sample_time: dict[str, float] = field(default_factory=dict)
+    """host -> the helper's clock in its samples (none: not sent; ``sample_at``)."""
     _queue: asyncio.Queue[HostSnapshot] | None = None
     _reports: dict[str, tuple[HostJob, ...]] = field(default_factory=dict)
 
@@ -72,6 +74,7 @@ class ScriptedHosts:
         power = self.power.get(host, {})
         sample = Sample(
             seq=1,
+            time=self.sample_time.get(host),
             gpus=tuple(
                 GpuSample(
                     index=i,
@@ -149,6 +152,11 @@ class ScriptedHosts:
             time=at, kind="xid", gpu_uuid=self.uuid(host, index), gpu_index=index, xid=xid
         )
         self.events[host] = (*self.events.get(host, ()), event)
+        self._publish(host)
+
+    def sample_at(self, host: str, at: float) -> None:
+        """A new sample taken at ``at`` by the host's clock (the head keeps readings of it)."""
+        self.sample_time[host] = at
         self._publish(host)
 
     def sample_again(self, host: str) -> None:

@@ -10,18 +10,19 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 from sqlmodel import SQLModel
 
 from gputui.scheduler.engine import MIGRATIONS, StoreError, alembic_config, make_engine, upgrade
 
-HEAD = "0004"
+HEAD = "0005"
 """The newest revision gputui ships."""
 
 REVISION_0900 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
 
 Revision ID: 0900
-Revises: 0004
+Revises: HEAD_HERE
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0900"
-down_revision = "0004"
+down_revision = "HEAD_HERE"
 branch_labels = None
 depends_on = None
 
@@ -58,7 +59,7 @@ def scratch_migrations(tmp_path: Path, fail: bool = False) -> Path:
     shutil.copytree(MIGRATIONS, target, ignore=shutil.ignore_patterns("__pycache__"))
     body = REVISION_0900.replace(
         "    FAIL_HERE\n", '    raise RuntimeError("half-way")\n' if fail else ""
-    )
+    ).replace("HEAD_HERE", HEAD)
     (target / "versions" / "0900_comment.py").write_text(body)
     return target
 
@@ -164,7 +165,7 @@ def test_an_older_database_upgrades_and_keeps_its_rows(tmp_path: Path) -> None:
         c.exec_driver_sql(
             "INSERT INTO allocation (gpu_uuid, host, job_id, start_at) VALUES ('g', 'h', 99, 1)"
         )
-    # This gputui (which knows only up to 0004) now refuses the file instead of damaging it.
+    # This gputui (which knows only up to HEAD) now refuses the file instead of damaging it.
     with pytest.raises(StoreError, match=r"written by a newer gputui \(schema 0900\)"):
         upgrade(engine)
     engine.dispose()
@@ -283,6 +284,40 @@ def test_0004_adds_the_health_board_and_takes_it_away_again(tmp_path: Path) -> N
     with engine.connect() as conn:
         tables = set(inspect(conn).get_table_names())
         assert "healthtrack" not in tables and "healthack" not in tables
+        assert conn.exec_driver_sql("SELECT name FROM host").all() == [("gpu1",)]
+        conn.rollback()
+    engine.dispose()
+
+
+def test_the_readings_revision_adds_its_table_and_takes_it_away_again(tmp_path: Path) -> None:
+    """A file at the revision before (the newest's parent) keeps its rows and gains an
+    empty ``reading`` table the head can write to; downgraded, the table and its
+    sequence number in ``meta`` go."""
+    parent = ScriptDirectory.from_config(alembic_config()).get_revision(HEAD).down_revision
+    assert isinstance(parent, str)
+    db = tmp_path / "old.db"
+    engine = make_engine(db)
+    assert upgrade(engine, alembic_config(migrations_up_to(tmp_path, parent))) == parent
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO host (name, pool) VALUES ('gpu1', 'p')")
+    assert upgrade(engine) == HEAD
+    with engine.begin() as conn:
+        assert conn.exec_driver_sql("SELECT name FROM host").all() == [("gpu1",)]
+        assert conn.exec_driver_sql("SELECT count(*) FROM reading").scalar() == 0
+        conn.exec_driver_sql(
+            "INSERT INTO reading (id, host, gpu, uuid, time, state, throttle)"
+            " VALUES (1, 'gpu1', 0, 'GPU-a', 5.0, 'ok', '')"
+        )
+        conn.exec_driver_sql("INSERT INTO meta (key, value) VALUES ('readings_seq', '1')")
+        indexes = {i["name"] for i in inspect(conn).get_indexes("reading")}
+        assert indexes == {"ix_reading_host", "ix_reading_time"}
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, parent)
+    with engine.connect() as conn:
+        assert "reading" not in inspect(conn).get_table_names()
+        assert conn.exec_driver_sql("SELECT key FROM meta").all() == []
         assert conn.exec_driver_sql("SELECT name FROM host").all() == [("gpu1",)]
         conn.rollback()
     engine.dispose()
