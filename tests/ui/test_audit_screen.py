@@ -44,6 +44,7 @@ async def test_an_admin_cancel_shows_in_the_audit_screen() -> None:
             await cluster.seed_head()
             link = app.head_link
             assert link is not None
+
             # The seeded jobs come one by one: wait for a waiting one, not for the first.
             def waiting() -> list[Any]:
                 jobs = link.view.jobs if link.view is not None else ()
