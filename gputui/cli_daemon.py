@@ -56,7 +56,7 @@ def unit_text(name: str) -> str:
 
 def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, object]:
     from gputui.scheduler.actions import Rules
-    from gputui.scheduler.daemon import HeadSettings
+    from gputui.scheduler.settings import HeadSettings
 
     head = config.head
     socket_path = Path(args.socket or (head.socket if head else "/run/gputui/head.sock"))
@@ -97,7 +97,7 @@ def _prepare_socket_dir(path: Path) -> None:
 
 
 async def serve(config: Config, settings: object, database: Path) -> int:
-    from gputui.scheduler.daemon import Head, HeadSettings
+    from gputui.scheduler.daemon import Head
     from gputui.scheduler.engine import (
         hold_exclusively,
         jobs_namespace,
@@ -105,6 +105,7 @@ async def serve(config: Config, settings: object, database: Path) -> int:
         prepare_location,
     )
     from gputui.scheduler.fleethosts import FleetHosts
+    from gputui.scheduler.settings import HeadSettings
     from gputui.scheduler.store import JobStore
 
     assert isinstance(settings, HeadSettings)

@@ -24,30 +24,26 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from gputui.config import HealthThresholds
 from gputui.telemetry import HostSnapshot
 
 from . import historystore, lifecycle, policy, publish, wire
-from .actions import Rules
 from .batch import After, Batches, Item
 from .flagwatch import ProcSignal
 from .forcefree import ForceFrees, TxCall, TxFn
 from .healthwatch import HeadHealth
-from .history import KEEP_S
 from .hosts import HostOps
 from .hostwatch import HostWatch
 from .identity import Caller
-from .metering import FLUSH_S, HeadMeter
+from .metering import HeadMeter
 from .readers import SnapshotReads
 from .server import Connection, SocketServer
+from .settings import HeadSettings
 from .store import JobStore, Tx
 from .tables import Host, Notice
 from .views import notice_view
@@ -66,29 +62,6 @@ SESSION_GRACE_S = 30.0
 READS = frozenset({"explain", "quota", "usage", "report"})
 """Read-only requests answered from a snapshot on the reader thread."""
 STATE_PUSH_MIN_S = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class HeadSettings:
-    socket: Path
-    admin_group: str | None = "gputui-admin"
-    rules: Rules = field(default_factory=Rules)
-    run_as_login_user: bool = False
-    """Run every job as the user the head logs in as, when that is not root."""
-    group_commit: bool = True
-    """False: one commit per request (the benchmark's baseline)."""
-    meter_flush_s: float = FLUSH_S
-    """How often the busy time and energy counted from samples are stored."""
-    health: HealthThresholds = field(default_factory=HealthThresholds)
-    """hosts.yaml's ``health:`` thresholds (uncorrected ECC fences a GPU above its own)."""
-    allow_gpu_reset: bool = False
-    """A force-free may reset a GPU whose memory stays held with no process."""
-    expected_gpus: Mapping[str, int | None] = field(default_factory=dict)
-    """hosts.yaml's ``gpus:`` per host (fewer seen is a health problem)."""
-    readings_flush_s: float = historystore.FLUSH_S
-    """How often the GPU readings kept for ``gputui incident`` are stored."""
-    readings_keep_s: float = KEEP_S
-    """How long a stored GPU reading is kept (at most; the budget may keep less)."""
 
 
 class Head(SnapshotReads):

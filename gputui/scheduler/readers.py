@@ -16,10 +16,10 @@ from . import actions, reads, usage, wire
 from .server import Connection
 
 if TYPE_CHECKING:
-    from .daemon import HeadSettings
     from .hosts import HostOps
     from .hostwatch import HostWatch
     from .metering import HeadMeter
+    from .settings import HeadSettings
     from .store import JobStore
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from gputui.protocol import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
-from gputui.scheduler.daemon import Head, HeadSettings
+from gputui.scheduler.daemon import Head
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.hosts import GpuProcess, HostAnswer
 from gputui.scheduler.lifecycle import HostJob, Launch
+from gputui.scheduler.settings import HeadSettings
 from gputui.scheduler.store import JobStore
 from gputui.telemetry import HostSnapshot, HostStatus
 

@@ -31,8 +31,9 @@ from headthread import poll
 from gputui.scheduler import policy
 from gputui.scheduler.aclient import AsyncHeadClient
 from gputui.scheduler.client import HeadClient, HeadError
-from gputui.scheduler.daemon import Head, HeadSettings
+from gputui.scheduler.daemon import Head
 from gputui.scheduler.engine import open_store
+from gputui.scheduler.settings import HeadSettings
 from gputui.scheduler.store import JobStore
 
 WaitFor = Callable[..., Awaitable[Any]]

@@ -33,9 +33,10 @@ from gputui.fleet.backoff import LinkTiming
 from gputui.fleet.fleet import Fleet
 from gputui.scheduler.aclient import AsyncHeadClient
 from gputui.scheduler.actions import Rules
-from gputui.scheduler.daemon import Head, HeadSettings
+from gputui.scheduler.daemon import Head
 from gputui.scheduler.engine import jobs_namespace, open_store
 from gputui.scheduler.fleethosts import FleetHosts
+from gputui.scheduler.settings import HeadSettings
 from gputui.scheduler.store import JobStore
 
 SIM = "4xa100-80gb,name=sim01"
