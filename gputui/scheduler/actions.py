@@ -65,6 +65,11 @@ class Context:
     stops: list[tuple[str, int]] = field(default_factory=list)
     """(host, run key) pairs to send SIGTERM once the transaction is durable."""
     changed: bool = False
+    new_jobs: list[dict[str, Any]] = field(default_factory=list)
+    """The rows (with ids) of the jobs submitted in this batch (a submission alone
+    does not set ``changed``: it
+    changes no other request's standing, so a pass that can start nothing need only
+    give these their reason)."""
 
 
 RUNS_PER_JOB = 1000
@@ -198,7 +203,6 @@ def submit_row(
         if missing:
             raise Refusal("unknown-job", f"submit: --after: no job {missing[0]}")
     check_feasible(_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
-    ctx.changed = True
     return {
         "uid": caller.uid,
         "user": caller.user,
@@ -229,6 +233,7 @@ def submit(tx: Tx, caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, 
     """One submission (the daemon batches ``submit_row``s; this is the same for one)."""
     row = submit_row(caller, args, ctx, tx)
     (job_id,) = tx.insert_jobs([row])
+    ctx.new_jobs.append({**row, "id": job_id})
     return {"job": job_row_view({**row, "id": job_id})}
 
 

@@ -177,6 +177,7 @@ class Batches:
                         continue
                 answers.append(self._apply_one(tx, item, ctx, after, remember))
             ids = tx.insert_jobs([row for _, row in submits])
+            ctx.new_jobs.extend({**row, "id": i} for (_, row), i in zip(submits, ids, strict=True))
             for (index, row), job_id in zip(submits, ids, strict=True):
                 item = batch[index]
                 assert item.request is not None and item.conn is not None
@@ -197,7 +198,7 @@ class Batches:
             )
             after.launches.extend(after.launches_again)
             after.stops = list(ctx.stops)
-            if ctx.changed or after.launches:
+            if ctx.changed or ctx.new_jobs or after.launches:
                 after.changed = True
                 after.final_jobs = self.final_waits(tx, after.waits)
             after.moved = tx.moved

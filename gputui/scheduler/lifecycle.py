@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+from typing import cast
 
 from gputui.config_sched import SchedulerConfig
 
@@ -96,19 +98,32 @@ def schedule(
     ``standing``: fair-share factors and quota use (none: everyone equal).
     """
     usable = any(s.healthy and not s.drained for s in ctx.slots)
+    only: list[Job] | None = None
+    transient = False
     if not usable and not ctx.changed:
-        return []  # no usable GPU at all: nothing to place, and no query for it
-    # (After a change, a pass on no usable GPU still says why each waits: Drained,
-    # Fenced, HostDown.)
+        if not ctx.new_jobs:
+            return []  # no usable GPU at all: nothing to place, and no query for it
+        # Only submissions came: they alone need their reason (Drained, Fenced,
+        # HostDown), not a pass over a queue that can start nothing. From their rows
+        # as submitted (no query), unless one waits on others (its dependencies may
+        # cancel it: that takes the stored row).
+        if any(row["after"] != "[]" for row in ctx.new_jobs):
+            only = tx.jobs_by_id([row["id"] for row in ctx.new_jobs], ("queued",))
+        else:
+            # Stand-ins with the row's attributes, all the pass reads of a queued job
+            # (an ORM object costs more to build than the pass).
+            only = [cast("Job", SimpleNamespace(**row)) for row in ctx.new_jobs]
+            transient = True
+    # (After a change, a pass on no usable GPU still says why each waits.)
     config = ctx.rules.sched
-    busy = {a.gpu_uuid for a in tx.live_allocations()}
+    busy = {a.gpu_uuid for a in tx.live_allocations()} if ctx.slots else set()
     free = (s.healthy and not s.drained and s.uuid not in busy for s in ctx.slots)
     nothing_free = usable and not any(free)
     if nothing_free and not (config.preemption.enabled and _victims_exist(tx, config)):
         return []  # the waiting keep their reasons (cheap on a long queue)
     users = {h: u for h, u in logins.items() if u not in (None, "root")}
-    only = {} if run_as_login_user else users
-    built = line.build(tx, config, standing or Standing(), ctx.now, only)
+    barred = {} if run_as_login_user else users
+    built = line.build(tx, config, standing or Standing(), ctx.now, barred, jobs=only)
     for broken, why in built.broken_deps:
         broken.state, broken.ended_at, broken.reason = "cancelled", ctx.now, why[:512]
         _notice(tx, ctx, broken, "ended", f"job {broken.id} ({broken.name}) cancelled: {why}")
@@ -118,6 +133,10 @@ def schedule(
         return []
     slots = tuple(s.held(s.uuid in busy) for s in ctx.slots)
     decisions = decide(line.view(built, slots, config, ctx.now, ctx.rules.kill_grace_s))
+    if transient and (decisions.place or decisions.preempt):
+        # Not reached (no usable GPU to place on or free); rows not stored in this
+        # session are never placed: the next full pass decides.
+        decisions = replace(decisions, place=(), preempt=())
     launches: list[Launch] = []
     wants = {(w.kind, w.id): w for w in built.wants}
     for place in decisions.place:
@@ -139,10 +158,15 @@ def schedule(
         launches.append(launch_for(job, ctx))
     for stop in decisions.preempt:
         _preempt_for(tx, ctx, stop, built.rows.get((stop.for_kind, stop.for_id)))
+    reasons: dict[int, str] = {}
     for wait in decisions.wait:
         row = built.rows[wait.kind, wait.id]
         if row.reason != wait.reason:
             row.reason = wait.reason
+            if transient:
+                reasons[wait.id] = wait.reason[:512]
+    if reasons:
+        tx.set_job_reasons(reasons)
     ctx.changed = ctx.changed or bool(decisions.place) or bool(decisions.preempt)
     tx.flush()
     return launches

@@ -127,11 +127,15 @@ def build(
     standing: Standing,
     now: float,
     only: Mapping[str, str] | None = None,
+    *,
+    jobs: Sequence[Job] | None = None,
 ) -> Line:
-    """``only`` maps a host to the one user whose jobs may run there."""
+    """``only`` maps a host to the one user whose jobs may run there. ``jobs``: only
+    these queued jobs, and nothing else (no claims, nothing running: a pass on no
+    usable GPU that only gives new jobs their reason)."""
     only = only or {}
     line = Line()
-    queued = tx.jobs(("queued",))
+    queued = tx.jobs(("queued",)) if jobs is None else list(jobs)
     deps = {d for job in queued for d in json.loads(job.after)}
     states = tx.job_states(deps) if deps else {}
     for job in queued:
@@ -144,6 +148,8 @@ def build(
         barred = frozenset(h for h, user in only.items() if user != job.user)
         line.rows["job", job.id] = job
         line.wants.append(job_want(job, config, standing, barred, blocked))
+    if jobs is not None:
+        return line
     for item in tx.claims(("waiting",)):
         assert item.id is not None
         line.rows["claim", item.id] = item

@@ -11,7 +11,7 @@ database later without touching the scheduler.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -174,6 +174,23 @@ class Tx(HealthQueries):
             query = query.where(Job.user == user)
         query = query.order_by(col(Job.id).desc()).limit(limit)
         return list(reversed(self.s.exec(query).all()))
+
+    def jobs_by_id(self, ids: Sequence[int], states: Iterable[str]) -> list[Job]:
+        """These jobs, those in ``states``, oldest first."""
+        found: list[Job] = []
+        wanted = list(states)
+        for start in range(0, len(ids), 500):
+            query = select(Job).where(
+                col(Job.id).in_(ids[start : start + 500]), col(Job.state).in_(wanted)
+            )
+            found += self.s.exec(query).all()
+        return sorted(found, key=lambda j: j.id or 0)
+
+    def set_job_reasons(self, reasons: Mapping[int, str]) -> None:
+        """Set these jobs' reasons (rows not loaded in this session)."""
+        self._cursor().executemany(
+            "UPDATE job SET reason = ? WHERE id = ?", [(r, i) for i, r in reasons.items()]
+        )
 
     def job_states(self, ids: Iterable[int]) -> dict[int, str]:
         """The state of each of these jobs that exists."""

@@ -243,3 +243,35 @@ def test_the_shell_verbs_drain_list_and_audit(tmp_path: Path) -> None:
             ["undrain", f"{HOST}:1"],
         ]
         assert "UNAVAILABLE" not in gputui(th.sock, "queue").stdout
+
+
+def _reason(th: ThreadedHead, job_id: int) -> str:
+    ((reason,),) = th.rows("SELECT reason FROM job WHERE id = ?", job_id)
+    return str(reason)
+
+
+def test_with_no_usable_gpu_a_submission_gets_its_reason_without_a_pass_over_the_queue(
+    tmp_path: Path,
+) -> None:
+    """A submission changes no other request's standing: where no GPU is usable, the
+    head gives the new job its reason and leaves the rest of the queue alone (a long
+    queue on a drained cluster costs nothing a submission); a real change (here a
+    drain's new reason) gives every waiting job its reason again."""
+    import sqlite3
+
+    with ThreadedHead(tmp_path, {HOST: 1}) as th, LineClient(th.sock) as c:
+        poll(lambda: len(c.ok("cluster")["gpus"]) == 1, what="the head seeing its GPU")
+        c.ok("drain", {"target": HOST, "reason": "rack work"})
+        first = c.ok("submit", {"argv": ["a"], "gpus": 1})["job"]["id"]
+        poll(lambda: _reason(th, first) == "Drained", what="the first job Drained")
+        # Behind the head's back: a reason no pass would give.
+        with sqlite3.connect(th.db, timeout=10) as db:
+            db.execute("UPDATE job SET reason = 'stale' WHERE id = ?", (first,))
+        second = c.ok("submit", {"argv": ["b"], "gpus": 1})["job"]["id"]
+        after = c.ok("submit", {"argv": ["c"], "gpus": 1, "after": [first]})["job"]["id"]
+        poll(lambda: _reason(th, second) == "Drained", what="the second job Drained")
+        poll(lambda: _reason(th, after) == "Dependency", what="the dependent job waiting")
+        assert _reason(th, first) == "stale"  # no pass went over the whole queue
+        c.ok("drain", {"target": HOST, "reason": "rack work, longer"})
+        poll(lambda: _reason(th, first) == "Drained", what="every job's reason again")
+        assert th.problems == []
