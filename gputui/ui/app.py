@@ -273,6 +273,10 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
                 for name, snapshot in rest.items():
                     pending.setdefault(name, snapshot)
             return
+        if not self.screen_stack:
+            # A snapshot that lands while the app starts or shuts down: the changes
+            # stay for the first batch after the main screen is there.
+            return
         self._changes = []
         now = time.monotonic()
         self._last_data = now
@@ -321,7 +325,8 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
         if now - self._last_data < self.tick_interval * TICK_ALONE_AFTER:
             return  # data is flowing: the batches tick
         self._last_tick = now
-        self.main.tick()
+        if self.screen_stack:
+            self.main.tick()
 
     # -- workers ---------------------------------------------------------------------
 
