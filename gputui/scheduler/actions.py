@@ -462,8 +462,9 @@ def env_line(tx: Tx, caller: Caller, host: str | None) -> dict[str, Any]:
     for c in mine:
         uuids.extend(json.loads(c.gpu_uuids))
     hosts = sorted({c.host for c in mine if c.host})
-    line = f"export CUDA_VISIBLE_DEVICES={','.join(uuids)}" if uuids else ""
-    return {"uuids": uuids, "hosts": hosts, "line": line}
+    # No shell line: the client builds it from the UUIDs (gputui.gpu_env), so nothing
+    # the head says is ever evaluated by a shell.
+    return {"uuids": uuids, "hosts": hosts}
 
 
 def audit_rows(tx: Tx, caller: Caller, since: float | None, limit: int) -> dict[str, Any]:

@@ -1,0 +1,181 @@
+"""Where hosts.yaml and the head's socket are found, and which hosts.yaml may be trusted.
+
+One definition for every caller: the console, ``check-config``, ``gputui head``, the
+scheduler verbs (``env``, ``run``, ``submit``, …), ``health`` and ``incident`` all
+find their hosts.yaml and the head's socket here, so they never disagree.
+
+hosts.yaml decides what runs as the user who reads it (a ``local: true`` host's
+``python:``, the SSH settings, the head a ``submit`` is sent to), so a file found by
+search is used only when nobody else could have written it: it is owned by the caller
+or root, and neither it nor any directory above it can be written by another user
+(group or other write, or a directory owned by someone else), the way OpenSSH's
+StrictModes and git's ``safe.directory`` decide. A directory with the sticky bit
+(``/tmp``) does not let others replace a file in it, so it is no objection. A file
+that fails is skipped with one line naming it, its owner and why, and the search goes
+on. A file the user names (``--hosts FILE``) may belong to someone else, but it is
+still refused when another user can write it or replace it.
+
+Imports nothing heavy: a scheduler verb reads this on every call.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from gputui.text import clean
+
+__all__ = [
+    "DEFAULT_SOCKET",
+    "HOSTS_ENV",
+    "SOCKET_ENV",
+    "LocationError",
+    "find_hosts",
+    "hosts_search",
+    "untrusted",
+]
+
+HOSTS_ENV = "GPUTUI_HOSTS"
+"""Names the hosts.yaml to use ahead of the usual places (still checked like them)."""
+SOCKET_ENV = "GPUTUI_HEAD_SOCKET"
+"""Names the head's socket ahead of hosts.yaml's ``head.socket``."""
+DEFAULT_SOCKET = "/run/gputui/head.sock"
+"""The head's socket when neither ``--socket``, ``$GPUTUI_HEAD_SOCKET`` nor hosts.yaml names one."""
+
+_warned: set[str] = set()
+
+
+class LocationError(ValueError):
+    """A hosts.yaml that was asked for cannot be used: ``line`` says which and why."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+def hosts_search() -> list[Path]:
+    """Where hosts.yaml is looked for when no ``--hosts`` is given, in order."""
+    paths: list[Path] = []
+    env = os.environ.get(HOSTS_ENV)
+    if env:
+        paths.append(_expand(env))
+    paths.append(Path("hosts.yaml"))
+    paths.append(Path("~/.config/gputui/hosts.yaml").expanduser())
+    paths.append(Path("/etc/gputui/hosts.yaml"))
+    return paths
+
+
+def _expand(path: str | os.PathLike[str]) -> Path:
+    """``~`` expanded where it can be; ``~nosuchuser`` stays as written (never raises)."""
+    return Path(os.path.expanduser(os.fspath(path)))
+
+
+def _present(path: Path) -> bool:
+    """Whether something is at ``path``; anything there, even unreadable, is for the
+    loader to name rather than silently skipped."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except (OSError, ValueError):
+        return True
+    return True
+
+
+def _owner(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return f"uid {uid}"
+
+
+def _file_owner(path: Path) -> str:
+    try:
+        return _owner(os.stat(path).st_uid)
+    except (OSError, ValueError):
+        return "unknown"
+
+
+def untrusted(path: Path, *, searched: bool, uid: int | None = None) -> str | None:
+    """Why ``path`` may not be trusted by ``uid`` (default: this process's), or None.
+
+    ``searched``: found by search, so it must also be owned by ``uid`` or root. Every
+    directory above it (as named and as resolved through links) must be owned by
+    ``uid`` or root, and no one else may write it, unless it is sticky; the file itself
+    may not be writable by group or others.
+    """
+    me = os.geteuid() if uid is None else uid
+    trusted = {0, me}
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None  # not there or unreadable: the loader names that
+    if searched and info.st_uid not in trusted:
+        return "not owned by you or root"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = "others" if info.st_mode & stat.S_IWOTH else "its group"
+        return f"writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
+    named = Path(os.path.abspath(path))
+    real = Path(os.path.realpath(path))
+    seen: set[Path] = set()
+    for directory in [*named.parents, *real.parents]:
+        if directory in seen:
+            continue
+        seen.add(directory)
+        try:
+            dinfo = os.stat(directory)
+        except (OSError, ValueError):
+            continue
+        if dinfo.st_mode & stat.S_ISVTX:
+            continue  # sticky: others may add files, never replace this one
+        if dinfo.st_uid not in trusted:
+            return f"its directory {directory} is owned by {_owner(dinfo.st_uid)}"
+        if dinfo.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            who = "others" if dinfo.st_mode & stat.S_IWOTH else "its group"
+            mode = stat.S_IMODE(dinfo.st_mode)
+            return f"its directory {directory} is writable by {who} (mode {mode:04o})"
+    return None
+
+
+def _say(line: str) -> None:
+    """One line on stderr, once per process (the client and the loader both search)."""
+    if line not in _warned:
+        _warned.add(line)
+        print(f"gputui: {clean(line, 1024)}", file=sys.stderr)
+
+
+def find_hosts(
+    explicit: str | os.PathLike[str] | None = None,
+    *,
+    warn: Callable[[str], None] = _say,
+) -> Path | None:
+    """The hosts.yaml to use: ``explicit`` (``--hosts``) if given, else the first
+    trusted file of :func:`hosts_search`; None when there is none.
+
+    A searched file that may not be trusted is skipped with one ``warn`` line. Raises
+    ``LocationError`` for a named file that is missing or writable by others, and for
+    a ``$GPUTUI_HOSTS`` that names nothing (a typo should not silently fall through).
+    """
+    if explicit is not None:
+        path = _expand(explicit)
+        if not _present(path):
+            raise LocationError(f"{path}: no such file")
+        why = untrusted(path, searched=False)
+        if why is not None:
+            raise LocationError(f"{path} (owner {_file_owner(path)}): refused: {why}")
+        return path
+    env = os.environ.get(HOSTS_ENV)
+    if env and not _present(_expand(env)):
+        raise LocationError(f"{_expand(env)}: no such file (named by ${HOSTS_ENV})")
+    for path in hosts_search():
+        if not _present(path):
+            continue
+        why = untrusted(path, searched=True)
+        if why is None:
+            return path
+        warn(f"skipped {path} (owner {_file_owner(path)}): {why}")
+    return None
