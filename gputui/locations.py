@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from gputui.text import clean
+from gputui.printable import shown
 
 __all__ = [
     "DEFAULT_SOCKET",
@@ -50,11 +50,13 @@ _warned: set[str] = set()
 
 
 class LocationError(ValueError):
-    """A hosts.yaml that was asked for cannot be used: ``line`` says which and why."""
+    """A hosts.yaml that was asked for cannot be used: ``line`` says which and why
+    (made printable here: a path may hold escape sequences)."""
 
     def __init__(self, line: str) -> None:
-        super().__init__(line)
-        self.line = line
+        safe = shown(line, 1024)
+        super().__init__(safe)
+        self.line = safe
 
 
 def hosts_search() -> list[Path]:
@@ -114,6 +116,8 @@ def untrusted(path: Path, *, searched: bool, uid: int | None = None) -> str | No
         info = os.stat(path)
     except (OSError, ValueError):
         return None  # not there or unreadable: the loader names that
+    if not stat.S_ISREG(info.st_mode):
+        return None  # a directory, FIFO or device: the loader names it and never reads it
     if searched and info.st_uid not in trusted:
         return "not owned by you or root"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
@@ -145,7 +149,7 @@ def _say(line: str) -> None:
     """One line on stderr, once per process (the client and the loader both search)."""
     if line not in _warned:
         _warned.add(line)
-        print(f"gputui: {clean(line, 1024)}", file=sys.stderr)
+        print(f"gputui: {shown(line, 1024)}", file=sys.stderr)
 
 
 def find_hosts(
