@@ -91,7 +91,8 @@ def test_a_strangers_hosts_yaml_captures_no_submission_and_no_env_line(
             (own / "hosts.yaml").write_text(f"head:\n  socket: {th.sock}\n")
             for path in (bob.home / ".config", own, own / "hosts.yaml"):
                 os.chown(path, bob.uid, bob.gid)
-            ran = as_user(bob, _cli, "submit", "-g", "1", "--", "train", "--token=SECRET", cwd=shared)
+            submit = ("submit", "-g", "1", "--", "train", "--token=SECRET")
+            ran = as_user(bob, _cli, *submit, cwd=shared)
             skipped = f"gputui: skipped hosts.yaml (owner {alice.name}): not owned by you or root"
             assert (ran.value, ran.err.splitlines()) == (0, [skipped])
             job_id = int(ran.out)
