@@ -36,6 +36,7 @@ __all__ = [
     "LocationError",
     "find_hosts",
     "hosts_search",
+    "socket_dir_problem",
     "untrusted",
 ]
 
@@ -121,8 +122,15 @@ def untrusted(path: Path, *, searched: bool, uid: int | None = None) -> str | No
     if searched and info.st_uid not in trusted:
         return "not owned by you or root"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        who = "others" if info.st_mode & stat.S_IWOTH else "its group"
-        return f"writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
+        return _writable_by(info.st_mode)
+    return _directories_problem(path, trusted)
+
+
+def _directories_problem(path: Path, trusted: set[int]) -> str | None:
+    """Why another user could replace ``path`` through a directory above it, or None:
+    each one (as named and as resolved through links) must be owned by a ``trusted``
+    uid and writable by nobody else, unless it is sticky (others may add entries to
+    it, never rename or remove ours)."""
     named = Path(os.path.abspath(path))
     real = Path(os.path.realpath(path))
     seen: set[Path] = set()
@@ -131,17 +139,53 @@ def untrusted(path: Path, *, searched: bool, uid: int | None = None) -> str | No
             continue
         seen.add(directory)
         try:
-            dinfo = os.stat(directory)
+            info = os.stat(directory)
         except (OSError, ValueError):
             continue
-        if dinfo.st_mode & stat.S_ISVTX:
-            continue  # sticky: others may add files, never replace this one
-        if dinfo.st_uid not in trusted:
-            return f"its directory {directory} is owned by {_owner(dinfo.st_uid)}"
-        if dinfo.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            who = "others" if dinfo.st_mode & stat.S_IWOTH else "its group"
-            mode = stat.S_IMODE(dinfo.st_mode)
-            return f"its directory {directory} is writable by {who} (mode {mode:04o})"
+        if info.st_mode & stat.S_ISVTX:
+            continue
+        if info.st_uid not in trusted:
+            return f"its directory {directory} is owned by {_owner(info.st_uid)}"
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"its directory {directory} is {_writable_by(info.st_mode)}"
+    return None
+
+
+def _writable_by(mode: int) -> str:
+    who = "others" if mode & stat.S_IWOTH else "its group"
+    return f"writable by {who} (mode {stat.S_IMODE(mode):04o})"
+
+
+def socket_dir_problem(socket_path: Path) -> str | None:
+    """Why the head may not serve ``socket_path``, in one line, or None.
+
+    Clients trust whatever answers on the socket, so nobody but the head's user (or
+    root) may be able to put a socket of their own there: its directory must be
+    theirs and writable by no one else, sticky or not (in a sticky ``/tmp`` anyone
+    could bind the path while the head is down), and the directories above it safe
+    as for hosts.yaml. The same rule as the database's directory.
+    """
+    directory = Path(os.path.abspath(socket_path)).parent
+    trusted = {0, os.geteuid()}
+    try:
+        info = os.stat(directory)
+    except (OSError, ValueError) as exc:
+        return f"socket directory {directory}: {getattr(exc, 'strerror', None) or exc}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"socket directory {directory} is not a directory"
+    if info.st_uid not in trusted:
+        return (
+            f"socket directory {directory} belongs to {_owner(info.st_uid)}, not to this"
+            " user or root: they could put their own socket there; choose another --socket"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (
+            f"socket directory {directory} is {_writable_by(info.st_mode)}: another user"
+            f" could put their own socket there; run chmod 755 {directory}"
+        )
+    why = _directories_problem(directory, trusted)
+    if why is not None:
+        return f"socket directory {directory}: {why.replace('its directory', 'directory', 1)}"
     return None
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from gputui.locations import socket_dir_problem
 from gputui.telemetry import HostSnapshot
 
 from . import historystore, lifecycle, policy, publish, wire
@@ -140,6 +141,9 @@ class Head(SnapshotReads):
             await self.close()
 
     async def start(self) -> None:
+        problem = socket_dir_problem(self.settings.socket)
+        if problem is not None:
+            raise OSError(problem)
         self._load()
         await self._server.start()
         await self.hosts.start()
