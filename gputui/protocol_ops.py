@@ -321,6 +321,9 @@ class LaunchRequest(HelperRequest[LaunchResult]):
     job_id: JobId
     user: Annotated[str, Field(pattern=_USER)] | None = None
     """The Unix user to run as; None: the helper's own user."""
+    uid: Uid | None = None
+    """The uid ``user`` must have on the host (the job's owner's): the helper refuses
+    the launch when the name now belongs to another uid. None: not checked."""
     argv: Annotated[list[Annotated[str, _NoNul]], Field(min_length=1, max_length=4096)]
     cwd: Annotated[str, _NoNul, Field(min_length=1, max_length=4096)] | None = None
     env: Annotated[
