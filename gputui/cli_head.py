@@ -146,6 +146,7 @@ def _show(client: HeadClient, a: argparse.Namespace) -> int:
         _print_json(result)
         return EXIT_OK
     job = result["job"]
+    hidden = job.get("private") is True  # scheduler.private_data: not yours to see
     for key in (
         "id",
         "name",
@@ -167,6 +168,8 @@ def _show(client: HeadClient, a: argparse.Namespace) -> int:
         "log_path",
     ):
         value = job.get(key)
+        if hidden and key not in job:
+            value = "(private)"
         if isinstance(value, list):
             value = " ".join(str(v) for v in value)
         print(f"{key:>14}: {_shown(value if value not in (None, '') else '-', 200)}")
