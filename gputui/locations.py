@@ -199,12 +199,13 @@ def _say(line: str) -> None:
 def find_hosts(
     explicit: str | os.PathLike[str] | None = None,
     *,
-    warn: Callable[[str], None] = _say,
+    warn: Callable[[str], None] | None = None,
 ) -> Path | None:
     """The hosts.yaml to use: ``explicit`` (``--hosts``) if given, else the first
     trusted file of :func:`hosts_search`; None when there is none.
 
-    A searched file that may not be trusted is skipped with one ``warn`` line. Raises
+    A searched file that may not be trusted is skipped with one line to ``warn``
+    (default: stderr, once per process). Raises
     ``LocationError`` for a named file that is missing or writable by others, and for
     a ``$GPUTUI_HOSTS`` that names nothing (a typo should not silently fall through).
     """
@@ -225,5 +226,5 @@ def find_hosts(
         why = untrusted(path, searched=True)
         if why is None:
             return path
-        warn(f"skipped {path} (owner {_file_owner(path)}): {why}")
+        (warn or _say)(f"skipped {path} (owner {_file_owner(path)}): {why}")
     return None
