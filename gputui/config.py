@@ -49,7 +49,7 @@ from gputui.config_where import (
     line_number,
     problem_line,
 )
-from gputui.locations import DEFAULT_SOCKET, HOSTS_ENV, LocationError, find_hosts
+from gputui.locations import DEFAULT_SOCKET, LocationError, find_hosts
 from gputui.locations import hosts_search as search_paths
 from gputui.remote.simspec import MAX_GPUS
 from gputui.text import clean
@@ -67,7 +67,6 @@ from gputui.yamlbounds import (
 )
 
 __all__ = [
-    "ENV_VAR",
     "MAX_DEPTH",
     "MAX_ENTRIES",
     "MAX_ERROR_LINES",
@@ -92,8 +91,6 @@ __all__ = [
     "search_paths",
     "stale_after",
 ]
-
-ENV_VAR = HOSTS_ENV
 
 MAX_FILE_BYTES = 1024 * 1024
 """hosts.yaml is read only up to 1 MiB: ample for ``MAX_HOSTS`` hosts."""
