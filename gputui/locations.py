@@ -67,7 +67,7 @@ def hosts_search() -> list[Path]:
     if env:
         paths.append(_expand(env))
     paths.append(Path("hosts.yaml"))
-    paths.append(Path("~/.config/gputui/hosts.yaml").expanduser())
+    paths.append(_expand("~/.config/gputui/hosts.yaml"))
     paths.append(Path("/etc/gputui/hosts.yaml"))
     return paths
 
