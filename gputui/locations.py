@@ -13,7 +13,7 @@ StrictModes and git's ``safe.directory`` decide. A directory with the sticky bit
 (``/tmp``) does not let others replace a file in it, so it is no objection. A file
 that fails is skipped with one line naming it, its owner and why, and the search goes
 on. A file the user names (``--hosts FILE``) may belong to someone else, but it is
-still refused when another user can write it or replace it.
+still refused when anyone besides its owner can write it or replace it.
 
 Imports nothing heavy: a scheduler verb reads this on every call.
 """
@@ -106,10 +106,11 @@ def _file_owner(path: Path) -> str:
 def untrusted(path: Path, *, searched: bool, uid: int | None = None) -> str | None:
     """Why ``path`` may not be trusted by ``uid`` (default: this process's), or None.
 
-    ``searched``: found by search, so it must also be owned by ``uid`` or root. Every
-    directory above it (as named and as resolved through links) must be owned by
-    ``uid`` or root, and no one else may write it, unless it is sticky; the file itself
-    may not be writable by group or others.
+    ``searched``: found by search, so it must be owned by ``uid`` or root. Named
+    (``--hosts``): its owner is the one the user chose to trust, whoever it is. Every
+    directory above it (as named and as resolved through links) must be owned by one
+    of those (or root), and no one else may write it, unless it is sticky; the file
+    itself may not be writable by group or others.
     """
     me = os.geteuid() if uid is None else uid
     trusted = {0, me}
@@ -121,6 +122,7 @@ def untrusted(path: Path, *, searched: bool, uid: int | None = None) -> str | No
         return None  # a directory, FIFO or device: the loader names it and never reads it
     if searched and info.st_uid not in trusted:
         return "not owned by you or root"
+    trusted.add(info.st_uid)  # searched: already in; named: the owner the user chose
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return _writable_by(info.st_mode)
     return _directories_problem(path, trusted)

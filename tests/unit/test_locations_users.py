@@ -182,3 +182,22 @@ def test_hosts_naming_a_file_others_can_write_is_refused(people: list[User], sha
     writable.chmod(0o644)
     ran = as_user(bob, _console_config, str(writable))
     assert (ran.value, ran.err) == (str(writable), "")
+
+
+def test_hosts_may_name_a_file_in_its_owners_own_directory(
+    people: list[User], shared: Path
+) -> None:
+    """Named on purpose: its owner is trusted, whoever it is; nobody else may write."""
+    alice, bob = people
+    theirs = shared / "alice"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, alice.uid, alice.gid)
+    named = _hosts_file(theirs / "hosts.yaml", alice, 0o644, "/nonexistent/a.sock")
+    ran = as_user(bob, _console_config, str(named))
+    assert (ran.value, ran.err) == (str(named), "")
+    theirs.chmod(0o775)
+    ran = as_user(bob, _console_config, str(named))
+    assert ran.value == (
+        f"{named} (owner {alice.name}): refused: its directory {theirs}"
+        " is writable by its group (mode 0775)"
+    )
