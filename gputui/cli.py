@@ -69,7 +69,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help=(
             "hosts.yaml to use (else $GPUTUI_HOSTS, ./hosts.yaml,"
-            " ~/.config/gputui/hosts.yaml, /etc/gputui/hosts.yaml)"
+            " ~/.config/gputui/hosts.yaml, /etc/gputui/hosts.yaml; a file found there"
+            " is skipped unless it is yours or root's and nobody else can write it;"
+            " one named here is refused when anyone besides its owner can write it)"
         ),
     )
     parser.add_argument(

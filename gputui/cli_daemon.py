@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from gputui.config import Config, ConfigError, find_config, load_config
+from gputui.locations import DEFAULT_SOCKET, socket_dir_problem
 from gputui.text import clean
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -59,7 +60,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
     from gputui.scheduler.settings import HeadSettings
 
     head = config.head
-    socket_path = Path(args.socket or (head.socket if head else "/run/gputui/head.sock"))
+    socket_path = Path(args.socket or (head.socket if head else DEFAULT_SOCKET))
     database = Path(args.database or (head.database if head else "/var/lib/gputui/gputui.db"))
     group_commit = not args.commit_per_request
     if head is None:
@@ -91,9 +92,14 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
 
 
 def _prepare_socket_dir(path: Path) -> None:
+    """Make the socket's directory (0755) and refuse one another user could write
+    (checked again by the head itself, before it binds)."""
     directory = path.parent
     if not directory.exists():
         directory.mkdir(parents=True, mode=0o755)
+    problem = socket_dir_problem(path)
+    if problem is not None:
+        raise OSError(problem)
 
 
 async def serve(config: Config, settings: object, database: Path) -> int:

@@ -24,6 +24,7 @@ from gputui.cli_flags import flags_table
 from gputui.cli_head_args import parser
 from gputui.cli_run import command_of, this_host
 from gputui.cli_tables import claims_table, queue_table, when
+from gputui.gpu_env import export_line, gpu_uuids
 from gputui.printable import shown as _shown
 from gputui.scheduler.client import HeadClient, HeadError, head_place
 
@@ -145,6 +146,7 @@ def _show(client: HeadClient, a: argparse.Namespace) -> int:
         _print_json(result)
         return EXIT_OK
     job = result["job"]
+    hidden = job.get("private") is True  # scheduler.private_data: not yours to see
     for key in (
         "id",
         "name",
@@ -166,6 +168,8 @@ def _show(client: HeadClient, a: argparse.Namespace) -> int:
         "log_path",
     ):
         value = job.get(key)
+        if hidden and key not in job:
+            value = "(private)"
         if isinstance(value, list):
             value = " ".join(str(v) for v in value)
         print(f"{key:>14}: {_shown(value if value not in (None, '') else '-', 200)}")
@@ -252,11 +256,18 @@ def _audit(client: HeadClient, a: argparse.Namespace) -> int:
 
 
 def _env(client: HeadClient, a: argparse.Namespace) -> int:
-    result = client.call("env", {"host": a.host or this_host()})
-    if not result["uuids"]:
-        print(f"# no active claim of yours on {a.host or this_host()}", file=sys.stderr)
+    """The line is built here from the answer's UUIDs, each checked: whatever else the
+    head sends never reaches the shell that evals it."""
+    host = a.host or this_host()
+    result = client.call("env", {"host": host})
+    try:
+        uuids = gpu_uuids(result.get("uuids") if isinstance(result, dict) else None)
+    except ValueError:
+        raise HeadError("protocol", "the head's answer names no valid GPU UUIDs") from None
+    if not uuids:
+        print(f"# no active claim of yours on {_shown(host, 64)}", file=sys.stderr)
         return EXIT_REFUSED
-    print(result["line"])
+    print(export_line(uuids))
     return EXIT_OK
 
 

@@ -73,7 +73,11 @@ def _gpu_count(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gputui", add_help=True)
-    p.add_argument("--hosts", metavar="FILE", help="hosts.yaml (for head.socket)")
+    p.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help="hosts.yaml (for head.socket; else the console's search, trusted files only)",
+    )
     p.add_argument("--socket", metavar="PATH", help="the head's socket (else $GPUTUI_HEAD_SOCKET)")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 

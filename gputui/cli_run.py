@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from gputui.gpu_env import gpu_uuids
 from gputui.scheduler.client import HeadClient, HeadError
 
 
@@ -94,8 +95,13 @@ def run(client: HeadClient, a: argparse.Namespace) -> int:
             if mine[0]["state"] == "active":
                 claim = mine[0]
                 break
+    try:
+        uuids = gpu_uuids(claim.get("gpu_uuids"))
+    except ValueError:
+        client.call("release", {"claim_ids": [claim["id"]]})
+        raise HeadError("protocol", "the head's claim names no valid GPU UUIDs") from None
     env = dict(os.environ)
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(claim["gpu_uuids"])
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids)
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     print(f"gputui run: c{claim['id']}: {env['CUDA_VISIBLE_DEVICES']}", file=sys.stderr)
     try:

@@ -49,6 +49,8 @@ from gputui.config_where import (
     line_number,
     problem_line,
 )
+from gputui.locations import DEFAULT_SOCKET, LocationError, find_hosts
+from gputui.locations import hosts_search as search_paths
 from gputui.remote.simspec import MAX_GPUS
 from gputui.text import clean
 from gputui.yamlbounds import (
@@ -65,7 +67,6 @@ from gputui.yamlbounds import (
 )
 
 __all__ = [
-    "ENV_VAR",
     "MAX_DEPTH",
     "MAX_ENTRIES",
     "MAX_ERROR_LINES",
@@ -91,23 +92,9 @@ __all__ = [
     "stale_after",
 ]
 
-ENV_VAR = "GPUTUI_HOSTS"
-
 MAX_FILE_BYTES = 1024 * 1024
 """hosts.yaml is read only up to 1 MiB: ample for ``MAX_HOSTS`` hosts."""
 _LINE_LIMIT = 1024
-
-
-def search_paths() -> list[Path]:
-    """Where the config is looked for when no ``--hosts`` is given, in order."""
-    paths: list[Path] = []
-    env = os.environ.get(ENV_VAR)
-    if env:
-        paths.append(Path(env).expanduser())
-    paths.append(Path("hosts.yaml"))
-    paths.append(Path("~/.config/gputui/hosts.yaml").expanduser())
-    paths.append(Path("/etc/gputui/hosts.yaml"))
-    return paths
 
 
 class _Model(BaseModel):
@@ -256,7 +243,7 @@ class HeadConfig(_Model):
     host: str = "localhost"
     """Host name (from ``hosts`` or any SSH destination) that runs ``gputui head``;
     consoles elsewhere reach its socket through SSH to it."""
-    socket: str = "/run/gputui/head.sock"
+    socket: str = DEFAULT_SOCKET
     """The head daemon's Unix socket on that host, reached through SSH."""
     database: str = "/var/lib/gputui/gputui.db"
     """The head's SQLite file (on local disk)."""
@@ -411,39 +398,17 @@ class ConfigError(Exception):
         self.lines = safe
 
 
-def _expand(path: str | os.PathLike[str]) -> Path:
-    """``~`` expanded where it can be; ``~nosuchuser`` stays as written (never raises)."""
-    return Path(os.path.expanduser(os.fspath(path)))
-
-
-def _present(path: Path) -> bool:
-    """Whether something is at ``path``; anything there, even unreadable, is for
-    ``load_config`` to name, rather than silently skipped."""
-    try:
-        os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    except (OSError, ValueError):
-        return True
-    return True
-
-
 def find_config(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The config file to use, following the documented search order."""
-    if explicit is not None:
-        path = _expand(explicit)
-        if not _present(path):
-            raise ConfigError([f"{path}: no such file"])
-        return path
-    env = os.environ.get(ENV_VAR)
-    if env and not _present(_expand(env)):
-        raise ConfigError([f"{_expand(env)}: no such file (named by ${ENV_VAR})"])
-    candidates = search_paths()
-    for path in candidates:
-        if _present(path):
-            return path
-    looked = ", ".join(str(p) for p in candidates)
-    raise ConfigError([f"no hosts.yaml found (looked in: {looked}); try --hosts FILE"])
+    """The config file to use: the one :func:`gputui.locations.find_hosts` finds (the
+    one search order, trusted files only), or ``ConfigError`` saying where it looked."""
+    try:
+        path = find_hosts(explicit)
+    except LocationError as exc:
+        raise ConfigError([exc.line]) from None
+    if path is None:
+        looked = ", ".join(str(p) for p in search_paths())
+        raise ConfigError([f"no hosts.yaml found (looked in: {looked}); try --hosts FILE"])
+    return path
 
 
 def _kind(mode: int) -> str | None:

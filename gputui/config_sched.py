@@ -152,6 +152,10 @@ class SchedulerConfig(_Model):
     """A job whose GPUs all show 0% use this long is flagged idle and its owner told."""
     ownership: Ownership = Field(default_factory=Ownership)
     accounting: Accounting = Field(default_factory=Accounting)
+    private_data: bool = False
+    """Like Slurm's ``PrivateData=jobs``: a job's command line, working directory and
+    log path, and a claim's note (a ``gputui run`` claim's is its command), are shown
+    only to their owner and to admins. Off (the default, as in Slurm): to everyone."""
 
     @model_validator(mode="after")
     def _consistent(self) -> SchedulerConfig:

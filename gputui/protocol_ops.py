@@ -35,6 +35,7 @@ from pydantic import (
     model_validator,
 )
 
+from gputui.gpu_env import GPU_UUID_PATTERN
 from gputui.protocol_fields import (
     Count,
     Epoch,
@@ -69,7 +70,7 @@ NAMESPACE = re.compile(r"\A[a-z0-9]{8,32}\Z")
 """What a jobs namespace looks like: 8 to 32 of a-z and 0-9."""
 _USER = r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}$"
 _ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
-_GPU_UUID = r"^(GPU|MIG)-[0-9A-Za-z/-]{1,96}$"
+_GPU_UUID = rf"^{GPU_UUID_PATTERN}$"
 _LOG_LINE_CELLS = MAX_LOG_BYTES
 
 Namespace = Annotated[str, Field(pattern=_NS, strict=True)]
@@ -320,6 +321,9 @@ class LaunchRequest(HelperRequest[LaunchResult]):
     job_id: JobId
     user: Annotated[str, Field(pattern=_USER)] | None = None
     """The Unix user to run as; None: the helper's own user."""
+    uid: Uid | None = None
+    """The uid ``user`` must have on the host (the job's owner's): the helper refuses
+    the launch when the name now belongs to another uid. None: not checked."""
     argv: Annotated[list[Annotated[str, _NoNul]], Field(min_length=1, max_length=4096)]
     cwd: Annotated[str, _NoNul, Field(min_length=1, max_length=4096)] | None = None
     env: Annotated[

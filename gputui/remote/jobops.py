@@ -105,7 +105,7 @@ class JobService:
         ns, job_id = spec["ns"], spec["job_id"]
         if self.store.get(ns, job_id) is not None:
             return self._answer(ns, job_id, True, "detached", deadline)
-        precheck(spec)
+        precheck(spec, deadline)
         method = self.logind.method(self.euid)
         source, systemd_run = supervisor_source(), self.logind.systemd_run
         outcome = start_supervisor(spec, source, method, deadline, systemd_run)

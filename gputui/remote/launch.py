@@ -73,9 +73,18 @@ def _text(value: Any, what: str, limit: int = 65536) -> str:
     return value
 
 
-def resolve_user(name: Any, euid: int) -> tuple[User, bool]:
+UID_MAX = 2**32 - 2
+
+
+def resolve_user(name: Any, euid: int, uid: Any = None) -> tuple[User, bool]:
     """(the user, whether to switch to it): null is the helper's own user. Not root,
-    the helper can only start jobs as itself."""
+    the helper can only start jobs as itself. ``uid``: the uid the job belongs to;
+    a name that no longer has it (moved to another account) is refused, never run
+    as whoever holds the name now."""
+    if uid is not None and (isinstance(uid, bool) or not isinstance(uid, int)):
+        raise _bad(f"uid must be an integer or null, got {type(uid).__name__}")
+    if uid is not None and not 0 <= uid <= UID_MAX:
+        raise _bad(f"uid must be 0 to {UID_MAX}")
     if name is None:
         entry: Any = None
         if pwd is not None:
@@ -96,6 +105,12 @@ def resolve_user(name: Any, euid: int) -> tuple[User, bool]:
             entry = None
         if entry is None:
             raise _bad(f"no user {name!r} on this host")
+        if uid is not None and entry.pw_uid != uid:
+            raise RequestError(
+                "user-changed",
+                f"user {name} is uid {entry.pw_uid} on this host, not uid {uid} who"
+                " submitted the job: not started",
+            )
         if euid not in (0, entry.pw_uid):
             raise RequestError(
                 "not-permitted",
@@ -181,7 +196,7 @@ def parse_launch(req: dict[str, Any], root: str, euid: int, simulated: bool) -> 
     grace = (
         GRACE_DEFAULT_S if grace is None else _check_seconds(grace, "grace_s", GRACE_MAX_S, True)
     )
-    user, switch = resolve_user(req.get("user"), euid)
+    user, switch = resolve_user(req.get("user"), euid, req.get("uid"))
     if cwd is None:
         cwd = user.home if os.path.isdir(user.home) else "/"
     return {
@@ -216,16 +231,71 @@ def which(command: str, path: str, cwd: str = "/") -> str | None:
     return None
 
 
-def precheck(spec: dict[str, Any]) -> None:
+def precheck(spec: dict[str, Any], deadline: float | None = None) -> None:
     """The usual exec failures, caught before anything is created (the supervisor's own
-    exec, as the job's user, has the last word)."""
+    exec, as the job's user, has the last word).
+
+    Checked as the job's user, in a child dropped to its uid, gid and groups: the
+    answer says only what that user could find out, so a path under a directory they
+    cannot read is "not a directory" whether or not it exists there.
+    """
+    if spec.get("switch_user"):
+        until = deadline if deadline is not None else time.monotonic() + LAUNCH_WAIT_S
+        problem = _as_user(spec, until)
+    else:
+        problem = _exec_problem(spec)
+    if problem:
+        raise RequestError("exec-failed", problem)
+
+
+def _exec_problem(spec: dict[str, Any]) -> str:
+    """Why the job could not be started by this process ("" when it could)."""
     cwd = spec["cwd"]
     if not os.path.isdir(cwd):
-        raise RequestError("exec-failed", f"cannot enter cwd {cwd}: not a directory on this host")
+        return f"cannot enter cwd {cwd}: not a directory on this host"
     command = spec["argv"][0]
     if which(command, spec["env"].get("PATH", ""), cwd) is None:
         where = "" if "/" in command else f" on PATH {spec['env'].get('PATH', '')[:200]}"
-        raise RequestError("exec-failed", f"cannot run {command[:200]!r}: no such command{where}")
+        return f"cannot run {command[:200]!r}: no such command{where}"
+    return ""
+
+
+def _as_user(spec: dict[str, Any], deadline: float) -> str:
+    """``_exec_problem`` in a forked child that is the job's user (no exec: nothing
+    the user could not read is run). The child makes only system calls, so forking
+    this threaded helper is safe; a child that says nothing in time is killed and the
+    supervisor's own start, as the user, decides."""
+    groups = os.getgrouplist(spec["user_name"], spec["gid"])  # NSS here, not in the child
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child; its answer is what the tests check
+        code = 1
+        try:
+            os.close(read_fd)
+            os.setgroups(groups)
+            os.setgid(spec["gid"])
+            os.setuid(spec["uid"])
+            os.write(write_fd, _exec_problem(spec).encode("utf-8", "replace")[:4096])
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    try:
+        data = b""
+        while True:
+            left = deadline - time.monotonic()
+            ready = select.select([read_fd], [], [], max(left, 0))[0] if left > 0 else []
+            if not ready:
+                os.kill(pid, 9)
+                return ""
+            chunk = os.read(read_fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(read_fd)
+        os.waitpid(pid, 0)
+    return data.decode("utf-8", "replace")
 
 
 class Logind:

@@ -18,7 +18,7 @@ import orjson
 
 from gputui.config_sched import SchedulerConfig
 
-from . import policy
+from . import policy, privacy
 from .identity import Caller
 from .store import Tx
 from .tables import Audit, Claim, Job, Notice
@@ -319,13 +319,16 @@ hold = _on_job("hold", _hold)
 release_hold = _on_job("release-hold", _release_hold)
 
 
-def show(tx: Tx, caller: Caller, job_id: int) -> dict[str, Any]:
+def show(tx: Tx, caller: Caller, job_id: int, *, private: bool = False) -> dict[str, Any]:
+    """One job, all of it; ``private`` (``scheduler.private_data``): its command line,
+    working directory and log path only for its owner and admins."""
     job = _job(tx, job_id)
     allocations = [
         {"gpu_uuid": a.gpu_uuid, "host": a.host, "from": a.start_at, "to": a.end_at}
         for a in tx.allocations_of(job_id=job_id)
     ]
-    return {"job": job_view(job, full=True), "allocations": allocations}
+    view = privacy.hide_job(job_view(job, full=True), caller, job.uid, private)
+    return {"job": view, "allocations": allocations}
 
 
 def queue(tx: Tx, caller: Caller, args: ListArgs) -> dict[str, Any]:
@@ -449,9 +452,10 @@ def release(tx: Tx, caller: Caller, args: ReleaseArgs, ctx: Context) -> dict[str
     return {"released": done}
 
 
-def claims(tx: Tx, caller: Caller, args: ListArgs) -> dict[str, Any]:
+def claims(tx: Tx, caller: Caller, args: ListArgs, *, private: bool = False) -> dict[str, Any]:
     states = None if args.all else ("waiting", "active")
-    return {"claims": [claim_view(c) for c in tx.claims(states, user=args.user, limit=args.limit)]}
+    found = tx.claims(states, user=args.user, limit=args.limit)
+    return {"claims": [privacy.hide_claim(claim_view(c), caller, c.uid, private) for c in found]}
 
 
 def env_line(tx: Tx, caller: Caller, host: str | None) -> dict[str, Any]:
@@ -462,8 +466,9 @@ def env_line(tx: Tx, caller: Caller, host: str | None) -> dict[str, Any]:
     for c in mine:
         uuids.extend(json.loads(c.gpu_uuids))
     hosts = sorted({c.host for c in mine if c.host})
-    line = f"export CUDA_VISIBLE_DEVICES={','.join(uuids)}" if uuids else ""
-    return {"uuids": uuids, "hosts": hosts, "line": line}
+    # No shell line: the client builds it from the UUIDs (gputui.gpu_env), so nothing
+    # the head says is ever evaluated by a shell.
+    return {"uuids": uuids, "hosts": hosts}
 
 
 def audit_rows(tx: Tx, caller: Caller, since: float | None, limit: int) -> dict[str, Any]:

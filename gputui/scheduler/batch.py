@@ -280,12 +280,12 @@ class Batches:
         if op in drains.OPS:
             return drains.HANDLERS[op](tx, caller, args, ctx, self.watch)
         if op == "show":
-            return actions.show(tx, caller, args.job_id)
+            return actions.show(tx, caller, args.job_id, private=self.rules.sched.private_data)
         if op == "queue":
             queued = actions.queue(tx, caller, args)
             return {**queued, **self.flags.state(), **drains.unavailable(self.watch)}
         if op == "claims":
-            return actions.claims(tx, caller, args)
+            return actions.claims(tx, caller, args, private=self.rules.sched.private_data)
         if op == "env":
             return actions.env_line(tx, caller, args.host)
         if op == "audit":

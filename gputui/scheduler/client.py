@@ -19,14 +19,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from gputui.locations import DEFAULT_SOCKET, SOCKET_ENV, LocationError, find_hosts
+
 MUTATING = frozenset(
     {
         "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
         "release", "drain", "undrain", "unfence", "force_free", "health_ack",
     }
 )  # fmt: skip
-DEFAULT_SOCKET = "/run/gputui/head.sock"
-SOCKET_ENV = "GPUTUI_HEAD_SOCKET"
 _MAX_LINE = 64 * 1024 * 1024
 
 
@@ -226,56 +226,46 @@ def head_place(
     found = _config_head(config_file)
     if found is None:
         return Path(DEFAULT_SOCKET), None
-    head, source, trusted = found
+    head, source = found
     sock = head.get("socket")
     path = Path(sock).expanduser() if isinstance(sock, str) and sock else Path(DEFAULT_SOCKET)
     host = head.get("host")
     if not isinstance(host, str) or not host or is_local_name(host) or os.path.exists(path):
         return path, None
-    # SSH runs what the SSH settings say (a ProxyCommand, for one): only on a file
-    # named (--hosts, $GPUTUI_HOSTS) or the user's or system's own, never on a
-    # hosts.yaml that merely sits in the directory the command was run in.
-    return path, source if trusted else None
+    return path, source
 
 
-def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path, bool] | None:
-    """hosts.yaml's ``head:`` section, the file it is in, and whether that file was
-    named or is the user's or system's own (not one found in the current directory)."""
-    candidates: list[tuple[Path, bool]] = []
-    if config_file:
-        candidates.append((Path(config_file).expanduser(), True))
-    elif os.environ.get("GPUTUI_HOSTS"):
-        candidates.append((Path(os.environ["GPUTUI_HOSTS"]).expanduser(), True))
-    else:
-        candidates += [
-            (Path("hosts.yaml"), False),
-            (Path("~/.config/gputui/hosts.yaml").expanduser(), True),
-            (Path("/etc/gputui/hosts.yaml"), True),
-        ]
-    for path, trusted in candidates:
-        try:
-            if path.stat().st_size > (1 << 20):
-                raise HeadError("config", f"{path} is over 1 MiB; not a hosts file")
-            raw = path.read_bytes()
-        except OSError:
-            continue
-        try:
-            from gputui.yamlbounds import Composer, Constructor
+def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
+    """hosts.yaml's ``head:`` section and the file it is in: the file
+    :func:`gputui.locations.find_hosts` finds (the one search order, trusted files only)."""
+    try:
+        path = find_hosts(config_file)
+    except LocationError as exc:
+        raise HeadError("config", exc.line) from None
+    if path is None:
+        return None
+    try:
+        if path.stat().st_size > (1 << 20):
+            raise HeadError("config", f"{path} is over 1 MiB; not a hosts file")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise HeadError("config", f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        from gputui.yamlbounds import Composer, Constructor
 
-            composer = Composer(raw, str(path))
-            root = composer.compose()
-            if root is None:
-                return None  # empty: no head there
-            if composer.problems:
-                raise ValueError
-            data = Constructor().construct_document(root)
-        except Exception:  # said in one line; the full loader says what is wrong, and where
-            raise HeadError(
-                "config", f"{path} is not a valid hosts file; `gputui check-config {path}` says why"
-            ) from None
-        head = data.get("head") if isinstance(data, dict) else None
-        return (head, path, trusted) if isinstance(head, dict) else None
-    return None
+        composer = Composer(raw, str(path))
+        root = composer.compose()
+        if root is None:
+            return None  # empty: no head there
+        if composer.problems:
+            raise ValueError
+        data = Constructor().construct_document(root)
+    except Exception:  # said in one line; the full loader says what is wrong, and where
+        raise HeadError(
+            "config", f"{path} is not a valid hosts file; `gputui check-config {path}` says why"
+        ) from None
+    head = data.get("head") if isinstance(data, dict) else None
+    return (head, path) if isinstance(head, dict) else None
 
 
 def __getattr__(name: str) -> Any:

@@ -30,9 +30,10 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from gputui.locations import socket_dir_problem
 from gputui.telemetry import HostSnapshot
 
-from . import historystore, lifecycle, policy, publish, wire
+from . import historystore, lifecycle, policy, privacy, publish, wire
 from .batch import After, Batches, Item
 from .flagwatch import ProcSignal
 from .forcefree import ForceFrees, TxCall, TxFn
@@ -140,6 +141,9 @@ class Head(SnapshotReads):
             await self.close()
 
     async def start(self) -> None:
+        problem = socket_dir_problem(self.settings.socket)
+        if problem is not None:
+            raise OSError(problem)
         self._load()
         await self._server.start()
         await self.hosts.start()
@@ -388,6 +392,9 @@ class Head(SnapshotReads):
 
     def _state(self, tx: Tx, caller: Caller) -> dict[str, Any]:
         state = publish.cluster_state(tx, self.watch.present_gpus(), self.watch.live())
+        private = self.settings.rules.sched.private_data
+        owners = publish.note_owners(tx) if private else {}
+        state = privacy.state_for(state, caller, owners, private)
         flags = {**self.batch.flags.state(), **self.health.state()}
         return {"me": publish.whoami(caller), **state, **flags}
 
@@ -410,24 +417,30 @@ class Head(SnapshotReads):
         gpus, live = self.watch.present_gpus(), self.watch.live()  # the loop's own
         flags = {**self.batch.flags.state(), **self.health.state()}
         since = [conn.last_notice for conn in subscribers]  # read here, set here below
+        private = self.settings.rules.sched.private_data
 
-        def build() -> tuple[dict[str, Any], list[list[Notice]]]:
+        def build() -> tuple[dict[str, Any], dict[int, int], list[list[Notice]]]:
             with self.store.snapshot() as tx:
                 common = publish.cluster_state(tx, gpus, live)  # once for all
+                owners = publish.note_owners(tx) if private else {}
                 news = [
                     tx.notices_after(after, conn.caller.uid)
                     for conn, after in zip(subscribers, since, strict=True)
                 ]
-            return common, news
+            return common, owners, news
 
-        common, news = await self._read(build)
+        common, owners, news = await self._read(build)
+        shown: dict[tuple[int, bool], dict[str, Any]] = {}  # one view per (uid, admin)
         for conn, notices in zip(subscribers, news, strict=True):
             fresh = [n for n in notices if (n.id or 0) > conn.last_notice]
             for notice in fresh:
                 conn.send({"push": "notice", "notice": notice_view(notice)})
             if fresh:
                 conn.last_notice = fresh[-1].id or conn.last_notice
-            state = {"me": publish.whoami(conn.caller), **common, **flags}
+            key = (conn.caller.uid, conn.caller.admin)
+            if key not in shown:
+                shown[key] = privacy.state_for(common, conn.caller, owners, private)
+            state = {"me": publish.whoami(conn.caller), **shown[key], **flags}
             conn.send({"push": "state", "seq": seq, "state": state})
 
 

@@ -96,6 +96,7 @@ class FleetHosts:
             ns=self.namespace,
             job_id=spec.key,
             user=spec.user,
+            uid=spec.uid,
             argv=list(spec.argv),
             cwd=spec.cwd,
             env={**spec.env, "GPUTUI_JOB_ID": str(spec.job_id)},

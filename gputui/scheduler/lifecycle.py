@@ -32,6 +32,9 @@ class Launch:
     launch: int
     host: str
     user: str | None
+    uid: int | None
+    """The uid ``user`` must still have on the host (the job's owner's); None when the
+    job runs as the head's login user there (``run_as_login_user``)."""
     argv: tuple[str, ...]
     cwd: str | None
     env: Mapping[str, str]
@@ -71,6 +74,7 @@ def launch_for(job: Job, ctx: Context) -> Launch:
         launch=job.launches,
         host=job.host,
         user=job.run_as,
+        uid=job.uid if job.run_as == job.user else None,
         argv=tuple(json.loads(job.argv)),
         cwd=job.cwd,
         env=dict(json.loads(job.env)),

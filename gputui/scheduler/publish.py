@@ -61,6 +61,11 @@ def cluster_state(tx: Tx, gpus: Sequence[Gpu], live: Mapping[str, bool]) -> dict
     }
 
 
+def note_owners(tx: Tx) -> dict[int, int]:
+    """The owner's uid of each waiting or active claim with a note (``private_data``)."""
+    return {c.id: c.uid for c in tx.claims(("waiting", "active")) if c.note and c.id is not None}
+
+
 def host_drain(host: Host | None) -> dict[str, Any] | None:
     """An admin's drain of a whole host: who, why, since when (None: not drained)."""
     if host is None or not host.drained:

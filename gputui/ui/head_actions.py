@@ -229,10 +229,8 @@ class HeadActions(DrainActions):
             result = await link.call("env", {"host": host} if host else {})
         except HeadError:
             result = {}
-        line = result.get("line")
-        if isinstance(line, str) and line:
-            return clean(line, 4000)
-        return env_line(clean(u, 96) for u in fallback if isinstance(u, str))
+        line = env_line(result.get("uuids"))
+        return line if line else env_line(fallback)
 
     def _release_row(self, row: Row | None) -> None:
         link = self._link("release")
@@ -293,11 +291,10 @@ class HeadActions(DrainActions):
         result = await self._call(link, "show the env line", "env", {"host": host} if host else {})
         if result is None:
             return
-        line = result.get("line")
-        if not isinstance(line, str) or not line:
+        line = env_line(result.get("uuids"))
+        if not line:
             self._refuse("show the env line", f"no active claim of yours on {host or 'any host'}")
             return
-        line = clean(line, 4000)
         self.copy_to_clipboard(line)
         self.notify(
             f"Copied to the clipboard:\n{line}", title=f"env on {host}", timeout=15, markup=False
@@ -341,9 +338,11 @@ class HeadActions(DrainActions):
         if claim.get("state") == "active":
             host = clean(claim.get("host") or "", 64)
             env = await self._env_text(link, host, claim.get("gpu_uuids") or [])
-            self.copy_to_clipboard(env)
+            if env:
+                self.copy_to_clipboard(env)
+            copied = f"Copied to the clipboard:\n{env}" if env else "No valid GPU UUIDs to copy."
             self.notify(
-                f"claim {claim.get('id')} granted: {what}. Copied to the clipboard:\n{env}",
+                f"claim {claim.get('id')} granted: {what}. {copied}",
                 title=f"claimed on {host}",
                 timeout=20,
                 markup=False,

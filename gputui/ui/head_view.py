@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gputui.gpu_env import export_line, gpu_uuids
 from gputui.text import clean
 from gputui.ui import format as fmt
 from gputui.ui.head_flags import OwnerFlag, idle_for, parse_flags
@@ -351,6 +352,11 @@ def _gpu(raw: Mapping[str, Any]) -> HeadGpu | None:
     )
 
 
-def env_line(uuids: Iterable[str]) -> str:
-    """What ``gputui env`` prints for these GPUs."""
-    return f"export CUDA_VISIBLE_DEVICES={','.join(uuids)}"
+def env_line(uuids: object) -> str:
+    """What ``gputui env`` prints for these GPUs, built from validated UUIDs only
+    (:func:`gputui.gpu_env.export_line`); "" when there are none or any is not one."""
+    try:
+        checked = gpu_uuids(uuids)
+    except ValueError:
+        return ""
+    return export_line(checked) if checked else ""

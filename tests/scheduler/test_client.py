@@ -83,16 +83,18 @@ def _hosts(path: Path, host: str) -> Path:
     return path
 
 
-def test_only_a_named_or_own_hosts_file_sends_the_cli_over_ssh(
+def test_a_trusted_hosts_file_sends_the_cli_over_ssh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Any file the search trusts (yours or root's, written by nobody else; a stranger's
+    is skipped, see tests/unit/test_locations_users.py) gives the SSH route."""
     monkeypatch.delenv("GPUTUI_HEAD_SOCKET", raising=False)
     monkeypatch.delenv("GPUTUI_HOSTS", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.config/gputui/hosts.yaml
     monkeypatch.chdir(tmp_path)
     here = _hosts(tmp_path / "hosts.yaml", "headbox")
-    # Found in the current directory: its socket is used, never its SSH settings.
-    assert head_place() == (Path("/nonexistent/head.sock"), None)
+    here.chmod(0o644)
+    assert head_place() == (Path("/nonexistent/head.sock"), Path("hosts.yaml"))
     assert head_place(config_file=str(here)) == (Path("/nonexistent/head.sock"), here)
     monkeypatch.setenv("GPUTUI_HOSTS", str(here))
     assert head_place()[1] == here

@@ -57,6 +57,7 @@ def _errors(text: str) -> list[str]:
             "hosts.yaml:3: scheduler.fair_share.half_life_days:",
         ),
         ("scheduler:\n  preemption: {bogus: 1}\n", "hosts.yaml:3: scheduler.preemption.bogus:"),
+        ("scheduler:\n  private_data: 'yes'\n", "hosts.yaml:3: scheduler.private_data:"),
     ],
 )
 def test_a_bad_scheduler_value_is_one_line_naming_it(text: str, expected: str) -> None:

@@ -45,7 +45,7 @@ def test_every_request_is_one_json_line_with_type_id_and_op() -> None:
     requests: list[HelperRequest[Any]] = [
         SignalRequest(pid=42, signal="KILL", gpu_uuid=UUID, uid=1000, start_ticks=123),
         IntervalRequest(seconds=0.5),
-        launch(env={"SEED": "1"}, gpu_uuids=[UUID], time_limit_s=3600, user="alice"),
+        launch(env={"SEED": "1"}, gpu_uuids=[UUID], time_limit_s=3600, user="alice", uid=1003),
         JobsRequest(ns=NS),
         JobsRequest(ns=NS, job_ids=[1, 2]),
         JobSignalRequest(ns=NS, job_id=12, signal="TERM", grace_s=10),
@@ -64,6 +64,7 @@ def test_every_request_is_one_json_line_with_type_id_and_op() -> None:
         "ns": NS,
         "job_id": 12,
         "user": "alice",
+        "uid": 1003,
         "argv": ["python", "train.py"],
         "cwd": None,
         "env": {"SEED": "1"},

@@ -299,7 +299,9 @@ class QueueScreen(Screen[None]):
         argv = full.get("argv")
         if isinstance(argv, list):
             pair("command", " ".join(str(a) for a in argv))
-        if full:
+        if full.get("private") is True:  # scheduler.private_data: another user's job
+            pair("command", "(private to its owner and admins)")
+        elif full:
             pair("cwd", full.get("cwd"))
             pair("log", full.get("log_path"))
         for label, value in self._explain:
