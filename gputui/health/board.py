@@ -86,6 +86,9 @@ class HealthBoard:
         self._seen: dict[str, tuple[float, float, int]] = {}
         """Finding key -> (first, last, count) given by the finding itself (Xids)."""
         self._tracks: dict[str, Track] = {}
+        self._by_host: dict[str, set[str]] = {}
+        """Host -> the keys of its active tracks from its own checks (not ``set_outside``'s):
+        what ``observe`` may end, found without a walk over every track."""
         self._acks: dict[str, Ack] = {}
         self._shared: dict[str, Ack] | None = None
         """Acknowledgements as the board that keeps them says (the head's): when set,
@@ -105,10 +108,11 @@ class HealthBoard:
         findings = self._host_now(snap, now)
         self._findings[snap.name] = findings
         keys = {f.key for f in findings}
-        prefix = f"{snap.name}:"
-        for key, track in self._tracks.items():
-            if key.startswith(prefix) and key not in keys and key not in self._outside:
-                track.active = False
+        active = self._by_host.get(snap.name, set())
+        for key in active - keys:
+            if key not in self._outside:
+                self._tracks[key].active = False
+        self._by_host[snap.name] = {k for k in keys if k not in self._outside}
         self._touch(findings, now)
 
     def set_outside(self, findings: list[Finding], now: float) -> None:
@@ -148,6 +152,10 @@ class HealthBoard:
         self._tracks = {key: replace(track) for key, track in tracks.items()}
         self._acks = dict(acks)
         self._outside = {k for k, t in tracks.items() if t.outside and t.active}
+        self._by_host = {}
+        for key, track in tracks.items():
+            if track.active and not track.outside:
+                self._by_host.setdefault(key.partition(":")[0], set()).add(key)
 
     def prune(self, before: float) -> list[str]:
         """Forget the tracks last seen before ``before`` (not showing now); their keys."""
@@ -157,6 +165,7 @@ class HealthBoard:
             del self._tracks[key]
             self._acks.pop(key, None)
             self._outside.discard(key)
+            self._by_host.get(key.partition(":")[0], set()).discard(key)
         return gone
 
     def forget(self, host: str) -> None:

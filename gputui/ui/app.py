@@ -15,6 +15,7 @@ import contextlib
 import gc
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,7 @@ from gputui.ui.widgets.gpu_grid import GpuGrid
 
 CLOSE_TIMEOUT_S = 5.0
 HEALTH_EVERY_S = 2.0
-"""How often the health checks run on the snapshots that came meanwhile."""
+"""How often the health checks run on the snapshots that came meanwhile (no head)."""
 SLICE_S = 0.005
 """Longest the app applies snapshots in one go; input waiting is handled before the rest."""
 SLICE_CHECK_EVERY = 4
@@ -178,6 +179,9 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
         self.login = _login()
         """Who acknowledges a problem where there is no head."""
         self._health_pending: dict[str, HostSnapshot] = {}
+        self._judging: deque[HostSnapshot] = deque()
+        """The round of health checks under way, in slices (``judge_health``)."""
+        self._judge_next: asyncio.TimerHandle | None = None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -283,18 +287,40 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
             self._last_tick = now
         self.main.hosts_changed(changes, tick=tick)
 
-    def judge_health(self) -> None:
-        """Run the health checks on what came since the last time (every few seconds:
-        a board of a few thousand GPUs would be too much work at every sample)."""
-        pending, self._health_pending = self._health_pending, {}
+    def judge_health(self, *, at_once: bool = False) -> None:
+        """Run the health checks on the snapshots that came since the last round
+        (every few seconds: a board of a few thousand GPUs is too much work at every
+        sample), in slices of ``SLICE_S`` with input handled in between, so a key is
+        never stuck behind a round; ``at_once``: finish the round now.
+
+        With a head there is nothing to do: the health view shows the head's board."""
+        if self.head_link is not None:
+            self._health_pending.clear()
+            return
+        if self._judging and not at_once:
+            return  # the last round is still going: what came meanwhile waits for the next
+        self._judging.extend(self._health_pending.values())
+        self._health_pending = {}
+        self._judge_slice(at_once=at_once)
+
+    def _judge_slice(self, *, at_once: bool = False) -> None:
+        if self._judge_next is not None:
+            self._judge_next.cancel()
+            self._judge_next = None
+        todo, observe = self._judging, self.health.observe
         now = self.clock()
-        for snapshot in pending.values():
-            self.health.observe(snapshot, now)
+        deadline = math.inf if at_once else time.perf_counter() + SLICE_S
+        while todo:
+            observe(todo.popleft(), now)
+            if todo and time.perf_counter() > deadline:
+                loop = asyncio.get_running_loop()
+                self._judge_next = loop.call_later(SLICE_GAP_S, self._judge_slice)
+                return
 
     def action_health(self) -> None:
         if any(isinstance(screen, HealthScreen) for screen in self.screen_stack):
             return
-        self.judge_health()
+        self.judge_health(at_once=True)
         with_head = self.head_link is not None
         self.push_screen(
             HealthScreen(
