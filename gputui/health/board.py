@@ -90,9 +90,6 @@ class HealthBoard:
         """Host -> the keys of its active tracks from its own checks (not ``set_outside``'s):
         what ``observe`` may end, found without a walk over every track."""
         self._acks: dict[str, Ack] = {}
-        self._shared: dict[str, Ack] | None = None
-        """Acknowledgements as the board that keeps them says (the head's): when set,
-        they stand for this board's own."""
         self._health: dict[str, GpuSample] = {}
         self._slow_minutes: dict[str, set[int]] = {}
         self._links: dict[str, dict[int, tuple[int | None, ...]]] = {}
@@ -368,11 +365,7 @@ class HealthBoard:
                 )
                 problem = Problem(finding, first, last, count)
                 ack = self._acks.get(finding.key)
-                if self._shared is not None:
-                    shared = self._shared.get(finding.key)
-                    if shared is not None:
-                        problem = replace(problem, ack=shared)
-                elif ack is not None:
+                if ack is not None:
                     if ack.fingerprint == problem.fingerprint():
                         problem = replace(problem, ack=ack)
                     else:
@@ -395,16 +388,6 @@ class HealthBoard:
                 self._acks[key] = Ack(by, note, now, problem.fingerprint())
                 return True
         return False
-
-    def share_acks(self, acks: Mapping[str, Ack] | None) -> None:
-        """Take the acknowledgements from the board that keeps them (the head's, which
-        drops one when its problem changes): a problem is then acknowledged as that
-        board says, not as this one remembers. None: this board's own again."""
-        self._shared = None if acks is None else dict(acks)
-
-    def share_ack(self, key: str, ack: Ack) -> None:
-        """One acknowledgement the keeping board just took (shown before it is next read)."""
-        self._shared = {**(self._shared or {}), key: ack}
 
     def unknown(self) -> dict[str, list[tuple[int, str, str]]]:
         """Per host: (GPU index, check, why) for checks that apply to its cards and

@@ -34,7 +34,7 @@ from gputui.health.board import HealthBoard
 from gputui.protocol import HelperRequest, IntervalResult, ProcessSample, Signal, SignalResult
 from gputui.telemetry import HostControl, HostSnapshot, R, RequestOutcome, TelemetrySource
 from gputui.ui.head_actions import HeadActions
-from gputui.ui.health_acks import ACKS_EVERY_S, HealthAcks
+from gputui.ui.health_acks import HealthAcks, SharedBoard
 from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.health import HealthScreen
@@ -175,7 +175,10 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
         """Applied to the model, not yet shown: the rest of their burst is still coming."""
         self._last_tick = self._last_data = -math.inf
         self.health = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
-        """Every problem in the cluster (the ``h`` view), fed the latest snapshots."""
+        """Every problem in the cluster (the ``h`` view without a head), fed the latest
+        snapshots."""
+        self.head_board = SharedBoard()
+        """The head's board as last read (the ``h`` view with a head)."""
         self.login = _login()
         """Who acknowledges a problem where there is no head."""
         self._health_pending: dict[str, HostSnapshot] = {}
@@ -255,7 +258,8 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
         apply, changes = self.model.apply, self._changes
         deadline = time.perf_counter() + SLICE_S
         left = iter(snapshots.values())
-        health = self._health_pending
+        # With a head, the health view shows the head's board: nothing to judge here.
+        health = self._health_pending if self.config.head is None else {}
         for snapshot in left:
             changes.append(apply(snapshot))
             health[snapshot.name] = snapshot
@@ -316,31 +320,6 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
                 loop = asyncio.get_running_loop()
                 self._judge_next = loop.call_later(SLICE_GAP_S, self._judge_slice)
                 return
-
-    def action_health(self) -> None:
-        if any(isinstance(screen, HealthScreen) for screen in self.screen_stack):
-            return
-        self.judge_health(at_once=True)
-        with_head = self.head_link is not None
-        self.push_screen(
-            HealthScreen(
-                self.health,
-                clock=self.clock,
-                user=self.login,
-                may_acknowledge=self._may_ack,
-                acknowledge=self.acknowledge_problem,
-                refresh_acks=self.refresh_head_acks if with_head else None,
-                refresh_acks_s=ACKS_EVERY_S,
-            )
-        )
-
-    def _may_ack(self) -> str | None:
-        """With a head, only its admins acknowledge problems (as the head says who is)."""
-        link = self.head_link
-        view = link.view if link is not None else None
-        if view is not None and not view.me.admin:
-            return f"only admins acknowledge problems ({view.me.user} is not one)"
-        return None
 
     def _on_tick_timer(self) -> None:
         now = time.monotonic()
