@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from textual.widgets import DataTable, Static
+from ui_fakes import NOW, FakeSource, fixed_clock
 from ui_helpers import until
 
+from gputui.config import Config
 from gputui.demo.cluster import DemoCluster
 from gputui.fleet.fleet import Fleet
 from gputui.scheduler.client import HeadClient
 from gputui.ui.app import GpuTuiApp
+from gputui.ui.health_acks import SharedBoard
 from gputui.ui.screens.health import HealthScreen
 
 DEADLINE_S = 60.0
@@ -75,3 +78,37 @@ async def test_first_seen_is_the_heads_and_the_header_counts_the_list() -> None:
             # The console judges nothing itself with a head: its own board stays empty.
             app.judge_health(at_once=True)
             assert app.health.problems() == []
+
+
+def _answer(first_seen: float) -> dict[str, Any]:
+    problem = {
+        "key": "gpu01:1:xid-79",
+        "severity": "crit",
+        "host": "gpu01",
+        "gpu": 1,
+        "code": "xid-79",
+        "title": "Xid 79 (hardware)",
+        "first_seen": first_seen,
+        "last_seen": first_seen + 60,
+        "count": 2,
+    }
+    return {"problems": [problem], "hosts": 1}
+
+
+async def test_before_the_first_read_it_says_so_and_after_a_failure_since_when() -> None:
+    shared = SharedBoard()
+    app = GpuTuiApp(FakeSource(), Config(), clock=fixed_clock)
+    async with app.run_test(size=(120, 30)) as pilot:
+        view = HealthScreen(shared, clock=fixed_clock, refresh_s=0.05, note=shared.note)
+        await app.push_screen(view)
+        status = view.query_one("#health-status", Static)
+        await until(pilot, lambda: "reading the head's board" in str(status.render()), "waiting")
+        assert "No problems" not in str(status.render())  # not known yet is not "no problems"
+        shared.take(_answer(NOW - 3 * 3600), NOW)
+        await until(pilot, lambda: view.problems, "the head's problem")
+        assert view.problems[0].first_seen == NOW - 3 * 3600
+        assert "3h ago" in str(view.query_one("#health-table", DataTable).get_row_at(0)[4])
+        assert "1 critical" in str(status.render())
+        shared.failure = "the head is unreachable"
+        await until(pilot, lambda: "as read at" in str(status.render()), "the stale note")
+        assert view.problems  # the last board read stays
