@@ -6,10 +6,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck layers unit bench bench-quick clean help
+.PHONY: demo test lint typecheck layers unit bench bench-check bench-quick clean help
 
 help:
-	@echo "make demo | test | lint | bench | clean"
+	@echo "make demo | test | lint | bench | bench-check | clean"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/model_rows.py
 	$(BIN)/python bench/nvml_real.py
 	$(BIN)/python bench/sched.py
+
+# Every benchmark, smaller (about three minutes on 2 cores), each figure against its
+# target (a ratio to its same-run baseline, or README's absolute one); exit 1 on a miss.
+# Run it before every change to a hot path. Not part of `make test`.
+bench-check: $(STAMP)
+	$(BIN)/python bench/check.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

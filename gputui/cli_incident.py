@@ -2,10 +2,12 @@
 
 A timeline, oldest first, of what is known about a host (or one of its GPUs) since
 ``--since`` (default 24h): when the host booted, every Xid (the kernel log's history
-and NVML's events) with what it means, the problems the health checks find now
-(with when each was first seen), the head's audit rows about it (fence, drain,
-force-free, kill, preempt, enforce; when hosts.yaml has a head), the readings the
-head stored (about one a minute, across its restarts) and those the probe took. With
+and NVML's events, and with a head those the head received) with what it means, the
+problems there are now with when each was first seen (with a head, the head's board:
+first seen is when the head first saw it; without one, this probe's checks), the
+head's audit rows about it (fence, drain, force-free, kill, preempt, enforce), the
+readings the head stored (about one a minute, across its restarts) and those the
+probe took. With
 ``gputui health --json`` and ``gputui audit --json`` that is what an incident
 report needs.
 """
@@ -24,7 +26,8 @@ from typing import Any
 from gputui.cli_health import EXIT_ERROR, probe
 from gputui.config import Config, ConfigError, find_config, load_config
 from gputui.durations import ago
-from gputui.health.board import HealthBoard
+from gputui.health.board import HealthBoard, Problem
+from gputui.health.head_answer import HeadBoard
 from gputui.health.xid import info
 from gputui.protocol import GpuSample
 from gputui.telemetry import HostSnapshot
@@ -90,8 +93,18 @@ def main(args: argparse.Namespace) -> int:
     only = config.model_copy(update={"hosts": [h for h in config.hosts if h.name == host]})
     snap = asyncio.run(probe(only, args.wait, progress=False)).get(host)
     notes: list[str] = []
-    entries = timeline(snap, config, gpu, since, notes=notes, now=now) if snap is not None else []
-    entries += _audit(config, args.hosts, host=host, gpu=gpu, since=since, notes=notes)
+    head = _head(config, args.hosts, host=host, gpu=gpu, since=since, notes=notes)
+    board = head.board if head is not None else None
+    entries = (
+        timeline(snap, config, gpu, since, notes=notes, now=now, board=board)
+        if snap is not None
+        else []
+    )
+    if head is not None:
+        if snap is None and board is not None:
+            entries += _problems(board.problems(), gpu, since)
+        entries += _head_xids(head.events, entries, gpu)
+        entries += head.entries
     entries.sort(key=lambda e: e.time)
     if args.json:
         out = {
@@ -127,8 +140,10 @@ def timeline(
     *,
     notes: list[str],
     now: float,
+    board: HeadBoard | None = None,
 ) -> list[Entry]:
-    """What the host says: boot, Xids, the problems now, its readings now."""
+    """What the host says: boot, Xids, the problems now (``board``'s, the head's, when
+    given; else this probe's checks of ``snap``), its readings now."""
     out: list[Entry] = []
     if snap.status.is_problem:
         notes.append(
@@ -147,18 +162,29 @@ def timeline(
         if event.text:
             text += f" -- {clean(event.text, 200)}"
         out.append(Entry(event.time, "xid", event.gpu_index, text))
-    board = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
-    board.observe(snap, now)
-    for problem in board.problems():
-        f = problem.finding
-        if gpu is not None and f.gpu not in (None, gpu):
-            continue
-        text = f"{f.severity.upper()} {f.title}: {f.action}"
-        out.append(Entry(max(problem.first_seen, since), "problem", f.gpu, clean(text, 300)))
+    if board is not None:
+        out += _problems(board.problems(), gpu, since)
+    else:
+        own = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
+        own.observe(snap, now)
+        out += _problems(own.problems(), gpu, since)
     if snap.sample is not None:
         for g in snap.sample.gpus:
             if gpu is None or g.index == gpu:
                 out.append(Entry(snap.sample.time or now, "sample", g.index, _reading(g)))
+    return out
+
+
+def _problems(problems: list[Problem], gpu: int | None, since: float) -> list[Entry]:
+    out = []
+    for problem in problems:
+        f = problem.finding
+        if gpu is not None and f.gpu not in (None, gpu):
+            continue
+        text = f"{f.severity.upper()} {f.title}: {f.action}"
+        if problem.count > 1:
+            text += f" ({problem.count} times)"
+        out.append(Entry(max(problem.first_seen, since), "problem", f.gpu, clean(text, 300)))
     return out
 
 
@@ -180,7 +206,17 @@ def _reading(g: GpuSample) -> str:
     return ", ".join(bits)
 
 
-def _audit(
+@dataclass(slots=True)
+class HeadFacts:
+    """What the head answered: its board of the host (None: it could not say), the Xids
+    it received, and its audit rows and kept readings as entries."""
+
+    board: HeadBoard | None
+    events: list[dict[str, Any]]
+    entries: list[Entry]
+
+
+def _head(
     config: Config,
     hosts_file: str | None,
     *,
@@ -188,13 +224,14 @@ def _audit(
     gpu: int | None,
     since: float,
     notes: list[str],
-) -> list[Entry]:
-    """The head's audit rows naming the host (or the GPU), when there is a head."""
+) -> HeadFacts | None:
+    """The head's board of the host, its audit rows, readings and Xids (None: no head)."""
     if config.head is None:
         notes.append("no head in hosts.yaml: no audit rows")
-        return []
+        return None
     from gputui.scheduler.client import HeadClient, HeadError, socket_path
 
+    fallback = "problems as this probe sees them now (first seen: now)"
     try:
         with HeadClient(socket_path(None, hosts_file)) as client:
             answer = client.call("audit", {"since": since, "limit": MAX_AUDIT})
@@ -202,12 +239,54 @@ def _audit(
             if gpu is not None:
                 args["gpu"] = gpu
             kept = client.call("incident", args)
+            health = client.call("health", {"hosts": [host]})
     except HeadError as exc:
-        notes.append(f"no audit rows or past readings: {clean(exc.message, 200)}")
-        return []
+        notes.append(f"no audit rows, past readings or board: {clean(exc.message, 200)}")
+        notes.append(f"the head did not answer: {fallback}")
+        return HeadFacts(None, [], [])
     except OSError as exc:
-        notes.append(f"no audit rows or past readings: head unreachable ({clean(str(exc), 200)})")
-        return []
+        notes.append(
+            f"no audit rows, past readings or board: head unreachable ({clean(str(exc), 200)})"
+        )
+        notes.append(f"the head did not answer: {fallback}")
+        return HeadFacts(None, [], [])
+    board = HeadBoard(health) if isinstance(health, dict) else None
+    raw = kept.get("events") if isinstance(kept, dict) else None
+    events = [e for e in raw[:10_000] if isinstance(e, dict)] if isinstance(raw, list) else []
+    entries = _audit_rows(answer, host=host, gpu=gpu) + _readings(kept, since, notes)
+    return HeadFacts(board, events, entries)
+
+
+def _head_xids(events: list[dict[str, Any]], have: list[Entry], gpu: int | None) -> list[Entry]:
+    """The Xids and SXids the head received, but those this probe has too."""
+    seen = {(e.gpu, e.text.partition(" (")[0], round(e.time)) for e in have if e.kind == "xid"}
+    out = []
+    for e in events:
+        when, index = e.get("time"), e.get("gpu")
+        xid, sxid = e.get("xid"), e.get("sxid")
+        if isinstance(when, bool) or not isinstance(when, int | float):
+            continue
+        index = index if isinstance(index, int) and 0 <= index < 1024 else None
+        if gpu is not None and index not in (None, gpu):
+            continue
+        source = clean(str(e.get("source") or "?"), 16)
+        text = clean(str(e.get("text") or ""), 200)
+        if isinstance(xid, int) and not isinstance(xid, bool) and 0 <= xid < 1 << 16:
+            if (index, f"Xid {xid}", round(when)) in seen:
+                continue
+            line = f"Xid {xid} ({info(xid).kind}, {source}, received by the head): "
+            line += info(xid).meaning
+        elif isinstance(sxid, int) and not isinstance(sxid, bool) and 0 <= sxid < 1 << 16:
+            bus = clean(str(e.get("bus_id") or "?"), 32)
+            line = f"SXid {sxid} on NVSwitch {bus} ({source}, received by the head)"
+        else:
+            continue
+        out.append(Entry(float(when), "xid", index, line + (f" -- {text}" if text else "")))
+    return out
+
+
+def _audit_rows(answer: Any, *, host: str, gpu: int | None) -> list[Entry]:
+    """The head's audit rows naming the host (or the GPU)."""
     wanted = {host} if gpu is None else {f"{host}:{gpu}", host}
     out = []
     rows = answer.get("rows") if isinstance(answer, dict) else None
@@ -227,7 +306,7 @@ def _audit(
         if isinstance(outcome, str) and outcome:
             text += f" -> {clean(outcome, 200)}"
         out.append(Entry(float(when), "audit", gpu, text))
-    return out + _readings(kept, since, notes)
+    return out
 
 
 def _readings(kept: Any, since: float, notes: list[str]) -> list[Entry]:

@@ -86,10 +86,10 @@ class HealthBoard:
         self._seen: dict[str, tuple[float, float, int]] = {}
         """Finding key -> (first, last, count) given by the finding itself (Xids)."""
         self._tracks: dict[str, Track] = {}
+        self._by_host: dict[str, set[str]] = {}
+        """Host -> the keys of its active tracks from its own checks (not ``set_outside``'s):
+        what ``observe`` may end, found without a walk over every track."""
         self._acks: dict[str, Ack] = {}
-        self._shared: dict[str, Ack] | None = None
-        """Acknowledgements as the board that keeps them says (the head's): when set,
-        they stand for this board's own."""
         self._health: dict[str, GpuSample] = {}
         self._slow_minutes: dict[str, set[int]] = {}
         self._links: dict[str, dict[int, tuple[int | None, ...]]] = {}
@@ -105,10 +105,11 @@ class HealthBoard:
         findings = self._host_now(snap, now)
         self._findings[snap.name] = findings
         keys = {f.key for f in findings}
-        prefix = f"{snap.name}:"
-        for key, track in self._tracks.items():
-            if key.startswith(prefix) and key not in keys and key not in self._outside:
-                track.active = False
+        active = self._by_host.get(snap.name, set())
+        for key in active - keys:
+            if key not in self._outside:
+                self._tracks[key].active = False
+        self._by_host[snap.name] = {k for k in keys if k not in self._outside}
         self._touch(findings, now)
 
     def set_outside(self, findings: list[Finding], now: float) -> None:
@@ -148,6 +149,10 @@ class HealthBoard:
         self._tracks = {key: replace(track) for key, track in tracks.items()}
         self._acks = dict(acks)
         self._outside = {k for k, t in tracks.items() if t.outside and t.active}
+        self._by_host = {}
+        for key, track in tracks.items():
+            if track.active and not track.outside:
+                self._by_host.setdefault(key.partition(":")[0], set()).add(key)
 
     def prune(self, before: float) -> list[str]:
         """Forget the tracks last seen before ``before`` (not showing now); their keys."""
@@ -157,6 +162,7 @@ class HealthBoard:
             del self._tracks[key]
             self._acks.pop(key, None)
             self._outside.discard(key)
+            self._by_host.get(key.partition(":")[0], set()).discard(key)
         return gone
 
     def forget(self, host: str) -> None:
@@ -359,11 +365,7 @@ class HealthBoard:
                 )
                 problem = Problem(finding, first, last, count)
                 ack = self._acks.get(finding.key)
-                if self._shared is not None:
-                    shared = self._shared.get(finding.key)
-                    if shared is not None:
-                        problem = replace(problem, ack=shared)
-                elif ack is not None:
+                if ack is not None:
                     if ack.fingerprint == problem.fingerprint():
                         problem = replace(problem, ack=ack)
                     else:
@@ -386,16 +388,6 @@ class HealthBoard:
                 self._acks[key] = Ack(by, note, now, problem.fingerprint())
                 return True
         return False
-
-    def share_acks(self, acks: Mapping[str, Ack] | None) -> None:
-        """Take the acknowledgements from the board that keeps them (the head's, which
-        drops one when its problem changes): a problem is then acknowledged as that
-        board says, not as this one remembers. None: this board's own again."""
-        self._shared = None if acks is None else dict(acks)
-
-    def share_ack(self, key: str, ack: Ack) -> None:
-        """One acknowledgement the keeping board just took (shown before it is next read)."""
-        self._shared = {**(self._shared or {}), key: ack}
 
     def unknown(self) -> dict[str, list[tuple[int, str, str]]]:
         """Per host: (GPU index, check, why) for checks that apply to its cards and

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from gputui.text import clean
@@ -112,6 +113,10 @@ class HeadBoard:
 
     def worst(self) -> str:
         return worst(self._problems)
+
+    def acknowledged(self, key: str, ack: Ack) -> None:
+        """The head just took ``ack`` for problem ``key`` (until the board is read again)."""
+        self._problems = [replace(p, ack=ack) if p.key == key else p for p in self._problems]
 
     def acks(self) -> dict[str, Ack]:
         """Each acknowledged problem's key and who acknowledged it, and why."""

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gputui.protocol import Event
 from gputui.telemetry import HostSnapshot, HostStatus
 
 EVERY_S = 60.0
@@ -38,6 +39,9 @@ PRUNE_TURNS = 64
 flush: a pass over a host's rows each, ~4 ms for 8 GPUs at 488 readings)."""
 THROTTLE_MAX = 256
 UUID_MAX = 96
+EVENTS_PER_HOST = 500
+"""The Xids and SXids the head received from a host that it holds (the newest; in
+memory, since the head's start: a kernel log's history comes again with a reconnect)."""
 READINGS_SEQ = "readings_seq"
 """The ``meta`` key of the number of the newest reading stored."""
 
@@ -121,6 +125,8 @@ class Kept:
     share: int
     unstored: dict[int, tuple[Reading, ...]] = field(default_factory=dict)
     """GPU index -> its readings not stored yet (known GPUs with none: empty)."""
+    events: tuple[Event, ...] = ()
+    """The Xids and SXids the head received from the host, oldest first."""
 
 
 class History:
@@ -141,6 +147,8 @@ class History:
         self.sending = 0
         """Readings up to this number are handed to the writer."""
         self._turn = 0
+        self._events: dict[str, dict[tuple[object, ...], Event]] = {}
+        self._events_from: dict[str, tuple[Event, ...]] = {}
 
     def load(self, seq: int, gpus: Iterable[tuple[str, int, float, float]]) -> None:
         """What the store holds: the newest number, and per GPU (host, index, the time of
@@ -157,6 +165,8 @@ class History:
         return self._per
 
     def record(self, snap: HostSnapshot) -> None:
+        if snap.events and snap.events is not self._events_from.get(snap.name):
+            self._hold_events(snap.name, snap.events)
         sample = snap.sample
         if sample is None or sample.time is None or snap.status is not HostStatus.LIVE:
             return
@@ -187,6 +197,18 @@ class History:
                     gpu.ecc_uncorrected,
                 )
             )
+
+    def _hold_events(self, host: str, events: tuple[Event, ...]) -> None:
+        """The host's Xids and SXids (its link sends the newest few hundred with every
+        snapshot): each held once, the newest ``EVENTS_PER_HOST``."""
+        self._events_from[host] = events
+        held = self._events.setdefault(host, {})
+        for e in events:
+            if (e.xid is not None or e.sxid is not None) and e.time is not None:
+                held.setdefault((e.time, e.source, e.xid, e.sxid, e.gpu_uuid, e.pci_bus_id), e)
+        if len(held) > EVENTS_PER_HOST:
+            newest = sorted(held.items(), key=lambda kv: kv[1].time or 0.0)[-EVENTS_PER_HOST:]
+            self._events[host] = dict(newest)
 
     def _share(self, gpus: int) -> int:
         """Each GPU's share of the budget once there are ``gpus``; a smaller share cuts
@@ -237,7 +259,10 @@ class History:
             for (name, index), kept in sorted(self._gpus.items())
             if name == host and (gpu is None or index == gpu)
         }
-        return Kept(host, self.every_s, self.started, self._per, unstored)
+        events = sorted(self._events.get(host, {}).values(), key=lambda e: e.time or 0.0)
+        if gpu is not None:
+            events = [e for e in events if e.gpu_index in (None, gpu) or e.sxid is not None]
+        return Kept(host, self.every_s, self.started, self._per, unstored, tuple(events))
 
     def readings(self, host: str, gpu: int | None, since: float) -> Iterator[tuple[int, Reading]]:
         """(GPU index, reading) held of ``host`` (one GPU of it, or all) since ``since``."""
@@ -274,8 +299,8 @@ def incident_view(
     tx: StoredReadings | None = None,
     cutoff: float | None = None,
 ) -> dict[str, Any]:
-    """The ``incident`` answer: the readings kept (none older than ``cutoff``), and
-    since when the head has kept any."""
+    """The ``incident`` answer: the readings kept (none older than ``cutoff``), since
+    when the head has kept any, and the Xids and SXids it received since ``since``."""
     kept = history.kept(host, gpu) if isinstance(history, History) else history
     start = since if cutoff is None else max(since, cutoff)
     started = kept.started
@@ -288,5 +313,19 @@ def incident_view(
             {"gpu": index, **reading.view()}
             for index, reading in merged(kept, tx)
             if reading.time >= start
+        ],
+        "events": [
+            {
+                "time": e.time,
+                "source": e.source,
+                "gpu": e.gpu_index,
+                "uuid": e.gpu_uuid,
+                "xid": e.xid,
+                "sxid": e.sxid,
+                "bus_id": e.pci_bus_id,
+                "text": e.text,
+            }
+            for e in kept.events
+            if e.time is not None and e.time >= since
         ],
     }

@@ -15,6 +15,7 @@ import contextlib
 import gc
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ from gputui.health.board import HealthBoard
 from gputui.protocol import HelperRequest, IntervalResult, ProcessSample, Signal, SignalResult
 from gputui.telemetry import HostControl, HostSnapshot, R, RequestOutcome, TelemetrySource
 from gputui.ui.head_actions import HeadActions
-from gputui.ui.health_acks import ACKS_EVERY_S, HealthAcks
+from gputui.ui.health_acks import HealthAcks, SharedBoard
 from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.health import HealthScreen
@@ -50,7 +51,7 @@ from gputui.ui.widgets.gpu_grid import GpuGrid
 
 CLOSE_TIMEOUT_S = 5.0
 HEALTH_EVERY_S = 2.0
-"""How often the health checks run on the snapshots that came meanwhile."""
+"""How often the health checks run on the snapshots that came meanwhile (no head)."""
 SLICE_S = 0.005
 """Longest the app applies snapshots in one go; input waiting is handled before the rest."""
 SLICE_CHECK_EVERY = 4
@@ -174,10 +175,16 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
         """Applied to the model, not yet shown: the rest of their burst is still coming."""
         self._last_tick = self._last_data = -math.inf
         self.health = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
-        """Every problem in the cluster (the ``h`` view), fed the latest snapshots."""
+        """Every problem in the cluster (the ``h`` view without a head), fed the latest
+        snapshots."""
+        self.head_board = SharedBoard()
+        """The head's board as last read (the ``h`` view with a head)."""
         self.login = _login()
         """Who acknowledges a problem where there is no head."""
         self._health_pending: dict[str, HostSnapshot] = {}
+        self._judging: deque[HostSnapshot] = deque()
+        """The round of health checks under way, in slices (``judge_health``)."""
+        self._judge_next: asyncio.TimerHandle | None = None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -251,7 +258,8 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
         apply, changes = self.model.apply, self._changes
         deadline = time.perf_counter() + SLICE_S
         left = iter(snapshots.values())
-        health = self._health_pending
+        # With a head, the health view shows the head's board: nothing to judge here.
+        health = self._health_pending if self.config.head is None else {}
         for snapshot in left:
             changes.append(apply(snapshot))
             health[snapshot.name] = snapshot
@@ -287,38 +295,35 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
             self._last_tick = now
         self.main.hosts_changed(changes, tick=tick)
 
-    def judge_health(self) -> None:
-        """Run the health checks on what came since the last time (every few seconds:
-        a board of a few thousand GPUs would be too much work at every sample)."""
-        pending, self._health_pending = self._health_pending, {}
-        now = self.clock()
-        for snapshot in pending.values():
-            self.health.observe(snapshot, now)
+    def judge_health(self, *, at_once: bool = False) -> None:
+        """Run the health checks on the snapshots that came since the last round
+        (every few seconds: a board of a few thousand GPUs is too much work at every
+        sample), in slices of ``SLICE_S`` with input handled in between, so a key is
+        never stuck behind a round; ``at_once``: finish the round now.
 
-    def action_health(self) -> None:
-        if any(isinstance(screen, HealthScreen) for screen in self.screen_stack):
+        With a head there is nothing to do: the health view shows the head's board."""
+        if self.head_link is not None:
+            self._health_pending.clear()
             return
-        self.judge_health()
-        with_head = self.head_link is not None
-        self.push_screen(
-            HealthScreen(
-                self.health,
-                clock=self.clock,
-                user=self.login,
-                may_acknowledge=self._may_ack,
-                acknowledge=self.acknowledge_problem,
-                refresh_acks=self.refresh_head_acks if with_head else None,
-                refresh_acks_s=ACKS_EVERY_S,
-            )
-        )
+        if self._judging and not at_once:
+            return  # the last round is still going: what came meanwhile waits for the next
+        self._judging.extend(self._health_pending.values())
+        self._health_pending = {}
+        self._judge_slice(at_once=at_once)
 
-    def _may_ack(self) -> str | None:
-        """With a head, only its admins acknowledge problems (as the head says who is)."""
-        link = self.head_link
-        view = link.view if link is not None else None
-        if view is not None and not view.me.admin:
-            return f"only admins acknowledge problems ({view.me.user} is not one)"
-        return None
+    def _judge_slice(self, *, at_once: bool = False) -> None:
+        if self._judge_next is not None:
+            self._judge_next.cancel()
+            self._judge_next = None
+        todo, observe = self._judging, self.health.observe
+        now = self.clock()
+        deadline = math.inf if at_once else time.perf_counter() + SLICE_S
+        while todo:
+            observe(todo.popleft(), now)
+            if todo and time.perf_counter() > deadline:
+                loop = asyncio.get_running_loop()
+                self._judge_next = loop.call_later(SLICE_GAP_S, self._judge_slice)
+                return
 
     def _on_tick_timer(self) -> None:
         now = time.monotonic()

@@ -21,13 +21,11 @@ from textual.css.query import NoMatches
 
 from gputui.config import Config
 from gputui.explain_text import explain_pairs
-from gputui.health.board import HealthBoard
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
 from gputui.ui.drain_actions import DrainActions
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head_flags import by_gpu
-from gputui.ui.head_health import head_findings
 from gputui.ui.head_link import HeadLink, HeadNotice, HeadState, HeadUnreachable
 from gputui.ui.head_view import FINAL_STATES, HeadView, env_line
 from gputui.ui.model import ClusterModel
@@ -56,7 +54,6 @@ class HeadActions(DrainActions):
     config: Config
     model: ClusterModel
     clock: Callable[[], float]
-    health: HealthBoard
     head_link: HeadLink | None = None
     submit_defaults: tuple[str | None, str] = (None, "")
     """(cwd, command) the enqueue form starts with (the demo sets its own job)."""
@@ -109,8 +106,6 @@ class HeadActions(DrainActions):
         rows += self.model.set_head_states(
             {g.uuid: g.state for g in view.gpus if g.state in ("unhealthy", "drained")}
         )
-        now = self.clock()
-        self.health.set_outside(head_findings(view, now), now)
         running, pending = view.counts()
         mine = sum(1 for c in view.claims if c.user == view.me.user and c.state == "active")
         line = f"{running} running, {pending} waiting"

@@ -1,14 +1,17 @@
-"""Acknowledging health problems from the console: at the head when there is one.
+"""The health view with a head: the head's board, and acknowledging problems on it.
 
-Without a head an acknowledgement lives in this console's board. With a head, the
-head's board keeps them (in its database, for every console and ``gputui health``):
-``a`` sends ``health_ack``, and while the health view is open the console reads the
-head's acknowledgements every few seconds, so one admin's note shows on every
-admin's screen and goes when the head drops it (the problem changed).
+Without a head the console judges its own snapshots (``HealthBoard``) and an
+acknowledgement lives in this console's board. With a head, the view shows the
+head's board (``SharedBoard``): the same problems ``gputui health`` and every other
+console show, first seen when the head first saw them, with the head's own (fences,
+drains, flagged processes, idle jobs) and the Xids it received. While the view is open
+it reads the board every few seconds; ``a`` sends ``health_ack``, which the head keeps
+(in its database, for every console) and drops when the problem changes.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,16 +21,81 @@ from gputui.scheduler.client import HeadError
 from gputui.text import clean
 from gputui.ui.head_link import HeadLink
 from gputui.ui.head_requests import HeadRequests
+from gputui.ui.screens.health import HealthScreen
 
-ACKS_EVERY_S = 5.0
-"""How often the open health view reads the head's acknowledgements."""
+HEAD_BOARD_EVERY_S = 5.0
+"""How often the open health view reads the head's board."""
+
+
+class SharedBoard:
+    """The head's board as this console last read it (what the view shows with a head)."""
+
+    def __init__(self) -> None:
+        self.board: HeadBoard | None = None
+        self.read_at: float | None = None
+        self.failure: str | None = None
+        """Why the last read failed (None: it did not)."""
+
+    def problems(self) -> list[Problem]:
+        return [] if self.board is None else self.board.problems()
+
+    def unknown(self) -> dict[str, list[tuple[int, str, str]]]:
+        return {} if self.board is None else self.board.unknown()
+
+    def take(self, answer: Mapping[str, Any], now: float) -> None:
+        self.board, self.read_at, self.failure = HeadBoard(answer), now, None
+
+    def acknowledged(self, key: str, ack: Ack) -> None:
+        """One acknowledgement the head just took (shown before the board is next read)."""
+        if self.board is not None:
+            self.board.acknowledged(key, ack)
+
+    def note(self) -> tuple[bool, str]:
+        """(whether there is a board to show, a line about where it comes from)."""
+        if self.board is None:
+            why = f": {self.failure}" if self.failure else "…"
+            return False, f"reading the head's board{why}"
+        if self.failure is not None and self.read_at is not None:
+            at = time.strftime("%H:%M:%S", time.localtime(self.read_at))
+            return True, f"the head's board as read at {at} ({self.failure})"
+        return True, "the head's board"
 
 
 class HealthAcks(HeadRequests):
-    """Acknowledgements for ``GpuTuiApp`` (a mixin)."""
+    """The head's board and acknowledgements for ``GpuTuiApp`` (a mixin)."""
 
     health: HealthBoard
+    head_board: SharedBoard
     login: str = ""
+
+    def judge_health(self, *, at_once: bool = False) -> None: ...
+
+    def action_health(self) -> None:
+        """``h``: the health view, of the head's board with a head, else this console's."""
+        if any(isinstance(screen, HealthScreen) for screen in self.screen_stack):
+            return
+        self.judge_health(at_once=True)
+        link = self.head_link
+        self.push_screen(
+            HealthScreen(
+                self.health if link is None else self.head_board,
+                clock=self.clock,
+                user=self.login,
+                may_acknowledge=self._may_ack,
+                acknowledge=self.acknowledge_problem,
+                refresh_board=None if link is None else self.refresh_head_board,
+                refresh_board_s=HEAD_BOARD_EVERY_S,
+                note=None if link is None else self.head_board.note,
+            )
+        )
+
+    def _may_ack(self) -> str | None:
+        """With a head, only its admins acknowledge problems (as the head says who is)."""
+        link = self.head_link
+        view = link.view if link is not None else None
+        if view is not None and not view.me.admin:
+            return f"only admins acknowledge problems ({view.me.user} is not one)"
+        return None
 
     def acknowledge_problem(self, problem: Problem, note: str, shown: Callable[[], None]) -> None:
         """Acknowledge ``problem`` with ``note``; ``shown`` once the board has it."""
@@ -56,7 +124,7 @@ class HealthAcks(HeadRequests):
             self.clock(),
             (),
         )
-        self.health.share_ack(problem.key, ack)
+        self.head_board.acknowledged(problem.key, ack)
         self.notify(
             f"{clean(problem.finding.title, 96)}: acknowledged at the head",
             title="acknowledged",
@@ -64,18 +132,22 @@ class HealthAcks(HeadRequests):
         )
         shown()
 
-    def refresh_head_acks(self) -> None:
-        """Read the head's acknowledgements again (when it is up; quietly otherwise:
-        the last ones read stay)."""
+    def refresh_head_board(self) -> None:
+        """Read the head's board again (when it is up; otherwise the last one read
+        stays, and the view says since when)."""
         link = self.head_link
-        if link is None or not link.connected:
+        if link is None:
             return
-        self.ask_in_worker("health-acks", "reading the head's acknowledgements", self._acks(link))
+        if not link.connected:
+            self.head_board.failure = "the head is unreachable"
+            return
+        self.ask_in_worker("health-board", "reading the head's health board", self._read(link))
 
-    async def _acks(self, link: HeadLink) -> None:
+    async def _read(self, link: HeadLink) -> None:
         try:
             answer: Any = await link.call("health", {})
-        except HeadError:  # the last acks read stay; the next read tries again
+        except HeadError as exc:  # the last board read stays; the next read tries again
+            self.head_board.failure = clean(exc.message, 120)
             return
         if isinstance(answer, Mapping):
-            self.health.share_acks(HeadBoard(answer).acks())
+            self.head_board.take(answer, self.clock())

@@ -18,6 +18,7 @@ from ui_helpers import grid_line, select, until
 from gputui.config import Config
 from gputui.demo.cluster import DemoCluster
 from gputui.fleet.fleet import Fleet
+from gputui.health.board import Problem
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow
 from gputui.ui.screens.audit import AuditRow, AuditScreen, parse_rows
@@ -90,10 +91,15 @@ async def test_a_drained_card_shows_in_the_grid_and_the_health_view() -> None:
             assert "DRAIN" not in grid_line(app, f"{host}:0")
             await pilot.press("h")
             await until(pilot, lambda: isinstance(app.screen, HealthScreen), "the health view")
-            app.judge_health()
-            drained = [p for p in app.health.problems() if p.finding.code == "drained"]
-            assert [(p.finding.gpu, p.finding.severity) for p in drained] == [(1, "info")]
-            assert "fan noise" in drained[0].finding.title
+            view = app.screen
+            assert isinstance(view, HealthScreen)
+
+            def drained() -> list[Problem]:
+                return [p for p in view.problems if p.finding.code == "drained"]
+
+            await until(pilot, drained, "the head's drained problem", DEADLINE_S)
+            assert [(p.finding.gpu, p.finding.severity) for p in drained()] == [(1, "info")]
+            assert "fan noise" in drained()[0].finding.title
             # D again undrains it.
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is app.main, "back to the grid")

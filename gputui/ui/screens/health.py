@@ -5,18 +5,20 @@ the cards cannot answer), the table of problems worst first (severity, host, GPU
 problem, first seen, last seen, count, acknowledged), and the selected problem in
 full: what it means, what to do, its figures, who acknowledged it and why.
 
-The rows come from the app's ``HealthBoard`` (``gputui.health.board``), which takes
-every host snapshot as it arrives; the screen reads it again each second. ``a``
-acknowledges the selected problem with a note; it stays acknowledged until the
-problem changes. With a head the acknowledgement is the head's (kept for every
-console), and the view reads the head's acknowledgements every few seconds.
+The rows come from a board the screen reads again each second: without a head the
+app's own ``HealthBoard`` (``gputui.health.board``), fed the hosts' snapshots; with a
+head the head's board as last read (``gputui.ui.health_acks.SharedBoard``), read
+every few seconds while the view is open, so first seen is when the head first saw
+a problem. The header counts the rows of the list. ``a`` acknowledges the selected
+problem with a note; it stays acknowledged until the problem changes. With a head
+the acknowledgement is the head's (kept for every console).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -27,6 +29,15 @@ from textual.widgets import DataTable, Footer, Static
 from gputui.health.board import HealthBoard, Problem
 from gputui.text import clean
 from gputui.ui.screens.confirm import ReasonScreen
+
+
+class Board(Protocol):
+    """What the view reads: ``HealthBoard``, or the head's as last read."""
+
+    def problems(self) -> list[Problem]: ...
+
+    def unknown(self) -> dict[str, list[tuple[int, str, str]]]: ...
+
 
 Acknowledge = Callable[[Problem, str, Callable[[], None]], None]
 """Acknowledge a problem with a note; the callable given is called once it shows."""
@@ -59,24 +70,27 @@ class HealthScreen(Screen[None]):
 
     def __init__(
         self,
-        board: HealthBoard,
+        board: Board,
         *,
         clock: Callable[[], float] = time.time,
         user: str = "",
         refresh_s: float = REFRESH_S,
         may_acknowledge: Callable[[], str | None] = lambda: None,
         acknowledge: Acknowledge | None = None,
-        refresh_acks: Callable[[], None] | None = None,
-        refresh_acks_s: float = 5.0,
+        refresh_board: Callable[[], None] | None = None,
+        refresh_board_s: float = 5.0,
+        note: Callable[[], tuple[bool, str]] | None = None,
     ) -> None:
         """``may_acknowledge``: None when this user may acknowledge, else why not.
         ``acknowledge``: where an acknowledgement goes (the head); by default this
-        board. ``refresh_acks``: called every ``refresh_acks_s`` while the view is
-        open, to read acknowledgements kept elsewhere."""
+        board. ``refresh_board``: called at once and every ``refresh_board_s`` while
+        the view is open, to read a board kept elsewhere (the head's). ``note``:
+        whether there is a board to show yet, and a line on where it comes from."""
         super().__init__()
         self.acknowledge = acknowledge
-        self.refresh_acks = refresh_acks
-        self.refresh_acks_s = refresh_acks_s
+        self.refresh_board = refresh_board
+        self.refresh_board_s = refresh_board_s
+        self.note = note
         self.board = board
         self.clock = clock
         self.user = user
@@ -103,9 +117,9 @@ class HealthScreen(Screen[None]):
             table.add_column(label, width=width or problem, key=label)
         self.reload()
         self.set_interval(self.refresh_s, self.reload, name="health")
-        if self.refresh_acks is not None:
-            self.refresh_acks()
-            self.set_interval(self.refresh_acks_s, self.refresh_acks, name="health-acks")
+        if self.refresh_board is not None:
+            self.refresh_board()
+            self.set_interval(self.refresh_board_s, self.refresh_board, name="health-board")
         table.focus()
 
     def reload(self) -> None:
@@ -152,8 +166,13 @@ class HealthScreen(Screen[None]):
         return None if problem is None else problem.key
 
     def _show_status(self) -> None:
-        counts = {s: sum(1 for p in self.problems if p.finding.severity == s) for s in _WORD}
+        """The counts of the rows listed (one count per row, so they add up to the list)."""
+        ready, said = self.note() if self.note is not None else (True, "")
         line = Text()
+        if not ready:
+            self.query_one("#health-status", Static).update(Text(said, "dim"))
+            return
+        counts = {s: sum(1 for p in self.problems if p.finding.severity == s) for s in _WORD}
         if not self.problems:
             line.append("No problems", "bold green")
         for severity, one, many in (
@@ -172,13 +191,17 @@ class HealthScreen(Screen[None]):
             gpus = sum(len({gpu for gpu, _, _ in items}) for items in unknown.values())
             listed = ", ".join(checks)
             line.append(f"   not checked on {gpus} GPUs (unknown, not ok): {listed}", "dim")
+        if said:
+            line.append(f"   ({said})", "dim")
         self.query_one("#health-status", Static).update(line)
 
     def _show_detail(self) -> None:
         detail = self.query_one("#health-detail", Static)
         problem = self._selected_problem()
         if problem is None:
-            detail.update(Text("Every check passed on every host that answered.", "dim"))
+            ready = self.note()[0] if self.note is not None else True
+            passed = "Every check passed on every host that answered." if ready else ""
+            detail.update(Text(passed, "dim"))
             return
         f = problem.finding
         where = clean(f.host, 64) + ("" if f.gpu is None else f" GPU {f.gpu}")
@@ -223,7 +246,9 @@ class HealthScreen(Screen[None]):
                 return
             if self.acknowledge is not None:
                 self.acknowledge(problem, note, self.reload)
-            elif self.board.acknowledge(problem.key, self.user or "you", note, self.clock()):
+            elif isinstance(self.board, HealthBoard) and self.board.acknowledge(
+                problem.key, self.user or "you", note, self.clock()
+            ):
                 self.reload()
 
         self.app.push_screen(ReasonScreen(question, "Acknowledge"), done)
