@@ -233,6 +233,10 @@ class HealthThresholds(_Model):
     """PCIe replays (link retransmissions) tolerated before a warning."""
     expect_persistence: bool = False
     """true: persistence mode off is a warning (set it where the driver should stay loaded)."""
+    fence_fabric: bool = True
+    """true: a head fences a GPU whose NVSwitch fabric registration is not ready or failed."""
+    fence_nvlink_down: bool = True
+    """true: a head fences a GPU on an NVSwitch fabric with an NVLink down."""
     claim_idle_minutes: Annotated[float, Field(gt=0, le=10080)] = 10.0
     """An active claim with no process of its owner on its GPUs this long is a health
     finding (the head releases it later, at ``head.claim_idle_minutes``)."""

@@ -211,7 +211,7 @@ def links(
                 str(replays),
             )
         )
-    down = [link.link for link in health.nvlinks or () if link.active is False]
+    down = nvlinks_down(health)
     if down:
         out.append(
             _f(
@@ -239,11 +239,8 @@ def links(
                 ",".join(map(str, grew)),
             )
         )
-    state = health.fabric_state
-    if state in ("not-started", "in-progress") or (
-        state == "completed" and health.fabric_status is not None
-    ):
-        what = f"failed ({health.fabric_status})" if state == "completed" else state
+    what = fabric_trouble(health)
+    if what is not None:
         out.append(
             _f(
                 "fabric",
@@ -253,7 +250,23 @@ def links(
                 f"NVSwitch fabric not ready: {what}",
                 "the GPU is not registered with the NVLink fabric: multi-GPU jobs fail",
                 "check nvidia-fabricmanager on the host (systemctl status nvidia-fabricmanager)",
-                what or "",
+                what,
             )
         )
     return out
+
+
+def nvlinks_down(health: GpuSample) -> list[int]:
+    """The NVLinks a health reading says are down (inactive)."""
+    return [link.link for link in health.nvlinks or () if link.active is False]
+
+
+def fabric_trouble(health: GpuSample) -> str | None:
+    """What is wrong with the card's NVSwitch fabric registration (None: nothing, or
+    no fabric): ``not-started``, ``in-progress`` or ``failed (STATUS)``."""
+    state = health.fabric_state
+    if state in ("not-started", "in-progress"):
+        return state
+    if state == "completed" and health.fabric_status is not None:
+        return f"failed ({health.fabric_status})"
+    return None

@@ -74,9 +74,10 @@ class Gpu(SQLModel, table=True):
     fence_clears: str | None = Field(default=None, max_length=16)
     """``condition``: lifted once a sample no longer shows it; ``reboot``: once the host
     booted after ``fenced_at`` (or by an admin's unfence, either way)."""
-    fence_waived: str | None = Field(default=None, max_length=32)
-    """The fence code an admin cleared while its condition still showed: not fenced
-    again for it until the condition is gone (or, for an Xid, happens again)."""
+    fence_waived: str | None = Field(default=None, max_length=256)
+    """The fence codes an admin cleared while their conditions still showed (comma-
+    separated): not fenced again for one until its condition is gone (or, for an Xid,
+    happens again); any other condition fences it again."""
     fence_waived_at: float | None = None
     present: bool = True
 
