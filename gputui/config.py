@@ -228,7 +228,8 @@ class HealthThresholds(_Model):
     retired_pages_max: Annotated[int, Field(ge=0, le=10_000)] = 0
     """Pages retired for double-bit errors tolerated before a warning."""
     pcie_load_pct: Annotated[int, Field(ge=0, le=100)] = 50
-    """A PCIe link below its maximum counts only while the GPU is busier than this."""
+    """A PCIe link below its maximum generation counts only while the GPU is busier than
+    this (a link narrower than its maximum width counts at any load)."""
     pcie_replays_max: Annotated[int, Field(ge=0)] = 10_000
     """PCIe replays (link retransmissions) tolerated before a warning."""
     expect_persistence: bool = False

@@ -21,7 +21,7 @@ from gputui.telemetry import HostSnapshot, HostStatus
 from .finding import RANK, Finding
 from .problems import gpu_findings, host_findings, sorted_checks
 from .staleness import snapshot_is_stale
-from .xid import action, info
+from .xid import XidDedupe, action, info
 
 _HOST_ACTIONS = {
     HostStatus.HOST_KEY_CHANGED: "verify the new key with the host's admin before trusting it",
@@ -167,6 +167,13 @@ class HealthBoard:
 
     def _host_now(self, snap: HostSnapshot, now: float) -> list[Finding]:
         status = snap.status
+        if status is HostStatus.NVML_ERROR and snap.hello is not None:
+            # NVML did not start: say why in its own words (a driver/library mismatch).
+            named = host_findings(snap.name, snap.hello, expected_gpus=None, most_seen=0)
+            if named:
+                self._unknown.pop(snap.name, None)
+                self._not_applicable.pop(snap.name, None)
+                return named
         if status.is_problem:
             what = snap.message or status.value
             action_text = _HOST_ACTIONS.get(status, "check that the host is up and reachable")
@@ -311,7 +318,7 @@ class HealthBoard:
         since = self._window_start(snap, now)
         index_of = {g.uuid: g.index for g in snap.hello.gpus} if snap.hello is not None else {}
         groups: dict[tuple[int | None, int], list[Event]] = {}
-        seen: set[tuple[object, ...]] = set()
+        dedupe = XidDedupe()
         for event in snap.events:
             if event.xid is None or event.time is None or event.time < since:
                 continue
@@ -319,10 +326,8 @@ class HealthBoard:
             if gpu is None and event.gpu_uuid is not None:
                 gpu = index_of.get(event.gpu_uuid)
             # The same Xid from NVML and from the kernel log is one.
-            dedupe = (gpu, event.xid, round(event.time))
-            if dedupe in seen:
+            if dedupe.seen(gpu, event.xid, event.time, event.source):
                 continue
-            seen.add(dedupe)
             groups.setdefault((gpu, event.xid), []).append(event)
         out = []
         escalate = self.thresholds.xid_escalate_after

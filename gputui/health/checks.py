@@ -175,9 +175,13 @@ def links(
 ) -> list[Finding]:
     out: list[Finding] = []
     busy = (gpu.util_gpu or 0) > th.pcie_load_pct
-    if info is not None and busy:
+    if info is not None:
+        # An idle card lowers its link's generation to save power, never its width:
+        # a narrow link is a fault at any load, a slow one only under load.
         gen, width = gpu.pcie_gen, gpu.pcie_width
-        low_gen = gen is not None and info.pcie_max_gen is not None and gen < info.pcie_max_gen
+        low_gen = (
+            busy and gen is not None and info.pcie_max_gen is not None and gen < info.pcie_max_gen
+        )
         low_width = (
             width is not None and info.pcie_max_width is not None and width < info.pcie_max_width
         )
@@ -188,7 +192,7 @@ def links(
                     "warn",
                     host,
                     gpu,
-                    f"PCIe Gen{gen} x{width} under load "
+                    f"PCIe Gen{gen} x{width}{' under load' if busy else ''} "
                     f"(at most Gen{info.pcie_max_gen} x{info.pcie_max_width})",
                     "the link trained below its maximum: a bad riser, slot or seating",
                     "reseat the card or its riser; check the BIOS's PCIe settings",
