@@ -32,6 +32,8 @@ _HOST_ACTIONS = {
 }
 _OUTSIDE = "\0outside"
 """Where ``set_outside``'s findings are kept (no host is named so)."""
+STALE_MARK = "(last known: the host's readings are stale)"
+"""Ends the title of a GPU's problem while its host sends no fresh readings."""
 _LINK_COUNTERS = ("replay_errors", "recovery_errors", "crc_flit_errors", "crc_data_errors")
 
 
@@ -159,6 +161,12 @@ class HealthBoard:
             self._outside.discard(key)
         return gone
 
+    def seen_before(self, counts: Mapping[str, int]) -> None:
+        """How many GPUs each host had before (kept by the head across restarts): fewer
+        now is a problem, as if this board had seen them itself."""
+        for host, count in counts.items():
+            self._most_gpus[host] = max(self._most_gpus.get(host, 0), count)
+
     def forget(self, host: str) -> None:
         """A host taken out of the config: its problems go."""
         self._findings.pop(host, None)
@@ -174,7 +182,7 @@ class HealthBoard:
                 self._unknown.pop(snap.name, None)
                 self._not_applicable.pop(snap.name, None)
                 return named
-        if status.is_problem:
+        if status.is_problem and status is not HostStatus.STALE:
             what = snap.message or status.value
             action_text = _HOST_ACTIONS.get(status, "check that the host is up and reachable")
             self._unknown.pop(snap.name, None)
@@ -192,10 +200,11 @@ class HealthBoard:
                 )
             ]
         out: list[Finding] = []
-        if status is HostStatus.STALE or (
+        stale = status is HostStatus.STALE or (
             status is HostStatus.LIVE
             and snapshot_is_stale(snap, now, self.thresholds.stale_after_s)
-        ):
+        )
+        if stale:
             age = snap.age(now)
             out.append(
                 Finding(
@@ -251,6 +260,10 @@ class HealthBoard:
                 not_applicable += [(gpu.index, check) for check in moot]
         self._unknown[snap.name] = unknown
         self._not_applicable[snap.name] = not_applicable
+        if stale:
+            # A hung NVML call stops the samples: what the last one showed stays on the
+            # board, marked as last known (a critical card does not vanish).
+            out = [f if f.gpu is None else replace(f, title=f"{f.title} {STALE_MARK}") for f in out]
         out += self._xids(snap, now)
         out += self._sxids(snap, now)
         return out

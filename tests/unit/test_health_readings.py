@@ -75,3 +75,20 @@ def test_every_health_setting_is_in_hosts_example_yaml() -> None:
     assert documented == set(HealthThresholds.model_fields)
     # ... with its default, so the file reads as the defaults.
     assert HealthThresholds(**example["health"]) == HealthThresholds()
+
+
+def test_a_stale_host_keeps_its_last_known_criticals_marked_stale() -> None:
+    """A hung NVML call stops the samples: the link calls the host stale, and the board
+    keeps what the last sample showed (a lost card stays critical), marked so."""
+    from gputui.health.board import STALE_MARK
+    from gputui.telemetry import HostStatus
+
+    b = board()
+    seen(b, snap(gpu(state="lost")))
+    stale = snap(gpu(state="lost"), status=HostStatus.STALE, at=NOW - 60)
+    assert seen(b, stale) == {"lost": "crit", "stale": "warn"}
+    lost = next(p for p in b.problems() if p.finding.code == "lost")
+    assert lost.finding.title.endswith(STALE_MARK) and lost.count == 1
+    # Fresh again: the mark goes, the problem is the same one.
+    assert seen(b, snap(gpu(state="lost"))) == {"lost": "crit"}
+    assert b.problems()[0].finding.title == "GPU lost"
