@@ -4,7 +4,8 @@ SSH on loopback, or a ``local: true`` host), faults armed in the simulator.
 A condition only a health reading shows (a failed or pending row remap) is in one
 sample of every few: the fence holds between readings (one audit row, the card
 fenced throughout, a claim on it refused). An admin's unfence waives the condition
-it named and nothing else: a new condition on the same card fences it again.
+it named and nothing else: a new condition on the same card fences it again. On an
+NVSwitch system the fabric not ready and an NVLink down fence too.
 """
 
 from __future__ import annotations
@@ -165,3 +166,47 @@ async def test_an_unfence_waives_only_the_condition_it_named(plain: Cluster) -> 
 
 async def _code_is(client: AsyncHeadClient, index: int, code: str) -> bool:
     return (await _fences(client)).get(index) == code
+
+
+async def test_the_unfence_of_a_still_lost_gpu_says_so(plain: Cluster) -> None:
+    client = await plain.start()
+    await _sim(plain, "lost@3")
+    await until(lambda: _code_is(client, 3, "lost"))
+    done = await client.call("unfence", {"target": "sim01:3", "reason": "try it"})
+    assert done["outcome"] == (
+        "fence lost lifted; the GPU is still lost (NVML GpuIsLost):"
+        " no work lands there until it is back"
+    )
+    assert _fence_rows(plain)[-1][3] == done["outcome"]  # the audit row says so too
+    assert "not free" in await _claim_refused(client, "sim01:3")
+    assert (await _fences(client)).get(3) is None  # waived: not fenced again for it
+
+
+@pytest.fixture(params=["local"])
+async def nvswitch(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Cluster]:
+    """An HGX-like host: H100s on an NVSwitch fabric."""
+    async for c in _cluster(request, tmp_path, monkeypatch, ""):
+        c._data["hosts"][0]["sim"] = (
+            f"4xh100,name=fe-{uuid.uuid4().hex[:12]},fault=fabric@0,fault=nvlink-down@1"
+        )
+        c._config = parse_config(json.dumps(c._data), "e2e-config")
+        yield c
+
+
+async def test_fabric_not_ready_and_an_nvlink_down_fence_on_an_nvswitch_system(
+    nvswitch: Cluster,
+) -> None:
+    client = await nvswitch.start()
+    wanted = {0: "fabric", 1: "nvlink-down", 2: None, 3: None}
+    await until(lambda: _all_codes(client, wanted))
+    deadline = time.monotonic() + WINDOW_S
+    while time.monotonic() < deadline:
+        assert await _all_codes(client, wanted), await _fences(client)
+        await asyncio.sleep(0.2)
+    assert sorted(t for _, t, _, _ in _fence_rows(nvswitch)) == ["sim01:0", "sim01:1"]
+
+
+async def _all_codes(client: AsyncHeadClient, wanted: dict[int, str | None]) -> bool:
+    return await _fences(client) == wanted
