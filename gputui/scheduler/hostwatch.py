@@ -6,7 +6,9 @@ it every snapshot; it answers with the items the daemon's writer must apply
 (a host gone, a new inventory, a host's list of runs) and builds the GPU slots
 placement sees, again only when something changed. A GPU's slot is drained when
 an admin drained it or its host, and fenced (never healthy) while the head's own
-fence holds (``fences``): the health rules judge each sample of a live host.
+fence holds (``fences``): the health rules judge each sample of a live host, and
+each condition from the latest reading of it (a GPU's latest health reading is kept
+here, ``LatestReadings``: only one sample in ``health_every_s`` carries one).
 """
 
 from __future__ import annotations
