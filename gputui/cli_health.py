@@ -173,8 +173,9 @@ def _failed(snap: HostSnapshot) -> bool:
 
 
 def _read(sample: Sample | None) -> bool:
-    """Whether ``sample`` carries a health reading of every GPU it lists."""
-    return sample is not None and all(g.health_read for g in sample.gpus)
+    """Whether ``sample`` carries a health reading of every GPU it lists that can be
+    read (a lost card cannot: waiting for its reading would wait for ever)."""
+    return sample is not None and all(g.health_read or g.state != "ok" for g in sample.gpus)
 
 
 class _Probed:
