@@ -23,7 +23,7 @@ from gputui import cli_drain, cli_forcefree, cli_policy, cli_run, cli_usage
 from gputui.cli_flags import flags_table
 from gputui.cli_head_args import parser
 from gputui.cli_run import command_of, this_host
-from gputui.cli_tables import claims_table, queue_table, when
+from gputui.cli_tables import audit_table, claims_table, queue_table, when
 from gputui.gpu_env import export_line, gpu_uuids
 from gputui.printable import shown as _shown
 from gputui.scheduler.client import HeadClient, HeadError, head_place
@@ -241,17 +241,8 @@ def _audit(client: HeadClient, a: argparse.Namespace) -> int:
     if a.json:
         _print_json(rows)
         return EXIT_OK
-    print("TIME                 ADMIN        ACTION        TARGET      OWNER        REASON")
-    for r in rows:
-        cells = (
-            f"{when(r['time']):20}",
-            f"{_shown(r['user'], 12):12}",
-            f"{_shown(r['action'], 13):13}",
-            f"{_shown(r['target'], 11):11}",
-            f"{_shown(r['owner'], 12):12}",
-            _shown(r["reason"], 60),
-        )
-        print(" ".join(cells))
+    for line in audit_table(rows):
+        print(line)
     return EXIT_OK
 
 

@@ -3,11 +3,12 @@
 With a head in hosts.yaml it prints the head's board (first seen, counts and
 acknowledgements kept over time); without one, or when the head does not answer,
 it connects to every host of hosts.yaml (or the ones of ``--host``) the way the
-console does, takes each host's first full reading (or its failure to answer), runs
-the health checks once and prints the ranked list, or JSON with ``--json``. The exit
-code is for cron and monitoring: 0 nothing wrong, 1 warnings only, 2 something
-critical (acknowledged problems count too), 3 when the check itself could not run
-(bad config or arguments, or an --ack refused).
+console does, has each helper take a health reading at once, runs the health checks
+on it (or on the host's failure to answer) and prints the ranked list, or JSON with
+``--json``. The exit code is for cron and monitoring: 0 nothing wrong and every
+check made, 1 warnings only, 2 something critical (acknowledged problems count
+too), 3 when the check itself could not run (bad config or arguments, or an --ack
+refused), 4 nothing wrong found but some checks could not be made (unknown, listed).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from typing import Any, Protocol
 from gputui.config import Config, ConfigError, find_config, load_config
 from gputui.health.board import HealthBoard, Problem
 from gputui.health.report import not_applicable_counts, problem_json, unknown_json
+from gputui.protocol import Sample
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.text import clean
 
-EXIT_OK, EXIT_WARN, EXIT_CRIT, EXIT_ERROR = 0, 1, 2, 3
+EXIT_OK, EXIT_WARN, EXIT_CRIT, EXIT_ERROR, EXIT_UNKNOWN = 0, 1, 2, 3, 4
 _EXIT = {"ok": EXIT_OK, "warn": EXIT_WARN, "crit": EXIT_CRIT}
 
 
@@ -43,7 +45,8 @@ class Board(Protocol):
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "health",
-        help="every problem on every host, ranked (exit 0 ok, 1 warnings, 2 critical)",
+        help="every problem on every host, ranked"
+        " (exit 0 ok, 1 warnings, 2 critical, 3 could not run, 4 some checks unknown)",
         description=__doc__.split("\n\n")[1].replace("\n", " ") if __doc__ else None,
     )
     p.add_argument("--json", action="store_true", help="print JSON (problems and unknown checks)")
@@ -108,7 +111,15 @@ def main(args: argparse.Namespace) -> int:
             print("\n" + keys_text(board.problems()))
         for note in notes:
             print(f"note: {note}")
-    return _EXIT[board.worst()]
+    return exit_code(board)
+
+
+def exit_code(board: Board) -> int:
+    """The worst problem's code; with none, 4 when some check could not be made."""
+    worst = board.worst()
+    if worst == "ok" and board.unknown():
+        return EXIT_UNKNOWN
+    return _EXIT[worst]
 
 
 def ask_head(
@@ -157,34 +168,77 @@ def _only(config: Config, names: Sequence[str]) -> Config:
     return config.model_copy(update={"hosts": [h for h in config.hosts if h.name in names]})
 
 
-def _settled(snap: HostSnapshot) -> bool:
-    """Read twice (the helper sends the kernel log's Xid history beside its first
-    sample, so after the second it has come), or failed once."""
-    return (snap.sample is not None and snap.sample.seq >= 2) or (
-        snap.status.is_problem and snap.status is not HostStatus.STALE
-    )
+def _failed(snap: HostSnapshot) -> bool:
+    return snap.status.is_problem and snap.status is not HostStatus.STALE
+
+
+def _read(sample: Sample | None) -> bool:
+    """Whether ``sample`` carries a health reading of every GPU it lists that can be
+    read (a lost card cannot: waiting for its reading would wait for ever)."""
+    return sample is not None and all(g.health_read or g.state != "ok" for g in sample.gpus)
+
+
+class _Probed:
+    """One host as the probe saw it: its latest snapshot and the latest sample of it
+    that carried the health readings (what the checks judge)."""
+
+    def __init__(self, snap: HostSnapshot) -> None:
+        self.latest = snap
+        self.reading: Sample | None = None
+        self.take(snap)
+
+    def take(self, snap: HostSnapshot) -> None:
+        self.latest = snap
+        if _read(snap.sample):
+            self.reading = snap.sample
+
+    def settled(self) -> bool:
+        """Read twice (the helper sends the kernel log's Xid history beside its first
+        sample, so after the second it has come) with a health reading, or failed."""
+        sample = self.latest.sample
+        return _failed(self.latest) or (
+            sample is not None and sample.seq >= 2 and self.reading is not None
+        )
+
+    def judged(self, wait_s: float) -> HostSnapshot:
+        """What the checks see: the latest snapshot with the reading's sample (without
+        one, the latest sample: its health checks are then unknown, not ok)."""
+        snap = self.latest
+        if self.reading is not None and not _failed(snap):
+            return snap.with_changes(sample=self.reading)
+        if snap.sample is None and not snap.status.is_problem:
+            return snap.with_changes(
+                status=HostStatus.UNREACHABLE, message=f"no reading in {wait_s:g} s"
+            )
+        return snap
 
 
 async def probe(config: Config, wait_s: float, *, progress: bool) -> dict[str, HostSnapshot]:
-    """Every host's snapshot once it settled, or as it stands after ``wait_s``."""
+    """Every host's snapshot once it settled, or as it stands after ``wait_s``; its
+    sample the latest one with a health reading (each helper takes one per sample
+    here, not every ``health_every_s``)."""
     from gputui.fleet.fleet import Fleet
 
-    fleet = Fleet(config)
+    now_please = max(1.0, config.refresh_interval)
+    fleet = Fleet(config.model_copy(update={"health_every_s": now_please}))
     await fleet.start()
-    latest: dict[str, HostSnapshot] = dict(fleet.snapshots())
+    probed = {name: _Probed(s) for name, s in fleet.snapshots().items()}
     shown = 0.0
     try:
         async with asyncio.timeout(wait_s), fleet.updates() as updates:
             async for snap in updates:
-                latest[snap.name] = snap
-                waiting = [name for name, s in latest.items() if not _settled(s)]
+                if snap.name in probed:
+                    probed[snap.name].take(snap)
+                else:
+                    probed[snap.name] = _Probed(snap)
+                waiting = [name for name, p in probed.items() if not p.settled()]
                 if not waiting:
                     break
                 if progress and time.monotonic() - shown >= 1.0:
                     shown = time.monotonic()
                     names = ", ".join(waiting[:4]) + (" ..." if len(waiting) > 4 else "")
                     print(
-                        f"\rwaiting for {len(waiting)} of {len(latest)} hosts ({names})\x1b[K",
+                        f"\rwaiting for {len(waiting)} of {len(probed)} hosts ({names})\x1b[K",
                         end="",
                         file=sys.stderr,
                         flush=True,
@@ -194,9 +248,11 @@ async def probe(config: Config, wait_s: float, *, progress: bool) -> dict[str, H
     finally:
         if progress and shown:
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)
-        latest.update(fleet.snapshots())
+        for name, snap in fleet.snapshots().items():
+            if name in probed and snap is not probed[name].latest:
+                probed[name].take(snap)
         await fleet.close()
-    return latest
+    return {name: p.judged(wait_s) for name, p in probed.items()}
 
 
 def _when(t: float) -> str:

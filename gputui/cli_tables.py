@@ -1,4 +1,5 @@
-"""The tables ``gputui queue`` and ``gputui claims`` print (Slurm-like columns)."""
+"""The tables ``gputui queue``, ``gputui claims`` and ``gputui audit`` print (Slurm-like
+columns)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,23 @@ def claims_table(claims: Sequence[dict[str, Any]], now: float) -> list[str]:
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def audit_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """TIME ADMIN ACTION TARGET OWNER REASON OUTCOME: who did what to whose work, why,
+    and what came of it."""
+    out = [("TIME", "ADMIN", "ACTION", "TARGET", "OWNER", "REASON", "OUTCOME")]
+    for r in rows:
+        out.append(
+            (
+                when(r.get("time")),
+                shown(r.get("user") or "", 12),
+                shown(r.get("action") or "", 13),
+                shown(r.get("target") or "", 16),
+                shown(r.get("owner") or "-", 16),
+                shown(r.get("reason") or "-", 40),
+                shown(r.get("outcome") or "-", 60),
+            )
+        )
+    widths = [max(len(r[i]) for r in out) for i in range(len(out[0]))]
+    return ["  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in out]

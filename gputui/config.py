@@ -215,11 +215,16 @@ class HealthThresholds(_Model):
     retired_pages_max: Annotated[int, Field(ge=0, le=10_000)] = 0
     """Pages retired for double-bit errors tolerated before a warning."""
     pcie_load_pct: Annotated[int, Field(ge=0, le=100)] = 50
-    """A PCIe link below its maximum counts only while the GPU is busier than this."""
+    """A PCIe link below its maximum generation counts only while the GPU is busier than
+    this (a link narrower than its maximum width counts at any load)."""
     pcie_replays_max: Annotated[int, Field(ge=0)] = 10_000
     """PCIe replays (link retransmissions) tolerated before a warning."""
     expect_persistence: bool = False
     """true: persistence mode off is a warning (set it where the driver should stay loaded)."""
+    fence_fabric: bool = True
+    """true: a head fences a GPU whose NVSwitch fabric registration is not ready or failed."""
+    fence_nvlink_down: bool = True
+    """true: a head fences a GPU on an NVSwitch fabric with an NVLink down."""
     claim_idle_minutes: Annotated[float, Field(gt=0, le=10080)] = 10.0
     """An active claim with no process of its owner on its GPUs this long is a health
     finding (the head releases it later, at ``head.claim_idle_minutes``)."""

@@ -54,6 +54,11 @@ _BEFORE_AMPERE = re.compile(
 _FABRIC_STATES = frozenset({"not-started", "in-progress", "completed"})
 
 
+def on_fabric(state: object) -> bool:
+    """Whether a fabric state reading says the card is on an NVSwitch fabric."""
+    return state in _FABRIC_STATES
+
+
 def ampere_or_later(name: str | None) -> bool | None:
     """Whether the card (by its NVML name) is Ampere or later; None when not known."""
     if not name:
@@ -82,8 +87,8 @@ def verdict(
     if field == "fabric_state":
         return "not-applicable", error
     if field == "nvlinks":
-        on_fabric = readings.get("fabric_state") in _FABRIC_STATES
-        return ("unknown", SHOULD_HAVE_IT) if on_fabric else ("not-applicable", error)
+        fabric = on_fabric(readings.get("fabric_state"))
+        return ("unknown", SHOULD_HAVE_IT) if fabric else ("not-applicable", error)
     geforce = bool(name) and "geforce" in str(name).lower()
     modern = ampere_or_later(name)
     if field in _RETIRED:

@@ -21,7 +21,7 @@ from gputui.telemetry import HostSnapshot, HostStatus
 from .finding import RANK, Finding
 from .problems import gpu_findings, host_findings, sorted_checks
 from .staleness import snapshot_is_stale
-from .xid import action, info
+from .xid import XidDedupe, action, info
 
 _HOST_ACTIONS = {
     HostStatus.HOST_KEY_CHANGED: "verify the new key with the host's admin before trusting it",
@@ -32,6 +32,8 @@ _HOST_ACTIONS = {
 }
 _OUTSIDE = "\0outside"
 """Where ``set_outside``'s findings are kept (no host is named so)."""
+STALE_MARK = "(last known: the host's readings are stale)"
+"""Ends the title of a GPU's problem while its host sends no fresh readings."""
 _LINK_COUNTERS = ("replay_errors", "recovery_errors", "crc_flit_errors", "crc_data_errors")
 
 
@@ -165,6 +167,12 @@ class HealthBoard:
             self._by_host.get(key.partition(":")[0], set()).discard(key)
         return gone
 
+    def seen_before(self, counts: Mapping[str, int]) -> None:
+        """How many GPUs each host had before (kept by the head across restarts): fewer
+        now is a problem, as if this board had seen them itself."""
+        for host, count in counts.items():
+            self._most_gpus[host] = max(self._most_gpus.get(host, 0), count)
+
     def forget(self, host: str) -> None:
         """A host taken out of the config: its problems go."""
         self._findings.pop(host, None)
@@ -173,7 +181,14 @@ class HealthBoard:
 
     def _host_now(self, snap: HostSnapshot, now: float) -> list[Finding]:
         status = snap.status
-        if status.is_problem:
+        if status is HostStatus.NVML_ERROR and snap.hello is not None:
+            # NVML did not start: say why in its own words (a driver/library mismatch).
+            named = host_findings(snap.name, snap.hello, expected_gpus=None, most_seen=0)
+            if named:
+                self._unknown.pop(snap.name, None)
+                self._not_applicable.pop(snap.name, None)
+                return named
+        if status.is_problem and status is not HostStatus.STALE:
             what = snap.message or status.value
             action_text = _HOST_ACTIONS.get(status, "check that the host is up and reachable")
             self._unknown.pop(snap.name, None)
@@ -191,10 +206,11 @@ class HealthBoard:
                 )
             ]
         out: list[Finding] = []
-        if status is HostStatus.STALE or (
+        stale = status is HostStatus.STALE or (
             status is HostStatus.LIVE
             and snapshot_is_stale(snap, now, self.thresholds.stale_after_s)
-        ):
+        )
+        if stale:
             age = snap.age(now)
             out.append(
                 Finding(
@@ -250,6 +266,10 @@ class HealthBoard:
                 not_applicable += [(gpu.index, check) for check in moot]
         self._unknown[snap.name] = unknown
         self._not_applicable[snap.name] = not_applicable
+        if stale:
+            # A hung NVML call stops the samples: what the last one showed stays on the
+            # board, marked as last known (a critical card does not vanish).
+            out = [f if f.gpu is None else replace(f, title=f"{f.title} {STALE_MARK}") for f in out]
         out += self._xids(snap, now)
         out += self._sxids(snap, now)
         return out
@@ -317,7 +337,7 @@ class HealthBoard:
         since = self._window_start(snap, now)
         index_of = {g.uuid: g.index for g in snap.hello.gpus} if snap.hello is not None else {}
         groups: dict[tuple[int | None, int], list[Event]] = {}
-        seen: set[tuple[object, ...]] = set()
+        dedupe = XidDedupe()
         for event in snap.events:
             if event.xid is None or event.time is None or event.time < since:
                 continue
@@ -325,10 +345,8 @@ class HealthBoard:
             if gpu is None and event.gpu_uuid is not None:
                 gpu = index_of.get(event.gpu_uuid)
             # The same Xid from NVML and from the kernel log is one.
-            dedupe = (gpu, event.xid, round(event.time))
-            if dedupe in seen:
+            if dedupe.seen(gpu, event.xid, event.time, event.source):
                 continue
-            seen.add(dedupe)
             groups.setdefault((gpu, event.xid), []).append(event)
         out = []
         escalate = self.thresholds.xid_escalate_after

@@ -175,9 +175,13 @@ def links(
 ) -> list[Finding]:
     out: list[Finding] = []
     busy = (gpu.util_gpu or 0) > th.pcie_load_pct
-    if info is not None and busy:
+    if info is not None:
+        # An idle card lowers its link's generation to save power, never its width:
+        # a narrow link is a fault at any load, a slow one only under load.
         gen, width = gpu.pcie_gen, gpu.pcie_width
-        low_gen = gen is not None and info.pcie_max_gen is not None and gen < info.pcie_max_gen
+        low_gen = (
+            busy and gen is not None and info.pcie_max_gen is not None and gen < info.pcie_max_gen
+        )
         low_width = (
             width is not None and info.pcie_max_width is not None and width < info.pcie_max_width
         )
@@ -188,7 +192,7 @@ def links(
                     "warn",
                     host,
                     gpu,
-                    f"PCIe Gen{gen} x{width} under load "
+                    f"PCIe Gen{gen} x{width}{' under load' if busy else ''} "
                     f"(at most Gen{info.pcie_max_gen} x{info.pcie_max_width})",
                     "the link trained below its maximum: a bad riser, slot or seating",
                     "reseat the card or its riser; check the BIOS's PCIe settings",
@@ -211,7 +215,7 @@ def links(
                 str(replays),
             )
         )
-    down = [link.link for link in health.nvlinks or () if link.active is False]
+    down = nvlinks_down(health)
     if down:
         out.append(
             _f(
@@ -239,11 +243,8 @@ def links(
                 ",".join(map(str, grew)),
             )
         )
-    state = health.fabric_state
-    if state in ("not-started", "in-progress") or (
-        state == "completed" and health.fabric_status is not None
-    ):
-        what = f"failed ({health.fabric_status})" if state == "completed" else state
+    what = fabric_trouble(health)
+    if what is not None:
         out.append(
             _f(
                 "fabric",
@@ -253,7 +254,23 @@ def links(
                 f"NVSwitch fabric not ready: {what}",
                 "the GPU is not registered with the NVLink fabric: multi-GPU jobs fail",
                 "check nvidia-fabricmanager on the host (systemctl status nvidia-fabricmanager)",
-                what or "",
+                what,
             )
         )
     return out
+
+
+def nvlinks_down(health: GpuSample) -> list[int]:
+    """The NVLinks a health reading says are down (inactive)."""
+    return [link.link for link in health.nvlinks or () if link.active is False]
+
+
+def fabric_trouble(health: GpuSample) -> str | None:
+    """What is wrong with the card's NVSwitch fabric registration (None: nothing, or
+    no fabric): ``not-started``, ``in-progress`` or ``failed (STATUS)``."""
+    state = health.fabric_state
+    if state in ("not-started", "in-progress"):
+        return state
+    if state == "completed" and health.fabric_status is not None:
+        return f"failed ({health.fabric_status})"
+    return None

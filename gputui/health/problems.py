@@ -40,7 +40,7 @@ def host_findings(
     if hello is None:
         return out
     nvml = hello.errors.get("nvml")
-    if nvml == "LibRmVersionMismatch":
+    if nvml_error_name(nvml) == "LibRmVersionMismatch":
         out.append(
             _f(
                 "driver-mismatch",
@@ -83,6 +83,15 @@ def host_findings(
             )
             break
     return out
+
+
+def nvml_error_name(text: str | None) -> str | None:
+    """NVML's error name in a helper's report of it: ``LibRmVersionMismatch`` from
+    ``LibRmVersionMismatch: RM has detected ...`` or ``NVMLError_LibRmVersionMismatch``."""
+    if not text:
+        return None
+    name = text.partition(":")[0].strip()
+    return name.removeprefix("NVMLError_")
 
 
 # -- a GPU ---------------------------------------------------------------------------
@@ -181,6 +190,10 @@ def sorted_checks(
     unknown: list[tuple[str, str]] = []
     not_applicable: list[str] = []
     name = info.name if info is not None else None
+    if health is None and not gpu.health_read:
+        # No health reading yet: remaps, retired pages, NVLinks, the fabric and
+        # persistence are not known, which is not the same as fine.
+        unknown.append((NO_READING[0], NO_READING[1]))
     for source in (gpu, health):
         if source is None:
             continue
@@ -197,6 +210,9 @@ def sorted_checks(
                 not_applicable.append(check)
     return unknown, [c for c in not_applicable if all(c != u for u, _ in unknown)]
 
+
+NO_READING = ("health readings", "none taken")
+"""The unknown check of a GPU that has had no health reading (check, why)."""
 
 _CONTEXT = ("fabric_state", "remap_pending", "retired_pending")
 """The readings ``verdict`` weighs besides the failed one."""

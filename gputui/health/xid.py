@@ -124,3 +124,27 @@ def action(code: int, repeats: int, escalate_after: int) -> str:
     if step > info(code).step:
         text += f" (seen {repeats} times)"
     return text
+
+
+SAME_XID_S = 5.0
+"""An Xid from the kernel log and the same Xid of the same GPU from NVML this close
+in time are one event seen twice (their clocks and rounding differ by a second or so)."""
+
+
+class XidDedupe:
+    """Which Xid events are new: ``seen(gpu, xid, time, source)`` is True for an event
+    that repeats one already taken (the same GPU and Xid from the other source within
+    ``SAME_XID_S``, or from the same source in the same second)."""
+
+    def __init__(self) -> None:
+        self._taken: dict[tuple[int | str | None, int], list[tuple[float, str]]] = {}
+
+    def seen(self, gpu: int | str | None, xid: int, time: float, source: str) -> bool:
+        taken = self._taken.setdefault((gpu, xid), [])
+        for when, where in taken:
+            if where != source and abs(when - time) <= SAME_XID_S:
+                return True
+            if where == source and round(when) == round(time):
+                return True
+        taken.append((time, source))
+        return False

@@ -21,7 +21,7 @@ from gputui.config_sched import SchedulerConfig
 from . import policy, privacy
 from .identity import Caller
 from .store import Tx
-from .tables import Audit, Claim, Job, Notice
+from .tables import Audit, Claim, Job, Notice, owned_by
 from .views import audit_view, claim_view, job_row_view, job_view
 from .wire import (
     FINAL_JOB_STATES,
@@ -474,5 +474,5 @@ def env_line(tx: Tx, caller: Caller, host: str | None) -> dict[str, Any]:
 def audit_rows(tx: Tx, caller: Caller, since: float | None, limit: int) -> dict[str, Any]:
     rows = tx.audits(since, limit)
     if not caller.admin:
-        rows = [r for r in rows if r.uid == caller.uid or r.owner == caller.user]
+        rows = [r for r in rows if r.uid == caller.uid or owned_by(r.owner, caller.user)]
     return {"rows": [audit_view(r) for r in rows]}

@@ -209,6 +209,7 @@ class Head(SnapshotReads):
             }
             self.meter.load(tx.open_allocations())
             self.health.load(*tx.health_rows())
+            self.health.seen_gpus(tx.gpus())
             self.readings.load(tx)
 
     # -- clients ------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from .views import gpu_view
 from .wire import DrainArgs, Refusal
 
 OPS = frozenset({"drain", "undrain", "unfence"})
+STILL_LOST = "; the GPU is still lost (NVML GpuIsLost): no work lands there until it is back"
 
 
 def _admin(caller: Caller, verb: str, target: str) -> None:
@@ -161,8 +162,11 @@ def unfence(
     if not gpu.fenced:
         raise Refusal("bad-state", f"unfence {args.target}: not fenced")
     code = gpu.fence_code
-    gpu = fences.clear_fence(tx, gpu, reason, ctx.now, uid=caller.uid, user=caller.user)
-    outcome = f"fence {code} lifted" + (" (still drained)" if gpu.drained else "")
+    # Not fenced any more, but a lost card is not healthy: nothing lands there until
+    # it answers again, and the admin is told so.
+    note = STILL_LOST if watch.gpu_state(gpu.uuid) == "lost" else ""
+    gpu = fences.clear_fence(tx, gpu, reason, ctx.now, uid=caller.uid, user=caller.user, note=note)
+    outcome = f"fence {code} lifted" + (" (still drained)" if gpu.drained else "") + note
     return _done(tx, ctx, watch, None, gpu, outcome=outcome)
 
 

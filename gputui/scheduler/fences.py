@@ -1,12 +1,14 @@
 """The head's own fences, store side: a GPU the health rules call unhealthy is fenced
 off (no new claim or job), and the fence lifts by itself only as its rule says.
 
-``gputui.health.fencing.fence_reasons`` says which GPUs of a snapshot should be
-fenced, and how each fence may clear: ``condition`` (lifted once a later sample no
-longer shows it) or ``reboot`` (lifted once the host booted after the fence). An
-admin may lift a fence with a reason (``unfence``); the condition that caused it
-then stays waived until it is gone, or, for an Xid, until the Xid comes again, so
-the next sample does not fence the card straight back.
+``gputui.health.fencing.fence_reasons`` says, per GPU, which fencing conditions its
+latest readings show and which could not be judged, and how each fence may clear:
+``condition`` (lifted once a fresh reading shows it cleared: a condition that could
+not be judged holds its fence) or ``reboot`` (lifted once the host booted after the
+fence). An admin may lift a fence with a reason (``unfence``); that waives the one
+condition it named, until it is gone or, for an Xid, until the Xid comes again, so
+the next sample does not fence the card straight back; any other condition fences
+it again. A GPU keeps every waiver an admin gave (``fence_waived``: their codes).
 
 A fence is kept apart from an admin's drain: neither sets nor clears the other.
 Each fence and each lift is audited as the head (``gputui-head``) in the
@@ -18,23 +20,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gputui.health.fencing import Fence
+from gputui.health.fencing import NOTHING_KNOWN, Fence, Verdict, rank
 
 from .holder_notices import tell_holders
 from .identity import HEAD_ACTOR
 from .store import Tx
 from .tables import Audit, Gpu
 
+WAIVED_MAX = 256
+"""The most characters of waived codes a GPU row keeps (``Gpu.fence_waived``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Step:
     """One change to a GPU's fence: fence it (``fence``), lift it (``fence`` None,
-    ``why`` says why), or only forget an admin's waiver (``waiver_ends``)."""
+    ``why`` says why), and/or change the admin's waivers (``waived``: the codes
+    still waived; None: unchanged)."""
 
     uuid: str
     fence: Fence | None
     why: str = ""
-    waiver_ends: bool = False
+    waived: tuple[str, ...] | None = None
     lift: bool = False
     renew: bool = False
     """Fenced since now, even for the code it had (it came again after a reboot)."""
@@ -45,60 +51,79 @@ def _xid(code: str) -> int | None:
     return int(number) if head == "xid" and number.isdigit() else None
 
 
+def waivers(gpu: Gpu) -> tuple[str, ...]:
+    """The condition codes an admin waived on ``gpu`` (its unfences), oldest first."""
+    return tuple(c for c in (gpu.fence_waived or "").split(",") if c)
+
+
+def waived_text(codes: Iterable[str]) -> str | None:
+    """``codes`` as ``Gpu.fence_waived`` keeps them (None: none); the newest kept
+    when they would not fit."""
+    kept: list[str] = []
+    for code in reversed(list(dict.fromkeys(codes))):
+        if sum(len(c) + 1 for c in kept) + len(code) > WAIVED_MAX:
+            break
+        kept.insert(0, code)
+    return ",".join(kept) or None
+
+
 def plan(
     gpu: Gpu,
-    wanted: Fence | None,
+    verdict: Verdict,
     *,
     boot_time: float | None,
     xid_times: Mapping[int, float],
 ) -> Step | None:
-    """What to do to ``gpu``'s fence, given the fence its latest sample calls for
-    (``wanted``), the host's boot time and, per Xid, when this GPU last had it
+    """What to do to ``gpu``'s fence, given what its latest readings say
+    (``verdict``), the host's boot time and, per Xid, when this GPU last had it
     (None: nothing). Pure: the watcher asks it of its cached rows, the writer of
     the rows in its transaction."""
-    waiver_ends = False
-    if gpu.fence_waived is not None:
-        again = wanted is not None and wanted.code == gpu.fence_waived
-        xid = _xid(gpu.fence_waived)
-        if again and xid is not None and xid_times.get(xid, -1.0) > (gpu.fence_waived_at or 0):
-            again = False  # the same Xid happened again since the admin's unfence
-        if again:
-            wanted = None  # still waived
-        else:
-            waiver_ends = True
-    if gpu.fence_code is None:
+    waived = waivers(gpu)
+    keep = []
+    for waiver in waived:
+        xid = _xid(waiver)
+        again = xid is not None and xid_times.get(xid, -1.0) > (gpu.fence_waived_at or 0)
+        if not again and verdict.may_hold(waiver):
+            keep.append(waiver)  # still waived: it shows (or is not known to be gone)
+    new = tuple(keep) if len(keep) != len(waived) else None
+    wanted = next((f for f in verdict.fences if f.code not in keep), None)
+    code = gpu.fence_code
+    if code is None:
         if wanted is not None:
-            return Step(gpu.uuid, wanted, waiver_ends=waiver_ends)
+            return Step(gpu.uuid, wanted, waived=new)
     elif gpu.fence_clears == "reboot":
         # A later sample shows nothing to watch (an Xid is an event); only a reboot
         # after the fence (or an admin) lifts it, and nothing replaces it.
         fenced_at = gpu.fenced_at or 0.0
         if boot_time is not None and boot_time > fenced_at:
             if wanted is not None:  # something fences it since the reboot: that, from now
-                return Step(gpu.uuid, wanted, waiver_ends=waiver_ends, renew=True)
-            return Step(gpu.uuid, None, "the host rebooted", waiver_ends, lift=True)
-    elif wanted is None:
-        return Step(gpu.uuid, None, "the condition cleared", waiver_ends, lift=True)
-    elif wanted.code != gpu.fence_code:
-        return Step(gpu.uuid, wanted, waiver_ends=waiver_ends)
-    return Step(gpu.uuid, None, waiver_ends=True) if waiver_ends else None
+                return Step(gpu.uuid, wanted, waived=new, renew=True)
+            return Step(gpu.uuid, None, "the host rebooted", new, lift=True)
+    elif not verdict.may_hold(code):  # a fresh reading shows it cleared
+        if wanted is None:
+            return Step(gpu.uuid, None, "the condition cleared", new, lift=True)
+        return Step(gpu.uuid, wanted, waived=new)
+    elif wanted is not None and rank(wanted.code) < rank(code):
+        return Step(gpu.uuid, wanted, waived=new)  # a worse condition: fenced for that
+    return Step(gpu.uuid, None, waived=new) if new is not None else None
 
 
 def plan_host(
     gpus: Iterable[Gpu],
-    wanted: Mapping[str, Fence],
+    verdicts: Mapping[str, Verdict],
     *,
     boot_time: float | None,
     xid_times: Mapping[str, Mapping[int, float]],
 ) -> list[Step]:
-    """``plan`` for each present GPU of one host (``xid_times`` by GPU uuid)."""
+    """``plan`` for each present GPU of one host (``xid_times`` by GPU uuid; a GPU
+    with no verdict: nothing could be judged)."""
     steps = []
     for gpu in gpus:
         if not gpu.present:
             continue
         step = plan(
             gpu,
-            wanted.get(gpu.uuid),
+            verdicts.get(gpu.uuid, NOTHING_KNOWN),
             boot_time=boot_time,
             xid_times=xid_times.get(gpu.uuid, {}),
         )
@@ -150,13 +175,22 @@ def fence(
 
 
 def clear_fence(
-    tx: Tx, gpu: Gpu, reason: str, now: float, *, uid: int = 0, user: str = HEAD_ACTOR
+    tx: Tx,
+    gpu: Gpu,
+    reason: str,
+    now: float,
+    *,
+    uid: int = 0,
+    user: str = HEAD_ACTOR,
+    note: str = "",
 ) -> Gpu:
     """Lift ``gpu``'s fence: by the head (its condition cleared) or by an admin
-    (``uid``/``user``; the condition is then waived until it is gone)."""
+    (``uid``/``user``; the condition is then waived until it is gone); ``note`` ends
+    the audit row's outcome."""
     code = gpu.fence_code or "?"
-    if user != HEAD_ACTOR:
-        gpu.fence_waived, gpu.fence_waived_at = gpu.fence_code, now
+    if user != HEAD_ACTOR and gpu.fence_code is not None:
+        gpu.fence_waived = waived_text((*waivers(gpu), gpu.fence_code))
+        gpu.fence_waived_at = now
     gpu.fence_code = gpu.fence_reason = gpu.fenced_at = gpu.fence_clears = None
     still = " (still drained)" if gpu.drained else ""
     tx.audit(
@@ -167,7 +201,7 @@ def clear_fence(
             action="unfence",
             target=where(gpu)[:128],
             reason=reason[:512],
-            outcome=f"fence {code} lifted{still}"[:256],
+            outcome=f"fence {code} lifted{still}{note}"[:256],
         )
     )
     return tx.put_gpu(gpu)
@@ -176,7 +210,7 @@ def clear_fence(
 def apply(
     tx: Tx,
     host: str,
-    wanted: Mapping[str, Fence],
+    verdicts: Mapping[str, Verdict],
     *,
     boot_time: float | None,
     xid_times: Mapping[str, Mapping[int, float]],
@@ -187,12 +221,14 @@ def apply(
     out; the rows changed."""
     rows = [g for g in tx.gpus() if g.host == host]
     changed = []
-    for step in plan_host(rows, wanted, boot_time=boot_time, xid_times=xid_times):
+    for step in plan_host(rows, verdicts, boot_time=boot_time, xid_times=xid_times):
         gpu = tx.gpu(step.uuid)
         if gpu is None:
             continue
-        if step.waiver_ends:
-            gpu.fence_waived = gpu.fence_waived_at = None
+        if step.waived is not None:
+            gpu.fence_waived = waived_text(step.waived)
+            if gpu.fence_waived is None:
+                gpu.fence_waived_at = None
         if step.fence is not None:
             f = step.fence
             gpu = fence(tx, gpu, f.code, f.reason, now, clears=f.clears, renew=step.renew)

@@ -20,7 +20,7 @@ from .hostwatch import HostWatch
 from .identity import Caller
 from .server import Connection
 from .store import Tx
-from .tables import Audit, Notice
+from .tables import Audit, Notice, owners_text
 from .wire import DrainArgs, JobArgs, Refusal, ReleaseArgs
 
 ACTION = "force-free"
@@ -55,6 +55,9 @@ class Run:
     request_id: int
     rid: str | None
     steps: list[dict[str, Any]] = field(default_factory=list)
+    owners: str = ""
+    """Whose work was on the card (``owners_text``), once the stop step knows: each of
+    its audit rows from then on names them, so they see it in ``gputui audit``."""
 
     @property
     def target(self) -> str:
@@ -70,6 +73,7 @@ def audit_step(tx: Tx, run: Run, now: float, step: str, outcome: str) -> None:
             user=run.caller.user[:64],
             action=ACTION,
             target=run.target[:128],
+            owner=run.owners,
             reason=run.reason[:512],
             outcome=f"{step}: {outcome}"[:OUTCOME_MAX],
         )
@@ -147,6 +151,10 @@ def stop_work(tx: Tx, run: Run, ctx: Context, strays: Sequence[Stray]) -> Stoppe
         text = f"{target}: pid {pids} sent SIGTERM by {caller.user} (admin, force-free): {reason}"
         tx.notice(Notice(uid=proc.uid, time=ctx.now, kind="admin", text=text[:512]))
     others = [s for s in strays if s.pid not in done.job_pids]
+    users = [job.user for j in done.jobs if (job := tx.job(j)) is not None]
+    users += [claim.user for c in done.claims if (claim := tx.claim(c)) is not None]
+    users += [s.user for s in others if s.user]
+    run.owners = owners_text(users)
     audit_step(tx, run, ctx.now, "stop", done.outcome(len(others)))
     ctx.changed = True
     return done

@@ -33,7 +33,7 @@ from .hostwatch import HostWatch
 from .identity import Caller
 from .ownership import Flag
 from .store import Tx
-from .tables import Audit, HealthAck, HealthTrack
+from .tables import Audit, Gpu, HealthAck, HealthTrack
 from .views import json_list
 from .wire import HealthAckArgs, Refusal
 
@@ -112,6 +112,15 @@ class HeadHealth:
             self._acks[a.key] = Ack(a.by_user, a.note, a.at, fingerprint)
             self._ack_uids[a.key] = a.by_uid
         self.board.restore(self._tracks, self._acks)
+
+    def seen_gpus(self, gpus: Iterable[Gpu]) -> None:
+        """The GPUs the store knows of each host, present or not (its inventory, kept
+        across restarts): a host that shows fewer now has lost some. Counted by index,
+        so a replaced card is not counted twice."""
+        indexes: dict[str, set[int]] = {}
+        for gpu in gpus:
+            indexes.setdefault(gpu.host, set()).add(gpu.index)
+        self.board.seen_before({h: len(i) for h, i in indexes.items() if h in self.hosts})
 
     def observe(self, snap: HostSnapshot, now: float) -> None:
         if snap.name in self.hosts:

@@ -6,7 +6,9 @@ it every snapshot; it answers with the items the daemon's writer must apply
 (a host gone, a new inventory, a host's list of runs) and builds the GPU slots
 placement sees, again only when something changed. A GPU's slot is drained when
 an admin drained it or its host, and fenced (never healthy) while the head's own
-fence holds (``fences``): the health rules judge each sample of a live host.
+fence holds (``fences``): the health rules judge each sample of a live host, and
+each condition from the latest reading of it (a GPU's latest health reading is kept
+here, ``LatestReadings``: only one sample in ``health_every_s`` carries one).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.config import HealthThresholds
-from gputui.health.fencing import Fence, fence_reasons
+from gputui.health.fencing import LatestReadings, Verdict, fence_reasons
 from gputui.protocol import Sample
 from gputui.telemetry import HostSnapshot, HostStatus
 
@@ -39,6 +41,8 @@ class _Host:
     """The latest sample (its processes and utilisation: ownership and idle flags)."""
     samples: int = 0
     """How many distinct samples came: a process flagged in two of them is confirmed."""
+    readings: LatestReadings = field(default_factory=LatestReadings)
+    """The latest health reading of each of its GPUs (the fences judge those)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +50,7 @@ class FenceNews:
     """A host's GPUs as the health rules judge them now (``HostWatch.observe``)."""
 
     host: str
-    wanted: dict[str, Fence]
+    verdicts: dict[str, Verdict]
     boot_time: float | None
     xid_times: dict[str, dict[int, float]]
 
@@ -130,6 +134,15 @@ class HostWatch:
             for p in g.processes
         ]
 
+    def gpu_state(self, uuid: str) -> str | None:
+        """The GPU's state (``ok``, ``lost``, ``error``) in its live host's latest
+        sample (None: no live host's sample lists it)."""
+        for _, sample in self.samples().values():
+            for g in sample.gpus:
+                if g.uuid == uuid:
+                    return g.state
+        return None
+
     def gpu_util(self) -> dict[str, int | None]:
         """GPU uuid -> its utilisation (%) in its live host's latest sample."""
         return {
@@ -197,8 +210,9 @@ class HostWatch:
             }
             if snap.sample is not host.sample:
                 host.sample, host.samples = snap.sample, host.samples + 1
+                host.readings.take(snap.sample)
             if live:
-                news = self._fence_news(snap)
+                news = self._fence_news(snap, host.readings)
                 if news is not None:
                     out.append(("fences", news))
         jobs = self._reports(snap)
@@ -213,10 +227,11 @@ class HostWatch:
             out.append(("wake", None))
         return out
 
-    def _fence_news(self, snap: HostSnapshot) -> FenceNews | None:
-        """What the health rules say of this live host's GPUs, when that would change
-        a fence (or an admin's waiver): for the writer to apply (``put_fences``)."""
-        wanted = fence_reasons(snap, self._clock(), self._thresholds)
+    def _fence_news(self, snap: HostSnapshot, readings: LatestReadings) -> FenceNews | None:
+        """What the health rules say of this live host's GPUs (each condition from the
+        latest reading of it), when that would change a fence (or an admin's waiver):
+        for the writer to apply (``put_fences``)."""
+        verdicts = fence_reasons(snap, self._clock(), self._thresholds, readings.as_map())
         boot_time = snap.hello.boot_time if snap.hello is not None else None
         xid_times: dict[str, dict[int, float]] = {}
         for event in snap.events:
@@ -227,15 +242,20 @@ class HostWatch:
         # The sample's own GPUs (not a scan of the cluster's: this runs on every sample).
         known = (self._gpus.get(g.uuid) for g in snap.sample.gpus)
         rows = [g for g in known if g is not None and g.host == snap.name]
-        if not fences.plan_host(rows, wanted, boot_time=boot_time, xid_times=xid_times):
+        if not fences.plan_host(rows, verdicts, boot_time=boot_time, xid_times=xid_times):
             return None
-        return FenceNews(snap.name, wanted, boot_time, xid_times)
+        return FenceNews(snap.name, verdicts, boot_time, xid_times)
 
     def put_fences(self, tx: Tx, news: FenceNews, now: float) -> None:
         """Fence and unfence a host's GPUs as ``news`` says (planned again on the store's
         rows); the cache takes the store's rows of that host."""
         fences.apply(
-            tx, news.host, news.wanted, boot_time=news.boot_time, xid_times=news.xid_times, now=now
+            tx,
+            news.host,
+            news.verdicts,
+            boot_time=news.boot_time,
+            xid_times=news.xid_times,
+            now=now,
         )
         self.remember(g for g in tx.gpus() if g.host == news.host)
 

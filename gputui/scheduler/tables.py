@@ -10,6 +10,8 @@ Times are epoch seconds (float, UTC). Lists and maps are stored as JSON text.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlalchemy import Boolean, Column, Index, Text, text
 from sqlmodel import Field, SQLModel
 
@@ -74,9 +76,10 @@ class Gpu(SQLModel, table=True):
     fence_clears: str | None = Field(default=None, max_length=16)
     """``condition``: lifted once a sample no longer shows it; ``reboot``: once the host
     booted after ``fenced_at`` (or by an admin's unfence, either way)."""
-    fence_waived: str | None = Field(default=None, max_length=32)
-    """The fence code an admin cleared while its condition still showed: not fenced
-    again for it until the condition is gone (or, for an Xid, happens again)."""
+    fence_waived: str | None = Field(default=None, max_length=256)
+    """The fence codes an admin cleared while their conditions still showed (comma-
+    separated): not fenced again for one until its condition is gone (or, for an Xid,
+    happens again); any other condition fences it again."""
     fence_waived_at: float | None = None
     present: bool = True
 
@@ -255,8 +258,25 @@ class Audit(SQLModel, table=True):
     action: str = Field(max_length=32)
     target: str = Field(max_length=128)
     owner: str = Field(default="", max_length=64)
+    """Whose job, claim or process it acted on (a force-free's: each of them, comma-
+    separated, ``owners_text``): they see the row too (``owned_by``)."""
     reason: str = Field(default="", max_length=512)
     outcome: str = Field(default="ok", max_length=256)
+
+
+def owners_text(users: Iterable[str]) -> str:
+    """``Audit.owner`` for an act on several users' work: each once, as many as fit."""
+    kept: list[str] = []
+    for user in dict.fromkeys(u for u in users if u and "," not in u):
+        if len(",".join([*kept, user])) > 64:
+            break
+        kept.append(user)
+    return ",".join(kept)
+
+
+def owned_by(owner: str, user: str) -> bool:
+    """Whether an audit row's ``owner`` names ``user``."""
+    return bool(user) and user in owner.split(",")
 
 
 class RequestLog(SQLModel, table=True):

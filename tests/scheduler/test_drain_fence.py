@@ -178,7 +178,12 @@ def test_a_fence_lifts_when_its_condition_clears(tmp_path: Path) -> None:
         poll(lambda: state_is(c, waiting, "queued", "Fenced"), what="the job Fenced")
         (gpu,) = c.ok("queue")["unavailable"]
         assert gpu["state"] == "unhealthy" and gpu["fence"]["clears"] == "condition"
-        th.in_loop(lambda: th.hosts.put_fault(HOST, 0) if th.hosts else None)  # reset
+        # A sample with no ECC reading says nothing: the fence holds.
+        th.in_loop(lambda: th.hosts.put_fault(HOST, 0) if th.hosts else None)
+        th.in_loop(lambda: th.hosts.put_fault(HOST, 0) if th.hosts else None)
+        assert state_is(c, waiting, "queued", "Fenced")
+        # A reset: the count reads 0 again, and the fence lifts.
+        th.in_loop(lambda: th.hosts.put_fault(HOST, 0, ecc_uncorrected=0) if th.hosts else None)
         poll(lambda: state_is(c, waiting, "running"), what="the job running")
         assert gpu_row(th, 0)["fence_code"] is None
         assert [(a[0], a[1], a[3]) for a in audits(th)] == [
@@ -242,6 +247,10 @@ def test_the_shell_verbs_drain_list_and_audit(tmp_path: Path) -> None:
             ["drain", f"{HOST}:1"],
             ["undrain", f"{HOST}:1"],
         ]
+        assert audit[0].split() == [
+            "TIME", "ADMIN", "ACTION", "TARGET", "OWNER", "REASON", "OUTCOME",
+        ]  # fmt: skip
+        assert [line.split()[-1] for line in audit[1:]] == ["drained", "undrained"]
         assert "UNAVAILABLE" not in gputui(th.sock, "queue").stdout
 
 

@@ -16,7 +16,7 @@ from sqlmodel import SQLModel
 
 from gputui.scheduler.engine import MIGRATIONS, StoreError, alembic_config, make_engine, upgrade
 
-HEAD = "0005"
+HEAD = "0006"
 """The newest revision gputui ships."""
 
 REVISION_0900 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
@@ -293,7 +293,7 @@ def test_the_readings_revision_adds_its_table_and_takes_it_away_again(tmp_path: 
     """A file at the revision before (the newest's parent) keeps its rows and gains an
     empty ``reading`` table the head can write to; downgraded, the table and its
     sequence number in ``meta`` go."""
-    parent = ScriptDirectory.from_config(alembic_config()).get_revision(HEAD).down_revision
+    parent = ScriptDirectory.from_config(alembic_config()).get_revision("0005").down_revision
     assert isinstance(parent, str)
     db = tmp_path / "old.db"
     engine = make_engine(db)
@@ -319,5 +319,34 @@ def test_the_readings_revision_adds_its_table_and_takes_it_away_again(tmp_path: 
         assert "reading" not in inspect(conn).get_table_names()
         assert conn.exec_driver_sql("SELECT key FROM meta").all() == []
         assert conn.exec_driver_sql("SELECT name FROM host").all() == [("gpu1",)]
+        conn.rollback()
+    engine.dispose()
+
+
+def test_0006_keeps_a_waiver_and_widens_it_to_a_list(tmp_path: Path) -> None:
+    """A 0005 file's one waived code reads as a list of one; downgraded, a GPU with
+    several keeps the newest (what the old column meant)."""
+    db = tmp_path / "old.db"
+    engine = make_engine(db)
+    assert upgrade(engine, alembic_config(migrations_up_to(tmp_path, "0005"))) == "0005"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            'INSERT INTO gpu (uuid, host, "index", model, memory_mib, pool, present,'
+            " fence_waived, fence_waived_at)"
+            " VALUES ('GPU-a', 'gpu1', 0, '', 0, 'p', 1, 'xid-48', 5)"
+        )
+    assert upgrade(engine) == HEAD
+    long_list = "xid-48,ecc-uncorrected,remap-failed,nvlink-down,fabric"
+    with engine.begin() as conn:
+        assert conn.exec_driver_sql("SELECT fence_waived FROM gpu").all() == [("xid-48",)]
+        conn.exec_driver_sql(f"UPDATE gpu SET fence_waived = '{long_list}'")
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0005")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT fence_waived, fence_waived_at FROM gpu").all() == [
+            ("fabric", 5.0)
+        ]
         conn.rollback()
     engine.dispose()

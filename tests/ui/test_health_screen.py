@@ -39,11 +39,12 @@ def _host(name: str, *gpus: GpuSample, events: tuple[Event, ...] = ()) -> HostSn
 def board() -> HealthBoard:
     b = HealthBoard(HealthThresholds())
     gpu = GpuSample.model_validate
+    read = {"health_read": True}  # a health reading each: every check made
     b.observe(
         _host(
             "gpu01",
-            gpu({"index": 0, "uuid": "GPU-a0", "ecc_uncorrected": 2, "util_gpu": 0}),
-            gpu({"index": 1, "uuid": "GPU-a1", "mem_used_mib": 20480, "util_gpu": 0}),
+            gpu({"index": 0, "uuid": "GPU-a0", "ecc_uncorrected": 2, "util_gpu": 0, **read}),
+            gpu({"index": 1, "uuid": "GPU-a1", "mem_used_mib": 20480, "util_gpu": 0, **read}),
             events=(
                 Event(
                     time=NOW - 3600,
@@ -59,7 +60,9 @@ def board() -> HealthBoard:
     b.observe(
         _host(
             "gpu02",
-            gpu({"index": 0, "uuid": "GPU-b0", "throttle": ["sw_power_cap"], "util_gpu": 99}),
+            gpu(
+                {"index": 0, "uuid": "GPU-b0", "throttle": ["sw_power_cap"], "util_gpu": 99, **read}
+            ),
             gpu({"index": 1, "uuid": "GPU-b1", "health_read": True, "remap_pending": True}),
         ),
         NOW,

@@ -313,17 +313,20 @@ def test_a_reading_the_card_does_not_support_is_unknown_not_ok() -> None:
 
 
 def test_fencing_rules() -> None:
+    th = HealthThresholds()
+
+    def worst(s: HostSnapshot) -> Any:
+        return fence_reasons(s, NOW, th)[UUID].worst
+
     assert {48, 64, 74, 79, 95, 140} == FENCE_XIDS
-    assert fence_reasons(snap(gpu()), NOW, HealthThresholds()) == {}
-    lost = fence_reasons(snap(gpu(state="lost")), NOW, HealthThresholds())
-    assert lost[UUID].code == "lost" and lost[UUID].clears == "condition"
-    x = fence_reasons(snap(gpu(), events=(xid(79, NOW),)), NOW, HealthThresholds())
-    assert x[UUID].code == "xid-79" and x[UUID].clears == "reboot"
-    assert fence_reasons(snap(gpu(), events=(xid(13, NOW),)), NOW, HealthThresholds()) == {}
-    busy = gpu(health_read=True, remap_pending=True, util_gpu=90)
-    assert fence_reasons(snap(busy), NOW, HealthThresholds()) == {}
-    idle = gpu(health_read=True, remap_pending=True)
-    assert fence_reasons(snap(idle), NOW, HealthThresholds())[UUID].code == "remap-pending"
+    assert worst(snap(gpu(health_read=True))) is None
+    lost = worst(snap(gpu(state="lost")))
+    assert lost.code == "lost" and lost.clears == "condition"
+    x = worst(snap(gpu(), events=(xid(79, NOW),)))
+    assert x.code == "xid-79" and x.clears == "reboot"
+    assert worst(snap(gpu(), events=(xid(13, NOW),))) is None
+    assert worst(snap(gpu(health_read=True, remap_pending=True, util_gpu=90))) is None
+    assert worst(snap(gpu(health_read=True, remap_pending=True))).code == "remap-pending"
 
 
 _NUMBERS = st.none() | st.integers(0, 2**40)
