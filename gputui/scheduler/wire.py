@@ -143,6 +143,11 @@ class JobArgs(_Plain):
     reason: Short | None = None
 
 
+class RequeueArgs(JobArgs):
+    force: bool = False
+    """Requeue a job that ended: its command runs again, as its owner."""
+
+
 class ShowArgs(_Args):
     job_id: JobId
 
@@ -320,7 +325,7 @@ ARGS: dict[str, type[_Args]] = {
     "cancel": JobArgs,
     "kill": JobArgs,
     "preempt": JobArgs,
-    "requeue": JobArgs,
+    "requeue": RequeueArgs,
     "hold": JobArgs,
     "release_hold": JobArgs,
     "show": ShowArgs,
