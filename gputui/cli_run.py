@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -111,8 +113,90 @@ def run(client: HeadClient, a: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)
-    code = child.wait()
+    code = keep_claim(client, child, claim["id"])
     # The head releases a session's claim when the connection closes anyway.
     with contextlib.suppress(HeadError):
         client.call("release", {"claim_ids": [claim["id"]]})
     return code if code >= 0 else 128 - code
+
+
+RECONNECT_CAP_S = 2.0
+"""At most this long between two tries to reach a head that went away (the head keeps
+a run's claim for ``SESSION_GRACE_S`` after it starts again: 30 s)."""
+TELL_AFTER_S = 10.0
+"""Unreachable this long: the user is told, once, in one line."""
+_TRY_AGAIN = frozenset({"unreachable", "timeout", "protocol"})
+"""Errors that mean "try again": anything else is the head's answer, a refusal."""
+
+
+def keep_claim(client: HeadClient, child: subprocess.Popen[bytes], claim_id: int) -> int:
+    """Wait for CMD, keeping its claim: when the head's connection drops (a head that
+    restarted, killed or stopped), reconnect (backing off up to ``RECONNECT_CAP_S``,
+    for as long as CMD runs) and take the claim back onto the new connection. The
+    user hears of it only when it takes long or fails: one line on stderr. Reads
+    whatever the head pushes meanwhile, so nothing piles up for this connection."""
+    pidfd = _pidfd(child.pid)
+    keeping, told, delay, lost_at = True, False, 0.1, 0.0
+    try:
+        while True:
+            code = child.poll()
+            if code is not None:
+                return code
+            sock = client.sock if keeping else None
+            if keeping and sock is None:  # lost: try again, after a pause
+                _wait_child(pidfd, delay)
+                if child.poll() is not None:
+                    continue
+                delay = min(delay * 2, RECONNECT_CAP_S)
+                try:
+                    client.call("claim", {"session": True, "resume": claim_id}, retry=False)
+                except HeadError as exc:
+                    client.close()
+                    if exc.code not in _TRY_AGAIN:  # the head answered: the claim is gone
+                        _say(
+                            f"c{claim_id} was not kept ({one_line(exc.message)}); the command"
+                            " runs on, on GPUs the head may now give to others"
+                        )
+                        keeping = False
+                    elif not told and time.monotonic() - lost_at > TELL_AFTER_S:
+                        _say(f"{one_line(exc.message)}; still trying, to keep c{claim_id}")
+                        told = True
+                    continue
+                if told:
+                    _say(f"the head is back; c{claim_id} is kept")
+                told, delay = False, 0.1
+                continue
+            ready = _wait_child(pidfd, None if pidfd is not None else 0.2, sock)
+            if sock is not None and sock in ready:
+                try:
+                    client.message()  # a push (state): read and dropped
+                except HeadError:
+                    client.close()
+                    lost_at = time.monotonic()
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _say(text: str) -> None:
+    print(f"gputui run: {text}", file=sys.stderr, flush=True)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` ends (Linux 5.3+), or None."""
+    try:
+        return os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]
+    except (AttributeError, OSError):
+        return None
+
+
+def _wait_child(
+    pidfd: int | None, timeout: float | None, sock: socket.socket | None = None
+) -> list[Any]:
+    """Until the child ends (``pidfd``), ``sock`` is readable, or ``timeout`` passes."""
+    fds: list[Any] = [x for x in (pidfd, sock) if x is not None]
+    if not fds:
+        time.sleep(timeout or 0.2)
+        return []
+    ready, _, _ = select.select(fds, [], [], timeout)
+    return list(ready)

@@ -393,6 +393,26 @@ def claim(
     return {"claim": claim_view(item)}
 
 
+def resume_claim(
+    tx: Tx, caller: Caller, claim_id: int, ctx: Context, *, session: str | None
+) -> dict[str, Any]:
+    """A ``gputui run`` that lost its connection (the head restarted) takes its claim
+    back onto its new one: from now on the claim ends when this connection does."""
+    item = tx.claim(claim_id)
+    if item is None or not caller.owns(item.uid):
+        raise Refusal("unknown-claim", f"no claim {claim_id} of yours")
+    if item.state not in ("waiting", "active"):
+        why = item.release_reason or item.state
+        raise Refusal("bad-state", f"claim {claim_id} is {item.state} ({why})")
+    if item.session is None and item.idle_release_s != 0:
+        raise Refusal("bad-state", f"claim {claim_id} is not a gputui run session's")
+    item.session = session
+    item.idle_release_s = ctx.rules.claim_idle_s
+    item.last_active_at = ctx.now
+    tx.flush()
+    return {"claim": claim_view(item)}
+
+
 def grant_claim(tx: Tx, item: Claim, place: policy.Place, ctx: Context) -> None:
     tx.allocate(place.gpu_uuids, place.host, ctx.now, claim_id=item.id)
     item.state, item.reason = "active", ""

@@ -265,6 +265,8 @@ class Batches:
         if op == "claim":
             if args.session:
                 after.sessions.append(conn.session)
+            if args.session and args.resume is not None:
+                return actions.resume_claim(tx, caller, args.resume, ctx, session=conn.session)
             return actions.claim(
                 tx,
                 caller,

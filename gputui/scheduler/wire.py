@@ -173,6 +173,9 @@ class ClaimArgs(_Plain):
     session: bool = False
     """Release when this connection closes (``gputui run``)."""
     project: Name | None = None
+    resume: ClaimId | None = None
+    """With ``session``: bind this live ``gputui run`` claim of the caller's to this
+    connection (its run reconnecting after the head restarted); nothing else is read."""
 
 
 class ReleaseArgs(_Plain):

@@ -1,0 +1,127 @@
+"""End to end: a ``gputui run`` session keeps its GPUs across a restart of the head.
+
+A real ``gputui head`` process, killed with SIGKILL or stopped cleanly (SIGTERM)
+and started again on the same database; real ``gputui run`` processes whose
+commands hold the GPUs (their ``CUDA_VISIBLE_DEVICES`` set) the whole time. The
+run reconnects and takes its claim back onto its new connection; a run whose
+client died while the head was down is released once the head's grace is over,
+which is how the test knows the grace has passed. No job lands on the GPUs of
+the run that lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_e2e_jobs import GPUTUI, Cluster, alive, job, script, until
+
+from gputui.scheduler.aclient import AsyncHeadClient
+
+
+@pytest.fixture
+async def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cluster]:
+    monkeypatch.setenv("GPUTUI_JOBS_ROOT", str(tmp_path / "jobs"))
+    c = Cluster(tmp_path, "local")
+    try:
+        await c.serve_host()
+        yield c
+    finally:
+        await c.close()
+
+
+async def _run(cluster: Cluster, name: str, gpus: int) -> asyncio.subprocess.Process:
+    """``gputui run -g GPUS -- CMD``: CMD writes its pid and devices, then runs until
+    the file ``NAME.stop`` exists, and exits 5."""
+    tmp = cluster.tmp
+    code = (
+        "import os, pathlib, sys, time\n"
+        f"pathlib.Path({str(tmp / name)!r} + '.pid').write_text("
+        "f\"{os.getpid()} {os.environ['CUDA_VISIBLE_DEVICES']}\")\n"
+        f"while not pathlib.Path({str(tmp / name)!r} + '.stop').exists(): time.sleep(0.05)\n"
+        "raise SystemExit(5)"
+    )
+    env = dict(os.environ, GPUTUI_HEAD_SOCKET=str(cluster.sock))
+    return await asyncio.create_subprocess_exec(
+        *GPUTUI, "run", "-g", str(gpus), "--host", "sim01", "--", *script(code),
+        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+async def _claims(client: AsyncHeadClient, **args: Any) -> list[dict[str, Any]]:
+    return list((await client.call("claims", args))["claims"])
+
+
+@pytest.mark.parametrize("stop", ["SIGKILL", "SIGTERM"])
+async def test_a_gputui_run_keeps_its_gpus_across_a_head_restart(local: Cluster, stop: str) -> None:
+    client = await local.start_process()
+    kept = await _run(local, "kept", 2)
+    gone = await _run(local, "gone", 1)
+    runs = (kept, gone)
+    try:
+        pid_file = local.tmp / "kept.pid"
+
+        async def both_active() -> bool:
+            claims = await _claims(client)
+            return len(claims) == 2 and all(c["state"] == "active" for c in claims)
+
+        await until(both_active, timeout=30)
+        await until(lambda: _written(pid_file, local.tmp / "gone.pid"))
+        cmd, devices = pid_file.read_text().split()
+        mine = next(c for c in await _claims(client) if c["gpus"] == 2)
+        assert sorted(devices.split(",")) == sorted(mine["gpu_uuids"])
+
+        # The head goes away; so does the other run's client (and its command with it).
+        assert local.process is not None
+        if stop == "SIGKILL":
+            await local.kill_process()
+        else:
+            await client.close()
+            local.client = None
+            local.process.terminate()
+            assert await local.process.wait() == 0
+        os.killpg(gone.pid, signal.SIGKILL)
+        await gone.wait()
+
+        client = await local.start_process()
+        big = await client.call("submit", {"argv": script("pass"), "gpus": 3, "cwd": "/"})
+        big_id = big["job"]["id"]
+
+        # The grace is over once the dead run's claim is released.
+        async def grace_over() -> dict[str, Any] | None:
+            ended = [c for c in await _claims(client, all=True) if c["state"] == "released"]
+            return ended[0] if ended else None
+
+        released = await until(grace_over, timeout=60)
+        assert released["id"] != mine["id"]
+        assert released["release_reason"] == "its gputui run session ended"
+        now = [c for c in await _claims(client) if c["id"] == mine["id"]]
+        assert now and now[0]["state"] == "active" and now[0]["session"], now
+        assert now[0]["gpu_uuids"] == mine["gpu_uuids"]
+        assert alive(int(cmd)) and kept.returncode is None
+        # A tick after the release: a pass has run; the 3-GPU job still waits.
+        view = await job(client, big_id)
+        assert view["state"] == "queued", view
+
+        # The command ends: its exit status comes back, and only now the GPUs are free.
+        (local.tmp / "kept.stop").touch()
+        _, err = await asyncio.wait_for(kept.communicate(), 30)
+        assert kept.returncode == 5, err
+        assert b"not kept" not in err, err
+        done = await client.call("wait", {"job_id": big_id}, timeout=30)
+        assert done["job"]["state"] == "completed"
+    finally:
+        for run in runs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run.pid, signal.SIGKILL)
+
+
+async def _written(*paths: Path) -> bool:
+    return all(p.exists() and p.read_text() for p in paths)
