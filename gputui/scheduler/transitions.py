@@ -80,8 +80,8 @@ _FINAL = {
         ),
         told="queued again: it runs {user}'s command again, as {user}",
     ),
-    "hold": _ENDED,
-    "release_hold": _ENDED,
+    "hold": _no("job {id} already ended ({state}); only a queued job is held"),
+    "release_hold": _no("job {id} already ended ({state}); it is not held"),
 }
 
 TABLE: dict[str, dict[str, Step]] = {
