@@ -86,16 +86,7 @@ def run(client: HeadClient, a: argparse.Namespace) -> int:
             f"gputui run: waiting for {a.gpus} GPU(s) on {host} ({claim['reason']})…",
             file=sys.stderr,
         )
-        client.call("subscribe")
-        for push in client.pushes():
-            if push.get("push") != "state":
-                continue
-            mine = [c for c in push["state"]["claims"] if c["id"] == claim["id"]]
-            if not mine:
-                raise HeadError("released", f"claim c{claim['id']} went away while waiting")
-            if mine[0]["state"] == "active":
-                claim = mine[0]
-                break
+        claim = _wait_for_grant(client, claim)
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(claim["gpu_uuids"])
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
@@ -129,14 +120,74 @@ _TRY_AGAIN = frozenset({"unreachable", "timeout", "protocol"})
 """Errors that mean "try again": anything else is the head's answer, a refusal."""
 
 
+def _wait_for_grant(client: HeadClient, claim: dict[str, Any]) -> dict[str, Any]:
+    """The claim's view once it is granted; across a head restart too (``Reattach``)."""
+    back = Reattach(claim["id"])
+    while True:
+        try:
+            client.call("subscribe")
+            for push in client.pushes():
+                if push.get("push") != "state":
+                    continue
+                mine = [c for c in push["state"]["claims"] if c["id"] == claim["id"]]
+                if not mine:
+                    raise HeadError("released", f"claim c{claim['id']} went away while waiting")
+                if mine[0]["state"] == "active":
+                    return dict(mine[0])
+        except HeadError as exc:
+            if exc.code != "unreachable":
+                raise
+            client.close()
+        back.lost()
+        found = None
+        while found is None:
+            time.sleep(back.delay)
+            found = back.attempt(client)  # raises the head's refusal: the claim is gone
+        if found["state"] == "active":
+            return found
+
+
+class Reattach:
+    """Taking a run's claim back onto a new connection after the old one dropped (a
+    head that restarted: killed or stopped). Tries back off up to ``RECONNECT_CAP_S``;
+    the user hears of it only when it takes long (one line) or fails."""
+
+    def __init__(self, claim_id: int) -> None:
+        self.claim_id = claim_id
+        self.delay = 0.1
+        self.lost_at = time.monotonic()
+        self.told = False
+
+    def lost(self) -> None:
+        self.lost_at, self.delay = time.monotonic(), 0.1
+
+    def attempt(self, client: HeadClient) -> dict[str, Any] | None:
+        """The claim's view once it is this connection's; None: the head is not back
+        yet (try again after ``delay``); ``HeadError``: the head refused (it is gone)."""
+        self.delay = min(self.delay * 2, RECONNECT_CAP_S)
+        try:
+            answer = client.call("claim", {"session": True, "resume": self.claim_id}, retry=False)
+        except HeadError as exc:
+            client.close()
+            if exc.code not in _TRY_AGAIN:
+                raise
+            if not self.told and time.monotonic() - self.lost_at > TELL_AFTER_S:
+                _say(f"{one_line(exc.message)}; still trying, to keep c{self.claim_id}")
+                self.told = True
+            return None
+        if self.told:
+            _say(f"the head is back; c{self.claim_id} is kept")
+            self.told = False
+        return dict(answer["claim"])
+
+
 def keep_claim(client: HeadClient, child: subprocess.Popen[bytes], claim_id: int) -> int:
-    """Wait for CMD, keeping its claim: when the head's connection drops (a head that
-    restarted, killed or stopped), reconnect (backing off up to ``RECONNECT_CAP_S``,
-    for as long as CMD runs) and take the claim back onto the new connection. The
-    user hears of it only when it takes long or fails: one line on stderr. Reads
-    whatever the head pushes meanwhile, so nothing piles up for this connection."""
+    """Wait for CMD, keeping its claim: when the head's connection drops, reconnect for
+    as long as CMD runs (``Reattach``). Reads whatever the head pushes meanwhile, so
+    nothing piles up for this connection."""
     pidfd = _pidfd(child.pid)
-    keeping, told, delay, lost_at = True, False, 0.1, 0.0
+    back = Reattach(claim_id)
+    keeping = True
     try:
         while True:
             code = child.poll()
@@ -144,27 +195,17 @@ def keep_claim(client: HeadClient, child: subprocess.Popen[bytes], claim_id: int
                 return code
             sock = client.sock if keeping else None
             if keeping and sock is None:  # lost: try again, after a pause
-                _wait_child(pidfd, delay)
+                _wait_child(pidfd, back.delay)
                 if child.poll() is not None:
                     continue
-                delay = min(delay * 2, RECONNECT_CAP_S)
                 try:
-                    client.call("claim", {"session": True, "resume": claim_id}, retry=False)
-                except HeadError as exc:
-                    client.close()
-                    if exc.code not in _TRY_AGAIN:  # the head answered: the claim is gone
-                        _say(
-                            f"c{claim_id} was not kept ({one_line(exc.message)}); the command"
-                            " runs on, on GPUs the head may now give to others"
-                        )
-                        keeping = False
-                    elif not told and time.monotonic() - lost_at > TELL_AFTER_S:
-                        _say(f"{one_line(exc.message)}; still trying, to keep c{claim_id}")
-                        told = True
-                    continue
-                if told:
-                    _say(f"the head is back; c{claim_id} is kept")
-                told, delay = False, 0.1
+                    back.attempt(client)
+                except HeadError as exc:  # the head answered: the claim is gone
+                    _say(
+                        f"c{claim_id} was not kept ({one_line(exc.message)}); the command"
+                        " runs on, on GPUs the head may now give to others"
+                    )
+                    keeping = False
                 continue
             ready = _wait_child(pidfd, None if pidfd is not None else 0.2, sock)
             if sock is not None and sock in ready:
@@ -172,7 +213,7 @@ def keep_claim(client: HeadClient, child: subprocess.Popen[bytes], claim_id: int
                     client.message()  # a push (state): read and dropped
                 except HeadError:
                     client.close()
-                    lost_at = time.monotonic()
+                    back.lost()
     finally:
         if pidfd is not None:
             os.close(pidfd)

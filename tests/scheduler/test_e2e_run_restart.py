@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_e2e_jobs import GPUTUI, Cluster, alive, job, script, until
+from test_e2e_jobs import GPUTUI, Cluster, alive, job, script, state_is, until
 
 from gputui.scheduler.aclient import AsyncHeadClient
 
@@ -125,3 +125,35 @@ async def test_a_gputui_run_keeps_its_gpus_across_a_head_restart(local: Cluster,
 
 async def _written(*paths: Path) -> bool:
     return all(p.exists() and p.read_text() for p in paths)
+
+
+async def test_a_gputui_run_waiting_for_gpus_waits_on_across_a_head_restart(
+    local: Cluster,
+) -> None:
+    """Still in the queue when the head is killed: it reconnects, takes its waiting
+    claim back, and runs its command once the GPUs are free."""
+    client = await local.start_process()
+    gate = local.tmp / "gate"
+    hold = (
+        "import pathlib, sys, time\nwhile not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.05)"
+    )
+    busy = await client.call("submit", {"argv": [*script(hold), str(gate)], "gpus": 4, "cwd": "/"})
+    await until(lambda: state_is(client, busy["job"]["id"], "running"), timeout=30)
+    waiting = await _run(local, "waiter", 2)
+    try:
+
+        async def queued() -> bool:
+            return [c["state"] for c in await _claims(client)] == ["waiting"]
+
+        await until(queued, timeout=30)
+        await local.kill_process()
+        client = await local.start_process()
+        gate.touch()  # the job ends: the waiting claim is granted, on the new head
+        await until(lambda: _written(local.tmp / "waiter.pid"), timeout=40)
+        (local.tmp / "waiter.stop").touch()
+        _, err = await asyncio.wait_for(waiting.communicate(), 30)
+        assert waiting.returncode == 5, err
+        assert b"lost the head" not in err and b"not kept" not in err, err
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(waiting.pid, signal.SIGKILL)
