@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -157,3 +160,24 @@ async def test_a_gputui_run_waiting_for_gpus_waits_on_across_a_head_restart(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(waiting.pid, signal.SIGKILL)
+
+
+def test_a_head_restarted_with_the_same_pid_names_its_connections_anew() -> None:
+    """A head that is pid 1 of its container on every start: its first connection
+    must not carry the name of the last head's first one (a restored run claim
+    would look alive, and be released when that stranger hangs up)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare (a pid namespace: the same pid twice)")
+    code = (
+        "import os; from gputui.scheduler.server import Connection\n"
+        "print(os.getpid(), Connection(None, None, 1).session)"
+    )
+    runs = [
+        subprocess.run(
+            ["unshare", "--pid", "--fork", sys.executable, "-c", code],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout.split()
+        for _ in range(2)
+    ]  # fmt: skip
+    assert [pid for pid, _ in runs] == ["1", "1"]
+    assert runs[0][1] != runs[1][1], runs
