@@ -123,17 +123,24 @@ _TRY_AGAIN = frozenset({"unreachable", "timeout", "protocol"})
 def _wait_for_grant(client: HeadClient, claim: dict[str, Any]) -> dict[str, Any]:
     """The claim's view once it is granted; across a head restart too (``Reattach``)."""
     back = Reattach(claim["id"])
+
+    def granted(state: dict[str, Any]) -> dict[str, Any] | None:
+        mine = [c for c in state.get("claims", ()) if c["id"] == claim["id"]]
+        if not mine:
+            raise HeadError("released", f"claim c{claim['id']} went away while waiting")
+        return dict(mine[0]) if mine[0]["state"] == "active" else None
+
     while True:
         try:
-            client.call("subscribe")
+            # The state as of subscribing first: granted in between, no push may follow.
+            found = granted(client.call("subscribe").get("state") or {})
+            if found is not None:
+                return found
             for push in client.pushes():
-                if push.get("push") != "state":
-                    continue
-                mine = [c for c in push["state"]["claims"] if c["id"] == claim["id"]]
-                if not mine:
-                    raise HeadError("released", f"claim c{claim['id']} went away while waiting")
-                if mine[0]["state"] == "active":
-                    return dict(mine[0])
+                if push.get("push") == "state":
+                    found = granted(push["state"])
+                    if found is not None:
+                        return found
         except HeadError as exc:
             if exc.code != "unreachable":
                 raise
