@@ -309,3 +309,20 @@ def test_a_cancel_while_preempting_ends_cancelled_and_never_runs_again(host: Hos
         with host.batch() as _:
             pass
     assert host.job(job_id) == ("cancelled", None, launches)
+
+
+@pytest.mark.parametrize(("action", "ends"), [("cancel", "cancelled"), ("kill", "killed")])
+def test_a_job_stopped_before_its_refused_launch_ends_and_frees_its_gpus(
+    host: Host, action: str, ends: str
+) -> None:
+    """Stopped while ``starting``; then the host refuses the launch: no run exists to
+    report an end, so the job ends here, as its stop says (not ``killing`` forever)."""
+    _clear(host)
+    job_id = bring(host, "starting")
+    _, _, launch = host.job(job_id)
+    host.act(action, job_id)
+    with host.batch() as (tx, ctx):
+        lifecycle.on_launch_failed(tx, ctx, job_id, launch, code="refused", message="no such user")
+    assert host.job(job_id) == (ends, None, launch)
+    with host.store.transaction() as tx:
+        assert [a for a in tx.live_allocations() if a.job_id == job_id] == []
