@@ -16,6 +16,7 @@ import contextlib
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -181,3 +182,41 @@ def test_a_head_restarted_with_the_same_pid_names_its_connections_anew() -> None
     ]  # fmt: skip
     assert [pid for pid, _ in runs] == ["1", "1"]
     assert runs[0][1] != runs[1][1], runs
+
+
+async def test_a_gputui_run_whose_claim_could_not_be_kept_says_so_in_one_line(
+    local: Cluster,
+) -> None:
+    """The claim is gone when the run reconnects (here: released in the store while
+    no head ran): the user is told in one line, and the command runs on to its end."""
+    client = await local.start_process()
+    run = await _run(local, "told", 1)
+    try:
+        await until(lambda: _written(local.tmp / "told.pid"), timeout=30)
+        (claim,) = await _claims(client)
+        await local.kill_process()
+        db = sqlite3.connect(local.tmp / "db" / "gputui.db")
+        with db:
+            db.execute("UPDATE claim SET state = 'released', release_reason = 'by hand'")
+            db.execute("UPDATE allocation SET end_at = 1 WHERE end_at IS NULL")
+        db.close()
+        await local.start_process()
+        assert run.stderr is not None
+        lines = []
+        while not lines or "not kept" not in lines[-1]:  # the run reconnects, and says
+            line = await asyncio.wait_for(run.stderr.readline(), 30)
+            assert line, lines
+            lines.append(line.decode().rstrip("\n"))
+        assert alive(int((local.tmp / "told.pid").read_text().split()[0]))
+        (local.tmp / "told.stop").touch()
+        _, err = await asyncio.wait_for(run.communicate(), 30)
+        assert run.returncode == 5, err
+        lines += err.decode().splitlines()
+        said = [line for line in lines if "not kept" in line]
+        assert said == [
+            f"gputui run: c{claim['id']} was not kept (claim {claim['id']} is released (by hand));"
+            " the command runs on, on GPUs the head may now give to others"
+        ], lines
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)
