@@ -185,15 +185,20 @@ def _act(client: HeadClient, a: argparse.Namespace) -> int:
         body: dict[str, Any] = {"job_id": job_id}
         if a.reason:
             body["reason"] = a.reason
+        if getattr(a, "force", False):
+            body["force"] = True
         try:
-            job = client.call(op, body)["job"]
+            answer = client.call(op, body)
+            job = answer["job"]
         except HeadError as exc:
             if exc.code == "unreachable":
                 raise
             print(f"gputui {a.verb}: {_said(exc, a.verb)}", file=sys.stderr)
             code = EXIT_REFUSED
             continue
-        print(f"job {job['id']}: {job['state']}")
+        told = answer.get("told")
+        line = f"job {_shown(job['id'])}: {_shown(job['state'])}"
+        print(line + (f": {_shown(told, 300)}" if told else ""))
     return code
 
 

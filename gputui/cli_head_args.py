@@ -142,6 +142,12 @@ def parser() -> argparse.ArgumentParser:
         a = sub.add_parser(name, help=f"{name} jobs")
         a.add_argument("job", type=_job_id, nargs="+")
         a.add_argument("--reason", help="required for an admin acting on another's job")
+        if name == "requeue":
+            a.add_argument(
+                "--force",
+                action="store_true",
+                help="requeue a job that ended: its owner's command runs again, as its owner",
+            )
 
     lg = sub.add_parser("logs", help="a job's output")
     lg.add_argument("job", type=_job_id)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -85,16 +87,7 @@ def run(client: HeadClient, a: argparse.Namespace) -> int:
             f"gputui run: waiting for {a.gpus} GPU(s) on {host} ({claim['reason']})…",
             file=sys.stderr,
         )
-        client.call("subscribe")
-        for push in client.pushes():
-            if push.get("push") != "state":
-                continue
-            mine = [c for c in push["state"]["claims"] if c["id"] == claim["id"]]
-            if not mine:
-                raise HeadError("released", f"claim c{claim['id']} went away while waiting")
-            if mine[0]["state"] == "active":
-                claim = mine[0]
-                break
+        claim = _wait_for_grant(client, claim)
     try:
         uuids = gpu_uuids(claim.get("gpu_uuids"))
     except ValueError:
@@ -117,8 +110,147 @@ def run(client: HeadClient, a: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)
-    code = child.wait()
+    code = keep_claim(client, child, claim["id"])
     # The head releases a session's claim when the connection closes anyway.
     with contextlib.suppress(HeadError):
         client.call("release", {"claim_ids": [claim["id"]]})
     return code if code >= 0 else 128 - code
+
+
+RECONNECT_CAP_S = 2.0
+"""At most this long between two tries to reach a head that went away (the head keeps
+a run's claim for ``SESSION_GRACE_S`` after it starts again: 30 s)."""
+TELL_AFTER_S = 10.0
+"""Unreachable this long: the user is told, once, in one line."""
+_TRY_AGAIN = frozenset({"unreachable", "timeout", "protocol"})
+"""Errors that mean "try again": anything else is the head's answer, a refusal."""
+
+
+def _wait_for_grant(client: HeadClient, claim: dict[str, Any]) -> dict[str, Any]:
+    """The claim's view once it is granted; across a head restart too (``Reattach``)."""
+    back = Reattach(claim["id"])
+
+    def granted(state: dict[str, Any]) -> dict[str, Any] | None:
+        mine = [c for c in state.get("claims", ()) if c["id"] == claim["id"]]
+        if not mine:
+            raise HeadError("released", f"claim c{claim['id']} went away while waiting")
+        return dict(mine[0]) if mine[0]["state"] == "active" else None
+
+    while True:
+        try:
+            # The state as of subscribing first: granted in between, no push may follow.
+            found = granted(client.call("subscribe").get("state") or {})
+            if found is not None:
+                return found
+            for push in client.pushes():
+                if push.get("push") == "state":
+                    found = granted(push["state"])
+                    if found is not None:
+                        return found
+        except HeadError as exc:
+            if exc.code != "unreachable":
+                raise
+            client.close()
+        back.lost()
+        found = None
+        while found is None:
+            time.sleep(back.delay)
+            found = back.attempt(client)  # raises the head's refusal: the claim is gone
+        if found["state"] == "active":
+            return found
+
+
+class Reattach:
+    """Taking a run's claim back onto a new connection after the old one dropped (a
+    head that restarted: killed or stopped). Tries back off up to ``RECONNECT_CAP_S``;
+    the user hears of it only when it takes long (one line) or fails."""
+
+    def __init__(self, claim_id: int) -> None:
+        self.claim_id = claim_id
+        self.delay = 0.1
+        self.lost_at = time.monotonic()
+        self.told = False
+
+    def lost(self) -> None:
+        self.lost_at, self.delay = time.monotonic(), 0.1
+
+    def attempt(self, client: HeadClient) -> dict[str, Any] | None:
+        """The claim's view once it is this connection's; None: the head is not back
+        yet (try again after ``delay``); ``HeadError``: the head refused (it is gone)."""
+        self.delay = min(self.delay * 2, RECONNECT_CAP_S)
+        try:
+            answer = client.call("claim", {"session": True, "resume": self.claim_id}, retry=False)
+        except HeadError as exc:
+            client.close()
+            if exc.code not in _TRY_AGAIN:
+                raise
+            if not self.told and time.monotonic() - self.lost_at > TELL_AFTER_S:
+                _say(f"{one_line(exc.message)}; still trying, to keep c{self.claim_id}")
+                self.told = True
+            return None
+        if self.told:
+            _say(f"the head is back; c{self.claim_id} is kept")
+            self.told = False
+        return dict(answer["claim"])
+
+
+def keep_claim(client: HeadClient, child: subprocess.Popen[bytes], claim_id: int) -> int:
+    """Wait for CMD, keeping its claim: when the head's connection drops, reconnect for
+    as long as CMD runs (``Reattach``). Reads whatever the head pushes meanwhile, so
+    nothing piles up for this connection."""
+    pidfd = _pidfd(child.pid)
+    back = Reattach(claim_id)
+    keeping = True
+    try:
+        while True:
+            code = child.poll()
+            if code is not None:
+                return code
+            sock = client.sock if keeping else None
+            if keeping and sock is None:  # lost: try again, after a pause
+                _wait_child(pidfd, back.delay)
+                if child.poll() is not None:
+                    continue
+                try:
+                    back.attempt(client)
+                except HeadError as exc:  # the head answered: the claim is gone
+                    _say(
+                        f"c{claim_id} was not kept ({one_line(exc.message)}); the command"
+                        " runs on, on GPUs the head may now give to others"
+                    )
+                    keeping = False
+                continue
+            ready = _wait_child(pidfd, None if pidfd is not None else 0.2, sock)
+            if sock is not None and sock in ready:
+                try:
+                    client.message()  # a push (state): read and dropped
+                except HeadError:
+                    client.close()
+                    back.lost()
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _say(text: str) -> None:
+    print(f"gputui run: {text}", file=sys.stderr, flush=True)
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` ends (Linux 5.3+), or None."""
+    try:
+        return os.pidfd_open(pid)  # type: ignore[attr-defined,unused-ignore]
+    except (AttributeError, OSError):
+        return None
+
+
+def _wait_child(
+    pidfd: int | None, timeout: float | None, sock: socket.socket | None = None
+) -> list[Any]:
+    """Until the child ends (``pidfd``), ``sock`` is readable, or ``timeout`` passes."""
+    fds: list[Any] = [x for x in (pidfd, sock) if x is not None]
+    if not fds:
+        time.sleep(timeout or 0.2)
+        return []
+    ready, _, _ = select.select(fds, [], [], timeout)
+    return list(ready)

@@ -18,7 +18,7 @@ import orjson
 
 from gputui.config_sched import SchedulerConfig
 
-from . import policy, privacy
+from . import policy, privacy, transitions
 from .identity import Caller
 from .store import Tx
 from .tables import Audit, Claim, Job, Notice, owned_by
@@ -242,7 +242,7 @@ def stop_job(job: Job, ctx: Context, kind: str, state: str) -> None:
     job.state = state
     job.stop_kind = kind
     job.stop_deadline = ctx.now + ctx.rules.kill_grace_s
-    job.reason = {"kill": "killed by request", "preempt": "preempted by request"}.get(kind, kind)
+    job.reason = _STOP_REASONS.get(kind, kind)
     if job.host is not None and job.id is not None:
         ctx.stops.append((job.host, run_key(job.id, job.launches)))
 
@@ -250,73 +250,65 @@ def stop_job(job: Job, ctx: Context, kind: str, state: str) -> None:
 JobAction = Callable[[Tx, Caller, JobArgs, Context], dict[str, Any]]
 
 
-def _on_job(action: str, change: Callable[[Job, Caller, Context], None]) -> JobAction:
+def _on_job(action: str) -> JobAction:
     """A request on one job: found, authorized (audited when an admin acts for its
-    owner), changed by ``change`` (which refuses a state it does not apply to)."""
+    owner), then changed as ``transitions`` says for its state, or refused there."""
 
     def run(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
         job = _job(tx, args.job_id)
         _authorize(tx, caller, ctx, action, kind="job", item=job, reason=args.reason)
-        change(job, caller, ctx)
+        op = action.replace("-", "_")
+        told = change_job(job, caller, ctx, op, force=getattr(args, "force", False))
         ctx.changed = True
         tx.flush()
-        return {"job": job_view(job)}
+        return {"job": job_view(job), "told": told}
 
     return run
 
 
-def _cancel(job: Job, caller: Caller, ctx: Context) -> None:
-    if job.state in PENDING_JOB_STATES:
-        job.state, job.ended_at = "cancelled", ctx.now
-        job.reason = "cancelled" + (f" by {caller.user}" if not caller.owns(job.uid) else "")
-    elif job.state in ("running", "starting", "unknown"):
-        stop_job(job, ctx, "kill", "killing")
-    elif job.state in FINAL_JOB_STATES:
-        raise Refusal("bad-state", f"job {job.id} already ended ({job.state})")
-
-
-def _kill(job: Job, caller: Caller, ctx: Context) -> None:
-    if job.state not in ("running", "starting", "unknown", "preempting", "killing"):
-        raise Refusal("bad-state", f"job {job.id} is {job.state}, not running; use cancel")
-    if job.state != "killing":
-        stop_job(job, ctx, "kill", "killing")
-
-
-def _preempt(job: Job, caller: Caller, ctx: Context) -> None:
-    if job.state not in ("running", "starting", "unknown"):
-        raise Refusal("bad-state", f"job {job.id} is {job.state}; only a running job is preempted")
-    stop_job(job, ctx, "preempt", "preempting")
-
-
-def _requeue(job: Job, caller: Caller, ctx: Context) -> None:
-    if job.state in ("running", "starting", "unknown"):
-        stop_job(job, ctx, "preempt", "preempting")
-    elif job.state in FINAL_JOB_STATES:
+def change_job(job: Job, caller: Caller, ctx: Context, action: str, *, force: bool = False) -> str:
+    """Apply ``action`` to ``job`` as ``transitions.TABLE`` says, or raise its
+    ``Refusal``; returns what happens next, in words."""
+    step = transitions.step(action, job.state, job.stop_kind)
+    fill = {"id": job.id, "state": job.state, "user": job.user}
+    if step.state is None:
+        raise Refusal("bad-state", step.refuse.format(**fill))
+    if step.force and not force:
+        raise Refusal("force-required", step.refuse.format(**fill))
+    by = "" if caller.owns(job.uid) else f" by {caller.user}"
+    if step.stop is not None and job.state in STOPPING:
+        # Already signalled: the signals go on as they were; only how it ends changes.
+        job.state, job.stop_kind = step.state, step.stop
+        job.reason = _STOP_REASONS[step.stop] + by
+    elif step.stop is not None:
+        stop_job(job, ctx, step.stop, step.state)
+        job.reason = _STOP_REASONS[step.stop] + by
+    elif step.state == "cancelled":
+        job.state, job.ended_at, job.reason = "cancelled", ctx.now, "cancelled" + by
+    elif step.state == "queued" and job.state in FINAL_JOB_STATES:
         job.state, job.reason, job.ended_at = "queued", "Priority", None
         job.exit_code = job.exit_signal = None
         job.requeues += 1
     else:
-        raise Refusal("bad-state", f"job {job.id} is {job.state}; nothing to requeue")
+        job.state, job.reason = step.state, {"held": "Held"}.get(step.state, "Priority")
+    return step.told.format(**fill)
 
 
-def _hold(job: Job, caller: Caller, ctx: Context) -> None:
-    if job.state != "queued":
-        raise Refusal("bad-state", f"job {job.id} is {job.state}; only a queued job is held")
-    job.state, job.reason = "held", "Held"
+STOPPING = ("killing", "preempting")
+"""The states of a job whose run has been told to stop."""
+_STOP_REASONS = {
+    "kill": "killed by request",
+    "cancel": "cancelled by request",
+    "preempt": "preempted by request",
+}
 
 
-def _release_hold(job: Job, caller: Caller, ctx: Context) -> None:
-    if job.state != "held":
-        raise Refusal("bad-state", f"job {job.id} is {job.state}, not held")
-    job.state, job.reason = "queued", "Priority"
-
-
-cancel = _on_job("cancel", _cancel)
-kill = _on_job("kill", _kill)
-preempt = _on_job("preempt", _preempt)
-requeue = _on_job("requeue", _requeue)
-hold = _on_job("hold", _hold)
-release_hold = _on_job("release-hold", _release_hold)
+cancel = _on_job("cancel")
+kill = _on_job("kill")
+preempt = _on_job("preempt")
+requeue = _on_job("requeue")
+hold = _on_job("hold")
+release_hold = _on_job("release-hold")
 
 
 def show(tx: Tx, caller: Caller, job_id: int, *, private: bool = False) -> dict[str, Any]:
@@ -401,6 +393,26 @@ def claim(
     if place is not None:
         grant_claim(tx, item, place, ctx)
     ctx.changed = True
+    return {"claim": claim_view(item)}
+
+
+def resume_claim(
+    tx: Tx, caller: Caller, claim_id: int, ctx: Context, *, session: str | None
+) -> dict[str, Any]:
+    """A ``gputui run`` that lost its connection (the head restarted) takes its claim
+    back onto its new one: from now on the claim ends when this connection does."""
+    item = tx.claim(claim_id)
+    if item is None or not caller.owns(item.uid):
+        raise Refusal("unknown-claim", f"no claim {claim_id} of yours")
+    if item.state not in ("waiting", "active"):
+        why = item.release_reason or item.state
+        raise Refusal("bad-state", f"claim {claim_id} is {item.state} ({why})")
+    if item.session is None and item.idle_release_s != 0:
+        raise Refusal("bad-state", f"claim {claim_id} is not a gputui run session's")
+    item.session = session
+    item.idle_release_s = ctx.rules.claim_idle_s
+    item.last_active_at = ctx.now
+    tx.flush()
     return {"claim": claim_view(item)}
 
 

@@ -263,8 +263,12 @@ class Batches:
             result: dict[str, Any] = handler(tx, caller, args, ctx)
             return result
         if op == "claim":
+            if args.resume is not None and not args.session:
+                raise wire.Refusal("bad-args", "claim: resume is for a run's session claim")
             if args.session:
                 after.sessions.append(conn.session)
+            if args.resume is not None:
+                return actions.resume_claim(tx, caller, args.resume, ctx, session=conn.session)
             return actions.claim(
                 tx,
                 caller,

@@ -175,6 +175,19 @@ class HeadClient:
             raise HeadError("protocol", "the head sent something that is not an object")
         return message
 
+    @property
+    def sock(self) -> socket.socket | None:
+        """The open connection (None: not connected)."""
+        return self._sock
+
+    def message(self) -> dict[str, Any]:
+        """The next message, whatever it is (``HeadError`` ``unreachable``: the
+        connection is gone)."""
+        try:
+            return self._read()
+        except (ConnectionError, EOFError) as exc:
+            raise HeadError("unreachable", f"lost the head: {exc}") from None
+
     def pushes(self) -> Iterator[dict[str, Any]]:
         """After ``subscribe``: every pushed message, as it comes."""
         while True:

@@ -94,6 +94,9 @@ class Head(SnapshotReads):
         self._state_seq = 0
         self._state_event = asyncio.Event()
         self._restored_sessions: set[str] = set()
+        """``gputui run`` claims of the last head's connections: released unless their
+        run reconnects (``claim`` with ``resume``) within ``SESSION_GRACE_S``."""
+        self._closing = False
         self.health = HeadHealth(settings.health, host_pools, settings.expected_gpus, clock=clock)
         self.batch = Batches(
             store,
@@ -157,6 +160,7 @@ class Head(SnapshotReads):
         self._post(Item("resume"))
 
     async def close(self) -> None:
+        self._closing = True
         await self._server.close()
         for task in self._tasks:
             task.cancel()
@@ -248,7 +252,8 @@ class Head(SnapshotReads):
         self.batch.sessions_alive.discard(conn.session)
         for waiters in self.batch.waits.values():
             waiters[:] = [w for w in waiters if w[0] is not conn]
-        self._post(Item("session-closed", payload=conn.session))
+        if not self._closing:  # the head stopping ends no run: each reconnects to the next
+            self._post(Item("session-closed", payload=conn.session))
 
     # -- the writer (group commit) ---------------------------------------------------------
 
@@ -376,11 +381,12 @@ class Head(SnapshotReads):
         self.force_frees.sampled()
 
     async def _ticker(self) -> None:
+        serving_since = self.clock()  # the grace runs from when runs can reconnect
         while True:
             await asyncio.sleep(TICK_S)
             active = self.watch.active_users()
             orphans = set()
-            if self.clock() - self._started_at > SESSION_GRACE_S:
+            if self._restored_sessions and self.clock() - serving_since > SESSION_GRACE_S:
                 orphans = self._restored_sessions - self.batch.sessions_alive
                 self._restored_sessions = set()
             self._post(Item("tick", payload=(active, orphans)))

@@ -18,10 +18,19 @@ from typing import cast
 from gputui.config_sched import SchedulerConfig
 
 from . import line, policy
-from .actions import Context, end_claim, grant_claim, run_key, split_run_key, stop_job
+from .actions import (
+    STOPPING,
+    Context,
+    end_claim,
+    grant_claim,
+    run_key,
+    split_run_key,
+    stop_job,
+)
 from .shares import Standing
 from .store import Tx
 from .tables import Claim, Job, Notice
+from .transitions import END_OF_STOP
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +239,9 @@ def _finish(tx: Tx, job: Job, ctx: Context, report: HostJob) -> None:
         _notice(tx, ctx, job, "preempted", f"job {job.id} ({job.name}) was preempted; {job.state}")
         ctx.changed = True
         return
-    if kind == "kill":
-        job.state, job.reason = "killed", job.reason or "killed"
+    if kind in ("kill", "cancel"):  # as asked: never requeued, never run again
+        job.state = END_OF_STOP[kind]
+        job.reason = job.reason or job.state
     elif report.state == "lost":
         job.state, job.reason = "failed", "its supervisor on the host was lost"
     elif report.state == "failed-to-start":
@@ -321,7 +331,15 @@ def on_launch_failed(
 ) -> None:
     """The host refused the launch (or could not be asked): back to the queue, or failed."""
     job = tx.job(job_id)
-    if job is None or job.launches != launch or job.state != "starting":
+    if job is None or job.launches != launch:
+        return
+    if job.state in STOPPING and code not in ("offline", "timeout", "unknown"):
+        # Stopped before its launch was answered, and the host refused it: no run
+        # exists to report its end, so it ends here, the way its stop says.
+        report = HostJob(key=run_key(job_id, launch), state="failed-to-start", error=message)
+        _finish(tx, job, ctx, report)
+        return
+    if job.state != "starting":
         return
     if code in ("offline", "timeout", "unknown"):
         job.state, job.reason = "unknown", f"launch unconfirmed: {message}"[:512]

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import socket
 import stat
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,7 @@ from .wire import MAX_REQUEST_BYTES, encode, error
 log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 4096
+_LIFETIME = secrets.token_hex(4)
 _CHUNK = 65536
 
 
@@ -35,7 +37,8 @@ class Connection:
         self.caller = caller
         self.writer = writer
         self.number = number
-        self.session = f"c{os.getpid()}-{number}"
+        self.session = f"c{os.getpid()}-{_LIFETIME}-{number}"
+        """Unique across head lifetimes (a restarted head may get the same pid)."""
         self.subscribed = False
         self.closed = False
         self.last_notice = 0

@@ -143,6 +143,11 @@ class JobArgs(_Plain):
     reason: Short | None = None
 
 
+class RequeueArgs(JobArgs):
+    force: bool = False
+    """Requeue a job that ended: its command runs again, as its owner."""
+
+
 class ShowArgs(_Args):
     job_id: JobId
 
@@ -168,6 +173,9 @@ class ClaimArgs(_Plain):
     session: bool = False
     """Release when this connection closes (``gputui run``)."""
     project: Name | None = None
+    resume: ClaimId | None = None
+    """With ``session``: bind this live ``gputui run`` claim of the caller's to this
+    connection (its run reconnecting after the head restarted); nothing else is read."""
 
 
 class ReleaseArgs(_Plain):
@@ -320,7 +328,7 @@ ARGS: dict[str, type[_Args]] = {
     "cancel": JobArgs,
     "kill": JobArgs,
     "preempt": JobArgs,
-    "requeue": JobArgs,
+    "requeue": RequeueArgs,
     "hold": JobArgs,
     "release_hold": JobArgs,
     "show": ShowArgs,

@@ -380,6 +380,8 @@ class HeadActions(DrainActions):
             args: dict[str, Any] = {"job_id": message.job_id}
             if message.reason:
                 args["reason"] = message.reason
+            if message.force:
+                args["force"] = True
             self._request(what, self._job_action(link, what, message.op, args))
 
     async def _job_action(self, link: HeadLink, what: str, op: str, args: dict[str, Any]) -> None:
@@ -388,8 +390,10 @@ class HeadActions(DrainActions):
         if result is None:
             return
         job = result.get("job") or {}
+        told = result.get("told")
         self.notify(
-            f"job {job_id}: {clean(job.get('state') or '?', 16)}",
+            f"job {job_id}: {clean(job.get('state') or '?', 16)}"
+            + (f": {clean(told, 200)}" if isinstance(told, str) and told else ""),
             title=what,
             timeout=5,
             markup=False,

@@ -303,7 +303,8 @@ def test_an_admin_acts_on_anyones_work_with_a_reason_and_it_is_audited(
             lambda: root.ok("show", {"job_id": running[0]})["job"]["state"] == "killed",
             what="the killed job to end",
         )
-    requeued = carol.ok(sock, "requeue", {"job_id": running[0], "reason": reason})["job"]
+    requeue = {"job_id": running[0], "reason": reason, "force": True}  # it ended: --force
+    requeued = carol.ok(sock, "requeue", requeue)["job"]
     assert (requeued["state"], requeued["requeues"]) == ("queued", 1)
     released = carol.ok(sock, "release", {"claim_ids": [work.claim], "reason": reason})
     assert [c["id"] for c in released["released"]] == [work.claim]

@@ -141,6 +141,11 @@ def test_ten_megabyte_command_line_is_one_too_large_error(th: ThreadedHead, c: L
         ("release", {}, "bad-args"),
         ("claim", {"gpu_refs": ["GPU-nope"]}, "unknown-gpu"),
         ("claim", {"gpu_refs": ["gpu01:9"]}, "unknown-gpu"),
+        ("claim", {"session": True, "resume": 424242}, "unknown-claim"),
+        ("claim", {"resume": 1}, "bad-args"),
+        ("claim", {"session": True, "resume": 0}, "bad-args"),
+        ("claim", {"session": True, "resume": "1"}, "bad-args"),
+        ("requeue", {"job_id": 1, "force": "yes"}, "bad-args"),
     ],
 )
 def test_unknown_ids_are_named(

@@ -46,6 +46,7 @@ from gputui.scheduler.wire import (
     JobArgs,
     Refusal,
     ReleaseArgs,
+    RequeueArgs,
     SubmitArgs,
 )
 
@@ -70,7 +71,7 @@ APPLIES = {
     "cancel": f"'queued', 'held', {_LIVE}",
     "kill": _LIVE,
     "preempt": _LIVE,
-    "requeue": f"{_LIVE}, 'completed', 'failed', 'killed'",
+    "requeue": f"{_LIVE}, 'completed', 'failed', 'killed', 'cancelled'",
     "hold": "'queued'",
     "release_hold": "'held'",
 }
@@ -192,12 +193,20 @@ class StoreMachine(RuleBasedStateMachine):
             owner = (tx.job(item_id) if kind == "job" else tx.claim(item_id)) or None
             assert owner is not None
             before = self.audited(tx)
+            row = f"SELECT * FROM {kind} WHERE id = {int(item_id)}"
+            was = tuple(tx.s.connection().exec_driver_sql(row).one())
             refused: Refusal | None = None
             try:
                 with tx.savepoint():
                     fn(tx, ctx)
             except Refusal as exc:
                 refused = exc
+            tx.flush()
+            now = tuple(tx.s.connection().exec_driver_sql(row).one())
+            if refused is None:
+                assert now != was, f"{action} of {kind} {item_id} acknowledged, nothing done"
+            else:
+                assert now == was and refused.message, f"a refused {action} changed something"
             after = self.audited(tx)
             if actor.owns(owner.uid):
                 assert after == before
@@ -289,7 +298,12 @@ class StoreMachine(RuleBasedStateMachine):
         job_id = data.draw(st.sampled_from(fitting if aimed else every), label="job")
         who = self.actor(role, "job", job_id)
         handler = getattr(actions, op)
-        args = JobArgs(job_id=job_id, reason=reason)
+        force = op == "requeue" and data.draw(st.booleans(), label="force")
+        args = (
+            RequeueArgs(job_id=job_id, reason=reason, force=force)
+            if force
+            else JobArgs(job_id=job_id, reason=reason)
+        )
         self.act(
             who,
             "job",

@@ -228,6 +228,14 @@ async def test_submit_from_the_form_and_see_it_in_the_queue(tmp_path: Path) -> N
                 timeout=30,
             )
 
+            # A requeue of a job that ended asks first, saying whose command runs again.
+            await pilot.press("R")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
+            me = app.head_link.view.me.user  # type: ignore[union-attr]
+            assert f"It runs {me}'s command again, as {me}." in app.screen.question.plain  # type: ignore[attr-defined]
+            await pilot.press("y")
+            await until(pilot, lambda: len(hosts.launches) == 2, "the job to run again")
+
 
 async def test_an_admin_gives_a_reason_to_act_on_another_users_job(tmp_path: Path) -> None:
     # This console's user (the test's) is an admin: the admin group is its own group.

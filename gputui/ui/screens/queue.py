@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Footer, Log, Static
 from gputui.durations import elapsed_text
 from gputui.text import clean
 from gputui.ui.head_flags import idle_for, idle_text
-from gputui.ui.head_view import HeadJob, HeadView
+from gputui.ui.head_view import FINAL_STATES, HeadJob, HeadView
 from gputui.ui.screens.confirm import ConfirmScreen, ReasonScreen
 
 COLUMNS = ("JOBID", "USER", "NAME", "STATE", "GPUS", "HOST", "TIME", "REASON")
@@ -99,6 +99,8 @@ class QueueScreen(Screen[None]):
         job_id: int
         reason: str | None = None
         """Given where an admin acts on another user's job (the head requires it)."""
+        force: bool = False
+        """Confirmed: requeue a job that ended (its owner's command runs again)."""
 
     @dataclass
     class SubmitWanted(Message):
@@ -330,6 +332,9 @@ class QueueScreen(Screen[None]):
         label = _DESTRUCTIVE.get(op)
         if op == "cancel" and job.live:
             label = "Cancel"
+        force = op == "requeue" and job.state in FINAL_STATES
+        if force:
+            label = "Requeue"
         me = self.view.me if self.view is not None else None
         for_another = me is not None and me.admin and job.user != me.user
         if label is None and not for_another:
@@ -342,16 +347,19 @@ class QueueScreen(Screen[None]):
         question.append(job.name)
         question.append(f"), {job.state} on {job.host or '-'}? ")
         if label is not None:
-            question.append(
-                "It is stopped and requeued." if op == "preempt" else "Its work so far is lost.",
-                "bold",
-            )
+            if force:
+                warning = f"It runs {job.user}'s command again, as {job.user}."
+            elif op == "preempt":
+                warning = "It is stopped and requeued."
+            else:
+                warning = "Its work so far is lost."
+            question.append(warning, "bold")
         if for_another:
             question.append(f"\nIt is {job.user}'s job: say why; {job.user} is told.")
 
             def reasoned(reason: str | None) -> None:
                 if reason:
-                    self.post_message(self.JobAction(op, job.id, reason))
+                    self.post_message(self.JobAction(op, job.id, reason, force))
 
             self.app.push_screen(ReasonScreen(question, f"{shown} job {job.id}"), reasoned)
             return
@@ -359,6 +367,6 @@ class QueueScreen(Screen[None]):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.post_message(self.JobAction(op, job.id))
+                self.post_message(self.JobAction(op, job.id, force=force))
 
         self.app.push_screen(ConfirmScreen(question, f"{shown} job {job.id}"), answered)
