@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from gputui.health.fencing import Fence
 
+from .gpufacts import AnyGpu
 from .holder_notices import tell_holders
 from .identity import HEAD_ACTOR
 from .store import Tx
@@ -46,7 +47,7 @@ def _xid(code: str) -> int | None:
 
 
 def plan(
-    gpu: Gpu,
+    gpu: AnyGpu,
     wanted: Fence | None,
     *,
     boot_time: float | None,
@@ -85,7 +86,7 @@ def plan(
 
 
 def plan_host(
-    gpus: Iterable[Gpu],
+    gpus: Iterable[AnyGpu],
     wanted: Mapping[str, Fence],
     *,
     boot_time: float | None,

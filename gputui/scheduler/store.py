@@ -410,10 +410,15 @@ class JobStore:
         self.engine = engine
         self._reader = engine.execution_options(**{SNAPSHOT: True})
 
+    # No row outlives its transaction: each is expired as the transaction ends, so a
+    # row kept past it (instead of a value copied from it: ``gpufacts``) raises
+    # ``DetachedInstanceError`` at its first use, every time, rather than only when
+    # a later batch happens to expire it.
+
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back when the block raises."""
-        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+        with Session(self.engine, expire_on_commit=True) as session, session.begin():
             yield Tx(session)
 
     @contextmanager
@@ -421,7 +426,10 @@ class JobStore:
         """A read-only view: a deferred ``BEGIN`` (in WAL mode it never blocks the
         writer, nor waits for it), on a connection of its own; nothing is committed."""
         with Session(self._reader, expire_on_commit=False) as session:
-            yield Tx(session)  # closing the session rolls the read transaction back
+            try:
+                yield Tx(session)  # closing the session rolls the read transaction back
+            finally:
+                session.expire_all()
 
     def close(self) -> None:
         self.engine.dispose()
