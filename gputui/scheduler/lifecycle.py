@@ -226,6 +226,9 @@ def _finish(tx: Tx, job: Job, ctx: Context, report: HostJob) -> None:
         _notice(tx, ctx, job, "preempted", f"job {job.id} ({job.name}) was preempted; {job.state}")
         ctx.changed = True
         return
+    # A run that started and ended while the head did not hear of it (the head was
+    # down, or the launch's answer was lost): its start is in the supervisor's state.
+    job.started_at = job.started_at or report.started_at
     if kind == "kill":
         job.state, job.reason = "killed", job.reason or "killed"
     elif report.state == "lost":

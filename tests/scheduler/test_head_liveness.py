@@ -1,6 +1,7 @@
 """The head never goes deaf: a drain and a release in one batch (the writer once died
 of it, silently), rapid drains while the head works, and no ORM row kept past its
-transaction (a leak fails loudly, at once, wherever it is).
+transaction (a leak fails loudly, at once, wherever it is); a run the head did not
+hear of (it was down, or the launch's answer was lost) keeps its start time.
 
 Real head over a real SQLite file and a real socket; the hosts scripted.
 """
@@ -13,11 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
+from headkit import ScriptedHosts
 from headthread import LineClient, ThreadedHead, poll
 from sqlalchemy.orm.exc import DetachedInstanceError
 
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.gpufacts import COLUMNS, GpuFacts
+from gputui.scheduler.hosts import HostAnswer
+from gputui.scheduler.lifecycle import HostJob, Launch
 from gputui.scheduler.liveness import Liveness, problems
 from gputui.scheduler.store import JobStore
 from gputui.scheduler.tables import Gpu
@@ -156,3 +160,27 @@ def test_ping_reports_each_task_and_check_judges_it() -> None:
     asyncio.run(scenario())
     assert problems({}) == ["the head does not report its tasks (a head older than this client?)"]
     assert problems({"w\x1b[31m": {"alive": True}}) == ["w: unreadable report"]
+
+
+class UnheardRuns(ScriptedHosts):
+    """Hosts whose runs start and end unheard: the launch's answer is lost, and the
+    host's list then says the run came and went (its supervisor's state file)."""
+
+    async def launch(self, spec: Launch) -> HostAnswer:
+        self.launches.append(spec)
+        self.runs[spec.host][spec.key] = HostJob(
+            key=spec.key, state="exited", exit_code=0, started_at=1000.5, ended_at=1010.25
+        )
+        self._publish(spec.host)
+        return HostAnswer(False, code="timeout", message="no answer from the host")
+
+
+def test_a_job_that_ended_unheard_gets_its_start_from_the_supervisor(tmp_path: Path) -> None:
+    hosts = UnheardRuns({HOST: 1})
+    with ThreadedHead(tmp_path, {HOST: 1}, scripted=hosts) as th, LineClient(th.sock) as c:
+        job_id = c.ok("submit", {"argv": ["train"], "gpus": 1})["job"]["id"]
+        done = poll(
+            lambda: (j := c.ok("show", {"job_id": job_id})["job"])["state"] == "completed" and j,
+            what="the job completed",
+        )
+        assert (done["started_at"], done["ended_at"]) == (1000.5, 1010.25)
