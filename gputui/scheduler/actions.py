@@ -329,9 +329,16 @@ def show(tx: Tx, caller: Caller, job_id: int) -> dict[str, Any]:
 
 
 def queue(tx: Tx, caller: Caller, args: ListArgs) -> dict[str, Any]:
+    """A page of jobs, oldest first (the front of the line first); ``next``: the
+    ``after`` of the next page, None when this is the last."""
     states = None if args.all else PENDING_JOB_STATES | LIVE_JOB_STATES
-    jobs = tx.jobs(states, user=args.user, limit=args.limit)
-    return {"jobs": [job_view(j) for j in jobs]}
+    jobs = tx.jobs(states, user=args.user, limit=args.limit + 1, after=args.after)
+    page = jobs[: args.limit]
+    return {"jobs": [job_view(j) for j in page], "next": _next(page, len(jobs))}
+
+
+def _next(page: Sequence[Job] | Sequence[Claim], found: int) -> int | None:
+    return page[-1].id if found > len(page) and page else None
 
 
 # -- claims -------------------------------------------------------------------------
@@ -450,8 +457,11 @@ def release(tx: Tx, caller: Caller, args: ReleaseArgs, ctx: Context) -> dict[str
 
 
 def claims(tx: Tx, caller: Caller, args: ListArgs) -> dict[str, Any]:
+    """As ``queue``: a page of claims, oldest first, and ``next``."""
     states = None if args.all else ("waiting", "active")
-    return {"claims": [claim_view(c) for c in tx.claims(states, user=args.user, limit=args.limit)]}
+    found = tx.claims(states, user=args.user, limit=args.limit + 1, after=args.after)
+    page = found[: args.limit]
+    return {"claims": [claim_view(c) for c in page], "next": _next(page, len(found))}
 
 
 def env_line(tx: Tx, caller: Caller, host: str | None) -> dict[str, Any]:

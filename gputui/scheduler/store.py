@@ -166,12 +166,18 @@ class Tx(HealthQueries):
         states: Iterable[str] | None = None,
         user: str | None = None,
         limit: int = 10_000,
+        after: int | None = None,
     ) -> list[Job]:
+        """The newest ``limit``, oldest first; with ``after``, a page: the first
+        ``limit`` whose id is above it."""
         query = select(Job)
         if states is not None:
             query = query.where(col(Job.state).in_(list(states)))
         if user is not None:
             query = query.where(Job.user == user)
+        if after is not None:
+            query = query.where(col(Job.id) > after).order_by(col(Job.id)).limit(limit)
+            return list(self.s.exec(query).all())
         query = query.order_by(col(Job.id).desc()).limit(limit)
         return list(reversed(self.s.exec(query).all()))
 
@@ -216,12 +222,17 @@ class Tx(HealthQueries):
         states: Iterable[str] | None = None,
         user: str | None = None,
         limit: int = 10_000,
+        after: int | None = None,
     ) -> list[Claim]:
+        """As ``jobs``."""
         query = select(Claim)
         if states is not None:
             query = query.where(col(Claim.state).in_(list(states)))
         if user is not None:
             query = query.where(Claim.user == user)
+        if after is not None:
+            query = query.where(col(Claim.id) > after).order_by(col(Claim.id)).limit(limit)
+            return list(self.s.exec(query).all())
         query = query.order_by(col(Claim.id).desc()).limit(limit)
         return list(reversed(self.s.exec(query).all()))
 
