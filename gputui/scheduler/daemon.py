@@ -40,7 +40,7 @@ from .healthwatch import HeadHealth
 from .hosts import HostOps
 from .hostwatch import HostWatch
 from .identity import Caller
-from .liveness import STALE_S, HeadDied, Liveness
+from .liveness import HeadDied, Liveness
 from .metering import HeadMeter
 from .readers import SnapshotReads
 from .server import Connection, SocketServer
@@ -92,9 +92,6 @@ class Head(SnapshotReads):
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.liveness = Liveness()
-        self._failing_since: float | None = None
-        """When the batches began to fail with an internal error (None: the last one
-        was committed)."""
         self._state_seq = 0
         self._state_event = asyncio.Event()
         self._restored_sessions: set[str] = set()
@@ -289,7 +286,7 @@ class Head(SnapshotReads):
                 answers, after = self.batch.apply(batch, slots, now)
             except (SQLAlchemyError, OSError) as exc:
                 self.watch.undo()
-                self.liveness.progress("writer")
+                self.liveness.failed(internal=False)
                 log.error("head: could not commit %d items: %s", len(batch), exc)
                 why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
                 for item in batch:
@@ -299,17 +296,14 @@ class Head(SnapshotReads):
                 continue
             except Exception:  # a bug met by one batch must not leave the head deaf for good
                 self.watch.undo()
-                self.liveness.progress("writer")
                 log.exception("head: internal error; %d items not applied", len(batch))
                 for item in batch:
                     if item.conn is not None and item.request is not None:
                         item.conn.send(wire.error(item.request.id, "internal", "not stored"))
                     _fail(item, wire.Refusal("internal", "not stored"))
-                self._still_failing()
+                self.liveness.failed(internal=True)  # the writer ends when it always fails
                 continue
-            self._failing_since = None
-            self.liveness.progress("writer")
-            self.liveness.progress("scheduler")
+            self.liveness.committed()
             self.batches += 1
             for item, answer in zip(batch, answers, strict=True):
                 if item.conn is not None and answer is not None:
@@ -317,16 +311,6 @@ class Head(SnapshotReads):
                 if item.done is not None and not item.done.done():
                     item.done.set_result(answer)
             self._after_commit(after)
-
-    def _still_failing(self) -> None:
-        """A bug that fails every batch (the timer's included) leaves nothing done:
-        after as long as a stuck writer is allowed, the writer ends (and the head stops,
-        to be started again) rather than answer ``internal`` for ever."""
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-        elif now - self._failing_since > STALE_S["writer"]:
-            raise RuntimeError(f"every batch failed for {STALE_S['writer']:g} s")
 
     async def call_tx(self, fn: TxFn) -> Any:
         """Run ``fn(tx, ctx)`` in the writer's next batch; its value once committed (a

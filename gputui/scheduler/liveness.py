@@ -59,6 +59,8 @@ class Liveness:
         self.died: str | None = None
         """Which task ended and why (one line), once one did."""
         self.dead = asyncio.Event()
+        self._failing_since: float | None = None
+        """Since when every batch failed with an internal error (None: one committed)."""
 
     def start(self, name: str, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` as the head's task ``name``: should it ever end while the head
@@ -73,7 +75,29 @@ class Liveness:
         self._parts[name] = _Part(None, within, self._clock(), STALE_S.get(name))
 
     def progress(self, name: str) -> None:
-        self._parts[name].last = self._clock()
+        part = self._parts.get(name)
+        if part is not None:  # (a part not started has nothing to report)
+            part.last = self._clock()
+
+    def committed(self) -> None:
+        """The writer committed a batch, which ended in a scheduling pass."""
+        self._failing_since = None
+        self.progress("writer")
+        self.progress("scheduler")
+
+    def failed(self, *, internal: bool) -> None:
+        """The writer could not commit a batch. A bug that fails every batch (the
+        timer's included) leaves nothing done: after as long as a stuck writer is
+        allowed, the writer ends (raises here) rather than answer ``internal`` for
+        ever. The store's own failures (a full disk) are said to each client instead."""
+        self.progress("writer")
+        if not internal:
+            return
+        now = self._clock()
+        if self._failing_since is None:
+            self._failing_since = now
+        elif now - self._failing_since > STALE_S["writer"]:
+            raise RuntimeError(f"every batch failed for {STALE_S['writer']:g} s")
 
     def closing(self) -> None:
         """The head is stopping: its tasks end because it cancels them."""

@@ -158,6 +158,18 @@ def test_ping_reports_each_task_and_check_judges_it() -> None:
             task.cancel()
 
     asyncio.run(scenario())
+    # A writer whose every batch fails with an internal error ends after 30 s of it.
+    live = Liveness(clock=lambda: now[0])
+    live.failed(internal=True)
+    now[0] += 30.0
+    live.failed(internal=False)  # the store's own failure: said to clients, not fatal
+    live.failed(internal=True)
+    live.committed()  # one commit starts the count again
+    now[0] += 31.0
+    live.failed(internal=True)
+    now[0] += 31.0
+    with pytest.raises(RuntimeError, match="every batch failed for 30 s"):
+        live.failed(internal=True)
     assert problems({}) == ["the head does not report its tasks (a head older than this client?)"]
     assert problems({"w\x1b[31m": {"alive": True}}) == ["w: unreadable report"]
 
