@@ -86,6 +86,8 @@ def test_drains_and_releases_every_few_milliseconds_never_stop_the_writer(
                 + _line(base + 4, "drain", {"target": HOST, "reason": "y"}, f"h{rounds}")
                 + _line(base + 5, "undrain", {"target": HOST}, f"hu{rounds}")
             )
+            # The host's samples go on meanwhile (fence news, inventory, reports).
+            th.in_loop(lambda: th.hosts.sample_again(HOST) if th.hosts else None)
             answers = _answers(c, {base + i for i in range(1, 6)})
             assert all(a["ok"] is True for a in answers.values()), answers
         assert rounds > 5
