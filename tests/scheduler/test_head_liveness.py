@@ -11,18 +11,25 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from headkit import ScriptedHosts
 from headthread import LineClient, ThreadedHead, poll
 from sqlalchemy.orm.exc import DetachedInstanceError
 
+from gputui.scheduler import policy
+from gputui.scheduler.aclient import AsyncHeadClient
+from gputui.scheduler.client import HeadError
+from gputui.scheduler.daemon import Head
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.gpufacts import COLUMNS, GpuFacts
 from gputui.scheduler.hosts import HostAnswer
 from gputui.scheduler.lifecycle import HostJob, Launch
 from gputui.scheduler.liveness import Liveness, problems
+from gputui.scheduler.settings import HeadSettings
 from gputui.scheduler.store import JobStore
 from gputui.scheduler.tables import Gpu
 
@@ -198,3 +205,46 @@ def test_a_job_that_ended_unheard_gets_its_start_from_the_supervisor(tmp_path: P
             what="the job completed",
         )
         assert (done["started_at"], done["ended_at"]) == (1000.5, 1010.25)
+
+
+async def test_a_drain_in_a_batch_that_is_not_committed_leaves_no_trace_in_the_watch(
+    tmp_path: Path, wait: Callable[..., Awaitable[Any]]
+) -> None:
+    """The watch's copy of the GPUs follows what is committed: a drain whose batch
+    fails (here: the scheduling pass at its end raises once) is undone there too."""
+    armed = [False]
+
+    def flaky(view: policy.ClusterView) -> policy.Decisions:
+        if armed[0]:
+            armed[0] = False
+            raise RuntimeError("a bug in the policy")
+        return policy.decide(view)
+
+    hosts = ScriptedHosts({HOST: 2})
+    head = Head(
+        JobStore(open_store(tmp_path / "db" / "gputui.db")),
+        hosts,
+        HeadSettings(socket=tmp_path / "head.sock"),
+        host_pools={HOST: "a100"},
+        decide=flaky,
+    )
+    await head.start()
+    client = await AsyncHeadClient.open_local(tmp_path / "head.sock")
+    try:
+        await wait(lambda: len(head.watch.present_gpus()) == 2, what="the head to see its GPUs")
+        await client.call("submit", {"argv": ["one"], "gpus": 1})
+        await wait(lambda: hosts.launches, what="the first job's launch")
+        await client.call("submit", {"argv": ["two"], "gpus": 2})  # waits: each pass decides
+        armed[0] = True
+        with pytest.raises(HeadError) as refused:
+            await client.call("drain", {"target": f"{HOST}:1", "reason": "fan"})
+        assert refused.value.code == "internal"
+        assert [g.drained for g in head.watch.present_gpus()] == [False, False]
+        assert not any(s.drained for s in head.watch.slots())
+        assert (await client.call("queue"))["unavailable"] == []
+        drained = await client.call("drain", {"target": f"{HOST}:1", "reason": "fan"})
+        assert drained["outcome"] == "drained"
+        assert [g.drained for g in head.watch.present_gpus()] == [False, True]
+    finally:
+        await client.close()
+        await head.close()
