@@ -90,8 +90,8 @@ def test_a_head_whose_task_dies_logs_it_and_exits_non_zero(tmp_path: Path, broke
         assert "the hosts task ended (it returned)" in log, log
     else:  # the task's own traceback, in the head's log
         assert "Traceback" in log and f"RuntimeError: injected fault in the {broken}" in log, log
-    last = log.strip().splitlines()[-1]
-    assert last.startswith(f"gputui head: stopped: the {broken} task ended ("), log
+    stopped = [line for line in log.splitlines() if line.startswith("gputui head: stopped")]
+    assert len(stopped) == 1 and stopped[0].startswith(f"gputui head: stopped: the {broken} task")
     assert not head.sock.exists(), "the socket of a stopped head is left behind"
 
 
