@@ -33,7 +33,7 @@ EXIT_USAGE = 2
 
 SCHEDULER_HELP = """\
 scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
-  head          run the head daemon (also: head backup PATH, --print-unit)
+  head          run the head daemon (also: head backup PATH, --print-unit, --check)
   claim, release, claims, env
                 claim GPUs, give them back, list claims, print CUDA_VISIBLE_DEVICES
   run           wait for N GPUs here, run a command with them, release them

@@ -1,8 +1,10 @@
-"""``gputui head``: run the scheduler daemon; ``head backup PATH``; ``--print-unit``.
+"""``gputui head``: run the scheduler daemon; ``head backup PATH``; ``--print-unit``;
+``--check`` (is the running head's every task alive and moving?).
 
 The daemon's signal handlers only set a flag (the loop then stops serving, closes
 the socket and its host sessions, and exits 0); jobs on the hosts go on running
-under their supervisors and are re-attached at the next start.
+under their supervisors and are re-attached at the next start. Should a task the
+head depends on die, it stops too, but exits 1 (systemd starts it again).
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--database", metavar="PATH", help="override head.database")
     p.add_argument("--print-unit", action="store_true", help="print the systemd unit and exit")
     p.add_argument("--print-tmpfiles", action="store_true", help="print the tmpfiles.d rule")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="ask the running head whether its writer, scheduler, host watch and timer"
+        " are alive and moving: exit 0 when healthy, else 1 with one line for each"
+        " that is dead or stuck (or for a head that does not answer)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument(
         "--commit-per-request",
@@ -111,6 +120,7 @@ async def serve(config: Config, settings: object, database: Path) -> int:
         prepare_location,
     )
     from gputui.scheduler.fleethosts import FleetHosts
+    from gputui.scheduler.liveness import HeadDied
     from gputui.scheduler.settings import HeadSettings
     from gputui.scheduler.store import JobStore
 
@@ -126,13 +136,40 @@ async def serve(config: Config, settings: object, database: Path) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
+    await head.start()  # a socket another head serves is refused here, before a word
     print(
         f"gputui head: serving {settings.socket} for {len(pools)} host(s); database {database}",
         file=sys.stderr,
         flush=True,
     )
-    await head.run(stop)
+    try:
+        await head.serve(stop)
+    except HeadDied as exc:
+        print(f"gputui head: stopped: {clean(str(exc), 300)}", file=sys.stderr, flush=True)
+        return EXIT_FAIL
     print("gputui head: stopped; running jobs go on running", file=sys.stderr, flush=True)
+    return EXIT_OK
+
+
+def check(socket_path: Path) -> int:
+    """``--check``: one line for each task of the running head that is dead or stuck."""
+    from gputui.scheduler.client import HeadClient, HeadError
+    from gputui.scheduler.liveness import problems
+
+    try:
+        with HeadClient(socket_path, timeout=10.0) as client:
+            tasks = client.call("ping").get("tasks")
+    except HeadError as exc:
+        print(f"gputui head --check: {clean(exc.message, 300)}")
+        return EXIT_FAIL
+    wrong = problems(tasks)
+    for line in wrong:
+        print(f"gputui head --check: {line}")
+    if wrong:
+        return EXIT_FAIL
+    assert isinstance(tasks, dict)
+    moved = ", ".join(f"{clean(str(n), 40)} {t['idle_s']:.1f} s" for n, t in sorted(tasks.items()))
+    print(f"gputui head --check: healthy (last progress: {moved})")
     return EXIT_OK
 
 
@@ -186,6 +223,8 @@ def main(argv: list[str]) -> int:
     try:
         config = load_config(find_config(args.hosts))
         socket_path, database, settings = _settings(config, args)
+        if args.check:
+            return check(socket_path)
         if args.action == "backup":
             return backup(database, args.path)
         _prepare_socket_dir(socket_path)

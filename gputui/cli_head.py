@@ -119,12 +119,31 @@ def _submit(client: HeadClient, a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+PAGE = 5_000
+MAX_PAGES = 200
+"""``queue`` and ``claims`` follow the head's pages, up to a million rows."""
+
+
 def _list(client: HeadClient, a: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"all": a.all}
+    body: dict[str, Any] = {"all": a.all, "limit": PAGE}
     if a.user:
         body["user"] = a.user
+    key = "jobs" if a.verb == "queue" else "claims"
     result = client.call(a.verb, body)
-    items = result["jobs" if a.verb == "queue" else "claims"]
+    items = list(result[key])
+    after = result.get("next")
+    for _ in range(MAX_PAGES - 1):
+        if not isinstance(after, int) or isinstance(after, bool):
+            break
+        page = client.call(a.verb, {**body, "after": after})
+        items += page[key]
+        after = page.get("next")
+    if isinstance(after, int) and not isinstance(after, bool):
+        print(
+            f"gputui {a.verb}: the first {len(items)} shown, more after id {after}"
+            " not shown (narrow it with --user)",
+            file=sys.stderr,
+        )
     if a.json:
         _print_json(items)
         return EXIT_OK

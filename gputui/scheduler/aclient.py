@@ -14,6 +14,7 @@ from gputui.scheduler.client import (
     MUTATING,
     HeadError,
     _result,
+    may_still_apply,
     new_request_id,
     unreachable,
 )
@@ -85,6 +86,25 @@ class AsyncHeadClient:
     async def call(
         self, op: str, args: dict[str, Any] | None = None, *, timeout: float = 30.0
     ) -> dict[str, Any]:
+        """Its result, or ``HeadError``. A mutating request the head does not answer
+        in ``timeout`` is sent once more with the same request id (the head applies
+        it once); a second timeout says it may still be applied."""
+        rid = new_request_id() if op in MUTATING else None
+        try:
+            return await self._call_once(op, args, rid, timeout)
+        except HeadError as exc:
+            if exc.code != "timeout" or rid is None:
+                raise
+        try:
+            return await self._call_once(op, args, rid, timeout)
+        except HeadError as exc:
+            if exc.code != "timeout":
+                raise
+            raise may_still_apply(op, rid) from None
+
+    async def _call_once(
+        self, op: str, args: dict[str, Any] | None, rid: str | None, timeout: float
+    ) -> dict[str, Any]:
         if self.closed_reason is not None:
             raise HeadError("unreachable", self.closed_reason)
         # This request's own id: ``self._ids`` moves on while it waits, when other
@@ -92,8 +112,8 @@ class AsyncHeadClient:
         self._ids += 1
         ident = self._ids
         request: dict[str, Any] = {"id": ident, "op": op, "args": args or {}}
-        if op in MUTATING:
-            request["rid"] = new_request_id()
+        if rid is not None:
+            request["rid"] = rid
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[ident] = future
         try:

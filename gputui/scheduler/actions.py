@@ -324,9 +324,16 @@ def show(tx: Tx, caller: Caller, job_id: int, *, private: bool = False) -> dict[
 
 
 def queue(tx: Tx, caller: Caller, args: ListArgs) -> dict[str, Any]:
+    """A page of jobs, oldest first (the front of the line first); ``next``: the
+    ``after`` of the next page, None when this is the last."""
     states = None if args.all else PENDING_JOB_STATES | LIVE_JOB_STATES
-    jobs = tx.jobs(states, user=args.user, limit=args.limit)
-    return {"jobs": [job_view(j) for j in jobs]}
+    jobs = tx.jobs(states, user=args.user, limit=args.limit + 1, after=args.after)
+    page = jobs[: args.limit]
+    return {"jobs": [job_view(j) for j in page], "next": _next(page, len(jobs))}
+
+
+def _next(page: Sequence[Job] | Sequence[Claim], found: int) -> int | None:
+    return page[-1].id if found > len(page) and page else None
 
 
 # -- claims -------------------------------------------------------------------------
@@ -465,9 +472,14 @@ def release(tx: Tx, caller: Caller, args: ReleaseArgs, ctx: Context) -> dict[str
 
 
 def claims(tx: Tx, caller: Caller, args: ListArgs, *, private: bool = False) -> dict[str, Any]:
+    """As ``queue``: a page of claims, oldest first, and ``next``."""
     states = None if args.all else ("waiting", "active")
-    found = tx.claims(states, user=args.user, limit=args.limit)
-    return {"claims": [privacy.hide_claim(claim_view(c), caller, c.uid, private) for c in found]}
+    found = tx.claims(states, user=args.user, limit=args.limit + 1, after=args.after)
+    page = found[: args.limit]
+    return {
+        "claims": [privacy.hide_claim(claim_view(c), caller, c.uid, private) for c in page],
+        "next": _next(page, len(found)),
+    }
 
 
 def env_line(tx: Tx, caller: Caller, host: str | None) -> dict[str, Any]:

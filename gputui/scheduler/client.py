@@ -3,9 +3,11 @@
 
 Both speak the JSON lines of ``wire`` and import nothing heavy (no pydantic, no
 SQL, no SSH), so a ``gputui submit`` starts in a few tens of milliseconds. A
-mutating call carries a fresh request id; when the connection drops before the
-answer, the call is sent again once with the same id, and the head applies it
-once (its request log answers the retry with the first result).
+mutating call carries a fresh request id; when the connection drops or the head
+does not answer in time, the call is sent again once, on a new connection, with the
+same id, and the head applies it once (its request log answers the retry with the
+first result). A timeout is never read as a refusal: a request not answered may
+still be applied, and the message says so.
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ def unreachable(path: str | os.PathLike[str], exc: BaseException) -> HeadError:
     else:
         why = str(exc) or type(exc).__name__
     return HeadError("unreachable", f"head unreachable at {path}: {why}")
+
+
+def may_still_apply(op: str, rid: str) -> HeadError:
+    """A mutating request the head did not answer in time: not refused, maybe applied."""
+    return HeadError(
+        "timeout",
+        f"the head did not answer {op} in time; it may still be applied later"
+        f" (request id {rid}): check before asking again",
+    )
 
 
 def new_request_id() -> str:
@@ -128,6 +139,12 @@ class HeadClient:
                     raise HeadError(
                         "unreachable", f"lost the head while asking {op}: {exc}"
                     ) from None
+            except HeadError as exc:
+                if exc.code != "timeout" or rid is None:
+                    raise
+                self.close()  # its answer, late, must not be read as the retry's
+                if attempt + 1 >= attempts:
+                    raise may_still_apply(op, rid) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _call_once(

@@ -41,12 +41,13 @@ from .healthwatch import HeadHealth
 from .hosts import HostOps
 from .hostwatch import HostWatch
 from .identity import Caller
+from .liveness import HeadDied, Liveness
 from .metering import HeadMeter
 from .readers import SnapshotReads
 from .server import Connection, SocketServer
 from .settings import HeadSettings
 from .store import JobStore, Tx
-from .tables import Host, Notice
+from .tables import Host
 from .views import notice_view
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class Head(SnapshotReads):
             settings.socket, settings.admin_group, self._on_line, self._on_close
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self.liveness = Liveness()
         self._state_seq = 0
         self._state_event = asyncio.Event()
         self._restored_sessions: set[str] = set()
@@ -136,12 +138,25 @@ class Head(SnapshotReads):
     # -- running ----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Serve until ``stop`` is set; running jobs go on running on their hosts."""
+        """Serve until ``stop`` is set; running jobs go on running on their hosts.
+        ``HeadDied`` (once closed) when a task the head depends on ended."""
         await self.start()
+        await self.serve(stop)
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """After ``start``: serve until ``stop`` is set or one of the head's tasks dies."""
+        waits = [
+            asyncio.ensure_future(stop.wait()),
+            asyncio.ensure_future(self.liveness.dead.wait()),
+        ]
         try:
-            await stop.wait()
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for waiting in waits:
+                waiting.cancel()
             await self.close()
+        if self.liveness.died is not None:
+            raise HeadDied(self.liveness.died)
 
     async def start(self) -> None:
         problem = socket_dir_problem(self.settings.socket)
@@ -150,17 +165,19 @@ class Head(SnapshotReads):
         self._load()
         await self._server.start()
         await self.hosts.start()
-        loop = asyncio.get_running_loop()
+        live = self.liveness
         self._tasks = [
-            loop.create_task(self._writer(), name="gputui-head-writer"),
-            loop.create_task(self._watch_hosts(), name="gputui-head-hosts"),
-            loop.create_task(self._ticker(), name="gputui-head-tick"),
-            loop.create_task(self._pusher(), name="gputui-head-push"),
+            live.start("writer", self._writer()),
+            live.start("hosts", self._watch_hosts()),
+            live.start("timer", self._ticker()),
+            live.start("pusher", self._pusher()),
         ]
+        live.part("scheduler", within="writer")  # a pass ends every batch
         self._post(Item("resume"))
 
     async def close(self) -> None:
         self._closing = True
+        self.liveness.closing()
         await self._server.close()
         for task in self._tasks:
             task.cancel()
@@ -244,7 +261,10 @@ class Head(SnapshotReads):
             conn.send(body)
             return
         if request.op == "ping":
-            conn.send(wire.response(request.id, {"pong": True, "time": self.clock()}))
+            tasks = self.liveness.report()
+            conn.send(
+                wire.response(request.id, {"pong": True, "time": self.clock(), "tasks": tasks})
+            )
             return
         await self._inbox.put(Item("request", conn=conn, request=request))
 
@@ -271,9 +291,12 @@ class Head(SnapshotReads):
                 batch.append(self._inbox.get_nowait())
             slots = self.watch.slots()
             now = self.clock()
+            self.watch.begin()
             try:
                 answers, after = self.batch.apply(batch, slots, now)
             except (SQLAlchemyError, OSError) as exc:
+                self.watch.undo()
+                self.liveness.failed(internal=False)
                 log.error("head: could not commit %d items: %s", len(batch), exc)
                 why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
                 for item in batch:
@@ -282,12 +305,15 @@ class Head(SnapshotReads):
                     _fail(item, wire.Refusal("store", f"not stored: {why}"))
                 continue
             except Exception:  # a bug met by one batch must not leave the head deaf for good
+                self.watch.undo()
                 log.exception("head: internal error; %d items not applied", len(batch))
                 for item in batch:
                     if item.conn is not None and item.request is not None:
                         item.conn.send(wire.error(item.request.id, "internal", "not stored"))
                     _fail(item, wire.Refusal("internal", "not stored"))
+                self.liveness.failed(internal=True)  # the writer ends when it always fails
                 continue
+            self.liveness.committed()
             self.batches += 1
             for item, answer in zip(batch, answers, strict=True):
                 if item.conn is not None and answer is not None:
@@ -372,6 +398,7 @@ class Head(SnapshotReads):
                 self._on_snapshot(snapshot)
             except Exception:  # one bad snapshot must not stop the head watching hosts
                 log.exception("head: snapshot of %s not handled", snapshot.name)
+            self.liveness.progress("hosts")
 
     def _on_snapshot(self, snap: HostSnapshot) -> None:
         for kind, payload in self.watch.observe(snap):
@@ -394,6 +421,7 @@ class Head(SnapshotReads):
             self._post(Item("health"))
             self.meter.tick()
             self.readings.tick()
+            self.liveness.progress("timer")
 
     # -- subscriptions ----------------------------------------------------------------
 
@@ -413,6 +441,7 @@ class Head(SnapshotReads):
                 await self._push()
             except Exception:  # one failed push must not end every console's updates
                 log.exception("head: pushing state failed; trying again on the next change")
+            self.liveness.progress("pusher")
             await asyncio.sleep(STATE_PUSH_MIN_S)
 
     async def _push(self) -> None:
@@ -426,12 +455,14 @@ class Head(SnapshotReads):
         since = [conn.last_notice for conn in subscribers]  # read here, set here below
         private = self.settings.rules.sched.private_data
 
-        def build() -> tuple[dict[str, Any], dict[int, int], list[list[Notice]]]:
-            with self.store.snapshot() as tx:
+        def build() -> tuple[
+            dict[str, Any], dict[int, int], list[list[tuple[int, dict[str, Any]]]]
+        ]:
+            with self.store.snapshot() as tx:  # views made here: no row leaves it
                 common = publish.cluster_state(tx, gpus, live)  # once for all
                 owners = publish.note_owners(tx) if private else {}
                 news = [
-                    tx.notices_after(after, conn.caller.uid)
+                    [(n.id or 0, notice_view(n)) for n in tx.notices_after(after, conn.caller.uid)]
                     for conn, after in zip(subscribers, since, strict=True)
                 ]
             return common, owners, news
@@ -439,11 +470,11 @@ class Head(SnapshotReads):
         common, owners, news = await self._read(build)
         shown: dict[tuple[int, bool], dict[str, Any]] = {}  # one view per (uid, admin)
         for conn, notices in zip(subscribers, news, strict=True):
-            fresh = [n for n in notices if (n.id or 0) > conn.last_notice]
-            for notice in fresh:
-                conn.send({"push": "notice", "notice": notice_view(notice)})
+            fresh = [(i, view) for i, view in notices if i > conn.last_notice]
+            for _, view in fresh:
+                conn.send({"push": "notice", "notice": view})
             if fresh:
-                conn.last_notice = fresh[-1].id or conn.last_notice
+                conn.last_notice = fresh[-1][0] or conn.last_notice
             key = (conn.caller.uid, conn.caller.admin)
             if key not in shown:
                 shown[key] = privacy.state_for(common, conn.caller, owners, private)

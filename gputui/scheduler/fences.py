@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from gputui.health.fencing import NOTHING_KNOWN, Fence, Verdict, rank
 
+from .gpufacts import AnyGpu
 from .holder_notices import tell_holders
 from .identity import HEAD_ACTOR
 from .store import Tx
@@ -51,7 +52,7 @@ def _xid(code: str) -> int | None:
     return int(number) if head == "xid" and number.isdigit() else None
 
 
-def waivers(gpu: Gpu) -> tuple[str, ...]:
+def waivers(gpu: AnyGpu) -> tuple[str, ...]:
     """The condition codes an admin waived on ``gpu`` (its unfences), oldest first."""
     return tuple(c for c in (gpu.fence_waived or "").split(",") if c)
 
@@ -68,7 +69,7 @@ def waived_text(codes: Iterable[str]) -> str | None:
 
 
 def plan(
-    gpu: Gpu,
+    gpu: AnyGpu,
     verdict: Verdict,
     *,
     boot_time: float | None,
@@ -109,7 +110,7 @@ def plan(
 
 
 def plan_host(
-    gpus: Iterable[Gpu],
+    gpus: Iterable[AnyGpu],
     verdicts: Mapping[str, Verdict],
     *,
     boot_time: float | None,

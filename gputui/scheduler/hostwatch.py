@@ -9,6 +9,10 @@ an admin drained it or its host, and fenced (never healthy) while the head's own
 fence holds (``fences``): the health rules judge each sample of a live host, and
 each condition from the latest reading of it (a GPU's latest health reading is kept
 here, ``LatestReadings``: only one sample in ``health_every_s`` carries one).
+
+The inventory is kept as frozen copies (``GpuFacts``), never as the store's rows: a
+row would be expired and detached by the batches that follow. A batch's changes to
+it are undone with the batch when it is not committed (``begin``/``undo``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from gputui.protocol import Sample
 from gputui.telemetry import HostSnapshot, HostStatus
 
 from . import fences, ownership, policy
+from .gpufacts import GpuFacts
 from .history import History
 from .store import Tx
 from .tables import Gpu, Host
@@ -69,22 +74,43 @@ class HostWatch:
         self._clock = clock
         self._thresholds = thresholds or HealthThresholds()
         self._hosts: dict[str, _Host] = {name: _Host() for name in host_pools}
-        self._gpus: dict[str, Gpu] = {}
+        self._gpus: dict[str, GpuFacts] = {}
         self._drained_hosts: set[str] = set()
+        self._before: tuple[dict[str, GpuFacts], set[str]] | None = None
+        """The inventory as the last commit left it, while a batch changes it."""
         self._slots: tuple[policy.GpuSlot, ...] = ()
         self._dirty = True
         self.history = History()
         """What each GPU read lately (``gputui incident``)."""
 
     def load(self, gpus: Iterable[Gpu], hosts: Iterable[Host] = ()) -> None:
-        self._gpus = {g.uuid: g for g in gpus}
+        """The store's rows, copied (inside their transaction)."""
+        self._gpus = {g.uuid: GpuFacts.of(g) for g in gpus}
         self._drained_hosts = {h.name for h in hosts if h.drained}
         self._dirty = True
 
+    def begin(self) -> None:
+        """A batch starts: what it changes here is undone unless it is committed."""
+        self._before = None
+
+    def undo(self) -> None:
+        """The batch was not committed: the inventory as the last commit left it."""
+        if self._before is not None:
+            self._gpus, self._drained_hosts = self._before
+            self._before = None
+            self._dirty = True
+
+    def _changing(self) -> None:
+        if self._before is None:
+            self._before = (dict(self._gpus), set(self._drained_hosts))
+        self._dirty = True
+
     def remember(self, gpus: Iterable[Gpu] = (), host: Host | None = None) -> None:
-        """Rows the writer changed (a drain, a fence): slots are built again."""
+        """Rows the writer changed (a drain, a fence), copied inside its transaction:
+        slots are built again."""
+        self._changing()
         for gpu in gpus:
-            self._gpus[gpu.uuid] = gpu
+            self._gpus[gpu.uuid] = GpuFacts.of(gpu)
         if host is not None:
             if host.drained:
                 self._drained_hosts.add(host.name)
@@ -97,7 +123,7 @@ class HostWatch:
 
     # -- what the daemon reads ---------------------------------------------------------
 
-    def present_gpus(self) -> list[Gpu]:
+    def present_gpus(self) -> list[GpuFacts]:
         return [g for g in self._gpus.values() if g.present]
 
     def live(self) -> dict[str, bool]:
@@ -261,6 +287,7 @@ class HostWatch:
 
     def put_inventory(self, tx: Tx, host: str, gpus: list[tuple[str, int, str, int]]) -> None:
         """Store a host's GPUs as its ``hello`` lists them; those gone are not present."""
+        self._changing()
         seen = set()
         pool = self.host_pools.get(host, "default")
         for uuid, index, model, mem in gpus:
@@ -268,9 +295,10 @@ class HostWatch:
             row = tx.gpu(uuid) or Gpu(uuid=uuid, host=host, index=index)
             row.host, row.index, row.model, row.memory_mib = host, index, model, mem
             row.pool, row.present = pool, True
-            self._gpus[uuid] = tx.put_gpu(row)
-        for uuid, row in list(self._gpus.items()):
-            if row.host == host and uuid not in seen and row.present:
-                row.present = False
-                self._gpus[uuid] = tx.put_gpu(row)
-        self._dirty = True
+            self._gpus[uuid] = GpuFacts.of(tx.put_gpu(row))
+        for uuid, kept in list(self._gpus.items()):
+            if kept.host == host and uuid not in seen and kept.present:
+                gone = tx.gpu(uuid)
+                if gone is not None:
+                    gone.present = False
+                    self._gpus[uuid] = GpuFacts.of(tx.put_gpu(gone))

@@ -239,6 +239,9 @@ def _finish(tx: Tx, job: Job, ctx: Context, report: HostJob) -> None:
         _notice(tx, ctx, job, "preempted", f"job {job.id} ({job.name}) was preempted; {job.state}")
         ctx.changed = True
         return
+    # A run that started and ended while the head did not hear of it (the head was
+    # down, or the launch's answer was lost): its start is in the supervisor's state.
+    job.started_at = job.started_at or report.started_at
     if kind in ("kill", "cancel"):  # as asked: never requeued, never run again
         job.state = END_OF_STOP[kind]
         job.reason = job.reason or job.state

@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import wire
+from .gpufacts import AnyGpu
 from .identity import Caller
 from .store import Tx
-from .tables import Gpu, Host
+from .tables import Host
 from .views import claim_view, gpu_view, job_view, json_list
 
 RECENT_JOBS = 50
@@ -28,7 +29,7 @@ def whoami(caller: Caller) -> dict[str, Any]:
     }
 
 
-def cluster_state(tx: Tx, gpus: Sequence[Gpu], live: Mapping[str, bool]) -> dict[str, Any]:
+def cluster_state(tx: Tx, gpus: Sequence[AnyGpu], live: Mapping[str, bool]) -> dict[str, Any]:
     """Jobs (live, waiting and the recent finished), claims, GPUs with their holders,
     drains and fences, hosts with whether they answer and their drain."""
     jobs = tx.jobs(wire.PENDING_JOB_STATES | wire.LIVE_JOB_STATES)

@@ -166,12 +166,18 @@ class Tx(HealthQueries):
         states: Iterable[str] | None = None,
         user: str | None = None,
         limit: int = 10_000,
+        after: int | None = None,
     ) -> list[Job]:
+        """The newest ``limit``, oldest first; with ``after``, a page: the first
+        ``limit`` whose id is above it."""
         query = select(Job)
         if states is not None:
             query = query.where(col(Job.state).in_(list(states)))
         if user is not None:
             query = query.where(Job.user == user)
+        if after is not None:
+            query = query.where(col(Job.id) > after).order_by(col(Job.id)).limit(limit)
+            return list(self.s.exec(query).all())
         query = query.order_by(col(Job.id).desc()).limit(limit)
         return list(reversed(self.s.exec(query).all()))
 
@@ -216,12 +222,17 @@ class Tx(HealthQueries):
         states: Iterable[str] | None = None,
         user: str | None = None,
         limit: int = 10_000,
+        after: int | None = None,
     ) -> list[Claim]:
+        """As ``jobs``."""
         query = select(Claim)
         if states is not None:
             query = query.where(col(Claim.state).in_(list(states)))
         if user is not None:
             query = query.where(Claim.user == user)
+        if after is not None:
+            query = query.where(col(Claim.id) > after).order_by(col(Claim.id)).limit(limit)
+            return list(self.s.exec(query).all())
         query = query.order_by(col(Claim.id).desc()).limit(limit)
         return list(reversed(self.s.exec(query).all()))
 
@@ -410,10 +421,15 @@ class JobStore:
         self.engine = engine
         self._reader = engine.execution_options(**{SNAPSHOT: True})
 
+    # No row outlives its transaction: each is expired as the transaction ends, so a
+    # row kept past it (instead of a value copied from it: ``gpufacts``) raises
+    # ``DetachedInstanceError`` at its first use, every time, rather than only when
+    # a later batch happens to expire it.
+
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back when the block raises."""
-        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+        with Session(self.engine, expire_on_commit=True) as session, session.begin():
             yield Tx(session)
 
     @contextmanager
@@ -421,7 +437,10 @@ class JobStore:
         """A read-only view: a deferred ``BEGIN`` (in WAL mode it never blocks the
         writer, nor waits for it), on a connection of its own; nothing is committed."""
         with Session(self._reader, expire_on_commit=False) as session:
-            yield Tx(session)  # closing the session rolls the read transaction back
+            try:
+                yield Tx(session)  # closing the session rolls the read transaction back
+            finally:
+                session.expire_all()
 
     def close(self) -> None:
         self.engine.dispose()

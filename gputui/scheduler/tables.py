@@ -93,8 +93,12 @@ class Gpu(SQLModel, table=True):
 
     @property
     def state(self) -> str:
-        """``unhealthy`` (fenced, whether drained or not), ``drained`` or ``ok``."""
-        return "unhealthy" if self.fenced else "drained" if self.drained else "ok"
+        return gpu_state(fenced=self.fenced, drained=self.drained)
+
+
+def gpu_state(*, fenced: bool, drained: bool) -> str:
+    """A GPU's state: ``unhealthy`` (fenced, whether drained or not), ``drained`` or ``ok``."""
+    return "unhealthy" if fenced else "drained" if drained else "ok"
 
 
 class Job(SQLModel, table=True):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .tables import Audit, Claim, Gpu, Job, Notice
+from .gpufacts import AnyGpu
+from .tables import Audit, Claim, Job, Notice
 
 
 def json_list(text: str) -> list[Any]:
@@ -112,7 +113,7 @@ def claim_view(claim: Claim) -> dict[str, Any]:
 
 
 def gpu_view(
-    gpu: Gpu, holder: dict[str, Any] | None, *, host_drained: bool = False
+    gpu: AnyGpu, holder: dict[str, Any] | None, *, host_drained: bool = False
 ) -> dict[str, Any]:
     """A GPU with its holder, its admin's drain and the head's fence, apart: ``state``
     is ``unhealthy`` (fenced), ``drained`` (it or its host, ``host_drained``) or ``ok``;

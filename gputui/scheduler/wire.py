@@ -237,6 +237,9 @@ class ListArgs(_Plain):
     """Finished jobs and released claims too."""
     user: Name | None = None
     limit: Annotated[int, Field(ge=1, le=100_000, strict=True)] = 10_000
+    """A page: at most this many, oldest first."""
+    after: Annotated[int, Field(ge=0, le=2**53, strict=True)] = 0
+    """Only those whose id is above this (the ``next`` of the page before)."""
 
 
 class EnvArgs(_Plain):

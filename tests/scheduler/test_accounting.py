@@ -101,15 +101,17 @@ class Day:
         assert job.id is not None
         return job.id
 
-    def _claim(self, tx: Tx, user: str, group: str, project: str | None) -> Claim:
+    def _claim(self, tx: Tx, user: str, group: str, project: str | None) -> int:
         claim = Claim(uid=2, user=user, group=group, project=project, gpus=1, created_at=D)
         claim.state = "active"
-        return tx.add_claim(claim)
+        claim_id = tx.add_claim(claim).id
+        assert claim_id is not None
+        return claim_id  # the id, not the row: no row outlives its transaction
 
     def events(self) -> dict[float, Any]:
-        def end(claim: Claim) -> Any:
+        def end(claim_id: int) -> Any:
             def act(tx: Tx, t: float) -> None:
-                item = tx.claim(claim.id or 0)
+                item = tx.claim(claim_id)
                 assert item is not None
                 end_claim(tx, item, Context(now=t, slots=()), "expired", "idle")
 
@@ -118,9 +120,9 @@ class Day:
         return {
             D + 9 * H: lambda tx, t: tx.allocate([A0, A1], "h1", t, job_id=self.job1),
             D + 10.5 * H: lambda tx, t: tx.free(t, job_id=self.job1),
-            D + 12 * H: lambda tx, t: tx.allocate([A1], "h1", t, claim_id=self.carol.id),
+            D + 12 * H: lambda tx, t: tx.allocate([A1], "h1", t, claim_id=self.carol),
             D + 12.5 * H: end(self.carol),  # idle: released, allocated and never busy
-            D + 23 * H: lambda tx, t: tx.allocate([R0], "h2", t, claim_id=self.bob.id),
+            D + 23 * H: lambda tx, t: tx.allocate([R0], "h2", t, claim_id=self.bob),
             D + 25 * H: end(self.bob),  # across midnight
             D + 26 * H: lambda tx, t: tx.allocate([A1], "h1", t, job_id=self.job2),
         }

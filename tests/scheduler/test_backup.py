@@ -160,8 +160,8 @@ def test_jobs_made_after_a_restore_never_take_the_ids_of_jobs_made_after_the_bac
     try:
         new = submit(restored, "after the restore")
         with JobStore(restored).snapshot() as tx:
-            kept = [tx.job(i) for i in before]
-        assert [j.name for j in kept if j is not None] == [f"before-{n}" for n in range(3)]
+            kept = [j.name for j in map(tx.job, before) if j is not None]
+        assert kept == [f"before-{n}" for n in range(3)]
     finally:
         restored.dispose()
     assert after == before[-1] + 1

@@ -416,41 +416,41 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def gpus_are_never_given_twice(self) -> None:
-        with self.store.transaction() as tx:
+        with self.store.transaction() as tx:  # rows are read inside it
             rows = tx.allocations_of()
             jobs = {j.id: j for j in tx.jobs()}
             claims = {c.id: c for c in tx.claims()}
-        spans: dict[str, list[tuple[float, float, str]]] = {}
-        for a in rows:
-            owner = f"job {a.job_id}" if a.job_id is not None else f"claim {a.claim_id}"
-            end = a.end_at if a.end_at is not None else float("inf")
-            spans.setdefault(a.gpu_uuid, []).append((a.start_at, end, owner))
-        for uuid, periods in spans.items():
-            periods.sort()
-            for (_, end, first), (start, _, second) in itertools.pairwise(periods):
-                assert end <= start, f"{uuid} given to {first} and {second} at once"
-        live: dict[str, set[str]] = {}
-        for a in rows:
-            if a.end_at is None:
+            spans: dict[str, list[tuple[float, float, str]]] = {}
+            for a in rows:
                 owner = f"job {a.job_id}" if a.job_id is not None else f"claim {a.claim_id}"
-                live.setdefault(owner, set()).add(a.gpu_uuid)
-        for job_id, job in jobs.items():
-            held = live.get(f"job {job_id}", set())
-            if job.state in LIVE_JOB_STATES:
-                assert held == set(json.loads(job.gpu_uuids)), (job_id, job.state)
-            else:
-                assert held == set(), f"job {job_id} ({job.state}) still holds {held}"
-        claimed: set[str] = set()
-        for claim_id, item in claims.items():
-            held = live.get(f"claim {claim_id}", set())
-            if item.state == "active":
-                assert held == set(json.loads(item.gpu_uuids))
-                claimed |= held
-            else:
-                assert held == set(), f"claim {claim_id} ({item.state}) still holds {held}"
-        for job in jobs.values():
-            if job.state in LIVE_JOB_STATES:
-                assert not claimed & set(json.loads(job.gpu_uuids)), "a claimed GPU ran a job"
+                end = a.end_at if a.end_at is not None else float("inf")
+                spans.setdefault(a.gpu_uuid, []).append((a.start_at, end, owner))
+            for uuid, periods in spans.items():
+                periods.sort()
+                for (_, end, first), (start, _, second) in itertools.pairwise(periods):
+                    assert end <= start, f"{uuid} given to {first} and {second} at once"
+            live: dict[str, set[str]] = {}
+            for a in rows:
+                if a.end_at is None:
+                    owner = f"job {a.job_id}" if a.job_id is not None else f"claim {a.claim_id}"
+                    live.setdefault(owner, set()).add(a.gpu_uuid)
+            for job_id, job in jobs.items():
+                held = live.get(f"job {job_id}", set())
+                if job.state in LIVE_JOB_STATES:
+                    assert held == set(json.loads(job.gpu_uuids)), (job_id, job.state)
+                else:
+                    assert held == set(), f"job {job_id} ({job.state}) still holds {held}"
+            claimed: set[str] = set()
+            for claim_id, item in claims.items():
+                held = live.get(f"claim {claim_id}", set())
+                if item.state == "active":
+                    assert held == set(json.loads(item.gpu_uuids))
+                    claimed |= held
+                else:
+                    assert held == set(), f"claim {claim_id} ({item.state}) still holds {held}"
+            for job in jobs.values():
+                if job.state in LIVE_JOB_STATES:
+                    assert not claimed & set(json.loads(job.gpu_uuids)), "a claimed GPU ran a job"
 
 
 StoreMachine.TestCase.settings = settings(
