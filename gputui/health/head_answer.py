@@ -14,9 +14,8 @@ from typing import Any
 
 from gputui.text import clean
 
-from .board import Ack, Problem
+from .board import Ack, Problem, worst
 from .finding import RANK, Finding, Level
-from .report import worst
 
 MAX_PROBLEMS = 100_000
 

@@ -19,12 +19,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-MUTATING = frozenset(
-    {
-        "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
-        "release", "drain", "undrain", "unfence", "force_free", "health_ack",
-    }
-)  # fmt: skip
+from . import ops
+
+MUTATING = ops.MUTATING
+"""The ops that change something (``ops.MUTATING``: one set for client and head)."""
+
 DEFAULT_SOCKET = "/run/gputui/head.sock"
 SOCKET_ENV = "GPUTUI_HEAD_SOCKET"
 _MAX_LINE = 64 * 1024 * 1024

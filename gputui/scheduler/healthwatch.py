@@ -24,9 +24,9 @@ import orjson
 
 from gputui.config import HealthThresholds
 from gputui.health import outside
-from gputui.health.board import Ack, HealthBoard, Track
+from gputui.health.board import Ack, HealthBoard, Track, worst
 from gputui.health.finding import Finding
-from gputui.health.report import not_applicable_json, problem_json, unknown_json, worst
+from gputui.health.report import not_applicable_json, problem_json, unknown_json
 from gputui.telemetry import HostSnapshot
 
 from .hostwatch import HostWatch
