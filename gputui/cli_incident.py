@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gputui.cli_health import EXIT_ERROR, probe
+from gputui.cli_health import EXIT_ERROR, probe, wait_refused
 from gputui.config import Config, ConfigError, find_config, load_config
 from gputui.durations import ago
 from gputui.health.board import HealthBoard
@@ -29,6 +29,7 @@ from gputui.health.xid import info
 from gputui.protocol import GpuSample
 from gputui.telemetry import HostSnapshot
 from gputui.text import clean
+from gputui.untrusted import epoch, integer, number
 
 EXIT_OK = 0
 MAX_AUDIT = 2000
@@ -75,6 +76,10 @@ def _target(text: str, config: Config) -> tuple[str, int | None]:
 
 
 def main(args: argparse.Namespace) -> int:
+    refused = wait_refused(args.wait)
+    if refused:
+        print(f"gputui incident: {refused}", file=sys.stderr)
+        return EXIT_ERROR
     try:
         config = load_config(find_config(args.hosts))
         now = time.time()
@@ -208,14 +213,19 @@ def _audit(
     except OSError as exc:
         notes.append(f"no audit rows or past readings: head unreachable ({clean(str(exc), 200)})")
         return []
+    return _audit_rows(answer, host, gpu) + _readings(kept, since, notes)
+
+
+def _audit_rows(answer: Any, host: str, gpu: int | None) -> list[Entry]:
+    """The audit rows of the head's answer that name the host (or the GPU)."""
     wanted = {host} if gpu is None else {f"{host}:{gpu}", host}
     out = []
     rows = answer.get("rows") if isinstance(answer, dict) else None
-    for row in rows if isinstance(rows, list) else []:
+    for row in rows[:MAX_AUDIT] if isinstance(rows, list) else []:
         if not isinstance(row, dict):
             continue
-        target, when = row.get("target"), row.get("time")
-        if not isinstance(target, str) or not isinstance(when, int | float):
+        target, when = row.get("target"), epoch(row.get("time"))
+        if not isinstance(target, str) or when is None:
             continue
         names = set(re.split(r"[\s,]+", target))
         if not (names & wanted or any(n.startswith(f"{host}:") for n in names if gpu is None)):
@@ -226,8 +236,8 @@ def _audit(
         outcome = row.get("outcome")
         if isinstance(outcome, str) and outcome:
             text += f" -> {clean(outcome, 200)}"
-        out.append(Entry(float(when), "audit", gpu, text))
-    return out + _readings(kept, since, notes)
+        out.append(Entry(when, "audit", gpu, text))
+    return out
 
 
 def _readings(kept: Any, since: float, notes: list[str]) -> list[Entry]:
@@ -237,14 +247,13 @@ def _readings(kept: Any, since: float, notes: list[str]) -> list[Entry]:
     for r in readings[:100_000] if isinstance(readings, list) else []:
         if not isinstance(r, dict):
             continue
-        when, index = r.get("time"), r.get("gpu")
-        if not isinstance(when, int | float) or not isinstance(index, int):
+        when, index = epoch(r.get("time")), integer(r.get("gpu"), 0, 1023)
+        if when is None or index is None:
             continue
 
         def part(label: str, key: str, unit: str = "", r: dict[str, Any] = r) -> str:
             value = r.get(key)
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            return f"{label} {value}{unit}" if ok else f"{label} n/a"
+            return f"{label} {value}{unit}" if number(value) is not None else f"{label} n/a"
 
         text = ", ".join(
             [
@@ -259,8 +268,8 @@ def _readings(kept: Any, since: float, notes: list[str]) -> list[Entry]:
         throttle = r.get("throttle")
         if isinstance(throttle, str) and throttle:
             text += f", throttle {clean(throttle, 120)}"
-        out.append(Entry(float(when), "reading", index, text))
-    started = kept.get("kept_since") if isinstance(kept, dict) else None
-    if isinstance(started, int | float) and started > since:
-        notes.append(f"the head has kept readings only since {_stamp(float(started))}")
+        out.append(Entry(when, "reading", index, text))
+    started = epoch(kept.get("kept_since")) if isinstance(kept, dict) else None
+    if started is not None and started > since:
+        notes.append(f"the head has kept readings only since {_stamp(started)}")
     return out

@@ -69,3 +69,17 @@ def test_client_and_head_share_one_set_of_mutating_ops() -> None:
 
 def test_the_board_and_the_heads_answers_judge_worst_by_one_rule() -> None:
     assert healthwatch.worst is head_answer.worst is board.worst
+
+
+def test_every_reader_of_the_heads_answers_checks_numbers_one_way() -> None:
+    """One range-checked reader of an untrusted time, number and string: no copy
+    that forgot the finiteness check (``1e300``, NaN) or the int too big for a float."""
+    from gputui import cli_drain, cli_flags, text, untrusted
+    from gputui.ui import head_flags, head_view, usage_view
+
+    assert head_answer._time is head_view._time is head_flags._time is untrusted.epoch
+    assert usage_view._epoch is untrusted.epoch
+    assert cli_drain._number is cli_flags._number is untrusted.number
+    assert head_answer._int is untrusted.integer
+    for module in (head_answer, head_view, head_flags, usage_view):
+        assert module._text is text.clean_str
