@@ -20,6 +20,7 @@ from sqlalchemy import Engine, func, update
 from sqlmodel import Session, col, select
 
 from .accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow, charges
+from .caps import capped
 from .engine import SNAPSHOT
 from .jobrow import JOB_COLUMNS, JOB_DEFAULTS, unknown_columns
 from .store_health import HealthQueries
@@ -373,7 +374,8 @@ class Tx(HealthQueries):
     # -- audit and notices ----------------------------------------------------------
 
     def audit(self, row: Audit) -> None:
-        self.s.add(row)
+        """Keep an audit row, each text cut to its column (``caps``), whoever built it."""
+        self.s.add(capped(row))
 
     def audit_row(self, audit_id: int) -> Audit | None:
         return self.s.get(Audit, audit_id)
@@ -386,7 +388,8 @@ class Tx(HealthQueries):
         return list(reversed(self.s.exec(query).all()))
 
     def notice(self, row: Notice) -> Notice:
-        self.s.add(row)
+        """Keep a notice for its user, each text cut to its column, as audit rows are."""
+        self.s.add(capped(row))
         self.s.flush()
         return row
 
