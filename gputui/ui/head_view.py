@@ -211,6 +211,11 @@ class Me:
     user: str
     admin: bool
 
+    def refused(self, doing: str) -> str | None:
+        """Why this user may not do an admin's ``doing`` ("force-free a GPU"); None for
+        an admin. The console's one wording of it."""
+        return None if self.admin else f"only admins {doing} ({self.user} is not one)"
+
 
 @dataclass(frozen=True, slots=True)
 class HeadView:

@@ -97,3 +97,18 @@ def test_the_helpers_own_copies_of_shared_limits_agree_with_the_clients() -> Non
     assert protocol_ops.MAX_LOG_BYTES == jobops.LOG_READ_MAX
     assert protocol_ops.MAX_REQUEST_BYTES == remote_wire.MAX_REQUEST_BYTES
     assert protocol_ops.JOB_ID_MAX == supervisor.JOB_ID_MAX
+
+
+@given(user=st.text(max_size=8), admin=st.booleans(), doing=st.sampled_from(["x", "force-free"]))
+def test_the_console_words_an_admins_only_action_one_way(
+    user: str, admin: bool, doing: str
+) -> None:
+    from pathlib import Path
+
+    from gputui.ui.head_view import Me
+
+    said = Me(uid=1, user=user, admin=admin).refused(doing)
+    assert said == (None if admin else f"only admins {doing} ({user} is not one)")
+    ui = Path(entry.__file__).parent / "ui"
+    built = [p.name for p in ui.rglob("*.py") if "only admins" in p.read_text()]
+    assert built == ["head_view.py"]
