@@ -255,9 +255,14 @@ def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
 
 
 def _theme_or_error(config: Config, theme: str | None) -> str:
+    return _theme_named(theme or config.theme)
+
+
+def _theme_named(name: str) -> str:
+    """``name`` if it is a theme this console can use; else ``UsageError``, one line
+    naming it and the themes there are."""
     from gputui.ui.themes import skipped_themes, theme_names
 
-    name = theme or config.theme
     names = theme_names()
     broken = skipped_themes()
     if name not in names and name in broken:
@@ -298,6 +303,8 @@ def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
         check_demo_size(hosts)
     except DemoLimitError as exc:
         raise UsageError(str(exc)) from None
+    if theme:  # before the simulated hosts start, not after
+        _theme_named(theme)
     return asyncio.run(_demo(hosts, gpus, theme))
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from gputui.durations import coarse_text
 from gputui.printable import shown
 from gputui.scheduler.client import HeadClient
+from gputui.untrusted import number as _number
 
 EXIT_OK = 0
 MAX_SHOWN = 200
@@ -51,12 +52,6 @@ def run(client: HeadClient, a: argparse.Namespace) -> int:
         for line in gpu_lines(gpus, time.time()):
             print(f"  {line}")
     return EXIT_OK
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if abs(value) < 1e12 else None
 
 
 def _since(part: Any, now: float) -> str:

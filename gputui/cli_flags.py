@@ -7,25 +7,18 @@ comes from the head and is shown as untrusted text: anything not printable is
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from gputui.durations import coarse_text
 from gputui.printable import shown as _shown
+from gputui.untrusted import number as _number
 
 KINDS = {
     "no-allocation": "no job or claim of theirs on the host",
     "outside-allocation": "outside their jobs' and claims' GPUs",
 }
 MAX_SHOWN = 200
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) and abs(number) < 1e12 else None
 
 
 def idle_reason(job: dict[str, Any], idle_after_s: Any, now: float) -> str | None:

@@ -30,6 +30,7 @@ from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.text import clean
 
 EXIT_OK, EXIT_WARN, EXIT_CRIT, EXIT_ERROR, EXIT_UNKNOWN = 0, 1, 2, 3, 4
+MAX_WAIT_S = 3600
 _EXIT = {"ok": EXIT_OK, "warn": EXIT_WARN, "crit": EXIT_CRIT}
 
 
@@ -63,6 +64,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--note", metavar="TEXT", help="why it may wait (required with --ack)")
 
 
+def wait_refused(wait: float) -> str | None:
+    """Why ``--wait`` is refused (None: it is fine): a number of seconds in (0, 3600],
+    never NaN or an infinity. ``gputui health`` and ``gputui incident`` both check it."""
+    return None if 0 < wait <= MAX_WAIT_S else f"--wait must be between 0 and {MAX_WAIT_S} seconds"
+
+
 def main(args: argparse.Namespace) -> int:
     try:
         config = load_config(find_config(args.hosts))
@@ -70,8 +77,8 @@ def main(args: argparse.Namespace) -> int:
         for line in exc.lines:
             print(f"gputui health: {line}", file=sys.stderr)
         return EXIT_ERROR
-    if not 0 < args.wait <= 3600:
-        print("gputui health: --wait must be between 0 and 3600 seconds", file=sys.stderr)
+    if wait_refused(args.wait):
+        print(f"gputui health: {wait_refused(args.wait)}", file=sys.stderr)
         return EXIT_ERROR
     try:
         config = _only(config, args.host or ())

@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gputui.cli_health import EXIT_ERROR, probe
+from gputui.cli_health import EXIT_ERROR, probe, wait_refused
 from gputui.config import Config, ConfigError, find_config, load_config
 from gputui.durations import ago
 from gputui.health.board import HealthBoard, Problem
@@ -32,6 +32,7 @@ from gputui.health.xid import info
 from gputui.protocol import GpuSample
 from gputui.telemetry import HostSnapshot
 from gputui.text import clean
+from gputui.untrusted import epoch, integer, number
 
 EXIT_OK = 0
 MAX_AUDIT = 2000
@@ -78,6 +79,10 @@ def _target(text: str, config: Config) -> tuple[str, int | None]:
 
 
 def main(args: argparse.Namespace) -> int:
+    refused = wait_refused(args.wait)
+    if refused:
+        print(f"gputui incident: {refused}", file=sys.stderr)
+        return EXIT_ERROR
     try:
         config = load_config(find_config(args.hosts))
         now = time.time()
@@ -262,11 +267,10 @@ def _head_xids(events: list[dict[str, Any]], have: list[Entry], gpu: int | None)
     seen = {(e.gpu, e.text.partition(" (")[0], round(e.time)) for e in have if e.kind == "xid"}
     out = []
     for e in events:
-        when, index = e.get("time"), e.get("gpu")
+        when, index = epoch(e.get("time")), integer(e.get("gpu"), 0, 1023)
         xid, sxid = e.get("xid"), e.get("sxid")
-        if isinstance(when, bool) or not isinstance(when, int | float):
+        if when is None:
             continue
-        index = index if isinstance(index, int) and 0 <= index < 1024 else None
         if gpu is not None and index not in (None, gpu):
             continue
         source = clean(str(e.get("source") or "?"), 16)
@@ -290,11 +294,11 @@ def _audit_rows(answer: Any, *, host: str, gpu: int | None) -> list[Entry]:
     wanted = {host} if gpu is None else {f"{host}:{gpu}", host}
     out = []
     rows = answer.get("rows") if isinstance(answer, dict) else None
-    for row in rows if isinstance(rows, list) else []:
+    for row in rows[:MAX_AUDIT] if isinstance(rows, list) else []:
         if not isinstance(row, dict):
             continue
-        target, when = row.get("target"), row.get("time")
-        if not isinstance(target, str) or not isinstance(when, int | float):
+        target, when = row.get("target"), epoch(row.get("time"))
+        if not isinstance(target, str) or when is None:
             continue
         names = set(re.split(r"[\s,]+", target))
         if not (names & wanted or any(n.startswith(f"{host}:") for n in names if gpu is None)):
@@ -305,7 +309,7 @@ def _audit_rows(answer: Any, *, host: str, gpu: int | None) -> list[Entry]:
         outcome = row.get("outcome")
         if isinstance(outcome, str) and outcome:
             text += f" -> {clean(outcome, 200)}"
-        out.append(Entry(float(when), "audit", gpu, text))
+        out.append(Entry(when, "audit", gpu, text))
     return out
 
 
@@ -316,14 +320,13 @@ def _readings(kept: Any, since: float, notes: list[str]) -> list[Entry]:
     for r in readings[:100_000] if isinstance(readings, list) else []:
         if not isinstance(r, dict):
             continue
-        when, index = r.get("time"), r.get("gpu")
-        if not isinstance(when, int | float) or not isinstance(index, int):
+        when, index = epoch(r.get("time")), integer(r.get("gpu"), 0, 1023)
+        if when is None or index is None:
             continue
 
         def part(label: str, key: str, unit: str = "", r: dict[str, Any] = r) -> str:
             value = r.get(key)
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            return f"{label} {value}{unit}" if ok else f"{label} n/a"
+            return f"{label} {value}{unit}" if number(value) is not None else f"{label} n/a"
 
         text = ", ".join(
             [
@@ -338,8 +341,8 @@ def _readings(kept: Any, since: float, notes: list[str]) -> list[Entry]:
         throttle = r.get("throttle")
         if isinstance(throttle, str) and throttle:
             text += f", throttle {clean(throttle, 120)}"
-        out.append(Entry(float(when), "reading", index, text))
-    started = kept.get("kept_since") if isinstance(kept, dict) else None
-    if isinstance(started, int | float) and started > since:
-        notes.append(f"the head has kept readings only since {_stamp(float(started))}")
+        out.append(Entry(when, "reading", index, text))
+    started = epoch(kept.get("kept_since")) if isinstance(kept, dict) else None
+    if started is not None and started > since:
+        notes.append(f"the head has kept readings only since {_stamp(started)}")
     return out

@@ -30,6 +30,7 @@ from typing import Annotated
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -52,6 +53,7 @@ from gputui.config_where import (
 from gputui.locations import DEFAULT_SOCKET, LocationError, find_hosts
 from gputui.locations import hosts_search as search_paths
 from gputui.remote.simspec import MAX_GPUS
+from gputui.sshjump import parse_chain
 from gputui.text import clean
 from gputui.yamlbounds import (
     MAX_DEPTH,
@@ -106,6 +108,28 @@ class _Model(BaseModel):
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
+def _proxy_jump(value: str) -> str:
+    try:
+        parse_chain(value)
+    except ValueError as exc:
+        raise ValueError(str(exc).removeprefix(f"proxy_jump {value!r}: ")) from None
+    return value
+
+
+def _interpreter(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must name the interpreter (python3, or a path to one)")
+    if value != value.strip() or not value.isprintable():
+        raise ValueError("must be one name or path: no spaces around it, no control characters")
+    return value
+
+
+ProxyJump = Annotated[str, AfterValidator(_proxy_jump)]
+"""``[user@]host[:port][,...]`` or ``none``, checked as the fleet will read it."""
+Interpreter = Annotated[str, AfterValidator(_interpreter)]
+"""The program that runs the helper on a host: a name on its PATH or a path."""
+
+
 class SshDefaults(_Model):
     """SSH settings every host inherits unless it sets its own."""
 
@@ -115,13 +139,13 @@ class SshDefaults(_Model):
     """SSH port; unset means ~/.ssh/config's Port, then 22."""
     identity_file: str | None = None
     """Private key file; unset means ~/.ssh/config's IdentityFile and the usual defaults."""
-    proxy_jump: str | None = None
+    proxy_jump: ProxyJump | None = None
     """Bastion to go through, ``[user@]host[:port]``, like OpenSSH's ProxyJump."""
     known_hosts: str | None = None
     """known_hosts file to verify host keys against; unset means ~/.ssh/known_hosts."""
     ssh_config: str | None = "~/.ssh/config"
     """OpenSSH client config to honour (User, Port, IdentityFile, ProxyJump); null for none."""
-    python: str = "python3"
+    python: Interpreter = "python3"
     """The Python interpreter on the host that runs the helper."""
     connect_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
     """Seconds to wait for one SSH connection to come up."""
@@ -142,11 +166,11 @@ class HostConfig(_Model):
     """Login user; overrides ``defaults.user``."""
     identity_file: str | None = None
     """Private key file; overrides ``defaults.identity_file``."""
-    proxy_jump: str | None = None
+    proxy_jump: ProxyJump | None = None
     """Bastion, ``[user@]host[:port]``; overrides ``defaults.proxy_jump``."""
     known_hosts: str | None = None
     """known_hosts file for this host; overrides ``defaults.known_hosts``."""
-    python: str | None = None
+    python: Interpreter | None = None
     """Interpreter that runs the helper on this host; overrides ``defaults.python``."""
     pool: str = "default"
     """Pool the host's GPUs belong to (used to group and, later, to schedule)."""
@@ -478,7 +502,17 @@ def _read(path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError([f"{path}: cannot read: {exc.__class__.__name__}: {exc}"]) from None
+        raise ConfigError([f"{path}:{_not_utf8(data, exc.start)}"]) from None
+
+
+def _not_utf8(data: bytes, offset: int) -> str:
+    """``LINE:COLUMN: ...`` of the first byte that is not UTF-8 (both from 1, the
+    column in characters, as an editor counts them)."""
+    before = data[:offset]
+    line = before.count(b"\n") + 1
+    start = before.rfind(b"\n") + 1
+    column = len(before[start:].decode("utf-8", errors="replace")) + 1
+    return f"{line}:{column}: not UTF-8 (byte 0x{data[offset]:02x}); save the file as UTF-8"
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:

@@ -124,10 +124,35 @@ def error_lines(exc: ValidationError, root: yaml.Node | None, source: str) -> It
         elif kind in ("int_type", "float_type") and isinstance(given, bool):
             message = f"must be a number, not {str(given).lower()}"
         elif kind in ("int_type", "float_type") and isinstance(given, str):
-            message = f"must be a number, not the text {clean(given, 40)!r}"
+            plain = isinstance(node, yaml.ScalarNode) and not node.style  # not quoted
+            message = (
+                _text_for_number(given, whole=kind == "int_type")
+                if plain
+                else f"must be a number, not the text {clean(given, 40)!r}"
+            )
         elif kind == "string_type" and isinstance(given, (bool, int, float)):
             message = f"{message}: quote it if you mean the text"
         yield f"{source}:{line}: {field_path}: {message}"
+
+
+_NUMBER_TEXT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_IN_RANGE = 2.0**53
+"""Beyond this no number in hosts.yaml means anything (and a float stops being exact)."""
+
+
+def _text_for_number(given: str, *, whole: bool) -> str:
+    """Why an unquoted text is not the number a field wants: YAML reads ``1e308`` (no
+    dot, no sign on the exponent) as text, so say what it is as a number."""
+    if len(given) > 400 or not _NUMBER_TEXT.fullmatch(given.strip()):
+        return f"must be a number, not the text {clean(given, 40)!r}"
+    value = float(given)
+    if not abs(value) < _IN_RANGE:
+        return f"the number {clean(given.strip(), 40)} is out of range"
+    if whole:
+        written = str(int(value)) if value.is_integer() else "a whole number"
+    else:
+        written = repr(value)
+    return f"must be a number: YAML reads {clean(given, 40)!r} as text (write {written})"
 
 
 def _locate(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | None, str]:

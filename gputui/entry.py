@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sys
 
-_TAKES_VALUE = ("--hosts", "--socket", "--theme")
+_TAKES_VALUE = ("--hosts", "--socket", "--theme", "--database")
+"""Every option before the verb that takes a value, in any of the parsers this picks
+from (``cli``, ``cli_head_args``, ``cli_daemon``): a test holds them to it."""
 
 
 def verb_of(argv: list[str]) -> str | None:

@@ -153,6 +153,9 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 4 * 1024 * 1024
+MODEL_FIRST_BYTES = 1024 * 1024
+"""A line up to this size is validated straight from JSON (the fast path); a bigger
+one is parsed and its lists cut to their caps before any model is built."""
 MAX_PROCESSES = 512
 """Processes kept per GPU; a helper listing more is cut, with a note."""
 MAX_THROTTLE_REASONS = 32
@@ -351,14 +354,18 @@ def decode_helper_line(line: str | bytes) -> Message | UnknownMessage:
     """
     if len(line) > MAX_LINE_BYTES:
         raise ProtocolError(f"line of {len(line)} bytes is over the {MAX_LINE_BYTES} limit")
-    try:
-        return _HELPER_MESSAGE.validate_json(line)
-    except ValidationError as exc:
-        failure = exc  # its error list is costly on a big line: read only to refuse
+    failure: ValidationError | None = None
+    if len(line) <= MODEL_FIRST_BYTES:
+        try:
+            return _HELPER_MESSAGE.validate_json(line)
+        except ValidationError as exc:
+            failure = exc  # its error list is costly on a big line: read only to refuse
+    # A big line is cut first: 100,000 GPU entries are never all built as models
+    # (nor 100,000 errors about them), only the first MAX_GPUS are.
     try:
         data = json.loads(line)
-    except (ValueError, RecursionError):
-        raise _refusal(failure, line) from None
+    except (ValueError, RecursionError) as exc:
+        raise _refusal(failure, line, exc) from None
     kind = data.get("type") if isinstance(data, dict) else None
     if not isinstance(kind, str):
         raise _refusal(failure, line)
@@ -382,7 +389,12 @@ def decode_helper_line(line: str | bytes) -> Message | UnknownMessage:
     raise _refusal(failure, line)
 
 
-def _refusal(failure: ValidationError, line: str | bytes) -> ProtocolError:
+def _refusal(
+    failure: ValidationError | None, line: str | bytes, exc: BaseException | None = None
+) -> ProtocolError:
+    if failure is None:  # a big line that is not a JSON object with a type
+        why = "not JSON" if exc is not None else "not a message (no type)"
+        return ProtocolError(clean(f"message: {why} in {clean(line, 60)!r}", 300))
     errors = failure.errors(include_url=False)
     error = errors[0] if errors else None
     where = ".".join(str(p) for p in error["loc"]) if error else ""

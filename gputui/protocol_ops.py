@@ -50,6 +50,7 @@ from gputui.protocol_fields import (
     Wire,
 )
 from gputui.remote.gpureset import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S
+from gputui.remote.holders import MAX_HOLDERS
 from gputui.text import clean
 
 RESET_ANSWER_MARGIN_S = 30.0
@@ -60,8 +61,6 @@ MAX_JOBS = 4096
 """Jobs one ``jobs`` answer (or message) lists at most."""
 MAX_LOG_BYTES = 65536
 """The most one ``job_log`` request may ask for."""
-MAX_HOLDERS = 256
-"""Processes one ``holders`` answer lists at most."""
 JOB_ID_MAX = 2**53
 """Job ids are 1 .. 2**53: exact in a double, so any JSON reader keeps them."""
 

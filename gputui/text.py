@@ -139,6 +139,12 @@ def clean(value: object, limit: int = DEFAULT_LIMIT) -> str:
     return _clean_text(str(value), limit)
 
 
+def clean_str(value: object, limit: int = DEFAULT_LIMIT) -> str:
+    """A string field of an untrusted answer: cleaned, cut to ``limit`` cells and
+    stripped; "" for anything that is not a string."""
+    return clean(value, limit).strip() if isinstance(value, str) else ""
+
+
 def _clean_text(text: str, limit: int) -> str:
     if len(text) > limit * 4:
         text = text[: limit * 4]

@@ -20,32 +20,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass
 
 import asyncssh
 
+from gputui.sshjump import Chain, Hop, parse_chain, parse_hop
+
 from .failures import Failure
+
+__all__ = [
+    "HANDSHAKES_PER_JUMP",
+    "LINGER_S",
+    "Chain",
+    "Hop",
+    "HopOpener",
+    "JumpFailure",
+    "JumpLease",
+    "JumpPool",
+    "parse_chain",
+    "parse_hop",
+]
 
 HANDSHAKES_PER_JUMP = 8
 LINGER_S = 30.0
 """Seconds an unused bastion connection is kept for the next lease."""
 
 
-@dataclass(frozen=True, slots=True)
-class Hop:
-    """One ``[user@]host[:port]`` of a ProxyJump chain."""
-
-    user: str | None
-    host: str
-    port: int | None
-
-    def __str__(self) -> str:
-        where = f"[{self.host}]" if ":" in self.host else self.host
-        where = f"{where}:{self.port}" if self.port is not None else where
-        return f"{self.user}@{where}" if self.user else where
-
-
-Chain = tuple[Hop, ...]
 HopOpener = Callable[
     [Chain, asyncssh.SSHClientConnection | None], Awaitable[asyncssh.SSHClientConnection]
 ]
@@ -58,37 +57,6 @@ class JumpFailure(Exception):
     def __init__(self, failure: Failure) -> None:
         super().__init__(failure.message)
         self.failure = failure
-
-
-def parse_chain(spec: str) -> Chain:
-    """``[user@]host[:port][,...]`` (``[v6addr]:port`` too) -> the hops, first first;
-    ``none`` (as in ssh_config) -> no hops."""
-    if spec.strip().lower() == "none":
-        return ()
-    parts = [part.strip() for part in spec.split(",")]
-    if not all(parts):
-        raise ValueError(f"proxy_jump {spec!r}: empty hop")
-    return tuple(parse_hop(part) for part in parts)
-
-
-def parse_hop(spec: str) -> Hop:
-    """``[user@]host[:port]`` (``[v6addr]:port`` too) -> a ``Hop``."""
-    user, _, rest = spec.rpartition("@")
-    port: int | None = None
-    if rest.startswith("["):
-        host, _, tail = rest[1:].partition("]")
-        if tail.startswith(":") and tail[1:].isdigit():
-            port = int(tail[1:])
-    elif rest.count(":") == 1:
-        host, _, port_text = rest.partition(":")
-        if not port_text.isdigit():
-            raise ValueError(f"proxy_jump {spec!r}: port must be a number")
-        port = int(port_text)
-    else:
-        host = rest
-    if not host:
-        raise ValueError(f"proxy_jump {spec!r}: no host")
-    return Hop(user or None, host, port)
 
 
 class _Jump:

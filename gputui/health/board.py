@@ -11,7 +11,7 @@ counters, the most GPUs a host has shown.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from gputui.config import HealthThresholds
@@ -418,5 +418,11 @@ class HealthBoard:
 
     def worst(self) -> str:
         """``crit``, ``warn`` or ``ok`` (info-only problems count as ok)."""
-        levels = {p.finding.severity for p in self.problems()}
-        return "crit" if "crit" in levels else "warn" if "warn" in levels else "ok"
+        return worst(self.problems())
+
+
+def worst(problems: Iterable[Problem]) -> str:
+    """``crit``, ``warn`` or ``ok`` (info-only problems count as ok): the one rule for a
+    board's and an answered report's status."""
+    levels = {p.finding.severity for p in problems}
+    return "crit" if "crit" in levels else "warn" if "warn" in levels else "ok"

@@ -8,35 +8,18 @@ range-checked, a malformed problem is left out.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gputui.text import clean
+from gputui.text import clean_str as _text
+from gputui.untrusted import epoch as _time
+from gputui.untrusted import integer as _int
 
-from .board import Ack, Problem
+from .board import Ack, Problem, worst
 from .finding import RANK, Finding, Level
-from .report import worst
 
 MAX_PROBLEMS = 100_000
-
-
-def _text(value: Any, limit: int) -> str:
-    return clean(value, limit) if isinstance(value, str) else ""
-
-
-def _time(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) and 0 <= value < 1e11 else None
-
-
-def _int(value: Any, low: int, high: int) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        return None
-    return value
 
 
 def _problem(raw: Mapping[str, Any]) -> Problem | None:

@@ -58,9 +58,3 @@ def not_applicable_counts(
         for _, check in items:
             counts[check] = counts.get(check, 0) + 1
     return dict(sorted(counts.items()))
-
-
-def worst(problems: Iterable[Problem]) -> str:
-    """``crit``, ``warn`` or ``ok`` (info-only problems count as ok)."""
-    levels = {p.finding.severity for p in problems}
-    return "crit" if "crit" in levels else "warn" if "warn" in levels else "ok"

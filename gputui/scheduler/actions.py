@@ -20,6 +20,7 @@ from gputui.config_sched import SchedulerConfig
 
 from . import policy, privacy, transitions
 from .identity import Caller
+from .lookup import no_host
 from .store import Tx
 from .tables import Audit, Claim, Job, Notice, owned_by
 from .views import audit_view, claim_view, job_row_view, job_view
@@ -149,8 +150,7 @@ def check_feasible(want: policy.Want, ctx: Context) -> None:
         shown = ", ".join(sorted(ctx.pools)[:8]) or "none"
         raise Refusal("impossible", f"no pool named {want.pool!r} (pools: {shown})")
     if want.host is not None and want.host not in ctx.hosts:
-        shown = ", ".join(sorted(ctx.hosts)[:8]) or "none"
-        raise Refusal("impossible", f"no host named {want.host!r} (hosts: {shown})")
+        raise Refusal("impossible", no_host(want.host, ctx.hosts))
     if want.host is not None and want.host in ctx.unknown_hosts:
         return
     if want.host is None and ctx.unknown_hosts:

@@ -23,12 +23,10 @@ from typing import Any
 
 from gputui.locations import DEFAULT_SOCKET, SOCKET_ENV, LocationError, find_hosts
 
-MUTATING = frozenset(
-    {
-        "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
-        "release", "drain", "undrain", "unfence", "force_free", "health_ack",
-    }
-)  # fmt: skip
+from . import ops
+
+MUTATING = ops.MUTATING
+"""The ops that change something (``ops.MUTATING``: one set for client and head)."""
 _MAX_LINE = 64 * 1024 * 1024
 
 

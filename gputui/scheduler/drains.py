@@ -21,6 +21,7 @@ from .actions import Context
 from .holder_notices import tell_holders
 from .hostwatch import HostWatch
 from .identity import Caller
+from .lookup import gpus_named, no_gpu, no_host
 from .store import Tx
 from .tables import Audit, Gpu, Host
 from .views import gpu_view
@@ -37,16 +38,10 @@ def _admin(caller: Caller, verb: str, target: str) -> None:
 
 def _gpu_of(tx: Tx, host: str, ref: str, target: str) -> Gpu:
     gpus = [g for g in tx.gpus() if g.host == host]
-    if ref.isdigit():
-        found = [g for g in gpus if g.index == int(ref) and g.present] or [
-            g for g in gpus if g.index == int(ref)
-        ]
-    else:
-        found = [g for g in gpus if g.uuid.lower() == ref.lower()]
+    found = gpus_named(gpus, ref)
     if not found:
-        known = ", ".join(str(g.index) for g in sorted(gpus, key=lambda g: g.index)[:16])
-        raise Refusal("unknown-gpu", f"no GPU {target!r} (GPUs of {host}: {known or 'none'})")
-    return found[0]
+        raise Refusal("unknown-gpu", no_gpu(target, host, gpus))
+    return ([g for g in found if g.present] or found)[0]  # a present one before a gone one
 
 
 def _resolve(tx: Tx, ctx: Context, watch: HostWatch, target: str) -> tuple[Host | None, Gpu | None]:
@@ -54,8 +49,7 @@ def _resolve(tx: Tx, ctx: Context, watch: HostWatch, target: str) -> tuple[Host 
     name, colon, ref = target.partition(":")
     known = ctx.hosts | {h.name for h in tx.hosts()}
     if name not in known:
-        shown = ", ".join(sorted(known)[:8]) or "none"
-        raise Refusal("unknown-host", f"no host named {name!r} (hosts: {shown})")
+        raise Refusal("unknown-host", no_host(name, known))
     if colon:
         if not ref:
             raise Refusal("bad-args", f"{target!r}: name the GPU after the colon (index or uuid)")

@@ -38,6 +38,7 @@ from .actions import Context
 from .forcefree_tx import Run
 from .hosts import GpuProcess, HostAnswer, HostOps
 from .hostwatch import HostWatch
+from .lookup import gpus_named, no_gpu, no_host
 from .server import Connection
 from .store import Tx
 
@@ -151,17 +152,13 @@ class ForceFrees:
         if not caller.admin:
             raise wire.Refusal("denied", f"force-free {target}: only an admin may force-free a GPU")
         if args.host not in self.watch.host_pools:
-            shown = ", ".join(sorted(self.watch.host_pools)[:8]) or "none"
-            raise wire.Refusal("unknown-host", f"force-free: no host named {args.host!r} ({shown})")
-        gpus = [g for g in self.watch.present_gpus() if g.host == args.host]
-        ref = args.gpu
-        found = [g for g in gpus if (str(g.index) == ref if ref.isdigit() else g.uuid == ref)]
-        if not found:
-            known = ", ".join(str(g.index) for g in sorted(gpus, key=lambda g: g.index)[:16])
             raise wire.Refusal(
-                "unknown-gpu",
-                f"force-free: no GPU {target!r} (GPUs of {args.host}: {known or '-'})",
+                "unknown-host", f"force-free: {no_host(args.host, self.watch.host_pools)}"
             )
+        gpus = [g for g in self.watch.present_gpus() if g.host == args.host]
+        found = gpus_named(gpus, args.gpu)
+        if not found:
+            raise wire.Refusal("unknown-gpu", f"force-free: {no_gpu(target, args.host, gpus)}")
         gpu = found[0]
         if not self.watch.live().get(args.host):
             raise wire.Refusal(

@@ -24,13 +24,14 @@ import orjson
 
 from gputui.config import HealthThresholds
 from gputui.health import outside
-from gputui.health.board import Ack, HealthBoard, Track
+from gputui.health.board import Ack, HealthBoard, Track, worst
 from gputui.health.finding import Finding
-from gputui.health.report import not_applicable_json, problem_json, unknown_json, worst
+from gputui.health.report import not_applicable_json, problem_json, unknown_json
 from gputui.telemetry import HostSnapshot
 
 from .hostwatch import HostWatch
 from .identity import Caller
+from .lookup import no_host
 from .ownership import Flag
 from .store import Tx
 from .tables import Audit, Gpu, HealthAck, HealthTrack
@@ -137,8 +138,7 @@ class HeadHealth:
         """The ``health`` op's answer: the board, of ``hosts`` only when given."""
         unknown_hosts = [h for h in hosts if h not in self.hosts]
         if unknown_hosts:
-            shown = ", ".join(sorted(self.hosts)[:8]) or "none"
-            raise Refusal("unknown-host", f"no host named {unknown_hosts[0]!r} (hosts: {shown})")
+            raise Refusal("unknown-host", no_host(unknown_hosts[0], self.hosts))
         only = set(hosts) or self.hosts
         problems = [p for p in self.board.problems() if p.finding.host in only]
         unknown = {h: items for h, items in self.board.unknown().items() if h in only}

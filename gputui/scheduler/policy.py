@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from .lookup import no_host
+
 # Reasons, as the Reason column shows them (Slurm's names where they exist).
 RESOURCES = "Resources"
 PRIORITY = "Priority"
@@ -389,8 +391,7 @@ def impossible(want: Want, gpus: Sequence[GpuSlot]) -> str | None:
         shown = ", ".join(known_pools[:8]) or "none"
         return f"no pool named {want.pool!r} (pools: {shown})"
     if want.host is not None and want.host not in known_hosts:
-        shown = ", ".join(known_hosts[:8]) or "none"
-        return f"no host named {want.host!r} (hosts: {shown})"
+        return no_host(want.host, known_hosts)
     if want.named:
         missing = [u for u in want.named if u not in {g.uuid for g in gpus}]
         if missing:

@@ -20,7 +20,9 @@ from sqlalchemy import Engine, func, update
 from sqlmodel import Session, col, select
 
 from .accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow, charges
+from .caps import capped
 from .engine import SNAPSHOT
+from .jobrow import JOB_COLUMNS, JOB_DEFAULTS, unknown_columns
 from .store_health import HealthQueries
 from .tables import (
     Allocation,
@@ -101,29 +103,26 @@ class Tx(HealthQueries):
                 [(u, r, now, _dumps(body)) for u, r, body in rows],
             )
 
-    _JOB_COLUMNS = (
-        "uid", "user", "group", "name", "argv", "cwd", "env", "gpus", "pool",
-        "host_constraint", "priority", "preemptible", "time_limit_s", "submitted_at",
-        "state", "reason", "requeues", "launches", "gpu_uuids", "project", "after",
-        "after_ok",
-    )  # fmt: skip
-    # Columns a row may leave out (rows made before they existed), with their values.
-    _JOB_COLUMN_DEFAULTS = tuple(zip(_JOB_COLUMNS, [None] * 20 + ["[]", False], strict=True))
-
     def insert_jobs(self, rows: Sequence[dict[str, Any]]) -> list[int]:
         """Insert many jobs at once (the submission fast path); their ids, in order."""
         if not rows:
             return []
-        names = ", ".join(f'"{c}"' for c in self._JOB_COLUMNS)
-        one = "(" + ", ".join("?" * len(self._JOB_COLUMNS)) + ")"
+        for row in rows:
+            unknown = unknown_columns(row)
+            if unknown:  # a key the fast path would drop without a word
+                raise ValueError(f"job row: no column {unknown[0]!r}")
+        names = ", ".join(f'"{c}"' for c in JOB_COLUMNS)
+        one = "(" + ", ".join("?" * len(JOB_COLUMNS)) + ")"
+        defaults = tuple(JOB_DEFAULTS.items())
+        per = max(1, 8192 // len(JOB_COLUMNS))  # parameters well under SQLite's limit
         cursor = self._cursor()
         ids: list[int] = []
-        for start in range(0, len(rows), 256):  # 256 x 22 parameters, well under the limit
-            chunk = rows[start : start + 256]
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
             cursor.execute(
                 f"INSERT INTO job ({names}) VALUES {', '.join([one] * len(chunk))}"  # noqa: S608
                 " RETURNING id",
-                [row.get(c, d) for row in chunk for c, d in self._JOB_COLUMN_DEFAULTS],
+                [row.get(c, d) for row in chunk for c, d in defaults],
             )
             # One statement numbers its rows in order (ids above every existing one);
             # RETURNING's own order is not promised, so sort.
@@ -386,7 +385,8 @@ class Tx(HealthQueries):
     # -- audit and notices ----------------------------------------------------------
 
     def audit(self, row: Audit) -> None:
-        self.s.add(row)
+        """Keep an audit row, each text cut to its column (``caps``), whoever built it."""
+        self.s.add(capped(row))
 
     def audit_row(self, audit_id: int) -> Audit | None:
         return self.s.get(Audit, audit_id)
@@ -399,7 +399,8 @@ class Tx(HealthQueries):
         return list(reversed(self.s.exec(query).all()))
 
     def notice(self, row: Notice) -> Notice:
-        self.s.add(row)
+        """Keep a notice for its user, each text cut to its column, as audit rows are."""
+        self.s.add(capped(row))
         self.s.flush()
         return row
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from .gpufacts import AnyGpu
+from .jobrow import as_job
 from .tables import Audit, Claim, Job, Notice
 
 
@@ -58,34 +59,7 @@ def job_view(job: Job, *, full: bool = False) -> dict[str, Any]:
 
 def job_row_view(row: dict[str, Any]) -> dict[str, Any]:
     """``job_view`` of a freshly inserted row (a dict of its columns)."""
-    return {
-        "id": row["id"],
-        "user": row["user"],
-        "group": row["group"],
-        "name": row["name"],
-        "state": row["state"],
-        "reason": row["reason"],
-        "gpus": row["gpus"],
-        "pool": row["pool"],
-        "host_constraint": row["host_constraint"],
-        "host": None,
-        "gpu_uuids": [],
-        "priority": row["priority"],
-        "preemptible": row["preemptible"],
-        "time_limit_s": row["time_limit_s"],
-        "submitted_at": row["submitted_at"],
-        "started_at": None,
-        "ended_at": None,
-        "exit_code": None,
-        "exit_signal": None,
-        "requeues": 0,
-        "run_as": None,
-        "project": row["project"],
-        "after": json_list(row["after"]),
-        "after_ok": row["after_ok"],
-        "over_quota": False,
-        "idle_since": None,
-    }
+    return job_view(as_job(row))
 
 
 def claim_view(claim: Claim) -> dict[str, Any]:

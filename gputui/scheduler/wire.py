@@ -22,6 +22,11 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from . import ops
+
+MUTATING = ops.MUTATING
+"""The ops that change something (``ops.MUTATING``: one set for client and head)."""
+
 MAX_REQUEST_BYTES = 1 << 20
 """A request line longer than this is refused without being parsed."""
 MAX_ARGV_BYTES = 256 * 1024
@@ -358,12 +363,6 @@ ARGS: dict[str, type[_Args]] = {
     "health": HealthArgs,
     "health_ack": HealthAckArgs,
 }
-MUTATING = frozenset(
-    {
-        "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
-        "release", "drain", "undrain", "unfence", "force_free", "health_ack",
-    }
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,8 +87,9 @@ class DrainActions(AuditActions):
             self._refuse("force-free", "select a GPU first")
             return
         view = link.view
-        if view is not None and not view.me.admin:
-            self._refuse("force-free", f"only admins force-free a GPU ({view.me.user} is not one)")
+        refused = view.me.refused("force-free a GPU") if view is not None else None
+        if refused:
+            self._refuse("force-free", refused)
             return
         what = f"{row.host} GPU {row.index}"
         question = Text(f"Force-free {what}?\n", "bold")

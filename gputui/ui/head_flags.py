@@ -9,34 +9,23 @@ cleaned, numbers range-checked, and a malformed flag is dropped. No Textual here
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gputui.durations import coarse_text
 from gputui.health.outside import LABELS
-from gputui.text import clean
+from gputui.text import clean_str as _text
+from gputui.untrusted import epoch as _time
 
 _SIGNALS = ("TERM", "KILL")
 MAX_FLAGS = 10_000
-
-
-def _text(value: Any, limit: int) -> str:
-    return clean(value, limit).strip() if isinstance(value, str) else ""
 
 
 def _count(value: Any, high: int = 2**31) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
         return None
     return value
-
-
-def _time(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) and 0 <= value < 1e11 else None
 
 
 def _signal(value: Any) -> str | None:

@@ -9,28 +9,24 @@ I/O: widgets read these, and tests build them from dicts.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gputui.gpu_env import export_line, gpu_uuids
 from gputui.text import clean
+from gputui.text import clean_str as _text
 from gputui.ui import format as fmt
 from gputui.ui.head_flags import OwnerFlag, idle_for, parse_flags
+from gputui.untrusted import epoch as _time
 
 LIVE_STATES = frozenset({"starting", "running", "killing", "preempting", "unknown"})
 PENDING_STATES = frozenset({"queued", "held"})
 FINAL_STATES = frozenset({"completed", "failed", "timeout", "killed", "cancelled"})
 
 
-def _text(value: Any, limit: int = 128) -> str:
-    return clean(value, limit).strip() if isinstance(value, str) else ""
-
-
 def _opt_text(value: Any, limit: int = 128) -> str | None:
-    text = clean(value, limit).strip() if isinstance(value, str) else ""
-    return text or None
+    return _text(value, limit) or None
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -43,13 +39,6 @@ def _opt_int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value <= 2**53:
         return None
     return value
-
-
-def _time(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) and 0 <= value < 1e11 else None
 
 
 def _strings(value: Any, limit: int = 64, count: int = 256) -> tuple[str, ...]:
@@ -222,6 +211,11 @@ class Me:
     uid: int
     user: str
     admin: bool
+
+    def refused(self, doing: str) -> str | None:
+        """Why this user may not do an admin's ``doing`` ("force-free a GPU"); None for
+        an admin. The console's one wording of it."""
+        return None if self.admin else f"only admins {doing} ({self.user} is not one)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,9 +93,7 @@ class HealthAcks(HeadRequests):
         """With a head, only its admins acknowledge problems (as the head says who is)."""
         link = self.head_link
         view = link.view if link is not None else None
-        if view is not None and not view.me.admin:
-            return f"only admins acknowledge problems ({view.me.user} is not one)"
-        return None
+        return view.me.refused("acknowledge problems") if view is not None else None
 
     def acknowledge_problem(self, problem: Problem, note: str, shown: Callable[[], None]) -> None:
         """Acknowledge ``problem`` with ``note``; ``shown`` once the board has it."""

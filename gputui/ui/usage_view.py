@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.text import clean
+from gputui.text import clean_str as _text
+from gputui.untrusted import epoch as _epoch
 
 MAX_AMOUNT = 1e12
 """GPU-hours, kWh or money beyond this are nonsense from a broken head: capped."""
@@ -29,7 +30,6 @@ KEY_CELLS = 64
 NO_KEY = "(none)"
 """How an empty key (``by=project`` rows without a project) is shown."""
 MAX_SPAN_S = 400 * 86_400.0
-_TIME_MAX = 1e11
 
 
 def amount(value: Any) -> float:
@@ -43,20 +43,6 @@ def amount(value: Any) -> float:
     if math.isnan(number) or number <= 0:
         return 0.0
     return min(number, MAX_AMOUNT)
-
-
-def _epoch(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) and 0 <= number < _TIME_MAX else None
-
-
-def _text(value: Any, limit: int) -> str:
-    return clean(value, limit).strip() if isinstance(value, str) else ""
 
 
 def _key(value: Any) -> str:

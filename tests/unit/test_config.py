@@ -183,7 +183,7 @@ def test_unreadable_file(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ConfigError) as info:
         load_config(path)
-    assert info.value.lines[0].startswith(f"{path}: cannot read: UnicodeDecodeError")
+    assert info.value.lines == [f"{path}:1:1: not UTF-8 (byte 0xff); save the file as UTF-8"]
 
 
 def test_duplicate_keys_are_errors_not_silent_overrides() -> None:

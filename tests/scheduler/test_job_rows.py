@@ -1,0 +1,83 @@
+"""The submission fast path writes and shows a job with the ``Job`` table's own
+columns and defaults: nothing a row carries is dropped, nothing it leaves out differs
+from the model's default, and its view is the view of the row read back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic_core import PydanticUndefined
+
+from gputui.scheduler.engine import open_store
+from gputui.scheduler.jobrow import JOB_COLUMNS
+from gputui.scheduler.store import JobStore
+from gputui.scheduler.tables import Job
+from gputui.scheduler.views import job_row_view, job_view
+
+_TEXT = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FFF), max_size=12)
+_BY_TYPE: dict[type, st.SearchStrategy[Any]] = {
+    bool: st.booleans(),
+    int: st.integers(0, 2**40),
+    float: st.floats(0, 2e9, allow_nan=False),
+    str: _TEXT,
+}
+
+
+def _values(column: str) -> st.SearchStrategy[Any]:
+    annotation = Job.model_fields[column].annotation
+    kinds = [k for k in (get_args(annotation) or (annotation,)) if k is not type(None)]
+    values = _BY_TYPE[kinds[0]]
+    return st.none() | values if type(None) in get_args(annotation) else values
+
+
+def _required() -> list[str]:
+    return [c for c in JOB_COLUMNS if Job.model_fields[c].default is PydanticUndefined]
+
+
+@st.composite
+def rows(draw: st.DrawFn) -> dict[str, Any]:
+    """A job row: every required column, and any of the others."""
+    optional = [c for c in JOB_COLUMNS if c not in _required()]
+    chosen = draw(st.lists(st.sampled_from(optional), unique=True))
+    return {c: draw(_values(c)) for c in [*_required(), *chosen]}
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobStore]:
+    path: Path = tmp_path_factory.mktemp("rows") / "state" / "gputui.db"
+    mounts = path.parent.parent / "mountinfo"
+    mounts.write_text("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n")
+    store = JobStore(open_store(path, mountinfo=mounts))
+    yield store
+    store.close()
+
+
+def test_the_fast_path_writes_every_column_of_the_table() -> None:
+    assert set(JOB_COLUMNS) == {c for c in Job.model_fields if c != "id"}
+
+
+@settings(max_examples=80, deadline=None)
+@given(batch=st.lists(rows(), min_size=1, max_size=3))
+def test_a_fast_path_row_reads_back_as_written_and_shows_as_the_table_does(
+    shared: JobStore, batch: list[dict[str, Any]]
+) -> None:
+    with shared.transaction() as tx:
+        ids = tx.insert_jobs(batch)
+        for row, job_id in zip(batch, ids, strict=True):
+            back = tx.job(job_id)
+            assert back is not None
+            for column in JOB_COLUMNS:
+                default = Job.model_fields[column].default
+                assert getattr(back, column) == row.get(column, default), column
+            assert job_row_view({**row, "id": job_id}) == job_view(back)
+
+
+def test_a_row_with_a_key_the_table_lacks_is_refused(shared: JobStore) -> None:
+    row = dict.fromkeys(_required(), 1) | {"no_such_column": 1}
+    with pytest.raises(ValueError, match="no_such_column"), shared.transaction() as tx:
+        tx.insert_jobs([row])
