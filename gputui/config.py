@@ -177,7 +177,7 @@ class HostConfig(_Model):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        if not HOST_NAME.match(value):
+        if not HOST_NAME.fullmatch(value):
             raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
         return value
 
