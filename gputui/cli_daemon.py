@@ -56,7 +56,7 @@ def unit_text(name: str) -> str:
 
 def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, object]:
     from gputui.scheduler.actions import Rules
-    from gputui.scheduler.server import Limits
+    from gputui.scheduler.connection import Limits
     from gputui.scheduler.settings import HeadSettings
 
     head = config.head

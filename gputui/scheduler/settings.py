@@ -11,9 +11,9 @@ from gputui.config import HealthThresholds
 
 from . import historystore
 from .actions import Rules
+from .connection import Limits
 from .history import KEEP_S
 from .metering import FLUSH_S
-from .server import Limits
 
 
 @dataclass(frozen=True, slots=True)
