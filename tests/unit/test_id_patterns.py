@@ -64,6 +64,12 @@ def test_no_pattern_in_the_package_ends_in_a_dollar() -> None:
     assert ends == LINE_SEARCHES, "check a whole value with fullmatch and no ^...$"
 
 
+def test_the_helpers_namespace_rule_is_the_heads() -> None:
+    """The helper runs alone on a host (it imports nothing of the package), so its
+    namespace pattern is its own copy: the same as the one the head checks with."""
+    assert rf"\A{supervisor.NS_RE.pattern}\Z" == NAMESPACE.pattern
+
+
 def _refuses(check: Callable[[str], Any], value: str) -> bool:
     try:
         check(value)
@@ -128,7 +134,7 @@ def test_a_valid_id_passes_and_the_same_with_anything_after_it_does_not(
 ) -> None:
     value = data.draw(st.from_regex(re.compile(pattern), fullmatch=True), label=what)
     assert not _refuses(check, value), f"{what}: {value!r} refused"
-    tail = data.draw(st.sampled_from(["\n", "\r\n", " ", "\x00", "\n\n"]) | st.text(min_size=1))
-    extra = value + tail
-    if re.fullmatch(pattern, extra) is None:
-        assert _refuses(check, extra), f"{what}: {extra!r} accepted"
+    # A newline (what ``$`` lets through) or another character no id may hold, then anything.
+    tail = data.draw(st.sampled_from(["\n", "\r", " ", "\t", "\x00"]), label="after")
+    extra = value + tail + data.draw(st.text(max_size=5), label="then")
+    assert _refuses(check, extra), f"{what}: {extra!r} accepted"
