@@ -66,6 +66,7 @@ def unit_text(name: str) -> str:
 
 def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, object]:
     from gputui.scheduler.actions import Rules
+    from gputui.scheduler.connection import Limits
     from gputui.scheduler.settings import HeadSettings
 
     head = config.head
@@ -93,6 +94,11 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
             run_as_login_user=head.run_as_login_user,
             allow_gpu_reset=head.allow_gpu_reset,
             readings_keep_s=head.readings_keep_days * 86400,
+            limits=Limits(
+                per_user=head.max_connections_per_user,
+                request_timeout_s=head.request_timeout_s,
+                send_stall_s=head.client_stall_s,
+            ),
             group_commit=group_commit,
             health=config.health,
             expected_gpus={h.name: h.gpus for h in config.hosts},

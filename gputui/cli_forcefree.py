@@ -27,7 +27,7 @@ _LINE_CELLS = 400
 
 def target(text: str) -> tuple[str, str]:
     """``HOST:GPU`` (GPU: its index or uuid) -> (host, gpu); argparse's type."""
-    match = _TARGET.match(text)
+    match = _TARGET.fullmatch(text)
     if match is None:
         raise argparse.ArgumentTypeError(
             f"not HOST:GPU (GPU: its index or uuid): {shown(text, 60)!r}"

@@ -188,7 +188,7 @@ class HostConfig(_Model):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        if not HOST_NAME.match(value):
+        if not HOST_NAME.fullmatch(value):
             raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
         return value
 
@@ -293,6 +293,15 @@ class HeadConfig(_Model):
     readings_keep_days: Annotated[float, Field(gt=0, le=366)] = 14.0
     """The GPU readings the head stores for ``gputui incident`` go after this many days
     (sooner on a large cluster: at most 500,000 in all, 1,440 per GPU)."""
+    max_connections_per_user: Annotated[int, Field(ge=1, le=4096)] = 64
+    """Connections to the head one user (Unix uid) may hold at once; more are told
+    so and closed. The head serves 4,096 in all."""
+    request_timeout_s: Annotated[float, Field(ge=1, le=3600)] = 30.0
+    """A connection must finish each request it begins, and its first, within this
+    many seconds, or it is closed."""
+    client_stall_s: Annotated[float, Field(ge=1, le=3600)] = 60.0
+    """A client that leaves what the head sent it unread this long is dropped (a
+    console it pushes state to gets only the latest, never a backlog)."""
 
 
 class Config(_Model):

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-_CLOCK = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+_CLOCK = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")]
 Hours = Annotated[float, Field(gt=0, le=24 * 366)]
@@ -69,7 +69,7 @@ class OffHours(_Model):
     @field_validator("start", "end")
     @classmethod
     def _clock(cls, value: str) -> str:
-        if not _CLOCK.match(value):
+        if not _CLOCK.fullmatch(value):
             raise ValueError(f"{value!r} is not a time of day HH:MM (e.g. 22:00)")
         return value
 

@@ -32,11 +32,11 @@ __all__ = [
     "problem_line",
 ]
 
-HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 """A valid host name; only a valid one labels a host's errors, as ``hosts[2](gpu03)``."""
 MAX_ERROR_LINES = 50
 """Error lines shown for one file; the rest are counted in a last line."""
-_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 def capped(lines: Iterator[str] | list[str]) -> list[str]:
@@ -58,7 +58,7 @@ def _key_text(key: object) -> str:
     """A key as an error path shows it: plain names as they are, anything else quoted
     (and cleaned), with no ``:`` so the line still parses as ``FILE:LINE: field:``."""
     text = str(key)
-    if _PLAIN_KEY.match(text) or text == "[key]":
+    if _PLAIN_KEY.fullmatch(text) or text == "[key]":
         return text
     return repr(clean(text, 40)).replace(":", "\\x3a")
 
@@ -189,5 +189,5 @@ def _host_name(root: yaml.Node, index: int) -> str | None:
     for key, value in item.value:
         if key.value == "name" and isinstance(value, yaml.ScalarNode):
             name = str(value.value)
-            return name if HOST_NAME.match(name) else None
+            return name if HOST_NAME.fullmatch(name) else None
     return None

@@ -9,19 +9,19 @@ from __future__ import annotations
 import argparse
 import re
 
-_DURATION = re.compile(r"^\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*$")
-_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_DURATION = re.compile(r"\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*")
+_UNIT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*")
 
 
 def parse_duration(text: str) -> float:
     """``90s``, ``30m``, ``2h``, ``1d``, ``MM``, ``HH:MM:SS``, ``D-HH:MM`` -> seconds."""
-    unit = _UNIT.match(text)
+    unit = _UNIT.fullmatch(text)
     if unit:
         total = float(unit.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit.group(2)]
         if total <= 0:
             raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
         return total
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     if not match:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30m, 2h, 1-12:00)")
     days, a, b, c = match.groups()
@@ -67,14 +67,14 @@ def coarse_text(seconds: float) -> str:
     return f"{days}d{hours:02d}h"
 
 
-_AGO = re.compile(r"^(\d{1,5})([mhdw])$")
+_AGO = re.compile(r"(\d{1,5})([mhdw])")
 _AGO_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def ago(text: str, now: float, units: str = "mhdw") -> float | None:
     """``N`` minutes, hours, days or weeks (``30m``, ``12h``, ``2d``, ``1w``; only the
     ``units`` given) before ``now``; None when ``text`` is not such a span."""
-    match = _AGO.match(text.strip())
+    match = _AGO.fullmatch(text.strip())
     if not match or match.group(2) not in units:
         return None
     return now - int(match.group(1)) * _AGO_S[match.group(2)]

@@ -71,7 +71,7 @@ class Fleet:
         """
         args = list(helper_args)
         if jobs_namespace is not None:
-            if not NAMESPACE.match(jobs_namespace):
+            if not NAMESPACE.fullmatch(jobs_namespace):
                 raise ValueError(
                     f"jobs namespace must be 8 to 32 of a-z and 0-9, not {jobs_namespace!r}"
                 )

@@ -66,10 +66,11 @@ def encryption_preference() -> list[str]:
 
 
 class LineSplitter:
-    """Splits a byte stream into lines for ``sink``, refusing a line over ``limit`` bytes.
+    """Splits a byte stream into lines for ``sink``, refusing a line over ``limit`` bytes
+    (whole or partial, however it arrives: nothing over the cap reaches ``sink``).
 
     Work is linear in the bytes fed, however the stream is chunked; the common case
-    (one whole line per chunk) is one ``find`` and one slice.
+    (one whole line per chunk) is one ``find``, one comparison and one slice.
     """
 
     def __init__(self, sink: LineHandler, limit: int = MAX_LINE_BYTES) -> None:
@@ -87,14 +88,17 @@ class LineSplitter:
                 buf += data
                 self._check(len(buf))
                 return
+            self._check(len(buf) + end)
             buf += data[:end]
             line = bytes(buf)
             buf.clear()
             start = end + 1
             self.sink(line)
-        sink = self.sink
+        sink, limit = self.sink, self._limit
         end = data.find(b"\n", start)
         while end >= 0:
+            if end - start > limit:
+                self._check(end - start)
             sink(data[start:end])
             start = end + 1
             end = data.find(b"\n", start)

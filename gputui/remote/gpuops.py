@@ -58,7 +58,7 @@ def holders(helper: Helper, req: dict[str, Any]) -> dict[str, Any]:
 def reset(helper: Helper, req: dict[str, Any]) -> dict[str, Any]:
     gpu = _gpu(helper, req)
     uuid = req.get("uuid")
-    if not isinstance(uuid, str) or not UUID_RE.match(uuid):
+    if not isinstance(uuid, str) or not UUID_RE.fullmatch(uuid):
         raise RequestError(
             "bad-request", f"uuid must be the GPU's uuid (GPU-...), got {str(uuid)[:60]!r}"
         )

@@ -187,7 +187,7 @@ def _parse_args(argv: list[str]) -> Args:
             elif name == "--jobs":
                 from .supervisor import NS_RE
 
-                if not NS_RE.match(value):
+                if not NS_RE.fullmatch(value):
                     raise ValueError("--jobs needs a namespace of 8 to 32 [a-z0-9]")
                 args.jobs = value
             elif name == "--health-every":

@@ -69,7 +69,7 @@ def _is_int(value: Any) -> bool:
 
 
 def check_ns(value: Any) -> str:
-    if not isinstance(value, str) or not NS_RE.match(value):
+    if not isinstance(value, str) or not NS_RE.fullmatch(value):
         raise RequestError(
             "bad-request",
             f"ns must be 8 to 32 lowercase letters or digits, got {str(value)[:40]!r}",

@@ -39,8 +39,8 @@ GPUS_MAX = 256
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # GPU-<uuid>, MIG-<uuid>, and the older MIG-GPU-<uuid>/<gi>/<ci>: no comma, no space.
-GPU_UUID_RE = re.compile(r"^(GPU|MIG)-[0-9A-Za-z/-]{1,96}$")
-USER_RE = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,63}\$?$")
+GPU_UUID_RE = re.compile(r"(GPU|MIG)-[0-9A-Za-z/-]{1,96}")
+USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,63}\$?")
 _SESSION_RE = re.compile(r"/session-[^/]+\.scope(/|$)")
 
 
@@ -97,7 +97,7 @@ def resolve_user(name: Any, euid: int, uid: Any = None) -> tuple[User, bool]:
                 str(euid), euid, os.getegid(), os.environ.get("HOME", "/"), "/bin/sh"
             ), False
     else:
-        if not isinstance(name, str) or not USER_RE.match(name):
+        if not isinstance(name, str) or not USER_RE.fullmatch(name):
             raise _bad(f"user must be a login name or null, got {str(name)[:40]!r}")
         try:
             entry = pwd.getpwnam(name) if pwd is not None else None
@@ -144,7 +144,7 @@ def _check_gpus(value: Any) -> list[str]:
     if not isinstance(value, list) or len(value) > GPUS_MAX:
         raise _bad(f"gpu_uuids must be a list of at most {GPUS_MAX} GPU UUIDs")
     for item in value:
-        if not isinstance(item, str) or not GPU_UUID_RE.match(item):
+        if not isinstance(item, str) or not GPU_UUID_RE.fullmatch(item):
             raise _bad(f"gpu_uuids: {str(item)[:60]!r} is not a GPU or MIG UUID")
     return list(value)
 

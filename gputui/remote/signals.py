@@ -25,7 +25,7 @@ SIGNALS = {
     "CONT": _signal.SIGCONT,
 }
 UUID_RE = re.compile(
-    r"^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
 PID_MAX = 1 << 22
 
@@ -69,7 +69,7 @@ def validate(req: dict[str, Any]) -> None:
         got = str(req.get("signal"))[:20]
         raise RequestError("bad-request", f"signal must be one of {names}, got {got!r}")
     uuid = req.get("gpu_uuid")
-    if not isinstance(uuid, str) or not UUID_RE.match(uuid):
+    if not isinstance(uuid, str) or not UUID_RE.fullmatch(uuid):
         raise RequestError(
             "bad-request",
             "gpu_uuid must look like GPU-xxxxxxxx-xxxx-xxxx-"

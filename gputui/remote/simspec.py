@@ -176,8 +176,8 @@ class SimSpec(NamedTuple):
     faults: tuple[Fault, ...] = ()
 
 
-_GROUP_RE = re.compile(r"^(?:(\d+)x)?([a-z0-9][a-z0-9-]*)$")
-_HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,62})$")
+_GROUP_RE = re.compile(r"(?:(\d+)x)?([a-z0-9][a-z0-9-]*)")
+_HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,62})")
 
 
 def parse_fault(
@@ -226,7 +226,7 @@ def parse_spec(text: str) -> SimSpec:
     models: list[str] = []
     for group_text in groups_text.split("+"):
         group = group_text.strip().lower()
-        match = _GROUP_RE.match(group)
+        match = _GROUP_RE.fullmatch(group)
         if not match:
             raise ValueError(f"bad GPU group {group!r}: expected [COUNT x]MODEL, e.g. 4xrtx3090")
         count = int(match.group(1)) if match.group(1) is not None else 1
@@ -252,7 +252,7 @@ def parse_spec(text: str) -> SimSpec:
                 f"bad option {option!r}: expected name=HOST, seed=N or fault=KIND@INDEX"
             )
         if key == "name":
-            if not _HOST_RE.match(value):
+            if not _HOST_RE.fullmatch(value):
                 raise ValueError(f"bad name {value!r}: use letters, digits, '-' and '.' (max 63)")
             hostname = value
         elif key == "seed":

@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any
 
-NS_RE = re.compile(r"^[a-z0-9]{8,32}$")
+NS_RE = re.compile(r"[a-z0-9]{8,32}")
 JOB_ID_MAX = 1 << 53
 STATE = "state.json"
 STATE_TMP = "state.json.tmp"
@@ -360,7 +360,7 @@ def _valid(spec: Any) -> bool:
     job_id = spec.get("job_id")
     return (
         isinstance(spec.get("ns"), str)
-        and bool(NS_RE.match(spec["ns"]))
+        and bool(NS_RE.fullmatch(spec["ns"]))
         and isinstance(job_id, int)
         and not isinstance(job_id, bool)
         and 1 <= job_id <= JOB_ID_MAX

@@ -89,7 +89,11 @@ class Head(SnapshotReads):
         self._inbox: asyncio.Queue[Item] = asyncio.Queue(INBOX_MAX)
         self.watch = HostWatch(host_pools, hosts.reports, clock=clock, thresholds=settings.health)
         self._server = SocketServer(
-            settings.socket, settings.admin_group, self._on_line, self._on_close
+            settings.socket,
+            settings.admin_group,
+            self._on_line,
+            self._on_close,
+            limits=settings.limits,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.liveness = Liveness()
@@ -242,16 +246,16 @@ class Head(SnapshotReads):
             conn.send(wire.error(refusal.request_id, refusal.code, refusal.message))
             return
         if request.op == "logs":
-            self._spawn(self._logs(conn, request))
+            self._spawn(conn.counted(self._logs(conn, request)))
             return
         if request.op == "force_free":
-            self._spawn(self.force_frees.run(conn, request))
+            self._spawn(conn.counted(self.force_frees.run(conn, request)))
             return
         if request.op == "incident":
-            self._spawn(self.readings.answer(conn, request))
+            self._spawn(conn.counted(self.readings.answer(conn, request)))
             return
         if request.op in READS:
-            self._spawn(self._snapshot_read(conn, request))
+            self._spawn(conn.counted(self._snapshot_read(conn, request)))
             return
         if request.op == "health":  # the board lives on this loop: answered from memory
             try:
@@ -266,6 +270,7 @@ class Head(SnapshotReads):
                 wire.response(request.id, {"pong": True, "time": self.clock(), "tasks": tasks})
             )
             return
+        conn.begin()  # in flight until the writer takes it (``_writer``)
         await self._inbox.put(Item("request", conn=conn, request=request))
 
     def _on_close(self, conn: Connection) -> None:
@@ -289,6 +294,9 @@ class Head(SnapshotReads):
                     break
             while len(batch) < limit and not self._inbox.empty():
                 batch.append(self._inbox.get_nowait())
+            for item in batch:
+                if item.conn is not None and item.request is not None:
+                    item.conn.end()
             slots = self.watch.slots()
             now = self.clock()
             self.watch.begin()
@@ -445,11 +453,23 @@ class Head(SnapshotReads):
             await asyncio.sleep(STATE_PUSH_MIN_S)
 
     async def _push(self) -> None:
-        """The state, and each subscriber's new notices, to every subscriber."""
-        subscribers = [c for c in self._server.connections if c.subscribed and not c.closed]
+        """The state, and each subscriber's new notices, to every subscriber behind it.
+        One that has not yet taken what it was sent before gets nothing now, and the
+        latest state once it has (``_catch_up``): a slow or stopped client costs at
+        most one state, never a backlog."""
+        seq = self._state_seq
+        subscribers = []
+        for conn in list(self._server.connections):
+            if not conn.subscribed or conn.closed or conn.pushed_seq >= seq:
+                continue
+            if conn.unsent():
+                if not conn.catching_up:
+                    conn.catching_up = True
+                    self._spawn(self._catch_up(conn))
+                continue
+            subscribers.append(conn)
         if not subscribers:
             return
-        seq = self._state_seq
         gpus, live = self.watch.present_gpus(), self.watch.live()  # the loop's own
         flags = {**self.batch.flags.state(), **self.health.state()}
         since = [conn.last_notice for conn in subscribers]  # read here, set here below
@@ -480,6 +500,16 @@ class Head(SnapshotReads):
                 shown[key] = privacy.state_for(common, conn.caller, owners, private)
             state = {"me": publish.whoami(conn.caller), **shown[key], **flags}
             conn.send({"push": "state", "seq": seq, "state": state})
+            conn.pushed_seq = seq
+
+    async def _catch_up(self, conn: Connection) -> None:
+        """Once ``conn`` has taken what it was sent, push it the latest state (a client
+        that does not take it in ``send_stall_s`` is dropped)."""
+        try:
+            if await conn.flushed():
+                self._state_event.set()
+        finally:
+            conn.catching_up = False
 
 
 def _fail(item: Item, exc: BaseException) -> None:

@@ -31,6 +31,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 from sqlmodel import Session
 
+from gputui.protocol_ops import NAMESPACE
+
 from .tables import Meta
 
 MOUNTINFO = Path("/proc/self/mountinfo")
@@ -43,7 +45,6 @@ NETWORK_FSTYPES = frozenset(
 BUSY_TIMEOUT_MS = 5000
 NAMESPACE_KEY = "jobs_ns"
 _NS_ALPHABET = string.ascii_lowercase + string.digits
-_NS_RE = re.compile(r"[a-z0-9]{8,32}")
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
@@ -449,7 +450,7 @@ def jobs_namespace(engine: Engine) -> str:
             row = session.get(Meta, NAMESPACE_KEY)
     except SQLAlchemyError as e:
         raise _fail(e, describe(engine), "read") from e
-    if row is None or not _NS_RE.fullmatch(row.value):
+    if row is None or not NAMESPACE.fullmatch(row.value):
         raise StoreError(
             f"database {describe(engine)} has no valid jobs namespace; open it with the head"
         )

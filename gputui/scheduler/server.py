@@ -1,10 +1,21 @@
 """The head's Unix socket: connections, framing, identity, and bounded everything.
 
-Each connection is read in chunks and split into lines here, so a line over the
-request cap is answered with one error and skipped up to its newline, never
-buffered whole. The caller is known from ``SO_PEERCRED`` before the first byte is
-read. Connections beyond ``max_connections`` are answered and closed; a client
-that says nothing costs one idle coroutine and a socket.
+Each connection is read in chunks and split into lines here. A partial line costs
+at most ``Limits.line_buffer``; a request longer than that (a submission with a long
+command line) needs one of a few large-line slots, at most one per user at a time,
+and a line over the request cap is answered with one error and skipped up to its
+newline, never buffered whole. A connection must finish each request it begins
+(and its first) within ``request_timeout_s``.
+
+What the head sends is bounded per connection too (``Connection``): at most
+``max_inflight`` of a connection's requests are worked on at once, and while more
+than ``max_unsent`` bytes of its answers are unsent its next request is not read
+(backpressure). A client whose unsent bytes do not drain for ``send_stall_s`` is
+dropped. A subscriber is pushed the latest state only once what it was sent
+before has gone out (``Connection.unsent``): coalesced, never a backlog.
+
+The caller is known from ``SO_PEERCRED`` before the first byte is read; one user
+holds at most ``per_user`` connections, and the head at most ``max_connections``.
 """
 
 from __future__ import annotations
@@ -13,51 +24,21 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
 import socket
 import stat
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-from .identity import Caller, caller_for, peer_ids
+from .connection import DEFAULT_LIMITS, MAX_CONNECTIONS, Connection, Limits
+from .identity import caller_for, peer_ids
 from .wire import MAX_REQUEST_BYTES, encode, error
+
+__all__ = ["MAX_CONNECTIONS", "Connection", "Limits", "LineHandler", "SocketServer"]
 
 log = logging.getLogger(__name__)
 
-MAX_CONNECTIONS = 4096
-_LIFETIME = secrets.token_hex(4)
-_CHUNK = 65536
-
-
-class Connection:
-    """One client: its identity, its writer, and whether it subscribed."""
-
-    def __init__(self, caller: Caller, writer: asyncio.StreamWriter, number: int) -> None:
-        self.caller = caller
-        self.writer = writer
-        self.number = number
-        self.session = f"c{os.getpid()}-{_LIFETIME}-{number}"
-        """Unique across head lifetimes (a restarted head may get the same pid)."""
-        self.subscribed = False
-        self.closed = False
-        self.last_notice = 0
-
-    def send(self, obj: dict[str, Any]) -> None:
-        if self.closed:
-            return
-        try:
-            self.writer.write(encode(obj))
-        except (OSError, RuntimeError):
-            self.closed = True
-
-    async def drain(self) -> None:
-        if self.closed:
-            return
-        try:
-            await self.writer.drain()
-        except (OSError, RuntimeError, ConnectionError):
-            self.closed = True
+_CHUNK = 16384
 
 
 LineHandler = Callable[[Connection, bytes], Awaitable[None]]
@@ -73,16 +54,20 @@ class SocketServer:
         on_line: LineHandler,
         on_close: Callable[[Connection], None],
         *,
-        max_connections: int = MAX_CONNECTIONS,
+        limits: Limits = DEFAULT_LIMITS,
         mode: int = 0o666,
     ) -> None:
         self.path = path
         self.admin_group = admin_group
         self.on_line = on_line
         self.on_close = on_close
-        self.max_connections = max_connections
+        self.limits = limits
         self.mode = mode
         self.connections: set[Connection] = set()
+        self._per_user: Counter[int] = Counter()
+        self._large: dict[int, Connection] = {}
+        """uid -> its connection now buffering a line over ``line_buffer``."""
+        self._large_freed = asyncio.Event()
         self._server: asyncio.AbstractServer | None = None
         self._numbers = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -129,8 +114,9 @@ class SocketServer:
 
     async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
-        if len(self.connections) >= self.max_connections:
-            _refuse(writer, "busy", f"the head serves at most {self.max_connections} connections")
+        limits = self.limits
+        if len(self.connections) >= limits.max_connections:
+            _refuse(writer, "busy", f"the head serves at most {limits.max_connections} connections")
             await _close(writer)
             return
         try:
@@ -140,9 +126,19 @@ class SocketServer:
             _refuse(writer, "identity", f"could not tell who is calling: {exc}")
             await _close(writer)
             return
+        if self._per_user[uid] >= limits.per_user:
+            _refuse(
+                writer,
+                "busy",
+                f"{caller.user} already holds {self._per_user[uid]} connections to the head,"
+                f" the most one user may (head.max_connections_per_user)",
+            )
+            await _close(writer)
+            return
         self._numbers += 1
-        conn = Connection(caller, writer, self._numbers)
+        conn = Connection(caller, writer, self._numbers, limits)
         self.connections.add(conn)
+        self._per_user[uid] += 1
         try:
             await self._read(conn, reader)
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
@@ -150,25 +146,48 @@ class SocketServer:
         finally:
             conn.closed = True
             self.connections.discard(conn)
+            self._per_user[uid] -= 1
+            if self._per_user[uid] <= 0:
+                del self._per_user[uid]
+            self._give_large(conn)
             with contextlib.suppress(Exception):
                 self.on_close(conn)
             await _close(writer)
 
     async def _read(self, conn: Connection, reader: asyncio.StreamReader) -> None:
+        limits = self.limits
+        loop = asyncio.get_running_loop()
         buf = bytearray()
         skipping = False
+        due: float | None = loop.time() + limits.request_timeout_s
+        """When the request being read (or the connection's first) must be complete."""
         while not conn.closed:
-            data = await reader.read(_CHUNK)
+            try:
+                async with asyncio.timeout_at(due):
+                    data = await reader.read(_CHUNK)
+            except TimeoutError:
+                _too_slow(conn, limits)
+                return
             if not data:
                 return
             start = 0
             while True:
                 end = data.find(b"\n", start)
                 if end < 0:
+                    if start < len(data) and due is None:
+                        due = loop.time() + limits.request_timeout_s
                     if not skipping:
+                        if len(buf) + len(data) - start > limits.line_buffer:
+                            try:  # a slot, within this request's time
+                                async with asyncio.timeout_at(due):
+                                    await self._take_large(conn)
+                            except TimeoutError:
+                                _too_slow(conn, limits)
+                                return
                         buf += data[start:]
                         if len(buf) > MAX_REQUEST_BYTES:
-                            buf.clear()
+                            buf = bytearray()
+                            self._give_large(conn)
                             skipping = True
                             conn.send(
                                 error(
@@ -177,8 +196,8 @@ class SocketServer:
                                     f"request over {MAX_REQUEST_BYTES // 1024} KiB refused",
                                 )
                             )
-                            await conn.drain()
                     break
+                due = None
                 if skipping:
                     skipping = False
                     start = end + 1
@@ -186,7 +205,8 @@ class SocketServer:
                 if buf:
                     buf += data[start:end]
                     line = bytes(buf)
-                    buf.clear()
+                    buf = bytearray()  # a large line's memory goes with it
+                    self._give_large(conn)
                 else:
                     line = data[start:end]
                 start = end + 1
@@ -196,7 +216,32 @@ class SocketServer:
                     )
                     continue
                 if line.strip():
+                    await conn.room()  # backpressure: its answers unread, or too many at work
+                    if conn.closed:
+                        return
                     await self.on_line(conn, line)  # waits while the head's inbox is full
+
+    async def _take_large(self, conn: Connection) -> None:
+        """A large-line slot for ``conn``: its user's one, when fewer than
+        ``large_lines`` are taken (waits; the caller bounds how long)."""
+        uid = conn.caller.uid
+        while self._large.get(uid) is not conn:
+            if uid not in self._large and len(self._large) < self.limits.large_lines:
+                self._large[uid] = conn
+                return
+            await self._large_freed.wait()
+
+    def _give_large(self, conn: Connection) -> None:
+        uid = conn.caller.uid
+        if self._large.get(uid) is conn:
+            del self._large[uid]
+            freed, self._large_freed = self._large_freed, asyncio.Event()
+            freed.set()
+
+
+def _too_slow(conn: Connection, limits: Limits) -> None:
+    message = f"no complete request within {limits.request_timeout_s:g} s; closing"
+    conn.send(error(None, "timeout", message))
 
 
 def _refuse(writer: asyncio.StreamWriter, code: str, message: str) -> None:

@@ -11,6 +11,7 @@ from gputui.config import HealthThresholds
 
 from . import historystore
 from .actions import Rules
+from .connection import Limits
 from .history import KEEP_S
 from .metering import FLUSH_S
 
@@ -36,3 +37,6 @@ class HeadSettings:
     """How often the GPU readings kept for ``gputui incident`` are stored."""
     readings_keep_s: float = KEEP_S
     """How long a stored GPU reading is kept (at most; the budget may keep less)."""
+    limits: Limits = field(default_factory=Limits)
+    """What one client may cost: connections (per user too), unfinished requests,
+    unread answers and state."""

@@ -145,7 +145,7 @@ def _colour(value: object, source: str, field: str) -> str:
     return value
 
 
-_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
 def _is_text_style(name: str) -> bool:
@@ -161,7 +161,7 @@ def _variable(name: str, value: str, source: str) -> str:
     be refused here, with the file and field named.
     """
     where = f"{source}: variables.{name}"
-    if not _VARIABLE_NAME.match(name):
+    if not _VARIABLE_NAME.fullmatch(name):
         raise ThemeError(f"{where}: not a variable name (letters, digits, '-' or '_')")
     if name in GAUGE_DEFAULTS:
         return _colour(value, source, f"variables.{name}")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputui.fleet.failures import HelperFailure
 from gputui.fleet.session import LineSplitter, encryption_preference
@@ -66,3 +70,33 @@ def test_aes_gcm_offered_first_and_every_default_kept() -> None:
     prefs = encryption_preference()
     assert prefs[0] == "aes128-gcm@openssh.com"
     assert sorted(prefs) == sorted(a.decode() for a in get_default_encryption_algs())
+
+
+@settings(max_examples=300)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=8),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12),
+    limit=st.integers(min_value=0, max_value=30),
+)
+def test_no_line_over_the_cap_reaches_the_sink_however_chunked(
+    lines: list[bytes], cuts: list[int], limit: int
+) -> None:
+    """Lines (some over the cap) cut into chunks anywhere: every line up to the first
+    one over the cap comes out whole and in order, and that one is refused, never
+    passed on (whether it came whole in one chunk or in pieces)."""
+    data = b"".join(line + b"\n" for line in lines)
+    points = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
+    chunks = [data[a:b] for a, b in itertools.pairwise(points)]
+    got: list[bytes] = []
+    splitter = LineSplitter(got.append, limit)
+    over = next((i for i, line in enumerate(lines) if len(line) > limit), None)
+    try:
+        for chunk in chunks:
+            splitter.feed(chunk)
+    except HelperFailure:
+        assert over is not None
+        assert got == lines[:over]
+    else:
+        assert over is None
+        assert got == lines
+    assert all(len(line) <= limit for line in got)

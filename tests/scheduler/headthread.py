@@ -40,6 +40,15 @@ def poll(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condi
         time.sleep(0.01)
 
 
+def said_something(sock: socket.socket) -> bool:
+    """Whether the head has sent ``sock`` anything (or closed it), without reading it."""
+    try:
+        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False
+    return True
+
+
 class _Keep(logging.Handler):
     def __init__(self, into: list[str]) -> None:
         super().__init__(logging.WARNING)

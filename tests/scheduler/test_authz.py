@@ -2,14 +2,16 @@
 
 The head knows a caller only from ``SO_PEERCRED``; each user here is a real
 account and each call a real process running as that account (the blocking
-``HeadClient`` under the system's python3). Users act on their own jobs and
+``HeadClient``, in a child process that became that user). Users act on their own jobs and
 claims only; an admin (a member of the configured Unix group) may act on
 anyone's, with a reason, and every such act leaves an ``Audit`` row. A second
 part reaches the same socket through a real OpenSSH sshd (direct-streamlocal),
 where the peer is sshd's child running as the SSH user.
 
 Needs root (to create the accounts and switch to them); skips and says why
-otherwise.
+otherwise, and as root fails rather than skip. Each call as a user is a fork of
+this process that drops to the user's uid and groups (``asuser``), so the tests
+run from a checkout other users cannot read.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import json
 import os
 import pwd
 import shutil
-import stat
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,47 +33,37 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asuser import run_as
 from headthread import LineClient, ThreadedHead, poll, refusal
 
+from gputui.scheduler.client import HeadClient, HeadError
+
 REPO = Path(__file__).resolve().parents[2]
-SYSTEM_PYTHON = "/usr/bin/python3"
 ADMINS = "gtu_admins"
 ALICE, BOB, CAROL = "gtu_alice", "gtu_bob", "gtu_carol"
 
-CLIENT = r"""
-import json, socket, sys
-from gputui.scheduler.client import HeadClient, HeadError
 
-path, calls = sys.argv[1], json.loads(sys.argv[2])
-out = []
-with HeadClient(path, timeout=20) as client:
-    for op, args in calls:
-        if op == "raw":  # a line no real client sends
-            with socket.socket(socket.AF_UNIX) as raw:
-                raw.settimeout(20)
-                raw.connect(path)
-                raw.sendall(args.encode() + b"\n")
-                answer = json.loads(raw.makefile("rb").readline())
-            out.append(answer)
-            continue
-        try:
-            out.append({"ok": True, "result": client.call(op, args)})
-        except HeadError as exc:
-            out.append({"ok": False, "error": {"code": exc.code, "message": exc.message}})
-print(json.dumps(out))
-"""
+def _client_calls(path: str, calls: tuple[tuple[str, Any], ...]) -> list[dict[str, Any]]:
+    """``calls`` on one connection, the way a CLI process makes them (run as the user)."""
+    out: list[dict[str, Any]] = []
+    with HeadClient(path, timeout=20) as client:
+        for op, args in calls:
+            if op == "raw":  # a line no real client sends
+                with socket.socket(socket.AF_UNIX) as raw:
+                    raw.settimeout(20)
+                    raw.connect(path)
+                    raw.sendall(args.encode() + b"\n")
+                    out.append(json.loads(raw.makefile("rb").readline()))
+                continue
+            try:
+                out.append({"ok": True, "result": client.call(op, args)})
+            except HeadError as exc:
+                out.append({"ok": False, "error": {"code": exc.code, "message": exc.message}})
+    return out
 
 
 def _run(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True, capture_output=True)
-
-
-def _reachable_by_others(path: Path) -> str | None:
-    """The first directory from / down to ``path`` that others cannot enter, if any."""
-    for part in [*reversed(path.parents), path]:
-        if not os.stat(part).st_mode & stat.S_IXOTH:
-            return str(part)
-    return None
 
 
 @dataclass(frozen=True)
@@ -87,21 +79,13 @@ class User:
 
     def calls(self, sock: Path, *calls: tuple[str, Any]) -> list[dict[str, Any]]:
         """Run ``calls`` ((op, args) pairs) as this user, one process, one connection."""
-        done = subprocess.run(
-            [SYSTEM_PYTHON, "-c", CLIENT, str(sock), json.dumps(calls)],
-            user=self.uid,
-            group=self.gid,
-            extra_groups=self.groups,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(self.home)},
-            cwd="/",
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        answers: list[dict[str, Any]] = json.loads(done.stdout)
+        answers: list[dict[str, Any]] = self.run(lambda: _client_calls(str(sock), calls))
         return answers
+
+    def run(self, fn: Callable[[], Any], timeout: float = 60.0) -> Any:
+        """``fn()`` in a process running as this user (a fork: nothing is read from
+        the checkout); its JSON value."""
+        return run_as(self.uid, self.gid, self.groups, fn, timeout=timeout)
 
     def call(self, sock: Path, op: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         return self.calls(sock, (op, args or {}))[0]
@@ -137,15 +121,15 @@ class People:
 
 @pytest.fixture(scope="module")
 def people() -> People:
+    """The accounts. Without root this skips; as root nothing may keep these tests
+    from running (a skip there would leave the security boundary untested while the
+    suite reports green), so a missing tool fails them."""
     if os.geteuid() != 0:
         pytest.skip("needs root: creates Unix users and calls the head as each of them")
     if shutil.which("useradd") is None:
-        pytest.skip("useradd not installed")
-    if not os.access(SYSTEM_PYTHON, os.X_OK):
-        pytest.skip(f"{SYSTEM_PYTHON} missing: the users' client processes need a python3")
-    closed = _reachable_by_others(REPO / "gputui" / "scheduler")
-    if closed is not None:
-        pytest.skip(f"{closed} is closed to other users: their client cannot import gputui")
+        pytest.fail(
+            "running as root, but useradd is not installed: the tests of who may do what cannot run"
+        )
     try:
         grp.getgrnam(ADMINS)
     except KeyError:
@@ -411,10 +395,9 @@ async def test_through_sshd_direct_streamlocal_the_head_names_the_ssh_user(
     import asyncssh
 
     from gputui.scheduler.aclient import AsyncHeadClient
-    from gputui.scheduler.client import HeadError
 
-    if not os.path.exists("/usr/sbin/sshd"):
-        pytest.skip("OpenSSH server not installed (/usr/sbin/sshd missing)")
+    if not os.path.exists("/usr/sbin/sshd"):  # people: only ever reached as root
+        pytest.fail("running as root, but /usr/sbin/sshd is missing: install OpenSSH's server")
     sshd_dir = tmp_path / "sshd"
     sshd_dir.mkdir()
     sshd = _sshd_process_class()(

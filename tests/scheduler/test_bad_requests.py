@@ -17,11 +17,12 @@ from typing import Any
 
 import hostile
 import pytest
-from headthread import LineClient, ThreadedHead, refusal
+from headthread import LineClient, ThreadedHead, poll, refusal, said_something
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gputui.scheduler import wire
+from gputui.scheduler.server import Limits
 
 LAYOUT = {"gpu01": 4, "gpu02": 2}
 
@@ -294,7 +295,10 @@ def test_a_silent_client_does_not_hold_up_others(th: ThreadedHead, c: LineClient
 
 
 def test_500_idle_connections_while_another_client_works(th: ThreadedHead, c: LineClient) -> None:
+    """One user's 500 idle connections: those over the per-user cap are told why and
+    closed; the rest cost nothing to anyone; another client works all along."""
     idle: list[socket.socket] = []
+    cap = Limits().per_user
     try:
         for _ in range(500):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -308,13 +312,19 @@ def test_500_idle_connections_while_another_client_works(th: ThreadedHead, c: Li
         assert set(ids) <= queued
         for job_id in ids:
             c.ok("cancel", {"job_id": job_id})
-        for sock in idle:
-            sock.setblocking(False)
-            with pytest.raises(BlockingIOError):
-                sock.recv(1)
+        over = 500 - (cap - 1)  # c holds one of the user's connections
+
+        def told() -> list[socket.socket]:
+            return [sock for sock in idle if said_something(sock)]
+
+        poll(lambda: len(told()) == over, what=f"{over} connections over the cap told why")
+        refused = [json.loads(sock.makefile("rb").readline())["error"] for sock in told()]
+        assert {r["code"] for r in refused} == {"busy"}
+        assert "the most one user may (head.max_connections_per_user)" in refused[0]["message"]
     finally:
         for sock in idle:
             sock.close()
+    assert c.ok("whoami")["user"]
     assert th.problems == []
 
 

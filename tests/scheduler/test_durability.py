@@ -44,7 +44,8 @@ KILLS = 20
 class HeadProcess:
     """``gputui head --hosts FILE`` as a child process, killed and restarted at will."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, head: str = "") -> None:
+        """``head``: more lines of the ``head:`` section (each indented by two)."""
         self.sock = tmp / "run" / "head.sock"
         self.db = tmp / "state" / "gputui.db"
         self.config = tmp / "hosts.yaml"
@@ -52,6 +53,7 @@ class HeadProcess:
             "head:\n"
             f"  socket: {self.sock}\n"
             f"  database: {self.db}\n"
+            f"{head}"
             "defaults:\n"
             "  ssh_config: null\n"
             "hosts:\n"
