@@ -18,22 +18,20 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gputui.config import HealthThresholds
 
-from . import actions, drains, lifecycle, policy, publish, reads, wire
+from . import actions, drains, lifecycle, policy, publish, wire
 from .actions import Context, Rules
 from .flagwatch import FlagWatch, Pending, ProcSignal
 from .healthwatch import HeadHealth, HealthWrite
 from .hostwatch import HostWatch
 from .identity import Caller
 from .server import Connection
-from .shares import Standing
+from .standings import Standings
 from .store import JobStore, Tx
 from .views import job_row_view, job_view
 
 log = logging.getLogger("gputui.scheduler.daemon")  # one logger for the head
 
 REQUEST_LOG_KEEP_S = 7 * 86400.0
-STANDING_S = 60.0
-"""How often fair-share factors and quota use are worked out again from allocations."""
 """How long a request id is remembered (a retry later than this is a new request)."""
 
 
@@ -105,16 +103,10 @@ class Batches:
         self.waits: dict[int, list[tuple[Connection, int]]] = {}
         self.sessions_alive: set[str] = set()
         self.launching: set[int] = set()
-        self.standing: Standing | None = None
+        self.standings = Standings(lambda: self.rules.sched)
+        """The standing figures every pass, ``explain`` and ``quota`` use."""
         self.flags = FlagWatch(watch)
         self.health = health or HeadHealth(HealthThresholds(), host_pools, clock=lambda: 0.0)
-
-    def standing_at(self, tx: Tx, now: float) -> Standing:
-        """Fair-share factors and quota use, worked out again every ``STANDING_S``
-        (usage moves slowly; a pass must not read a month of allocations)."""
-        if self.standing is None or now - self.standing.at >= STANDING_S or now < self.standing.at:
-            self.standing = reads.standing_of(tx, self.rules.sched, now)
-        return self.standing
 
     def context(self, slots: tuple[policy.GpuSlot, ...], now: float) -> Context:
         known = {g.host for g in self.watch.present_gpus()}
@@ -188,13 +180,15 @@ class Batches:
                 copied = answers[source]
                 answers[index] = None if copied is None else {**copied, "id": request_id}
             tx.remember_many(remember, now)
+            standing, rejudged = self.standings.at(tx, now)
+            ctx.changed = ctx.changed or rejudged
             after.launches = lifecycle.schedule(
                 tx,
                 ctx,
                 self.decide,
                 self.logins(),
                 run_as_login_user=self.run_as_login_user,
-                standing=self.standing_at(tx, now),
+                standing=standing,
             )
             after.launches.extend(after.launches_again)
             after.stops = list(ctx.stops)

@@ -206,6 +206,7 @@ class Head(SnapshotReads):
             self.meter.load(tx.open_allocations())
             self.health.load(*tx.health_rows())
             self.readings.load(tx)
+            self.batch.standings.refresh(tx, self.clock())  # before the first pass
 
     # -- clients ------------------------------------------------------------------------
 

@@ -25,6 +25,23 @@ from gputui.scheduler.store import JobStore
 from gputui.telemetry import HostSnapshot, HostStatus
 
 
+class SettableClock:
+    """A head's clock for tests of time-based policy (weekly quotas, fair-share
+    decay, the standing refresh, off hours): the wall clock moved by what the test
+    set, so hours pass in a call. Handed to ``Head(clock=...)`` by the test kits;
+    an installed head has no way to be given one (``gputui head`` always runs on
+    the wall clock)."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.offset = offset
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
 @dataclass
 class ScriptedHosts:
     """Hosts with ``gpus`` GPUs each, always live; runs end when ``finish`` is called."""

@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from headkit import SettableClock
 from headthread import LineClient, ThreadedHead, poll
 
 from gputui import cli_head
 from gputui.config_sched import SchedulerConfig
-from gputui.scheduler import actions, policy
+from gputui.scheduler import actions, policy, standings
 from gputui.scheduler.actions import Rules
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.identity import Caller
@@ -39,7 +40,8 @@ def _state(client: LineClient, job_id: int) -> dict[str, object]:
 def test_explain_shows_the_place_the_factors_what_is_ahead_and_an_estimate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with ThreadedHead(tmp_path, {"gpu01": 4}, rules=Rules(sched=SCHED)) as th:
+    clock = SettableClock()
+    with ThreadedHead(tmp_path, {"gpu01": 4}, rules=Rules(sched=SCHED), clock=clock) as th:
         with LineClient(th.sock) as c:
             big = c.ok("submit", {"argv": ["train"], "gpus": 4, "time_limit_s": 3600})["job"]
             poll(lambda: _state(c, big["id"])["state"] == "running", what="the 4-GPU job")
@@ -49,7 +51,9 @@ def test_explain_shows_the_place_the_factors_what_is_ahead_and_an_estimate(
             poll(lambda: _state(c, after["id"])["reason"] != "Resources" or True)
             first = c.ok("explain", {"job_id": waits["id"]})
             second = c.ok("explain", {"job_id": after["id"]})
-            quota = c.ok("quota")
+            # Use is counted again at the scheduler's next refresh of its figures.
+            th.in_loop(lambda: clock.advance(standings.REFRESH_S))
+            quota = poll(lambda: (q := c.ok("quota"))["quotas"][0]["used_gpu_h"] > 0 and q)
         assert first["position"] == 1 and first["in_line"] == 2
         assert first["reason"] == policy.RESOURCES
         assert first["reservation"]["host"] == "gpu01"
@@ -64,7 +68,7 @@ def test_explain_shows_the_place_the_factors_what_is_ahead_and_an_estimate(
         assert second["job"]["time_limit_s"] == 7200
         assert second["estimate"]["start"] == pytest.approx(started + 3600, abs=2)
         assert quota["quotas"][0]["group"] == "root"
-        assert 0 < quota["quotas"][0]["used_gpu_h"] < 1  # 4 GPUs for a few seconds
+        assert 0 < quota["quotas"][0]["used_gpu_h"] < 1  # 4 GPUs for a minute
         # The CLI's text shows the same, one fact a line.
         code = cli_head.main(["--socket", str(th.sock), "explain", str(waits["id"])])
         text = capsys.readouterr().out
