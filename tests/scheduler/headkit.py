@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.protocol import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
+from gputui.scheduler import policy
 from gputui.scheduler.daemon import Head
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.hosts import GpuProcess, HostAnswer
@@ -208,10 +209,12 @@ async def running_head(
     layout: dict[str, int],
     clock: Callable[[], float] | None = None,
     scripted: ScriptedHosts | None = None,
+    decide: policy.Policy | None = None,
     **settings: Any,
 ) -> AsyncIterator[tuple[Head, ScriptedHosts, Path]]:
     """``clock``: the head's (default: the wall clock); ``scripted``: hosts set up
-    before the head starts (their faults in its first samples)."""
+    before the head starts (their faults in its first samples); ``decide``: the
+    scheduling pass (default ``policy.decide``; a test may wrap it to watch)."""
     engine = open_store(tmp / "db" / "gputui.db")
     hosts = scripted or ScriptedHosts(layout)
     sock = tmp / "head.sock"
@@ -221,6 +224,7 @@ async def running_head(
         HeadSettings(socket=sock, **settings),
         host_pools=dict.fromkeys(layout, "a100"),
         **({} if clock is None else {"clock": clock}),
+        **({} if decide is None else {"decide": decide}),
     )
     await head.start()
     try:
