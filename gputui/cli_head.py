@@ -252,9 +252,10 @@ def _audit(client: HeadClient, a: argparse.Namespace) -> int:
 
 
 def _env(client: HeadClient, a: argparse.Namespace) -> int:
-    result = client.call("env", {"host": a.host or this_host()})
+    host = a.host or this_host(client)
+    result = client.call("env", {"host": host})
     if not result["uuids"]:
-        print(f"# no active claim of yours on {a.host or this_host()}", file=sys.stderr)
+        print(f"# no active claim of yours on {host}", file=sys.stderr)
         return EXIT_REFUSED
     print(result["line"])
     return EXIT_OK

@@ -235,10 +235,21 @@ class Head(SnapshotReads):
                 body = wire.error(request.id, refusal.code, refusal.message)
             conn.send(body)
             return
+        if request.op == "hosts":  # which host a client's machine is (gputui env, run)
+            conn.send(wire.response(request.id, {"hosts": self._host_table()}))
+            return
         if request.op == "ping":
             conn.send(wire.response(request.id, {"pong": True, "time": self.clock()}))
             return
         await self._inbox.put(Item("request", conn=conn, request=request))
+
+    def _host_table(self) -> list[dict[str, Any]]:
+        places = self.settings.host_places
+        return [
+            {"name": name, "address": places.get(name, (name, False))[0],
+             "local": places.get(name, (name, False))[1]}
+            for name in sorted(self.host_pools)
+        ]  # fmt: skip
 
     def _on_close(self, conn: Connection) -> None:
         self.batch.sessions_alive.discard(conn.session)

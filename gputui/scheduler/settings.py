@@ -36,3 +36,5 @@ class HeadSettings:
     """How often the GPU readings kept for ``gputui incident`` are stored."""
     readings_keep_s: float = KEEP_S
     """How long a stored GPU reading is kept (at most; the budget may keep less)."""
+    host_places: Mapping[str, tuple[str, bool]] = field(default_factory=dict)
+    """hosts.yaml's address and ``local:`` per host (``gputui env`` finds its own)."""

@@ -340,6 +340,7 @@ ARGS: dict[str, type[_Args]] = {
     "explain": ExplainArgs,
     "quota": Empty,
     "ping": Empty,
+    "hosts": Empty,
     "drain": DrainArgs,
     "undrain": DrainArgs,
     "unfence": DrainArgs,
