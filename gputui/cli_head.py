@@ -169,6 +169,9 @@ def _show(client: HeadClient, a: argparse.Namespace) -> int:
         if isinstance(value, list):
             value = " ".join(str(v) for v in value)
         print(f"{key:>14}: {_shown(value if value not in (None, '') else '-', 200)}")
+    if job.get("preempted_by") and isinstance(job.get("preempted_at"), (int, float)):
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job["preempted_at"]))
+        print(f"{'last preempted':>14}: {_shown(job['preempted_by'], 200)} at {at}")
     for key in ("submitted_at", "started_at", "ended_at"):
         print(f"{key:>14}: {when(job.get(key))}")
     return EXIT_OK
@@ -261,6 +264,23 @@ def _env(client: HeadClient, a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _notices(client: HeadClient, a: argparse.Namespace) -> int:
+    """Your unread notices (marked read by the head once sent), or ``--all``."""
+    rows = client.call("notices", {"all": bool(a.all)})["notices"]
+    if a.json:
+        json.dump(rows, sys.stdout, indent=2, sort_keys=True)
+        print()
+        return EXIT_OK
+    if not rows:
+        print("no notices" if a.all else "no unread notices")
+        return EXIT_OK
+    for n in rows:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(n["time"])))
+        new = "*" if n.get("unread") and a.all else " "
+        print(f"{new}{when}  {_shown(n['kind'], 10):10} {_shown(n['text'], 512)}")
+    return EXIT_OK
+
+
 def _whoami(client: HeadClient, a: argparse.Namespace) -> int:
     me = client.call("whoami")
     print(
@@ -289,6 +309,7 @@ HANDLERS: dict[str, Callable[[HeadClient, argparse.Namespace], int]] = {
     "wait": _wait,
     "audit": _audit,
     "whoami": _whoami,
+    "notices": _notices,
     "explain": cli_policy.explain,
     "quota": cli_policy.quota,
     "usage": cli_usage.run_usage,

@@ -20,6 +20,7 @@ from gputui.config_sched import SchedulerConfig
 
 from . import policy
 from .identity import Caller
+from .line import preemptible
 from .store import Tx
 from .tables import Audit, Claim, Job, Notice
 from .views import audit_view, claim_view, job_row_view, job_view
@@ -319,13 +320,20 @@ hold = _on_job("hold", _hold)
 release_hold = _on_job("release-hold", _release_hold)
 
 
-def show(tx: Tx, caller: Caller, job_id: int) -> dict[str, Any]:
+def show(
+    tx: Tx, caller: Caller, job_id: int, config: SchedulerConfig | None = None
+) -> dict[str, Any]:
+    """One job; ``config``: its class's rules (``preemptible`` is then the job's own
+    or its class's, as the scheduler judges it)."""
     job = _job(tx, job_id)
     allocations = [
         {"gpu_uuid": a.gpu_uuid, "host": a.host, "from": a.start_at, "to": a.end_at}
         for a in tx.allocations_of(job_id=job_id)
     ]
-    return {"job": job_view(job, full=True), "allocations": allocations}
+    view = job_view(job, full=True)
+    if config is not None:
+        view["preemptible"] = preemptible(job, config)
+    return {"job": view, "allocations": allocations}
 
 
 def queue(tx: Tx, caller: Caller, args: ListArgs) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gputui.config import HealthThresholds
 
-from . import actions, drains, lifecycle, policy, publish, wire
+from . import actions, drains, lifecycle, notices, policy, publish, wire
 from .actions import Context, Rules
 from .flagwatch import FlagWatch, Pending, ProcSignal
 from .healthwatch import HeadHealth, HealthWrite
@@ -274,7 +274,7 @@ class Batches:
         if op in drains.OPS:
             return drains.HANDLERS[op](tx, caller, args, ctx, self.watch)
         if op == "show":
-            return actions.show(tx, caller, args.job_id)
+            return actions.show(tx, caller, args.job_id, ctx.rules.sched)
         if op == "queue":
             queued = actions.queue(tx, caller, args)
             return {**queued, **self.flags.state(), **drains.unavailable(self.watch)}
@@ -291,7 +291,10 @@ class Batches:
         if op == "subscribe":
             conn.subscribed = True
             conn.last_notice = tx.last_notice_id()
-            return {"seq": self.state_seq(), "state": self.state(tx, caller)}
+            told = notices.on_connect(tx, caller, ctx.now)  # what came while away
+            return {"seq": self.state_seq(), "state": self.state(tx, caller), "notices": told}
+        if op == "notices":
+            return notices.deliver(tx, caller, args, ctx.now)
         if op == "wait":
             job = tx.job(args.job_id)
             if job is None:
@@ -375,6 +378,9 @@ class Batches:
             payload(tx, ctx)
         elif kind == "meter":  # busy time and energy counted from samples (metering)
             tx.add_metered(payload.usage_rows(), payload.cluster_rows())
+        elif kind == "notices-read":  # pushed to an open console: delivered
+            uid, ids = payload
+            tx.mark_read(uid, ids, ctx.now)
         elif kind == "session-closed":
             lifecycle.expire_claims(tx, ctx, self.watch.active_users(), {payload})
         elif kind == "resume":

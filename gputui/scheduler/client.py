@@ -22,7 +22,7 @@ from typing import Any
 MUTATING = frozenset(
     {
         "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
-        "release", "drain", "undrain", "unfence", "force_free", "health_ack",
+        "release", "drain", "undrain", "unfence", "force_free", "health_ack", "notices",
     }
 )  # fmt: skip
 DEFAULT_SOCKET = "/run/gputui/head.sock"

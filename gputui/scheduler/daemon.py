@@ -439,6 +439,8 @@ class Head(SnapshotReads):
                 conn.send({"push": "notice", "notice": notice_view(notice)})
             if fresh:
                 conn.last_notice = fresh[-1].id or conn.last_notice
+                shown = [n.id for n in fresh if n.id is not None]
+                self._post(Item("notices-read", payload=(conn.caller.uid, shown)))
             state = {"me": publish.whoami(conn.caller), **common, **flags}
             conn.send({"push": "state", "seq": seq, "state": state})
 

@@ -175,8 +175,7 @@ def schedule(
 def _victims_exist(tx: Tx, config: SchedulerConfig) -> bool:
     """Whether any running job could be preempted at all (a few rows: what runs)."""
     for job in tx.jobs(("running", "starting")):
-        klass = config.klass(job.priority)
-        if job.preemptible or job.over_quota or (klass is not None and klass.preemptible):
+        if job.over_quota or line.preemptible(job, config):
             return True
     return False
 
@@ -196,6 +195,7 @@ def _preempt_for(tx: Tx, ctx: Context, stop: policy.Preempt, winner: Job | Claim
             why += f": job {victim.id} ran over its group's quota"
     stop_job(victim, ctx, "preempt", "preempting")
     victim.reason = why[:512]
+    victim.preempted_by, victim.preempted_at = why[:512], ctx.now  # kept past the requeue
     _notice(
         tx,
         ctx,

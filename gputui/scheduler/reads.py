@@ -51,7 +51,7 @@ def _factors(
         "over_quota": bool(want.over_quota) if want is not None else job.over_quota,
         "quotas": [_quota_row(use) for use in standing.quotas if use.quota.group == group],
         "as_of": standing.at,
-        "preemptible": job.preemptible or bool(klass and klass.preemptible),
+        "preemptible": line.preemptible(job, config),
         "time_limit_s": job.time_limit_s,
     }
 

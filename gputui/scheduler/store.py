@@ -398,6 +398,26 @@ class Tx(HealthQueries):
             query = query.where(Notice.uid == uid)
         return list(self.s.exec(query.order_by(col(Notice.id)).limit(1000)).all())
 
+    def unread_notices(self, uid: int, limit: int) -> list[Notice]:
+        """The user's notices not shown yet, oldest first."""
+        query = select(Notice).where(Notice.uid == uid, col(Notice.read_at).is_(None))
+        return list(self.s.exec(query.order_by(col(Notice.id)).limit(limit)).all())
+
+    def recent_notices(self, uid: int, limit: int) -> list[Notice]:
+        """The user's newest ``limit`` notices, read or not, oldest first."""
+        query = select(Notice).where(Notice.uid == uid).order_by(col(Notice.id).desc())
+        return list(reversed(self.s.exec(query.limit(limit)).all()))
+
+    def mark_read(self, uid: int, ids: Sequence[int], now: float) -> None:
+        """Mark the user's notices ``ids`` read (another user's are left alone)."""
+        if ids:
+            self.s.execute(
+                update(Notice)
+                .where(col(Notice.id).in_(list(ids)), col(Notice.uid) == uid)
+                .where(col(Notice.read_at).is_(None))
+                .values(read_at=now)
+            )
+
     def last_notice_id(self) -> int:
         value = self.s.exec(select(func.max(Notice.id))).one()
         return int(value or 0)

@@ -235,6 +235,12 @@ class EnvArgs(_Plain):
     host: Name | None = None
 
 
+class NoticesArgs(_Args):
+    all: bool = False
+    """The newest notices, read or not (default: the unread ones)."""
+    limit: Annotated[int, Field(ge=1, le=1000, strict=True)] = 200
+
+
 class LogArgs(_Args):
     job_id: JobId
     offset: Annotated[int, Field(ge=0, le=2**53, strict=True)] = 0
@@ -341,6 +347,7 @@ ARGS: dict[str, type[_Args]] = {
     "quota": Empty,
     "ping": Empty,
     "hosts": Empty,
+    "notices": NoticesArgs,
     "drain": DrainArgs,
     "undrain": DrainArgs,
     "unfence": DrainArgs,
@@ -351,7 +358,7 @@ ARGS: dict[str, type[_Args]] = {
 MUTATING = frozenset(
     {
         "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
-        "release", "drain", "undrain", "unfence", "force_free", "health_ack",
+        "release", "drain", "undrain", "unfence", "force_free", "health_ack", "notices",
     }
 )  # fmt: skip
 

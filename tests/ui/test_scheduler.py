@@ -368,3 +368,27 @@ async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
             assert "class     normal (2 of 4)" in text
             assert "share     0.500 (root: " in text  # all the use so far is its group's
             assert re.search(r"starts    \w{3} \d\d:\d\d \(in (59|1:00):\d\d\) on gpu01", text)
+
+
+async def test_a_console_is_told_on_connecting_what_happened_while_it_was_closed(
+    tmp_path: Path,
+) -> None:
+    """A notice written while no console was open is shown by the next one, once."""
+    from gputui.scheduler.tables import Notice
+
+    text_ = "job 7 (train) is being preempted: preempted for job 8 (urgent, root)"
+    async with running_head(tmp_path, LAYOUT) as (head, _hosts, sock):
+
+        def write(tx: Any, ctx: Any) -> None:
+            tx.notice(Notice(uid=os.getuid(), time=ctx.now, kind="preempted", text=text_))
+
+        await head.call_tx(write)
+        app = console(sock)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await connected(pilot, app)
+            await until(pilot, lambda: text_ in notes(app), "the notice kept for us")
+        again = console(sock)
+        async with again.run_test(size=(160, 40)) as pilot:
+            await connected(pilot, again)
+            await pilot.pause()
+            assert text_ not in notes(again)
