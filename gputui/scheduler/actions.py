@@ -202,7 +202,8 @@ def submit_row(
         known = tx.job_states(args.after)
         missing = [j for j in args.after if j not in known]
         if missing:
-            raise Refusal("unknown-job", f"submit: --after: no job {missing[0]}")
+            flag = "--after-ok" if args.after_ok else "--after"  # the flag the user gave
+            raise Refusal("unknown-job", f"submit: {flag}: no job {missing[0]}")
     check_feasible(_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
     return {
         "uid": caller.uid,
@@ -289,12 +290,22 @@ def _preempt(job: Job, caller: Caller, ctx: Context) -> None:
     stop_job(job, ctx, "preempt", "preempting")
 
 
+def back_in_line(job: Job, state: str, reason: str) -> None:
+    """A job back in line (requeued, or held past the requeue limit): its last run's
+    host, GPUs, times, exit and quota standing are cleared, so nothing shows it as
+    placed (each run's host, GPUs and times stay in its allocations: ``show``)."""
+    job.state, job.reason = state, reason
+    job.host, job.gpu_uuids, job.pid = None, "[]", None
+    job.started_at = job.ended_at = None
+    job.exit_code = job.exit_signal = None
+    job.over_quota, job.idle_since, job.idle_told = False, None, False
+
+
 def _requeue(job: Job, caller: Caller, ctx: Context) -> None:
     if job.state in ("running", "starting", "unknown"):
         stop_job(job, ctx, "preempt", "preempting")
     elif job.state in FINAL_JOB_STATES:
-        job.state, job.reason, job.ended_at = "queued", "Priority", None
-        job.exit_code = job.exit_signal = None
+        back_in_line(job, "queued", "Priority")
         job.requeues += 1
     else:
         raise Refusal("bad-state", f"job {job.id} is {job.state}; nothing to requeue")

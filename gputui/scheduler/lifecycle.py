@@ -18,7 +18,15 @@ from typing import cast
 from gputui.config_sched import SchedulerConfig
 
 from . import line, policy
-from .actions import Context, end_claim, grant_claim, run_key, split_run_key, stop_job
+from .actions import (
+    Context,
+    back_in_line,
+    end_claim,
+    grant_claim,
+    run_key,
+    split_run_key,
+    stop_job,
+)
 from .shares import Standing
 from .store import Tx
 from .tables import Claim, Job, Notice
@@ -218,11 +226,10 @@ def _finish(tx: Tx, job: Job, ctx: Context, report: HostJob) -> None:
     if kind == "preempt":
         job.requeues += 1
         if job.requeues > ctx.rules.requeue_limit:
-            job.state = "held"
-            job.reason = f"Held: preempted {job.requeues} times (limit {ctx.rules.requeue_limit})"
+            why = f"Held: preempted {job.requeues} times (limit {ctx.rules.requeue_limit})"
+            back_in_line(job, "held", why)
         else:
-            job.state, job.reason = "queued", "Priority"
-        job.ended_at = None
+            back_in_line(job, "queued", "Priority")
         _notice(tx, ctx, job, "preempted", f"job {job.id} ({job.name}) was preempted; {job.state}")
         ctx.changed = True
         return

@@ -125,6 +125,8 @@ def test_after_names_jobs_that_exist(tmp_path: Path) -> None:
     assert second["after"] == [first["id"]] and second["after_ok"] is True
     with pytest.raises(Refusal, match="--after: no job 77"):
         _submit(tmp_path, ALICE, after=[first["id"], 77])
+    with pytest.raises(Refusal, match=r"submit: --after-ok: no job 9999$"):
+        _submit(tmp_path, ALICE, after=[9999], after_ok=True)
 
 
 def test_after_and_after_ok_together_is_a_usage_error(

@@ -55,6 +55,9 @@ def test_a_preemption_reaches_its_owner_on_their_next_connection_once(
     why = f"preempted for job {urgent_id} (urgent, root)"
     # The reason has moved on to why it waits now; show keeps the preemption.
     assert requeued["state"] == "queued" and why not in requeued["reason"]
+    # Back in line, it shows no run: its last one's host, GPUs and times are gone.
+    assert requeued["host"] is None and requeued["gpu_uuids"] == []
+    assert requeued["started_at"] is None and requeued["exit_signal"] is None
     shown = alice.ok(th.sock, "show", {"job_id": low_id})["job"]
     assert shown["preempted_by"].startswith(why) and shown["preempted_at"] > 0
     assert shown["preemptible"] is True  # its class is preemptible
