@@ -67,6 +67,8 @@ class After:
     """What this batch wrote of the health board (``HeadHealth.committed``)."""
     changed: bool = False
     moved: bool = False
+    ended: list[tuple[str, float]] = field(default_factory=list)
+    """(GPU uuid, end) of the allocations this batch ended (``HeadMeter.ended``)."""
     """GPUs were given or freed (who holds what is read again once committed)."""
 
 
@@ -195,7 +197,7 @@ class Batches:
             if ctx.changed or ctx.new_jobs or after.launches:
                 after.changed = True
                 after.final_jobs = self.final_waits(tx, after.waits)
-            after.moved = tx.moved
+            after.moved, after.ended = tx.moved, list(tx.ended)
         return answers, after
 
     def _apply_one(

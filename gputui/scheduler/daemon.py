@@ -329,6 +329,7 @@ class Head(SnapshotReads):
             conn.send(wire.response(rid, {"job": view}))
         self.batch.commit_done(after)
         if after.moved:
+            self.meter.ended(after.ended)
             self.meter.allocations_changed()
         if after.changed:
             self._state_seq += 1

@@ -45,6 +45,9 @@ class Tx(HealthQueries):
         self.s = session
         self._raw: Any = None
         self.moved = False
+        self.ended: list[tuple[str, float]] = []
+        """(GPU uuid, end) of each allocation this transaction ended (the meter
+        charges no sample past it)."""
         """An allocation was made or ended in this transaction."""
 
     @contextmanager
@@ -300,7 +303,9 @@ class Tx(HealthQueries):
         cursor.execute(
             f"{self._HOLDER} AND {which} = ?", (job_id if job_id is not None else claim_id,)
         )
-        usage, cluster = charges(cursor.fetchall(), now)
+        rows = cursor.fetchall()
+        self.ended.extend((str(row[0]), now) for row in rows)
+        usage, cluster = charges(rows, now)
         if usage:
             cursor.executemany(self._ADD_USAGE, [(*k, s, 0.0, 0.0) for k, s in usage.items()])
             cursor.executemany(self._ADD_CLUSTER, [(h, 0.0, s, 0.0, 0.0) for h, s in cluster])
