@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from headkit import SettableClock
 from headthread import LineClient, ThreadedHead, poll
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gputui import cli_head
 from gputui.config_sched import SchedulerConfig
-from gputui.scheduler import actions, policy, standings
+from gputui.scheduler import actions, explain, policy, standings
 from gputui.scheduler.actions import Rules
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.identity import Caller
@@ -138,3 +140,48 @@ def test_after_and_after_ok_together_is_a_usage_error(
         )
     assert code == 2
     assert capsys.readouterr().err == "gputui submit: give --after or --after-ok, not both\n"
+
+
+def test_explain_on_a_drained_host_blames_the_drain_not_work_without_a_limit(
+    tmp_path: Path,
+) -> None:
+    with ThreadedHead(tmp_path, {"gpu01": 2}) as th, LineClient(th.sock) as c:
+        c.ok("drain", {"target": "gpu01", "reason": "maintenance"})
+        job = c.ok("submit", {"argv": ["train"], "gpus": 1, "time_limit_s": 600})["job"]
+        poll(lambda: _state(c, job["id"])["reason"] == policy.DRAINED, what="Drained")
+        told = c.ok("explain", {"job_id": job["id"]})
+        assert told["estimate"]["start"] is None
+        assert "drained" in told["estimate"]["why"]
+        assert "no time limit" not in told["estimate"]["why"]
+        assert th.problems == []
+
+
+slot_states = st.lists(st.sampled_from(["ok", "drained", "fenced", "down"]), min_size=1, max_size=4)
+
+
+@given(hosts=st.lists(slot_states, min_size=1, max_size=3), gpus=st.integers(1, 4))
+def test_no_estimate_is_ever_blamed_on_work_without_a_limit_when_none_runs(
+    hosts: list[list[str]], gpus: int
+) -> None:
+    """With nothing running, a job has a start now, or the reason is what keeps the
+    GPUs out of use (or that no host is big enough): never "work with no time limit"."""
+    slots = tuple(
+        policy.GpuSlot(
+            f"GPU-{h}-{i}",
+            f"h{h}",
+            i,
+            drained=state == "drained",
+            healthy=state == "ok" or state == "drained",
+            fenced=state == "fenced",
+        )
+        for h, states in enumerate(hosts)
+        for i, state in enumerate(states)
+    )
+    want = policy.Want("job", 1, gpus, user="u", time_limit_s=600.0)
+    view = policy.ClusterView(gpus=slots, waiting=(want,), running=(), now=1000.0)
+    guess = explain.estimate_start(view, want)
+    if guess.start is None:
+        assert "no time limit" not in guess.why_none
+        assert guess.why_none in explain.NO_ROOM_EVER.values()
+    else:
+        assert guess.start == 1000.0
