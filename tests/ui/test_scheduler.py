@@ -37,7 +37,9 @@ from gputui.ui.screens.queue import QueueScreen
 from gputui.ui.widgets.summary import SummaryBar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
-from headkit import running_head
+from headkit import SettableClock, running_head
+
+from gputui.scheduler import standings
 
 LAYOUT = {"gpu01": 4}
 
@@ -340,7 +342,8 @@ async def test_without_a_head_the_keys_are_not_offered() -> None:
 async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
     """The queue screen's detail of a queued job carries ``explain``: its place in
     line, the reason in words, its class and fair share, and a start estimate."""
-    async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
+    clock = SettableClock()
+    async with running_head(tmp_path, LAYOUT, clock=clock) as (head, _hosts, sock):
         app = console(sock)
         async with app.run_test(size=(140, 50)) as pilot:
             await connected(pilot, app)
@@ -350,6 +353,13 @@ async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
             waiting = await link.call("submit", {"argv": ["next"], "gpus": 2})
             await link.call("submit", {"argv": ["nolimit"], "gpus": 3, "preemptible": True})
             job_id = waiting["job"]["id"]
+            # The figures are the scheduler's, worked out again each minute: one passes.
+            clock.advance(standings.REFRESH_S)
+            await until(
+                pilot,
+                lambda: head.batch.standings.current.factor("root") < 1.0,
+                "the scheduler's next figures",
+            )
             await pilot.press("Q")
             await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
             queue = app.screen
