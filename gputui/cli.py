@@ -52,6 +52,9 @@ scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
   force-free    admins: take a stuck GPU back, step by step (HOST:GPU --reason TEXT
                 [--reset]); exit 0 free, 1 a step failed
   audit, whoami the audit trail; who the head says you are
+  notices [--all]
+                what the head told you while you were away (preemptions,
+                job ends, drains); shown once, like mail
   usage, report GPU-hours, busy hours, energy and cost; a weekly summary
 """
 

@@ -80,6 +80,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
             group_commit=group_commit,
             health=config.health,
             expected_gpus={h.name: h.gpus for h in config.hosts},
+            host_places={h.name: (h.address or h.name, h.local) for h in config.hosts},
         )
     else:
         settings = HeadSettings(
@@ -102,6 +103,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
             group_commit=group_commit,
             health=config.health,
             expected_gpus={h.name: h.gpus for h in config.hosts},
+            host_places={h.name: (h.address or h.name, h.local) for h in config.hosts},
         )
     return socket_path.expanduser(), database.expanduser(), settings
 

@@ -192,6 +192,9 @@ def _show(client: HeadClient, a: argparse.Namespace) -> int:
         if isinstance(value, list):
             value = " ".join(str(v) for v in value)
         print(f"{key:>14}: {_shown(value if value not in (None, '') else '-', 200)}")
+    if job.get("preempted_by") and isinstance(job.get("preempted_at"), (int, float)):
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job["preempted_at"]))
+        print(f"{'last preempted':>14}: {_shown(job['preempted_by'], 200)} at {at}")
     for key in ("submitted_at", "started_at", "ended_at"):
         print(f"{key:>14}: {when(job.get(key))}")
     return EXIT_OK
@@ -273,7 +276,7 @@ def _audit(client: HeadClient, a: argparse.Namespace) -> int:
 def _env(client: HeadClient, a: argparse.Namespace) -> int:
     """The line is built here from the answer's UUIDs, each checked: whatever else the
     head sends never reaches the shell that evals it."""
-    host = a.host or this_host()
+    host = a.host or this_host(client)
     result = client.call("env", {"host": host})
     try:
         uuids = gpu_uuids(result.get("uuids") if isinstance(result, dict) else None)
@@ -283,6 +286,23 @@ def _env(client: HeadClient, a: argparse.Namespace) -> int:
         print(f"# no active claim of yours on {_shown(host, 64)}", file=sys.stderr)
         return EXIT_REFUSED
     print(export_line(uuids))
+    return EXIT_OK
+
+
+def _notices(client: HeadClient, a: argparse.Namespace) -> int:
+    """Your unread notices (marked read by the head once sent), or ``--all``."""
+    rows = client.call("notices", {"all": bool(a.all)})["notices"]
+    if a.json:
+        json.dump(rows, sys.stdout, indent=2, sort_keys=True)
+        print()
+        return EXIT_OK
+    if not rows:
+        print("no notices" if a.all else "no unread notices")
+        return EXIT_OK
+    for n in rows:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(n["time"])))
+        new = "*" if n.get("unread") and a.all else " "
+        print(f"{new}{when}  {_shown(n['kind'], 10):10} {_shown(n['text'], 512)}")
     return EXIT_OK
 
 
@@ -314,6 +334,7 @@ HANDLERS: dict[str, Callable[[HeadClient, argparse.Namespace], int]] = {
     "wait": _wait,
     "audit": _audit,
     "whoami": _whoami,
+    "notices": _notices,
     "explain": cli_policy.explain,
     "quota": cli_policy.quota,
     "usage": cli_usage.run_usage,

@@ -31,6 +31,7 @@ VERBS = (
     "wait",
     "audit",
     "whoami",
+    "notices",
     "explain",
     "quota",
     "usage",
@@ -161,6 +162,11 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("--json", action="store_true")
 
     sub.add_parser("whoami", help="who the head thinks you are")
+    no = sub.add_parser(
+        "notices", help="what the head told you (preemptions, ends, drains): unread, then read"
+    )
+    no.add_argument("--all", action="store_true", help="the newest 200, read or not")
+    no.add_argument("--json", action="store_true")
     cli_policy.add_parsers(sub, _job_id)
     cli_usage.add_parsers(sub)
     cli_drain.add_parsers(sub)

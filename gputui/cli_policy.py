@@ -49,7 +49,13 @@ def quota(client: HeadClient, a: argparse.Namespace) -> int:
     if not rows:
         print("no quotas configured (scheduler.quotas in hosts.yaml)")
         return EXIT_OK
-    print(f"weekly GPU-hour quotas, this week since {since}")
+    as_of = body.get("as_of")
+    counted = (
+        f" (as the scheduler counts it, at {time.strftime('%H:%M:%S', time.localtime(as_of))})"
+        if isinstance(as_of, (int, float)) and as_of > 0
+        else ""
+    )
+    print(f"weekly GPU-hour quotas, this week since {since}{counted}")
     print(f"{'GROUP':<16} {'POOL':<12} {'USED':>9} {'LIMIT':>9} {'USE%':>6}  STATE")
     for q in rows:
         limit = q["limit_gpu_h"]

@@ -31,8 +31,30 @@ def command_of(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
-def this_host() -> str:
-    return socket.gethostname().split(".")[0]
+def this_host(client: HeadClient) -> str:
+    """The head's name for this machine (``gputui.thishost``: a ``local: true`` host
+    when the head runs here, else by hostname, FQDN and addresses); a ``HeadError``
+    naming the choices when it is none or several of the head's hosts."""
+    from gputui import thishost
+
+    try:
+        table = client.call("hosts").get("hosts")
+    except HeadError as exc:
+        if exc.code != "unknown-op":
+            raise
+        return socket.gethostname().split(".")[0]  # a head from before the table
+    rows = [
+        thishost.HeadHost(one_line(h["name"])[:64], one_line(h["address"])[:255], h["local"])
+        for h in (table if isinstance(table, list) else [])
+        if isinstance(h, dict)
+        and isinstance(h.get("name"), str)
+        and isinstance(h.get("address"), str)
+        and isinstance(h.get("local"), bool)
+    ]
+    try:
+        return thishost.pick(rows, thishost.here(on_head=client.opener is None))
+    except thishost.NoHost as exc:
+        raise HeadError("no-host", str(exc)) from None
 
 
 def one_line(text: str) -> str:
@@ -67,7 +89,7 @@ def run(client: HeadClient, a: argparse.Namespace) -> int:
     """Claim GPUs for this connection, run CMD, release: the head releases them too
     when this process dies in any way (its connection to the head drops)."""
     command = command_of(a)
-    host = a.host or this_host()
+    host = a.host or this_host(client)
     body: dict[str, Any] = {
         "gpus": a.gpus,
         "host": host,

@@ -56,7 +56,12 @@ def explain_lines(body: dict[str, Any], now: float, *, ahead: bool = True) -> li
         )
     elif reason:
         out.append(f"  reason: {shown(reason)}")
-    out.append("  factors:")
+    as_of = f.get("as_of")
+    if isinstance(as_of, (int, float)) and as_of > 0:
+        at = time.strftime("%H:%M:%S", time.localtime(as_of))
+        out.append(f"  factors (the scheduler's, worked out at {at}):")
+    else:
+        out.append("  factors:")
     klass = f"{f['class']} ({f['class_rank']} of {len(f['classes'])}: {', '.join(f['classes'])})"
     out.append(f"    class          {shown(klass)}")
     out.append(

@@ -20,6 +20,7 @@ from gputui.config_sched import SchedulerConfig
 
 from . import policy, privacy, transitions
 from .identity import Caller
+from .line import preemptible
 from .lookup import no_host
 from .store import Tx
 from .tables import Audit, Claim, Job, Notice, owned_by
@@ -201,7 +202,8 @@ def submit_row(
         known = tx.job_states(args.after)
         missing = [j for j in args.after if j not in known]
         if missing:
-            raise Refusal("unknown-job", f"submit: --after: no job {missing[0]}")
+            flag = "--after-ok" if args.after_ok else "--after"  # the flag the user gave
+            raise Refusal("unknown-job", f"submit: {flag}: no job {missing[0]}")
     check_feasible(_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
     return {
         "uid": caller.uid,
@@ -266,6 +268,17 @@ def _on_job(action: str) -> JobAction:
     return run
 
 
+def back_in_line(job: Job, state: str, reason: str) -> None:
+    """A job back in line (requeued, or held past the requeue limit): its last run's
+    host, GPUs, times, exit and quota standing are cleared, so nothing shows it as
+    placed (each run's host, GPUs and times stay in its allocations: ``show``)."""
+    job.state, job.reason = state, reason
+    job.host, job.gpu_uuids, job.pid = None, "[]", None
+    job.started_at = job.ended_at = None
+    job.exit_code = job.exit_signal = None
+    job.over_quota, job.idle_since, job.idle_told = False, None, False
+
+
 def change_job(job: Job, caller: Caller, ctx: Context, action: str, *, force: bool = False) -> str:
     """Apply ``action`` to ``job`` as ``transitions.TABLE`` says, or raise its
     ``Refusal``; returns what happens next, in words."""
@@ -286,8 +299,7 @@ def change_job(job: Job, caller: Caller, ctx: Context, action: str, *, force: bo
     elif step.state == "cancelled":
         job.state, job.ended_at, job.reason = "cancelled", ctx.now, "cancelled" + by
     elif step.state == "queued" and job.state in FINAL_JOB_STATES:
-        job.state, job.reason, job.ended_at = "queued", "Priority", None
-        job.exit_code = job.exit_signal = None
+        back_in_line(job, "queued", "Priority")
         job.requeues += 1
     else:
         job.state, job.reason = step.state, {"held": "Held"}.get(step.state, "Priority")
@@ -311,15 +323,26 @@ hold = _on_job("hold")
 release_hold = _on_job("release-hold")
 
 
-def show(tx: Tx, caller: Caller, job_id: int, *, private: bool = False) -> dict[str, Any]:
-    """One job, all of it; ``private`` (``scheduler.private_data``): its command line,
-    working directory and log path only for its owner and admins."""
+def show(
+    tx: Tx,
+    caller: Caller,
+    job_id: int,
+    config: SchedulerConfig | None = None,
+    *,
+    private: bool = False,
+) -> dict[str, Any]:
+    """One job, all of it; ``config``: its class's rules (``preemptible`` is then the
+    job's own or its class's, as the scheduler judges it); ``private``
+    (``scheduler.private_data``): its command line, working directory and log path
+    only for its owner and admins."""
     job = _job(tx, job_id)
     allocations = [
         {"gpu_uuid": a.gpu_uuid, "host": a.host, "from": a.start_at, "to": a.end_at}
         for a in tx.allocations_of(job_id=job_id)
     ]
     view = privacy.hide_job(job_view(job, full=True), caller, job.uid, private)
+    if config is not None:
+        view["preemptible"] = preemptible(job, config)
     return {"job": view, "allocations": allocations}
 
 

@@ -18,22 +18,20 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gputui.config import HealthThresholds
 
-from . import actions, drains, lifecycle, policy, publish, reads, wire
+from . import actions, drains, lifecycle, notices, policy, publish, wire
 from .actions import Context, Rules
 from .flagwatch import FlagWatch, Pending, ProcSignal
 from .healthwatch import HeadHealth, HealthWrite
 from .hostwatch import HostWatch
 from .identity import Caller
 from .server import Connection
-from .shares import Standing
+from .standings import Standings
 from .store import JobStore, Tx
 from .views import job_row_view, job_view
 
 log = logging.getLogger("gputui.scheduler.daemon")  # one logger for the head
 
 REQUEST_LOG_KEEP_S = 7 * 86400.0
-STANDING_S = 60.0
-"""How often fair-share factors and quota use are worked out again from allocations."""
 """How long a request id is remembered (a retry later than this is a new request)."""
 
 
@@ -69,6 +67,8 @@ class After:
     """What this batch wrote of the health board (``HeadHealth.committed``)."""
     changed: bool = False
     moved: bool = False
+    ended: list[tuple[str, float]] = field(default_factory=list)
+    """(GPU uuid, end) of the allocations this batch ended (``HeadMeter.ended``)."""
     """GPUs were given or freed (who holds what is read again once committed)."""
 
 
@@ -105,16 +105,10 @@ class Batches:
         self.waits: dict[int, list[tuple[Connection, int]]] = {}
         self.sessions_alive: set[str] = set()
         self.launching: set[int] = set()
-        self.standing: Standing | None = None
+        self.standings = Standings(lambda: self.rules.sched)
+        """The standing figures every pass, ``explain`` and ``quota`` use."""
         self.flags = FlagWatch(watch)
         self.health = health or HeadHealth(HealthThresholds(), host_pools, clock=lambda: 0.0)
-
-    def standing_at(self, tx: Tx, now: float) -> Standing:
-        """Fair-share factors and quota use, worked out again every ``STANDING_S``
-        (usage moves slowly; a pass must not read a month of allocations)."""
-        if self.standing is None or now - self.standing.at >= STANDING_S or now < self.standing.at:
-            self.standing = reads.standing_of(tx, self.rules.sched, now)
-        return self.standing
 
     def context(self, slots: tuple[policy.GpuSlot, ...], now: float) -> Context:
         known = {g.host for g in self.watch.present_gpus()}
@@ -188,20 +182,22 @@ class Batches:
                 copied = answers[source]
                 answers[index] = None if copied is None else {**copied, "id": request_id}
             tx.remember_many(remember, now)
+            standing, rejudged = self.standings.at(tx, now)
+            ctx.changed = ctx.changed or rejudged
             after.launches = lifecycle.schedule(
                 tx,
                 ctx,
                 self.decide,
                 self.logins(),
                 run_as_login_user=self.run_as_login_user,
-                standing=self.standing_at(tx, now),
+                standing=standing,
             )
             after.launches.extend(after.launches_again)
             after.stops = list(ctx.stops)
             if ctx.changed or ctx.new_jobs or after.launches:
                 after.changed = True
                 after.final_jobs = self.final_waits(tx, after.waits)
-            after.moved = tx.moved
+            after.moved, after.ended = tx.moved, list(tx.ended)
         return answers, after
 
     def _apply_one(
@@ -284,7 +280,9 @@ class Batches:
         if op in drains.OPS:
             return drains.HANDLERS[op](tx, caller, args, ctx, self.watch)
         if op == "show":
-            return actions.show(tx, caller, args.job_id, private=self.rules.sched.private_data)
+            return actions.show(
+                tx, caller, args.job_id, ctx.rules.sched, private=self.rules.sched.private_data
+            )
         if op == "queue":
             queued = actions.queue(tx, caller, args)
             return {**queued, **self.flags.state(), **drains.unavailable(self.watch)}
@@ -301,7 +299,10 @@ class Batches:
         if op == "subscribe":
             conn.subscribed = True
             conn.last_notice = tx.last_notice_id()
-            return {"seq": self.state_seq(), "state": self.state(tx, caller)}
+            told = notices.on_connect(tx, caller, ctx.now)  # what came while away
+            return {"seq": self.state_seq(), "state": self.state(tx, caller), "notices": told}
+        if op == "notices":
+            return notices.deliver(tx, caller, args, ctx.now)
         if op == "wait":
             job = tx.job(args.job_id)
             if job is None:
@@ -385,6 +386,9 @@ class Batches:
             payload(tx, ctx)
         elif kind == "meter":  # busy time and energy counted from samples (metering)
             tx.add_metered(payload.usage_rows(), payload.cluster_rows())
+        elif kind == "notices-read":  # pushed to an open console: delivered
+            uid, ids = payload
+            tx.mark_read(uid, ids, ctx.now)
         elif kind == "session-closed":
             lifecycle.expire_claims(tx, ctx, self.watch.active_users(), {payload})
         elif kind == "resume":

@@ -236,6 +236,7 @@ class Head(SnapshotReads):
             self.health.load(*tx.health_rows())
             self.health.seen_gpus(tx.gpus())
             self.readings.load(tx)
+            self.batch.standings.refresh(tx, self.clock())  # before the first pass
 
     # -- clients ------------------------------------------------------------------------
 
@@ -264,6 +265,9 @@ class Head(SnapshotReads):
                 body = wire.error(request.id, refusal.code, refusal.message)
             conn.send(body)
             return
+        if request.op == "hosts":  # which host a client's machine is (gputui env, run)
+            conn.send(wire.response(request.id, {"hosts": self._host_table()}))
+            return
         if request.op == "ping":
             tasks = self.liveness.report()
             conn.send(
@@ -272,6 +276,14 @@ class Head(SnapshotReads):
             return
         conn.begin()  # in flight until the writer takes it (``_writer``)
         await self._inbox.put(Item("request", conn=conn, request=request))
+
+    def _host_table(self) -> list[dict[str, Any]]:
+        places = self.settings.host_places
+        return [
+            {"name": name, "address": places.get(name, (name, False))[0],
+             "local": places.get(name, (name, False))[1]}
+            for name in sorted(self.host_pools)
+        ]  # fmt: skip
 
     def _on_close(self, conn: Connection) -> None:
         self.batch.sessions_alive.discard(conn.session)
@@ -361,6 +373,7 @@ class Head(SnapshotReads):
             conn.send(wire.response(rid, {"job": view}))
         self.batch.commit_done(after)
         if after.moved:
+            self.meter.ended(after.ended)
             self.meter.allocations_changed()
         if after.changed:
             self._state_seq += 1
@@ -495,6 +508,8 @@ class Head(SnapshotReads):
                 conn.send({"push": "notice", "notice": view})
             if fresh:
                 conn.last_notice = fresh[-1][0] or conn.last_notice
+                read = [i for i, _ in fresh if i]
+                self._post(Item("notices-read", payload=(conn.caller.uid, read)))
             key = (conn.caller.uid, conn.caller.admin)
             if key not in shown:
                 shown[key] = privacy.state_for(common, conn.caller, owners, private)

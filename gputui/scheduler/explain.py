@@ -12,10 +12,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .policy import INF, ClusterView, GpuSlot, Want
+from .policy import (
+    DRAINED,
+    FENCED,
+    HOST_DOWN,
+    INF,
+    LOGIN_USER,
+    RESOURCES,
+    ClusterView,
+    GpuSlot,
+    Want,
+    static_reason,
+)
 
 MAX_AHEAD = 300
 """Beyond this many requests ahead, no projection is made (it would be noise)."""
+
+NO_ROOM_EVER = {
+    DRAINED: "the GPUs that could take it are drained: no start until an admin undrains them",
+    FENCED: "the GPUs that could take it are fenced (a hardware fault) until cleared",
+    HOST_DOWN: "the hosts that could take it are not answering",
+    LOGIN_USER: "only hosts the head reaches as another user could take it",
+    RESOURCES: "no host has enough GPUs of the kind it asks for",
+}
+"""Why there is no estimate when no usable host could ever hold the job: what keeps
+the GPUs out of use, not the work on them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +68,12 @@ def estimate_start(view: ClusterView, target: Want, opens_at: float | None = Non
             end = now + view.grace_s
         for uuid in run.gpus:
             busy.setdefault(uuid, []).append((now, end))
+    hosts: dict[str, list[GpuSlot]] = {}
+    for g in view.gpus:
+        hosts.setdefault(g.host, []).append(g)
+    blocked = static_reason(target, hosts)
+    if blocked is not None:
+        return Projection(None, why_none=NO_ROOM_EVER.get(blocked, blocked))
     usable = [g for g in view.gpus if g.healthy and not g.drained]
     for want in [*ahead, target]:
         if want.blocked is not None and want is not target:

@@ -21,6 +21,7 @@ from . import line, policy
 from .actions import (
     STOPPING,
     Context,
+    back_in_line,
     end_claim,
     grant_claim,
     run_key,
@@ -188,8 +189,7 @@ def schedule(
 def _victims_exist(tx: Tx, config: SchedulerConfig) -> bool:
     """Whether any running job could be preempted at all (a few rows: what runs)."""
     for job in tx.jobs(("running", "starting")):
-        klass = config.klass(job.priority)
-        if job.preemptible or job.over_quota or (klass is not None and klass.preemptible):
+        if job.over_quota or line.preemptible(job, config):
             return True
     return False
 
@@ -209,6 +209,7 @@ def _preempt_for(tx: Tx, ctx: Context, stop: policy.Preempt, winner: Job | Claim
             why += f": job {victim.id} ran over its group's quota"
     stop_job(victim, ctx, "preempt", "preempting")
     victim.reason = why[:512]
+    victim.preempted_by, victim.preempted_at = why[:512], ctx.now  # kept past the requeue
     _notice(
         tx,
         ctx,
@@ -231,11 +232,10 @@ def _finish(tx: Tx, job: Job, ctx: Context, report: HostJob) -> None:
     if kind == "preempt":
         job.requeues += 1
         if job.requeues > ctx.rules.requeue_limit:
-            job.state = "held"
-            job.reason = f"Held: preempted {job.requeues} times (limit {ctx.rules.requeue_limit})"
+            why = f"Held: preempted {job.requeues} times (limit {ctx.rules.requeue_limit})"
+            back_in_line(job, "held", why)
         else:
-            job.state, job.reason = "queued", "Priority"
-        job.ended_at = None
+            back_in_line(job, "queued", "Priority")
         _notice(tx, ctx, job, "preempted", f"job {job.id} ({job.name}) was preempted; {job.state}")
         ctx.changed = True
         return

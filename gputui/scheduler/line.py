@@ -101,9 +101,15 @@ def claim_want(item: Claim, config: SchedulerConfig, standing: Standing) -> poli
     )
 
 
+def preemptible(job: Job, config: SchedulerConfig) -> bool:
+    """Whether a job may be preempted by a higher class: asked for (``--preemptible``)
+    or of a preemptible class."""
+    klass = config.klass(job.priority)
+    return job.preemptible or (klass is not None and klass.preemptible)
+
+
 def running_job(job: Job, config: SchedulerConfig, now: float) -> policy.Running:
     assert job.id is not None and job.host is not None
-    klass = config.klass(job.priority)
     started = job.started_at if job.started_at is not None else now
     # A job on a host that does not answer cannot be signalled: never a victim.
     reachable = job.state != "unknown"
@@ -113,7 +119,7 @@ def running_job(job: Job, config: SchedulerConfig, now: float) -> policy.Running
         job.host,
         tuple(json.loads(job.gpu_uuids)),
         rank=config.rank(job.priority),
-        preemptible=reachable and (job.preemptible or (klass is not None and klass.preemptible)),
+        preemptible=reachable and preemptible(job, config),
         over_quota=reachable and job.over_quota,
         started_at=started,
         ends_at=None if job.time_limit_s is None else started + job.time_limit_s,

@@ -37,6 +37,8 @@ class Holder:
     project: str
     pool: str
     since: float
+    until: float | None = None
+    """When the allocation ended (None: it is held still); nothing is charged past it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +161,8 @@ class Meter:
         if holder is None or not math.isfinite(holder.since):
             return
         key_tail = (holder.user, holder.group, holder.project, holder.pool)
-        for hour, seconds in split_hours(max(start, holder.since), end):
+        until = end if holder.until is None else min(end, holder.until)
+        for hour, seconds in split_hours(max(start, holder.since), until):
             cell = self.pending.usage.setdefault((hour, *key_tail), [0.0, 0.0])
             if busy:
                 cell[0] += seconds

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -60,6 +61,14 @@ class HeadMeter:
     def load(self, rows: Iterable[OpenAllocation]) -> None:
         self.holders = holders_of(rows)
 
+    def ended(self, ends: Iterable[tuple[str, float]]) -> None:
+        """Allocations just ended (committed): their holders are charged up to the end
+        and no further, kept so the GPU's next sample charges the time up to it."""
+        for uuid, at in ends:
+            holder = self.holders.get(uuid)
+            if holder is not None and holder.until is None:
+                self.holders[uuid] = replace(holder, until=at)
+
     def observe(self, snap: HostSnapshot) -> None:
         sample = snap.sample
         if sample is None:
@@ -70,9 +79,14 @@ class HeadMeter:
                 self.meter.forget(gpu.uuid)
             else:
                 readings.append(Reading(gpu.uuid, gpu.util_gpu, gpu.power_w))
+        at = self._clock()
         self.meter.observe(
-            snap.name, sample, readings, self._clock(), self.holders, max_gap_s=snap.stale_after_s
+            snap.name, sample, readings, at, self.holders, max_gap_s=snap.stale_after_s
         )
+        for reading in readings:  # an ended holder's last time is charged now: gone
+            holder = self.holders.get(reading.uuid)
+            if holder is not None and holder.until is not None and holder.until <= at:
+                del self.holders[reading.uuid]
 
     def pending(self) -> Metered:
         """A copy of what is counted and not yet stored (for a live ``usage`` answer)."""
@@ -98,7 +112,13 @@ class HeadMeter:
             except Exception as exc:  # the next change (or flush) reads again
                 log.error("head: could not read who holds the GPUs: %s", exc)
                 return
-            self.holders = holders_of(rows)
+            fresh = holders_of(rows)
+            for uuid, holder in self.holders.items():  # ended, its last sample not yet in
+                now = fresh.get(uuid)
+                # (the same allocation still open in a snapshot read before it ended)
+                if holder.until is not None and (now is None or now.since == holder.since):
+                    fresh[uuid] = holder
+            self.holders = fresh
 
     # -- to the store ----------------------------------------------------------------------
 

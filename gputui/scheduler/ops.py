@@ -10,6 +10,6 @@ from __future__ import annotations
 MUTATING = frozenset(
     {
         "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
-        "release", "drain", "undrain", "unfence", "force_free", "health_ack",
+        "release", "drain", "undrain", "unfence", "force_free", "health_ack", "notices",
     }
 )  # fmt: skip

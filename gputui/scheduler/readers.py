@@ -16,6 +16,7 @@ from . import actions, reads, usage, wire
 from .server import Connection
 
 if TYPE_CHECKING:
+    from .batch import Batches
     from .hosts import HostOps
     from .hostwatch import HostWatch
     from .metering import HeadMeter
@@ -31,6 +32,7 @@ class SnapshotReads:
     watch: HostWatch
     meter: HeadMeter
     hosts: HostOps
+    batch: Batches
     clock: Callable[[], float]
     _read: Callable[[Callable[[], Any]], Awaitable[Any]]
     """Runs a snapshot read on the head's reader thread (``Head._read``)."""
@@ -39,12 +41,15 @@ class SnapshotReads:
         """``explain``, ``quota``, ``usage`` and ``report``: from a snapshot, off the writer."""
         rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
         counted = self.meter.pending() if request.op in usage.OPS else None
+        standing = self.batch.standings.current  # the scheduler's own figures
 
         def answer() -> dict[str, Any]:
             with self.store.snapshot() as tx:
+                if counted is not None and request.op == "usage":
+                    return usage.usage(tx, request.args, rules.sched, counted, now)
                 if counted is not None:
-                    ask = usage.usage if request.op == "usage" else usage.report
-                    return ask(tx, request.args, rules.sched, counted, now)
+                    sched = rules.sched
+                    return usage.report(tx, request.args, sched, counted, now, standing=standing)
                 if request.op == "explain":
                     return reads.explain_job(
                         tx,
@@ -54,8 +59,9 @@ class SnapshotReads:
                         slots=slots,
                         now=now,
                         grace_s=rules.kill_grace_s,
+                        standing=standing,
                     )
-                return reads.quota_table(tx, rules.sched, now)
+                return reads.quota_table(standing)
 
         try:
             body = await self._read(answer)

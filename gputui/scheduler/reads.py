@@ -50,7 +50,8 @@ def _factors(
         "half_life_days": config.fair_share.half_life_days,
         "over_quota": bool(want.over_quota) if want is not None else job.over_quota,
         "quotas": [_quota_row(use) for use in standing.quotas if use.quota.group == group],
-        "preemptible": job.preemptible or bool(klass and klass.preemptible),
+        "as_of": standing.at,
+        "preemptible": line.preemptible(job, config),
         "time_limit_s": job.time_limit_s,
     }
 
@@ -64,12 +65,15 @@ def explain_job(
     slots: tuple[policy.GpuSlot, ...],
     now: float,
     grace_s: float,
+    standing: Standing,
 ) -> dict[str, Any]:
-    """Anyone may ask about any job (as ``squeue`` and ``sprio`` show everyone's)."""
+    """Anyone may ask about any job (as ``squeue`` and ``sprio`` show everyone's).
+
+    ``standing``: the figures the scheduler works by now (``standings.Standings``),
+    never worked out afresh here: what a person is told is what decides."""
     job = tx.job(args.job_id)
     if job is None:
         raise Refusal("unknown-job", f"no job {args.job_id}")
-    standing = standing_of(tx, config, now)  # afresh: what a person asks about is now
     built = line.build(tx, config, standing, now)
     busy = {a.gpu_uuid for a in tx.live_allocations()}
     gpus = tuple(s.held(s.uuid in busy) for s in slots)
@@ -138,9 +142,10 @@ def _quota_row(use: shares.QuotaUse) -> dict[str, Any]:
     }
 
 
-def quota_table(tx: Tx, config: SchedulerConfig, now: float) -> dict[str, Any]:
-    standing = standing_of(tx, config, now)
+def quota_table(standing: Standing) -> dict[str, Any]:
+    """Use against each quota, as the scheduler counts it now (``as_of``)."""
     return {
-        "week_start": shares.week_start(now),
+        "week_start": shares.week_start(standing.at),
+        "as_of": standing.at,
         "quotas": [_quota_row(use) for use in standing.quotas],
     }

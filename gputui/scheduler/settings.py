@@ -40,3 +40,5 @@ class HeadSettings:
     limits: Limits = field(default_factory=Limits)
     """What one client may cost: connections (per user too), unfinished requests,
     unread answers and state."""
+    host_places: Mapping[str, tuple[str, bool]] = field(default_factory=dict)
+    """hosts.yaml's address and ``local:`` per host (``gputui env`` finds its own)."""

@@ -47,6 +47,9 @@ class Tx(HealthQueries):
         self.s = session
         self._raw: Any = None
         self.moved = False
+        self.ended: list[tuple[str, float]] = []
+        """(GPU uuid, end) of each allocation this transaction ended (the meter
+        charges no sample past it)."""
         """An allocation was made or ended in this transaction."""
 
     @contextmanager
@@ -310,7 +313,9 @@ class Tx(HealthQueries):
         cursor.execute(
             f"{self._HOLDER} AND {which} = ?", (job_id if job_id is not None else claim_id,)
         )
-        usage, cluster = charges(cursor.fetchall(), now)
+        rows = cursor.fetchall()
+        self.ended.extend((str(row[0]), now) for row in rows)
+        usage, cluster = charges(rows, now)
         if usage:
             cursor.executemany(self._ADD_USAGE, [(*k, s, 0.0, 0.0) for k, s in usage.items()])
             cursor.executemany(self._ADD_CLUSTER, [(h, 0.0, s, 0.0, 0.0) for h, s in cluster])
@@ -409,6 +414,26 @@ class Tx(HealthQueries):
         if uid is not None:
             query = query.where(Notice.uid == uid)
         return list(self.s.exec(query.order_by(col(Notice.id)).limit(1000)).all())
+
+    def unread_notices(self, uid: int, limit: int) -> list[Notice]:
+        """The user's notices not shown yet, oldest first."""
+        query = select(Notice).where(Notice.uid == uid, col(Notice.read_at).is_(None))
+        return list(self.s.exec(query.order_by(col(Notice.id)).limit(limit)).all())
+
+    def recent_notices(self, uid: int, limit: int) -> list[Notice]:
+        """The user's newest ``limit`` notices, read or not, oldest first."""
+        query = select(Notice).where(Notice.uid == uid).order_by(col(Notice.id).desc())
+        return list(reversed(self.s.exec(query.limit(limit)).all()))
+
+    def mark_read(self, uid: int, ids: Sequence[int], now: float) -> None:
+        """Mark the user's notices ``ids`` read (another user's are left alone)."""
+        if ids:
+            self.s.execute(
+                update(Notice)
+                .where(col(Notice.id).in_(list(ids)), col(Notice.uid) == uid)
+                .where(col(Notice.read_at).is_(None))
+                .values(read_at=now)
+            )
 
     def last_notice_id(self) -> int:
         value = self.s.exec(select(func.max(Notice.id))).one()

@@ -162,6 +162,10 @@ class Job(SQLModel, table=True):
         default=False, sa_column=Column(Boolean, nullable=False, server_default="0")
     )
     """Its owner was told it is idle (once a run)."""
+    preempted_by: str | None = Field(default=None, max_length=512)
+    """Why its last run was preempted ("preempted for job N (class, user)")."""
+    preempted_at: float | None = None
+    """When its last run was preempted."""
 
 
 class Claim(SQLModel, table=True):
@@ -294,7 +298,11 @@ class RequestLog(SQLModel, table=True):
 
 
 class Notice(SQLModel, table=True):
-    """Something a user should be told (job started/ended/preempted, claim expired)."""
+    """Something a user should be told (job started/ended/preempted, claim expired,
+    an admin's drain or fence of what they hold): kept until read, delivered on
+    the user's next connection (``gputui notices``, the console)."""
+
+    __table_args__ = (Index("ix_notice_unread", "uid", "read_at"),)
 
     id: int | None = Field(default=None, primary_key=True)
     uid: int = Field(index=True)
@@ -303,6 +311,8 @@ class Notice(SQLModel, table=True):
     text: str = Field(max_length=512)
     job_id: int | None = None
     claim_id: int | None = None
+    read_at: float | None = None
+    """When its user was shown it (null: unread)."""
 
 
 class HealthTrack(SQLModel, table=True):

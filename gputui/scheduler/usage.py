@@ -14,6 +14,7 @@ from gputui.config_sched import SchedulerConfig
 from . import accounting, reads
 from .accounting import Prices
 from .meter import Metered
+from .shares import Standing
 from .store import Tx
 from .wire import MAX_USAGE_DAYS, Refusal, ReportArgs, UsageArgs
 
@@ -77,9 +78,12 @@ def report(
     sched: SchedulerConfig,
     pending: Metered,
     now: float,
+    *,
+    standing: Standing,
 ) -> dict[str, Any]:
     """The range's totals, top users and groups, the hours of the day, and each quota
-    as the scheduler counts it (this week, from Monday: ``gputui quota``'s figures)."""
+    as the scheduler counts it (this week, from Monday: ``gputui quota``'s figures,
+    ``standing``)."""
     since, until = window("report", args.since, args.until, now)
     rows, hours = _gathered(tx, since, until, pending, now, cluster=True)
     cost = prices(sched)
@@ -90,7 +94,7 @@ def report(
         for name in ("alloc_gpu_h", "busy_gpu_h", "energy_kwh", "cost")
     }
     present, alloc, busy, energy = (sum(v[i] for v in hours.values()) for i in range(4))
-    quotas = reads.quota_table(tx, sched, now)
+    quotas = reads.quota_table(standing)
     return {
         "since": since,
         "until": until,

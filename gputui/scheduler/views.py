@@ -54,6 +54,8 @@ def job_view(job: Job, *, full: bool = False) -> dict[str, Any]:
         view["log_path"] = job.log_path
         view["pid"] = job.pid
         view["launches"] = job.launches
+        view["preempted_by"] = job.preempted_by
+        view["preempted_at"] = job.preempted_at
     return view
 
 

@@ -251,6 +251,12 @@ class EnvArgs(_Plain):
     host: Name | None = None
 
 
+class NoticesArgs(_Args):
+    all: bool = False
+    """The newest notices, read or not (default: the unread ones)."""
+    limit: Annotated[int, Field(ge=1, le=1000, strict=True)] = 200
+
+
 class LogArgs(_Args):
     job_id: JobId
     offset: Annotated[int, Field(ge=0, le=2**53, strict=True)] = 0
@@ -356,6 +362,8 @@ ARGS: dict[str, type[_Args]] = {
     "explain": ExplainArgs,
     "quota": Empty,
     "ping": Empty,
+    "hosts": Empty,
+    "notices": NoticesArgs,
     "drain": DrainArgs,
     "undrain": DrainArgs,
     "unfence": DrainArgs,

@@ -145,6 +145,9 @@ class HeadLink:
                     self._session, self.reason = session, None
                     subscribed = True
                     self._state(first.get("state"), first.get("seq"))
+                    told = first.get("notices")  # what the head kept while we were away
+                    for notice in told if isinstance(told, list) else []:
+                        self._notice(notice)
                     async for push in session.client.pushes():
                         self._push(push)
                     why = session.client.closed_reason or "the head closed the connection"
@@ -191,17 +194,19 @@ class HeadLink:
         elif kind == "force-free":
             self._post(HeadForceFreeStep(push.get("step")))
         elif kind == "notice":
-            notice = push.get("notice")
-            if isinstance(notice, dict):
-                job_id, claim_id = notice.get("job_id"), notice.get("claim_id")
-                self._post(
-                    HeadNotice(
-                        kind=clean(notice.get("kind", ""), 32),
-                        text=clean(notice.get("text", ""), 512),
-                        job_id=job_id if isinstance(job_id, int) else None,
-                        claim_id=claim_id if isinstance(claim_id, int) else None,
-                    )
+            self._notice(push.get("notice"))
+
+    def _notice(self, notice: Any) -> None:
+        if isinstance(notice, dict):
+            job_id, claim_id = notice.get("job_id"), notice.get("claim_id")
+            self._post(
+                HeadNotice(
+                    kind=clean(notice.get("kind", ""), 32),
+                    text=clean(notice.get("text", ""), 512),
+                    job_id=job_id if isinstance(job_id, int) else None,
+                    claim_id=claim_id if isinstance(claim_id, int) else None,
                 )
+            )
 
     # -- requests -----------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.protocol import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
+from gputui.scheduler import policy
 from gputui.scheduler.daemon import Head
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.hosts import GpuProcess, HostAnswer
@@ -23,6 +24,23 @@ from gputui.scheduler.lifecycle import HostJob, Launch
 from gputui.scheduler.settings import HeadSettings
 from gputui.scheduler.store import JobStore
 from gputui.telemetry import HostSnapshot, HostStatus
+
+
+class SettableClock:
+    """A head's clock for tests of time-based policy (weekly quotas, fair-share
+    decay, the standing refresh, off hours): the wall clock moved by what the test
+    set, so hours pass in a call. Handed to ``Head(clock=...)`` by the test kits;
+    an installed head has no way to be given one (``gputui head`` always runs on
+    the wall clock)."""
+
+    def __init__(self, offset: float = 0.0) -> None:
+        self.offset = offset
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
 
 
 @dataclass
@@ -191,10 +209,12 @@ async def running_head(
     layout: dict[str, int],
     clock: Callable[[], float] | None = None,
     scripted: ScriptedHosts | None = None,
+    decide: policy.Policy | None = None,
     **settings: Any,
 ) -> AsyncIterator[tuple[Head, ScriptedHosts, Path]]:
     """``clock``: the head's (default: the wall clock); ``scripted``: hosts set up
-    before the head starts (their faults in its first samples)."""
+    before the head starts (their faults in its first samples); ``decide``: the
+    scheduling pass (default ``policy.decide``; a test may wrap it to watch)."""
     engine = open_store(tmp / "db" / "gputui.db")
     hosts = scripted or ScriptedHosts(layout)
     sock = tmp / "head.sock"
@@ -204,6 +224,7 @@ async def running_head(
         HeadSettings(socket=sock, **settings),
         host_pools=dict.fromkeys(layout, "a100"),
         **({} if clock is None else {"clock": clock}),
+        **({} if decide is None else {"decide": decide}),
     )
     await head.start()
     try:

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import Engine
 
 from gputui.config_sched import Accounting, Quota, SchedulerConfig
-from gputui.scheduler import accounting, usage
+from gputui.scheduler import accounting, reads, usage
 from gputui.scheduler.actions import Context, end_claim
 from gputui.scheduler.batch import Item
 from gputui.scheduler.meter import Meter, Metered, Reading
@@ -283,7 +283,9 @@ def test_the_cluster_hours_count_every_gpu_present_and_the_gap_only_to_the_cap(
 def test_the_report_sums_the_day_and_names_the_group_over_quota(day: tuple[Day, Metered]) -> None:
     scripted, pending = day
     with scripted.store.snapshot() as tx:
-        result = usage.report(tx, ReportArgs(since=float(D), until=float(NOW)), SCHED, pending, NOW)
+        standing = reads.standing_of(tx, SCHED, NOW)  # the scheduler's figures
+        args = ReportArgs(since=float(D), until=float(NOW))
+        result = usage.report(tx, args, SCHED, pending, NOW, standing=standing)
     assert (
         result["total"]
         == _approx([{"alloc_gpu_h": 6.75, "busy_gpu_h": 4.25, "energy_kwh": 1.4, "cost": 10.92}])[0]

@@ -104,7 +104,13 @@ class Metered:
         self.th.in_loop(put)
 
     def held(self, uuid: str, yes: bool = True) -> None:
-        poll(lambda: (uuid in self.meter.holders) == yes, what=f"{uuid} held={yes}")
+        """Wait until ``uuid`` is (or is no longer) held by a live allocation."""
+
+        def live() -> bool:
+            holder = self.meter.holders.get(uuid)
+            return holder is not None and holder.until is None
+
+        poll(lambda: live() == yes, what=f"{uuid} held={yes}")
 
 
 @pytest.fixture
@@ -153,12 +159,13 @@ def worked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Metered, 
 
 
 ME = {
-    # job: 60 s allocated and busy, 100 W x 60 s = 6000 J; claim: 120 s allocated, never
-    # busy, 40 W x 110 s = 4400 J (its last sample came after it was released).
+    # job: 60 s allocated and busy, 100 W x 60 s = 6000 J (the samples after its end
+    # count for nobody); claim: 120 s allocated, never busy, 40 W x 120 s = 4800 J (its
+    # last sample came after it was released: charged up to the release, not past it).
     "alloc_gpu_h": 180 / 3600,
     "busy_gpu_h": 60 / 3600,
-    "energy_kwh": 10400 / 3.6e6,
-    "cost": 10400 / 3.6e6 * 0.30 + 180 / 3600 * 2.0,
+    "energy_kwh": 10800 / 3.6e6,
+    "cost": 10800 / 3.6e6 * 0.30 + 180 / 3600 * 2.0,
 }
 
 
@@ -184,7 +191,7 @@ def test_the_head_counts_a_job_and_an_idle_claim(worked: tuple[Metered, dict[str
     job, claim = sorted(by_project["totals"], key=lambda t: t["key"], reverse=True)
     assert (job["key"], claim["key"]) == ("p1", "")
     _close(job, {"alloc_gpu_h": 60 / 3600, "busy_gpu_h": 60 / 3600, "energy_kwh": 6000 / 3.6e6})
-    _close(claim, {"alloc_gpu_h": 120 / 3600, "busy_gpu_h": 0.0, "energy_kwh": 4400 / 3.6e6})
+    _close(claim, {"alloc_gpu_h": 120 / 3600, "busy_gpu_h": 0.0, "energy_kwh": 4800 / 3.6e6})
 
 
 def test_the_meter_is_stored_about_every_flush_interval(
@@ -202,9 +209,9 @@ def test_the_meter_is_stored_about_every_flush_interval(
         return (*usage[0], *cluster[0])
 
     m.th.in_loop(lambda: setattr(m.clock, "t", T0 + 200))
-    # user: 60 + 120 s allocated, 60 s busy, 10400 J; cluster: 2 GPUs x 130 s present,
+    # user: 60 + 120 s allocated, 60 s busy, 10800 J; cluster: 2 GPUs x 130 s present,
     # the job's GPU busy throughout, 100 W x 130 s + 40 W x 130 s.
-    final = (180.0, 60.0, 10400.0, 260.0, 180.0, 130.0, 18200.0)
+    final = (180.0, 60.0, 10800.0, 260.0, 180.0, 130.0, 18200.0)
     poll(lambda: stored() == pytest.approx(final), what="the meter's counts in the file")
 
 

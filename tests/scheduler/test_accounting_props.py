@@ -168,6 +168,29 @@ def test_a_holder_is_charged_only_from_its_allocation_on() -> None:
     assert meter.pending.cluster[accounting.hour_of(T0)] == [10.0, 10.0, 1000.0]
 
 
+@given(
+    since=st.floats(0, 100),
+    length=st.floats(0, 100),
+    samples=st.lists(st.floats(0.1, 30), min_size=1, max_size=12),
+)
+def test_a_holder_is_never_charged_past_its_allocations_end(
+    since: float, length: float, samples: list[float]
+) -> None:
+    """Busy time charged to an allocation is within it: however late the sample after
+    its end comes, busy GPU-hours never exceed allocated ones."""
+    meter = Meter()
+    holder = Holder("alice", "ml", "", "a100", since=T0 + since, until=T0 + since + length)
+    t = T0
+    meter.observe("h", object(), [Reading("GPU-a", 100, 10)], t, {})
+    for gap in samples:
+        t += gap
+        meter.observe("h", object(), [Reading("GPU-a", 100, 10)], t, {"GPU-a": holder})
+    charged = sum(busy for busy, _ in meter.pending.usage.values())
+    assert charged <= length + 1e-6
+    overlap = min(t, T0 + since + length) - (T0 + since)
+    assert charged == pytest.approx(max(0.0, overlap), abs=1e-6)
+
+
 # -- once stored -------------------------------------------------------------------------
 
 

@@ -135,8 +135,12 @@ class Cluster:
         self.process = None
 
     async def start(
-        self, grace: float = 1.0, sched: SchedulerConfig | None = None
+        self,
+        grace: float = 1.0,
+        sched: SchedulerConfig | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> AsyncHeadClient:
+        """``clock``: the head's (``headkit.SettableClock``; default the wall clock)."""
         assert self._config is not None
         engine = open_store(self.tmp / "db" / "gputui.db")
         namespace = jobs_namespace(engine)
@@ -147,7 +151,8 @@ class Cluster:
         hosts = FleetHosts(self._config, namespace, fleet=fleet)
         rules = Rules(kill_grace_s=grace, sched=sched or SchedulerConfig())
         settings = HeadSettings(socket=self.sock, rules=rules)
-        self.head = Head(JobStore(engine), hosts, settings, host_pools={"sim01": "sim"})
+        timed = {} if clock is None else {"clock": clock}
+        self.head = Head(JobStore(engine), hosts, settings, host_pools={"sim01": "sim"}, **timed)
         await self.head.start()
         self.client = await AsyncHeadClient.open_local(self.sock)
         head = self.head

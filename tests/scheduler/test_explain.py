@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from headkit import SettableClock
 from headthread import LineClient, ThreadedHead, poll
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gputui import cli_head
 from gputui.config_sched import SchedulerConfig
-from gputui.scheduler import actions, policy
+from gputui.scheduler import actions, explain, policy, standings
 from gputui.scheduler.actions import Rules
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.identity import Caller
@@ -39,7 +42,8 @@ def _state(client: LineClient, job_id: int) -> dict[str, object]:
 def test_explain_shows_the_place_the_factors_what_is_ahead_and_an_estimate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with ThreadedHead(tmp_path, {"gpu01": 4}, rules=Rules(sched=SCHED)) as th:
+    clock = SettableClock()
+    with ThreadedHead(tmp_path, {"gpu01": 4}, rules=Rules(sched=SCHED), clock=clock) as th:
         with LineClient(th.sock) as c:
             big = c.ok("submit", {"argv": ["train"], "gpus": 4, "time_limit_s": 3600})["job"]
             poll(lambda: _state(c, big["id"])["state"] == "running", what="the 4-GPU job")
@@ -49,7 +53,9 @@ def test_explain_shows_the_place_the_factors_what_is_ahead_and_an_estimate(
             poll(lambda: _state(c, after["id"])["reason"] != "Resources" or True)
             first = c.ok("explain", {"job_id": waits["id"]})
             second = c.ok("explain", {"job_id": after["id"]})
-            quota = c.ok("quota")
+            # Use is counted again at the scheduler's next refresh of its figures.
+            th.in_loop(lambda: clock.advance(standings.REFRESH_S))
+            quota = poll(lambda: (q := c.ok("quota"))["quotas"][0]["used_gpu_h"] > 0 and q)
         assert first["position"] == 1 and first["in_line"] == 2
         assert first["reason"] == policy.RESOURCES
         assert first["reservation"]["host"] == "gpu01"
@@ -64,7 +70,7 @@ def test_explain_shows_the_place_the_factors_what_is_ahead_and_an_estimate(
         assert second["job"]["time_limit_s"] == 7200
         assert second["estimate"]["start"] == pytest.approx(started + 3600, abs=2)
         assert quota["quotas"][0]["group"] == "root"
-        assert 0 < quota["quotas"][0]["used_gpu_h"] < 1  # 4 GPUs for a few seconds
+        assert 0 < quota["quotas"][0]["used_gpu_h"] < 1  # 4 GPUs for a minute
         # The CLI's text shows the same, one fact a line.
         code = cli_head.main(["--socket", str(th.sock), "explain", str(waits["id"])])
         text = capsys.readouterr().out
@@ -121,6 +127,8 @@ def test_after_names_jobs_that_exist(tmp_path: Path) -> None:
     assert second["after"] == [first["id"]] and second["after_ok"] is True
     with pytest.raises(Refusal, match="--after: no job 77"):
         _submit(tmp_path, ALICE, after=[first["id"], 77])
+    with pytest.raises(Refusal, match=r"submit: --after-ok: no job 9999$"):
+        _submit(tmp_path, ALICE, after=[9999], after_ok=True)
 
 
 def test_after_and_after_ok_together_is_a_usage_error(
@@ -132,3 +140,48 @@ def test_after_and_after_ok_together_is_a_usage_error(
         )
     assert code == 2
     assert capsys.readouterr().err == "gputui submit: give --after or --after-ok, not both\n"
+
+
+def test_explain_on_a_drained_host_blames_the_drain_not_work_without_a_limit(
+    tmp_path: Path,
+) -> None:
+    with ThreadedHead(tmp_path, {"gpu01": 2}) as th, LineClient(th.sock) as c:
+        c.ok("drain", {"target": "gpu01", "reason": "maintenance"})
+        job = c.ok("submit", {"argv": ["train"], "gpus": 1, "time_limit_s": 600})["job"]
+        poll(lambda: _state(c, job["id"])["reason"] == policy.DRAINED, what="Drained")
+        told = c.ok("explain", {"job_id": job["id"]})
+        assert told["estimate"]["start"] is None
+        assert "drained" in told["estimate"]["why"]
+        assert "no time limit" not in told["estimate"]["why"]
+        assert th.problems == []
+
+
+slot_states = st.lists(st.sampled_from(["ok", "drained", "fenced", "down"]), min_size=1, max_size=4)
+
+
+@given(hosts=st.lists(slot_states, min_size=1, max_size=3), gpus=st.integers(1, 4))
+def test_no_estimate_is_ever_blamed_on_work_without_a_limit_when_none_runs(
+    hosts: list[list[str]], gpus: int
+) -> None:
+    """With nothing running, a job has a start now, or the reason is what keeps the
+    GPUs out of use (or that no host is big enough): never "work with no time limit"."""
+    slots = tuple(
+        policy.GpuSlot(
+            f"GPU-{h}-{i}",
+            f"h{h}",
+            i,
+            drained=state == "drained",
+            healthy=state == "ok" or state == "drained",
+            fenced=state == "fenced",
+        )
+        for h, states in enumerate(hosts)
+        for i, state in enumerate(states)
+    )
+    want = policy.Want("job", 1, gpus, user="u", time_limit_s=600.0)
+    view = policy.ClusterView(gpus=slots, waiting=(want,), running=(), now=1000.0)
+    guess = explain.estimate_start(view, want)
+    if guess.start is None:
+        assert "no time limit" not in guess.why_none
+        assert guess.why_none in explain.NO_ROOM_EVER.values()
+    else:
+        assert guess.start == 1000.0

@@ -10,13 +10,12 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 from sqlmodel import SQLModel
 
 from gputui.scheduler.engine import MIGRATIONS, StoreError, alembic_config, make_engine, upgrade
 
-HEAD = "0006"
+HEAD = "0007"
 """The newest revision gputui ships."""
 
 REVISION_0900 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
@@ -293,14 +292,13 @@ def test_the_readings_revision_adds_its_table_and_takes_it_away_again(tmp_path: 
     """A file at the revision before (the newest's parent) keeps its rows and gains an
     empty ``reading`` table the head can write to; downgraded, the table and its
     sequence number in ``meta`` go."""
-    parent = ScriptDirectory.from_config(alembic_config()).get_revision("0005").down_revision
-    assert isinstance(parent, str)
+    parent = "0004"
     db = tmp_path / "old.db"
     engine = make_engine(db)
     assert upgrade(engine, alembic_config(migrations_up_to(tmp_path, parent))) == parent
     with engine.begin() as conn:
         conn.exec_driver_sql("INSERT INTO host (name, pool) VALUES ('gpu1', 'p')")
-    assert upgrade(engine) == HEAD
+    assert upgrade(engine, alembic_config(migrations_up_to(tmp_path / "r", "0005"))) == "0005"
     with engine.begin() as conn:
         assert conn.exec_driver_sql("SELECT name FROM host").all() == [("gpu1",)]
         assert conn.exec_driver_sql("SELECT count(*) FROM reading").scalar() == 0
@@ -348,5 +346,33 @@ def test_0006_keeps_a_waiver_and_widens_it_to_a_list(tmp_path: Path) -> None:
         assert conn.exec_driver_sql("SELECT fence_waived, fence_waived_at FROM gpu").all() == [
             ("fabric", 5.0)
         ]
+        conn.rollback()
+    engine.dispose()
+
+
+def test_0007_keeps_notices_until_read_and_a_jobs_last_preemption(tmp_path: Path) -> None:
+    """A file at 0006 keeps its notices (all unread) and jobs; downgraded, the new
+    columns and index go and the rows stay."""
+    db = tmp_path / "old.db"
+    engine = make_engine(db)
+    assert upgrade(engine, alembic_config(migrations_up_to(tmp_path, "0006"))) == "0006"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO notice (id, uid, time, kind, text) VALUES (1, 1000, 5.0, 'ended', 'x')"
+        )
+    assert upgrade(engine) == HEAD
+    with engine.begin() as conn:
+        assert conn.exec_driver_sql("SELECT id, read_at FROM notice").all() == [(1, None)]
+        assert "ix_notice_unread" in {i["name"] for i in inspect(conn).get_indexes("notice")}
+        job_columns = {c["name"] for c in inspect(conn).get_columns("job")}
+        assert {"preempted_by", "preempted_at"} <= job_columns
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0006")
+    with engine.connect() as conn:
+        assert "read_at" not in {c["name"] for c in inspect(conn).get_columns("notice")}
+        assert "preempted_by" not in {c["name"] for c in inspect(conn).get_columns("job")}
+        assert conn.exec_driver_sql("SELECT id FROM notice").all() == [(1,)]
         conn.rollback()
     engine.dispose()

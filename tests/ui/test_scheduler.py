@@ -37,7 +37,9 @@ from gputui.ui.screens.queue import QueueScreen
 from gputui.ui.widgets.summary import SummaryBar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
-from headkit import running_head
+from headkit import SettableClock, running_head
+
+from gputui.scheduler import standings
 
 LAYOUT = {"gpu01": 4}
 
@@ -348,7 +350,8 @@ async def test_without_a_head_the_keys_are_not_offered() -> None:
 async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
     """The queue screen's detail of a queued job carries ``explain``: its place in
     line, the reason in words, its class and fair share, and a start estimate."""
-    async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
+    clock = SettableClock()
+    async with running_head(tmp_path, LAYOUT, clock=clock) as (head, _hosts, sock):
         app = console(sock)
         async with app.run_test(size=(140, 50)) as pilot:
             await connected(pilot, app)
@@ -358,6 +361,13 @@ async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
             waiting = await link.call("submit", {"argv": ["next"], "gpus": 2})
             await link.call("submit", {"argv": ["nolimit"], "gpus": 3, "preemptible": True})
             job_id = waiting["job"]["id"]
+            # The figures are the scheduler's, worked out again each minute: one passes.
+            clock.advance(standings.REFRESH_S)
+            await until(
+                pilot,
+                lambda: head.batch.standings.current.factor("root") < 1.0,
+                "the scheduler's next figures",
+            )
             await pilot.press("Q")
             await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
             queue = app.screen
@@ -376,3 +386,27 @@ async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
             assert "class     normal (2 of 4)" in text
             assert "share     0.500 (root: " in text  # all the use so far is its group's
             assert re.search(r"starts    \w{3} \d\d:\d\d \(in (59|1:00):\d\d\) on gpu01", text)
+
+
+async def test_a_console_is_told_on_connecting_what_happened_while_it_was_closed(
+    tmp_path: Path,
+) -> None:
+    """A notice written while no console was open is shown by the next one, once."""
+    from gputui.scheduler.tables import Notice
+
+    text_ = "job 7 (train) is being preempted: preempted for job 8 (urgent, root)"
+    async with running_head(tmp_path, LAYOUT) as (head, _hosts, sock):
+
+        def write(tx: Any, ctx: Any) -> None:
+            tx.notice(Notice(uid=os.getuid(), time=ctx.now, kind="preempted", text=text_))
+
+        await head.call_tx(write)
+        app = console(sock)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await connected(pilot, app)
+            await until(pilot, lambda: text_ in notes(app), "the notice kept for us")
+        again = console(sock)
+        async with again.run_test(size=(160, 40)) as pilot:
+            await connected(pilot, again)
+            await pilot.pause()
+            assert text_ not in notes(again)
