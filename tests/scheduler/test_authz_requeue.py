@@ -13,7 +13,11 @@ import subprocess
 from pathlib import Path
 
 from headthread import LineClient, ThreadedHead, poll, refusal
-from test_authz import ALICE, CAROL, REPO, SYSTEM_PYTHON, People, User, people, th
+from realusers import as_user
+from test_authz import ALICE, CAROL, People, User, people, th
+
+from gputui import cli_head, locations  # noqa: F401  (loaded before the fork)
+from gputui.entry import main
 
 __all__ = ["people", "th"]  # the fixtures, used by name
 
@@ -33,24 +37,17 @@ def _finished_job(th: ThreadedHead, alice: User) -> int:
 
 
 def _cli(user: User, sock: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    """``gputui ARGV`` run as ``user`` (the light CLI, under the system's python3)."""
-    return subprocess.run(
-        [SYSTEM_PYTHON, "-m", "gputui.entry", *argv],
-        user=user.uid,
-        group=user.gid,
-        extra_groups=user.groups,
-        env={
-            "PATH": "/usr/bin:/bin",
-            "PYTHONPATH": str(REPO),
-            "HOME": str(user.home),
-            "GPUTUI_HEAD_SOCKET": str(sock),
-        },
-        cwd="/",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """``gputui ARGV`` as ``user``: the real CLI, in a fork of this process dropped to
+    the user's uid and groups (nothing is read from the checkout, which may be closed
+    to others)."""
+
+    def verb() -> int:
+        locations._warned.clear()
+        return main(list(argv))
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(user.home), "GPUTUI_HEAD_SOCKET": str(sock)}
+    ran = as_user(user, verb, env=env)  # type: ignore[arg-type]  (the same fields)
+    return subprocess.CompletedProcess(list(argv), int(ran.value), ran.out, ran.err)
 
 
 def test_requeue_of_an_ended_job_needs_force_and_says_whose_command_runs(
