@@ -79,7 +79,9 @@ def test_any_audit_or_reading_answer_makes_a_printable_timeline(
     answer: dict[str, Any], kept: dict[str, Any], gpu: int | None
 ) -> None:
     notes: list[str] = []
-    entries = cli_incident._audit_rows(answer, "a", gpu) + cli_incident._readings(kept, 0.0, notes)
+    entries = cli_incident._audit_rows(answer, host="a", gpu=gpu) + cli_incident._readings(
+        kept, 0.0, notes
+    )
     for entry in entries:
         assert math.isfinite(entry.time) and 0 <= entry.time < TIME_MAX
         cli_incident._stamp(entry.time)  # what the timeline prints: never raises
