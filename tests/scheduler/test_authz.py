@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import realusers
 from asuser import run_as
 from headthread import LineClient, ThreadedHead, poll, refusal
 
@@ -67,15 +68,8 @@ def _run(cmd: list[str]) -> None:
 
 
 @dataclass(frozen=True)
-class User:
-    name: str
-    uid: int
-    gid: int
-    home: Path
-
-    @property
-    def groups(self) -> list[int]:
-        return os.getgrouplist(self.name, self.gid)
+class User(realusers.User):
+    """A test account (``realusers.User``) that calls the head as itself."""
 
     def calls(self, sock: Path, *calls: tuple[str, Any]) -> list[dict[str, Any]]:
         """Run ``calls`` ((op, args) pairs) as this user, one process, one connection."""

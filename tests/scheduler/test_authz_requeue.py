@@ -46,7 +46,7 @@ def _cli(user: User, sock: Path, *argv: str) -> subprocess.CompletedProcess[str]
         return main(list(argv))
 
     env = {"PATH": "/usr/bin:/bin", "HOME": str(user.home), "GPUTUI_HEAD_SOCKET": str(sock)}
-    ran = as_user(user, verb, env=env)  # type: ignore[arg-type]  (the same fields)
+    ran = as_user(user, verb, env=env)
     return subprocess.CompletedProcess(list(argv), int(ran.value), ran.out, ran.err)
 
 
