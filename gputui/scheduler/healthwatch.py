@@ -128,10 +128,13 @@ class HeadHealth:
             self.board.observe(snap, now)
 
     def state(self) -> dict[str, Any]:
-        """For the pushed state: idle claims, and how long before one is a finding."""
+        """For the pushed state: idle claims, how long before one is a finding, and how
+        many problems the board lists (the console's header counts what its health view
+        lists)."""
         return {
             "idle_claims": [{"id": i, "idle_since": t} for i, t in self.idle_claims.items()],
             "claim_idle_after_s": self.thresholds.claim_idle_minutes * 60,
+            "board_problems": len({p.key for p in self.board.problems()}),
         }
 
     def answer(self, hosts: Sequence[str]) -> dict[str, Any]:

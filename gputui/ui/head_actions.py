@@ -112,6 +112,7 @@ class HeadActions(DrainActions):
         if mine:
             line += f", {mine} claim{'s' if mine != 1 else ''} of yours"
         main.head_line = (line, False)
+        main.board_problems = view.board_problems
         self._show_summary(main)
         if rows:
             main.holders_changed(rows)
@@ -125,6 +126,7 @@ class HeadActions(DrainActions):
     def on_head_unreachable(self, message: HeadUnreachable) -> None:
         main = self._main()
         main.head_line = (f"head unreachable ({clean(message.reason, 80)})", True)
+        main.board_problems = None  # the console's own count until the head is back
         self._show_summary(main)
         if self._queue_screen is not None:
             self._queue_screen.show_unreachable(message.reason)

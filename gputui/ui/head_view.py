@@ -19,6 +19,10 @@ from gputui.text import clean_str as _text
 from gputui.ui import format as fmt
 from gputui.ui.head_flags import OwnerFlag, idle_for, parse_flags
 from gputui.untrusted import epoch as _time
+from gputui.untrusted import integer
+
+MAX_BOARD_PROBLEMS = 10_000_000
+"""More problems than any board holds: a count past it is not believed."""
 
 LIVE_STATES = frozenset({"starting", "running", "killing", "preempting", "unknown"})
 PENDING_STATES = frozenset({"queued", "held"})
@@ -234,6 +238,8 @@ class HeadView:
     """A running job idle this long is flagged (None: the head did not say)."""
     claim_idle_after_s: float | None = None
     """An active claim idle this long is a health finding (None: the head did not say)."""
+    board_problems: int | None = None
+    """How many problems the head's health board lists (None: the head did not say)."""
 
     @classmethod
     def parse(cls, state: Mapping[str, Any], seq: int = 0) -> HeadView:
@@ -270,6 +276,7 @@ class HeadView:
             flags=parse_flags(state.get("flags")),
             idle_after_s=idle_after if idle_after else None,
             claim_idle_after_s=claim_idle_after if claim_idle_after else None,
+            board_problems=integer(state.get("board_problems"), 0, MAX_BOARD_PROBLEMS),
         )
 
     def holders(self) -> dict[str, Holder]:

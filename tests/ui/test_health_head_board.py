@@ -20,6 +20,7 @@ from gputui.scheduler.client import HeadClient
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.health_acks import SharedBoard
 from gputui.ui.screens.health import HealthScreen
+from gputui.ui.widgets.summary import SummaryBar
 
 DEADLINE_S = 60.0
 
@@ -75,6 +76,13 @@ async def test_first_seen_is_the_heads_and_the_header_counts_the_list() -> None:
             status = str(view.query_one("#health-status", Static).render())
             assert _counted(status) == table.row_count == len(view.problems)
             assert "the head's board" in status
+            # So does the main screen's header, from the count the head pushes.
+            listed = len(view.problems)
+            await until(
+                pilot, lambda: app.main.board_problems == listed, "the head's count", DEADLINE_S
+            )
+            header = app.main.query_one(SummaryBar)._text.plain
+            assert f"!! {listed} problem" in header, header
             # The console judges nothing itself with a head: its own board stays empty.
             app.judge_health(at_once=True)
             assert app.health.problems() == []

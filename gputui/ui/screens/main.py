@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from rich.text import Text
@@ -177,6 +177,9 @@ class MainScreen(Screen[None]):
         self.scheduler = False
         """A head is configured: the scheduler keys and the HELD column are on."""
         self.head_line: tuple[str, bool] | None = None
+        self.board_problems: int | None = None
+        """With a head: how many problems its board lists (the header shows that count,
+        the one its health view lists); None: the console's own count."""
         """The summary's scheduler part and whether it is a problem; None: no head."""
         self._held_ages: dict[GpuRow, str] = {}
 
@@ -248,8 +251,11 @@ class MainScreen(Screen[None]):
 
     def refresh_summary(self) -> None:
         head, problem = self.head_line if self.head_line is not None else (None, False)
+        summary = self.model.summary(self.clock())
+        if self.board_problems is not None:
+            summary = replace(summary, problems=self.board_problems)
         self.query_one(SummaryBar).show(
-            self.model.summary(self.clock()),
+            summary,
             now=self.clock(),
             sort=SORT_KEYS[self.sort_index].name,
             query=self.query_text,
