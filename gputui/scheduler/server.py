@@ -162,12 +162,15 @@ class SocketServer:
         due: float | None = loop.time() + limits.request_timeout_s
         """When the request being read (or the connection's first) must be complete."""
         while not conn.closed:
-            try:
-                async with asyncio.timeout_at(due):
-                    data = await reader.read(_CHUNK)
-            except TimeoutError:
-                _too_slow(conn, limits)
-                return
+            if due is None:  # between requests: no deadline (and no timer to set up)
+                data = await reader.read(_CHUNK)
+            else:
+                try:
+                    async with asyncio.timeout_at(due):
+                        data = await reader.read(_CHUNK)
+                except TimeoutError:
+                    _too_slow(conn, limits)
+                    return
             if not data:
                 return
             start = 0

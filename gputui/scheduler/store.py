@@ -11,6 +11,7 @@ database later without touching the scheduler.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -34,6 +35,19 @@ from .tables import (
     Notice,
     RequestLog,
 )
+
+_JOB_KEYS = frozenset(JOB_COLUMNS) | {"id"}
+"""The keys a fast-path row may have (``unknown_columns`` names any other)."""
+_JOB_PER = max(1, 8192 // len(JOB_COLUMNS))
+"""Rows per ``INSERT`` of the fast path: parameters well under SQLite's limit."""
+
+
+@functools.cache
+def _job_insert(count: int) -> str:
+    """The fast path's ``INSERT`` of ``count`` rows, every column, numbering them."""
+    names = ", ".join(f'"{c}"' for c in JOB_COLUMNS)
+    one = "(" + ", ".join("?" * len(JOB_COLUMNS)) + ")"
+    return f"INSERT INTO job ({names}) VALUES {', '.join([one] * count)} RETURNING id"  # noqa: S608
 
 
 def _dumps(body: dict[str, Any]) -> str:
@@ -111,22 +125,22 @@ class Tx(HealthQueries):
         if not rows:
             return []
         for row in rows:
-            unknown = unknown_columns(row)
-            if unknown:  # a key the fast path would drop without a word
-                raise ValueError(f"job row: no column {unknown[0]!r}")
-        names = ", ".join(f'"{c}"' for c in JOB_COLUMNS)
-        one = "(" + ", ".join("?" * len(JOB_COLUMNS)) + ")"
-        defaults = tuple(JOB_DEFAULTS.items())
-        per = max(1, 8192 // len(JOB_COLUMNS))  # parameters well under SQLite's limit
+            if row.keys() - _JOB_KEYS:
+                unknown = unknown_columns(row)
+                if unknown:  # a key the fast path would drop without a word
+                    raise ValueError(f"job row: no column {unknown[0]!r}")
         cursor = self._cursor()
         ids: list[int] = []
-        for start in range(0, len(rows), per):
-            chunk = rows[start : start + per]
-            cursor.execute(
-                f"INSERT INTO job ({names}) VALUES {', '.join([one] * len(chunk))}"  # noqa: S608
-                " RETURNING id",
-                [row.get(c, d) for row in chunk for c, d in defaults],
-            )
+        for start in range(0, len(rows), _JOB_PER):
+            chunk = rows[start : start + _JOB_PER]
+            values: list[Any] = []
+            for row in chunk:
+                # Every column in JOB_COLUMNS' order: the row's value, else its default
+                # (a row's "id" is left out, as the database numbers the row).
+                merged = {**JOB_DEFAULTS, **row}
+                merged.pop("id", None)
+                values.extend(merged.values())
+            cursor.execute(_job_insert(len(chunk)), values)
             # One statement numbers its rows in order (ids above every existing one);
             # RETURNING's own order is not promised, so sort.
             ids.extend(sorted(int(r[0]) for r in cursor.fetchall()))

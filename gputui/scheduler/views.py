@@ -12,6 +12,8 @@ from .tables import Audit, Claim, Job, Notice
 
 def json_list(text: str) -> list[Any]:
     """A JSON list column's value (an empty list for anything else)."""
+    if text == "[]":  # most list columns' value (their default): no parse
+        return []
     try:
         value = json.loads(text)
     except ValueError:
