@@ -99,6 +99,8 @@ class HeadActions(DrainActions):
     # -- what the head says ----------------------------------------------------------
 
     def on_head_state(self, message: HeadState) -> None:
+        if not self.screen_stack:
+            return  # landed while the console shuts down: nothing left to show it on
         view = message.view
         main = self._main()
         rows = self.model.set_holders(view.holders())
@@ -124,6 +126,8 @@ class HeadActions(DrainActions):
             main.refresh_summary()
 
     def on_head_unreachable(self, message: HeadUnreachable) -> None:
+        if not self.screen_stack:
+            return  # as in ``on_head_state``
         main = self._main()
         main.head_line = (f"head unreachable ({clean(message.reason, 80)})", True)
         main.board_problems = None  # the console's own count until the head is back

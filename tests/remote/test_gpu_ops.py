@@ -141,7 +141,8 @@ def test_a_real_process_holding_a_device_file_is_found_in_the_real_proc(tmp_path
         while True:
             found = scan_holders(5, dev=str(dev))
             mine = [h for h in found["holders"] if h["pid"] == holder.pid]
-            if mine or time.monotonic() > deadline:
+            # The shell opens the file, then becomes sleep: wait for both.
+            if (mine and mine[0]["command"] == "sleep 60") or time.monotonic() > deadline:
                 break
             time.sleep(0.02)
         assert mine, found
