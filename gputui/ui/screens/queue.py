@@ -9,6 +9,7 @@ confirmed first, they destroy work); the screen itself never talks to the head.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
@@ -146,12 +148,14 @@ class QueueScreen(Screen[None]):
         self.view = view
         self.unreachable = None
         if self.is_mounted:
-            self._refresh()
+            with contextlib.suppress(NoMatches):  # its widgets are gone: it is closing
+                self._refresh()
 
     def show_unreachable(self, reason: str) -> None:
         self.unreachable = reason
         if self.is_mounted:
-            self._status()
+            with contextlib.suppress(NoMatches):  # as in ``show_view``
+                self._status()
 
     def show_detail(self, job_id: int, detail: dict[str, Any] | None, problem: str = "") -> None:
         """The full record of ``job_id`` (``show``), or why it could not be had."""
