@@ -33,8 +33,8 @@ from gputui.config import Config
 from gputui.health.board import HealthBoard
 from gputui.protocol import HelperRequest, IntervalResult, ProcessSample, Signal, SignalResult
 from gputui.telemetry import HostControl, HostSnapshot, R, RequestOutcome, TelemetrySource
-from gputui.ui.head_actions import HeadActions
-from gputui.ui.health_acks import HealthAcks, SharedBoard
+from gputui.ui.head.console import HeadActions
+from gputui.ui.head.health_acks import HealthAcks, SharedBoard
 from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.health import HealthScreen

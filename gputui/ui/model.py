@@ -22,8 +22,8 @@ from gputui.health import Flag, Severity, gpu_flags, host_severity, temp_severit
 from gputui.protocol import Event
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.gpu_view import GpuHistory, GpuRow, GpuView, HostRow, Row
-from gputui.ui.head_flags import OwnerFlag
-from gputui.ui.head_view import Holder
+from gputui.ui.head.flags import OwnerFlag
+from gputui.ui.head.view import Holder
 from gputui.ui.host_entry import HostEntry, HostTotals, changed_gpus, take_snapshot
 
 __all__ = [

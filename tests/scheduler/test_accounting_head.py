@@ -360,7 +360,7 @@ def test_usage_and_report_stay_light(worked: tuple[Metered, dict[str, Any]]) -> 
 def test_the_console_reads_the_heads_own_answer(worked: tuple[Metered, dict[str, Any]]) -> None:
     """The usage screen's parser (``UsageReport``) takes this head's answer as it is:
     the same totals and hours, nothing dropped or clamped."""
-    from gputui.ui.usage_view import UsageReport
+    from gputui.ui.head.usage_view import UsageReport
 
     m, _ = worked
     me = m.th.rows("SELECT user FROM job")[0][0]

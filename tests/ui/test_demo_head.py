@@ -15,8 +15,8 @@ from ui_helpers import grid_line, until
 from gputui.demo.cluster import DemoCluster
 from gputui.fleet.fleet import Fleet
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.head_link import HeadNotice
-from gputui.ui.head_view import HeadView
+from gputui.ui.head.link import HeadNotice
+from gputui.ui.head.view import HeadView
 
 DEADLINE_S = 90.0
 

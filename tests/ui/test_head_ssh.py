@@ -21,7 +21,7 @@ import asyncssh
 from textual.message import Message
 
 from gputui.config import Config, HeadConfig, HostConfig, SshDefaults
-from gputui.ui.head_link import HeadLink, HeadState, HeadUnreachable
+from gputui.ui.head.link import HeadLink, HeadState, HeadUnreachable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
 from headkit import running_head

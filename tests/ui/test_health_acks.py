@@ -17,9 +17,9 @@ from ui_helpers import until
 
 from gputui.demo.cluster import DemoCluster
 from gputui.fleet.fleet import Fleet
-from gputui.ui import health_acks
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.head_link import HeadLink
+from gputui.ui.head import health_acks
+from gputui.ui.head.link import HeadLink
 from gputui.ui.screens.confirm import ReasonScreen
 from gputui.ui.screens.health import HealthScreen
 

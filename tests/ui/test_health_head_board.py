@@ -18,7 +18,7 @@ from gputui.demo.cluster import DemoCluster
 from gputui.fleet.fleet import Fleet
 from gputui.scheduler.client import HeadClient
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.health_acks import SharedBoard
+from gputui.ui.head.health_acks import SharedBoard
 from gputui.ui.screens.health import HealthScreen
 from gputui.ui.widgets.summary import SummaryBar
 

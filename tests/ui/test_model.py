@@ -12,7 +12,7 @@ from gputui.config import HealthThresholds
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuRow, HostRow
-from gputui.ui.head_view import Holder
+from gputui.ui.head.view import Holder
 from gputui.ui.model import SORT_KEYS, ClusterModel
 from gputui.ui.widgets.grid_render import (
     Palette,

@@ -32,8 +32,8 @@ from gputui.scheduler.actions import Rules
 from gputui.telemetry import HostSnapshot
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow
-from gputui.ui.head_flags import parse_flags
-from gputui.ui.head_view import HeadView
+from gputui.ui.head.flags import parse_flags
+from gputui.ui.head.view import HeadView
 from gputui.ui.screens.queue import job_cells
 from gputui.ui.widgets.process_table import ProcessTable
 

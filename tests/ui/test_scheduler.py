@@ -29,7 +29,7 @@ from gputui.scheduler.tables import Job
 from gputui.telemetry import HostSnapshot, HostStatus, Listener
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow, HostRow
-from gputui.ui.head_link import HeadState, HeadUnreachable
+from gputui.ui.head.link import HeadState, HeadUnreachable
 from gputui.ui.screens.confirm import ConfirmScreen, ReasonScreen
 from gputui.ui.screens.forms import ClaimScreen, SubmitScreen
 from gputui.ui.screens.main import MainScreen

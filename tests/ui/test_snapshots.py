@@ -15,8 +15,8 @@ from usage_fakes import WEEK, usage_answer
 from gputui.config import Config
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow
+from gputui.ui.head.usage_view import UsageReport
 from gputui.ui.screens.usage import UsageScreen
-from gputui.ui.usage_view import UsageReport
 
 
 def make_app() -> GpuTuiApp:

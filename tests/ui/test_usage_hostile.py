@@ -22,8 +22,8 @@ from usage_fakes import DAY, WEEK
 from gputui.config import Config
 from gputui.text import cells
 from gputui.ui.app import GpuTuiApp
+from gputui.ui.head.usage_view import KEY_CELLS, MAX_AMOUNT, MAX_SPAN_S, UsageReport
 from gputui.ui.screens.usage import UsageScreen
-from gputui.ui.usage_view import KEY_CELLS, MAX_AMOUNT, MAX_SPAN_S, UsageReport
 from gputui.ui.widgets.usage_charts import ChartStyles, bar_lines, hour_columns, hourly_lines
 
 amounts = st.one_of(st.floats(0, 5_000), hostile.extreme_numbers)

@@ -26,9 +26,9 @@ from usage_fakes import DAY, WEEK, HeadRefusal, fake_usage_head, usage_answer
 
 from gputui.config import Config, HeadConfig
 from gputui.ui.app import GpuTuiApp
+from gputui.ui.head.usage_view import UsageHour, UsageTotal
 from gputui.ui.screens.help import HelpScreen
 from gputui.ui.screens.usage import UsageScreen
-from gputui.ui.usage_view import UsageHour, UsageTotal
 from gputui.ui.widgets.usage_charts import (
     LEFT_EIGHTHS,
     LOWER_EIGHTHS,

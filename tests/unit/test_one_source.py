@@ -75,7 +75,9 @@ def test_every_reader_of_the_heads_answers_checks_numbers_one_way() -> None:
     """One range-checked reader of an untrusted time, number and string: no copy
     that forgot the finiteness check (``1e300``, NaN) or the int too big for a float."""
     from gputui import cli_drain, cli_flags, text, untrusted
-    from gputui.ui import head_flags, head_view, usage_view
+    from gputui.ui.head import flags as head_flags
+    from gputui.ui.head import usage_view
+    from gputui.ui.head import view as head_view
 
     assert head_answer._time is head_view._time is head_flags._time is untrusted.epoch
     assert usage_view._epoch is untrusted.epoch
@@ -105,10 +107,10 @@ def test_the_console_words_an_admins_only_action_one_way(
 ) -> None:
     from pathlib import Path
 
-    from gputui.ui.head_view import Me
+    from gputui.ui.head.view import Me
 
     said = Me(uid=1, user=user, admin=admin).refused(doing)
     assert said == (None if admin else f"only admins {doing} ({user} is not one)")
     ui = Path(entry.__file__).parent / "ui"
     built = [p.name for p in ui.rglob("*.py") if "only admins" in p.read_text()]
-    assert built == ["head_view.py"]
+    assert built == ["view.py"]

@@ -7,7 +7,7 @@ full: what it means, what to do, its figures, who acknowledged it and why.
 
 The rows come from a board the screen reads again each second: without a head the
 app's own ``HealthBoard`` (``gputui.health.board``), fed the hosts' snapshots; with a
-head the head's board as last read (``gputui.ui.health_acks.SharedBoard``), read
+head the head's board as last read (``gputui.ui.head.health_acks.SharedBoard``), read
 every few seconds while the view is open, so first seen is when the head first saw
 a problem. The header counts the rows of the list. ``a`` acknowledges the selected
 problem with a note; it stays acknowledged until the problem changes. With a head

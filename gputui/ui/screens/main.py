@@ -29,7 +29,7 @@ from textual.widgets import Footer, Input
 from gputui.protocol import ProcessSample, Signal
 from gputui.telemetry import HostStatus
 from gputui.ui.gpu_view import GpuRow, GpuView, HostRow, Row
-from gputui.ui.head_view import age_text
+from gputui.ui.head.view import age_text
 from gputui.ui.model import SORT_KEYS, ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.widgets.detail import DetailPane

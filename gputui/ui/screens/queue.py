@@ -27,8 +27,8 @@ from textual.widgets import DataTable, Footer, Log, Static
 
 from gputui.durations import elapsed_text
 from gputui.text import clean
-from gputui.ui.head_flags import idle_for, idle_text
-from gputui.ui.head_view import FINAL_STATES, HeadJob, HeadView
+from gputui.ui.head.flags import idle_for, idle_text
+from gputui.ui.head.view import FINAL_STATES, HeadJob, HeadView
 from gputui.ui.screens.confirm import ConfirmScreen, ReasonScreen
 
 COLUMNS = ("JOBID", "USER", "NAME", "STATE", "GPUS", "HOST", "TIME", "REASON")

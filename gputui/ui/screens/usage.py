@@ -32,7 +32,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from gputui.text import clean
-from gputui.ui.usage_view import UsageReport, amount_text, share_text
+from gputui.ui.head.usage_view import UsageReport, amount_text, share_text
 from gputui.ui.widgets.usage_charts import HourlyChart, UsageBars
 
 PERIODS: dict[str, float] = {"day": 86_400.0, "week": 7 * 86_400.0, "4 weeks": 28 * 86_400.0}

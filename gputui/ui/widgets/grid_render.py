@@ -22,7 +22,7 @@ from gputui.health import Flag, Severity, data_notes, host_message, host_severit
 from gputui.telemetry import HostStatus
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
-from gputui.ui.head_view import Holder, age_text
+from gputui.ui.head.view import Holder, age_text
 from gputui.ui.model import ClusterModel, HostEntry
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"

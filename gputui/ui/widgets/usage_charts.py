@@ -34,7 +34,7 @@ from textual.geometry import Size
 from textual.widget import Widget
 
 from gputui.text import cells, fit
-from gputui.ui.usage_view import UsageHour, UsageTotal, hours_text, share_text, total_of
+from gputui.ui.head.usage_view import UsageHour, UsageTotal, hours_text, share_text, total_of
 
 LEFT_EIGHTHS = " ▏▎▍▌▋▊▉█"
 LOWER_EIGHTHS = " ▁▂▃▄▅▆▇█"

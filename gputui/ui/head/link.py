@@ -27,7 +27,7 @@ from gputui.config import Config
 from gputui.scheduler.client import AsyncHeadClient, HeadError
 from gputui.scheduler.headssh import is_local, open_head_ssh
 from gputui.text import clean
-from gputui.ui.head_view import HeadView
+from gputui.ui.head.view import HeadView
 
 log = logging.getLogger(__name__)
 

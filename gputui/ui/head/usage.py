@@ -17,10 +17,10 @@ from typing import Any
 
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
-from gputui.ui.head_link import HeadLink
-from gputui.ui.head_requests import HeadRequests
+from gputui.ui.head.link import HeadLink
+from gputui.ui.head.requests import HeadRequests
+from gputui.ui.head.usage_view import UsageReport
 from gputui.ui.screens.usage import REFRESH_S, UsageScreen
-from gputui.ui.usage_view import UsageReport
 
 USAGE_TIMEOUT_S = 20.0
 """A head answers a month of hours in milliseconds; past this it is said, not waited on."""

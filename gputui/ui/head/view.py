@@ -17,7 +17,7 @@ from gputui.gpu_env import export_line, gpu_uuids
 from gputui.text import clean
 from gputui.text import clean_str as _text
 from gputui.ui import format as fmt
-from gputui.ui.head_flags import OwnerFlag, idle_for, parse_flags
+from gputui.ui.head.flags import OwnerFlag, idle_for, parse_flags
 from gputui.untrusted import epoch as _time
 from gputui.untrusted import integer
 

@@ -1,7 +1,7 @@
 """The console's scheduler side, mixed into the app: the head link's worker, what its
 messages change on screen, and every request to the head (claim, release, submit,
 job actions, logs), each in an app-owned worker. The usage screen's requests are
-in ``usage_actions`` (a mixin this one builds on).
+in ``usage`` (a mixin this one builds on).
 
 A request that cannot be made says why at once (no head configured, the head
 unreachable and why); one the head refuses shows the head's own words; one whose
@@ -23,11 +23,11 @@ from gputui.config import Config
 from gputui.explain_text import explain_pairs
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
-from gputui.ui.drain_actions import DrainActions
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
-from gputui.ui.head_flags import by_gpu
-from gputui.ui.head_link import HeadLink, HeadNotice, HeadState, HeadUnreachable
-from gputui.ui.head_view import FINAL_STATES, HeadView, env_line
+from gputui.ui.head.drains import DrainActions
+from gputui.ui.head.flags import by_gpu
+from gputui.ui.head.link import HeadLink, HeadNotice, HeadState, HeadUnreachable
+from gputui.ui.head.view import FINAL_STATES, HeadView, env_line
 from gputui.ui.model import ClusterModel
 from gputui.ui.screens.audit import AuditScreen
 from gputui.ui.screens.forms import ClaimScreen, FormScreen, SubmitScreen

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gputui.scheduler.client import HeadError
-from gputui.ui.head_link import HeadLink
+from gputui.ui.head.link import HeadLink
+from gputui.ui.head.usage import UsageActions
 from gputui.ui.screens.audit import LIMIT, AuditScreen, parse_rows
-from gputui.ui.usage_actions import UsageActions
 
 AUDIT_TIMEOUT_S = 20.0
 

@@ -19,8 +19,8 @@ from gputui.health.board import Ack, HealthBoard, Problem
 from gputui.health.head_answer import HeadBoard
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
-from gputui.ui.head_link import HeadLink
-from gputui.ui.head_requests import HeadRequests
+from gputui.ui.head.link import HeadLink
+from gputui.ui.head.requests import HeadRequests
 from gputui.ui.screens.health import HealthScreen
 
 HEAD_BOARD_EVERY_S = 5.0

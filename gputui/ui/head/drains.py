@@ -21,9 +21,9 @@ from typing import Any
 from rich.text import Text
 
 from gputui.scheduler.client import HeadError
-from gputui.ui.audit_actions import AuditActions
 from gputui.ui.gpu_view import GpuRow, Row
-from gputui.ui.head_link import HeadForceFreeStep, HeadLink
+from gputui.ui.head.audit import AuditActions
+from gputui.ui.head.link import HeadForceFreeStep, HeadLink
 from gputui.ui.screens.confirm import ReasonScreen
 from gputui.ui.screens.forcefree import ForceFreeScreen
 

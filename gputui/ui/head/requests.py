@@ -11,7 +11,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from gputui.scheduler.client import HeadError
-from gputui.ui.head_link import HeadLink
+from gputui.ui.head.link import HeadLink
 from gputui.ui.model import ClusterModel
 
 if TYPE_CHECKING:
