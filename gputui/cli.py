@@ -374,7 +374,7 @@ async def _seed_demo(cluster: object, app: object) -> None:
         here = str(cluster.head.socket.parent)
         # --demo-pid: it ends with the demo, like the seeded jobs (the demo leaves nothing).
         command = f"python3 train.py --model mine --steps 20 --pause 1 --demo-pid {os.getpid()}"
-        app.submit_defaults = (here, command)
+        app.head.forms.submit_defaults = (here, command)
     quick = [line for line in done if "quick-test" in line]
     text = DEMO_WELCOME + (f" Watch {quick[0]}." if quick else "")
     problems = [

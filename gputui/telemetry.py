@@ -154,3 +154,25 @@ class HostControl(Protocol):
     ) -> Mapping[str, RequestOutcome[IntervalResult]]:
         """Ask every connected helper to sample every ``seconds``; the outcome per host."""
         ...
+
+
+class ReadOnly:
+    """The ``HostControl`` of a source that cannot act on hosts: every action says so."""
+
+    _TEXT = "this console cannot act on hosts (its data source is read-only)"
+
+    def retry_now(self, host: str | None = None) -> None:
+        return None
+
+    async def signal_process(
+        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
+    ) -> RequestOutcome[SignalResult]:
+        return RequestOutcome(False, self._TEXT, "unsupported")
+
+    async def request(self, host: str, request: HelperRequest[R]) -> RequestOutcome[R]:
+        return RequestOutcome(False, self._TEXT, "unsupported")
+
+    async def set_refresh_interval(
+        self, seconds: float
+    ) -> dict[str, RequestOutcome[IntervalResult]]:
+        return {}

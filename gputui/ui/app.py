@@ -31,15 +31,19 @@ from textual.worker import Worker, WorkerState
 
 from gputui.config import Config
 from gputui.health.board import HealthBoard
-from gputui.protocol import HelperRequest, IntervalResult, ProcessSample, Signal, SignalResult
-from gputui.telemetry import HostControl, HostSnapshot, R, RequestOutcome, TelemetrySource
-from gputui.ui.head.console import HeadActions
-from gputui.ui.head.health_acks import HealthAcks, SharedBoard
+from gputui.protocol import ProcessSample, Signal, SignalResult
+from gputui.telemetry import HostControl, HostSnapshot, ReadOnly, RequestOutcome, TelemetrySource
+from gputui.ui.head.console import HeadConsole
+from gputui.ui.head.link import HeadForceFreeStep, HeadNotice, HeadState, HeadUnreachable
 from gputui.ui.model import ClusterModel, HostChange
+from gputui.ui.screens.audit import AuditScreen
 from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.forms import FormScreen
 from gputui.ui.screens.health import HealthScreen
 from gputui.ui.screens.help import HelpScreen, HelpSection, section
 from gputui.ui.screens.main import MainScreen
+from gputui.ui.screens.queue import QueueScreen
+from gputui.ui.screens.usage import UsageScreen
 from gputui.ui.themes import (
     DEFAULT_THEME,
     GAUGE_DEFAULTS,
@@ -67,28 +71,6 @@ TICK_ALONE_AFTER = 1.25
 """Without data for this long (ticks), the timer refreshes ages and totals itself."""
 
 
-class ReadOnly:
-    """The ``HostControl`` of a source that cannot act on hosts: every action says so."""
-
-    _TEXT = "this console cannot act on hosts (its data source is read-only)"
-
-    def retry_now(self, host: str | None = None) -> None:
-        return None
-
-    async def signal_process(
-        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
-    ) -> RequestOutcome[SignalResult]:
-        return RequestOutcome(False, self._TEXT, "unsupported")
-
-    async def request(self, host: str, request: HelperRequest[R]) -> RequestOutcome[R]:
-        return RequestOutcome(False, self._TEXT, "unsupported")
-
-    async def set_refresh_interval(
-        self, seconds: float
-    ) -> dict[str, RequestOutcome[IntervalResult]]:
-        return {}
-
-
 @dataclass
 class HostsSampled(Message):
     """Hosts have new snapshots: the latest of each, by host name.
@@ -103,9 +85,9 @@ class HostsSampled(Message):
     snapshots: dict[str, HostSnapshot]
 
 
-class GpuTuiApp(HeadActions, HealthAcks, App[None]):
+class GpuTuiApp(App[None]):
     """The gputui console over any ``TelemetrySource`` (the SSH fleet, later the head),
-    acting on hosts through a ``HostControl``."""
+    acting on hosts through a ``HostControl``; its scheduler side is ``head``."""
 
     CSS_PATH = "gputui.tcss"
     TITLE = "gputui"
@@ -177,14 +159,12 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
         self.health = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
         """Every problem in the cluster (the ``h`` view without a head), fed the latest
         snapshots."""
-        self.head_board = SharedBoard()
-        """The head's board as last read (the ``h`` view with a head)."""
-        self.login = _login()
-        """Who acknowledges a problem where there is no head."""
         self._health_pending: dict[str, HostSnapshot] = {}
         self._judging: deque[HostSnapshot] = deque()
         """The round of health checks under way, in slices (``judge_health``)."""
         self._judge_next: asyncio.TimerHandle | None = None
+        self.head = HeadConsole(self, config, self.model, clock, self.health)
+        """The scheduler side: the link to the head, and every request to it."""
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -217,7 +197,7 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
         self._last_tick = time.monotonic()
         self.set_interval(self.tick_interval, self._on_tick_timer, name="ages")
         self.set_interval(HEALTH_EVERY_S, self.judge_health, name="health")
-        self.start_head()
+        self.head.start()
         if not self.is_headless:  # a terminal of our own, not a test
             self.set_timer(FREEZE_AFTER_S, self._freeze_startup_objects)
         # Signals and a hung-up terminal end the app through ``SignalExit``
@@ -302,7 +282,7 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
         never stuck behind a round; ``at_once``: finish the round now.
 
         With a head there is nothing to do: the health view shows the head's board."""
-        if self.head_link is not None:
+        if self.head.link is not None:
             self._health_pending.clear()
             return
         if self._judging and not at_once:
@@ -396,7 +376,7 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
             ),
             section("GPU grid", GpuGrid.BINDINGS),
             section("Health view (h)", HealthScreen.BINDINGS),
-            *self.head_help_sections(),
+            *self.head.help_sections(),
             (title, [*confirm, ("Enter", "Press the focused button (Cancel at first)")]),
             (
                 "Mouse and focus",
@@ -406,6 +386,14 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
                 ],
             ),
         ]
+
+    def action_health(self) -> None:
+        """``h``: the health view, of the head's board with a head, else this console's
+        (its checks brought up to date first)."""
+        if self.head.health.showing():
+            return
+        self.judge_health(at_once=True)
+        self.head.health.open_view()
 
     def action_next_theme(self) -> None:
         names = self.cycle_themes
@@ -419,12 +407,37 @@ class GpuTuiApp(HeadActions, HealthAcks, App[None]):
             # bakes its styles into its text, so it is redrawn here.
             self.main.refresh_summary()
 
+    # -- the scheduler side: Textual hands these to the app; ``head`` does the work ----
 
-def _login() -> str:
-    """Who acknowledges a problem from this console."""
-    import getpass
+    def on_head_state(self, message: HeadState) -> None:
+        self.head.show_state(message.view)
 
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
+    def on_head_unreachable(self, message: HeadUnreachable) -> None:
+        self.head.show_unreachable(message.reason)
+
+    def on_head_notice(self, message: HeadNotice) -> None:
+        self.head.notice(message)
+
+    def on_head_force_free_step(self, message: HeadForceFreeStep) -> None:
+        self.head.force_free.step(message.step)
+
+    def on_main_screen_scheduler_key(self, message: MainScreen.SchedulerKey) -> None:
+        self.head.key(message.action, message.row)
+
+    def on_form_screen_requested(self, message: FormScreen.Requested) -> None:
+        self.head.forms.send(message)
+
+    def on_queue_screen_submit_wanted(self, message: QueueScreen.SubmitWanted) -> None:
+        self.head.forms.open_submit()
+
+    def on_queue_screen_job_action(self, message: QueueScreen.JobAction) -> None:
+        self.head.jobs.act(message)
+
+    def on_queue_screen_job_selected(self, message: QueueScreen.JobSelected) -> None:
+        self.head.jobs.select(message.job_id)
+
+    def on_usage_screen_wanted(self, message: UsageScreen.Wanted) -> None:
+        self.head.usage.fetch(message)
+
+    def on_audit_screen_wanted(self, message: AuditScreen.Wanted) -> None:
+        self.head.audit.fetch(message)

@@ -15,9 +15,9 @@ from ui_helpers import grid, grid_line, help_text, lines, screen_text, shown, un
 
 from gputui.config import Config
 from gputui.fleet.fleet import Fleet
-from gputui.telemetry import HostStatus, RequestOutcome
+from gputui.telemetry import HostStatus, ReadOnly, RequestOutcome
 from gputui.ui import app as app_module
-from gputui.ui.app import GpuTuiApp, HostsSampled, ReadOnly
+from gputui.ui.app import GpuTuiApp, HostsSampled
 from gputui.ui.gpu_view import GpuRow, HostRow
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.health import HealthScreen

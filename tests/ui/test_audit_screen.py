@@ -40,10 +40,10 @@ async def test_an_admin_cancel_shows_in_the_audit_screen() -> None:
         app = GpuTuiApp(Fleet(config), config)
         async with app.run_test(size=(160, 40)) as pilot:
             await until(
-                pilot, lambda: app.head_link is not None and app.head_link.connected, "the head"
+                pilot, lambda: app.head.link is not None and app.head.link.connected, "the head"
             )
             await cluster.seed_head()
-            link = app.head_link
+            link = app.head.link
             assert link is not None
 
             # The seeded jobs come one by one: wait for a waiting one, not for the first.
@@ -72,9 +72,9 @@ async def test_a_drained_card_shows_in_the_grid_and_the_health_view() -> None:
         app = GpuTuiApp(Fleet(config), config)
         async with app.run_test(size=(160, 40)) as pilot:
             await until(
-                pilot, lambda: app.head_link is not None and app.head_link.connected, "the head"
+                pilot, lambda: app.head.link is not None and app.head.link.connected, "the head"
             )
-            link = app.head_link
+            link = app.head.link
             assert link is not None
             host = config.hosts[0].name
             await until(pilot, lambda: grid_line(app, f"{host}:1"), "the GPU in the grid")

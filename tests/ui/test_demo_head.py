@@ -34,14 +34,14 @@ async def test_the_demo_head_is_seeded_and_the_console_shows_it() -> None:
         app = GpuTuiApp(Fleet(config), config)
         async with app.run_test(size=(160, 40), message_hook=hook) as pilot:
             await until(
-                pilot, lambda: app.head_link is not None and app.head_link.connected, "the head"
+                pilot, lambda: app.head.link is not None and app.head.link.connected, "the head"
             )
             done = await cluster.seed_head()
             assert not [d for d in done if "stopped" in d or "refused" in d], done
 
             def view() -> HeadView:
-                assert app.head_link is not None and app.head_link.view is not None
-                return app.head_link.view
+                assert app.head.link is not None and app.head.link.view is not None
+                return app.head.link.view
 
             def states() -> dict[str, tuple[str, str]]:
                 return {j.name: (j.state, j.reason) for j in view().jobs}

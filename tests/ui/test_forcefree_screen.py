@@ -83,9 +83,9 @@ async def test_force_free_from_the_console_on_the_demo_head() -> None:
         app = GpuTuiApp(Fleet(config), config)
         async with app.run_test(size=(160, 40)) as pilot:
             await until(
-                pilot, lambda: app.head_link is not None and app.head_link.connected, "the head"
+                pilot, lambda: app.head.link is not None and app.head.link.connected, "the head"
             )
-            link = app.head_link
+            link = app.head.link
             assert link is not None
             host = config.hosts[0].name
             await until(

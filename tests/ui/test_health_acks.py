@@ -33,7 +33,7 @@ async def _head_problem(link: HeadLink, key: str) -> dict[str, Any] | None:
 
 def _problem(app: GpuTuiApp, key: str) -> Any:
     """The problem as the health view shows it (the head's board, as last read)."""
-    return next((p for p in app.head_board.problems() if p.key == key), None)
+    return next((p for p in app.head.health.board.problems() if p.key == key), None)
 
 
 async def test_an_ack_goes_to_the_head_and_the_heads_acks_show_in_the_view(
@@ -46,9 +46,9 @@ async def test_an_ack_goes_to_the_head_and_the_heads_acks_show_in_the_view(
         app = GpuTuiApp(Fleet(config), config)
         async with app.run_test(size=(160, 40)) as pilot:
             await until(
-                pilot, lambda: app.head_link is not None and app.head_link.connected, "the head"
+                pilot, lambda: app.head.link is not None and app.head.link.connected, "the head"
             )
-            link = app.head_link
+            link = app.head.link
             assert link is not None
             await until(
                 pilot, lambda: link.view is not None and len(link.view.gpus) == 2, "the head's GPUs"

@@ -61,7 +61,7 @@ async def test_first_seen_is_the_heads_and_the_header_counts_the_list() -> None:
         app = GpuTuiApp(Fleet(config), config)
         async with app.run_test(size=(160, 40)) as pilot:
             await until(
-                pilot, lambda: app.head_link is not None and app.head_link.connected, "the head"
+                pilot, lambda: app.head.link is not None and app.head.link.connected, "the head"
             )
             await pilot.press("h")
             await until(pilot, lambda: isinstance(app.screen, HealthScreen), "the health view")

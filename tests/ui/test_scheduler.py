@@ -115,7 +115,7 @@ def summary(app: GpuTuiApp) -> str:
 async def connected(pilot: Any, app: GpuTuiApp) -> None:
     await until(
         pilot,
-        lambda: app.head_link is not None and app.head_link.view is not None,
+        lambda: app.head.link is not None and app.head.link.view is not None,
         "the first state from the head",
     )
     # The summary bar follows by a message of its own: wait for it too.
@@ -132,7 +132,7 @@ async def test_claim_a_gpu_with_the_key_and_see_it_held(tmp_path: Path) -> None:
             assert "0 running, 0 waiting" in summary(app)
             assert app.main.grid.select(GpuRow("gpu01", 1))
             await pilot.press("c")
-            me = app.head_link.view.me.user if app.head_link and app.head_link.view else "?"
+            me = app.head.link.view.me.user if app.head.link and app.head.link.view else "?"
             await until(
                 pilot,
                 lambda: uuid("gpu01", 1) in app.model.holders,
@@ -196,7 +196,7 @@ async def test_submit_from_the_form_and_see_it_in_the_queue(tmp_path: Path) -> N
                 return [str(c) for c in table.get_row("1")] if table.row_count else []
 
             await until(pilot, lambda: row()[3:4] == ["running"], "job 1 running in the table")
-            assert row()[1:6] == [app.head_link.view.me.user, "train", "running", "2", "gpu01"]  # type: ignore[union-attr]
+            assert row()[1:6] == [app.head.link.view.me.user, "train", "running", "2", "gpu01"]  # type: ignore[union-attr]
             assert hosts.launches[0].argv == ("python", "train.py", "--epochs", "3") or list(
                 hosts.launches[0].argv
             ) == ["python", "train.py", "--epochs", "3"]
@@ -233,7 +233,7 @@ async def test_submit_from_the_form_and_see_it_in_the_queue(tmp_path: Path) -> N
             # A requeue of a job that ended asks first, saying whose command runs again.
             await pilot.press("R")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
-            me = app.head_link.view.me.user  # type: ignore[union-attr]
+            me = app.head.link.view.me.user  # type: ignore[union-attr]
             assert f"It runs {me}'s command again, as {me}." in app.screen.question.plain  # type: ignore[attr-defined]
             await pilot.press("y")
             await until(pilot, lambda: len(hosts.launches) == 2, "the job to run again")
@@ -355,7 +355,7 @@ async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
         app = console(sock)
         async with app.run_test(size=(140, 50)) as pilot:
             await connected(pilot, app)
-            link = app.head_link
+            link = app.head.link
             assert link is not None
             await link.call("submit", {"argv": ["big"], "gpus": 4, "time_limit_s": 3600})
             waiting = await link.call("submit", {"argv": ["next"], "gpus": 2})

@@ -51,7 +51,7 @@ async def open_usage(
     pilot: Pilot[Any], app: GpuTuiApp, *, connected: bool = True, answered: bool = True
 ) -> UsageScreen:
     if connected:
-        await until(pilot, lambda: app.head_link and app.head_link.view, "the head's state")
+        await until(pilot, lambda: app.head.link and app.head.link.view, "the head's state")
     await pilot.press("U")
     await until(pilot, lambda: isinstance(app.screen, UsageScreen), "the usage screen")
     screen = app.screen
@@ -213,7 +213,7 @@ async def test_it_asks_again_only_after_the_last_answer(tmp_path: Path) -> None:
     # pile up, each round is asked for after the last one was answered.
     with fake_usage_head(tmp_path / "head.sock", delay_s=0.3) as head:
         app = console(tmp_path / "head.sock")
-        app.usage_refresh_s = 0.05
+        app.head.usage.refresh_s = 0.05
         async with app.run_test(size=(80, 24)) as pilot:
             await open_usage(pilot, app, answered=False)
             await until(pilot, lambda: len(head.usage_args()) >= 6, "three rounds", timeout=20)
@@ -260,7 +260,7 @@ async def test_an_unreachable_head_is_one_line(tmp_path: Path) -> None:
     app = console(tmp_path / "no-head.sock")
     async with app.run_test(size=(80, 24)) as pilot:
         await until(
-            pilot, lambda: "no socket" in ((app.head_link and app.head_link.reason) or ""), "why"
+            pilot, lambda: "no socket" in ((app.head.link and app.head.link.reason) or ""), "why"
         )
         await open_usage(pilot, app, connected=False)
         await assert_one_line(pilot, app, "head unreachable (no socket there; is")
@@ -269,7 +269,7 @@ async def test_an_unreachable_head_is_one_line(tmp_path: Path) -> None:
 async def test_a_head_that_goes_away_keeps_the_last_answer_on_screen(tmp_path: Path) -> None:
     with fake_usage_head(tmp_path / "head.sock") as head:
         app = console(tmp_path / "head.sock")
-        app.usage_refresh_s = 0.1
+        app.head.usage.refresh_s = 0.1
         async with app.run_test(size=(120, 24)) as pilot:
             screen = await open_usage(pilot, app)
             head.hang_up()

@@ -1,4 +1,4 @@
-"""The console's side of the audit screen, mixed into the app: open it, ask the head.
+"""The console's side of the audit screen: open it, ask the head.
 
 The screen posts ``AuditScreen.Wanted``; an app worker (group ``audit``, one at a
 time) sends a read-only ``audit`` request over the head link and hands the parsed
@@ -10,37 +10,43 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from textual.app import App
+
 from gputui.scheduler.client import HeadError
 from gputui.ui.head.link import HeadLink
-from gputui.ui.head.usage import UsageActions
+from gputui.ui.head.requests import HeadRequests
 from gputui.ui.screens.audit import LIMIT, AuditScreen, parse_rows
 
 AUDIT_TIMEOUT_S = 20.0
 
 
-class AuditActions(UsageActions):
-    """The audit part of ``GpuTuiApp`` (a mixin, under ``HeadActions``)."""
+class AuditActions:
+    """``A``: the audit screen and its reads of the head's audit trail."""
 
-    head_link: HeadLink | None = None
-    clock: Callable[[], float]
+    def __init__(self, app: App[None], asks: HeadRequests, clock: Callable[[], float]) -> None:
+        self.app = app
+        self.asks = asks
+        self.clock = clock
 
     def open_audit(self) -> None:
-        if any(isinstance(screen, AuditScreen) for screen in self.screen_stack):
+        app = self.app
+        if any(isinstance(screen, AuditScreen) for screen in app.screen_stack):
             return
 
         def closed(_: None) -> None:
-            self.workers.cancel_group(self, "audit")
+            app.workers.cancel_group(app, "audit")
 
-        self.push_screen(AuditScreen(clock=self.clock), closed)
+        app.push_screen(AuditScreen(clock=self.clock), closed)
 
-    def on_audit_screen_wanted(self, message: AuditScreen.Wanted) -> None:
-        link = self.connected_head(lambda why: message.screen.show_problem(message.token, why))
+    def fetch(self, message: AuditScreen.Wanted) -> None:
+        """The screen wants rows: ask the head, or say at once why it cannot be asked."""
+        link = self.asks.connected(lambda why: message.screen.show_problem(message.token, why))
         if link is not None:
-            self.ask_in_worker(
-                "audit", "the audit trail from the head", self._fetch_audit(link, message)
+            self.asks.ask_in_worker(
+                "audit", "the audit trail from the head", self._fetch(link, message)
             )
 
-    async def _fetch_audit(self, link: HeadLink, message: AuditScreen.Wanted) -> None:
+    async def _fetch(self, link: HeadLink, message: AuditScreen.Wanted) -> None:
         try:
             answer = await link.call("audit", {"limit": LIMIT}, timeout=AUDIT_TIMEOUT_S)
         except HeadError as exc:

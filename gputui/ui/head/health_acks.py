@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from textual.app import App
+
 from gputui.health.board import Ack, HealthBoard, Problem
 from gputui.health.head_answer import HeadBoard
 from gputui.scheduler.client import HeadError
@@ -61,54 +63,67 @@ class SharedBoard:
         return True, "the head's board"
 
 
-class HealthAcks(HeadRequests):
-    """The head's board and acknowledgements for ``GpuTuiApp`` (a mixin)."""
+class HealthActions:
+    """The health view (``h``) and acknowledging problems, with a head or without one."""
 
-    health: HealthBoard
-    head_board: SharedBoard
-    login: str = ""
+    def __init__(
+        self,
+        app: App[None],
+        asks: HeadRequests,
+        local: HealthBoard,
+        clock: Callable[[], float],
+    ) -> None:
+        self.app = app
+        self.asks = asks
+        self.local = local
+        """This console's own board (what the view shows without a head)."""
+        self.clock = clock
+        self.board = SharedBoard()
+        """The head's board as last read (what the view shows with a head)."""
+        self.login = this_user()
+        """Who acknowledges a problem where there is no head."""
 
-    def judge_health(self, *, at_once: bool = False) -> None: ...
+    def showing(self) -> bool:
+        """Whether the health view is open already."""
+        return any(isinstance(screen, HealthScreen) for screen in self.app.screen_stack)
 
-    def action_health(self) -> None:
-        """``h``: the health view, of the head's board with a head, else this console's."""
-        if any(isinstance(screen, HealthScreen) for screen in self.screen_stack):
+    def open_view(self) -> None:
+        """The health view, of the head's board with a head, else this console's."""
+        if self.showing():
             return
-        self.judge_health(at_once=True)
-        link = self.head_link
-        self.push_screen(
+        link = self.asks.link
+        self.app.push_screen(
             HealthScreen(
-                self.health if link is None else self.head_board,
+                self.local if link is None else self.board,
                 clock=self.clock,
                 user=self.login,
                 may_acknowledge=self._may_ack,
-                acknowledge=self.acknowledge_problem,
-                refresh_board=None if link is None else self.refresh_head_board,
+                acknowledge=self.acknowledge,
+                refresh_board=None if link is None else self.refresh_board,
                 refresh_board_s=HEAD_BOARD_EVERY_S,
-                note=None if link is None else self.head_board.note,
+                note=None if link is None else self.board.note,
             )
         )
 
     def _may_ack(self) -> str | None:
         """With a head, only its admins acknowledge problems (as the head says who is)."""
-        link = self.head_link
-        view = link.view if link is not None else None
+        view = self.asks.view
         return view.me.refused("acknowledge problems") if view is not None else None
 
-    def acknowledge_problem(self, problem: Problem, note: str, shown: Callable[[], None]) -> None:
+    def acknowledge(self, problem: Problem, note: str, shown: Callable[[], None]) -> None:
         """Acknowledge ``problem`` with ``note``; ``shown`` once the board has it."""
-        if self.head_link is None:
-            if self.health.acknowledge(problem.key, self.login or "you", note, self.clock()):
+        if self.asks.link is None:
+            if self.local.acknowledge(problem.key, self.login or "you", note, self.clock()):
                 shown()
             return
-        link = self._link("acknowledge")
+        link = self.asks.usable("acknowledge")
         if link is not None:
-            self._request("acknowledge", self._acknowledge(link, problem, note, shown))
+            self.asks.request("acknowledge", self._acknowledge(link, problem, note, shown))
 
     async def _acknowledge(
         self, link: HeadLink, problem: Problem, note: str, shown: Callable[[], None]
     ) -> None:
-        done = await self._call(
+        done = await self.asks.call(
             link, "acknowledge", "health_ack", {"key": problem.key, "note": note}
         )
         if not isinstance(done, Mapping):
@@ -122,30 +137,40 @@ class HealthAcks(HeadRequests):
             self.clock(),
             (),
         )
-        self.head_board.acknowledged(problem.key, ack)
-        self.notify(
+        self.board.acknowledged(problem.key, ack)
+        self.app.notify(
             f"{clean(problem.finding.title, 96)}: acknowledged at the head",
             title="acknowledged",
             markup=False,
         )
         shown()
 
-    def refresh_head_board(self) -> None:
+    def refresh_board(self) -> None:
         """Read the head's board again (when it is up; otherwise the last one read
         stays, and the view says since when)."""
-        link = self.head_link
+        link = self.asks.link
         if link is None:
             return
         if not link.connected:
-            self.head_board.failure = "the head is unreachable"
+            self.board.failure = "the head is unreachable"
             return
-        self.ask_in_worker("health-board", "reading the head's health board", self._read(link))
+        self.asks.ask_in_worker("health-board", "reading the head's health board", self._read(link))
 
     async def _read(self, link: HeadLink) -> None:
         try:
             answer: Any = await link.call("health", {})
         except HeadError as exc:  # the last board read stays; the next read tries again
-            self.head_board.failure = clean(exc.message, 120)
+            self.board.failure = clean(exc.message, 120)
             return
         if isinstance(answer, Mapping):
-            self.head_board.take(answer, self.clock())
+            self.board.take(answer, self.clock())
+
+
+def this_user() -> str:
+    """Who acknowledges a problem from this console."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

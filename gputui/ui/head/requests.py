@@ -1,61 +1,46 @@
-"""How the console's screens ask the head: the one base of the scheduler mixins.
+"""How the console's scheduler side asks the head: ``HeadRequests``, shared by its parts.
 
-A request that cannot be made says why at once (no head configured, the head
-unreachable and why); one the head refuses shows the head's own words. The work
-runs in app-owned workers, never on the screen's own time.
+It holds the one ``HeadLink`` (None without a ``head:`` section, or before the app
+has started it). A request that cannot be made says why at once (no head configured,
+the head unreachable and why); one the head refuses shows the head's own words. The
+work runs in app-owned workers, never on a screen's own time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from textual.app import App
 
 from gputui.scheduler.client import HeadError
 from gputui.ui.head.link import HeadLink
-from gputui.ui.model import ClusterModel
-
-if TYPE_CHECKING:
-    from textual.app import App
-
-    _Base = App[None]
-else:
-    _Base = object
+from gputui.ui.head.view import HeadView
 
 
-class HeadRequests(_Base):
-    """Asking the head, for ``GpuTuiApp`` (a mixin)."""
+class HeadRequests:
+    """The link to the head and the app's workers that ask over it."""
 
-    head_link: HeadLink | None = None
-    clock: Callable[[], float]
-    model: ClusterModel
+    def __init__(self, app: App[None]) -> None:
+        self.app = app
+        self.link: HeadLink | None = None
+        """The one link to the head; None without a head (or before it starts)."""
 
-    def _link(self, what: str) -> HeadLink | None:
+    @property
+    def view(self) -> HeadView | None:
+        """The newest state the head pushed; None before the first (or without a head)."""
+        return self.link.view if self.link is not None else None
+
+    def usable(self, what: str) -> HeadLink | None:
         """The link when a request can be sent now; else say why ``what`` cannot be done."""
-        return self.connected_head(lambda why: self._refuse(what, why))
+        return self.connected(lambda why: self.refuse(what, why))
 
-    def _refuse(self, what: str, why: str) -> None:
-        self.notify(why, title=f"cannot {what}", severity="error", timeout=8, markup=False)
+    def refuse(self, what: str, why: str) -> None:
+        self.app.notify(why, title=f"cannot {what}", severity="error", timeout=8, markup=False)
 
-    def _request(self, what: str, work: Coroutine[Any, Any, None]) -> None:
-        self.run_worker(
-            work,
-            group="head-request",
-            description=what,
-            exclusive=False,
-            exit_on_error=False,
-        )
-
-    async def _call(self, link: HeadLink, what: str, op: str, args: dict[str, Any]) -> Any:
-        """``op``'s result, or None after saying why it failed."""
-        try:
-            return await link.call(op, args)
-        except HeadError as exc:
-            self._refuse(what, exc.message)
-            return None
-
-    def connected_head(self, problem: Callable[[str], None]) -> HeadLink | None:
+    def connected(self, problem: Callable[[str], None]) -> HeadLink | None:
         """The head link when it is up; else None, and ``problem`` says why in one line."""
-        link = self.head_link
+        link = self.link
         if link is None:
             problem("no head configured (add a head: section to hosts.yaml)")
             return None
@@ -64,10 +49,28 @@ class HeadRequests(_Base):
             return None
         return link
 
+    def request(self, what: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` (a request that changes something) in an app worker."""
+        self.app.run_worker(
+            work,
+            group="head-request",
+            description=what,
+            exclusive=False,
+            exit_on_error=False,
+        )
+
+    async def call(self, link: HeadLink, what: str, op: str, args: dict[str, Any]) -> Any:
+        """``op``'s result, or None after saying why it failed."""
+        try:
+            return await link.call(op, args)
+        except HeadError as exc:
+            self.refuse(what, exc.message)
+            return None
+
     def ask_in_worker(self, group: str, description: str, work: Coroutine[Any, Any, None]) -> None:
         """Run a screen's request to the head in the app's worker ``group`` (a newer one
         cancels an older one)."""
-        self.run_worker(
+        self.app.run_worker(
             work,
             name=group,
             group=group,

@@ -1,4 +1,4 @@
-"""The console's side of the usage screen, mixed into the app: open it, ask the head.
+"""The console's side of the usage screen: open it, ask the head.
 
 The screen posts ``UsageScreen.Wanted``; an app worker (group ``usage``, one at a
 time: a newer request cancels an older one) sends two read-only ``usage`` requests
@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from typing import Any
+
+from textual.app import App
 
 from gputui.scheduler.client import HeadError
 from gputui.text import clean
@@ -37,30 +39,34 @@ def usage_problem(exc: HeadError) -> str:
     return clean(f"the head refused usage: {exc.message}", 300)
 
 
-class UsageActions(HeadRequests):
-    """The usage part of ``GpuTuiApp`` (a mixin, under ``HeadActions``)."""
+class UsageActions:
+    """``U``: the usage screen and its reads of the head's accounting."""
 
-    head_link: HeadLink | None = None
-    clock: Callable[[], float]
-    usage_refresh_s: float = REFRESH_S
-    """How long the usage screen waits after an answer before it asks again."""
+    def __init__(self, app: App[None], asks: HeadRequests, clock: Callable[[], float]) -> None:
+        self.app = app
+        self.asks = asks
+        self.clock = clock
+        self.refresh_s: float = REFRESH_S
+        """How long the usage screen waits after an answer before it asks again."""
 
     def open_usage(self) -> None:
         """Push the usage screen (once: ``U`` on it closes it)."""
-        if any(isinstance(screen, UsageScreen) for screen in self.screen_stack):
+        app = self.app
+        if any(isinstance(screen, UsageScreen) for screen in app.screen_stack):
             return
 
         def closed(_: None) -> None:
-            self.workers.cancel_group(self, "usage")
+            app.workers.cancel_group(app, "usage")
 
-        self.push_screen(UsageScreen(clock=self.clock, refresh_s=self.usage_refresh_s), closed)
+        app.push_screen(UsageScreen(clock=self.clock, refresh_s=self.refresh_s), closed)
 
-    def on_usage_screen_wanted(self, message: UsageScreen.Wanted) -> None:
-        link = self.connected_head(lambda why: message.screen.show_problem(message.token, why))
+    def fetch(self, message: UsageScreen.Wanted) -> None:
+        """The screen wants figures: ask the head, or say at once why it cannot be asked."""
+        link = self.asks.connected(lambda why: message.screen.show_problem(message.token, why))
         if link is not None:
-            self.ask_in_worker("usage", "usage from the head", self._fetch_usage(link, message))
+            self.asks.ask_in_worker("usage", "usage from the head", self._fetch(link, message))
 
-    async def _fetch_usage(self, link: HeadLink, message: UsageScreen.Wanted) -> None:
+    async def _fetch(self, link: HeadLink, message: UsageScreen.Wanted) -> None:
         since, until = message.since, message.until
         span: dict[str, Any] = {"since": since, "until": until}
         answers = await asyncio.gather(

@@ -1,0 +1,177 @@
+"""Claims from the main screen: ``c`` claims the selected GPU (or a host's free ones),
+``u`` releases, ``e`` copies the env line; and what a granted or queued claim says.
+
+Each checks what it can first (a GPU the head does not know, one someone holds, a
+claim that is not yours) and says so in one line; the head has the last word and
+its refusal is shown in its own words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import App
+
+from gputui.scheduler.client import HeadError
+from gputui.text import clean
+from gputui.ui.gpu_view import GpuRow, HostRow, Row
+from gputui.ui.head.link import HeadLink
+from gputui.ui.head.requests import HeadRequests
+from gputui.ui.head.view import env_line
+from gputui.ui.model import ClusterModel
+
+
+class ClaimActions:
+    """Claim, release and the env line, asked of the head in app workers."""
+
+    def __init__(self, app: App[None], asks: HeadRequests, model: ClusterModel) -> None:
+        self.app = app
+        self.asks = asks
+        self.model = model
+
+    def claim_row(self, row: Row | None) -> None:
+        asks = self.asks
+        link = asks.usable("claim")
+        view = asks.view
+        if link is None or view is None:
+            return
+        if row is None:
+            asks.refuse("claim", "select a GPU (or a host) first")
+            return
+        known = {g.uuid for g in view.gpus}
+        holders = self.model.holders
+        if isinstance(row, GpuRow):
+            gpu = self.model.gpu(row)
+            if gpu is None or gpu.uuid not in known:
+                asks.refuse("claim", f"the head does not know {row.host} GPU {row.index}")
+                return
+            holder = holders.get(gpu.uuid)
+            if holder is not None:
+                whose = "yours" if holder.user == view.me.user else f"{holder.user}'s"
+                asks.refuse(
+                    "claim",
+                    f"{row.host} GPU {row.index} is held by {holder.ref} ({whose});"
+                    " C claims any free GPUs",
+                )
+                return
+            uuids = [gpu.uuid]
+            what = f"{row.host} GPU {row.index}"
+        else:
+            entry = self.model.hosts.get(row.host)
+            gpus = entry.gpus.values() if entry is not None else ()
+            uuids = [g.uuid for g in gpus if g.uuid in known and g.uuid not in holders]
+            if not uuids:
+                asks.refuse("claim", f"no free GPU on {row.host}")
+                return
+            what = f"{len(uuids)} GPU(s) on {row.host}"
+        args = {"gpu_refs": uuids, "wait": False, "note": ""}
+        asks.request(f"claim {what}", self._claim(link, what, args))
+
+    async def _claim(self, link: HeadLink, what: str, args: dict[str, Any]) -> None:
+        result = await self.asks.call(link, f"claim {what}", "claim", args)
+        if result is not None:
+            await self.answered(link, what, result.get("claim") or {})
+
+    async def _env_text(self, link: HeadLink, host: str, fallback: list[Any]) -> str:
+        """What ``gputui env --host HOST`` prints (every claim of yours there)."""
+        try:
+            result = await link.call("env", {"host": host} if host else {})
+        except HeadError:
+            result = {}
+        line = env_line(result.get("uuids"))
+        return line if line else env_line(fallback)
+
+    async def answered(self, link: HeadLink, what: str, claim: dict[str, Any]) -> None:
+        """Say what came of a claim: granted (its env line copied) or waiting in line."""
+        if claim.get("state") == "active":
+            host = clean(claim.get("host") or "", 64)
+            env = await self._env_text(link, host, claim.get("gpu_uuids") or [])
+            if env:
+                self.app.copy_to_clipboard(env)
+            copied = f"Copied to the clipboard:\n{env}" if env else "No valid GPU UUIDs to copy."
+            self.app.notify(
+                f"claim {claim.get('id')} granted: {what}. {copied}",
+                title=f"claimed on {host}",
+                timeout=20,
+                markup=False,
+            )
+        else:
+            self.app.notify(
+                f"claim {claim.get('id')} waits in line ({clean(claim.get('reason') or '', 80)})",
+                title="claim queued",
+                timeout=8,
+                markup=False,
+            )
+
+    def release_row(self, row: Row | None) -> None:
+        asks = self.asks
+        link = asks.usable("release")
+        view = asks.view
+        if link is None or view is None:
+            return
+        if row is None:
+            asks.refuse("release", "select a GPU (or a host) first")
+            return
+        me = view.me.user
+        if isinstance(row, HostRow):
+            ids = [c.id for c in view.claims if c.user == me and c.host == row.host]
+            what = f"your claims on {row.host}"
+            if not ids:
+                asks.refuse("release", f"no claim of yours on {row.host}")
+                return
+        else:
+            gpu = self.model.gpu(row)
+            holder = self.model.holders.get(gpu.uuid) if gpu is not None else None
+            where = f"{row.host} GPU {row.index}"
+            if holder is None:
+                asks.refuse("release", f"nobody holds {where}")
+                return
+            if holder.kind == "job":
+                asks.refuse(
+                    "release",
+                    f"{where} is held by job {holder.id}: cancel it on the queue screen (Q)",
+                )
+                return
+            if holder.user != me and not view.me.admin:
+                asks.refuse("release", f"claim {holder.id} on {where} belongs to {holder.user}")
+                return
+            ids = [holder.id]
+            what = f"claim {holder.id} ({where})"
+        asks.request(f"release {what}", self._release(link, what, ids))
+
+    async def _release(self, link: HeadLink, what: str, ids: list[int]) -> None:
+        result = await self.asks.call(link, f"release {what}", "release", {"claim_ids": ids})
+        if result is None:
+            return
+        released = result.get("released") or []
+        count = sum(len(c.get("gpu_uuids") or []) for c in released if isinstance(c, dict))
+        self.app.notify(
+            f"released {what}: {count} GPU(s) free again",
+            title="released",
+            timeout=5,
+            markup=False,
+        )
+
+    def env_row(self, row: Row | None) -> None:
+        link = self.asks.usable("show the env line")
+        if link is None:
+            return
+        host = row.host if row is not None else ""
+        self.asks.request("env line", self._env(link, host))
+
+    async def _env(self, link: HeadLink, host: str) -> None:
+        result = await self.asks.call(
+            link, "show the env line", "env", {"host": host} if host else {}
+        )
+        if result is None:
+            return
+        line = env_line(result.get("uuids"))
+        if not line:
+            self.asks.refuse(
+                "show the env line", f"no active claim of yours on {host or 'any host'}"
+            )
+            return
+        self.app.copy_to_clipboard(line)
+        self.app.notify(
+            f"Copied to the clipboard:\n{line}", title=f"env on {host}", timeout=15, markup=False
+        )

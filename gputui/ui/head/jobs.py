@@ -1,0 +1,163 @@
+"""The queue screen's side (``Q``): open it on the head's state, act on a job, and
+follow the selected job's record, why it waits, and its output as it grows.
+
+One queue screen at a time; it is shown every new state the head pushes, and told
+when the head is unreachable. A job's output is followed in one worker (group
+``job-log``): a newer selection replaces it, closing the screen cancels it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.app import App
+
+from gputui.explain_text import explain_pairs
+from gputui.scheduler.client import HeadError
+from gputui.text import clean
+from gputui.ui.head.link import HeadLink
+from gputui.ui.head.requests import HeadRequests
+from gputui.ui.head.view import FINAL_STATES, HeadView
+from gputui.ui.screens.queue import QueueScreen
+
+LOG_TAIL_BYTES = 256 * 1024
+"""Output shown when a job's log is opened: its last this many bytes."""
+LOG_POLL_S = 0.5
+
+
+class JobActions:
+    """The open queue screen (if any) and every request made from it."""
+
+    def __init__(self, app: App[None], asks: HeadRequests, clock: Callable[[], float]) -> None:
+        self.app = app
+        self.asks = asks
+        self.clock = clock
+        self.screen: QueueScreen | None = None
+        """The queue screen while it is open."""
+
+    def open_queue(self) -> None:
+        link = self.asks.link
+        if link is None:
+            self.asks.refuse("open the queue", "no head configured (add a head: section)")
+            return
+        if self.screen is not None:
+            return
+        screen = QueueScreen(link.view, clock=self.clock)
+        self.screen = screen
+
+        def closed(_: None) -> None:
+            self.screen = None
+            self.app.workers.cancel_group(self.app, "job-log")
+
+        self.app.push_screen(screen, closed)
+        if not link.connected:
+            screen.show_unreachable(link.reason or "not connected")
+
+    def show_view(self, view: HeadView) -> None:
+        if self.screen is not None:
+            self.screen.show_view(view)
+
+    def show_unreachable(self, reason: str) -> None:
+        if self.screen is not None:
+            self.screen.show_unreachable(reason)
+
+    def act(self, message: QueueScreen.JobAction) -> None:
+        what = f"{message.op.replace('_', '-')} job {message.job_id}"
+        link = self.asks.usable(what)
+        if link is not None:
+            args: dict[str, Any] = {"job_id": message.job_id}
+            if message.reason:
+                args["reason"] = message.reason
+            if message.force:
+                args["force"] = True
+            self.asks.request(what, self._act(link, what, message.op, args))
+
+    async def _act(self, link: HeadLink, what: str, op: str, args: dict[str, Any]) -> None:
+        job_id = args["job_id"]
+        result = await self.asks.call(link, what, op, args)
+        if result is None:
+            return
+        job = result.get("job") or {}
+        told = result.get("told")
+        self.app.notify(
+            f"job {job_id}: {clean(job.get('state') or '?', 16)}"
+            + (f": {clean(told, 200)}" if isinstance(told, str) and told else ""),
+            title=what,
+            timeout=5,
+            markup=False,
+        )
+
+    def select(self, job_id: int | None) -> None:
+        """Follow job ``job_id`` (the queue screen's cursor is on it)."""
+        screen = self.screen
+        link = self.asks.link
+        if screen is None or link is None or job_id is None:
+            return
+        screen.reset_log(job_id)
+        self.app.run_worker(
+            self._follow(link, screen, job_id),
+            name=f"job-log-{job_id}",
+            group="job-log",
+            description=f"output of job {job_id}",
+            exclusive=True,
+            exit_on_error=False,
+        )
+
+    async def _explain(self, link: HeadLink, screen: QueueScreen, job_id: int) -> None:
+        """Why a waiting job waits (``gputui explain``), under its detail; an older
+        head without ``explain``, or an answer that does not parse, adds nothing."""
+        try:
+            body = await link.call("explain", {"job_id": job_id})
+            pairs = explain_pairs(body, time.time())
+        except (HeadError, KeyError, TypeError, ValueError, AttributeError):
+            return
+        screen.show_explain(job_id, pairs)
+
+    async def _follow(self, link: HeadLink, screen: QueueScreen, job_id: int) -> None:
+        """The job's record, then its output: the last part at once, then as it grows.
+
+        The next poll is asked for only after the last answer came, so polls never
+        pile up; an answer that fails is said in the log's title and tried again.
+        """
+        try:
+            detail = (await link.call("show", {"job_id": job_id}))["job"]
+            screen.show_detail(job_id, detail)
+        except (HeadError, KeyError, TypeError) as exc:
+            detail = None
+            screen.show_detail(job_id, None, getattr(exc, "message", "no detail"))
+        if isinstance(detail, dict) and detail.get("state") in ("queued", "held"):
+            await self._explain(link, screen, job_id)
+        offset = 0
+        first = True
+        while True:
+            try:
+                answer = await link.call(
+                    "logs", {"job_id": job_id, "offset": offset, "max_bytes": 65536}, timeout=10
+                )
+            except HeadError as exc:
+                screen.log_note(job_id, clean(exc.message, 120))
+                await asyncio.sleep(2.0)
+                continue
+            size = answer.get("size")
+            if first and isinstance(size, int) and size > LOG_TAIL_BYTES:
+                offset = size - LOG_TAIL_BYTES
+                screen.reset_log(job_id, f"… (the first {offset} bytes are not shown)")
+                first = False
+                continue
+            first = False
+            data = answer.get("data")
+            next_offset = answer.get("offset")
+            if isinstance(next_offset, int) and next_offset >= offset:
+                offset = next_offset
+            if isinstance(data, str) and data:
+                screen.append_log(job_id, data)
+                screen.log_note(job_id, "")
+                continue
+            if answer.get("state") in FINAL_STATES:
+                screen.log_note(job_id, f"ended ({clean(answer.get('state'), 16)})")
+                return
+            screen.log_note(job_id, "following…")
+            await asyncio.sleep(LOG_POLL_S)
