@@ -1,11 +1,15 @@
 """The Textual app: owns the telemetry source, the model, the themes and the workers.
 
-Data flows one way. The source calls back with a ``HostSnapshot``; the app posts a
-``HostsSampled`` message (a burst from many hosts is one message), applies it to
-the ``ClusterModel`` and tells the main screen what changed. Actions on hosts
-(signals, retries) go through a ``HostControl``, a separate interface from the
-telemetry. Anything that waits (starting the fleet, signalling a process) runs in
-an app-owned worker, and every worker failure ends up in one place: a notification.
+Data flows one way. The source (any ``TelemetrySource``) calls back with a
+``HostSnapshot``; the app posts a ``HostsSampled`` message (a burst from many hosts
+is one message), applies it to the ``ClusterModel`` and tells the main screen what
+changed. The app holds its other parts as objects, not base classes: ``hosts``
+(``HostActions``: signals and retries through a ``HostControl``, an interface apart
+from the telemetry), ``rounds`` (``HealthRounds``: the console's own health checks)
+and ``head`` (``HeadConsole``: the scheduler side); it keeps the ``on_*`` and
+``action_*`` handlers Textual looks for and hands them on. Anything that waits
+(starting the fleet, signalling a process, asking the head) runs in an app-owned
+worker, and every worker failure ends up in one place: a notification.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import contextlib
 import gc
 import math
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +34,11 @@ from textual.worker import Worker, WorkerState
 
 from gputui.config import Config
 from gputui.health.board import HealthBoard
-from gputui.protocol import ProcessSample, Signal, SignalResult
-from gputui.telemetry import HostControl, HostSnapshot, ReadOnly, RequestOutcome, TelemetrySource
+from gputui.telemetry import HostControl, HostSnapshot, ReadOnly, TelemetrySource
 from gputui.ui.head.console import HeadConsole
 from gputui.ui.head.link import HeadForceFreeStep, HeadNotice, HeadState, HeadUnreachable
+from gputui.ui.health_rounds import HealthRounds
+from gputui.ui.host_actions import HostActions
 from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.screens.audit import AuditScreen
 from gputui.ui.screens.confirm import ConfirmScreen
@@ -123,13 +127,15 @@ class GpuTuiApp(App[None]):
         """
         super().__init__()
         self.source = source
-        self.control: HostControl = (
+        self.hosts = HostActions(
+            self,
             control
             if control is not None
             else source
             if isinstance(source, HostControl)
-            else ReadOnly()
+            else ReadOnly(),
         )
+        """Acting on hosts (signals, reconnects): the control's side."""
         self.config = config
         self.clock = clock
         self.tick_interval = tick_interval
@@ -159,10 +165,8 @@ class GpuTuiApp(App[None]):
         self.health = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
         """Every problem in the cluster (the ``h`` view without a head), fed the latest
         snapshots."""
-        self._health_pending: dict[str, HostSnapshot] = {}
-        self._judging: deque[HostSnapshot] = deque()
-        """The round of health checks under way, in slices (``judge_health``)."""
-        self._judge_next: asyncio.TimerHandle | None = None
+        self.rounds = HealthRounds(self.health, clock, slice_s=SLICE_S, gap_s=SLICE_GAP_S)
+        """Feed ``health`` the snapshots that came meanwhile (``judge_health``)."""
         self.head = HeadConsole(self, config, self.model, clock, self.health)
         """The scheduler side: the link to the head, and every request to it."""
 
@@ -173,6 +177,10 @@ class GpuTuiApp(App[None]):
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return dict(GAUGE_DEFAULTS)
+
+    @property
+    def control(self) -> HostControl:
+        return self.hosts.control
 
     @property
     def main(self) -> MainScreen:
@@ -239,7 +247,7 @@ class GpuTuiApp(App[None]):
         deadline = time.perf_counter() + SLICE_S
         left = iter(snapshots.values())
         # With a head, the health view shows the head's board: nothing to judge here.
-        health = self._health_pending if self.config.head is None else {}
+        health = self.rounds.pending if self.config.head is None else {}
         for snapshot in left:
             changes.append(apply(snapshot))
             health[snapshot.name] = snapshot
@@ -283,27 +291,9 @@ class GpuTuiApp(App[None]):
 
         With a head there is nothing to do: the health view shows the head's board."""
         if self.head.link is not None:
-            self._health_pending.clear()
+            self.rounds.pending.clear()
             return
-        if self._judging and not at_once:
-            return  # the last round is still going: what came meanwhile waits for the next
-        self._judging.extend(self._health_pending.values())
-        self._health_pending = {}
-        self._judge_slice(at_once=at_once)
-
-    def _judge_slice(self, *, at_once: bool = False) -> None:
-        if self._judge_next is not None:
-            self._judge_next.cancel()
-            self._judge_next = None
-        todo, observe = self._judging, self.health.observe
-        now = self.clock()
-        deadline = math.inf if at_once else time.perf_counter() + SLICE_S
-        while todo:
-            observe(todo.popleft(), now)
-            if todo and time.perf_counter() > deadline:
-                loop = asyncio.get_running_loop()
-                self._judge_next = loop.call_later(SLICE_GAP_S, self._judge_slice)
-                return
+        self.rounds.run(at_once=at_once)
 
     def _on_tick_timer(self) -> None:
         now = time.monotonic()
@@ -331,33 +321,11 @@ class GpuTuiApp(App[None]):
 
     @on(MainScreen.SignalConfirmed)
     def _on_signal_confirmed(self, message: MainScreen.SignalConfirmed) -> None:
-        self.run_worker(
-            self._send_signal(message.host, message.gpu_uuid, message.process, message.signal),
-            name=f"signal-{message.host}-{message.process.pid}",
-            group="signal",
-            description=f"SIG{message.signal} to pid {message.process.pid} on {message.host}",
-            exclusive=False,
-            exit_on_error=False,
-        )
+        self.hosts.signal(message.host, message.gpu_uuid, message.process, message.signal)
 
     @on(MainScreen.RetryRequested)
     def _on_retry_requested(self, message: MainScreen.RetryRequested) -> None:
-        self.control.retry_now(message.host)
-        what = message.host if message.host is not None else "all hosts"
-        self.notify(f"retrying {what} now", timeout=3, markup=False)
-
-    async def _send_signal(
-        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
-    ) -> RequestOutcome[SignalResult]:
-        outcome = await self.control.signal_process(host, gpu_uuid, process, signal)
-        self.notify(
-            outcome.message,
-            title=f"SIG{signal} pid {process.pid} on {host}",
-            severity="information" if outcome.ok else "error",
-            timeout=8,
-            markup=False,
-        )
-        return outcome
+        self.hosts.retry(message.host)
 
     # -- actions ---------------------------------------------------------------------
 
