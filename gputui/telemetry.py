@@ -3,7 +3,9 @@
 The fleet (SSH to every host) produces ``HostSnapshot`` objects; the UI renders
 them. Nothing here does I/O, so widgets can import it freely. A later source (the
 head's aggregated stream) can serve the same ``TelemetrySource`` interface; acting on
-hosts goes through ``HostControl``, kept apart so either can change alone.
+hosts goes through ``HostControl``, kept apart so either can change alone (``ReadOnly``
+is the control of a source that cannot act). The console uses only these two
+interfaces; the CLI and the demo, which build it, pick the source behind them.
 """
 
 from __future__ import annotations

@@ -134,8 +134,10 @@ def test_view_and_wire_models_load_no_io_libraries() -> None:
 def test_widgets_load_no_ssh_or_database() -> None:
     widgets = submodules("gputui.ui.widgets")
     mods = loaded_after(widgets or ["gputui.ui.widgets"])
-    assert {"asyncssh", "sqlmodel"} & top_levels(mods) == set()
+    assert {"asyncssh", "sqlmodel", "sqlalchemy", "sqlite3"} & top_levels(mods) == set()
     assert not any(m.startswith(("gputui.fleet", "gputui.scheduler")) for m in mods)
+    # The console's I/O: the head link and the app that runs the workers.
+    assert not {"gputui.ui.head.link", "gputui.ui.head.console", "gputui.ui.app"} & mods
 
 
 def test_import_linter_contracts_hold() -> None:
