@@ -52,7 +52,7 @@ from gputui.config_where import (
 )
 from gputui.locations import DEFAULT_SOCKET, LocationError, find_hosts
 from gputui.locations import hosts_search as search_paths
-from gputui.remote.simspec import MAX_GPUS
+from gputui.protocol_fields import MAX_GPUS
 from gputui.sshjump import parse_chain
 from gputui.text import clean
 from gputui.yamlbounds import (

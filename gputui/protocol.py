@@ -44,6 +44,7 @@ from pydantic_core import ErrorDetails
 
 from gputui.protocol_fields import (
     MAX_ERRORS,
+    MAX_GPUS,
     MAX_NOTES,
     Celsius,
     Count,
@@ -95,7 +96,6 @@ from gputui.protocol_ops import (
     SignalRequest,
     SignalResult,
 )
-from gputui.remote.simspec import MAX_GPUS
 from gputui.text import clean
 
 __all__ = [

@@ -12,9 +12,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from gputui.remote.simspec import MAX_GPUS
 from gputui.text import clean
 
+MAX_GPUS = 64
+"""GPUs one host reports at most (the helper's simulator keeps its own copy)."""
 MAX_ERRORS = 64
 MAX_NOTES = 16
 _BIG = 2**63 - 1

@@ -49,10 +49,15 @@ from gputui.protocol_fields import (
     Uid,
     Wire,
 )
-from gputui.remote.gpureset import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, MIN_TIMEOUT_S
-from gputui.remote.holders import MAX_HOLDERS
 from gputui.text import clean
 
+DEFAULT_TIMEOUT_S = 60.0
+"""Seconds a GPU reset may take when the request does not say."""
+MIN_TIMEOUT_S = 0.1
+MAX_TIMEOUT_S = 600.0
+"""The range a reset's ``timeout_s`` must be in (the helper checks the same one)."""
+MAX_HOLDERS = 256
+"""Processes holding a GPU's device files one answer lists at most."""
 RESET_ANSWER_MARGIN_S = 30.0
 """A reset's answer is waited for this long past its own timeout."""
 MAX_REQUEST_BYTES = 1 << 20

@@ -90,11 +90,15 @@ def test_every_reader_of_the_heads_answers_checks_numbers_one_way() -> None:
 def test_the_helpers_own_copies_of_shared_limits_agree_with_the_clients() -> None:
     """The helper is shipped alone and imports nothing of gputui, so it keeps its own
     copy of each limit it shares with the client; here they are held equal."""
-    from gputui import protocol_ops
-    from gputui.remote import holders, jobfs, jobops, supervisor
+    from gputui import protocol_fields, protocol_ops
+    from gputui.remote import gpureset, holders, jobfs, jobops, simspec, supervisor
     from gputui.remote import wire as remote_wire
 
-    assert protocol_ops.MAX_HOLDERS is holders.MAX_HOLDERS  # the client imports it
+    assert protocol_fields.MAX_GPUS == simspec.MAX_GPUS
+    assert protocol_ops.MAX_HOLDERS == holders.MAX_HOLDERS
+    assert protocol_ops.DEFAULT_TIMEOUT_S == gpureset.DEFAULT_TIMEOUT_S
+    assert protocol_ops.MIN_TIMEOUT_S == gpureset.MIN_TIMEOUT_S
+    assert protocol_ops.MAX_TIMEOUT_S == gpureset.MAX_TIMEOUT_S
     assert protocol_ops.MAX_JOBS == jobfs.LIST_MAX
     assert protocol_ops.MAX_LOG_BYTES == jobops.LOG_READ_MAX
     assert protocol_ops.MAX_REQUEST_BYTES == remote_wire.MAX_REQUEST_BYTES
