@@ -91,7 +91,6 @@ __all__ = [
     "parse_config",
     "require_hosts",
     "search_paths",
-    "stale_after",
 ]
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -207,11 +206,6 @@ class HostConfig(_Model):
         return value
 
 
-def stale_after(stale_after_s: float, interval: float) -> float:
-    """At least 2.5 sampling intervals: one late sample at a slow refresh is not staleness."""
-    return max(stale_after_s, 2.5 * interval)
-
-
 class HealthThresholds(_Model):
     """When a reading becomes a problem worth showing."""
 
@@ -224,7 +218,8 @@ class HealthThresholds(_Model):
     power_warn_pct: Annotated[float, Field(ge=0, le=200)] = 98.0
     """Power draw, in % of the enforced limit, shown as a warning."""
     stale_after_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
-    """Seconds without a sample before a host shows as stale."""
+    """Seconds without a sample before a host shows as stale (raised to 2.5 sampling
+    intervals at a slow refresh: ``gputui.health.stale_limit``)."""
     ecc_uncorrected_max: Annotated[int, Field(ge=0)] = 0
     """Uncorrected ECC errors tolerated before a GPU is flagged (and fenced)."""
     slowdown_margin_c: Annotated[int, Field(ge=0, le=50)] = 5
@@ -252,10 +247,6 @@ class HealthThresholds(_Model):
     claim_idle_minutes: Annotated[float, Field(gt=0, le=10080)] = 10.0
     """An active claim with no process of its owner on its GPUs this long is a health
     finding (the head releases it later, at ``head.claim_idle_minutes``)."""
-
-    def stale_after(self, interval: float) -> float:
-        """Seconds of silence before a host is stale when it samples every ``interval``."""
-        return stale_after(self.stale_after_s, interval)
 
     @model_validator(mode="after")
     def _ordered(self) -> HealthThresholds:

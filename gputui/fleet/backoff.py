@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from gputui.config import stale_after
+from gputui.health.staleness import stale_limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ def thresholds(
     LIVE and STALE at every sample, nor cuts every connection: stale is at least 2.5
     intervals (one late sample is not staleness), hung at least 4.
     """
-    stale = stale_after(stale_after_s, interval)
+    stale = stale_limit(stale_after_s, interval)
     hung = hung_after if hung_after is not None else max(30.0, 6 * stale)
     return stale, max(hung, 4 * interval)
 

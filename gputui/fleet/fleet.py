@@ -16,11 +16,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
-from gputui.config import Config
+from gputui.config import Config, ResolvedHost
 from gputui.protocol import (
     NAMESPACE,
     HelperRequest,
@@ -45,7 +46,34 @@ from .stream import SnapshotStream
 log = logging.getLogger(__name__)
 
 
-__all__ = ["Fleet"]
+__all__ = ["Fleet", "FleetSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    """What a fleet takes of hosts.yaml, read once where the fleet is built: below the
+    ``Fleet``, the links and their timing get plain values and never read the
+    configuration (a host is a ``ResolvedHost``: its own data, defaults applied)."""
+
+    hosts: tuple[ResolvedHost, ...]
+    interval: float
+    """Seconds between samples (``refresh_interval``)."""
+    stale_after_s: float
+    """``health.stale_after_s``; each link raises it for a slow interval."""
+    health_every_s: float
+    """Seconds between a helper's health readings."""
+    connect_concurrency: int
+    """Connection set-ups in flight at once, fleet-wide."""
+
+    @classmethod
+    def of(cls, config: Config) -> FleetSettings:
+        return cls(
+            hosts=tuple(config.resolved()),
+            interval=config.refresh_interval,
+            stale_after_s=config.health.stale_after_s,
+            health_every_s=config.health_every_s,
+            connect_concurrency=config.connect_concurrency,
+        )
 
 
 class Fleet:
@@ -78,7 +106,7 @@ class Fleet:
             args += ["--jobs", jobs_namespace]
         self.helper_args: tuple[str, ...] = tuple(args)
         """What every helper is started with, after its sim and interval arguments."""
-        self.config = config
+        self.settings = FleetSettings.of(config)
         self._timing = timing or LinkTiming()
         self._connect_options = dict(connect_options or {})
         self._listeners: tuple[Listener, ...] = ()
@@ -99,7 +127,7 @@ class Fleet:
                 h.name: HostSnapshot(
                     name=h.name, address=h.address, pool=h.pool, labels=dict(h.labels)
                 )
-                for h in self.config.resolved()
+                for h in self.settings.hosts
             }
         return {name: link.snapshot for name, link in self._links.items()}
 
@@ -136,16 +164,15 @@ class Fleet:
         if self._started:
             return
         self._started = True
-        self._gate = asyncio.Semaphore(self.config.connect_concurrency)
-        interval = self.config.refresh_interval
+        settings = self.settings
+        self._gate = asyncio.Semaphore(settings.connect_concurrency)
         # Each link raises stale_after_s to 2.5 sample intervals and its hung limit to
         # at least 4 (backoff.thresholds): a slow refresh must not look like a fault.
-        stale_after = self.config.health.stale_after_s
-        for host in self.config.resolved():
+        for host in settings.hosts:
             self._links[host.name] = HostLink(
                 host,
-                interval=interval,
-                stale_after=stale_after,
+                interval=settings.interval,
+                stale_after=settings.stale_after_s,
                 publish=self._dispatch,
                 gate=self._gate,
                 known_hosts=self._known_hosts,
@@ -153,7 +180,7 @@ class Fleet:
                 timing=self._timing,
                 connect_options=self._connect_options,
                 helper_args=self.helper_args,
-                health_every=self.config.health_every_s,
+                health_every=settings.health_every_s,
             )
         loop = asyncio.get_running_loop()
         self._tasks = [

@@ -9,10 +9,15 @@ between two snapshots uses the same number, even after the interval was changed.
 
 from __future__ import annotations
 
-from gputui.config import stale_after as stale_limit
 from gputui.telemetry import HostSnapshot, HostStatus
 
 __all__ = ["is_stale", "snapshot_is_stale", "stale_limit"]
+
+
+def stale_limit(stale_after_s: float, interval: float) -> float:
+    """hosts.yaml's ``stale_after_s`` for a host sampled every ``interval`` seconds: at
+    least 2.5 intervals, since one late sample at a slow refresh is not staleness."""
+    return max(stale_after_s, 2.5 * interval)
 
 
 def is_stale(silent_s: float | None, limit_s: float) -> bool:

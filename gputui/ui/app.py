@@ -34,6 +34,7 @@ from textual.worker import Worker, WorkerState
 
 from gputui.config import Config
 from gputui.health.board import HealthBoard
+from gputui.health.staleness import stale_limit
 from gputui.telemetry import HostControl, HostSnapshot, ReadOnly, TelemetrySource
 from gputui.ui.head.console import HeadConsole
 from gputui.ui.head.link import HeadForceFreeStep, HeadNotice, HeadState, HeadUnreachable
@@ -140,7 +141,7 @@ class GpuTuiApp(App[None]):
         self.clock = clock
         self.tick_interval = tick_interval
         # The same staleness rule as the fleet: a slow refresh is not "stale".
-        stale = config.health.stale_after(config.refresh_interval)
+        stale = stale_limit(config.health.stale_after_s, config.refresh_interval)
         self.model = ClusterModel(config.health.model_copy(update={"stale_after_s": stale}))
         themes, errors = all_themes(theme_dir)
         self.theme_errors = [str(error) for error in errors]

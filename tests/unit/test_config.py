@@ -24,6 +24,7 @@ from gputui.config import (
     parse_config,
     require_hosts,
 )
+from gputui.health.staleness import stale_limit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -211,8 +212,8 @@ def test_huge_sim_gpu_count_is_refused_at_once() -> None:
 
 def test_stale_threshold_follows_a_slow_refresh() -> None:
     health = parse_config("health: {stale_after_s: 5}\n").health
-    assert health.stale_after(1.0) == 5.0
-    assert health.stale_after(10.0) == 25.0
+    assert stale_limit(health.stale_after_s, 1.0) == 5.0
+    assert stale_limit(health.stale_after_s, 10.0) == 25.0
 
 
 def types_in(annotation: Any) -> Iterator[Any]:
