@@ -298,7 +298,7 @@ def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
     if gpus < hosts:
         raise UsageError(f"--gpus {gpus} is fewer than --hosts {hosts}; each host needs a GPU")
     from gputui.demo.limits import DemoLimitError, check_demo_size
-    from gputui.remote.simspec import MAX_GPUS
+    from gputui.remote.sim.spec import MAX_GPUS
 
     if gpus > MAX_GPUS * hosts:
         raise UsageError(f"--gpus {gpus} over {hosts} hosts is more than {MAX_GPUS} per host")

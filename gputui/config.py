@@ -195,7 +195,7 @@ class HostConfig(_Model):
     @classmethod
     def _check_sim(cls, value: str | None) -> str | None:
         if value is not None:
-            from gputui.remote.simspec import parse_spec
+            from gputui.remote.sim.spec import parse_spec
 
             try:
                 parse_spec(value)

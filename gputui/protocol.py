@@ -101,6 +101,7 @@ from gputui.text import clean
 __all__ = [
     "JOB_ID_MAX",
     "MAX_ERRORS",
+    "MAX_GPUS",
     "MAX_JOBS",
     "MAX_LINE_BYTES",
     "MAX_LOG_BYTES",

@@ -27,8 +27,8 @@ from types import TracebackType
 import asyncssh
 
 from gputui.config import Config, load_config
-from gputui.remote.sim import SimDevice
-from gputui.remote.simspec import MAX_GPUS
+from gputui.remote.sim.device import SimDevice
+from gputui.remote.sim.spec import MAX_GPUS
 
 from .head import DemoHead
 from .server import SimSshServer, login_env

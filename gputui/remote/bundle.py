@@ -6,7 +6,10 @@ helper's module sources, their sha256, the entry module and argv. The boot code 
 the digest, serves the sources from memory through an import hook (package
 ``gputui_remote``), and calls ``entry.main(argv)``. Data never enters the shell string.
 The hook answers ``get_source`` like a file loader, so the helper can hand a module's
-text (the job supervisor's) to a fresh interpreter.
+text (the job supervisor's) to a fresh interpreter. Subfolders ship as subpackages
+(``remote/sim/device.py`` is ``gputui_remote.sim.device``): a name that other names
+extend (``gputui_remote.sim``) is a package, its source its ``__init__.py``, so relative
+imports resolve the same shipped as installed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from . import HELPER_VERSION
 PACKAGE = "gputui_remote"
 ENTRY = PACKAGE + ".helper"
 _EXCLUDE = {"bundle.py"}
+"""Files of the helper's folder that stay behind (relative paths)."""
 
 # Python 3.8-compatible; only double quotes so shlex.quote keeps it one plain word.
 # The import hook is a plain class with a ModuleSpec, not importlib.abc/util: those
@@ -37,11 +41,10 @@ for k in sorted(m):
 if h.hexdigest()!=d["sha256"]:
     sys.stderr.write("gputui helper: payload checksum mismatch\\n")
     sys.exit(3)
-P=d["package"]
 class F:
     def find_spec(self,name,path=None,target=None):
         if name in m:
-            return ModuleSpec(name,self,is_package=name==P)
+            return ModuleSpec(name,self,is_package=any(k.startswith(name+".") for k in m))
         return None
     def create_module(self,spec):
         return None
@@ -55,14 +58,21 @@ sys.exit(importlib.import_module(d["entry"]).main(d["argv"]))
 
 
 def module_sources(root: Path | None = None) -> dict[str, str]:
-    """The helper's modules by their name in the shipped package."""
+    """The helper's modules by their name in the shipped package, subpackages included
+    (a package by its ``__init__.py``; a folder without one is not shipped)."""
     root = root or Path(__file__).resolve().parent
     sources: dict[str, str] = {}
-    for path in sorted(root.glob("*.py")):
-        if path.name in _EXCLUDE:
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        folders = relative.parents[:-1]  # between root and the file
+        if relative.as_posix() in _EXCLUDE or any(
+            not (root / folder / "__init__.py").is_file() for folder in folders
+        ):
             continue
-        name = PACKAGE if path.stem == "__init__" else f"{PACKAGE}.{path.stem}"
-        sources[name] = path.read_text(encoding="utf-8")
+        parts = relative.with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        sources[".".join((PACKAGE, *parts))] = path.read_text(encoding="utf-8")
     return sources
 
 
@@ -84,7 +94,6 @@ def _prefix() -> tuple[zlib._Compress, bytes]:
         head = {
             "version": HELPER_VERSION,
             "sha256": modules_digest(sources),
-            "package": PACKAGE,
             "entry": ENTRY,
             "modules": sources,
         }

@@ -30,7 +30,7 @@ from .xid_watch import register_xid_events, send_kernel_history, watch_xid_event
 if TYPE_CHECKING:
     from .jobops import JobService
 
-# The simulator (.sim, .simspec, .simenv) is imported only in --sim mode: a real
+# The simulator (the .sim package) is imported only in --sim mode: a real
 # host never pays for it at start-up.
 
 EXIT_AFTER_EOF_S = 5.0
@@ -245,8 +245,8 @@ def run(
         return EXIT_FATAL
     lib: Any
     if args.sim:
-        from .sim import SimNvml
-        from .simspec import parse_spec
+        from .sim.engine import SimNvml
+        from .sim.spec import parse_spec
 
         try:
             spec = parse_spec(args.sim)

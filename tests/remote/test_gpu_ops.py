@@ -25,7 +25,8 @@ from gputui.protocol_ops import HoldersRequest, HoldersResult, ResetRequest, Res
 from gputui.remote.dispatch import SLOW, _answer
 from gputui.remote.helper import Helper
 from gputui.remote.holders import MAX_HOLDERS, scan_holders
-from gputui.remote.sim import SimNvml, parse_spec
+from gputui.remote.sim.engine import SimNvml
+from gputui.remote.sim.spec import parse_spec
 from gputui.remote.wire import Output
 
 SPEC = "2xh100+1xrtx4090,name=ops-host,fault=orphan@0,fault=remap-pending@0"

@@ -27,7 +27,8 @@ from gputui.remote import gpureset
 from gputui.remote.dispatch import SLOW, _answer
 from gputui.remote.gpureset import OUTPUT_CAP, NvmlReset, SmiReset, one_line, run_capped
 from gputui.remote.helper import Helper
-from gputui.remote.sim import SimNvml, parse_spec
+from gputui.remote.sim.engine import SimNvml
+from gputui.remote.sim.spec import parse_spec
 from gputui.remote.wire import Output
 
 SPEC = "2xh100,name=reset-host,fault=orphan@1"

@@ -13,10 +13,11 @@ from gputui.remote.bundle import helper_command, helper_payload
 # pulls in importlib.resources, pathlib and tempfile).
 NOT_AT_START = {
     "gputui_remote.sim",
-    "gputui_remote.simspec",
-    "gputui_remote.simenv",
-    "gputui_remote.simhealth",
-    "gputui_remote.simdevice",
+    "gputui_remote.sim.engine",
+    "gputui_remote.sim.spec",
+    "gputui_remote.sim.env",
+    "gputui_remote.sim.health",
+    "gputui_remote.sim.device",
     "argparse",
     "importlib.abc",
     "importlib.resources",
@@ -48,7 +49,8 @@ def test_real_mode_start_skips_the_simulator_and_heavy_modules() -> None:
 
 def test_sim_mode_still_loads_the_simulator() -> None:
     names = imported_through_bundle(["--sim", "1xa10", "--once"])
-    assert {"gputui_remote.sim", "gputui_remote.simspec", "gputui_remote.simhealth"} <= names
+    simulator = {"gputui_remote.sim", "gputui_remote.sim.engine", "gputui_remote.sim.spec"}
+    assert simulator | {"gputui_remote.sim.health", "gputui_remote.sim.device"} <= names
 
 
 def test_bad_arguments_are_one_fatal_error_line() -> None:

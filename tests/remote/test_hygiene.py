@@ -22,8 +22,8 @@ def test_protocol_versions_agree() -> None:
 
 
 def test_python38_syntax_and_no_gputui_imports() -> None:
-    files = sorted(REMOTE.glob("*.py"))
-    assert len(files) >= 8
+    files = sorted(REMOTE.rglob("*.py"))
+    assert len(files) >= 8 and REMOTE / "sim" / "engine.py" in files
     for path in files:
         tree = ast.parse(path.read_text(), filename=str(path), feature_version=(3, 8))
         for node in ast.walk(tree):
@@ -36,7 +36,7 @@ def test_python38_syntax_and_no_gputui_imports() -> None:
 
 def test_helper_import_pulls_in_nothing_of_gputui() -> None:
     code = (
-        "import sys, gputui.remote.helper, gputui.remote.sim;"
+        "import sys, gputui.remote.helper, gputui.remote.sim.engine;"
         "print(sorted(m for m in sys.modules if m.startswith('gputui') "
         "and not m.startswith('gputui.remote')))"
     )
@@ -56,6 +56,7 @@ def test_command_is_fixed_and_payload_carries_data() -> None:
     assert data["entry"] == "gputui_remote.helper"
     assert "gputui_remote.bundle" not in data["modules"]
     assert {"gputui_remote", "gputui_remote.nvml", "gputui_remote.sim"} <= set(data["modules"])
+    assert {"gputui_remote.sim.engine", "gputui_remote.sim.spec"} <= set(data["modules"])
     assert data["sha256"] == bundle.modules_digest(data["modules"])
     assert data["version"] == gputui.remote.HELPER_VERSION
 
@@ -76,3 +77,20 @@ def test_tampered_payload_is_refused() -> None:
     assert ok.returncode == 0
     kinds = [json.loads(x)["type"] for x in ok.stdout.splitlines()]
     assert kinds == ["hello", "sample"]
+
+
+def test_subfolders_ship_as_subpackages_and_loose_folders_stay_behind(tmp_path: Path) -> None:
+    for name in ("__init__.py", "a.py", "bundle.py", "sub/__init__.py", "sub/b.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"# {name}\n")
+    for name in ("loose/c.py", "sub/deep/d.py"):  # no __init__.py: not a package
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("raise SystemExit(9)\n")
+    sources = bundle.module_sources(tmp_path)
+    assert sorted(sources) == [
+        "gputui_remote",
+        "gputui_remote.a",
+        "gputui_remote.sub",
+        "gputui_remote.sub.b",
+    ]
+    assert sources["gputui_remote.sub"] == "# sub/__init__.py\n"

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from gputui.remote import sim as simmod
 from gputui.remote.gpus import Gpu
 from gputui.remote.nvml import NA, query
 from gputui.remote.procs import ProcessTable, read_start_ticks
-from gputui.remote.sim import SimNvml, parse_spec
-from gputui.remote.simenv import EnvScanner, SimProc
-from gputui.remote.simspec import Fault
+from gputui.remote.sim import engine as simmod
+from gputui.remote.sim.engine import SimNvml
+from gputui.remote.sim.env import EnvScanner, SimProc
+from gputui.remote.sim.spec import Fault, parse_spec
 
 
 def test_parse_valid_specs() -> None:

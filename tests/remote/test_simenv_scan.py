@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.remote.simenv import EnvScanner
+from gputui.remote.sim.env import EnvScanner
 
 
 class Clock:

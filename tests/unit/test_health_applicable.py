@@ -25,7 +25,8 @@ from gputui.health.board import HealthBoard
 from gputui.health.problems import _CHECKED, not_applicable_checks, unknown_checks
 from gputui.protocol import GpuInfo, GpuSample, Hello, Sample
 from gputui.remote.helper import Helper
-from gputui.remote.sim import SimNvml, parse_spec
+from gputui.remote.sim.engine import SimNvml
+from gputui.remote.sim.spec import parse_spec
 from gputui.remote.wire import Output
 from gputui.telemetry import HostSnapshot, HostStatus
 

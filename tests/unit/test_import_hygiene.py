@@ -37,24 +37,33 @@ def submodules(package: str) -> list[str]:
     return [f"{package}.{info.name}" for info in pkgutil.iter_modules(mod.__path__)]
 
 
+def every_module(package: str) -> list[str]:
+    """``package``'s modules, those of its subpackages included."""
+    mod = __import__(package, fromlist=["_"])
+    return [info.name for info in pkgutil.walk_packages(mod.__path__, f"{package}.")]
+
+
 def test_helper_loads_nothing_of_gputui_and_no_third_party() -> None:
-    mods = loaded_after(submodules("gputui.remote"))
+    helper = every_module("gputui.remote")
+    assert "gputui.remote.sim.engine" in helper
+    mods = loaded_after(helper)
     gputui_mods = {m for m in mods if m.startswith("gputui.") and not m.startswith("gputui.remote")}
     assert gputui_mods == set()
     assert {"pydantic", "textual", "asyncssh", "yaml", "sqlmodel"} & top_levels(mods) == set()
 
 
-def remote_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, what) for every import in one helper file, relative ones resolved against
-    ``gputui.remote`` (``..x`` names ``gputui.x``), plus ``__import__`` and
-    ``importlib.import_module`` calls on a constant name."""
+def remote_imports(path: Path, package: str = "gputui.remote") -> list[tuple[int, str]]:
+    """(line, what) for every import in one helper file of ``package``, relative ones
+    resolved against it (in ``gputui.remote``, ``..x`` names ``gputui.x``), plus
+    ``__import__`` and ``importlib.import_module`` calls on a constant name."""
+    parts = package.split(".")
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = ["gputui", "remote"][: max(0, 3 - node.level)]
+                base = parts[: max(0, len(parts) + 1 - node.level)]
                 if node.module is None:  # from .. import x: x is a module of the base
                     found += [(node.lineno, ".".join([*base, a.name])) for a in node.names]
                 else:
@@ -81,15 +90,21 @@ def escapes_the_helper(module: str) -> bool:
 def test_the_helper_source_imports_nothing_of_gputui_outside_itself() -> None:
     """The written rule beside import-linter's contract: every helper file's imports,
     relative ones that climb out and dynamic ones too."""
-    files = sorted((REPO / "gputui" / "remote").glob("*.py"))
-    assert len(files) >= 8
+    remote = REPO / "gputui" / "remote"
+    files = sorted(remote.rglob("*.py"))
+    assert len(files) >= 8 and remote / "sim" / "engine.py" in files
     bad = [
-        f"{path.name}:{line}: {module}"
+        f"{path.relative_to(remote)}:{line}: {module}"
         for path in files
-        for line, module in remote_imports(path)
+        for line, module in remote_imports(path, package_of(path, remote))
         if escapes_the_helper(module)
     ]
     assert bad == []
+
+
+def package_of(path: Path, remote: Path) -> str:
+    """The package a helper file is in: ``gputui.remote``, or a subpackage of it."""
+    return ".".join(("gputui", "remote", *path.parent.relative_to(remote).parts))
 
 
 def test_the_rule_sees_every_way_out(tmp_path: Path) -> None:
@@ -113,6 +128,15 @@ def test_the_rule_sees_every_way_out(tmp_path: Path) -> None:
         "gputui.fleet",
         "gputui.ui",
         "gputui",
+    ]
+    # One folder down, ``..`` is still the helper and ``...`` climbs out of it.
+    nested = tmp_path / "nested.py"
+    nested.write_text("from .. import nvml\nfrom ..procs import PROC\nfrom ...fleet import link\n")
+    assert package_of(tmp_path / "sim" / "x.py", tmp_path) == "gputui.remote.sim"
+    assert [m for _, m in remote_imports(nested, "gputui.remote.sim")] == [
+        "gputui.remote.nvml",
+        "gputui.remote.procs",
+        "gputui.fleet",
     ]
 
 

@@ -91,8 +91,9 @@ def test_the_helpers_own_copies_of_shared_limits_agree_with_the_clients() -> Non
     """The helper is shipped alone and imports nothing of gputui, so it keeps its own
     copy of each limit it shares with the client; here they are held equal."""
     from gputui import protocol_fields, protocol_ops
-    from gputui.remote import gpureset, holders, jobfs, jobops, simspec, supervisor
+    from gputui.remote import gpureset, holders, jobfs, jobops, supervisor
     from gputui.remote import wire as remote_wire
+    from gputui.remote.sim import spec as simspec
 
     assert protocol_fields.MAX_GPUS == simspec.MAX_GPUS
     assert protocol_ops.MAX_HOLDERS == holders.MAX_HOLDERS

@@ -19,6 +19,7 @@ from rich.cells import cell_len
 
 from gputui.protocol import (
     MAX_ERRORS,
+    MAX_GPUS,
     MAX_LINE_BYTES,
     MAX_NOTES,
     MAX_THROTTLE_REASONS,
@@ -34,7 +35,6 @@ from gputui.protocol import (
     UnknownMessage,
     decode_helper_line,
 )
-from gputui.remote.simspec import MAX_GPUS
 
 BIG = 2**63 - 1
 

@@ -11,7 +11,7 @@ import os
 import time
 from typing import Callable, NamedTuple
 
-from .procs import parse_stat_start_ticks
+from ..procs import parse_stat_start_ticks
 
 ENV_GPU = "GPUTUI_SIM_GPU"
 ENV_MEM = "GPUTUI_SIM_MEM_MIB"

@@ -6,8 +6,8 @@ layer runs the same code in sim and real modes. Readings follow the load of the
 processes on each simulated GPU: any process whose environment has
 ``GPUTUI_SIM_GPU=<index or uuid>[,...]`` is that GPU's process, holding
 ``GPUTUI_SIM_MEM_MIB`` MiB (default 2048) at ``GPUTUI_SIM_UTIL`` % load (default 90).
-The health readings (remapped rows, NVLinks, fabric ...) are in ``simhealth``; the
-faults, and how they clear, are listed in ``simspec``.
+The health readings (remapped rows, NVLinks, fabric ...) are in ``health``; the
+faults, and how they clear, are listed in ``spec``.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import socket
 import time
 from typing import Any, Callable
 
-from .kernlog import XID_TEXT
-from .nvml import MIB, NVML_CLOCK_SM, nvml_error
-from .simdevice import SimDevice, SimEventSet
-from .simenv import ENV_GPU, ENV_MEM, ENV_UTIL, EnvScanner, SimProc
-from .simhealth import SimHealth
-from .simspec import Fault, SimSpec, parse_fault, parse_spec
+from ..kernlog import XID_TEXT
+from ..nvml import MIB, NVML_CLOCK_SM, nvml_error
+from .device import SimDevice, SimEventSet
+from .env import ENV_GPU, ENV_MEM, ENV_UTIL, EnvScanner, SimProc
+from .health import SimHealth
+from .spec import Fault, SimSpec, parse_fault, parse_spec
 
 __all__ = [
     "ENV_GPU",

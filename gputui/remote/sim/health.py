@@ -3,7 +3,7 @@
 Each function answers as ``pynvml``'s does (a tuple for remapped rows, a list of
 page addresses for retired pages, an int for a state, a struct filled through
 ``byref`` for the fabric) and raises ``NotSupported`` where the model cannot
-(``simspec.HEALTH``): a GeForce card has no ECC, remapping or NVLink; an A100 or
+(``spec.HEALTH``): a GeForce card has no ECC, remapping or NVLink; an A100 or
 H100 remaps rows and has no page retirement; only Hopper SXM has a fabric state.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING, Any
 
-from .nvml import NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml_error
+from ..nvml import NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml_error
 
 if TYPE_CHECKING:
-    from .simdevice import SimDevice
+    from .device import SimDevice
 
 FABRIC_IN_PROGRESS_SAMPLES = 3
 """Samples a ``fabric`` fault reads in progress before it reads not started."""

@@ -8,10 +8,10 @@ import random
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .simspec import HEALTH, MODELS
+from .spec import HEALTH, MODELS
 
 if TYPE_CHECKING:
-    from .simenv import SimProc
+    from .env import SimProc
 
 _DC_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 
