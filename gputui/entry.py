@@ -31,18 +31,18 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     verb = verb_of(args)
     if verb == "head":
-        from gputui import cli_daemon
+        from gputui.cli import head as cli_daemon
 
         at = args.index("head")
         rest = args[:at] + args[at + 1 :]
         return cli_daemon.main(rest)
-    from gputui.cli_head_args import VERBS
+    from gputui.cli.args import VERBS
 
     if verb in VERBS and "--theme" not in args:
-        from gputui import cli_head
+        from gputui.cli import jobs as cli_head
 
         return cli_head.main(args)
-    from gputui import cli
+    from gputui.cli import console as cli
 
     return cli.main(args)
 

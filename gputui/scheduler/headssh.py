@@ -26,7 +26,7 @@ from typing import Any
 from gputui.config import Config, HeadConfig, HostConfig, ResolvedHost
 from gputui.text import clean
 
-from .client import HeadError, is_local_name
+from .client.sync import HeadError, is_local_name
 
 _CHUNK = 65536
 

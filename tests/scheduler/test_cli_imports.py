@@ -75,7 +75,7 @@ def test_a_real_submission_stays_light(tmp_path: Path) -> None:
 
 
 def test_importing_the_verbs_module_loads_nothing_heavy() -> None:
-    code = "import json, sys; import gputui.cli_head; print(json.dumps(sorted(sys.modules)))"
+    code = "import json, sys; import gputui.cli.jobs; print(json.dumps(sorted(sys.modules)))"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from headthread import LineClient, ThreadedHead
 
-from gputui import cli_head
+from gputui.cli import jobs as cli_head
 
 
 def test_env_and_run_find_the_local_host_by_its_hosts_yaml_name(

@@ -12,7 +12,7 @@ from headthread import LineClient, ThreadedHead, poll
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui import cli_head
+from gputui.cli import jobs as cli_head
 from gputui.config_sched import SchedulerConfig
 from gputui.scheduler import actions, explain, policy, standings
 from gputui.scheduler.actions import Rules

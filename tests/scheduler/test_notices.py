@@ -15,7 +15,7 @@ import pytest
 from headthread import LineClient, ThreadedHead, poll
 from test_authz import ADMINS, People, people  # noqa: F401 (the fixture)
 
-from gputui import cli_head
+from gputui.cli import jobs as cli_head
 from gputui.config_sched import SchedulerConfig
 from gputui.scheduler.actions import Rules
 

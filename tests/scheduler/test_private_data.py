@@ -25,7 +25,7 @@ import pytest
 from headthread import LineClient, ThreadedHead, poll
 from realusers import User, as_user, made_users
 
-from gputui import cli_head
+from gputui.cli import jobs as cli_head
 from gputui.config_sched import SchedulerConfig
 from gputui.scheduler.actions import Rules
 from gputui.scheduler.client import HeadClient

@@ -15,7 +15,7 @@ from headthread import LineClient, ThreadedHead
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui import cli_head
+from gputui.cli import jobs as cli_head
 
 HOST = "gpu01"
 JOBS = 23

@@ -9,9 +9,14 @@ import argparse
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui import cli, cli_daemon, cli_head_args, entry
+from gputui import entry
+from gputui.cli import args as cli_head_args
+from gputui.cli import console as cli
+from gputui.cli import head as cli_daemon
 from gputui.health import board, head_answer
-from gputui.scheduler import aclient, client, healthwatch, wire
+from gputui.scheduler import healthwatch, wire
+from gputui.scheduler.client import aio as aclient
+from gputui.scheduler.client import sync as client
 
 
 def _value_options(parser: argparse.ArgumentParser) -> set[str]:
@@ -74,7 +79,9 @@ def test_the_board_and_the_heads_answers_judge_worst_by_one_rule() -> None:
 def test_every_reader_of_the_heads_answers_checks_numbers_one_way() -> None:
     """One range-checked reader of an untrusted time, number and string: no copy
     that forgot the finiteness check (``1e300``, NaN) or the int too big for a float."""
-    from gputui import cli_drain, cli_flags, text, untrusted
+    from gputui import text, untrusted
+    from gputui.cli import drain as cli_drain
+    from gputui.cli import flagged as cli_flags
     from gputui.ui import head_flags, head_view, usage_view
 
     assert head_answer._time is head_view._time is head_flags._time is untrusted.epoch

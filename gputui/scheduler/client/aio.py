@@ -9,7 +9,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gputui.scheduler.client import (
+from gputui.scheduler.client.sync import (
     _MAX_LINE,
     MUTATING,
     HeadError,

@@ -110,7 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--theme", dest="demo_theme", metavar="NAME", help="colour theme")
 
-    from gputui import cli_health, cli_incident
+    from gputui.cli import health as cli_health
+    from gputui.cli import incident as cli_incident
 
     cli_health.add_parser(sub)
     cli_incident.add_parser(sub)
@@ -158,11 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "helper":
             return run_helper(args.sim, args.once, args.interval, args.health_every)
         if command == "health":
-            from gputui import cli_health
+            from gputui.cli import health as cli_health
 
             return cli_health.main(args)
         if command == "incident":
-            from gputui import cli_incident
+            from gputui.cli import incident as cli_incident
 
             return cli_incident.main(args)
         return run_console(args.hosts, args.theme)

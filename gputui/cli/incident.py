@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gputui.cli_health import EXIT_ERROR, probe, wait_refused
+from gputui.cli.health import EXIT_ERROR, probe, wait_refused
 from gputui.config import Config, ConfigError, find_config, load_config
 from gputui.durations import ago
 from gputui.health.board import HealthBoard, Problem

@@ -1,5 +1,5 @@
 """Talking to the head: a blocking client for the CLI (the console's asyncio one is
-``gputui.scheduler.aclient``, kept apart so a CLI call never imports asyncio).
+``gputui.scheduler.client.aio``, kept apart so a CLI call never imports asyncio).
 
 Both speak the JSON lines of ``wire`` and import nothing heavy (no pydantic, no
 SQL, no SSH), so a ``gputui submit`` starts in a few tens of milliseconds. A
@@ -294,11 +294,3 @@ def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
         ) from None
     head = data.get("head") if isinstance(data, dict) else None
     return (head, path) if isinstance(head, dict) else None
-
-
-def __getattr__(name: str) -> Any:
-    if name == "AsyncHeadClient":  # the console's client, imported only when asked for
-        from gputui.scheduler.aclient import AsyncHeadClient
-
-        return AsyncHeadClient
-    raise AttributeError(name)

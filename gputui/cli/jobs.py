@@ -19,11 +19,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gputui import cli_drain, cli_forcefree, cli_policy, cli_run, cli_usage
-from gputui.cli_flags import flags_table
-from gputui.cli_head_args import parser
-from gputui.cli_run import command_of, this_host
-from gputui.cli_tables import audit_table, claims_table, queue_table, when
+from gputui.cli import drain as cli_drain
+from gputui.cli import forcefree as cli_forcefree
+from gputui.cli import policy as cli_policy
+from gputui.cli import run as cli_run
+from gputui.cli import usage as cli_usage
+from gputui.cli.args import parser
+from gputui.cli.flagged import flags_table
+from gputui.cli.run import command_of, this_host
+from gputui.cli.tables import audit_table, claims_table, queue_table, when
 from gputui.gpu_env import export_line, gpu_uuids
 from gputui.printable import shown as _shown
 from gputui.scheduler.client import HeadClient, HeadError, head_place

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 
-from gputui import cli_drain, cli_forcefree, cli_policy, cli_usage
+from gputui.cli import drain as cli_drain
+from gputui.cli import forcefree as cli_forcefree
+from gputui.cli import policy as cli_policy
+from gputui.cli import usage as cli_usage
 from gputui.durations import parse_duration
 
 MAX_GPUS = 64  # the head's own limit (wire.MAX_GPUS_PER_JOB), without importing pydantic

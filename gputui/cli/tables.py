@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from gputui.cli_flags import idle_reason
+from gputui.cli.flagged import idle_reason
 from gputui.durations import elapsed_text
 from gputui.printable import shown
 
