@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gputui.scheduler.client import HeadClient, HeadError, head_place, is_local_name
-from gputui.scheduler.client import sync as client_module
+from gputui.scheduler.client import place as client_module
 
 
 class HangingUp:

@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gputui.scheduler.client.sync import (
-    MUTATING,
-    HeadClient,
-    HeadError,
-    head_place,
-    is_local_name,
-    socket_path,
-)
+from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.ops import MUTATING
+from gputui.scheduler.client.place import head_place, is_local_name, socket_path
+from gputui.scheduler.client.sync import HeadClient
 
 if TYPE_CHECKING:
     from gputui.scheduler.client.aio import AsyncHeadClient

@@ -9,15 +9,9 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gputui.scheduler.client.sync import (
-    _MAX_LINE,
-    MUTATING,
-    HeadError,
-    _result,
-    may_still_apply,
-    new_request_id,
-    unreachable,
-)
+from gputui.scheduler.client.errors import HeadError, may_still_apply, unreachable
+from gputui.scheduler.client.framing import MAX_LINE, answer_of, new_request_id, request_line
+from gputui.scheduler.client.ops import MUTATING
 
 
 class AsyncHeadClient:
@@ -37,7 +31,7 @@ class AsyncHeadClient:
     @classmethod
     async def open_local(cls, path: str | os.PathLike[str]) -> AsyncHeadClient:
         try:
-            reader, writer = await asyncio.open_unix_connection(os.fspath(path), limit=_MAX_LINE)
+            reader, writer = await asyncio.open_unix_connection(os.fspath(path), limit=MAX_LINE)
         except OSError as exc:
             raise unreachable(path, exc) from None
         client = cls(reader, writer)
@@ -111,13 +105,10 @@ class AsyncHeadClient:
         # requests are sent over the same connection meanwhile.
         self._ids += 1
         ident = self._ids
-        request: dict[str, Any] = {"id": ident, "op": op, "args": args or {}}
-        if rid is not None:
-            request["rid"] = rid
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[ident] = future
         try:
-            self._writer.write(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+            self._writer.write(request_line(ident, op, args or {}, rid))
             await self._writer.drain()
             message = await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
@@ -126,7 +117,7 @@ class AsyncHeadClient:
             raise HeadError("unreachable", f"connection to the head lost: {exc}") from None
         finally:
             self._pending.pop(ident, None)
-        return _result(message)
+        return answer_of(message)
 
     async def pushes(self) -> AsyncIterator[dict[str, Any]]:
         while True:
