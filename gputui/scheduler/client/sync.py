@@ -19,6 +19,7 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gputui.scheduler.client.backend import Call
 from gputui.scheduler.client.errors import HeadError, may_still_apply, unreachable
 from gputui.scheduler.client.framing import MAX_LINE, answer_of, new_request_id, request_line
 from gputui.scheduler.client.ops import MUTATING
@@ -72,6 +73,12 @@ class HeadClient:
             with contextlib.suppress(OSError):
                 self._sock.close()
         self._sock = self._file = None
+
+    def send(self, call: Call) -> dict[str, Any]:
+        """``call`` as a ``backend.Transport`` sends it (a bound call is not retried)."""
+        return self.call(
+            call.op, call.args, timeout=call.timeout, retry=not call.bound, on_push=call.on_push
+        )
 
     def call(
         self,
