@@ -1,29 +1,24 @@
-"""Command line: ``gputui`` (the console), ``check-config``, ``demo``, ``helper``.
+"""Command line: ``gputui`` (the console), ``check-config``, ``demo``, ``health``,
+``incident``, ``helper``.
 
-Every failure a user can cause ends in one clear line on stderr and a non-zero exit
-status; no traceback reaches a user.
+Each command's module is imported only when it runs (the parser here knows them
+all). Every failure a user can cause ends in one clear line on stderr and a non-zero
+exit status; no traceback reaches a user.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import sys
-from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
+from typing import Any
 
 from gputui import __version__
-from gputui.config import (
-    Config,
-    ConfigError,
-    file_problems,
-    find_config,
-    load_config,
-    require_hosts,
-)
+from gputui.cli.errors import UsageError
+from gputui.cli.themes import theme_for
+from gputui.config import ConfigError, find_config, load_config, require_hosts
 from gputui.text import clean
 
 EXIT_OK = 0
@@ -59,7 +54,7 @@ scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
 """
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gputui",
         description="Live console for a team's GPU servers, over SSH.",
@@ -110,11 +105,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--theme", dest="demo_theme", metavar="NAME", help="colour theme")
 
-    from gputui.cli import health as cli_health
-    from gputui.cli import incident as cli_incident
-
-    cli_health.add_parser(sub)
-    cli_incident.add_parser(sub)
+    _health_parser(sub)
+    _incident_parser(sub)
 
     helper = sub.add_parser(
         "helper", help="run the host helper here and print its JSON lines (for debugging)"
@@ -132,6 +124,52 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+HEALTH_ABOUT = (
+    "With a head in hosts.yaml it prints the head's board (first seen, counts and"
+    " acknowledgements kept over time); without one, or when the head does not answer,"
+    " it connects to every host of hosts.yaml (or the ones of ``--host``) the way the"
+    " console does, has each helper take a health reading at once, runs the health checks"
+    " on it (or on the host's failure to answer) and prints the ranked list, or JSON with"
+    " ``--json``. The exit code is for cron and monitoring: 0 nothing wrong and every"
+    " check made, 1 warnings only, 2 something critical (acknowledged problems count"
+    " too), 3 when the check itself could not run (bad config or arguments, or an --ack"
+    " refused), 4 nothing wrong found but some checks could not be made (unknown, listed)."
+)
+"""What ``gputui health --help`` says it does (``gputui.cli.health`` does it)."""
+
+
+def _health_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "health",
+        help="every problem on every host, ranked"
+        " (exit 0 ok, 1 warnings, 2 critical, 3 could not run, 4 some checks unknown)",
+        description=HEALTH_ABOUT,
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (problems and unknown checks)")
+    p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable)")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="how long to wait for hosts to answer (default 20)",
+    )
+    p.add_argument("--keys", action="store_true", help="also list each problem's key (for --ack)")
+    p.add_argument("--ack", metavar="KEY", help="acknowledge problem KEY on the head (admins)")
+    p.add_argument("--note", metavar="TEXT", help="why it may wait (required with --ack)")
+
+
+def _incident_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "incident",
+        help="a timeline for one host or GPU: boot, Xids, problems, audit rows, readings",
+    )
+    p.add_argument("target", metavar="HOST[:GPU]")
+    p.add_argument("--since", default="24h", help="how far back: 30m, 12h, 2d, 1w (default 24h)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--wait", type=float, default=20.0, metavar="SECONDS")
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -143,10 +181,12 @@ def _positive(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     command = args.command or "console"
     try:
         if command == "check-config":
+            from gputui.cli.check_config import check_config
+
             return check_config(args.file or args.hosts)
         if command == "demo":
             if args.hosts:
@@ -155,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     " (gputui demo --hosts N sets how many)"
                 )
             gpus = args.demo_gpus if args.demo_gpus is not None else 5 * args.demo_hosts
+            from gputui.cli.demo import run_demo
+
             return run_demo(args.demo_hosts, gpus, args.demo_theme or args.theme)
         if command == "helper":
             return run_helper(args.sim, args.once, args.interval, args.health_every)
@@ -174,8 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `gputui health | head`: the reader went; nothing to say
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except UsageError as exc:
@@ -183,103 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-class UsageError(Exception):
-    """Something the user asked for that cannot be done, said in one line."""
-
-
-def check_config(path: str | None) -> int:
-    """Everything the console would refuse, and what it would fail on later (an unknown
-    theme, a key or known_hosts file that is not there), one line each; else a summary."""
-    source = find_config(path)
-    config = load_config(source)
-    require_hosts(config)  # the same verdict as the console's
-    from gputui.ui.themes import theme_names
-
-    problems: list[str] = []
-    known = theme_names()
-    if config.theme not in known:
-        problems.append(
-            f"{source}:{config.line_of('theme')}: theme: unknown theme {config.theme!r};"
-            f" known themes: {', '.join(known)}"
-        )
-    problems += file_problems(config)
-    if problems:
-        raise ConfigError(problems)
-    print(summarise(config, source))
-    return EXIT_OK
-
-
-def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
-    """A one-screen summary of a valid config."""
-    hosts = config.resolved()
-    pools = Counter(h.pool for h in hosts)
-    pool_text = ", ".join(f"{name} ({count})" for name, count in sorted(pools.items())) or "none"
-    sims = sum(1 for h in hosts if h.sim)
-    head = config.head.host if config.head else "none (monitoring only)"
-    lines = [
-        f"{clean(str(source), 512)}: OK",
-        f"  hosts     {len(hosts)}" + (f" ({sims} simulated)" if sims else ""),
-        f"  pools     {pool_text}",
-        f"  refresh   every {config.refresh_interval:g}s;"
-        f" stale after {config.health.stale_after_s:g}s",
-        f"  theme     {config.theme}",
-        f"  health    temp warn {config.health.temp_warn_c}°C / crit {config.health.temp_crit_c}°C,"
-        f" memory warn {config.health.mem_warn_pct:g}%",
-        f"  head      {head}",
-        f"  connect   {config.connect_concurrency} handshakes at once,"
-        f" timeout {config.defaults.connect_timeout:g}s",
-    ]
-    if hosts:
-        # VIA: hosts.yaml's proxy_jump, else the host's ssh_config ProxyJump (files
-        # read only; nothing is connected to).
-        from gputui.fleet.connector import configured_jump
-
-        lines.append("")
-        rows = [("NAME", "ADDRESS", "USER", "VIA", "POOL", "GPUS")]
-        for h in hosts[:max_rows]:
-            address = h.address + (f":{h.port}" if h.port else "")
-            rows.append(
-                (
-                    h.name,
-                    address,
-                    h.user or "(ssh config)",
-                    configured_jump(h) or "-",
-                    h.pool,
-                    h.sim or "nvml",
-                )
-            )
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines += [
-            "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-            for r in rows
-        ]
-        if len(hosts) > max_rows:
-            lines.append(f"  ... and {len(hosts) - max_rows} more")
-    return "\n".join(lines)
-
-
-def _theme_or_error(config: Config, theme: str | None) -> str:
-    return _theme_named(theme or config.theme)
-
-
-def _theme_named(name: str) -> str:
-    """``name`` if it is a theme this console can use; else ``UsageError``, one line
-    naming it and the themes there are."""
-    from gputui.ui.themes import skipped_themes, theme_names
-
-    names = theme_names()
-    broken = skipped_themes()
-    if name not in names and name in broken:
-        raise UsageError(f"theme {name!r} cannot be used: {broken[name]}")
-    if name not in names:
-        raise UsageError(f"unknown theme {name!r}; known themes: {', '.join(names)}")
-    return name
-
-
 def run_console(hosts_file: str | None, theme: str | None) -> int:
     config = load_config(find_config(hosts_file))
     require_hosts(config)
-    theme_name = _theme_or_error(config, theme)
+    theme_name = theme_for(config, theme)
     from gputui.fleet.fleet import Fleet
     from gputui.ui.app import GpuTuiApp
     from gputui.ui.terminal_exit import SignalExit
@@ -293,97 +240,6 @@ def run_console(hosts_file: str | None, theme: str | None) -> int:
 
     asyncio.run(console())
     return app.return_code or EXIT_OK
-
-
-def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
-    if gpus < hosts:
-        raise UsageError(f"--gpus {gpus} is fewer than --hosts {hosts}; each host needs a GPU")
-    from gputui.demo.limits import DemoLimitError, check_demo_size
-    from gputui.remote.simspec import MAX_GPUS
-
-    if gpus > MAX_GPUS * hosts:
-        raise UsageError(f"--gpus {gpus} over {hosts} hosts is more than {MAX_GPUS} per host")
-    try:
-        check_demo_size(hosts)
-    except DemoLimitError as exc:
-        raise UsageError(str(exc)) from None
-    if theme:  # before the simulated hosts start, not after
-        _theme_named(theme)
-    return asyncio.run(_demo(hosts, gpus, theme))
-
-
-async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
-    from gputui.demo.cluster import DemoCluster
-    from gputui.demo.limits import start_error
-    from gputui.fleet.fleet import Fleet
-    from gputui.ui.app import GpuTuiApp
-    from gputui.ui.terminal_exit import SignalExit
-
-    print(
-        f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH"
-        " and a scheduler head…",
-        flush=True,
-    )
-    cluster = DemoCluster(hosts=hosts, gpus=gpus, faults=True, head=True)
-    # A closed terminal or a plain kill ends the demo the same way as `q`, so the
-    # simulated hosts, their helpers and the workloads are all cleaned up; during
-    # start-up it stops the start. Should that hang, they are killed on the way out.
-    with SignalExit(on_force=cluster.emergency_cleanup) as signals:
-        try:
-            await cluster.start()
-        except asyncio.CancelledError:
-            if signals.received is None:
-                raise
-            return signals.exit_code
-        except OSError as exc:  # too many open files, no loopback, ...
-            raise UsageError(start_error(exc, hosts)) from None
-        seeding: asyncio.Task[None] | None = None
-        try:
-            config = cluster.config()
-            theme_name = _theme_or_error(config, theme)
-            app = GpuTuiApp(Fleet(config), config, theme=theme_name)
-            seeding = asyncio.get_running_loop().create_task(_seed_demo(cluster, app))
-            await signals.run(app)
-        finally:
-            if seeding is not None:
-                seeding.cancel()
-                with contextlib.suppress(BaseException):
-                    await seeding
-            await cluster.stop()
-    return app.return_code or EXIT_OK
-
-
-DEMO_WELCOME = (
-    "This demo has a scheduler. c claims the selected GPU (the export line is copied),"
-    " u releases it, n enqueues a job (Ctrl+S sends it), Q shows the queue with each"
-    " job's output."
-)
-
-
-async def _seed_demo(cluster: object, app: object) -> None:
-    """Give the demo's head work once its hosts are live, then say how to use it."""
-    from gputui.demo.cluster import DemoCluster
-    from gputui.ui.app import GpuTuiApp
-
-    assert isinstance(cluster, DemoCluster) and isinstance(app, GpuTuiApp)
-    try:
-        done = await cluster.seed_head()
-    except Exception as exc:  # the demo goes on without its seeded work, saying so
-        done = [f"seeding stopped: {clean(repr(exc), 200)}"]
-    if cluster.head is not None:
-        # The enqueue form offers the demo's own little job, in the directory it is in.
-        here = str(cluster.head.socket.parent)
-        # --demo-pid: it ends with the demo, like the seeded jobs (the demo leaves nothing).
-        command = f"python3 train.py --model mine --steps 20 --pause 1 --demo-pid {os.getpid()}"
-        app.submit_defaults = (here, command)
-    quick = [line for line in done if "quick-test" in line]
-    text = DEMO_WELCOME + (f" Watch {quick[0]}." if quick else "")
-    problems = [
-        line for line in done if "stopped" in line or "refused" in line or "did not" in line
-    ]
-    app.notify(text, title="gputui demo", timeout=40, markup=False)
-    for line in problems:
-        app.notify(line, title="demo head", severity="warning", timeout=20, markup=False)
 
 
 def run_helper(sim: str | None, once: bool, interval: float, health_every: float = 10.0) -> int:

@@ -17,7 +17,7 @@ from realusers import as_user
 from test_authz import ALICE, CAROL, People, User, people, th
 
 from gputui import locations
-from gputui.cli import jobs as cli_head  # noqa: F401  (loaded before the fork)
+from gputui.cli import jobs, verbs  # noqa: F401  (loaded before the fork)
 from gputui.entry import main
 
 __all__ = ["people", "th"]  # the fixtures, used by name

@@ -23,7 +23,7 @@ from headthread import LineClient, ThreadedHead
 from realusers import User, as_user, made_users
 
 from gputui import locations
-from gputui.cli import jobs as cli_head  # noqa: F401  (loaded before the fork)
+from gputui.cli import claims, here, jobs, verbs  # noqa: F401  (loaded before the fork)
 from gputui.entry import main
 
 pytestmark = pytest.mark.root

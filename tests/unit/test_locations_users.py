@@ -21,7 +21,7 @@ from realusers import User, as_user, made_users
 
 # Loaded here, before any fork: the users may not read this interpreter's files.
 from gputui import locations
-from gputui.cli import jobs as cli_head  # noqa: F401
+from gputui.cli import jobs, verbs  # noqa: F401
 from gputui.config import ConfigError, find_config, load_config
 from gputui.entry import main
 
