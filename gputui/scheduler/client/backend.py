@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
 from gputui.scheduler.client.errors import HeadError
@@ -331,17 +330,27 @@ class SessionBackend(SchedulerBackend[Answer, Iterator[Answer]], Protocol):
         ...
 
 
-@dataclass(frozen=True)
 class Call:
-    """One request as a transport sends it."""
+    """One request as a transport sends it (a plain class: a verb's start pays for no
+    dataclass machinery)."""
 
-    op: str
-    args: Answer
-    timeout: float | None = ANSWER_WITHIN_S
-    bound: bool = False
-    """Bound to the connection it is sent on: never sent again on a new one."""
-    on_push: Callable[[Answer], None] | None = None
-    """Gets each push that belongs to this request (its progress)."""
+    __slots__ = ("args", "bound", "on_push", "op", "timeout")
+
+    def __init__(
+        self,
+        op: str,
+        args: Answer,
+        timeout: float | None = ANSWER_WITHIN_S,
+        bound: bool = False,
+        on_push: Callable[[Answer], None] | None = None,
+    ) -> None:
+        self.op = op
+        self.args = args
+        self.timeout = timeout
+        self.bound = bound
+        """Bound to the connection it is sent on: never sent again on a new one."""
+        self.on_push = on_push
+        """Gets each push that belongs to this request (its progress)."""
 
 
 class Transport(Protocol[R_co, P_co]):
