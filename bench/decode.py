@@ -25,7 +25,15 @@ from gputui.protocol import decode_helper_line
 def real_sample(gpus: int) -> str:
     """One sample line as the helper writes it, from its simulator."""
     out = subprocess.run(
-        [sys.executable, "-m", "gputui.cli", "helper", "--sim", f"{gpus}xa100-80gb", "--once"],
+        [
+            sys.executable,
+            "-m",
+            "gputui.cli.console",
+            "helper",
+            "--sim",
+            f"{gpus}xa100-80gb",
+            "--once",
+        ],
         capture_output=True,
         text=True,
         check=True,

@@ -1,8 +1,11 @@
 """The ``gputui`` command: picks the verb's module before importing anything heavy.
 
 Scheduler verbs (``submit``, ``queue``, …) run on every shell call, so they must
-not pay for the console's imports (Textual, pydantic config models, asyncssh);
-``gputui head`` loads the daemon; everything else is the console's CLI.
+not pay for the console's imports (Textual, pydantic config models, asyncssh):
+they go to ``gputui.cli.verbs``; ``gputui head`` loads the daemon
+(``gputui.cli.head``); everything else is the console's command line
+(``gputui.cli.console``). Each of those imports a verb's own module only when it
+runs.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import sys
 
 _TAKES_VALUE = ("--hosts", "--socket", "--theme", "--database")
 """Every option before the verb that takes a value, in any of the parsers this picks
-from (``cli``, ``cli_head_args``, ``cli_daemon``): a test holds them to it."""
+from (``cli.console``, ``cli.args``, ``cli.head``): a test holds them to it."""
 
 
 def verb_of(argv: list[str]) -> str | None:
@@ -31,20 +34,20 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     verb = verb_of(args)
     if verb == "head":
-        from gputui import cli_daemon
+        from gputui.cli import head
 
         at = args.index("head")
         rest = args[:at] + args[at + 1 :]
-        return cli_daemon.main(rest)
-    from gputui.cli_head_args import VERBS
+        return head.main(rest)
+    from gputui.cli.args import VERBS
 
     if verb in VERBS and "--theme" not in args:
-        from gputui import cli_head
+        from gputui.cli import verbs
 
-        return cli_head.main(args)
-    from gputui import cli
+        return verbs.main(args)
+    from gputui.cli import console
 
-    return cli.main(args)
+    return console.main(args)
 
 
 def entry() -> None:

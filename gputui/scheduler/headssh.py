@@ -26,7 +26,8 @@ from typing import Any
 from gputui.config import Config, HeadConfig, HostConfig, ResolvedHost
 from gputui.text import clean
 
-from .client import HeadError, is_local_name
+from .client.errors import HeadError
+from .client.place import is_local_name
 
 _CHUNK = 65536
 

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from . import ops
+from .client import ops
 
 MUTATING = ops.MUTATING
 """The ops that change something (``ops.MUTATING``: one set for client and head)."""

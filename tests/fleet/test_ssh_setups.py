@@ -300,7 +300,7 @@ def test_configured_jump_reads_ssh_config_and_never_connects(kit) -> None:
 
 
 def test_check_config_via_column_shows_a_proxy_jump_from_ssh_config(kit) -> None:
-    from gputui.cli import summarise
+    from gputui.cli.check_config import summarise
 
     ssh_config = Path.home() / ".ssh" / "config"  # the default setting's file
     ssh_config.parent.mkdir(exist_ok=True)

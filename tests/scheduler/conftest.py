@@ -14,7 +14,7 @@ from gputui.scheduler.engine import open_store
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Any]:
-    """Every async test here runs on uvloop, as ``gputui head`` does (``cli_daemon``):
+    """Every async test here runs on uvloop, as ``gputui head`` does (``gputui.cli.head``):
     the daemon is tested on the loop it ships with (uvloop's transports, for one,
     are not asyncio's classes)."""
     import uvloop

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui import cli_usage
+from gputui.cli import usage as cli_usage
 from gputui.scheduler import accounting
 from gputui.scheduler.accounting import HOUR, MAX_SPAN_S, split_hours
 from gputui.scheduler.client import HeadError

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gputui.scheduler.aclient import AsyncHeadClient
+from gputui.scheduler.client.aio import AsyncHeadClient
 
 
 def answer(request: dict[str, Any], result: dict[str, Any]) -> bytes:

@@ -388,7 +388,7 @@ async def test_through_sshd_direct_streamlocal_the_head_names_the_ssh_user(
     audited; nothing in a request can say otherwise."""
     import asyncssh
 
-    from gputui.scheduler.aclient import AsyncHeadClient
+    from gputui.scheduler.client.aio import AsyncHeadClient
 
     if not os.path.exists("/usr/sbin/sshd"):  # people: only ever reached as root
         pytest.fail("running as root, but /usr/sbin/sshd is missing: install OpenSSH's server")

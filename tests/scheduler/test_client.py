@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gputui.scheduler import client as client_module
 from gputui.scheduler.client import HeadClient, HeadError, head_place, is_local_name
+from gputui.scheduler.client import place as client_module
 
 
 class HangingUp:

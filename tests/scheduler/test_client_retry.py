@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from headthread import ThreadedHead
 
-from gputui.scheduler.aclient import AsyncHeadClient
 from gputui.scheduler.client import HeadClient, HeadError
+from gputui.scheduler.client.aio import AsyncHeadClient
 
 HOST = "gpu01"
 

@@ -29,8 +29,8 @@ from headkit import ScriptedHosts
 from headthread import poll
 
 from gputui.scheduler import policy
-from gputui.scheduler.aclient import AsyncHeadClient
 from gputui.scheduler.client import HeadClient, HeadError
+from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.daemon import Head
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.settings import HeadSettings

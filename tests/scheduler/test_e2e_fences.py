@@ -25,7 +25,7 @@ from test_e2e_jobs import Cluster, until
 
 from gputui.config import parse_config
 from gputui.protocol_ops import HelperRequest
-from gputui.scheduler.aclient import AsyncHeadClient, HeadError
+from gputui.scheduler.client.aio import AsyncHeadClient, HeadError
 
 HEALTH_EVERY_S = 1.5
 """Seconds between the helper's health readings here (samples every 0.5 s)."""

@@ -29,7 +29,7 @@ from test_e2e_jobs import Cluster, state_is, until
 from test_e2e_ownership import _kill_leftovers, rogue_user, rows, sleeper_job  # noqa: F401
 
 from gputui.demo.workloads import python_for_everyone
-from gputui.scheduler.aclient import AsyncHeadClient
+from gputui.scheduler.client.aio import AsyncHeadClient
 
 STUBBORN = """
 import signal, time

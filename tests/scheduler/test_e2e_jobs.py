@@ -31,8 +31,8 @@ from gputui.config_sched import SchedulerConfig
 from gputui.demo.server import SimSshServer, login_env
 from gputui.fleet.backoff import LinkTiming
 from gputui.fleet.fleet import Fleet
-from gputui.scheduler.aclient import AsyncHeadClient
 from gputui.scheduler.actions import Rules
+from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.daemon import Head
 from gputui.scheduler.engine import jobs_namespace, open_store
 from gputui.scheduler.fleethosts import FleetHosts

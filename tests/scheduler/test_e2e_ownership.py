@@ -27,7 +27,7 @@ from test_e2e_jobs import Cluster, job, script, state_is, until
 
 from gputui.config_sched import Ownership, SchedulerConfig
 from gputui.demo.workloads import python_for_everyone
-from gputui.scheduler.aclient import AsyncHeadClient
+from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.wire import LIVE_JOB_STATES
 
 ROGUE = """

@@ -13,7 +13,7 @@ import pytest
 from test_e2e_jobs import Cluster, _with_pid, alive, job, script, state_is, until
 
 from gputui.config_sched import SchedulerConfig
-from gputui.scheduler.aclient import AsyncHeadClient
+from gputui.scheduler.client.aio import AsyncHeadClient
 
 NO_MIN_RUNTIME = SchedulerConfig.model_validate(
     {"preemption": {"min_runtime_minutes": 0}}, strict=False

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from test_e2e_jobs import GPUTUI, Cluster, alive, job, script, state_is, until
 
-from gputui.scheduler.aclient import AsyncHeadClient
+from gputui.scheduler.client.aio import AsyncHeadClient
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from headthread import LineClient, ThreadedHead
 
-from gputui import cli_head
+from gputui.cli import verbs
 
 
 def test_env_and_run_find_the_local_host_by_its_hosts_yaml_name(
@@ -22,12 +22,12 @@ def test_env_and_run_find_the_local_host_by_its_hosts_yaml_name(
         with LineClient(th.sock) as c:
             claim = c.ok("claim", {"gpus": 1})["claim"]
             assert claim["host"] == "gpu-a"
-            code = cli_head.main(["--socket", str(th.sock), "env"])
+            code = verbs.main(["--socket", str(th.sock), "env"])
             out = capsys.readouterr()
             assert code == 0, out.err
             uuid = claim["gpu_uuids"][0]
             assert out.out == f"export CUDA_VISIBLE_DEVICES={uuid}\n"
-            code = cli_head.main(["--socket", str(th.sock), "run", "--", "/bin/true"])
+            code = verbs.main(["--socket", str(th.sock), "run", "--", "/bin/true"])
             out = capsys.readouterr()
             assert code == 0, out.err
             held = th.rows("SELECT host FROM claim WHERE id != ? ORDER BY id", claim["id"])
@@ -56,7 +56,7 @@ def test_a_machine_that_is_none_or_several_hosts_is_told_the_choices(
 ) -> None:
     with ThreadedHead(tmp_path, {"gpu-a": 1, "gpu-b": 1}, host_places=places) as th:
         for verb in (["env"], ["run", "--", "/bin/true"]):
-            code = cli_head.main(["--socket", str(th.sock), *verb])
+            code = verbs.main(["--socket", str(th.sock), *verb])
             out = capsys.readouterr()
             assert code != 0 and out.out == ""
             assert out.err.count("\n") == 1 and said in out.err, out.err

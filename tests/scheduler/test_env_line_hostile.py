@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.cli_head import main
+from gputui.cli.verbs import main
 from gputui.ui.head.view import env_line
 
 STRICT_UUID = re.compile(r"(GPU|MIG)-[0-9A-Za-z/-]{1,96}")

@@ -12,7 +12,7 @@ from headthread import LineClient, ThreadedHead, poll
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui import cli_head
+from gputui.cli import verbs
 from gputui.config_sched import SchedulerConfig
 from gputui.scheduler import actions, explain, policy, standings
 from gputui.scheduler.actions import Rules
@@ -72,15 +72,15 @@ def test_explain_shows_the_place_the_factors_what_is_ahead_and_an_estimate(
         assert quota["quotas"][0]["group"] == "root"
         assert 0 < quota["quotas"][0]["used_gpu_h"] < 1  # 4 GPUs for a minute
         # The CLI's text shows the same, one fact a line.
-        code = cli_head.main(["--socket", str(th.sock), "explain", str(waits["id"])])
+        code = verbs.main(["--socket", str(th.sock), "explain", str(waits["id"])])
         text = capsys.readouterr().out
         assert code == 0
         assert "place in line: 1 of 2" in text
         assert "class          normal (2 of 3: urgent, normal, low)" in text
         assert "reservation: gpu01 from " in text and "estimated start: " in text
-        code = cli_head.main(["--socket", str(th.sock), "quota", "--json"])
+        code = verbs.main(["--socket", str(th.sock), "quota", "--json"])
         assert json.loads(capsys.readouterr().out)["quotas"][0]["limit_gpu_h"] == 500
-        code = cli_head.main(["--socket", str(th.sock), "explain", "999"])
+        code = verbs.main(["--socket", str(th.sock), "explain", "999"])
         assert code == 1 and capsys.readouterr().err == "gputui explain: no job 999\n"
         assert th.problems == []
 
@@ -135,7 +135,7 @@ def test_after_and_after_ok_together_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with ThreadedHead(tmp_path, {"gpu01": 1}) as th:
-        code = cli_head.main(
+        code = verbs.main(
             ["--socket", str(th.sock), "submit", "--after", "1", "--after-ok", "2", "--", "x"]
         )
     assert code == 2

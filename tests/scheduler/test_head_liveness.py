@@ -21,8 +21,8 @@ from headthread import LineClient, ThreadedHead, poll
 from sqlalchemy.orm.exc import DetachedInstanceError
 
 from gputui.scheduler import policy
-from gputui.scheduler.aclient import AsyncHeadClient
 from gputui.scheduler.client import HeadError
+from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.daemon import Head
 from gputui.scheduler.engine import open_store
 from gputui.scheduler.gpufacts import COLUMNS, GpuFacts

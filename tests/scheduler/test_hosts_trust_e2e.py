@@ -22,7 +22,8 @@ import pytest
 from headthread import LineClient, ThreadedHead
 from realusers import User, as_user, made_users
 
-from gputui import cli_head, locations  # noqa: F401  (loaded before the fork)
+from gputui import locations
+from gputui.cli import claims, here, jobs, verbs  # noqa: F401  (loaded before the fork)
 from gputui.entry import main
 
 pytestmark = pytest.mark.root

@@ -15,7 +15,7 @@ import pytest
 from headthread import LineClient, ThreadedHead, poll
 from test_authz import ADMINS, People, people  # noqa: F401 (the fixture)
 
-from gputui import cli_head
+from gputui.cli import verbs
 from gputui.config_sched import SchedulerConfig
 from gputui.scheduler.actions import Rules
 
@@ -79,10 +79,10 @@ def test_a_preemption_reaches_its_owner_on_their_next_connection_once(
     assert [n["job_id"] for n in told] == [low_id] and "cancel" in told[0]["text"]
     assert resubscribed["result"]["notices"] == []
     # The CLI shows them as mail does (root's own: its urgent job started).
-    code = cli_head.main(["--socket", str(th.sock), "notices", "--all"])
+    code = verbs.main(["--socket", str(th.sock), "notices", "--all"])
     out = capsys.readouterr().out
     assert code == 0 and out.startswith("*") and f"job {urgent_id} (fix) started" in out
-    assert cli_head.main(["--socket", str(th.sock), "notices"]) == 0
+    assert verbs.main(["--socket", str(th.sock), "notices"]) == 0
     assert capsys.readouterr().out == "no unread notices\n"
-    code = cli_head.main(["--socket", str(th.sock), "show", str(low_id)])
+    code = verbs.main(["--socket", str(th.sock), "show", str(low_id)])
     assert f"last preempted: {why}" in capsys.readouterr().out

@@ -25,7 +25,7 @@ import pytest
 from headthread import LineClient, ThreadedHead, poll
 from realusers import User, as_user, made_users
 
-from gputui import cli_head
+from gputui.cli import jobs, verbs  # noqa: F401  (loaded before the fork)
 from gputui.config_sched import SchedulerConfig
 from gputui.scheduler.actions import Rules
 from gputui.scheduler.client import HeadClient
@@ -172,7 +172,7 @@ def test_private_data_keeps_command_lines_to_the_owner_and_admins(people: People
         _sees_all(_reads(th, people.alice, claim_id, job_id))
         _sees_all(_reads(th, people.carol, claim_id, job_id))
         # What the CLI prints for bob.
-        ran = as_user(people.bob, cli_head.main, ["--socket", str(th.sock), "show", str(job_id)])
+        ran = as_user(people.bob, verbs.main, ["--socket", str(th.sock), "show", str(job_id)])
         assert ran.value == 0, ran.err
         lines = {line.split(":", 1)[0].strip(): line for line in ran.out.splitlines()}
         for key in ("argv", "cwd", "log_path"):

@@ -15,7 +15,7 @@ from headthread import LineClient, ThreadedHead
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui import cli_head
+from gputui.cli import listing, verbs
 
 HOST = "gpu01"
 JOBS = 23
@@ -72,13 +72,13 @@ def test_claims_page_the_same_way(head: ThreadedHead) -> None:
 def test_the_cli_shows_every_page_and_says_what_its_bound_left_out(
     head: ThreadedHead, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli_head, "PAGE", 4)
-    assert cli_head.main(["--socket", str(head.sock), "queue", "--all", "--json"]) == 0
+    monkeypatch.setattr(listing, "PAGE", 4)
+    assert verbs.main(["--socket", str(head.sock), "queue", "--all", "--json"]) == 0
     out, err = capsys.readouterr()
     shown = [job["name"] for job in json.loads(out)]
     assert shown == [f"j{n}" for n in range(JOBS)] and err == ""
-    monkeypatch.setattr(cli_head, "MAX_PAGES", 2)
-    assert cli_head.main(["--socket", str(head.sock), "queue", "--all"]) == 0
+    monkeypatch.setattr(listing, "MAX_PAGES", 2)
+    assert verbs.main(["--socket", str(head.sock), "queue", "--all"]) == 0
     out, err = capsys.readouterr()
     assert "j7" in out and "j8" not in out
     (first_job,) = head.rows("SELECT min(id) FROM job")

@@ -47,7 +47,7 @@ def test_python_dash_m_gputui_is_the_gputui_command(flag: str) -> None:
 
 
 def test_gputui_help_names_every_scheduler_verb() -> None:
-    from gputui.cli_head_args import VERBS
+    from gputui.cli.args import VERBS
 
     done = subprocess.run([*GPUTUI, "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0

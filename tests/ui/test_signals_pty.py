@@ -120,13 +120,13 @@ def terminals(tmp_path: Path) -> Callable[[list[str]], Terminal]:
 
 def console_argv(kind: str, tmp_path: Path, port: int) -> list[str]:
     if kind == "demo":
-        return [sys.executable, "-m", "gputui.cli", "demo", "--hosts", "1", "--gpus", "1"]
+        return [sys.executable, "-m", "gputui.cli.console", "demo", "--hosts", "1", "--gpus", "1"]
     hosts = tmp_path / "hosts.yaml"
     hosts.write_text(
         "defaults: {ssh_config: null, connect_timeout: 2}\n"
         f"hosts:\n  - {{name: nowhere, address: 127.0.0.1, port: {port}}}\n"
     )
-    return [sys.executable, "-m", "gputui.cli", "--hosts", str(hosts)]
+    return [sys.executable, "-m", "gputui.cli.console", "--hosts", str(hosts)]
 
 
 def assert_terminal_given_back(terminal: Terminal) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.cli import main
+from gputui.cli.console import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,7 +66,7 @@ def test_demo_rejects_impossible_sizes(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_no_traceback_for_bad_arguments() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "gputui.cli", "demo", "--hosts", "lots"],
+        [sys.executable, "-m", "gputui.cli.console", "demo", "--hosts", "lots"],
         capture_output=True,
         text=True,
     )

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.cli_flags import action_text, flags_table, idle_reason
+from gputui.cli.flagged import action_text, flags_table, idle_reason
 
 NOW = 1_700_000_000.0
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.cli_forcefree import step_line, target
+from gputui.cli.args import target
+from gputui.cli.forcefree import step_line
 
 UNSHOWABLE = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]}
 

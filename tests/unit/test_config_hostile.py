@@ -255,7 +255,7 @@ def strings_in(value: Any) -> Iterator[str]:
 def assert_safe_config(config: Config) -> None:
     """A config that loaded holds no string a terminal would act on, and neither does
     the check-config summary of it."""
-    from gputui.cli import summarise
+    from gputui.cli.check_config import summarise
 
     for text in strings_in(config.model_dump()):
         assert not UNSAFE.search(text), ascii(text)

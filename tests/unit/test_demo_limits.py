@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gputui.cli import main
+from gputui.cli.console import main
 from gputui.demo.limits import FDS_BASE, FDS_PER_HOST, MAX_DEMO_HOSTS, fds_needed
 
 REFUSE_S = 20.0
@@ -26,9 +26,9 @@ def open_files(soft: int, hard: int) -> Callable[[], None]:
 def gputui(
     args: list[str], soft: int, hard: int, code: str = ""
 ) -> subprocess.CompletedProcess[str]:
-    """``gputui ARGS`` through ``gputui.cli.main`` in a child with that open-files limit;
+    """``gputui ARGS`` through ``gputui.cli.console.main`` in a child with that open-files limit;
     ``code`` runs first (to stand in for part of the demo)."""
-    program = f"{code}\nfrom gputui.cli import main\nraise SystemExit(main({args!r}))\n"
+    program = f"{code}\nfrom gputui.cli.console import main\nraise SystemExit(main({args!r}))\n"
     return subprocess.run(
         [sys.executable, "-c", program],
         capture_output=True,

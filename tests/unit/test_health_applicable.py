@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.cli_health import as_json, as_text
+from gputui.cli.health import as_json, as_text
 from gputui.config import HealthThresholds
 from gputui.health.applicable import SHOULD_HAVE_IT, ampere_or_later, verdict
 from gputui.health.board import HealthBoard

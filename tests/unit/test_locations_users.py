@@ -20,7 +20,8 @@ import pytest
 from realusers import User, as_user, made_users
 
 # Loaded here, before any fork: the users may not read this interpreter's files.
-from gputui import cli_head, locations  # noqa: F401
+from gputui import locations
+from gputui.cli import jobs, verbs  # noqa: F401
 from gputui.config import ConfigError, find_config, load_config
 from gputui.entry import main
 

@@ -9,9 +9,11 @@ import argparse
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui import cli, cli_daemon, cli_head_args, entry
+from gputui import entry
+from gputui.cli import args, console, head
 from gputui.health import board, head_answer
-from gputui.scheduler import aclient, client, healthwatch, wire
+from gputui.scheduler import healthwatch, wire
+from gputui.scheduler.client import aio, ops, sync
 
 
 def _value_options(parser: argparse.ArgumentParser) -> set[str]:
@@ -24,7 +26,7 @@ def _value_options(parser: argparse.ArgumentParser) -> set[str]:
     }
 
 
-_PARSERS = (cli._parser(), cli_head_args.parser(), cli_daemon._parser())
+_PARSERS = (console.parser(), args.parser(), head.parser())
 
 
 def test_the_entry_point_skips_every_global_option_that_takes_a_value() -> None:
@@ -39,7 +41,7 @@ _VALUE = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1,
 
 @given(
     options=st.lists(
-        st.tuples(st.sampled_from(sorted(_value_options(cli_head_args.parser()))), _VALUE),
+        st.tuples(st.sampled_from(sorted(_value_options(args.parser()))), _VALUE),
         max_size=3,
     ),
     verb=st.sampled_from(["queue", "claim", "release", "cancel", "show"]),
@@ -50,20 +52,20 @@ def test_the_entry_point_finds_the_verb_the_parser_finds(
     """Whatever the global options' values (a value may look like a verb), the word
     the entry point dispatches on is the verb the scheduler CLI's parser reads."""
     argv = [item for pair in options for item in pair] + [verb, "1"]
-    parsed, _ = cli_head_args.parser().parse_known_args(argv)
+    parsed, _ = args.parser().parse_known_args(argv)
     assert entry.verb_of(argv) == parsed.verb == verb
 
 
 @given(value=_VALUE)
 def test_a_daemon_option_before_head_still_starts_the_head(value: str) -> None:
-    for name in sorted(_value_options(cli_daemon._parser())):
+    for name in sorted(_value_options(head.parser())):
         assert entry.verb_of([name, value, "head"]) == "head"
 
 
 def test_client_and_head_share_one_set_of_mutating_ops() -> None:
     """A retry is safe only when the client sends a request id for exactly the ops
     the head keeps answers for."""
-    assert client.MUTATING is wire.MUTATING is aclient.MUTATING
+    assert sync.MUTATING is aio.MUTATING is wire.MUTATING is ops.MUTATING
     assert wire.MUTATING.issubset(wire.ARGS)
 
 
@@ -74,14 +76,15 @@ def test_the_board_and_the_heads_answers_judge_worst_by_one_rule() -> None:
 def test_every_reader_of_the_heads_answers_checks_numbers_one_way() -> None:
     """One range-checked reader of an untrusted time, number and string: no copy
     that forgot the finiteness check (``1e300``, NaN) or the int too big for a float."""
-    from gputui import cli_drain, cli_flags, text, untrusted
+    from gputui import text, untrusted
+    from gputui.cli import flagged, tables
     from gputui.ui.head import flags as head_flags
     from gputui.ui.head import usage_view
     from gputui.ui.head import view as head_view
 
     assert head_answer._time is head_view._time is head_flags._time is untrusted.epoch
     assert usage_view._epoch is untrusted.epoch
-    assert cli_drain._number is cli_flags._number is untrusted.number
+    assert tables.number is flagged._number is untrusted.number
     assert head_answer._int is untrusted.integer
     for module in (head_answer, head_view, head_flags, usage_view):
         assert module._text is text.clean_str

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.cli import main
+from gputui.cli.console import main
 from gputui.ui.themes import theme_names
 
 KNOWN = set(theme_names())

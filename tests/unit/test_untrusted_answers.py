@@ -12,7 +12,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui import cli, cli_incident
+from gputui.cli import console as cli
+from gputui.cli import incident as cli_incident
 from gputui.untrusted import TIME_MAX, epoch, integer, number
 
 # Anything JSON can carry where a number is expected (Python's json reads NaN,

@@ -1,15 +1,28 @@
-"""The tables ``gputui queue``, ``gputui claims`` and ``gputui audit`` print (Slurm-like
-columns)."""
+"""What the scheduler's verbs print: the tables of ``gputui queue``, ``claims`` and
+``audit`` (Slurm-like columns), the cards that take no new work (under ``queue``, and
+after ``drain``), and JSON.
+
+Everything shown comes from the scheduler and is shown as untrusted text.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from gputui.cli_flags import idle_reason
-from gputui.durations import elapsed_text
+from gputui.cli.flagged import idle_reason
+from gputui.durations import coarse_text, elapsed_text
 from gputui.printable import shown
+from gputui.untrusted import number
+
+MAX_SHOWN = 200
+"""Cards listed at most (then how many more)."""
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True))
 
 
 def when(epoch: float | None) -> str:
@@ -84,3 +97,43 @@ def audit_table(rows: Sequence[dict[str, Any]]) -> list[str]:
         )
     widths = [max(len(r[i]) for r in out) for i in range(len(out[0]))]
     return ["  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in out]
+
+
+def _since(part: Any, now: float) -> str:
+    at = number(part.get("since")) if isinstance(part, dict) else None
+    return "" if at is None else f" for {coarse_text(max(0.0, now - at))}"
+
+
+def gpu_lines(gpus: list[Any], now: float) -> list[str]:
+    """One line a GPU: where, state, and the drain's and fence's who, why, since when."""
+    lines = []
+    for g in gpus[:MAX_SHOWN]:
+        if not isinstance(g, dict):
+            continue
+        where = shown(f"{g.get('host', '?')}:{g.get('index', '?')}", 40)
+        parts = []
+        drain, fence = g.get("drain"), g.get("fence")
+        if isinstance(fence, dict):
+            parts.append(
+                f"FENCED {shown(fence.get('code'), 32)}{_since(fence, now)}:"
+                f" {shown(fence.get('reason'), 120)}"
+            )
+        if isinstance(drain, dict):
+            parts.append(
+                f"DRAINED by {shown(drain.get('by'), 32)}{_since(drain, now)}:"
+                f" {shown(drain.get('reason'), 120)}"
+            )
+        elif g.get("host_drained") is True:
+            parts.append("DRAINED (its host)")
+        lines.append(f"{where:<20} {'; '.join(parts) or shown(g.get('state'), 16)}")
+    if len(gpus) > MAX_SHOWN:
+        lines.append(f"… and {len(gpus) - MAX_SHOWN} more")
+    return lines
+
+
+def unavailable_table(gpus: Any, now: float) -> list[str]:
+    """The block under the queue (no such cards: no lines)."""
+    if not isinstance(gpus, list) or not gpus:
+        return []
+    head = f"UNAVAILABLE: {len(gpus)} GPU(s) take no new work (drained by an admin, or fenced)"
+    return ["", head, *gpu_lines(gpus, now)]

@@ -4,50 +4,24 @@ Admins only (the head checks, from the socket). The head pushes each step as it
 ends (drain, stop, sigterm, sigkill, memory, and holders / reset when memory stays
 held); each is printed as one line, ``STEP  ok|FAILED  OUTCOME``. Exit 0 when the
 card ends free, 1 when a step failed or the head refused, 2 on bad arguments, 3
-when the head cannot be reached (``cli_head.main`` maps its errors the same way).
-Like ``cli_head``, this imports only the light client.
+when the head cannot be reached (``verbs.main`` maps its errors the same way).
+Loaded only when it runs (``verbs.handler``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from typing import Any
 
 from gputui.printable import shown
-from gputui.scheduler.client import HeadClient, HeadError
+from gputui.scheduler.client.backend import SyncBackend
+from gputui.scheduler.client.errors import HeadError
 
 EXIT_OK, EXIT_FAILED = 0, 1
-_TARGET = re.compile(r"\A([^:\s]{1,128}):([0-9]{1,2}|(?:GPU|MIG)-[0-9A-Za-z/-]{1,92})\Z")
 _STEP_CELLS = 8
 _LINE_CELLS = 400
-
-
-def target(text: str) -> tuple[str, str]:
-    """``HOST:GPU`` (GPU: its index or uuid) -> (host, gpu); argparse's type."""
-    match = _TARGET.fullmatch(text)
-    if match is None:
-        raise argparse.ArgumentTypeError(
-            f"not HOST:GPU (GPU: its index or uuid): {shown(text, 60)!r}"
-        )
-    return match.group(1), match.group(2)
-
-
-def add_parsers(sub: Any) -> None:
-    f = sub.add_parser(
-        "force-free",
-        help="admins: take a stuck GPU back (drain, SIGTERM, SIGKILL, check its memory)",
-    )
-    f.add_argument("gpu", type=target, metavar="HOST:GPU", help="the GPU, by index or uuid")
-    f.add_argument("--reason", required=True, help="why (audited; its owners are told)")
-    f.add_argument(
-        "--reset",
-        action="store_true",
-        help="reset the GPU if its memory stays held with no process (head.allow_gpu_reset)",
-    )
-    f.add_argument("--json", action="store_true", help="the final result as JSON")
 
 
 def step_line(step: Any) -> str:
@@ -60,23 +34,23 @@ def step_line(step: Any) -> str:
     return f"{name:<{_STEP_CELLS}} {mark:<6}  {outcome}"
 
 
-def run(client: HeadClient, a: argparse.Namespace) -> int:
+def run(backend: SyncBackend, a: argparse.Namespace) -> int:
     host, gpu = a.gpu
     if not a.reason.strip():
         print("gputui force-free: --reason must say why (it is audited)", file=sys.stderr)
         return 2
     printed = 0
 
-    def on_push(message: dict[str, Any]) -> None:
+    def on_step(step: Any) -> None:
         nonlocal printed
-        if message.get("push") == "force-free":
-            printed += 1
-            if not a.json:
-                print(step_line(message.get("step")), flush=True)
+        printed += 1
+        if not a.json:
+            print(step_line(step), flush=True)
 
-    args = {"host": host, "gpu": gpu, "reason": a.reason, "reset": a.reset}
     try:
-        result = client.call("force_free", args, timeout=None, retry=False, on_push=on_push)
+        result = backend.force_free(
+            host=host, gpu=gpu, reason=a.reason, reset=a.reset, on_step=on_step
+        )
     except HeadError as exc:
         if exc.code in ("bad-args", "usage"):
             raise HeadError("usage", exc.message) from None

@@ -27,7 +27,7 @@ from gputui.text import clean
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gputui head", description="the scheduler daemon")
     p.add_argument("--hosts", metavar="FILE", help="hosts.yaml (default: the usual search)")
     p.add_argument("--socket", metavar="PATH", help="override head.socket")
@@ -214,7 +214,7 @@ def _run(main: Coroutine[None, None, int]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     if args.print_unit:
         print(unit_text("gputui-head.service"), end="")
         return EXIT_OK

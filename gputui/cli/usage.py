@@ -1,7 +1,7 @@
 """``gputui usage`` and ``gputui report``: GPU-hours, busy hours, energy and cost.
 
-Light like the other verbs (``cli_head``): argparse, csv, json and the blocking
-client. Bad input is one line and exit status 2, checked before the head is asked.
+Loaded only when one of them runs (``verbs.handler``). Bad input is one line and
+exit status 2, checked before the scheduler is asked.
 """
 
 from __future__ import annotations
@@ -11,31 +11,17 @@ import csv
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gputui.durations import ago
 from gputui.printable import shown as _shown
-from gputui.scheduler.client import HeadClient, HeadError
+from gputui.scheduler.client.backend import SyncBackend
+from gputui.scheduler.client.errors import HeadError
 
 KEYS = ("user", "group", "project", "pool")
 MAX_DAYS = 366  # the head's own limit (wire.MAX_USAGE_DAYS), without importing pydantic
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
-
-
-def add_parsers(sub: Any) -> None:
-    """The two verbs' parsers, on ``cli_head``'s subparsers."""
-    u = sub.add_parser("usage", help="GPU-hours, busy hours, energy and cost by user, group, …")
-    u.add_argument("--since", help="YYYY-MM-DD (local) or 7d, 12h, 2w ago (default: 7d)")
-    u.add_argument("--until", help="YYYY-MM-DD (that whole day) or 1d ago (default: now)")
-    u.add_argument("--by", default="user", help="user (default), group, project or pool")
-    u.add_argument("--daily", action="store_true", help="a row per day and key")
-    u.add_argument("--csv", action="store_true")
-    u.add_argument("--json", action="store_true")
-
-    r = sub.add_parser("report", help="a weekly summary to paste into a chat")
-    r.add_argument("--week", action="store_true", help="the last 7 days (the default)")
-    r.add_argument("--json", action="store_true")
 
 
 def when(text: str | None, option: str, now: float, *, end_of_day: bool) -> float | None:
@@ -148,13 +134,13 @@ def usage_csv(result: dict[str, Any], daily: bool) -> list[list[str]]:
     return out
 
 
-def run_usage(client: HeadClient, a: argparse.Namespace) -> int:
+def run_usage(backend: SyncBackend, a: argparse.Namespace) -> int:
     if a.by not in KEYS:
         raise HeadError("usage", f"--by: {_shown(a.by, 40)!r} is not one of {', '.join(KEYS)}")
     if a.csv and a.json:
         raise HeadError("usage", "--csv or --json, not both")
-    body: dict[str, Any] = {**_span(a, time.time()), "by": a.by}
-    result = client.call("usage", body)
+    span = _span(a, time.time())
+    result = backend.usage(since=span["since"], until=span["until"], by=a.by)
     if a.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     elif a.csv:
@@ -223,12 +209,18 @@ def report_text(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def run_report(client: HeadClient, a: argparse.Namespace) -> int:
+def run_report(backend: SyncBackend, a: argparse.Namespace) -> int:
     now = time.time()
-    result = client.call("report", {"since": now - 7 * 86400, "until": now})
+    result = backend.report(since=now - 7 * 86400, until=now)
     if a.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         for line in report_text(result):
             print(line)
     return 0
+
+
+HANDLERS: dict[str, Callable[[SyncBackend, argparse.Namespace], int]] = {
+    "usage": run_usage,
+    "report": run_report,
+}

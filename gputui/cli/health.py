@@ -1,14 +1,8 @@
 """``gputui health``: every problem in the cluster, ranked, from the shell.
 
-With a head in hosts.yaml it prints the head's board (first seen, counts and
-acknowledgements kept over time); without one, or when the head does not answer,
-it connects to every host of hosts.yaml (or the ones of ``--host``) the way the
-console does, has each helper take a health reading at once, runs the health checks
-on it (or on the host's failure to answer) and prints the ranked list, or JSON with
-``--json``. The exit code is for cron and monitoring: 0 nothing wrong and every
-check made, 1 warnings only, 2 something critical (acknowledged problems count
-too), 3 when the check itself could not run (bad config or arguments, or an --ack
-refused), 4 nothing wrong found but some checks could not be made (unknown, listed).
+The head's board when there is a head, else a probe of every host; JSON with
+``--json``; an exit code for cron and monitoring. ``console.HEALTH_ABOUT`` (what
+``gputui health --help`` prints) says it all.
 """
 
 from __future__ import annotations
@@ -41,27 +35,6 @@ class Board(Protocol):
     def unknown(self) -> dict[str, list[tuple[int, str, str]]]: ...
     def not_applicable(self) -> dict[str, list[tuple[int, str]]]: ...
     def worst(self) -> str: ...
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "health",
-        help="every problem on every host, ranked"
-        " (exit 0 ok, 1 warnings, 2 critical, 3 could not run, 4 some checks unknown)",
-        description=__doc__.split("\n\n")[1].replace("\n", " ") if __doc__ else None,
-    )
-    p.add_argument("--json", action="store_true", help="print JSON (problems and unknown checks)")
-    p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable)")
-    p.add_argument(
-        "--wait",
-        type=float,
-        default=20.0,
-        metavar="SECONDS",
-        help="how long to wait for hosts to answer (default 20)",
-    )
-    p.add_argument("--keys", action="store_true", help="also list each problem's key (for --ack)")
-    p.add_argument("--ack", metavar="KEY", help="acknowledge problem KEY on the head (admins)")
-    p.add_argument("--note", metavar="TEXT", help="why it may wait (required with --ack)")
 
 
 def wait_refused(wait: float) -> str | None:
@@ -135,11 +108,14 @@ def ask_head(
     """The head's ``health`` answer, or (None, why not); (None, "") with no head."""
     if config.head is None:
         return None, ""
-    from gputui.scheduler.client import HeadClient, HeadError, socket_path
+    from gputui.scheduler.client.backend import require
+    from gputui.scheduler.client.errors import HeadError
+    from gputui.scheduler.client.session import local_head
 
     try:
-        with HeadClient(socket_path(None, hosts_file)) as client:
-            return client.call("health", {"hosts": list(hosts)}), ""
+        with local_head(hosts_file) as head:
+            require(head, ("health",))
+            return head.health(list(hosts)), ""
     except (HeadError, OSError) as exc:
         return None, clean(str(exc), 200)
 
@@ -152,11 +128,14 @@ def acknowledge(config: Config, args: argparse.Namespace) -> int:
     if config.head is None:
         print("gputui health: --ack needs a head (hosts.yaml has no head:)", file=sys.stderr)
         return EXIT_ERROR
-    from gputui.scheduler.client import HeadClient, HeadError, socket_path
+    from gputui.scheduler.client.backend import require
+    from gputui.scheduler.client.errors import HeadError
+    from gputui.scheduler.client.session import local_head
 
     try:
-        with HeadClient(socket_path(None, args.hosts)) as client:
-            done = client.call("health_ack", {"key": args.ack, "note": args.note})
+        with local_head(args.hosts) as head:
+            require(head, ("health_ack",))
+            done = head.health_ack(args.ack, args.note)
     except (HeadError, OSError) as exc:
         print(f"gputui health: {clean(str(exc), 300)}", file=sys.stderr)
         return EXIT_ERROR

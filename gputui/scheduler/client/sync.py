@@ -1,5 +1,5 @@
 """Talking to the head: a blocking client for the CLI (the console's asyncio one is
-``gputui.scheduler.aclient``, kept apart so a CLI call never imports asyncio).
+``gputui.scheduler.client.aio``, kept apart so a CLI call never imports asyncio).
 
 Both speak the JSON lines of ``wire`` and import nothing heavy (no pydantic, no
 SQL, no SSH), so a ``gputui submit`` starts in a few tens of milliseconds. A
@@ -16,52 +16,13 @@ import contextlib
 import json
 import os
 import socket
-import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-from gputui.locations import DEFAULT_SOCKET, SOCKET_ENV, LocationError, find_hosts
-
-from . import ops
-
-MUTATING = ops.MUTATING
-"""The ops that change something (``ops.MUTATING``: one set for client and head)."""
-_MAX_LINE = 64 * 1024 * 1024
-
-
-class HeadError(Exception):
-    """The head refused a request, or could not be reached: ``code`` and one line."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def unreachable(path: str | os.PathLike[str], exc: BaseException) -> HeadError:
-    if isinstance(exc, FileNotFoundError):
-        why = "no socket there; is `gputui head` running?"
-    elif isinstance(exc, ConnectionRefusedError):
-        why = "nobody is listening (a head that stopped?)"
-    elif isinstance(exc, PermissionError):
-        why = "permission denied on the socket or its directory"
-    else:
-        why = str(exc) or type(exc).__name__
-    return HeadError("unreachable", f"head unreachable at {path}: {why}")
-
-
-def may_still_apply(op: str, rid: str) -> HeadError:
-    """A mutating request the head did not answer in time: not refused, maybe applied."""
-    return HeadError(
-        "timeout",
-        f"the head did not answer {op} in time; it may still be applied later"
-        f" (request id {rid}): check before asking again",
-    )
-
-
-def new_request_id() -> str:
-    return uuid.uuid4().hex
+from gputui.scheduler.client.backend import Call
+from gputui.scheduler.client.errors import HeadError, may_still_apply, unreachable
+from gputui.scheduler.client.framing import MAX_LINE, answer_of, new_request_id, request_line
+from gputui.scheduler.client.ops import MUTATING
 
 
 class HeadClient:
@@ -113,6 +74,12 @@ class HeadClient:
                 self._sock.close()
         self._sock = self._file = None
 
+    def send(self, call: Call) -> dict[str, Any]:
+        """``call`` as a ``backend.Transport`` sends it (a bound call is not retried)."""
+        return self.call(
+            call.op, call.args, timeout=call.timeout, retry=not call.bound, on_push=call.on_push
+        )
+
     def call(
         self,
         op: str,
@@ -159,10 +126,7 @@ class HeadClient:
         if timeout != -1.0:
             self._sock.settimeout(timeout)
         self._ids += 1
-        request: dict[str, Any] = {"id": self._ids, "op": op, "args": args}
-        if rid is not None:
-            request["rid"] = rid
-        self._sock.sendall(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+        self._sock.sendall(request_line(self._ids, op, args, rid))
         while True:
             message = self._read()
             if message.get("push"):
@@ -171,11 +135,11 @@ class HeadClient:
                 continue
             if message.get("id") not in (self._ids, None):
                 continue
-            return _result(message)
+            return answer_of(message)
 
     def _read(self) -> dict[str, Any]:
         try:
-            line = self._file.readline(_MAX_LINE)
+            line = self._file.readline(MAX_LINE)
         except TimeoutError:
             raise HeadError("timeout", "the head did not answer in time") from None
         except OSError as exc:
@@ -212,93 +176,3 @@ class HeadClient:
                 raise HeadError("unreachable", f"lost the head: {exc}") from None
             if message.get("push"):
                 yield message
-
-
-def _result(message: dict[str, Any]) -> dict[str, Any]:
-    if message.get("ok") is True:
-        result = message.get("result")
-        return result if isinstance(result, dict) else {}
-    err = message.get("error")
-    if isinstance(err, dict):
-        raise HeadError(str(err.get("code", "error")), str(err.get("message", "refused")))
-    raise HeadError("protocol", "the head sent an answer without a result or an error")
-
-
-LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
-def is_local_name(host: str) -> bool:
-    """Whether ``head.host`` names this machine (short name or FQDN)."""
-    name = host.lower()
-    here = socket.gethostname().lower()
-    return name in LOCAL_NAMES or name == here or name.split(".")[0] == here.split(".")[0]
-
-
-def socket_path(explicit: str | None = None, config_file: str | None = None) -> Path:
-    """Where the head's socket is: ``--socket``, ``$GPUTUI_HEAD_SOCKET``, hosts.yaml's
-    ``head.socket`` (read with the bounded YAML reader only), then the default."""
-    return head_place(explicit, config_file)[0]
-
-
-def head_place(
-    explicit: str | None = None, config_file: str | None = None
-) -> tuple[Path, Path | None]:
-    """(the head's socket, the hosts.yaml to reach it over SSH with, or None when it
-    is reached directly). Over SSH when ``head.host`` is another machine and the
-    socket is not here; ``--socket`` or ``$GPUTUI_HEAD_SOCKET`` always mean here."""
-    if explicit:
-        return Path(explicit).expanduser(), None
-    env = os.environ.get(SOCKET_ENV)
-    if env:
-        return Path(env).expanduser(), None
-    found = _config_head(config_file)
-    if found is None:
-        return Path(DEFAULT_SOCKET), None
-    head, source = found
-    sock = head.get("socket")
-    path = Path(sock).expanduser() if isinstance(sock, str) and sock else Path(DEFAULT_SOCKET)
-    host = head.get("host")
-    if not isinstance(host, str) or not host or is_local_name(host) or os.path.exists(path):
-        return path, None
-    return path, source
-
-
-def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
-    """hosts.yaml's ``head:`` section and the file it is in: the file
-    :func:`gputui.locations.find_hosts` finds (the one search order, trusted files only)."""
-    try:
-        path = find_hosts(config_file)
-    except LocationError as exc:
-        raise HeadError("config", exc.line) from None
-    if path is None:
-        return None
-    try:
-        if path.stat().st_size > (1 << 20):
-            raise HeadError("config", f"{path} is over 1 MiB; not a hosts file")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise HeadError("config", f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        from gputui.yamlbounds import Composer, Constructor
-
-        composer = Composer(raw, str(path))
-        root = composer.compose()
-        if root is None:
-            return None  # empty: no head there
-        if composer.problems:
-            raise ValueError
-        data = Constructor().construct_document(root)
-    except Exception:  # said in one line; the full loader says what is wrong, and where
-        raise HeadError(
-            "config", f"{path} is not a valid hosts file; `gputui check-config {path}` says why"
-        ) from None
-    head = data.get("head") if isinstance(data, dict) else None
-    return (head, path) if isinstance(head, dict) else None
-
-
-def __getattr__(name: str) -> Any:
-    if name == "AsyncHeadClient":  # the console's client, imported only when asked for
-        from gputui.scheduler.aclient import AsyncHeadClient
-
-        return AsyncHeadClient
-    raise AttributeError(name)

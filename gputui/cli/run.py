@@ -1,7 +1,8 @@
 """``gputui run``: claim GPUs for as long as one command runs, then release them.
 
-Also the pieces other verbs share with it: the command after ``--`` and this host's
-short name. Imports only the light client (a verb's start-up stays cheap).
+The claim is held by this process's connection to the scheduler (a
+``SessionBackend``): it ends when the process does, however it ends. Loaded only
+when it runs (``verbs.handler``).
 """
 
 from __future__ import annotations
@@ -18,47 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gputui.cli.args import command_of
+from gputui.cli.here import one_line, this_host
 from gputui.gpu_env import gpu_uuids
-from gputui.scheduler.client import HeadClient, HeadError
-
-
-def command_of(args: argparse.Namespace) -> list[str]:
-    cmd = list(args.command)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise HeadError("usage", f"{args.verb}: give the command after --")
-    return cmd
-
-
-def this_host(client: HeadClient) -> str:
-    """The head's name for this machine (``gputui.thishost``: a ``local: true`` host
-    when the head runs here, else by hostname, FQDN and addresses); a ``HeadError``
-    naming the choices when it is none or several of the head's hosts."""
-    from gputui import thishost
-
-    try:
-        table = client.call("hosts").get("hosts")
-    except HeadError as exc:
-        if exc.code != "unknown-op":
-            raise
-        return socket.gethostname().split(".")[0]  # a head from before the table
-    rows = [
-        thishost.HeadHost(one_line(h["name"])[:64], one_line(h["address"])[:255], h["local"])
-        for h in (table if isinstance(table, list) else [])
-        if isinstance(h, dict)
-        and isinstance(h.get("name"), str)
-        and isinstance(h.get("address"), str)
-        and isinstance(h.get("local"), bool)
-    ]
-    try:
-        return thishost.pick(rows, thishost.here(on_head=client.opener is None))
-    except thishost.NoHost as exc:
-        raise HeadError("no-host", str(exc)) from None
-
-
-def one_line(text: str) -> str:
-    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+from gputui.scheduler.client.backend import Answer, SessionBackend
+from gputui.scheduler.client.errors import HeadError
 
 
 def dies_with_us() -> Callable[[], None] | None:
@@ -85,35 +50,25 @@ def dies_with_us() -> Callable[[], None] | None:
     return arm
 
 
-def run(client: HeadClient, a: argparse.Namespace) -> int:
+def run(backend: SessionBackend, a: argparse.Namespace) -> int:
     """Claim GPUs for this connection, run CMD, release: the head releases them too
     when this process dies in any way (its connection to the head drops)."""
     command = command_of(a)
-    host = a.host or this_host(client)
-    body: dict[str, Any] = {
-        "gpus": a.gpus,
-        "host": host,
-        "wait": True,
-        "session": True,
-        # The command as a note, on one printable line (the head refuses control
-        # characters, and a `python -c` script is often several lines).
-        "note": one_line(" ".join(command))[:200],
-    }
-    if a.pool:
-        body["pool"] = a.pool
-    # Not retried on a new connection: this claim ends with the connection it was
-    # made on, so a replayed "active" would name GPUs the head is taking back.
-    claim = client.call("claim", body, retry=False)["claim"]
+    host = a.host or this_host(backend)
+    # The command as a note, on one printable line (the head refuses control
+    # characters, and a `python -c` script is often several lines).
+    note = one_line(" ".join(command))[:200]
+    claim = backend.hold_claim(gpus=a.gpus, host=host, note=note, pool=a.pool)["claim"]
     if claim["state"] != "active":
         print(
             f"gputui run: waiting for {a.gpus} GPU(s) on {host} ({claim['reason']})…",
             file=sys.stderr,
         )
-        claim = _wait_for_grant(client, claim)
+        claim = _wait_for_grant(backend, claim)
     try:
         uuids = gpu_uuids(claim.get("gpu_uuids"))
     except ValueError:
-        client.call("release", {"claim_ids": [claim["id"]]})
+        backend.release(claim_ids=[claim["id"]])
         raise HeadError("protocol", "the head's claim names no valid GPU UUIDs") from None
     env = dict(os.environ)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids)
@@ -124,7 +79,7 @@ def run(client: HeadClient, a: argparse.Namespace) -> int:
         # child needs: the hook calls one C function resolved before the fork.
         child = subprocess.Popen(command, env=env, preexec_fn=dies_with_us())  # noqa: PLW1509
     except OSError as exc:
-        client.call("release", {"claim_ids": [claim["id"]]})
+        backend.release(claim_ids=[claim["id"]])
         raise HeadError("exec", f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
 
     def forward(signum: int, _frame: object) -> None:
@@ -132,10 +87,10 @@ def run(client: HeadClient, a: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)
-    code = keep_claim(client, child, claim["id"])
+    code = keep_claim(backend, child, claim["id"])
     # The head releases a session's claim when the connection closes anyway.
     with contextlib.suppress(HeadError):
-        client.call("release", {"claim_ids": [claim["id"]]})
+        backend.release(claim_ids=[claim["id"]])
     return code if code >= 0 else 128 - code
 
 
@@ -148,7 +103,7 @@ _TRY_AGAIN = frozenset({"unreachable", "timeout", "protocol"})
 """Errors that mean "try again": anything else is the head's answer, a refusal."""
 
 
-def _wait_for_grant(client: HeadClient, claim: dict[str, Any]) -> dict[str, Any]:
+def _wait_for_grant(backend: SessionBackend, claim: Answer) -> Answer:
     """The claim's view once it is granted; across a head restart too (``Reattach``)."""
     back = Reattach(claim["id"])
 
@@ -161,10 +116,10 @@ def _wait_for_grant(client: HeadClient, claim: dict[str, Any]) -> dict[str, Any]
     while True:
         try:
             # The state as of subscribing first: granted in between, no push may follow.
-            found = granted(client.call("subscribe").get("state") or {})
+            found = granted(backend.subscribe().get("state") or {})
             if found is not None:
                 return found
-            for push in client.pushes():
+            for push in backend.pushes():
                 if push.get("push") == "state":
                     found = granted(push["state"])
                     if found is not None:
@@ -172,12 +127,12 @@ def _wait_for_grant(client: HeadClient, claim: dict[str, Any]) -> dict[str, Any]
         except HeadError as exc:
             if exc.code != "unreachable":
                 raise
-            client.close()
+            backend.hang_up()
         back.lost()
         found = None
         while found is None:
             time.sleep(back.delay)
-            found = back.attempt(client)  # raises the head's refusal: the claim is gone
+            found = back.attempt(backend)  # raises the head's refusal: the claim is gone
         if found["state"] == "active":
             return found
 
@@ -196,14 +151,14 @@ class Reattach:
     def lost(self) -> None:
         self.lost_at, self.delay = time.monotonic(), 0.1
 
-    def attempt(self, client: HeadClient) -> dict[str, Any] | None:
+    def attempt(self, backend: SessionBackend) -> Answer | None:
         """The claim's view once it is this connection's; None: the head is not back
         yet (try again after ``delay``); ``HeadError``: the head refused (it is gone)."""
         self.delay = min(self.delay * 2, RECONNECT_CAP_S)
         try:
-            answer = client.call("claim", {"session": True, "resume": self.claim_id}, retry=False)
+            answer = backend.resume_claim(self.claim_id)
         except HeadError as exc:
-            client.close()
+            backend.hang_up()
             if exc.code not in _TRY_AGAIN:
                 raise
             if not self.told and time.monotonic() - self.lost_at > TELL_AFTER_S:
@@ -216,7 +171,7 @@ class Reattach:
         return dict(answer["claim"])
 
 
-def keep_claim(client: HeadClient, child: subprocess.Popen[bytes], claim_id: int) -> int:
+def keep_claim(backend: SessionBackend, child: subprocess.Popen[bytes], claim_id: int) -> int:
     """Wait for CMD, keeping its claim: when the head's connection drops, reconnect for
     as long as CMD runs (``Reattach``). Reads whatever the head pushes meanwhile, so
     nothing piles up for this connection."""
@@ -228,13 +183,13 @@ def keep_claim(client: HeadClient, child: subprocess.Popen[bytes], claim_id: int
             code = child.poll()
             if code is not None:
                 return code
-            sock = client.sock if keeping else None
+            sock = backend.connection() if keeping else None
             if keeping and sock is None:  # lost: try again, after a pause
                 _wait_child(pidfd, back.delay)
                 if child.poll() is not None:
                     continue
                 try:
-                    back.attempt(client)
+                    back.attempt(backend)
                 except HeadError as exc:  # the head answered: the claim is gone
                     _say(
                         f"c{claim_id} was not kept ({one_line(exc.message)}); the command"
@@ -245,9 +200,9 @@ def keep_claim(client: HeadClient, child: subprocess.Popen[bytes], claim_id: int
             ready = _wait_child(pidfd, None if pidfd is not None else 0.2, sock)
             if sock is not None and sock in ready:
                 try:
-                    client.message()  # a push (state): read and dropped
+                    backend.next_message()  # a push (state): read and dropped
                 except HeadError:
-                    client.close()
+                    backend.hang_up()
                     back.lost()
     finally:
         if pidfd is not None:

@@ -1,9 +1,8 @@
 """The policy's command-line verbs: ``gputui explain JOB`` and ``gputui quota``.
 
-Like ``cli_head`` (which dispatches them), these import only the light client.
-``explain`` is ``sprio`` and ``sshare`` for one job: its place in line, each
-factor that put it there, the requests ahead of it and a start estimated from
-the time limits.
+Loaded only when one of them runs (``verbs.handler``). ``explain`` is ``sprio``
+and ``sshare`` for one job: its place in line, each factor that put it there, the
+requests ahead of it and a start estimated from the time limits.
 """
 
 from __future__ import annotations
@@ -12,24 +11,15 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
 
+from gputui.cli.args import EXIT_OK
 from gputui.explain_text import explain_lines, shown
-from gputui.scheduler.client import HeadClient
-
-EXIT_OK = 0
+from gputui.scheduler.client.backend import SyncBackend
 
 
-def add_parsers(sub: Any, job_id: Any) -> None:
-    e = sub.add_parser("explain", help="why a job waits: its place, factors, start estimate")
-    e.add_argument("job", type=job_id)
-    e.add_argument("--json", action="store_true")
-    q = sub.add_parser("quota", help="use against each weekly GPU-hour quota")
-    q.add_argument("--json", action="store_true")
-
-
-def explain(client: HeadClient, a: argparse.Namespace) -> int:
-    body = client.call("explain", {"job_id": a.job})
+def explain(backend: SyncBackend, a: argparse.Namespace) -> int:
+    body = backend.explain(a.job)
     if a.json:
         json.dump(body, sys.stdout, indent=2, sort_keys=True)
         print()
@@ -38,8 +28,8 @@ def explain(client: HeadClient, a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def quota(client: HeadClient, a: argparse.Namespace) -> int:
-    body = client.call("quota")
+def quota(backend: SyncBackend, a: argparse.Namespace) -> int:
+    body = backend.quota()
     if a.json:
         json.dump(body, sys.stdout, indent=2, sort_keys=True)
         print()
@@ -66,3 +56,9 @@ def quota(client: HeadClient, a: argparse.Namespace) -> int:
             f" {q['used_gpu_h']:>9.1f} {limit:>9g} {pct:>5.0f}%  {state}"
         )
     return EXIT_OK
+
+
+HANDLERS: dict[str, Callable[[SyncBackend, argparse.Namespace], int]] = {
+    "explain": explain,
+    "quota": quota,
+}

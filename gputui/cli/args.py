@@ -1,46 +1,64 @@
 """The command line of the scheduler's verbs (``gputui claim``, ``submit``, ``queue``, …).
 
 Argument types check what they can before a request is sent: a job id, a GPU
-count within the head's limit, a duration.
+count within the head's limit, a duration, a ``HOST:GPU``. ``VERBS`` says, for each
+verb, which module runs it and what it asks of the scheduler (checked before any
+request: a backend that lacks one says so, and nothing is half done).
+
+Stdlib only, besides the durations' parser: ``gputui.entry`` reads ``VERBS`` on
+every call, and ``--help`` is printed from here without loading any verb's module.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+from typing import Any, NamedTuple
 
-from gputui import cli_drain, cli_forcefree, cli_policy, cli_usage
 from gputui.durations import parse_duration
+from gputui.printable import shown
+from gputui.scheduler.client.errors import HeadError
 
 MAX_GPUS = 64  # the head's own limit (wire.MAX_GPUS_PER_JOB), without importing pydantic
-VERBS = (
-    "claim",
-    "release",
-    "claims",
-    "env",
-    "run",
-    "submit",
-    "queue",
-    "show",
-    "cancel",
-    "kill",
-    "preempt",
-    "requeue",
-    "hold",
-    "release-hold",
-    "logs",
-    "wait",
-    "audit",
-    "whoami",
-    "notices",
-    "explain",
-    "quota",
-    "usage",
-    "report",
-    "drain",
-    "undrain",
-    "unfence",
-    "force-free",
-)
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+"""The verbs' exit statuses: done; refused (or a capability the scheduler lacks); bad
+usage; the scheduler cannot be reached."""
+
+
+class Verb(NamedTuple):
+    """Which module of ``gputui.cli`` runs a verb, and the backend's capabilities
+    (``scheduler.client.backend.CAPABILITIES``) it uses."""
+
+    module: str
+    needs: tuple[str, ...]
+
+
+_ACT = ("cancel", "kill", "preempt", "requeue", "hold", "release-hold")
+VERBS: dict[str, Verb] = {
+    "claim": Verb("claims", ("claim",)),
+    "release": Verb("claims", ("release",)),
+    "claims": Verb("claims", ("claims",)),
+    "env": Verb("claims", ("env",)),
+    "run": Verb("run", ("hold_claim", "resume_claim", "subscribe", "release")),
+    "submit": Verb("jobs", ("submit",)),
+    "queue": Verb("jobs", ("queue",)),
+    "show": Verb("jobs", ("show",)),
+    **{name: Verb("jobs", (name.replace("-", "_"),)) for name in _ACT},
+    "logs": Verb("jobs", ("logs",)),
+    "wait": Verb("jobs", ("wait",)),
+    "audit": Verb("records", ("audit",)),
+    "whoami": Verb("records", ("whoami",)),
+    "notices": Verb("records", ("notices",)),
+    "explain": Verb("policy", ("explain",)),
+    "quota": Verb("policy", ("quota",)),
+    "usage": Verb("usage", ("usage",)),
+    "report": Verb("usage", ("report",)),
+    "drain": Verb("drain", ("drain",)),
+    "undrain": Verb("drain", ("undrain",)),
+    "unfence": Verb("drain", ("unfence",)),
+    "force-free": Verb("forcefree", ("force_free",)),
+}
+"""Every scheduler verb (``gputui.entry`` sends these to ``gputui.cli.verbs``)."""
 
 
 def _job_id(text: str) -> int:
@@ -167,8 +185,89 @@ def parser() -> argparse.ArgumentParser:
     )
     no.add_argument("--all", action="store_true", help="the newest 200, read or not")
     no.add_argument("--json", action="store_true")
-    cli_policy.add_parsers(sub, _job_id)
-    cli_usage.add_parsers(sub)
-    cli_drain.add_parsers(sub)
-    cli_forcefree.add_parsers(sub)
+    _policy_parsers(sub)
+    _usage_parsers(sub)
+    _drain_parsers(sub)
+    _force_free_parser(sub)
     return p
+
+
+def _policy_parsers(sub: Any) -> None:
+    e = sub.add_parser("explain", help="why a job waits: its place, factors, start estimate")
+    e.add_argument("job", type=_job_id)
+    e.add_argument("--json", action="store_true")
+    q = sub.add_parser("quota", help="use against each weekly GPU-hour quota")
+    q.add_argument("--json", action="store_true")
+
+
+def _usage_parsers(sub: Any) -> None:
+    u = sub.add_parser("usage", help="GPU-hours, busy hours, energy and cost by user, group, …")
+    u.add_argument("--since", help="YYYY-MM-DD (local) or 7d, 12h, 2w ago (default: 7d)")
+    u.add_argument("--until", help="YYYY-MM-DD (that whole day) or 1d ago (default: now)")
+    u.add_argument("--by", default="user", help="user (default), group, project or pool")
+    u.add_argument("--daily", action="store_true", help="a row per day and key")
+    u.add_argument("--csv", action="store_true")
+    u.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("report", help="a weekly summary to paste into a chat")
+    r.add_argument("--week", action="store_true", help="the last 7 days (the default)")
+    r.add_argument("--json", action="store_true")
+
+
+def _drain_parsers(sub: Any) -> None:
+    d = sub.add_parser("drain", help="no new jobs or claims on a host or GPU (admins)")
+    d.add_argument("target", metavar="HOST[:GPU]", help="a host, or one GPU by index or uuid")
+    d.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    d.add_argument("--json", action="store_true")
+    u = sub.add_parser("undrain", help="take new work on a drained host or GPU again (admins)")
+    u.add_argument("target", metavar="HOST[:GPU]")
+    u.add_argument("--reason", help="why (kept in the audit log)")
+    u.add_argument("--json", action="store_true")
+    f = sub.add_parser("unfence", help="clear the head's automatic fence of a GPU (admins)")
+    f.add_argument("target", metavar="HOST:GPU")
+    f.add_argument("--reason", required=True, help="why (kept in the audit log)")
+    f.add_argument("--json", action="store_true")
+
+
+_TARGET = re.compile(r"\A([^:\s]{1,128}):([0-9]{1,2}|(?:GPU|MIG)-[0-9A-Za-z/-]{1,92})\Z")
+
+
+def target(text: str) -> tuple[str, str]:
+    """``HOST:GPU`` (GPU: its index or uuid) -> (host, gpu); argparse's type."""
+    match = _TARGET.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"not HOST:GPU (GPU: its index or uuid): {shown(text, 60)!r}"
+        )
+    return match.group(1), match.group(2)
+
+
+def _force_free_parser(sub: Any) -> None:
+    f = sub.add_parser(
+        "force-free",
+        help="admins: take a stuck GPU back (drain, SIGTERM, SIGKILL, check its memory)",
+    )
+    f.add_argument("gpu", type=target, metavar="HOST:GPU", help="the GPU, by index or uuid")
+    f.add_argument("--reason", required=True, help="why (audited; its owners are told)")
+    f.add_argument(
+        "--reset",
+        action="store_true",
+        help="reset the GPU if its memory stays held with no process (head.allow_gpu_reset)",
+    )
+    f.add_argument("--json", action="store_true", help="the final result as JSON")
+
+
+def said(exc: HeadError, verb: str) -> str:
+    """The scheduler's refusal without its own ``op:`` prefix (the line already names
+    the verb)."""
+    return exc.message.removeprefix(f"{verb.replace('-', '_')}: ")
+
+
+def command_of(args: argparse.Namespace) -> list[str]:
+    """The command after ``--`` (``submit``, ``run``); a usage error without one."""
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise HeadError("usage", f"{args.verb}: give the command after --")
+    return cmd

@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gputui.cli_health import EXIT_ERROR, probe, wait_refused
+from gputui.cli.health import EXIT_ERROR, probe, wait_refused
 from gputui.config import Config, ConfigError, find_config, load_config
 from gputui.durations import ago
 from gputui.health.board import HealthBoard, Problem
@@ -46,17 +46,6 @@ class Entry:
     one a minute) or ``sample`` (taken by this probe)."""
     gpu: int | None
     text: str
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "incident",
-        help="a timeline for one host or GPU: boot, Xids, problems, audit rows, readings",
-    )
-    p.add_argument("target", metavar="HOST[:GPU]")
-    p.add_argument("--since", default="24h", help="how far back: 30m, 12h, 2d, 1w (default 24h)")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--wait", type=float, default=20.0, metavar="SECONDS")
 
 
 def _since(text: str, now: float) -> float:
@@ -234,17 +223,17 @@ def _head(
     if config.head is None:
         notes.append("no head in hosts.yaml: no audit rows")
         return None
-    from gputui.scheduler.client import HeadClient, HeadError, socket_path
+    from gputui.scheduler.client.backend import require
+    from gputui.scheduler.client.errors import HeadError
+    from gputui.scheduler.client.session import local_head
 
     fallback = "problems as this probe sees them now (first seen: now)"
     try:
-        with HeadClient(socket_path(None, hosts_file)) as client:
-            answer = client.call("audit", {"since": since, "limit": MAX_AUDIT})
-            args: dict[str, Any] = {"host": host, "since": since}
-            if gpu is not None:
-                args["gpu"] = gpu
-            kept = client.call("incident", args)
-            health = client.call("health", {"hosts": [host]})
+        with local_head(hosts_file) as head:
+            require(head, ("audit", "incident", "health"))
+            answer = head.audit(since=since, limit=MAX_AUDIT)
+            kept = head.incident(host, since=since, gpu=gpu)
+            health = head.health([host])
     except HeadError as exc:
         notes.append(f"no audit rows, past readings or board: {clean(exc.message, 200)}")
         notes.append(f"the head did not answer: {fallback}")

@@ -1,0 +1,90 @@
+"""``gputui check-config [FILE]``: everything the console would refuse in hosts.yaml,
+and what it would fail on later, one line each; else a one-screen summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from gputui.config import (
+    Config,
+    ConfigError,
+    file_problems,
+    find_config,
+    load_config,
+    require_hosts,
+)
+from gputui.text import clean
+
+EXIT_OK = 0
+
+
+def check_config(path: str | None) -> int:
+    """Everything the console would refuse, and what it would fail on later (an unknown
+    theme, a key or known_hosts file that is not there), one line each; else a summary."""
+    source = find_config(path)
+    config = load_config(source)
+    require_hosts(config)  # the same verdict as the console's
+    from gputui.ui.themes import theme_names
+
+    problems: list[str] = []
+    known = theme_names()
+    if config.theme not in known:
+        problems.append(
+            f"{source}:{config.line_of('theme')}: theme: unknown theme {config.theme!r};"
+            f" known themes: {', '.join(known)}"
+        )
+    problems += file_problems(config)
+    if problems:
+        raise ConfigError(problems)
+    print(summarise(config, source))
+    return EXIT_OK
+
+
+def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
+    """A one-screen summary of a valid config."""
+    hosts = config.resolved()
+    pools = Counter(h.pool for h in hosts)
+    pool_text = ", ".join(f"{name} ({count})" for name, count in sorted(pools.items())) or "none"
+    sims = sum(1 for h in hosts if h.sim)
+    head = config.head.host if config.head else "none (monitoring only)"
+    lines = [
+        f"{clean(str(source), 512)}: OK",
+        f"  hosts     {len(hosts)}" + (f" ({sims} simulated)" if sims else ""),
+        f"  pools     {pool_text}",
+        f"  refresh   every {config.refresh_interval:g}s;"
+        f" stale after {config.health.stale_after_s:g}s",
+        f"  theme     {config.theme}",
+        f"  health    temp warn {config.health.temp_warn_c}°C / crit {config.health.temp_crit_c}°C,"
+        f" memory warn {config.health.mem_warn_pct:g}%",
+        f"  head      {head}",
+        f"  connect   {config.connect_concurrency} handshakes at once,"
+        f" timeout {config.defaults.connect_timeout:g}s",
+    ]
+    if hosts:
+        # VIA: hosts.yaml's proxy_jump, else the host's ssh_config ProxyJump (files
+        # read only; nothing is connected to).
+        from gputui.fleet.connector import configured_jump
+
+        lines.append("")
+        rows = [("NAME", "ADDRESS", "USER", "VIA", "POOL", "GPUS")]
+        for h in hosts[:max_rows]:
+            address = h.address + (f":{h.port}" if h.port else "")
+            rows.append(
+                (
+                    h.name,
+                    address,
+                    h.user or "(ssh config)",
+                    configured_jump(h) or "-",
+                    h.pool,
+                    h.sim or "nvml",
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines += [
+            "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in rows
+        ]
+        if len(hosts) > max_rows:
+            lines.append(f"  ... and {len(hosts) - max_rows} more")
+    return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""The claim verbs: ``gputui claim``, ``release``, ``claims`` and ``env``.
+
+Loaded only when one of them runs (``verbs.handler``). ``env``'s line is built here
+from the answer's UUIDs, each checked: whatever else the scheduler sends never
+reaches the shell that evals it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Callable
+
+from gputui.cli.args import EXIT_OK, EXIT_REFUSED
+from gputui.cli.here import this_host
+from gputui.cli.listing import every_page
+from gputui.cli.tables import claims_table, print_json
+from gputui.gpu_env import export_line, gpu_uuids
+from gputui.printable import shown
+from gputui.scheduler.client.backend import Answer, SyncBackend
+from gputui.scheduler.client.errors import HeadError
+
+
+def claim(backend: SyncBackend, a: argparse.Namespace) -> int:
+    result = backend.claim(
+        gpus=a.gpus,
+        gpu_refs=a.gpu,
+        pool=a.pool,
+        model=a.model,
+        host=a.host,
+        project=a.project,
+        duration_s=a.duration,
+        note=a.note,
+        wait=not a.no_wait,
+    )["claim"]
+    if a.json:
+        print_json(result)
+    elif result["state"] == "active":
+        print(f"claim c{result['id']}: {', '.join(result['gpu_uuids'])} on {result['host']}")
+        print('use them with:  eval "$(gputui env)"')
+    else:
+        print(f"claim c{result['id']} waits ({result['reason']}); see `gputui claims`")
+    return EXIT_OK
+
+
+def release(backend: SyncBackend, a: argparse.Namespace) -> int:
+    ids = [int(x[1:]) for x in a.gpu if re.fullmatch(r"c\d+", x)]
+    refs = [x for x in a.gpu if not re.fullmatch(r"c\d+", x)]
+    released = backend.release(claim_ids=ids, gpu_refs=refs, all=a.all, reason=a.reason)["released"]
+    for c in released:
+        print(f"released c{c['id']} ({', '.join(c['gpu_uuids']) or 'waiting'})")
+    if not released:
+        print("nothing to release")
+    return EXIT_OK
+
+
+def claims(backend: SyncBackend, a: argparse.Namespace) -> int:
+    def page(limit: int, after: int | None) -> Answer:
+        return backend.claims(all=a.all, user=a.user, limit=limit, after=after)
+
+    items, _ = every_page(page, "claims", a.verb)
+    if a.json:
+        print_json(items)
+        return EXIT_OK
+    for line in claims_table(items, time.time()):
+        print(line)
+    return EXIT_OK
+
+
+def env(backend: SyncBackend, a: argparse.Namespace) -> int:
+    host = a.host or this_host(backend)
+    result = backend.env(host)
+    try:
+        uuids = gpu_uuids(result.get("uuids") if isinstance(result, dict) else None)
+    except ValueError:
+        raise HeadError("protocol", "the head's answer names no valid GPU UUIDs") from None
+    if not uuids:
+        print(f"# no active claim of yours on {shown(host, 64)}", file=sys.stderr)
+        return EXIT_REFUSED
+    print(export_line(uuids))
+    return EXIT_OK
+
+
+HANDLERS: dict[str, Callable[[SyncBackend, argparse.Namespace], int]] = {
+    "claim": claim,
+    "release": release,
+    "claims": claims,
+    "env": env,
+}

@@ -1,0 +1,262 @@
+"""Command line: ``gputui`` (the console), ``check-config``, ``demo``, ``health``,
+``incident``, ``helper``.
+
+Each command's module is imported only when it runs (the parser here knows them
+all). Every failure a user can cause ends in one clear line on stderr and a non-zero
+exit status; no traceback reaches a user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gputui import __version__
+from gputui.cli.errors import UsageError
+from gputui.cli.themes import theme_for
+from gputui.config import ConfigError, find_config, load_config, require_hosts
+from gputui.text import clean
+
+EXIT_OK = 0
+EXIT_CONFIG = 1
+EXIT_USAGE = 2
+
+
+SCHEDULER_HELP = """\
+scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
+  head          run the head daemon (also: head backup PATH, --print-unit, --check)
+  claim, release, claims, env
+                claim GPUs, give them back, list claims, print CUDA_VISIBLE_DEVICES
+  run           wait for N GPUs here, run a command with them, release them
+  submit, queue, show, logs, wait
+                queue a job, list the queue, one job, its output, wait for it
+  cancel, kill, preempt, requeue, hold, release-hold
+                act on jobs (--reason when an admin acts on another's)
+  explain, quota
+                why a job waits (place, factors, start estimate); weekly quotas
+  drain, undrain, unfence
+                admins: no new work on a HOST[:GPU] (--reason), take it again;
+                clear the head's automatic fence of a GPU (--reason)
+  health --ack KEY --note TEXT
+                admins: acknowledge a problem of the head's board (KEY from
+                health --json or --keys); `gputui health` asks the head when there is one
+  force-free    admins: take a stuck GPU back, step by step (HOST:GPU --reason TEXT
+                [--reset]); exit 0 free, 1 a step failed
+  audit, whoami the audit trail; who the head says you are
+  notices [--all]
+                what the head told you while you were away (preemptions,
+                job ends, drains); shown once, like mail
+  usage, report GPU-hours, busy hours, energy and cost; a weekly summary
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gputui",
+        description="Live console for a team's GPU servers, over SSH.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=SCHEDULER_HELP,
+    )
+    parser.add_argument("--version", action="version", version=f"gputui {__version__}")
+    parser.add_argument(
+        "--hosts",
+        metavar="FILE",
+        help=(
+            "hosts.yaml to use (else $GPUTUI_HOSTS, ./hosts.yaml,"
+            " ~/.config/gputui/hosts.yaml, /etc/gputui/hosts.yaml; a file found there"
+            " is skipped unless it is yours or root's and nobody else can write it;"
+            " one named here is refused when anyone besides its owner can write it)"
+        ),
+    )
+    parser.add_argument(
+        "--theme",
+        metavar="NAME",
+        help="colour theme (gputui-dark, gputui-light, gputui-high-contrast, ...)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    sub.add_parser("console", help="open the console (the default)")
+
+    check = sub.add_parser("check-config", help="validate hosts.yaml and print a summary")
+    check.add_argument("file", nargs="?", help="file to check (default: the search order above)")
+
+    demo = sub.add_parser(
+        "demo", help="open the console on a simulated cluster over real SSH on loopback"
+    )
+    demo.add_argument(
+        "--hosts",
+        dest="demo_hosts",
+        type=_positive,
+        default=4,
+        metavar="N",
+        help="simulated hosts (default 4)",
+    )
+    demo.add_argument(
+        "--gpus",
+        dest="demo_gpus",
+        type=_positive,
+        default=None,
+        metavar="M",
+        help="GPUs in all (default 5 per host: 20 for 4 hosts)",
+    )
+    demo.add_argument("--theme", dest="demo_theme", metavar="NAME", help="colour theme")
+
+    _health_parser(sub)
+    _incident_parser(sub)
+
+    helper = sub.add_parser(
+        "helper", help="run the host helper here and print its JSON lines (for debugging)"
+    )
+    helper.add_argument("--sim", metavar="SPEC", help="simulate GPUs, e.g. 4xrtx3090")
+    helper.add_argument("--once", action="store_true", help="print hello and one sample, then exit")
+    helper.add_argument("--interval", type=float, default=1.0, metavar="SECONDS")
+    helper.add_argument(
+        "--health-every",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between the health readings (1-3600; default 10)",
+    )
+    return parser
+
+
+HEALTH_ABOUT = (
+    "With a head in hosts.yaml it prints the head's board (first seen, counts and"
+    " acknowledgements kept over time); without one, or when the head does not answer,"
+    " it connects to every host of hosts.yaml (or the ones of ``--host``) the way the"
+    " console does, has each helper take a health reading at once, runs the health checks"
+    " on it (or on the host's failure to answer) and prints the ranked list, or JSON with"
+    " ``--json``. The exit code is for cron and monitoring: 0 nothing wrong and every"
+    " check made, 1 warnings only, 2 something critical (acknowledged problems count"
+    " too), 3 when the check itself could not run (bad config or arguments, or an --ack"
+    " refused), 4 nothing wrong found but some checks could not be made (unknown, listed)."
+)
+"""What ``gputui health --help`` says it does (``gputui.cli.health`` does it)."""
+
+
+def _health_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "health",
+        help="every problem on every host, ranked"
+        " (exit 0 ok, 1 warnings, 2 critical, 3 could not run, 4 some checks unknown)",
+        description=HEALTH_ABOUT,
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (problems and unknown checks)")
+    p.add_argument("--host", action="append", metavar="NAME", help="only this host (repeatable)")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="how long to wait for hosts to answer (default 20)",
+    )
+    p.add_argument("--keys", action="store_true", help="also list each problem's key (for --ack)")
+    p.add_argument("--ack", metavar="KEY", help="acknowledge problem KEY on the head (admins)")
+    p.add_argument("--note", metavar="TEXT", help="why it may wait (required with --ack)")
+
+
+def _incident_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "incident",
+        help="a timeline for one host or GPU: boot, Xids, problems, audit rows, readings",
+    )
+    p.add_argument("target", metavar="HOST[:GPU]")
+    p.add_argument("--since", default="24h", help="how far back: 30m, 12h, 2d, 1w (default 24h)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--wait", type=float, default=20.0, metavar="SECONDS")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    command = args.command or "console"
+    try:
+        if command == "check-config":
+            from gputui.cli.check_config import check_config
+
+            return check_config(args.file or args.hosts)
+        if command == "demo":
+            if args.hosts:
+                raise UsageError(
+                    "--hosts FILE is for the console; the demo makes its own hosts"
+                    " (gputui demo --hosts N sets how many)"
+                )
+            gpus = args.demo_gpus if args.demo_gpus is not None else 5 * args.demo_hosts
+            from gputui.cli.demo import run_demo
+
+            return run_demo(args.demo_hosts, gpus, args.demo_theme or args.theme)
+        if command == "helper":
+            return run_helper(args.sim, args.once, args.interval, args.health_every)
+        if command == "health":
+            from gputui.cli import health as cli_health
+
+            return cli_health.main(args)
+        if command == "incident":
+            from gputui.cli import incident as cli_incident
+
+            return cli_incident.main(args)
+        return run_console(args.hosts, args.theme)
+    except ConfigError as exc:
+        for line in exc.lines:
+            print(f"gputui: {line}", file=sys.stderr)
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `gputui health | head`: the reader went; nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except UsageError as exc:
+        print(f"gputui: {clean(exc, 1024)}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def run_console(hosts_file: str | None, theme: str | None) -> int:
+    config = load_config(find_config(hosts_file))
+    require_hosts(config)
+    theme_name = theme_for(config, theme)
+    from gputui.fleet.fleet import Fleet
+    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.terminal_exit import SignalExit
+
+    app = GpuTuiApp(Fleet(config), config, theme=theme_name)
+
+    async def console() -> None:
+        # SIGTERM, SIGHUP and SIGINT end the console as `q` does, the terminal restored.
+        with SignalExit() as signals:
+            await signals.run(app)
+
+    asyncio.run(console())
+    return app.return_code or EXIT_OK
+
+
+def run_helper(sim: str | None, once: bool, interval: float, health_every: float = 10.0) -> int:
+    from gputui.remote import helper
+
+    argv = ["--interval", str(interval), "--health-every", str(health_every)]
+    if sim:
+        argv += ["--sim", sim]
+    if once:
+        argv.append("--once")
+    return int(helper.main(argv) or 0)
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,105 @@
+"""``gputui demo``: the console on a simulated cluster over real SSH on loopback, with
+a scheduler head and some work already given to it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+
+from gputui.cli.errors import UsageError
+from gputui.cli.themes import theme_for, theme_named
+from gputui.text import clean
+
+EXIT_OK = 0
+
+
+def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
+    if gpus < hosts:
+        raise UsageError(f"--gpus {gpus} is fewer than --hosts {hosts}; each host needs a GPU")
+    from gputui.demo.limits import DemoLimitError, check_demo_size
+    from gputui.remote.sim.spec import MAX_GPUS
+
+    if gpus > MAX_GPUS * hosts:
+        raise UsageError(f"--gpus {gpus} over {hosts} hosts is more than {MAX_GPUS} per host")
+    try:
+        check_demo_size(hosts)
+    except DemoLimitError as exc:
+        raise UsageError(str(exc)) from None
+    if theme:  # before the simulated hosts start, not after
+        theme_named(theme)
+    return asyncio.run(_demo(hosts, gpus, theme))
+
+
+async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
+    from gputui.demo.cluster import DemoCluster
+    from gputui.demo.limits import start_error
+    from gputui.fleet.fleet import Fleet
+    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.terminal_exit import SignalExit
+
+    print(
+        f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH"
+        " and a scheduler head…",
+        flush=True,
+    )
+    cluster = DemoCluster(hosts=hosts, gpus=gpus, faults=True, head=True)
+    # A closed terminal or a plain kill ends the demo the same way as `q`, so the
+    # simulated hosts, their helpers and the workloads are all cleaned up; during
+    # start-up it stops the start. Should that hang, they are killed on the way out.
+    with SignalExit(on_force=cluster.emergency_cleanup) as signals:
+        try:
+            await cluster.start()
+        except asyncio.CancelledError:
+            if signals.received is None:
+                raise
+            return signals.exit_code
+        except OSError as exc:  # too many open files, no loopback, ...
+            raise UsageError(start_error(exc, hosts)) from None
+        seeding: asyncio.Task[None] | None = None
+        try:
+            config = cluster.config()
+            theme_name = theme_for(config, theme)
+            app = GpuTuiApp(Fleet(config), config, theme=theme_name)
+            seeding = asyncio.get_running_loop().create_task(_seed_demo(cluster, app))
+            await signals.run(app)
+        finally:
+            if seeding is not None:
+                seeding.cancel()
+                with contextlib.suppress(BaseException):
+                    await seeding
+            await cluster.stop()
+    return app.return_code or EXIT_OK
+
+
+DEMO_WELCOME = (
+    "This demo has a scheduler. c claims the selected GPU (the export line is copied),"
+    " u releases it, n enqueues a job (Ctrl+S sends it), Q shows the queue with each"
+    " job's output."
+)
+
+
+async def _seed_demo(cluster: object, app: object) -> None:
+    """Give the demo's head work once its hosts are live, then say how to use it."""
+    from gputui.demo.cluster import DemoCluster
+    from gputui.ui.app import GpuTuiApp
+
+    assert isinstance(cluster, DemoCluster) and isinstance(app, GpuTuiApp)
+    try:
+        done = await cluster.seed_head()
+    except Exception as exc:  # the demo goes on without its seeded work, saying so
+        done = [f"seeding stopped: {clean(repr(exc), 200)}"]
+    if cluster.head is not None:
+        # The enqueue form offers the demo's own little job, in the directory it is in.
+        here = str(cluster.head.socket.parent)
+        # --demo-pid: it ends with the demo, like the seeded jobs (the demo leaves nothing).
+        command = f"python3 train.py --model mine --steps 20 --pause 1 --demo-pid {os.getpid()}"
+        app.head.forms.submit_defaults = (here, command)
+    quick = [line for line in done if "quick-test" in line]
+    text = DEMO_WELCOME + (f" Watch {quick[0]}." if quick else "")
+    problems = [
+        line for line in done if "stopped" in line or "refused" in line or "did not" in line
+    ]
+    app.notify(text, title="gputui demo", timeout=40, markup=False)
+    for line in problems:
+        app.notify(line, title="demo head", severity="warning", timeout=20, markup=False)

@@ -1,0 +1,199 @@
+"""The job verbs: ``gputui submit``, ``queue``, ``show``, ``logs``, ``wait``, and the
+actions on jobs (``cancel``, ``kill``, ``preempt``, ``requeue``, ``hold``,
+``release-hold``).
+
+Loaded only when one of them runs (``verbs.handler``); they ask the scheduler
+through its ``SchedulerBackend``, and show what it answers as untrusted text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+
+from gputui.cli.args import EXIT_OK, EXIT_REFUSED, command_of, said
+from gputui.cli.flagged import flags_table
+from gputui.cli.listing import every_page
+from gputui.cli.tables import print_json, queue_table, unavailable_table, when
+from gputui.printable import shown
+from gputui.scheduler.client.backend import Answer, SyncBackend
+from gputui.scheduler.client.errors import HeadError
+
+
+def submit(backend: SyncBackend, a: argparse.Namespace) -> int:
+    argv = command_of(a)
+    cwd = os.path.abspath(a.cwd) if a.cwd else os.getcwd()
+    if a.after and a.after_ok:
+        raise HeadError("usage", "submit: give --after or --after-ok, not both")
+    job = backend.submit(
+        argv=argv,
+        gpus=a.gpus,
+        cwd=cwd,
+        preemptible=a.preemptible,
+        pool=a.pool,
+        host=a.host,
+        name=a.name,
+        time_limit_s=a.time,
+        priority=a.priority,
+        project=a.project,
+        after=a.after or a.after_ok,
+        after_ok=bool(a.after_ok),
+    )["job"]
+    if a.json:
+        print_json(job)
+    else:
+        print(job["id"])
+    return EXIT_OK
+
+
+def queue(backend: SyncBackend, a: argparse.Namespace) -> int:
+    def page(limit: int, after: int | None) -> Answer:
+        return backend.queue(all=a.all, user=a.user, limit=limit, after=after)
+
+    items, result = every_page(page, "jobs", a.verb)
+    if a.json:
+        print_json(items)
+        return EXIT_OK
+    now = time.time()
+    lines = queue_table(items, now, result.get("idle_after_s"))
+    lines += flags_table(result.get("flags"), now)
+    lines += unavailable_table(result.get("unavailable"), now)
+    for line in lines:
+        print(line)
+    return EXIT_OK
+
+
+SHOWN = (
+    "id",
+    "name",
+    "user",
+    "state",
+    "reason",
+    "gpus",
+    "pool",
+    "host",
+    "gpu_uuids",
+    "argv",
+    "cwd",
+    "time_limit_s",
+    "preemptible",
+    "exit_code",
+    "exit_signal",
+    "requeues",
+    "run_as",
+    "log_path",
+)
+"""The fields ``gputui show`` prints, in order (then when it was submitted, started
+and ended)."""
+
+
+def show(backend: SyncBackend, a: argparse.Namespace) -> int:
+    result = backend.show(a.job)
+    if a.json:
+        print_json(result)
+        return EXIT_OK
+    job = result["job"]
+    hidden = job.get("private") is True  # scheduler.private_data: not yours to see
+    for key in SHOWN:
+        value = job.get(key)
+        if hidden and key not in job:
+            value = "(private)"
+        if isinstance(value, list):
+            value = " ".join(str(v) for v in value)
+        print(f"{key:>14}: {shown(value if value not in (None, '') else '-', 200)}")
+    if job.get("preempted_by") and isinstance(job.get("preempted_at"), (int, float)):
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job["preempted_at"]))
+        print(f"{'last preempted':>14}: {shown(job['preempted_by'], 200)} at {at}")
+    for key in ("submitted_at", "started_at", "ended_at"):
+        print(f"{key:>14}: {when(job.get(key))}")
+    return EXIT_OK
+
+
+def _action(backend: SyncBackend, a: argparse.Namespace) -> Callable[[int], Answer]:
+    """The request ``a.verb`` makes of one job."""
+    reason = a.reason
+    if a.verb == "cancel":
+        return lambda job_id: backend.cancel(job_id, reason=reason)
+    if a.verb == "kill":
+        return lambda job_id: backend.kill(job_id, reason=reason)
+    if a.verb == "preempt":
+        return lambda job_id: backend.preempt(job_id, reason=reason)
+    if a.verb == "hold":
+        return lambda job_id: backend.hold(job_id, reason=reason)
+    if a.verb == "release-hold":
+        return lambda job_id: backend.release_hold(job_id, reason=reason)
+    force = bool(getattr(a, "force", False))
+    return lambda job_id: backend.requeue(job_id, reason=reason, force=force)
+
+
+def act(backend: SyncBackend, a: argparse.Namespace) -> int:
+    """One line a job; a refusal of one does not stop the others (exit 1 after)."""
+    ask = _action(backend, a)
+    code = EXIT_OK
+    for job_id in a.job:
+        try:
+            answer = ask(job_id)
+            job = answer["job"]
+        except HeadError as exc:
+            if exc.code == "unreachable":
+                raise
+            print(f"gputui {a.verb}: {said(exc, a.verb)}", file=sys.stderr)
+            code = EXIT_REFUSED
+            continue
+        told = answer.get("told")
+        line = f"job {shown(job['id'])}: {shown(job['state'])}"
+        print(line + (f": {shown(told, 300)}" if told else ""))
+    return code
+
+
+def logs(backend: SyncBackend, a: argparse.Namespace) -> int:
+    offset = 0
+    out = sys.stdout
+    while True:
+        result = backend.logs(a.job, offset=offset)
+        data = result.get("data", "")
+        if data:
+            out.write(data)
+            out.flush()
+        offset = int(result.get("offset", offset))
+        if not a.follow:
+            if data and result.get("size", 0) > offset:
+                continue
+            return EXIT_OK
+        if (
+            result.get("ended")
+            and result.get("state") in ("completed", "failed", "timeout", "killed", "cancelled")
+            and not data
+        ):
+            return EXIT_OK
+        if not data:
+            time.sleep(0.5)
+
+
+def wait(backend: SyncBackend, a: argparse.Namespace) -> int:
+    job = backend.wait(a.job)["job"]
+    state = job["state"]
+    if state == "completed":
+        return 0
+    if job.get("exit_code") is not None:
+        return int(job["exit_code"]) or 1
+    print(f"job {job['id']} {state}: {job.get('reason') or ''}".rstrip(), file=sys.stderr)
+    return 128 + 9 if state == "killed" else 1
+
+
+HANDLERS: dict[str, Callable[[SyncBackend, argparse.Namespace], int]] = {
+    "submit": submit,
+    "queue": queue,
+    "show": show,
+    "cancel": act,
+    "kill": act,
+    "preempt": act,
+    "requeue": act,
+    "hold": act,
+    "release-hold": act,
+    "logs": logs,
+    "wait": wait,
+}

@@ -1,0 +1,75 @@
+"""What the scheduler keeps and tells: ``gputui audit`` (the admins' actions),
+``notices`` (what it told you while you were away) and ``whoami``.
+
+Loaded only when one of them runs (``verbs.handler``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+
+from gputui.cli.args import EXIT_OK
+from gputui.cli.tables import audit_table, print_json
+from gputui.printable import shown
+from gputui.scheduler.client.backend import SyncBackend
+from gputui.scheduler.client.errors import HeadError
+
+
+def _since(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%d"))
+    except ValueError:
+        raise HeadError("usage", f"--since: not a date: {text!r} (YYYY-MM-DD)") from None
+
+
+def audit(backend: SyncBackend, a: argparse.Namespace) -> int:
+    rows = backend.audit(since=_since(a.since))["rows"]
+    if a.json:
+        print_json(rows)
+        return EXIT_OK
+    for line in audit_table(rows):
+        print(line)
+    return EXIT_OK
+
+
+def notices(backend: SyncBackend, a: argparse.Namespace) -> int:
+    """Your unread notices (marked read by the head once sent), or ``--all``."""
+    rows = backend.notices(all=bool(a.all))["notices"]
+    if a.json:
+        json.dump(rows, sys.stdout, indent=2, sort_keys=True)
+        print()
+        return EXIT_OK
+    if not rows:
+        print("no notices" if a.all else "no unread notices")
+        return EXIT_OK
+    for n in rows:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(n["time"])))
+        new = "*" if n.get("unread") and a.all else " "
+        print(f"{new}{when}  {shown(n['kind'], 10):10} {shown(n['text'], 512)}")
+    return EXIT_OK
+
+
+def whoami(backend: SyncBackend, a: argparse.Namespace) -> int:
+    me = backend.whoami()
+    print(
+        f"{me['user']} (uid {me['uid']}), groups {', '.join(me['groups'])}"
+        + (", admin" if me["admin"] else "")
+    )
+    return EXIT_OK
+
+
+HANDLERS: dict[str, Callable[[SyncBackend, argparse.Namespace], int]] = {
+    "audit": audit,
+    "notices": notices,
+    "whoami": whoami,
+}

@@ -1,0 +1,102 @@
+"""The scheduler's command-line verbs: claim, release, submit, queue, run, logs, …
+
+Each verb is one short-lived process that asks the scheduler through its
+``SchedulerBackend`` (the head's, over the light blocking client): this module
+loads only the verb's own module (``args.VERBS``), so a ``gputui submit`` costs a
+few tens of milliseconds, not the console's start-up. Every failure is one line on
+stderr and an exit status: 1 refused (or a capability the scheduler lacks, said
+before anything is asked), 2 bad usage, 3 the scheduler cannot be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from gputui.cli.args import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    VERBS,
+    parser,
+    said,
+)
+from gputui.scheduler.client.backend import SessionBackend, require
+from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.session import head_session
+
+Handler = Callable[[SessionBackend, argparse.Namespace], int]
+
+
+def handler(verb: str) -> Handler:
+    """The function that runs ``verb``, its module imported now (and no other's)."""
+    module = VERBS[verb].module
+    if module == "jobs":
+        from gputui.cli import jobs
+
+        return jobs.HANDLERS[verb]
+    if module == "claims":
+        from gputui.cli import claims
+
+        return claims.HANDLERS[verb]
+    if module == "run":
+        from gputui.cli import run
+
+        return run.run
+    if module == "records":
+        from gputui.cli import records
+
+        return records.HANDLERS[verb]
+    if module == "policy":
+        from gputui.cli import policy
+
+        return policy.HANDLERS[verb]
+    if module == "usage":
+        from gputui.cli import usage
+
+        return usage.HANDLERS[verb]
+    if module == "drain":
+        from gputui.cli import drain
+
+        return drain.run
+    if module == "forcefree":
+        from gputui.cli import forcefree
+
+        return forcefree.run
+    raise AssertionError(f"no module runs {verb}")  # pragma: no cover (args.VERBS is fixed)
+
+
+@contextmanager
+def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator[SessionBackend]:
+    if given is not None:
+        yield given
+        return
+    with head_session(args.socket, args.hosts) as session:
+        yield session
+
+
+def main(argv: Sequence[str], backend: SessionBackend | None = None) -> int:
+    """``gputui VERB …`` for a scheduler verb; ``backend``: the scheduler to ask
+    (default: the head, found as ``--socket`` and ``--hosts`` say)."""
+    args = parser().parse_args(list(argv))
+    try:
+        with _reached(args, backend) as scheduler:
+            require(scheduler, VERBS[args.verb].needs)
+            return handler(args.verb)(scheduler, args)
+    except HeadError as exc:
+        print(f"gputui {args.verb}: {said(exc, args.verb)}", file=sys.stderr)
+        if exc.code == "usage":
+            return EXIT_USAGE
+        if exc.code in ("unreachable", "timeout", "config"):
+            return EXIT_UNREACHABLE
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except (ConnectionError, EOFError, OSError) as exc:  # the head went away mid-answer
+        print(f"gputui {args.verb}: lost the head: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE

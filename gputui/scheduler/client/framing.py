@@ -1,0 +1,39 @@
+"""One request, one answer line: what the blocking and the asyncio clients share.
+
+Every request is a JSON object on one line; a mutating one carries a fresh request
+id (``rid``) that the head answers a retry of from its log.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from gputui.scheduler.client.errors import HeadError
+
+MAX_LINE = 64 * 1024 * 1024
+"""The longest answer line either client reads."""
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def request_line(ident: int, op: str, args: dict[str, Any], rid: str | None) -> bytes:
+    """The request as the line sent to the head."""
+    request: dict[str, Any] = {"id": ident, "op": op, "args": args}
+    if rid is not None:
+        request["rid"] = rid
+    return json.dumps(request, separators=(",", ":")).encode() + b"\n"
+
+
+def answer_of(message: dict[str, Any]) -> dict[str, Any]:
+    """The result of an answer, or the ``HeadError`` it carries."""
+    if message.get("ok") is True:
+        result = message.get("result")
+        return result if isinstance(result, dict) else {}
+    err = message.get("error")
+    if isinstance(err, dict):
+        raise HeadError(str(err.get("code", "error")), str(err.get("message", "refused")))
+    raise HeadError("protocol", "the head sent an answer without a result or an error")

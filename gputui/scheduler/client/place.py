@@ -1,0 +1,87 @@
+"""Where the head is: its socket on this machine, or the hosts.yaml to reach it with
+over SSH (``--socket``, ``$GPUTUI_HEAD_SOCKET``, hosts.yaml's ``head:``, the default).
+
+hosts.yaml is read with the bounded YAML reader only: a verb that reaches the head
+here never loads the configuration's models.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from gputui.locations import DEFAULT_SOCKET, SOCKET_ENV, LocationError, find_hosts
+from gputui.scheduler.client.errors import HeadError
+
+LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def is_local_name(host: str) -> bool:
+    """Whether ``head.host`` names this machine (short name or FQDN)."""
+    name = host.lower()
+    here = socket.gethostname().lower()
+    return name in LOCAL_NAMES or name == here or name.split(".")[0] == here.split(".")[0]
+
+
+def socket_path(explicit: str | None = None, config_file: str | None = None) -> Path:
+    """Where the head's socket is: ``--socket``, ``$GPUTUI_HEAD_SOCKET``, hosts.yaml's
+    ``head.socket`` (read with the bounded YAML reader only), then the default."""
+    return head_place(explicit, config_file)[0]
+
+
+def head_place(
+    explicit: str | None = None, config_file: str | None = None
+) -> tuple[Path, Path | None]:
+    """(the head's socket, the hosts.yaml to reach it over SSH with, or None when it
+    is reached directly). Over SSH when ``head.host`` is another machine and the
+    socket is not here; ``--socket`` or ``$GPUTUI_HEAD_SOCKET`` always mean here."""
+    if explicit:
+        return Path(explicit).expanduser(), None
+    env = os.environ.get(SOCKET_ENV)
+    if env:
+        return Path(env).expanduser(), None
+    found = _config_head(config_file)
+    if found is None:
+        return Path(DEFAULT_SOCKET), None
+    head, source = found
+    sock = head.get("socket")
+    path = Path(sock).expanduser() if isinstance(sock, str) and sock else Path(DEFAULT_SOCKET)
+    host = head.get("host")
+    if not isinstance(host, str) or not host or is_local_name(host) or os.path.exists(path):
+        return path, None
+    return path, source
+
+
+def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
+    """hosts.yaml's ``head:`` section and the file it is in: the file
+    :func:`gputui.locations.find_hosts` finds (the one search order, trusted files only)."""
+    try:
+        path = find_hosts(config_file)
+    except LocationError as exc:
+        raise HeadError("config", exc.line) from None
+    if path is None:
+        return None
+    try:
+        if path.stat().st_size > (1 << 20):
+            raise HeadError("config", f"{path} is over 1 MiB; not a hosts file")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise HeadError("config", f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        from gputui.yamlbounds import Composer, Constructor
+
+        composer = Composer(raw, str(path))
+        root = composer.compose()
+        if root is None:
+            return None  # empty: no head there
+        if composer.problems:
+            raise ValueError
+        data = Constructor().construct_document(root)
+    except Exception:  # said in one line; the full loader says what is wrong, and where
+        raise HeadError(
+            "config", f"{path} is not a valid hosts file; `gputui check-config {path}` says why"
+        ) from None
+    head = data.get("head") if isinstance(data, dict) else None
+    return (head, path) if isinstance(head, dict) else None

@@ -1,0 +1,82 @@
+"""``HeadSession``: the head over one blocking connection, for one CLI process.
+
+A ``SessionBackend``: besides every request of ``HeadBackend`` it holds a claim for
+as long as its process lives (``gputui run``). ``head_session`` opens it the way every
+CLI verb reaches the head: its socket here, or through SSH to its host.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gputui.scheduler.client.backend import ANSWER_WITHIN_S, Answer
+from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.head_backend import HeadBackend
+from gputui.scheduler.client.place import head_place, socket_path
+from gputui.scheduler.client.sync import HeadClient
+
+
+class HeadSession(HeadBackend[Answer, Iterator[Answer]]):
+    """The head over one blocking connection, for one CLI process: a ``SessionBackend``."""
+
+    def __init__(self, client: HeadClient) -> None:
+        super().__init__(client, local=client.opener is None)
+        self._client = client
+
+    def hold_claim(
+        self,
+        *,
+        gpus: int,
+        host: str,
+        note: str,
+        pool: str | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> Answer:
+        body: Answer = {"gpus": gpus, "host": host, "wait": True, "session": True, "note": note}
+        if pool:
+            body["pool"] = pool
+        return self._send("claim", body, timeout, bound=True)
+
+    def resume_claim(self, claim_id: int, *, timeout: float | None = ANSWER_WITHIN_S) -> Answer:
+        return self._send("claim", {"session": True, "resume": claim_id}, timeout, bound=True)
+
+    def connection(self) -> socket.socket | None:
+        return self._client.sock
+
+    def next_message(self) -> Answer:
+        return self._client.message()
+
+    def hang_up(self) -> None:
+        self._client.close()
+
+
+@contextmanager
+def head_session(socket_option: str | None, hosts_file: str | None) -> Iterator[HeadSession]:
+    """The head as a CLI verb reaches it (``place.head_place``): its socket here, or
+    through SSH to its host (only that path loads the configuration and asyncssh)."""
+    path, remote = head_place(socket_option, hosts_file)
+    opener = None if remote is None else _over_ssh(remote)
+    with HeadClient(path, opener=opener) as client:
+        yield HeadSession(client)
+
+
+@contextmanager
+def local_head(hosts_file: str | None) -> Iterator[HeadSession]:
+    """The head at its socket on this machine (``place.socket_path``), never over SSH:
+    ``gputui health`` and ``incident`` fall back to probing the hosts themselves."""
+    with HeadClient(socket_path(None, hosts_file)) as client:
+        yield HeadSession(client)
+
+
+def _over_ssh(config_file: Path) -> Callable[[], socket.socket]:
+    from gputui.config import ConfigError, load_config
+    from gputui.scheduler.headssh import ssh_socket
+
+    try:
+        config = load_config(config_file)
+    except ConfigError as exc:
+        raise HeadError("config", "; ".join(exc.lines[:3])) from None
+    return lambda: ssh_socket(config)
