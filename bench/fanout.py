@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncssh
 
-from gputui.config import Config, HostConfig, SshDefaults
+from gputui.config.models import Config, HostConfig, SshDefaults
 from gputui.fleet.fleet import Fleet
 from gputui.remote.bundle import helper_command, helper_payload
 from gputui.telemetry import HostSnapshot, HostStatus

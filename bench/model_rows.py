@@ -30,9 +30,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputui.protocol import GpuInfo, GpuSample, Hello, ProcessSample, Sample
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.model import SORT_KEYS, ClusterModel, SortKey
+from gputui.wire.messages import GpuInfo, GpuSample, Hello, ProcessSample, Sample
 
 GPUS_PER_HOST = 8
 USERS = ("alice", "bob", "carol", "dave", "erin", "frank")

@@ -20,9 +20,9 @@ import random
 import statistics
 import time
 
-from gputui.scheduler import policy
-from gputui.scheduler.policy import ClusterView, GpuSlot, Running, Want
-from gputui.scheduler.policy_ref import decide_ref
+from gputui.scheduler.policy import model as policy
+from gputui.scheduler.policy.model import ClusterView, GpuSlot, Running, Want
+from gputui.scheduler.policy.reference import decide_ref
 
 NOW = 1_800_000_000.0
 

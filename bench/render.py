@@ -50,8 +50,8 @@ class SyntheticSource:
     """A ``TelemetrySource`` whose GPUs all change six fields every tick."""
 
     def __init__(self, gpus: int, interval: float = 1.0) -> None:
-        from gputui.protocol import GpuInfo, Hello
         from gputui.telemetry import HostSnapshot, HostStatus
+        from gputui.wire.messages import GpuInfo, Hello
 
         self.interval = interval
         self.rng = random.Random(7)
@@ -98,7 +98,7 @@ class SyntheticSource:
             self.task.cancel()
 
     def _sample(self, name: str) -> Any:
-        from gputui.protocol import GpuSample, Sample
+        from gputui.wire.messages import GpuSample, Sample
 
         snap = self.snaps[name]
         r = self.rng
@@ -137,7 +137,7 @@ class SyntheticSource:
 
 
 def run_console(gpus: int) -> None:
-    from gputui.config import Config
+    from gputui.config.models import Config
     from gputui.ui.app import GpuTuiApp
 
     GpuTuiApp(SyntheticSource(gpus), Config()).run()

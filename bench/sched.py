@@ -126,7 +126,7 @@ def submit_rate(clients: int, seconds: float, *extra: str) -> float:
 def fsync_commits_per_s(seconds: float) -> float:
     """The disk's own durable-commit rate, where the heads keep their files: one
     single-row ``INSERT`` and its commit at a time, WAL and ``synchronous=FULL`` as the
-    head sets them (``gputui.scheduler.engine``). Nothing can go faster per commit, so
+    head sets them (``gputui.scheduler.store.engine``). Nothing can go faster per commit, so
     the head's submissions are judged against it, not against a fixed number."""
     tmp = Path(tempfile.mkdtemp(prefix="gputui-bench-"))
     db = sqlite3.connect(tmp / "fsync.db", isolation_level=None)

@@ -18,7 +18,7 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
-from gputui.protocol import (
+from gputui.wire.messages import (
     Event,
     Hello,
     HelperRequest,

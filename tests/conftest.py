@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from gputui.config import Config
+    from gputui.config.models import Config
     from gputui.fleet.backoff import LinkTiming
     from gputui.fleet.fleet import Fleet
 

@@ -15,8 +15,8 @@ import argparse
 import re
 from typing import Any, NamedTuple
 
-from gputui.durations import parse_duration
-from gputui.printable import shown
+from gputui.common.durations import parse_duration
+from gputui.common.printable import shown
 from gputui.scheduler.client.errors import HeadError
 
 MAX_GPUS = 64  # the head's own limit (wire.MAX_GPUS_PER_JOB), without importing pydantic

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from gputui.config import (
+from gputui.common.text import clean
+from gputui.config.models import (
     Config,
     ConfigError,
     file_problems,
@@ -14,7 +15,6 @@ from gputui.config import (
     load_config,
     require_hosts,
 )
-from gputui.text import clean
 
 EXIT_OK = 0
 

@@ -17,8 +17,8 @@ from gputui.cli.args import EXIT_OK, EXIT_REFUSED
 from gputui.cli.here import this_host
 from gputui.cli.listing import every_page
 from gputui.cli.tables import claims_table, print_json
-from gputui.gpu_env import export_line, gpu_uuids
-from gputui.printable import shown
+from gputui.common.gpu_env import export_line, gpu_uuids
+from gputui.common.printable import shown
 from gputui.scheduler.client.backend import Answer, SyncBackend
 from gputui.scheduler.client.errors import HeadError
 

@@ -9,7 +9,7 @@ import os
 
 from gputui.cli.errors import UsageError
 from gputui.cli.themes import theme_for, theme_named
-from gputui.text import clean
+from gputui.common.text import clean
 
 EXIT_OK = 0
 

@@ -15,7 +15,7 @@ import time
 
 from gputui.cli.args import EXIT_OK
 from gputui.cli.tables import gpu_lines
-from gputui.printable import shown
+from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gputui.durations import coarse_text
-from gputui.printable import shown as _shown
-from gputui.untrusted import number as _number
+from gputui.common.durations import coarse_text
+from gputui.common.printable import shown as _shown
+from gputui.common.untrusted import number as _number
 
 KINDS = {
     "no-allocation": "no job or claim of theirs on the host",

@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Any
 
-from gputui.printable import shown
+from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
 

@@ -20,9 +20,9 @@ from collections.abc import Coroutine
 from importlib import resources
 from pathlib import Path
 
-from gputui.config import Config, ConfigError, find_config, load_config
-from gputui.locations import DEFAULT_SOCKET, socket_dir_problem
-from gputui.text import clean
+from gputui.common.locations import DEFAULT_SOCKET, socket_dir_problem
+from gputui.common.text import clean
+from gputui.config.models import Config, ConfigError, find_config, load_config
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -65,9 +65,9 @@ def unit_text(name: str) -> str:
 
 
 def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, object]:
-    from gputui.scheduler.actions import Rules
-    from gputui.scheduler.connection import Limits
-    from gputui.scheduler.settings import HeadSettings
+    from gputui.scheduler.head.actions import Rules
+    from gputui.scheduler.head.settings import HeadSettings
+    from gputui.scheduler.server.connection import Limits
 
     head = config.head
     socket_path = Path(args.socket or (head.socket if head else DEFAULT_SOCKET))
@@ -120,17 +120,17 @@ def _prepare_socket_dir(path: Path) -> None:
 
 
 async def serve(config: Config, settings: object, database: Path) -> int:
-    from gputui.scheduler.daemon import Head
-    from gputui.scheduler.engine import (
+    from gputui.scheduler.head.daemon import Head
+    from gputui.scheduler.head.fleet_hostops import FleetHosts
+    from gputui.scheduler.head.liveness import HeadDied
+    from gputui.scheduler.head.settings import HeadSettings
+    from gputui.scheduler.store.engine import (
         hold_exclusively,
         jobs_namespace,
         open_store,
         prepare_location,
     )
-    from gputui.scheduler.fleethosts import FleetHosts
-    from gputui.scheduler.liveness import HeadDied
-    from gputui.scheduler.settings import HeadSettings
-    from gputui.scheduler.store import JobStore
+    from gputui.scheduler.store.queries import JobStore
 
     assert isinstance(settings, HeadSettings)
     prepare_location(database)
@@ -162,7 +162,7 @@ async def serve(config: Config, settings: object, database: Path) -> int:
 def check(socket_path: Path) -> int:
     """``--check``: one line for each task of the running head that is dead or stuck."""
     from gputui.scheduler.client import HeadClient, HeadError
-    from gputui.scheduler.liveness import problems
+    from gputui.scheduler.head.liveness import problems
 
     try:
         with HeadClient(socket_path, timeout=10.0) as client:
@@ -182,7 +182,7 @@ def check(socket_path: Path) -> int:
 
 
 def backup(database: Path, dest: str | None) -> int:
-    from gputui.scheduler.backup import backup as copy
+    from gputui.scheduler.store.backup import backup as copy
 
     if not dest:
         print(
@@ -226,7 +226,7 @@ def main(argv: list[str]) -> int:
         format="gputui head: %(levelname)s %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    from gputui.scheduler.engine import StoreError
+    from gputui.scheduler.store.engine import StoreError
 
     try:
         config = load_config(find_config(args.hosts))

@@ -16,12 +16,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from gputui.config import Config, ConfigError, find_config, load_config
+from gputui.common.text import clean
+from gputui.config.models import Config, ConfigError, find_config, load_config
 from gputui.health.board import HealthBoard, Problem
 from gputui.health.report import not_applicable_counts, problem_json, unknown_json
-from gputui.protocol import Sample
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.text import clean
+from gputui.wire.messages import Sample
 
 EXIT_OK, EXIT_WARN, EXIT_CRIT, EXIT_ERROR, EXIT_UNKNOWN = 0, 1, 2, 3, 4
 MAX_WAIT_S = 3600

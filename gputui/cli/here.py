@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import socket
 
-from gputui import thishost
+from gputui.common import thishost
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
 
 
 def this_host(backend: SyncBackend) -> str:
-    """The scheduler's name for this machine (``gputui.thishost``: a ``local: true``
+    """The scheduler's name for this machine (``gputui.common.thishost``: a ``local: true``
     host when the head runs here, else by hostname, FQDN and addresses); a
     ``HeadError`` naming the choices when it is none or several of its hosts. A
     scheduler that cannot list its hosts (or a head from before the table): this

@@ -24,15 +24,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gputui.cli.health import EXIT_ERROR, probe, wait_refused
-from gputui.config import Config, ConfigError, find_config, load_config
-from gputui.durations import ago
+from gputui.common.durations import ago
+from gputui.common.text import clean
+from gputui.common.untrusted import epoch, integer, number
+from gputui.config.models import Config, ConfigError, find_config, load_config
 from gputui.health.board import HealthBoard, Problem
 from gputui.health.head_answer import HeadBoard
 from gputui.health.xid import info
-from gputui.protocol import GpuSample
 from gputui.telemetry import HostSnapshot
-from gputui.text import clean
-from gputui.untrusted import epoch, integer, number
+from gputui.wire.messages import GpuSample
 
 EXIT_OK = 0
 MAX_AUDIT = 2000

@@ -18,7 +18,7 @@ from gputui.cli.args import EXIT_OK, EXIT_REFUSED, command_of, said
 from gputui.cli.flagged import flags_table
 from gputui.cli.listing import every_page
 from gputui.cli.tables import print_json, queue_table, unavailable_table, when
-from gputui.printable import shown
+from gputui.common.printable import shown
 from gputui.scheduler.client.backend import Answer, SyncBackend
 from gputui.scheduler.client.errors import HeadError
 

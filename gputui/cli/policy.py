@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 
 from gputui.cli.args import EXIT_OK
-from gputui.explain_text import explain_lines, shown
 from gputui.scheduler.client.backend import SyncBackend
+from gputui.scheduler.client.explain_text import explain_lines, shown
 
 
 def explain(backend: SyncBackend, a: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from gputui.cli.args import EXIT_OK
 from gputui.cli.tables import audit_table, print_json
-from gputui.printable import shown
+from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
 

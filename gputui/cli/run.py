@@ -21,7 +21,7 @@ from typing import Any
 
 from gputui.cli.args import command_of
 from gputui.cli.here import one_line, this_host
-from gputui.gpu_env import gpu_uuids
+from gputui.common.gpu_env import gpu_uuids
 from gputui.scheduler.client.backend import Answer, SessionBackend
 from gputui.scheduler.client.errors import HeadError
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputui.cli.flagged import idle_reason
-from gputui.durations import coarse_text, elapsed_text
-from gputui.printable import shown
-from gputui.untrusted import number
+from gputui.common.durations import coarse_text, elapsed_text
+from gputui.common.printable import shown
+from gputui.common.untrusted import number
 
 MAX_SHOWN = 200
 """Cards listed at most (then how many more)."""

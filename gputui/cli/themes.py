@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gputui.cli.errors import UsageError
-from gputui.config import Config
+from gputui.config.models import Config
 
 
 def theme_for(config: Config, theme: str | None) -> str:

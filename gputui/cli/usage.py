@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gputui.durations import ago
-from gputui.printable import shown as _shown
+from gputui.common.durations import ago
+from gputui.common.printable import shown as _shown
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
 

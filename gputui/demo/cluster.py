@@ -26,13 +26,12 @@ from types import TracebackType
 
 import asyncssh
 
-from gputui.config import Config, load_config
+from gputui.config.models import Config, load_config
+from gputui.demo.head import DemoHead
+from gputui.demo.server import SimSshServer, login_env
+from gputui.demo.workloads import JOBS, Workload, start_workload, stop_workloads, workload_owners
 from gputui.remote.sim.device import SimDevice
 from gputui.remote.sim.spec import MAX_GPUS
-
-from .head import DemoHead
-from .server import SimSshServer, login_env
-from .workloads import JOBS, Workload, start_workload, stop_workloads, workload_owners
 
 MODELS = ("a100-80gb", "rtx3090", "h100", "l40s", "rtx4090", "a10", "h200", "a100-40gb")
 MAX_GPUS_PER_HOST = MAX_GPUS

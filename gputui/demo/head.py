@@ -25,9 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gputui.demo.workloads import python_for_everyone
 from gputui.scheduler.client import AsyncHeadClient, HeadError
-
-from .workloads import python_for_everyone
 
 START_TIMEOUT_S = 20.0
 HOSTS_TIMEOUT_S = 45.0

@@ -19,15 +19,21 @@ import asyncssh
 from asyncssh.config import SSHClientConfig
 from asyncssh.encryption import get_default_encryption_algs
 
-from gputui.config import ResolvedHost
+from gputui.common.text import clean
+from gputui.config.models import ResolvedHost
+from gputui.fleet.failures import (
+    EDGE_ERRORS,
+    Failure,
+    SetupFailure,
+    TunnelFailure,
+    classify,
+    unreadable_file,
+)
+from gputui.fleet.hostkeys import KnownHostsCache, VerifyingClient
+from gputui.fleet.identity import Identity, agent_holds, load_identity
+from gputui.fleet.jumps import Chain, JumpFailure, JumpLease, JumpPool, parse_chain
+from gputui.fleet.session import encryption_preference
 from gputui.telemetry import HostStatus
-from gputui.text import clean
-
-from .failures import EDGE_ERRORS, Failure, SetupFailure, TunnelFailure, classify, unreadable_file
-from .hostkeys import KnownHostsCache, VerifyingClient
-from .identity import Identity, agent_holds, load_identity
-from .jumps import Chain, JumpFailure, JumpLease, JumpPool, parse_chain
-from .session import encryption_preference
 
 _DEFAULT_CIPHERS = list(get_default_encryption_algs())
 _PREFERRED_CIPHERS = encryption_preference()

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 import asyncssh
 
-from gputui.protocol import Result
+from gputui.common.text import clean
+from gputui.fleet.hostkeys import HostKeyVerdict, KeyProblem
 from gputui.telemetry import HostStatus
-from gputui.text import clean
-
-from .hostkeys import HostKeyVerdict, KeyProblem
+from gputui.wire.messages import Result
 
 # Connection-level exceptions caught at the edge of a host's task.
 EDGE_ERRORS = (OSError, asyncssh.Error, asyncio.TimeoutError, EOFError)

@@ -21,8 +21,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gputui.config import Config, ResolvedHost
-from gputui.protocol import (
+from gputui.config.models import Config, ResolvedHost
+from gputui.fleet.backoff import LinkTiming
+from gputui.fleet.hostkeys import GLOBAL_KNOWN_HOSTS, KnownHostsCache
+from gputui.fleet.jumps import JumpPool
+from gputui.fleet.link import HostLink
+from gputui.fleet.stream import SnapshotStream
+from gputui.telemetry import HostSnapshot, Listener, R, RequestOutcome
+from gputui.wire.messages import (
     NAMESPACE,
     HelperRequest,
     IntervalRequest,
@@ -35,13 +41,6 @@ from gputui.protocol import (
     SignalRequest,
     SignalResult,
 )
-from gputui.telemetry import HostSnapshot, Listener, R, RequestOutcome
-
-from .backoff import LinkTiming
-from .hostkeys import GLOBAL_KNOWN_HOSTS, KnownHostsCache
-from .jumps import JumpPool
-from .link import HostLink
-from .stream import SnapshotStream
 
 log = logging.getLogger(__name__)
 

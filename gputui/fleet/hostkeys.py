@@ -25,7 +25,7 @@ from pathlib import Path
 
 import asyncssh
 
-from .localfiles import read_regular_file
+from gputui.fleet.localfiles import read_regular_file
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"

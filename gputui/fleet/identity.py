@@ -20,11 +20,10 @@ from pathlib import Path
 import asyncssh
 from asyncssh.public_key import decode_ssh_public_key
 
+from gputui.common.text import clean
+from gputui.fleet.failures import SetupFailure, unreadable_file
+from gputui.fleet.localfiles import read_regular_file
 from gputui.telemetry import HostStatus
-from gputui.text import clean
-
-from .failures import SetupFailure, unreadable_file
-from .localfiles import read_regular_file
 
 _OPENSSH_MAGIC = b"openssh-key-v1\0"
 _MAX_KEY_FILE = 1 << 20

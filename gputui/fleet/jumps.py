@@ -23,9 +23,8 @@ from collections.abc import Awaitable, Callable, Hashable
 
 import asyncssh
 
-from gputui.sshjump import Chain, Hop, parse_chain, parse_hop
-
-from .failures import Failure
+from gputui.config.sshjump import Chain, Hop, parse_chain, parse_hop
+from gputui.fleet.failures import Failure
 
 __all__ = [
     "HANDSHAKES_PER_JUMP",

@@ -20,9 +20,26 @@ from typing import Any
 
 import asyncssh
 
-from gputui.config import ResolvedHost
+from gputui.common.text import clean
+from gputui.config.models import ResolvedHost
+from gputui.fleet.backoff import Backoff, LinkTiming, thresholds
+from gputui.fleet.connector import HostConnector
+from gputui.fleet.failures import (
+    EDGE_ERRORS,
+    Failure,
+    HelperFailure,
+    SetupFailure,
+    TunnelFailure,
+    classify,
+    helper_channel_failure,
+)
+from gputui.fleet.hostkeys import KnownHostsCache, VerifyingClient
+from gputui.fleet.jumps import JumpFailure, JumpPool
+from gputui.fleet.requests import send
+from gputui.fleet.session import HelperSession, check_versions
 from gputui.health import is_stale
-from gputui.protocol import (
+from gputui.telemetry import HostSnapshot, HostStatus, R, RequestOutcome
+from gputui.wire.messages import (
     MAX_NOTES,
     Event,
     Hello,
@@ -37,24 +54,6 @@ from gputui.protocol import (
     UnknownMessage,
     decode_helper_line,
 )
-from gputui.telemetry import HostSnapshot, HostStatus, R, RequestOutcome
-from gputui.text import clean
-
-from .backoff import Backoff, LinkTiming, thresholds
-from .connector import HostConnector
-from .failures import (
-    EDGE_ERRORS,
-    Failure,
-    HelperFailure,
-    SetupFailure,
-    TunnelFailure,
-    classify,
-    helper_channel_failure,
-)
-from .hostkeys import KnownHostsCache, VerifyingClient
-from .jumps import JumpFailure, JumpPool
-from .requests import send
-from .session import HelperSession, check_versions
 
 log = logging.getLogger(__name__)
 

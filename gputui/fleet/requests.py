@@ -12,7 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gputui.protocol import (
+from gputui.common.text import clean
+from gputui.fleet.failures import EDGE_ERRORS, result_message
+from gputui.fleet.session import HelperSession
+from gputui.telemetry import R, RequestOutcome
+from gputui.wire.messages import (
     MAX_REQUEST_BYTES,
     HelperRequest,
     IntervalResult,
@@ -27,11 +31,6 @@ from gputui.protocol import (
     ResultError,
     SignalRequest,
 )
-from gputui.telemetry import R, RequestOutcome
-from gputui.text import clean
-
-from .failures import EDGE_ERRORS, result_message
-from .session import HelperSession
 
 
 async def send(

@@ -24,7 +24,13 @@ from typing import NoReturn
 
 import asyncssh
 
-from gputui.protocol import (
+from gputui.common.text import clean
+from gputui.fleet.failures import HelperFailure
+from gputui.fleet.transport import HelperTransport, LocalTransport, SshTransport
+from gputui.remote import HELPER_VERSION
+from gputui.remote.bundle import helper_payload
+from gputui.telemetry import HostStatus
+from gputui.wire.messages import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
     Hello,
@@ -34,13 +40,6 @@ from gputui.protocol import (
     UnknownMessage,
     decode_helper_line,
 )
-from gputui.remote import HELPER_VERSION
-from gputui.remote.bundle import helper_payload
-from gputui.telemetry import HostStatus
-from gputui.text import clean
-
-from .failures import HelperFailure
-from .transport import HelperTransport, LocalTransport, SshTransport
 
 _STDERR_KEEP = 4096
 STDERR_GRACE_S = 0.5

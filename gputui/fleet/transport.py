@@ -24,7 +24,7 @@ import asyncssh
 from gputui.remote.bundle import BOOT, helper_command
 
 if TYPE_CHECKING:
-    from .session import HelperSession
+    from gputui.fleet.session import HelperSession
 
 
 class HelperTransport(Protocol):

@@ -6,7 +6,7 @@ decide what is unhealthy, and the console to decide what to show in which colour
 
 from __future__ import annotations
 
-from .rules import (
+from gputui.health.rules import (
     ORPHAN_MEMORY_MIB,
     RECENT_EVENT_S,
     Flag,
@@ -20,7 +20,7 @@ from .rules import (
     last_xid_time,
     temp_severity,
 )
-from .staleness import is_stale, snapshot_is_stale, stale_limit
+from gputui.health.staleness import is_stale, snapshot_is_stale, stale_limit
 
 __all__ = [
     "ORPHAN_MEMORY_MIB",

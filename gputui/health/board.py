@@ -14,14 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from gputui.config import HealthThresholds
-from gputui.protocol import Event, GpuSample
+from gputui.config.models import HealthThresholds
+from gputui.health.finding import RANK, Finding
+from gputui.health.problems import gpu_findings, host_findings, sorted_checks
+from gputui.health.staleness import snapshot_is_stale
+from gputui.health.xid import XidDedupe, action, info
 from gputui.telemetry import HostSnapshot, HostStatus
-
-from .finding import RANK, Finding
-from .problems import gpu_findings, host_findings, sorted_checks
-from .staleness import snapshot_is_stale
-from .xid import XidDedupe, action, info
+from gputui.wire.messages import Event, GpuSample
 
 _HOST_ACTIONS = {
     HostStatus.HOST_KEY_CHANGED: "verify the new key with the host's admin before trusting it",

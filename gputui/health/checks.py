@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gputui.config import HealthThresholds
-from gputui.protocol import GpuInfo, GpuSample
-
-from .finding import Finding, Level
-from .finding import finding as _f
+from gputui.config.models import HealthThresholds
+from gputui.health.finding import Finding, Level
+from gputui.health.finding import finding as _f
+from gputui.wire.messages import GpuInfo, GpuSample
 
 
 def memory(

@@ -24,13 +24,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from gputui.config import HealthThresholds
-from gputui.protocol import GpuSample, Sample
+from gputui.config.models import HealthThresholds
+from gputui.health.applicable import on_fabric
+from gputui.health.checks import fabric_trouble, nvlinks_down
+from gputui.health.xid import CATALOGUE, info
 from gputui.telemetry import HostSnapshot
-
-from .applicable import on_fabric
-from .checks import fabric_trouble, nvlinks_down
-from .xid import CATALOGUE, info
+from gputui.wire.messages import GpuSample, Sample
 
 Clears = Literal["condition", "reboot"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from gputui.protocol import GpuSample
+from gputui.wire.messages import GpuSample
 
 Level = Literal["crit", "warn", "info"]
 RANK: dict[str, int] = {"crit": 0, "warn": 1, "info": 2}

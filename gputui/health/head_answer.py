@@ -12,12 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from gputui.text import clean_str as _text
-from gputui.untrusted import epoch as _time
-from gputui.untrusted import integer as _int
-
-from .board import Ack, Problem, worst
-from .finding import RANK, Finding, Level
+from gputui.common.text import clean_str as _text
+from gputui.common.untrusted import epoch as _time
+from gputui.common.untrusted import integer as _int
+from gputui.health.board import Ack, Problem, worst
+from gputui.health.finding import RANK, Finding, Level
 
 MAX_PROBLEMS = 100_000
 

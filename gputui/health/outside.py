@@ -14,10 +14,9 @@ identifies the problem (the reason, the pid, the job), never a time that grows.
 
 from __future__ import annotations
 
-from gputui.durations import coarse_text
-from gputui.text import clean
-
-from .finding import Finding
+from gputui.common.durations import coarse_text
+from gputui.common.text import clean
+from gputui.health.finding import Finding
 
 LABELS = {"no-allocation": "ROGUE", "outside-allocation": "STRAY"}
 """A flagged process's kind -> the grid's marker."""

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from gputui.config import HealthThresholds
-from gputui.protocol import GpuInfo, GpuSample, Hello
-
-from .applicable import verdict
-from .checks import links, memory, thermal
-from .finding import Finding
-from .finding import finding as _f
-from .rules import holds_memory_without_process
+from gputui.config.models import HealthThresholds
+from gputui.health.applicable import verdict
+from gputui.health.checks import links, memory, thermal
+from gputui.health.finding import Finding
+from gputui.health.finding import finding as _f
+from gputui.health.rules import holds_memory_without_process
+from gputui.wire.messages import GpuInfo, GpuSample, Hello
 
 # -- the host ------------------------------------------------------------------------
 

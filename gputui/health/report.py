@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .board import Problem
+from gputui.health.board import Problem
 
 
 def problem_json(p: Problem) -> dict[str, Any]:

@@ -10,11 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gputui.config import HealthThresholds
-from gputui.protocol import Event, GpuSample
+from gputui.config.models import HealthThresholds
+from gputui.health.staleness import snapshot_is_stale
 from gputui.telemetry import HostSnapshot, HostStatus
-
-from .staleness import snapshot_is_stale
+from gputui.wire.messages import Event, GpuSample
 
 Severity = Literal["ok", "info", "warn", "crit", "muted"]
 

@@ -38,7 +38,7 @@ from .signals import RequestError
 
 SEARCH_PATH = "/usr/bin:/usr/sbin:/bin:/sbin:/usr/local/bin:/usr/local/sbin"
 """Where ``nvidia-smi`` is looked for (a test points it at a fake)."""
-# The client's wire (``gputui.protocol_ops``) keeps its own copy of these three; a
+# The client's wire (``gputui.wire.ops``) keeps its own copy of these three; a
 # test holds them equal.
 DEFAULT_TIMEOUT_S = 60.0
 MIN_TIMEOUT_S = 0.1

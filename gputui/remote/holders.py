@@ -18,7 +18,7 @@ from typing import Any
 from .procs import PROC, read_command, read_uid, user_name
 
 MAX_HOLDERS = 256
-"""Also the client wire's limit (``gputui.protocol_ops`` keeps its own copy)."""
+"""Also the client wire's limit (``gputui.wire.ops`` keeps its own copy)."""
 MAX_FDS = 65536
 """fds read per process at most (a process with millions of sockets stays cheap)."""
 MAX_PIDS = 1 << 22

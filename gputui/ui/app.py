@@ -32,7 +32,7 @@ from textual.screen import Screen
 from textual.theme import BUILTIN_THEMES
 from textual.worker import Worker, WorkerState
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.health.board import HealthBoard
 from gputui.health.staleness import stale_limit
 from gputui.telemetry import HostControl, HostSnapshot, ReadOnly, TelemetrySource

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 
-from gputui.durations import coarse_text
+from gputui.common.durations import coarse_text
+from gputui.common.text import cut
+from gputui.common.text import fit as fit_cells
 from gputui.health import snapshot_is_stale
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.text import cut
-from gputui.text import fit as fit_cells
 
 DASH = "-"
 _PREFIXES = ("NVIDIA ", "Tesla ", "GeForce ", "Quadro ")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from gputui.protocol import GpuInfo, GpuSample, ProcessSample
 from gputui.ui.format import short_model
+from gputui.wire.messages import GpuInfo, GpuSample, ProcessSample
 
 HISTORY_POINTS = 300
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from textual.app import App
 
-from gputui.protocol import ProcessSample, Signal, SignalResult
 from gputui.telemetry import HostControl, RequestOutcome
+from gputui.wire.messages import ProcessSample, Signal, SignalResult
 
 
 class HostActions:

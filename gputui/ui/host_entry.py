@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health import (
     ORPHAN_MEMORY_MIB,
     RECENT_EVENT_S,
     has_standing_problem,
     last_xid_time,
 )
-from gputui.protocol import Event, GpuInfo, GpuSample, Hello
 from gputui.telemetry import HostSnapshot
 from gputui.ui.format import short_model
 from gputui.ui.gpu_view import GpuHistory, GpuView
+from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello
 
 
 @dataclass(frozen=True, slots=True)

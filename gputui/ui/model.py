@@ -17,14 +17,14 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health import Flag, Severity, gpu_flags, host_severity, temp_severity
-from gputui.protocol import Event
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.gpu_view import GpuHistory, GpuRow, GpuView, HostRow, Row
 from gputui.ui.head.flags import OwnerFlag
 from gputui.ui.head.view import Holder
 from gputui.ui.host_entry import HostEntry, HostTotals, changed_gpus, take_snapshot
+from gputui.wire.messages import Event
 
 __all__ = [
     "SORT_KEYS",

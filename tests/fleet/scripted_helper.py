@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gputui.protocol import PROTOCOL_VERSION
 from gputui.remote import HELPER_VERSION
+from gputui.wire.messages import PROTOCOL_VERSION
 
 UUID = "GPU-11111111-2222-3333-4444-555555555555"
 

@@ -13,9 +13,9 @@ import asyncssh
 import pytest
 
 from gputui.fleet.hostkeys import fingerprint
-from gputui.protocol import PROTOCOL_VERSION, ProcessSample
 from gputui.remote import HELPER_VERSION
 from gputui.telemetry import HostStatus
+from gputui.wire.messages import PROTOCOL_VERSION, ProcessSample
 
 FINGERPRINT = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 

@@ -7,8 +7,8 @@ import os
 import sys
 
 from gputui.fleet.backoff import LinkTiming
-from gputui.protocol import ProcessSample
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import ProcessSample
 
 
 async def start_gpu_process(uuid: str, *, mem: int = 1234) -> asyncio.subprocess.Process:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.fleet.fleet import Fleet
 from gputui.fleet.link import helper_argv
 

@@ -15,11 +15,11 @@ import pytest
 from rich.cells import cell_len
 
 from gputui.fleet.fleet import Fleet
-from gputui.protocol import MAX_PROCESSES, PROTOCOL_VERSION
 from gputui.remote import HELPER_VERSION
 from gputui.telemetry import HostStatus
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow
+from gputui.wire.messages import MAX_PROCESSES, PROTOCOL_VERSION
 
 UUID = "GPU-00000000-0000-0000-0000-000000000000"
 EVIL = "\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J日本語🔥\u202eevil\x1b]0;open"

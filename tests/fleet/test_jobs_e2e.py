@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.fleet.fleet import Fleet
 from gputui.fleet.link import helper_argv
-from gputui.protocol import JobLogRequest, JobsForgetRequest, LaunchRequest
 from gputui.telemetry import HostStatus
+from gputui.wire.messages import JobLogRequest, JobsForgetRequest, LaunchRequest
 
 NS = "head0001"
 

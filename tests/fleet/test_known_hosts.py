@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncssh
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.fleet.hostkeys import KnownHostsCache, fingerprint
 from gputui.telemetry import HostStatus
 

@@ -16,8 +16,8 @@ from test_fleet_stream import find_process, start_gpu_process
 
 from gputui.fleet.backoff import LinkTiming
 from gputui.fleet.transport import LocalTransport
-from gputui.protocol import LaunchRequest
 from gputui.telemetry import HostStatus
+from gputui.wire.messages import LaunchRequest
 
 
 def helper_pid(fleet, name: str) -> int | None:

@@ -9,7 +9,7 @@ from typing import Any
 import asyncssh
 import pytest
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.fleet.fleet import Fleet
 from gputui.fleet.hostkeys import fingerprint
 from gputui.fleet.jumps import JumpPool

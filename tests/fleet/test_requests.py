@@ -8,8 +8,8 @@ import dataclasses
 from scripted_helper import UUID, job_state, plan_body, requests_seen
 
 from gputui.fleet.fleet import Fleet
-from gputui.protocol import JobLogRequest, JobsRequest, LaunchRequest, LaunchResult
 from gputui.telemetry import HostStatus
+from gputui.wire.messages import JobLogRequest, JobsRequest, LaunchRequest, LaunchResult
 
 NS = "head0001"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.fleet.backoff import LinkTiming, thresholds
 from gputui.health import host_severity, snapshot_is_stale
 from gputui.telemetry import HostSnapshot, HostStatus

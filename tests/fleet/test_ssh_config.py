@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gputui.config import Config, parse_config
+from gputui.config.models import Config, parse_config
 from gputui.telemetry import HostStatus
 
 ALIAS = "gpu-alias.invalid"

@@ -12,7 +12,7 @@ from typing import Any
 import asyncssh
 import pytest
 
-from gputui.config import Config, ResolvedHost
+from gputui.config.models import Config, ResolvedHost
 from gputui.fleet.backoff import LinkTiming
 from gputui.fleet.connector import configured_jump
 from gputui.fleet.failures import (
@@ -337,7 +337,7 @@ def test_only_a_sane_applied_interval_is_read_as_one(
 ) -> None:
     """The link's stale and hung limits follow what the helper applied only when that is
     0.1-60 s (NaN or 1e308 would switch the watchdog off); anything else is a bad result."""
-    from gputui.protocol import IntervalRequest, ResultError
+    from gputui.wire.messages import IntervalRequest, ResultError
 
     request = IntervalRequest(seconds=1.0)
     if applied is None:

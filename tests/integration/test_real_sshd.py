@@ -10,8 +10,8 @@ import asyncssh
 import pytest
 
 from gputui.fleet.hostkeys import fingerprint
-from gputui.protocol import ProcessSample
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import ProcessSample
 
 pytestmark = [pytest.mark.sshd, pytest.mark.root]
 

@@ -8,11 +8,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health.board import HealthBoard
 from gputui.health.problems import nvml_error_name
-from gputui.protocol import Hello, decode_helper_line
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import Hello, decode_helper_line
 
 from nvmlkit import FakeNvml  # isort: skip
 

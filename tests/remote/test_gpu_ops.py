@@ -21,13 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.protocol_ops import HoldersRequest, HoldersResult, ResetRequest, ResetResult
 from gputui.remote.dispatch import SLOW, _answer
 from gputui.remote.helper import Helper
 from gputui.remote.holders import MAX_HOLDERS, scan_holders
 from gputui.remote.sim.engine import SimNvml
 from gputui.remote.sim.spec import parse_spec
 from gputui.remote.wire import Output
+from gputui.wire.ops import HoldersRequest, HoldersResult, ResetRequest, ResetResult
 
 SPEC = "2xh100+1xrtx4090,name=ops-host,fault=orphan@0,fault=remap-pending@0"
 

@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nvmlkit import FakeNvml
 
-from gputui.protocol_ops import ResetRequest, ResetResult
 from gputui.remote import gpureset
 from gputui.remote.dispatch import SLOW, _answer
 from gputui.remote.gpureset import OUTPUT_CAP, NvmlReset, SmiReset, one_line, run_capped
@@ -30,6 +29,7 @@ from gputui.remote.helper import Helper
 from gputui.remote.sim.engine import SimNvml
 from gputui.remote.sim.spec import parse_spec
 from gputui.remote.wire import Output
+from gputui.wire.ops import ResetRequest, ResetResult
 
 SPEC = "2xh100,name=reset-host,fault=orphan@1"
 SUCCESS = b"GPU 00000000:3B:00.0 was successfully reset.\nAll done.\n"

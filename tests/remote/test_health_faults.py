@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health.board import HealthBoard
-from gputui.protocol import Event, Hello, Sample, decode_helper_line
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import Event, Hello, Sample, decode_helper_line
 
 
 class Watched:

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nvmlkit import ERRORS, FakeGpu, FakeNvml
 
-from gputui.protocol import GpuSample, Hello, Sample, decode_helper_line
 from gputui.remote.gpu_health import HealthClock
 from gputui.remote.helper import Helper, _parse_args, run
 from gputui.remote.wire import Output
+from gputui.wire.messages import GpuSample, Hello, Sample, decode_helper_line
 
 HEALTH_FIELDS = (
     "remapped_correctable",

@@ -12,12 +12,12 @@ from typing import Any
 import pynvml
 import pytest
 
-from gputui.protocol import Hello, Sample, decode_helper_line
 from gputui.remote import procs
 from gputui.remote.gpus import Gpu
 from gputui.remote.helper import Helper
 from gputui.remote.procs import ProcessTable
 from gputui.remote.wire import Output
+from gputui.wire.messages import Hello, Sample, decode_helper_line
 
 RESERVED_MIB = 615  # the fake driver's reserved memory (conftest)
 RunOnce = Any

@@ -10,15 +10,15 @@ import sys
 import zlib
 from pathlib import Path
 
-import gputui.protocol
 import gputui.remote
+import gputui.wire.messages
 from gputui.remote import bundle
 
 REMOTE = Path(gputui.remote.__file__).parent
 
 
 def test_protocol_versions_agree() -> None:
-    assert gputui.remote.PROTOCOL_VERSION == gputui.protocol.PROTOCOL_VERSION
+    assert gputui.remote.PROTOCOL_VERSION == gputui.wire.messages.PROTOCOL_VERSION
 
 
 def test_python38_syntax_and_no_gputui_imports() -> None:

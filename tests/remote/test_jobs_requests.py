@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jobkit import NS, SPEC, Jobs, kill_jobs, launch_fields, script, wait_file, wait_until
 
-from gputui.protocol import Jobs as JobsMessage
-from gputui.protocol import decode_helper_line
-from gputui.protocol_ops import (
+from gputui.remote.dispatch import WORKERS
+from gputui.wire.messages import Jobs as JobsMessage
+from gputui.wire.messages import decode_helper_line
+from gputui.wire.ops import (
     HelperRequest,
     JobLogRequest,
     JobsForgetRequest,
@@ -26,7 +27,6 @@ from gputui.protocol_ops import (
     JobsRequest,
     LaunchRequest,
 )
-from gputui.remote.dispatch import WORKERS
 
 
 @pytest.fixture

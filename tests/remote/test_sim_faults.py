@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from gputui.protocol import GpuSample, Hello, Sample, decode_helper_line
 from gputui.remote.gpu_health import HealthClock
 from gputui.remote.helper import Helper
 from gputui.remote.sim.engine import SimNvml
 from gputui.remote.sim.env import EnvScanner, SimProc
 from gputui.remote.sim.spec import FAULT_HELP, FAULT_KINDS, HEALTH, MODELS, parse_spec
 from gputui.remote.wire import Output
+from gputui.wire.messages import GpuSample, Hello, Sample, decode_helper_line
 
 
 class FakeScanner(EnvScanner):

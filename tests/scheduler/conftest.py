@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from gputui.scheduler.engine import open_store
+from gputui.scheduler.store.engine import open_store
 
 
 def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> Mapping[str, Any]:

@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputui.protocol import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
-from gputui.scheduler import policy
-from gputui.scheduler.daemon import Head
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.hosts import GpuProcess, HostAnswer
-from gputui.scheduler.lifecycle import HostJob, Launch
-from gputui.scheduler.settings import HeadSettings
-from gputui.scheduler.store import JobStore
+from gputui.scheduler.head.daemon import Head
+from gputui.scheduler.head.hostops import GpuProcess, HostAnswer
+from gputui.scheduler.head.lifecycle import HostJob, Launch
+from gputui.scheduler.head.settings import HeadSettings
+from gputui.scheduler.policy import model
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
 
 
 class SettableClock:
@@ -209,7 +209,7 @@ async def running_head(
     layout: dict[str, int],
     clock: Callable[[], float] | None = None,
     scripted: ScriptedHosts | None = None,
-    decide: policy.Policy | None = None,
+    decide: model.Policy | None = None,
     **settings: Any,
 ) -> AsyncIterator[tuple[Head, ScriptedHosts, Path]]:
     """``clock``: the head's (default: the wall clock); ``scripted``: hosts set up

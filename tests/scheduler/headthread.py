@@ -24,8 +24,8 @@ from typing import Any
 
 from headkit import ScriptedHosts, running_head
 
-from gputui.scheduler.daemon import Head
-from gputui.scheduler.wire import MUTATING
+from gputui.scheduler.head.daemon import Head
+from gputui.scheduler.server.wire import MUTATING
 
 
 def poll(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:

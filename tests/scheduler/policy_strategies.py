@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from gputui.scheduler.policy import ClusterView, GpuSlot, Running, Want
+from gputui.scheduler.policy.model import ClusterView, GpuSlot, Running, Want
 
 NOW = 100_000.0
 MODELS = ("NVIDIA A100-SXM4-80GB", "NVIDIA GeForce RTX 3090")

@@ -16,15 +16,17 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from gputui.config_sched import Accounting, Quota, SchedulerConfig
-from gputui.scheduler import accounting, reads, usage
-from gputui.scheduler.actions import Context, end_claim
-from gputui.scheduler.batch import Item
-from gputui.scheduler.meter import Meter, Metered, Reading
-from gputui.scheduler.metering import HeadMeter, holders_of
-from gputui.scheduler.store import JobStore, Tx
-from gputui.scheduler.tables import Claim, Gpu, Host, Job
-from gputui.scheduler.wire import ReportArgs, UsageArgs
+from gputui.config.scheduler import Accounting, Quota, SchedulerConfig
+from gputui.scheduler.head import explain_reads as reads
+from gputui.scheduler.head import usage_reads
+from gputui.scheduler.head.actions import Context, end_claim
+from gputui.scheduler.head.batch import Item
+from gputui.scheduler.head.watch.meter import HeadMeter, holders_of
+from gputui.scheduler.policy import accounting
+from gputui.scheduler.policy.meter import Meter, Metered, Reading
+from gputui.scheduler.server.wire import ReportArgs, UsageArgs
+from gputui.scheduler.store.queries import JobStore, Tx
+from gputui.scheduler.store.tables import Claim, Gpu, Host, Job
 
 H = 3600
 D = 1709251200  # 2024-03-01 00:00 UTC
@@ -152,7 +154,7 @@ class Day:
     def ask(self, pending: Metered, by: str, **kw: Any) -> dict[str, Any]:
         args = UsageArgs(since=float(D), until=float(NOW), by=by, **kw)  # type: ignore[arg-type]
         with self.store.snapshot() as tx:
-            return usage.usage(tx, args, SCHED, pending, NOW)
+            return usage_reads.usage(tx, args, SCHED, pending, NOW)
 
 
 def _row(day: str, key: str, alloc: float, busy: float, kwh: float, cost: float) -> dict[str, Any]:
@@ -285,7 +287,7 @@ def test_the_report_sums_the_day_and_names_the_group_over_quota(day: tuple[Day, 
     with scripted.store.snapshot() as tx:
         standing = reads.standing_of(tx, SCHED, NOW)  # the scheduler's figures
         args = ReportArgs(since=float(D), until=float(NOW))
-        result = usage.report(tx, args, SCHED, pending, NOW, standing=standing)
+        result = usage_reads.report(tx, args, SCHED, pending, NOW, standing=standing)
     assert (
         result["total"]
         == _approx([{"alloc_gpu_h": 6.75, "busy_gpu_h": 4.25, "energy_kwh": 1.4, "cost": 10.92}])[0]

@@ -25,9 +25,9 @@ import pytest
 from headthread import LineClient, ThreadedHead, poll, refusal
 from test_cli_imports import HEAVY, imported, other_lines
 
-from gputui.config_sched import Accounting, Quota, SchedulerConfig
-from gputui.scheduler.accounting import hour_of
-from gputui.scheduler.actions import Rules, run_key
+from gputui.config.scheduler import Accounting, Quota, SchedulerConfig
+from gputui.scheduler.head.actions import Rules, run_key
+from gputui.scheduler.policy.accounting import hour_of
 
 GPUTUI = [sys.executable, "-m", "gputui.entry"]
 GROUP = grp.getgrgid(os.getgid()).gr_name

@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gputui.cli import usage as cli_usage
-from gputui.scheduler import accounting
-from gputui.scheduler.accounting import HOUR, MAX_SPAN_S, split_hours
 from gputui.scheduler.client import HeadError
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.meter import MAX_GAP_S, MAX_POWER_W, Holder, Meter, Reading
-from gputui.scheduler.store import JobStore
+from gputui.scheduler.policy import accounting
+from gputui.scheduler.policy.accounting import HOUR, MAX_SPAN_S, split_hours
+from gputui.scheduler.policy.meter import MAX_GAP_S, MAX_POWER_W, Holder, Meter, Reading
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
 
 T0 = 1_700_000_000.0
 times = st.floats(T0 - 10 * 86400, T0 + 10 * 86400, allow_nan=False)

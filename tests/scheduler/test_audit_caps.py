@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.scheduler.caps import text_caps
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.store import JobStore
-from gputui.scheduler.tables import Audit
+from gputui.scheduler.store.caps import text_caps
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.tables import Audit
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40).flatmap(
     lambda t: st.integers(1, 40).map(lambda n: t * n)  # long ones too, up to 1,600

@@ -25,7 +25,7 @@ from asuser import Child
 from headthread import LineClient, ThreadedHead, poll, said_something
 from test_authz import ADMINS, ALICE, People, people  # noqa: F401  (the fixture)
 
-from gputui.scheduler.server import Limits
+from gputui.scheduler.server.listener import Limits
 
 CAP = 8
 HELD = 20

@@ -16,8 +16,8 @@ from headthread import LineClient, ThreadedHead, poll, refusal
 from realusers import as_user
 from test_authz import ALICE, CAROL, People, User, people, th
 
-from gputui import locations
 from gputui.cli import jobs, verbs  # noqa: F401  (loaded before the fork)
+from gputui.common import locations
 from gputui.entry import main
 
 __all__ = ["people", "th"]  # the fixtures, used by name

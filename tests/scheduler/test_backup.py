@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from gputui.scheduler.backup import JOB_ID_GAP, MAX_RESTARTS, backup
-from gputui.scheduler.engine import StoreError, jobs_namespace, make_engine, open_store
-from gputui.scheduler.store import JobStore
-from gputui.scheduler.tables import Meta, Notice
+from gputui.scheduler.store.backup import JOB_ID_GAP, MAX_RESTARTS, backup
+from gputui.scheduler.store.engine import StoreError, jobs_namespace, make_engine, open_store
+from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.tables import Meta, Notice
 
 JOB_ROW = {
     "uid": 1, "user": "alice", "group": "alice", "name": "", "argv": '["train"]',

@@ -21,8 +21,8 @@ from headthread import LineClient, ThreadedHead, poll, refusal, said_something
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.scheduler import wire
-from gputui.scheduler.server import Limits
+from gputui.scheduler.server import wire
+from gputui.scheduler.server.listener import Limits
 
 LAYOUT = {"gpu01": 4, "gpu02": 2}
 

@@ -86,7 +86,7 @@ def test_importing_the_verbs_modules_loads_nothing_heavy() -> None:
     )
     loaded = {m.split(".")[0] for m in json.loads(done.stdout)}
     assert loaded & (HEAVY | {"asyncio"}) == set()
-    assert not any(m.startswith("gputui.scheduler.daemon") for m in json.loads(done.stdout))
+    assert not any(m.startswith("gputui.scheduler.head.daemon") for m in json.loads(done.stdout))
 
 
 # -- each verb loads its own module, and no other verb's --------------------------------
@@ -153,7 +153,9 @@ def test_a_scheduler_verb_loads_its_own_module_and_no_other_verbs(
     assert loaded & VERB_MODULES == {f"gputui.cli.{m}" for m in modules}
     assert top_level(loaded) & set(NEVER_FOR_A_CLIENT) == set()
     assert "gputui.scheduler.client.aio" not in loaded
-    assert not any(m.startswith(("gputui.scheduler.daemon", "gputui.config")) for m in loaded)
+    assert not any(
+        m.startswith(("gputui.scheduler.head.daemon", "gputui.config.models")) for m in loaded
+    )
 
 
 def test_gputui_head_help_loads_the_daemons_command_line_only(tmp_path: Path) -> None:

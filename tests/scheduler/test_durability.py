@@ -28,13 +28,13 @@ import pytest
 from headkit import ScriptedHosts
 from headthread import poll
 
-from gputui.scheduler import policy
 from gputui.scheduler.client import HeadClient, HeadError
 from gputui.scheduler.client.aio import AsyncHeadClient
-from gputui.scheduler.daemon import Head
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.settings import HeadSettings
-from gputui.scheduler.store import JobStore
+from gputui.scheduler.head.daemon import Head
+from gputui.scheduler.head.settings import HeadSettings
+from gputui.scheduler.policy import model
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
 
 WaitFor = Callable[..., Awaitable[Any]]
 CLIENTS = 16
@@ -233,11 +233,11 @@ async def test_a_bug_met_by_one_batch_does_not_leave_the_head_deaf(
     answered ``internal`` and logged; the writer goes on to the next batch."""
     broken = [True]
 
-    def flaky(view: policy.ClusterView) -> policy.Decisions:
+    def flaky(view: model.ClusterView) -> model.Decisions:
         if broken[0]:
             broken[0] = False
             raise RuntimeError("a bug in the policy")
-        return policy.decide(view)
+        return model.decide(view)
 
     hosts = ScriptedHosts({"gpu01": 2})
     head = Head(
@@ -314,11 +314,11 @@ async def test_a_wait_in_a_batch_that_fails_is_answered_once_and_not_kept(
     job ends later, only the wait sent again is answered."""
     broken = [False]
 
-    def flaky(view: policy.ClusterView) -> policy.Decisions:
+    def flaky(view: model.ClusterView) -> model.Decisions:
         if broken[0]:
             broken[0] = False
             raise RuntimeError("a bug in the policy")
-        return policy.decide(view)
+        return model.decide(view)
 
     hosts = ScriptedHosts({"gpu01": 2})
     sock = tmp_path / "head.sock"

@@ -23,9 +23,9 @@ import test_e2e_jobs as e2e
 from pydantic import BaseModel, ConfigDict
 from test_e2e_jobs import Cluster, until
 
-from gputui.config import parse_config
-from gputui.protocol_ops import HelperRequest
+from gputui.config.models import parse_config
 from gputui.scheduler.client.aio import AsyncHeadClient, HeadError
+from gputui.wire.ops import HelperRequest
 
 HEALTH_EVERY_S = 1.5
 """Seconds between the helper's health readings here (samples every 0.5 s)."""

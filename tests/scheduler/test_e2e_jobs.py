@@ -26,18 +26,18 @@ from typing import Any
 import asyncssh
 import pytest
 
-from gputui.config import Config, parse_config
-from gputui.config_sched import SchedulerConfig
+from gputui.config.models import Config, parse_config
+from gputui.config.scheduler import SchedulerConfig
 from gputui.demo.server import SimSshServer, login_env
 from gputui.fleet.backoff import LinkTiming
 from gputui.fleet.fleet import Fleet
-from gputui.scheduler.actions import Rules
 from gputui.scheduler.client.aio import AsyncHeadClient
-from gputui.scheduler.daemon import Head
-from gputui.scheduler.engine import jobs_namespace, open_store
-from gputui.scheduler.fleethosts import FleetHosts
-from gputui.scheduler.settings import HeadSettings
-from gputui.scheduler.store import JobStore
+from gputui.scheduler.head.actions import Rules
+from gputui.scheduler.head.daemon import Head
+from gputui.scheduler.head.fleet_hostops import FleetHosts
+from gputui.scheduler.head.settings import HeadSettings
+from gputui.scheduler.store.engine import jobs_namespace, open_store
+from gputui.scheduler.store.queries import JobStore
 
 SIM = "4xa100-80gb,name=sim01"
 

@@ -25,10 +25,10 @@ import pytest
 import test_e2e_jobs as e2e
 from test_e2e_jobs import Cluster, job, script, state_is, until
 
-from gputui.config_sched import Ownership, SchedulerConfig
+from gputui.config.scheduler import Ownership, SchedulerConfig
 from gputui.demo.workloads import python_for_everyone
 from gputui.scheduler.client.aio import AsyncHeadClient
-from gputui.scheduler.wire import LIVE_JOB_STATES
+from gputui.scheduler.server.wire import LIVE_JOB_STATES
 
 ROGUE = """
 import os, signal, time

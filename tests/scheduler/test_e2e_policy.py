@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from test_e2e_jobs import Cluster, _with_pid, alive, job, script, state_is, until
 
-from gputui.config_sched import SchedulerConfig
+from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.client.aio import AsyncHeadClient
 
 NO_MIN_RUNTIME = SchedulerConfig.model_validate(

@@ -16,8 +16,8 @@ from headkit import SettableClock
 from test_authz import People, people  # noqa: F401 (the fixture)
 from test_e2e_jobs import Cluster, _with_pid, job, state_is, until
 
-from gputui.config_sched import SchedulerConfig
-from gputui.scheduler import standings
+from gputui.config.scheduler import SchedulerConfig
+from gputui.scheduler.head import standings
 
 HEAVY = SchedulerConfig.model_validate(
     {

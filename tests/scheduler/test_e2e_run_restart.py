@@ -170,7 +170,7 @@ def test_a_head_restarted_with_the_same_pid_names_its_connections_anew() -> None
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare (a pid namespace: the same pid twice)")
     code = (
-        "import os; from gputui.scheduler.server import Connection\n"
+        "import os; from gputui.scheduler.server.listener import Connection\n"
         "print(os.getpid(), Connection(None, None, 1).session)"
     )
     runs = [

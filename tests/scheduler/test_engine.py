@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 from test_migrations import HEAD
 
-from gputui.scheduler.engine import (
+from gputui.scheduler.store.engine import (
     StoreError,
     check_integrity,
     check_local_disk,
@@ -33,7 +33,7 @@ from gputui.scheduler.engine import (
     prepare_location,
     upgrade,
 )
-from gputui.scheduler.tables import Allocation, Claim, Meta, Notice
+from gputui.scheduler.store.tables import Allocation, Claim, Meta, Notice
 
 LOCAL_MOUNTS = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
 
@@ -450,7 +450,7 @@ def test_one_head_at_a_time_holds_a_database(tmp_path: Path, mountinfo: Path) ->
             sys.executable,
             "-c",
             "import sys; from pathlib import Path\n"
-            "from gputui.scheduler.engine import hold_exclusively\n"
+            "from gputui.scheduler.store.engine import hold_exclusively\n"
             f"hold_exclusively(Path({str(db)!r})); print('held', flush=True); sys.stdin.read()",
         ],
         stdin=subprocess.PIPE,

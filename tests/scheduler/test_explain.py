@@ -13,13 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gputui.cli import verbs
-from gputui.config_sched import SchedulerConfig
-from gputui.scheduler import actions, explain, policy, standings
-from gputui.scheduler.actions import Rules
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.identity import Caller
-from gputui.scheduler.store import JobStore
-from gputui.scheduler.wire import Refusal, SubmitArgs
+from gputui.config.scheduler import SchedulerConfig
+from gputui.scheduler.head import actions, standings
+from gputui.scheduler.head.actions import Rules
+from gputui.scheduler.policy import explain, model
+from gputui.scheduler.server.peer import Caller
+from gputui.scheduler.server.wire import Refusal, SubmitArgs
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
 
 SCHED = SchedulerConfig.model_validate(
     {
@@ -57,7 +58,7 @@ def test_explain_shows_the_place_the_factors_what_is_ahead_and_an_estimate(
             th.in_loop(lambda: clock.advance(standings.REFRESH_S))
             quota = poll(lambda: (q := c.ok("quota"))["quotas"][0]["used_gpu_h"] > 0 and q)
         assert first["position"] == 1 and first["in_line"] == 2
-        assert first["reason"] == policy.RESOURCES
+        assert first["reason"] == model.RESOURCES
         assert first["reservation"]["host"] == "gpu01"
         assert first["reservation"]["start"] == pytest.approx(started + 3600, abs=2)
         assert first["estimate"]["start"] == pytest.approx(started + 3600, abs=2)
@@ -87,7 +88,7 @@ def test_explain_shows_the_place_the_factors_what_is_ahead_and_an_estimate(
 
 ALICE = Caller(uid=1001, user="alice", group="alice", groups=frozenset({"alice"}), admin=False)
 PAGER = Caller(uid=1002, user="pat", group="pat", groups=frozenset({"pat", "oncall"}), admin=False)
-SLOTS = tuple(policy.GpuSlot(f"GPU-{i}", "gpu01", i, pool="a100") for i in range(4))
+SLOTS = tuple(model.GpuSlot(f"GPU-{i}", "gpu01", i, pool="a100") for i in range(4))
 
 
 def _submit(tmp_path: Path, caller: Caller, **args: object) -> dict[str, object]:
@@ -148,7 +149,7 @@ def test_explain_on_a_drained_host_blames_the_drain_not_work_without_a_limit(
     with ThreadedHead(tmp_path, {"gpu01": 2}) as th, LineClient(th.sock) as c:
         c.ok("drain", {"target": "gpu01", "reason": "maintenance"})
         job = c.ok("submit", {"argv": ["train"], "gpus": 1, "time_limit_s": 600})["job"]
-        poll(lambda: _state(c, job["id"])["reason"] == policy.DRAINED, what="Drained")
+        poll(lambda: _state(c, job["id"])["reason"] == model.DRAINED, what="Drained")
         told = c.ok("explain", {"job_id": job["id"]})
         assert told["estimate"]["start"] is None
         assert "drained" in told["estimate"]["why"]
@@ -166,7 +167,7 @@ def test_no_estimate_is_ever_blamed_on_work_without_a_limit_when_none_runs(
     """With nothing running, a job has a start now, or the reason is what keeps the
     GPUs out of use (or that no host is big enough): never "work with no time limit"."""
     slots = tuple(
-        policy.GpuSlot(
+        model.GpuSlot(
             f"GPU-{h}-{i}",
             f"h{h}",
             i,
@@ -177,8 +178,8 @@ def test_no_estimate_is_ever_blamed_on_work_without_a_limit_when_none_runs(
         for h, states in enumerate(hosts)
         for i, state in enumerate(states)
     )
-    want = policy.Want("job", 1, gpus, user="u", time_limit_s=600.0)
-    view = policy.ClusterView(gpus=slots, waiting=(want,), running=(), now=1000.0)
+    want = model.Want("job", 1, gpus, user="u", time_limit_s=600.0)
+    view = model.ClusterView(gpus=slots, waiting=(want,), running=(), now=1000.0)
     guess = explain.estimate_start(view, want)
     if guess.start is None:
         assert "no time limit" not in guess.why_none

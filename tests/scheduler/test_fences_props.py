@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from gputui.health.fencing import CONDITIONS, Fence, Verdict, rank
-from gputui.scheduler import fences
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.store import JobStore
-from gputui.scheduler.tables import Gpu
+from gputui.scheduler.head import fences
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.tables import Gpu
 
 NOW = 1_000_000.0
 CODES = ("lost", "xid-79", "xid-48", "ecc-uncorrected", "remap-failed", "nvlink-down")

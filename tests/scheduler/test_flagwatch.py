@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from headthread import LineClient, ThreadedHead, poll
 
-from gputui.config_sched import Ownership, SchedulerConfig
-from gputui.protocol import ProcessSample
-from gputui.scheduler.actions import Rules
-from gputui.scheduler.hosts import GpuProcess, HostAnswer
+from gputui.config.scheduler import Ownership, SchedulerConfig
+from gputui.scheduler.head.actions import Rules
+from gputui.scheduler.head.hostops import GpuProcess, HostAnswer
+from gputui.wire.messages import ProcessSample
 
 LAYOUT = {"gpu01": 4}
 ME = os.getuid()

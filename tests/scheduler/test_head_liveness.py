@@ -20,18 +20,18 @@ from headkit import ScriptedHosts
 from headthread import LineClient, ThreadedHead, poll
 from sqlalchemy.orm.exc import DetachedInstanceError
 
-from gputui.scheduler import policy
 from gputui.scheduler.client import HeadError
 from gputui.scheduler.client.aio import AsyncHeadClient
-from gputui.scheduler.daemon import Head
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.gpufacts import COLUMNS, GpuFacts
-from gputui.scheduler.hosts import HostAnswer
-from gputui.scheduler.lifecycle import HostJob, Launch
-from gputui.scheduler.liveness import Liveness, problems
-from gputui.scheduler.settings import HeadSettings
-from gputui.scheduler.store import JobStore
-from gputui.scheduler.tables import Gpu
+from gputui.scheduler.head.daemon import Head
+from gputui.scheduler.head.gpufacts import COLUMNS, GpuFacts
+from gputui.scheduler.head.hostops import HostAnswer
+from gputui.scheduler.head.lifecycle import HostJob, Launch
+from gputui.scheduler.head.liveness import Liveness, problems
+from gputui.scheduler.head.settings import HeadSettings
+from gputui.scheduler.policy import model
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.tables import Gpu
 
 HOST = "gpu01"
 
@@ -214,11 +214,11 @@ async def test_a_drain_in_a_batch_that_is_not_committed_leaves_no_trace_in_the_w
     fails (here: the scheduling pass at its end raises once) is undone there too."""
     armed = [False]
 
-    def flaky(view: policy.ClusterView) -> policy.Decisions:
+    def flaky(view: model.ClusterView) -> model.Decisions:
         if armed[0]:
             armed[0] = False
             raise RuntimeError("a bug in the policy")
-        return policy.decide(view)
+        return model.decide(view)
 
     hosts = ScriptedHosts({HOST: 2})
     head = Head(

@@ -14,13 +14,13 @@ from headthread import LineClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health.board import HealthBoard
-from gputui.protocol import GpuInfo, GpuSample, Hello, ProcessSample, Sample
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.healthwatch import LAST_SEEN_S, HeadHealth
-from gputui.scheduler.store import JobStore
+from gputui.scheduler.head.watch.health import LAST_SEEN_S, HeadHealth
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import GpuInfo, GpuSample, Hello, ProcessSample, Sample
 
 HOST = "gpu01"
 KEY = f"{HOST}:1:throttle-hw_thermal"

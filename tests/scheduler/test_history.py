@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.protocol import GpuSample, Sample
-from gputui.scheduler.history import History, incident_view
+from gputui.scheduler.head.watch.readings import History, incident_view
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import GpuSample, Sample
 
 
 def snap(host: str, at: float, gpus: int = 2, status: HostStatus = HostStatus.LIVE) -> HostSnapshot:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.protocol import Event
-from gputui.scheduler.history import EVENTS_PER_HOST, History, incident_view
+from gputui.scheduler.head.watch.readings import EVENTS_PER_HOST, History, incident_view
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import Event
 
 
 def xid(at: float, code: int = 79, gpu: int = 0) -> Event:

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from sqlalchemy import Engine
 
-from gputui.protocol import GpuSample, Sample
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.history import MIN_SHARE, PER_GPU, Flush, History, incident_view
-from gputui.scheduler.historystore import write
-from gputui.scheduler.store import JobStore
+from gputui.scheduler.head.watch.history import write
+from gputui.scheduler.head.watch.readings import MIN_SHARE, PER_GPU, Flush, History, incident_view
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import GpuSample, Sample
 
 T0 = time.time() - 3600.0
 """Readings an hour old: inside the head's default keep (14 days) by the wall clock."""

@@ -22,8 +22,8 @@ import pytest
 from headthread import LineClient, ThreadedHead
 from realusers import User, as_user, made_users
 
-from gputui import locations
 from gputui.cli import claims, here, jobs, verbs  # noqa: F401  (loaded before the fork)
+from gputui.common import locations
 from gputui.entry import main
 
 pytestmark = pytest.mark.root

@@ -25,13 +25,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.scheduler import actions, lifecycle, policy, transitions
-from gputui.scheduler.actions import Context, Rules
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.identity import Caller
-from gputui.scheduler.lifecycle import HostJob
-from gputui.scheduler.store import JobStore, Tx
-from gputui.scheduler.wire import (
+from gputui.scheduler.head import actions, lifecycle, transitions
+from gputui.scheduler.head.actions import Context, Rules
+from gputui.scheduler.head.lifecycle import HostJob
+from gputui.scheduler.policy import model as policy
+from gputui.scheduler.server.peer import Caller
+from gputui.scheduler.server.wire import (
     FINAL_JOB_STATES,
     LIVE_JOB_STATES,
     PENDING_JOB_STATES,
@@ -41,6 +40,8 @@ from gputui.scheduler.wire import (
     RequeueArgs,
     SubmitArgs,
 )
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore, Tx
 
 LOCAL_MOUNTS = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
 HOST = "h1"

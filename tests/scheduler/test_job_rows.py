@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import PydanticUndefined
 
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.jobrow import JOB_COLUMNS
-from gputui.scheduler.store import JobStore
-from gputui.scheduler.tables import Job
-from gputui.scheduler.views import job_row_view, job_view
+from gputui.scheduler.head.views import job_row_view, job_view
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.jobrow import JOB_COLUMNS
+from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.tables import Job
 
 _TEXT = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FFF), max_size=12)
 _BY_TYPE: dict[type, st.SearchStrategy[Any]] = {

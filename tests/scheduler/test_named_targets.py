@@ -1,5 +1,5 @@
 """A host or GPU that names nothing is refused with one line, the same for every op
-that takes one (``gputui.scheduler.lookup``): submit, claim, drain, force-free and
+that takes one (``gputui.scheduler.policy.lookup``): submit, claim, drain, force-free and
 health name the hosts there are; drain and force-free name the host's GPUs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from headthread import LineClient, ThreadedHead, refusal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.scheduler import wire
+from gputui.scheduler.server import wire
 
 LAYOUT = {"gpu01": 4, "gpu02": 2}
 HOSTS = "gpu01, gpu02"

@@ -16,8 +16,8 @@ from headthread import LineClient, ThreadedHead, poll
 from test_authz import ADMINS, People, people  # noqa: F401 (the fixture)
 
 from gputui.cli import verbs
-from gputui.config_sched import SchedulerConfig
-from gputui.scheduler.actions import Rules
+from gputui.config.scheduler import SchedulerConfig
+from gputui.scheduler.head.actions import Rules
 
 SCHED = SchedulerConfig.model_validate({"preemption": {"min_runtime_minutes": 0}}, strict=False)
 

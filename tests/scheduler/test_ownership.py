@@ -1,4 +1,4 @@
-"""The pure ownership and idle rules (``gputui.scheduler.ownership``), on generated clusters.
+"""The pure ownership and idle rules (``gputui.scheduler.policy.ownership``), on generated clusters.
 
 Hypothesis builds hosts with GPUs, jobs and claims holding some of them, and
 processes of assorted users on assorted GPUs; the properties are the promises
@@ -12,7 +12,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.scheduler.ownership import (
+from gputui.scheduler.policy.ownership import (
     GpuProc,
     Holding,
     Offence,

@@ -1,6 +1,6 @@
 """Property tests of the scheduling policy over generated clusters and lines.
 
-Each property is one promise of the policy (see ``gputui.scheduler.policy``),
+Each property is one promise of the policy (see ``gputui.scheduler.policy.model``),
 checked on views hypothesis builds: hosts of mixed pools and models, drained and
 lost GPUs, running jobs and claims of every class, stopping ones, and a line of
 jobs and claims with classes, fair-share factors, quotas, time limits.
@@ -14,14 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policy_strategies import NOW, views
 
-from gputui.scheduler import policy
-from gputui.scheduler.pass_rooms import start_on
-from gputui.scheduler.pass_state import Hold
-from gputui.scheduler.policy import INF, ClusterView, Decisions, Want
-from gputui.scheduler.policy_ref import decide_ref
+from gputui.scheduler.policy import model
+from gputui.scheduler.policy.model import INF, ClusterView, Decisions, Want
+from gputui.scheduler.policy.reference import decide_ref
+from gputui.scheduler.policy.rooms import start_on
+from gputui.scheduler.policy.state import Hold
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-BLOCKING = {policy.DEPENDENCY, policy.OFF_HOURS, policy.CLASS_NOT_ALLOWED, policy.HELD}
+BLOCKING = {model.DEPENDENCY, model.OFF_HOURS, model.CLASS_NOT_ALLOWED, model.HELD}
 
 
 def _wants(view: ClusterView) -> dict[tuple[str, int], Want]:
@@ -38,13 +38,13 @@ def _given_on(decisions: Decisions) -> dict[str, list[tuple[tuple[str, int], tup
 @SETTINGS
 @given(views())
 def test_the_fast_pass_decides_exactly_as_the_reference(view: ClusterView) -> None:
-    assert policy.decide(view) == decide_ref(view)
+    assert model.decide(view) == decide_ref(view)
 
 
 @SETTINGS
 @given(views())
 def test_every_request_is_decided_once_and_no_gpu_is_given_twice(view: ClusterView) -> None:
-    d = policy.decide(view)
+    d = model.decide(view)
     decided = [(p.kind, p.id) for p in d.place] + [(w.kind, w.id) for w in d.wait]
     assert sorted(decided) == sorted(_wants(view))
     given_gpus = [u for p in d.place for u in p.gpu_uuids]
@@ -62,7 +62,7 @@ def test_every_request_is_decided_once_and_no_gpu_is_given_twice(view: ClusterVi
 @SETTINGS
 @given(views())
 def test_night_jobs_never_start_outside_the_window(view: ClusterView) -> None:
-    d = policy.decide(view)
+    d = model.decide(view)
     wants = _wants(view)
     for p in d.place:
         if not view.off_hours:
@@ -75,14 +75,14 @@ def test_no_request_waits_for_gpus_given_to_one_behind_it(view: ClusterView) -> 
     """A higher class never waits behind a lower one for cards it could use, and an
     over-quota job never takes GPUs a within-quota job could start on now: both are
     this, since the line puts within-quota first, then classes in order."""
-    d = policy.decide(view)
+    d = model.decide(view)
     wants = _wants(view)
     line = sorted(view.waiting, key=Want.line_key)
     place = {(p.kind, p.id): p for p in d.place}
     held_hosts = {w.host for w in d.wait if w.host is not None}
     slots = {g.uuid: g for g in view.gpus}
     for w in d.wait:
-        if w.reason in BLOCKING or w.reason == policy.PREEMPTING:
+        if w.reason in BLOCKING or w.reason == model.PREEMPTING:
             continue
         waiting = wants[w.kind, w.id]
         ahead = {(x.kind, x.id) for x in line[: line.index(waiting)]}
@@ -111,11 +111,11 @@ def test_no_request_waits_for_gpus_given_to_one_behind_it(view: ClusterView) -> 
 @SETTINGS
 @given(views())
 def test_backfill_never_delays_a_reserved_start(view: ClusterView) -> None:
-    d = policy.decide(view)
+    d = model.decide(view)
     wants = _wants(view)
-    preempting_hosts = {w.host for w in d.wait if w.reason == policy.PREEMPTING}
+    preempting_hosts = {w.host for w in d.wait if w.reason == model.PREEMPTING}
     for w in d.wait:
-        if w.host is None or w.reason == policy.PREEMPTING or w.host in preempting_hosts:
+        if w.host is None or w.reason == model.PREEMPTING or w.host in preempting_hosts:
             continue
         want = wants[w.kind, w.id]
         slots = [g for g in view.gpus if g.host == w.host]
@@ -146,7 +146,7 @@ def test_backfill_never_delays_a_reserved_start(view: ClusterView) -> None:
 @SETTINGS
 @given(views())
 def test_preemption_takes_only_eligible_victims(view: ClusterView) -> None:
-    d = policy.decide(view)
+    d = model.decide(view)
     wants = _wants(view)
     running = {r.id: r for r in view.running if r.kind == "job"}
     seen: set[int] = set()
@@ -162,7 +162,7 @@ def test_preemption_takes_only_eligible_victims(view: ClusterView) -> None:
             victim.over_quota and not for_want.over_quota
         )
         waits = {(w.kind, w.id): w for w in d.wait}
-        assert waits[p.for_kind, p.for_id].reason == policy.PREEMPTING
+        assert waits[p.for_kind, p.for_id].reason == model.PREEMPTING
 
 
 @settings(max_examples=200, deadline=None)
@@ -179,7 +179,7 @@ def test_preemption_picks_the_fewest_victims(view: ClusterView, gpus: int) -> No
         preemption=True,
         min_runtime_s=view.min_runtime_s,
     )
-    d = policy.decide(view)
+    d = model.decide(view)
     if d.place:
         return
     best: int | None = None
@@ -203,7 +203,7 @@ def test_preemption_picks_the_fewest_victims(view: ClusterView, gpus: int) -> No
                 if free + freed >= gpus and len(fit) >= gpus:
                     best = size
                     break
-    static = (policy.DRAINED, policy.FENCED, policy.HOST_DOWN)
+    static = (model.DRAINED, model.FENCED, model.HOST_DOWN)
     if best is None or any(w.reason in static for w in d.wait):
         assert not d.preempt
         return

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.config_sched import OffHours, SchedulerConfig
-from gputui.scheduler import line, policy, shares
-from gputui.scheduler.policy import ClusterView, GpuSlot, Running, Want
-from gputui.scheduler.policy_ref import decide_ref
+from gputui.config.scheduler import OffHours, SchedulerConfig
+from gputui.scheduler.policy import line, model, shares
+from gputui.scheduler.policy.model import ClusterView, GpuSlot, Running, Want
+from gputui.scheduler.policy.reference import decide_ref
 
 HOUR = 3600.0
 
@@ -64,10 +64,10 @@ def test_the_line_orders_a_class_by_fair_share_before_arrival() -> None:
     heavy = Want("job", 1, 1, group="heavy", since=1.0, fair=0.1)
     light = Want("job", 2, 1, group="light", since=2.0, fair=0.9)
     urgent_heavy = Want("job", 3, 1, group="heavy", since=3.0, fair=0.1, rank=0)
-    d = policy.decide(ClusterView(gpus=gpus, waiting=(heavy, light)))
+    d = model.decide(ClusterView(gpus=gpus, waiting=(heavy, light)))
     assert [p.id for p in d.place] == [2]  # the light user's job goes first
     lower = (Want("job", 1, 1, since=1.0, rank=1, fair=1.0), urgent_heavy)
-    d = policy.decide(ClusterView(gpus=gpus, waiting=lower))
+    d = model.decide(ClusterView(gpus=gpus, waiting=lower))
     assert [p.id for p in d.place] == [3]  # class before fair share
 
 
@@ -103,9 +103,9 @@ def test_over_quota_work_gets_only_what_within_quota_work_leaves() -> None:
     gpus = tuple(GpuSlot(f"g{i}", "h", i) for i in range(2))
     over = Want("job", 1, 1, since=1.0, rank=0, over_quota=True)
     within = Want("job", 2, 2, since=5.0, rank=3)
-    d = policy.decide(ClusterView(gpus=gpus, waiting=(over, within)))
+    d = model.decide(ClusterView(gpus=gpus, waiting=(over, within)))
     assert [p.id for p in d.place] == [2]
-    assert {w.id: w.reason for w in d.wait} == {1: policy.QUOTA}
+    assert {w.id: w.reason for w in d.wait} == {1: model.QUOTA}
 
 
 # -- the line ------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def test_a_victim_taken_leaves_a_smaller_one_that_the_next_preemptor_counts() ->
     view = ClusterView(
         gpus=gpus, waiting=line, running=running, now=now, preemption=True, off_hours=False
     )
-    d = policy.decide(view)
+    d = model.decide(view)
     assert {(p.for_id, p.id, p.host) for p in d.preempt} == {
         (10, 4, "b"),
         (11, 1, "a"),
@@ -245,7 +245,7 @@ def test_gpus_a_preemption_frees_for_no_one_count_for_the_next_preemptor() -> No
     view = ClusterView(
         gpus=gpus, waiting=line, running=running, now=now, preemption=True, off_hours=False
     )
-    d = policy.decide(view)
+    d = model.decide(view)
     assert {(p.for_id, p.id, p.host) for p in d.preempt} == {
         (20, 8, "c"),
         (21, 1, "m"),
@@ -290,7 +290,7 @@ def test_the_window_spans_midnight(utc: object) -> None:
 def test_dependency_states() -> None:
     states = {1: "completed", 2: "running", 3: "failed", 4: "cancelled"}
     assert line.dependency_state([1], True, states) is None
-    assert line.dependency_state([1, 2], True, states) == policy.DEPENDENCY
+    assert line.dependency_state([1, 2], True, states) == model.DEPENDENCY
     assert line.dependency_state([3], False, states) is None  # --after: any end will do
     assert line.dependency_state([1, 3], True, states) == "dependency job 3 failed"
     assert line.dependency_state([4, 2], True, states) == "dependency job 4 cancelled"
@@ -342,7 +342,7 @@ def test_a_big_job_behind_a_stream_of_small_ones_starts_by_its_reservation(
             ),
             now=now,
         )
-        d = policy.decide(view)
+        d = model.decide(view)
         for p in d.place:
             if p.id == 99:
                 # (The simulation's clock moves in steps: it starts at the first one.)

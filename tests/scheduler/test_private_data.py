@@ -26,9 +26,9 @@ from headthread import LineClient, ThreadedHead, poll
 from realusers import User, as_user, made_users
 
 from gputui.cli import jobs, verbs  # noqa: F401  (loaded before the fork)
-from gputui.config_sched import SchedulerConfig
-from gputui.scheduler.actions import Rules
+from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.client import HeadClient
+from gputui.scheduler.head.actions import Rules
 
 pytestmark = pytest.mark.root
 

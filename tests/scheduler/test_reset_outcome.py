@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.protocol_ops import RESET_ANSWER_MARGIN_S, ResetRequest, ResetResult
-from gputui.scheduler.forcefree import _reset_outcome
+from gputui.scheduler.head.forcefree import _reset_outcome
+from gputui.wire.ops import RESET_ANSWER_MARGIN_S, ResetRequest, ResetResult
 
 UUID = "GPU-9402681f-397d-7f4f-8b6c-d4783a3a11d5"
 

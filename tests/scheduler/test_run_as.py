@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gputui.scheduler import actions, lifecycle, policy
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.identity import Caller
-from gputui.scheduler.store import JobStore
-from gputui.scheduler.wire import SubmitArgs
+from gputui.scheduler.head import actions, lifecycle
+from gputui.scheduler.policy import model
+from gputui.scheduler.server.peer import Caller
+from gputui.scheduler.server.wire import SubmitArgs
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
 
 SLOTS = tuple(
-    policy.GpuSlot(uuid=f"GPU-{host}-{i}", host=host, index=i, pool="p")
+    model.GpuSlot(uuid=f"GPU-{host}-{i}", host=host, index=i, pool="p")
     for host in ("rootbox", "alicebox")
     for i in range(2)
 )
@@ -30,7 +31,7 @@ def _run(tmp_path: Path, jobs: list[tuple[Caller, str]], **kw: bool) -> dict[str
         for caller, name in jobs:
             args = SubmitArgs(argv=["train"], gpus=2, name=name)
             ids[name] = actions.submit(tx, caller, args, ctx)["job"]["id"]
-        lifecycle.schedule(tx, ctx, policy.decide, LOGINS, **kw)
+        lifecycle.schedule(tx, ctx, model.decide, LOGINS, **kw)
         out = {}
         for name, job_id in ids.items():
             job = tx.job(job_id)
@@ -62,13 +63,13 @@ def test_a_job_only_a_host_of_another_login_user_could_take_says_so(tmp_path: Pa
         there = actions.submit(tx, BOB, SubmitArgs(argv=["t"], gpus=1, host="alicebox"), ctx)
         anywhere = actions.submit(tx, BOB, SubmitArgs(argv=["t"], gpus=2), ctx)
         big = actions.submit(tx, BOB, SubmitArgs(argv=["t"], gpus=2), ctx)
-        lifecycle.schedule(tx, ctx, policy.decide, LOGINS)
+        lifecycle.schedule(tx, ctx, model.decide, LOGINS)
         reasons = {}
         for key, made in (("there", there), ("anywhere", anywhere), ("big", big)):
             job = tx.job(made["job"]["id"])
             assert job is not None
             reasons[key] = (job.state, job.reason)
     store.close()
-    assert reasons["there"] == ("queued", policy.LOGIN_USER)
+    assert reasons["there"] == ("queued", model.LOGIN_USER)
     assert reasons["anywhere"][0] == "starting"  # on rootbox
-    assert reasons["big"] == ("queued", policy.PRIORITY)  # rootbox is taken, its turn comes
+    assert reasons["big"] == ("queued", model.PRIORITY)  # rootbox is taken, its turn comes

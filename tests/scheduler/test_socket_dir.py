@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from realusers import User, made_users
 
-from gputui.locations import socket_dir_problem
+from gputui.common.locations import socket_dir_problem
 
 
 @pytest.fixture(scope="module")

@@ -15,16 +15,17 @@ from headthread import LineClient, ThreadedHead, poll
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputui.config_sched import SchedulerConfig
-from gputui.scheduler import actions, policy, reads, shares
-from gputui.scheduler.actions import Rules
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.identity import Caller
-from gputui.scheduler.store import JobStore
-from gputui.scheduler.wire import SubmitArgs
+from gputui.config.scheduler import SchedulerConfig
+from gputui.scheduler.head import actions, explain_reads
+from gputui.scheduler.head.actions import Rules
+from gputui.scheduler.policy import model, shares
+from gputui.scheduler.server.peer import Caller
+from gputui.scheduler.server.wire import SubmitArgs
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore
 
 GROUPS = ("ga", "gb", "gc")
-SLOTS = tuple(policy.GpuSlot(f"GPU-gpu01-{i:04d}", "gpu01", i, pool="a100") for i in range(4))
+SLOTS = tuple(model.GpuSlot(f"GPU-gpu01-{i:04d}", "gpu01", i, pool="a100") for i in range(4))
 HOUR = 3600.0
 
 span = st.tuples(
@@ -91,7 +92,7 @@ def _seed(
         store.close()
 
 
-def _figures(view: policy.ClusterView) -> dict[int, tuple[float, bool]]:
+def _figures(view: model.ClusterView) -> dict[int, tuple[float, bool]]:
     return {w.id: (w.fair, w.over_quota) for w in view.waiting if w.kind == "job"}
 
 
@@ -109,11 +110,11 @@ def test_explain_gives_the_figures_the_pass_used_at_every_moment(
     config = _sched(limits)
     tmp = Path(tempfile.mkdtemp(prefix="gputui-standing-"))
     clock = SettableClock()
-    seen: list[policy.ClusterView] = []
+    seen: list[model.ClusterView] = []
 
-    def watched(view: policy.ClusterView) -> policy.Decisions:
+    def watched(view: model.ClusterView) -> model.Decisions:
         seen.append(view)
-        return policy.decide(view)
+        return model.decide(view)
 
     try:
         waiting = _seed(tmp / "db" / "gputui.db", config, history, clock())
@@ -145,7 +146,7 @@ def test_explain_gives_the_figures_the_pass_used_at_every_moment(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _pass_since(seen: list[policy.ClusterView], moment: float) -> policy.ClusterView | None:
+def _pass_since(seen: list[model.ClusterView], moment: float) -> model.ClusterView | None:
     last = seen[-1] if seen else None
     return last if last is not None and last.now >= moment else None
 
@@ -156,6 +157,6 @@ def _standing(db: Path, config: SchedulerConfig, now: float) -> shares.Standing:
     store = JobStore(open_store(db))
     try:
         with store.snapshot() as tx:
-            return reads.standing_of(tx, config, now)
+            return explain_reads.standing_of(tx, config, now)
     finally:
         store.close()

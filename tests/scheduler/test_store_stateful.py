@@ -34,13 +34,12 @@ from hypothesis.stateful import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from gputui.scheduler import actions, lifecycle, policy
-from gputui.scheduler.actions import Context, Rules
-from gputui.scheduler.engine import open_store
-from gputui.scheduler.identity import Caller
-from gputui.scheduler.lifecycle import HostJob
-from gputui.scheduler.store import JobStore, Tx
-from gputui.scheduler.wire import (
+from gputui.scheduler.head import actions, lifecycle
+from gputui.scheduler.head.actions import Context, Rules
+from gputui.scheduler.head.lifecycle import HostJob
+from gputui.scheduler.policy import model as policy
+from gputui.scheduler.server.peer import Caller
+from gputui.scheduler.server.wire import (
     LIVE_JOB_STATES,
     ClaimArgs,
     JobArgs,
@@ -49,6 +48,8 @@ from gputui.scheduler.wire import (
     RequeueArgs,
     SubmitArgs,
 )
+from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.queries import JobStore, Tx
 
 LOCAL_MOUNTS = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
 HOSTS = {"h1": 4, "h2": 2, "h3": 1}

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from ui_fakes import FakeControl, FakeSource, fixed_clock
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.ui.app import GpuTuiApp
 
 

@@ -13,7 +13,7 @@ from textual.widgets import Input
 from ui_fakes import NOW, FakeControl, FakeSource, fixed_clock
 from ui_helpers import grid, grid_line, help_text, lines, screen_text, shown, until
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.fleet.fleet import Fleet
 from gputui.telemetry import HostStatus, ReadOnly, RequestOutcome
 from gputui.ui import app as app_module

@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from ui_fakes import FakeSource, fixed_clock
 from ui_helpers import select, until
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.demo.cluster import DemoCluster
 from gputui.fleet.fleet import Fleet
 from gputui.ui.app import GpuTuiApp

@@ -20,7 +20,7 @@ from typing import Any
 import asyncssh
 from textual.message import Message
 
-from gputui.config import Config, HeadConfig, HostConfig, SshDefaults
+from gputui.config.models import Config, HeadConfig, HostConfig, SshDefaults
 from gputui.ui.head.link import HeadLink, HeadState, HeadUnreachable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))

@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Static
 from ui_fakes import NOW, FakeSource, fixed_clock
 from ui_helpers import until
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.demo.cluster import DemoCluster
 from gputui.fleet.fleet import Fleet
 from gputui.scheduler.client import HeadClient

@@ -10,7 +10,7 @@ import pytest
 from ui_fakes import FakeSource, cluster, fixed_clock
 from ui_helpers import until
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.health.board import HealthBoard
 from gputui.telemetry import HostSnapshot
 from gputui.ui import app as app_module

@@ -12,12 +12,12 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 from ui_fakes import NOW, FakeSource, fixed_clock
 
-from gputui.config import Config, HealthThresholds
+from gputui.config.models import Config, HealthThresholds
 from gputui.health.board import HealthBoard
-from gputui.protocol import Event, GpuInfo, GpuSample, Hello, Sample
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.screens.health import HealthScreen
+from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, Sample
 
 
 def _host(name: str, *gpus: GpuSample, events: tuple[Event, ...] = ()) -> HostSnapshot:

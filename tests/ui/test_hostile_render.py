@@ -18,11 +18,10 @@ from rich.cells import cell_len, get_character_cell_size
 from textual.strip import Strip
 from ui_fakes import NOW, FakeSource, fixed_clock
 
-from gputui.config import Config
+from gputui.common.text import clean
+from gputui.config.models import Config
 from gputui.health import Flag
-from gputui.protocol import Event, Hello, ProtocolError, Sample, decode_helper_line
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.text import clean
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow, HostRow
 from gputui.ui.model import ClusterModel
@@ -34,6 +33,7 @@ from gputui.ui.widgets.grid_render import (
     host_line,
     plan_columns,
 )
+from gputui.wire.messages import Event, Hello, ProtocolError, Sample, decode_helper_line
 
 WIDTHS = (80, 200)
 

@@ -7,8 +7,7 @@ import ui_fakes as fakes
 from rich.cells import cell_len
 from ui_fakes import NOW
 
-from gputui import protocol
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuRow, HostRow
@@ -22,6 +21,7 @@ from gputui.ui.widgets.grid_render import (
     plan_columns,
 )
 from gputui.ui.widgets.process_table import plan_columns as plan_process_columns
+from gputui.wire import messages
 
 
 def model() -> ClusterModel:
@@ -187,10 +187,10 @@ def test_a_held_gpu_says_so_in_an_80_column_pane_too(width: int) -> None:
 
 def test_missing_everything_does_not_crash() -> None:
     m = ClusterModel()
-    bare = protocol.decode_helper_line(
+    bare = messages.decode_helper_line(
         '{"type":"sample","seq":1,"time":1,"gpus":[{"index":0,"uuid":"GPU-x"}]}'
     )
-    assert isinstance(bare, protocol.Sample)
+    assert isinstance(bare, messages.Sample)
     m.apply(HostSnapshot(name="h", address="h", status=HostStatus.LIVE, sample=bare))
     m.apply(HostSnapshot(name="empty", address="e"))
     gpu = m.gpu(GpuRow("h", 0))
@@ -218,9 +218,9 @@ def test_rows_for_4096_gpus_filter_and_sort_within_each_host() -> None:
 
 
 def test_memory_held_by_no_process_is_flagged() -> None:
-    from gputui.config import HealthThresholds
+    from gputui.config.models import HealthThresholds
     from gputui.health import gpu_flags, has_standing_problem
-    from gputui.protocol import GpuSample, ProcessSample
+    from gputui.wire.messages import GpuSample, ProcessSample
 
     health = HealthThresholds()
     held = GpuSample(index=0, uuid="GPU-1", mem_used_mib=20480, mem_total_mib=81920)

@@ -25,10 +25,9 @@ from textual.coordinate import Coordinate
 from textual.widgets import Static
 from ui_helpers import grid_line, screen_text, until
 
-from gputui.config import Config, HeadConfig
-from gputui.config_sched import Ownership, SchedulerConfig
-from gputui.protocol import ProcessSample
-from gputui.scheduler.actions import Rules
+from gputui.config.models import Config, HeadConfig
+from gputui.config.scheduler import Ownership, SchedulerConfig
+from gputui.scheduler.head.actions import Rules
 from gputui.telemetry import HostSnapshot
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow
@@ -36,6 +35,7 @@ from gputui.ui.head.flags import parse_flags
 from gputui.ui.head.view import HeadView
 from gputui.ui.screens.queue import job_cells
 from gputui.ui.widgets.process_table import ProcessTable
+from gputui.wire.messages import ProcessSample
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
 from headkit import running_head

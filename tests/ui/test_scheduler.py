@@ -24,8 +24,8 @@ from textual.widgets import DataTable, Input, Log
 from ui_fakes import decode
 from ui_helpers import grid_line, screen_text, until
 
-from gputui.config import Config, HeadConfig
-from gputui.scheduler.tables import Job
+from gputui.config.models import Config, HeadConfig
+from gputui.scheduler.store.tables import Job
 from gputui.telemetry import HostSnapshot, HostStatus, Listener
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow, HostRow
@@ -39,7 +39,7 @@ from gputui.ui.widgets.summary import SummaryBar
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
 from headkit import SettableClock, running_head
 
-from gputui.scheduler import standings
+from gputui.scheduler.head import standings
 
 LAYOUT = {"gpu01": 4}
 
@@ -392,7 +392,7 @@ async def test_a_console_is_told_on_connecting_what_happened_while_it_was_closed
     tmp_path: Path,
 ) -> None:
     """A notice written while no console was open is shown by the next one, once."""
-    from gputui.scheduler.tables import Notice
+    from gputui.scheduler.store.tables import Notice
 
     text_ = "job 7 (train) is being preempted: preempted for job 8 (urgent, root)"
     async with running_head(tmp_path, LAYOUT) as (head, _hosts, sock):

@@ -12,7 +12,7 @@ from textual.pilot import Pilot
 from ui_fakes import NOW, FakeSource, fixed_clock
 from usage_fakes import WEEK, usage_answer
 
-from gputui.config import Config
+from gputui.config.models import Config
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow
 from gputui.ui.head.usage_view import UsageReport

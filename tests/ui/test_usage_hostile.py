@@ -19,8 +19,8 @@ from ui_fakes import NOW, FakeSource, fixed_clock
 from ui_helpers import until
 from usage_fakes import DAY, WEEK
 
-from gputui.config import Config
-from gputui.text import cells
+from gputui.common.text import cells
+from gputui.config.models import Config
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.head.usage_view import KEY_CELLS, MAX_AMOUNT, MAX_SPAN_S, UsageReport
 from gputui.ui.screens.usage import UsageScreen

@@ -24,7 +24,7 @@ from ui_fakes import NOW, FakeSource, fixed_clock
 from ui_helpers import help_text, screen_text, until
 from usage_fakes import DAY, WEEK, HeadRefusal, fake_usage_head, usage_answer
 
-from gputui.config import Config, HeadConfig
+from gputui.config.models import Config, HeadConfig
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.head.usage_view import UsageHour, UsageTotal
 from gputui.ui.screens.help import HelpScreen

@@ -1,6 +1,6 @@
 """A deterministic ``TelemetrySource`` and a recording ``HostControl`` for the console's tests.
 
-Snapshots are built from JSON through ``gputui.protocol.decode_helper_line``, the
+Snapshots are built from JSON through ``gputui.wire.messages.decode_helper_line``, the
 same path the fleet uses, so strings are cleaned exactly as real host data is.
 """
 
@@ -10,7 +10,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gputui.protocol import (
+from gputui.telemetry import HostSnapshot, HostStatus, Listener, R, RequestOutcome
+from gputui.wire.messages import (
     Event,
     Hello,
     HelperRequest,
@@ -21,7 +22,6 @@ from gputui.protocol import (
     SignalResult,
     decode_helper_line,
 )
-from gputui.telemetry import HostSnapshot, HostStatus, Listener, R, RequestOutcome
 
 NOW = 1_700_000_000.0
 """The fixed "now" of every test (14 Nov 2023 22:13:20 UTC)."""

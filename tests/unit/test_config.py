@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.config import (
+from gputui.config.models import (
     Config,
     ConfigError,
     HealthThresholds,

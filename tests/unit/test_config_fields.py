@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.config import ConfigError, load_config, parse_config
-from gputui.sshjump import Hop, parse_chain
+from gputui.config.models import ConfigError, load_config, parse_config
+from gputui.config.sshjump import Hop, parse_chain
 
 SOURCE = "hosts.yaml"
 ONE_LINE = re.compile(r"hosts\.yaml:\d+: [^\n\x1b]+")

@@ -25,9 +25,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import gputui.config as config_module
-import gputui.yamlbounds as yamlbounds_module
-from gputui.config import (
+import gputui.config.models as config_module
+import gputui.config.yamlbounds as yamlbounds_module
+from gputui.config.models import (
     MAX_DEPTH,
     MAX_ERROR_LINES,
     MAX_FILE_BYTES,

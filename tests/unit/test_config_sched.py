@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gputui.config import ConfigError, parse_config
-from gputui.config_sched import SchedulerConfig
+from gputui.config.models import ConfigError, parse_config
+from gputui.config.scheduler import SchedulerConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.durations import coarse_text, elapsed_text, parse_duration
+from gputui.common.durations import coarse_text, elapsed_text, parse_duration
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_coarse_lengths_of_time_round_down_to_whole_units(seconds: float, text: 
 
 
 def test_ago_takes_only_the_units_asked_for() -> None:
-    from gputui.durations import ago
+    from gputui.common.durations import ago
 
     assert ago("30m", 10_000.0) == 10_000.0 - 1800
     assert ago(" 2d ", 1e6) == 1e6 - 2 * 86400

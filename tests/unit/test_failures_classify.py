@@ -30,8 +30,8 @@ from gputui.fleet.failures import (
     unreadable_file,
 )
 from gputui.fleet.hostkeys import HostKeyVerdict, KeyProblem
-from gputui.protocol import Result
 from gputui.telemetry import HostStatus
+from gputui.wire.messages import Result
 
 UNREACHABLE = HostStatus.UNREACHABLE
 

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_health_board import NOW, UUID, gpu, snap
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health.fencing import CONDITIONS, LatestReadings, fence_reasons, gpu_verdict, rank
-from gputui.protocol import NvLinkSample, Sample
+from gputui.wire.messages import NvLinkSample, Sample
 
 TH = HealthThresholds()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health import host_severity, is_stale, snapshot_is_stale, stale_limit
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.format import host_status_text

@@ -19,16 +19,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gputui.cli.health import as_json, as_text
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health.applicable import SHOULD_HAVE_IT, ampere_or_later, verdict
 from gputui.health.board import HealthBoard
 from gputui.health.problems import _CHECKED, not_applicable_checks, unknown_checks
-from gputui.protocol import GpuInfo, GpuSample, Hello, Sample
 from gputui.remote.helper import Helper
 from gputui.remote.sim.engine import SimNvml
 from gputui.remote.sim.spec import parse_spec
 from gputui.remote.wire import Output
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import GpuInfo, GpuSample, Hello, Sample
 
 NOW = 1_800_000_000.0
 UUID = "GPU-9402681f-397d-7f4f-8b6c-d4783a3a11d5"

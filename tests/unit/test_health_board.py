@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health.board import HealthBoard
 from gputui.health.fencing import FENCE_XIDS, fence_reasons
-from gputui.protocol import Event, GpuInfo, GpuSample, Hello, NvLinkSample, Sample
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, NvLinkSample, Sample
 
 NOW = 1_800_000_000.0
 UUID = "GPU-0000aaaa-0000-0000-0000-000000000000"

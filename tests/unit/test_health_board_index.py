@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_health_board import NOW, gpu, snap
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health import outside
 from gputui.health.board import HealthBoard
 from gputui.telemetry import HostSnapshot

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_health_board import NOW, UUID, board, gpu, seen, snap
 
-from gputui.config import HealthThresholds
+from gputui.config.models import HealthThresholds
 from gputui.health.xid import SAME_XID_S, XidDedupe
-from gputui.protocol import Event
+from gputui.wire.messages import Event
 
 REPO = Path(__file__).resolve().parents[2]
 

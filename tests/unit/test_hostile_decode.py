@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from gputui.protocol import (
+from gputui.wire.messages import (
     MAX_GPUS,
     MAX_NOTES,
     MAX_PROCESSES,

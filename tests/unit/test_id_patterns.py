@@ -19,11 +19,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gputui.config import HostConfig
-from gputui.config_sched import OffHours
-from gputui.protocol_ops import NAMESPACE
+from gputui.config.models import HostConfig
+from gputui.config.scheduler import OffHours
 from gputui.remote import jobfs, launch, signals, supervisor
 from gputui.remote.signals import RequestError
+from gputui.wire.ops import NAMESPACE
 
 PACKAGE = Path(__file__).resolve().parents[2] / "gputui"
 LINE_SEARCHES = {

@@ -110,7 +110,7 @@ def package_of(path: Path, remote: Path) -> str:
 def test_the_rule_sees_every_way_out(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "import gputui.text\n"
+        "import gputui.common.text\n"
         "from gputui import config\n"
         "from .. import telemetry\n"
         "from ..fleet import link\n"
@@ -122,7 +122,7 @@ def test_the_rule_sees_every_way_out(tmp_path: Path) -> None:
     )
     escaping = [m for _, m in remote_imports(probe) if escapes_the_helper(m)]
     assert escaping == [
-        "gputui.text",
+        "gputui.common.text",
         "gputui",
         "gputui.telemetry",
         "gputui.fleet",
@@ -150,7 +150,13 @@ def test_headless_layers_load_no_textual_and_no_console(layer: str) -> None:
 
 def test_view_and_wire_models_load_no_io_libraries() -> None:
     mods = loaded_after(
-        ["gputui.protocol", "gputui.telemetry", "gputui.config", "gputui.text", "gputui.health"]
+        [
+            "gputui.wire.messages",
+            "gputui.telemetry",
+            "gputui.config.models",
+            "gputui.common.text",
+            "gputui.health",
+        ]
     )
     assert {"asyncssh", "textual", "sqlmodel"} & top_levels(mods) == set()
 

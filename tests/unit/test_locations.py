@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui import locations
-from gputui.config import ConfigError, find_config
-from gputui.locations import DEFAULT_SOCKET, HOSTS_ENV, SOCKET_ENV
+from gputui.common import locations
+from gputui.common.locations import DEFAULT_SOCKET, HOSTS_ENV, SOCKET_ENV
+from gputui.config.models import ConfigError, find_config
 from gputui.scheduler.client import HeadError, socket_path
 
 STATES = st.sampled_from(["absent", "ok", "group-writable"])

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 from realusers import User, as_user, made_users
 
-# Loaded here, before any fork: the users may not read this interpreter's files.
-from gputui import locations
 from gputui.cli import jobs, verbs  # noqa: F401
-from gputui.config import ConfigError, find_config, load_config
+
+# Loaded here, before any fork: the users may not read this interpreter's files.
+from gputui.common import locations
+from gputui.config.models import ConfigError, find_config, load_config
 from gputui.entry import main
 
 pytestmark = pytest.mark.root

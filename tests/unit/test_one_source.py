@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from gputui import entry
 from gputui.cli import args, console, head
 from gputui.health import board, head_answer
-from gputui.scheduler import healthwatch, wire
 from gputui.scheduler.client import aio, ops, sync
+from gputui.scheduler.head.watch import health
+from gputui.scheduler.server import wire
 
 
 def _value_options(parser: argparse.ArgumentParser) -> set[str]:
@@ -70,14 +71,14 @@ def test_client_and_head_share_one_set_of_mutating_ops() -> None:
 
 
 def test_the_board_and_the_heads_answers_judge_worst_by_one_rule() -> None:
-    assert healthwatch.worst is head_answer.worst is board.worst
+    assert health.worst is head_answer.worst is board.worst
 
 
 def test_every_reader_of_the_heads_answers_checks_numbers_one_way() -> None:
     """One range-checked reader of an untrusted time, number and string: no copy
     that forgot the finiteness check (``1e300``, NaN) or the int too big for a float."""
-    from gputui import text, untrusted
     from gputui.cli import flagged, tables
+    from gputui.common import text, untrusted
     from gputui.ui.head import flags as head_flags
     from gputui.ui.head import usage_view
     from gputui.ui.head import view as head_view
@@ -93,12 +94,13 @@ def test_every_reader_of_the_heads_answers_checks_numbers_one_way() -> None:
 def test_the_helpers_own_copies_of_shared_limits_agree_with_the_clients() -> None:
     """The helper is shipped alone and imports nothing of gputui, so it keeps its own
     copy of each limit it shares with the client; here they are held equal."""
-    from gputui import protocol_fields, protocol_ops
     from gputui.remote import gpureset, holders, jobfs, jobops, supervisor
     from gputui.remote import wire as remote_wire
     from gputui.remote.sim import spec as simspec
+    from gputui.wire import fields
+    from gputui.wire import ops as protocol_ops
 
-    assert protocol_fields.MAX_GPUS == simspec.MAX_GPUS
+    assert fields.MAX_GPUS == simspec.MAX_GPUS
     assert protocol_ops.MAX_HOLDERS == holders.MAX_HOLDERS
     assert protocol_ops.DEFAULT_TIMEOUT_S == gpureset.DEFAULT_TIMEOUT_S
     assert protocol_ops.MIN_TIMEOUT_S == gpureset.MIN_TIMEOUT_S

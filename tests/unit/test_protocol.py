@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gputui.protocol import (
+from gputui.wire.messages import (
     MAX_LINE_BYTES,
     Event,
     Hello,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from pydantic import ValidationError
 
-from gputui.protocol import (
+from gputui.wire.messages import (
     JOB_ID_MAX,
     MAX_JOBS,
     HelperRequest,

@@ -1,7 +1,7 @@
 """The decoder's repair path, edge by edge: every range ends where the docs say, every
 cap keeps exactly its cap, and each repair touches only what was wrong.
 
-Written against a mutation pass over ``gputui/protocol.py``: each test here fails
+Written against a mutation pass over ``gputui/wire/messages.py``: each test here fails
 for at least one small change to the decoder that the broader suites let through.
 """
 
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from gputui.protocol import (
+from gputui.wire.messages import (
     MAX_ERRORS,
     MAX_GPUS,
     MAX_LINE_BYTES,
@@ -358,9 +358,9 @@ def test_an_unknown_message_type_is_named_safely_not_refused(tag: str) -> None:
 def test_the_caps_are_the_documented_ones_and_above_what_a_real_helper_sends() -> None:
     from pathlib import Path
 
-    from gputui.protocol import MAX_PROCESSES
     from gputui.remote import gpus as helper_gpus
     from gputui.remote import procs as helper_procs
+    from gputui.wire.messages import MAX_PROCESSES
 
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     documented = re.search(r"at most (\d+) GPUs a host, (\d+) processes a GPU", readme)

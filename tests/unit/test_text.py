@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.text import cells, clean, cut, fit
+from gputui.common.text import cells, clean, cut, fit
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The sanitiser at its edges: every escape form, every dropped range at both ends,
 combining-mark counting, and ``cut``/``fit`` at widths 0, exact and one short.
 
-Written against a mutation pass over ``gputui/text.py``: each test here fails for at
+Written against a mutation pass over ``gputui/common/text.py``: each test here fails for at
 least one small change to the sanitiser that the broader suites let through.
 """
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.text import cells, clean, cut, fit
+from gputui.common.text import cells, clean, cut, fit
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui import thishost
-from gputui.thishost import HeadHost, Here, NoHost
+from gputui.common import thishost
+from gputui.common.thishost import HeadHost, Here, NoHost
 
 names = st.text("abcdefgh-0123", min_size=1, max_size=12)
 tables = st.lists(

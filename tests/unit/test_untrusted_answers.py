@@ -1,4 +1,4 @@
-"""Numbers from another process's answer are read one way (``gputui.untrusted``):
+"""Numbers from another process's answer are read one way (``gputui.common.untrusted``):
 whatever the head sends, a time is a finite time in range or it is left out, so
 ``gputui incident`` prints its timeline and never a traceback."""
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gputui.cli import console as cli
 from gputui.cli import incident as cli_incident
-from gputui.untrusted import TIME_MAX, epoch, integer, number
+from gputui.common.untrusted import TIME_MAX, epoch, integer, number
 
 # Anything JSON can carry where a number is expected (Python's json reads NaN,
 # Infinity and ints of any size).

@@ -38,7 +38,7 @@ import re
 from typing import NamedTuple
 
 MAX_GPUS = 64
-"""Also the client wire's limit (``gputui.protocol_fields`` keeps its own copy)."""
+"""Also the client wire's limit (``gputui.wire.fields`` keeps its own copy)."""
 FAULT_HELP: dict[str, str] = {
     "lost": "the GPU answers GpuIsLost from its third sample on (at once when injected)",
     "notsupported": "power and fan readings answer NotSupported",

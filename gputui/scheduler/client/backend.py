@@ -5,7 +5,7 @@ queue and the claims, submit, act on jobs, claim and release GPUs, drain, explai
 count usage, subscribe to the state. One implementation today, the head
 (``head_backend.HeadBackend``); a second (Slurm) implements the same methods.
 
-Answers have the shape of the head's wire (``gputui.scheduler.wire``): every backend
+Answers have the shape of the head's wire (``gputui.scheduler.server.wire``): every backend
 answers in it, so what the CLI prints and what the console shows do not depend on
 the backend. One protocol serves both kinds of caller: ``R_co`` is what a request
 returns (an answer, or an awaitable of one for the console) and ``P_co`` what

@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from gputui.locations import DEFAULT_SOCKET, SOCKET_ENV, LocationError, find_hosts
+from gputui.common.locations import DEFAULT_SOCKET, SOCKET_ENV, LocationError, find_hosts
 from gputui.scheduler.client.errors import HeadError
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -56,7 +56,7 @@ def head_place(
 
 def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
     """hosts.yaml's ``head:`` section and the file it is in: the file
-    :func:`gputui.locations.find_hosts` finds (the one search order, trusted files only)."""
+    :func:`gputui.common.locations.find_hosts` finds (the one search order, trusted files only)."""
     try:
         path = find_hosts(config_file)
     except LocationError as exc:
@@ -70,7 +70,7 @@ def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
     except OSError as exc:
         raise HeadError("config", f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
-        from gputui.yamlbounds import Composer, Constructor
+        from gputui.config.yamlbounds import Composer, Constructor
 
         composer = Composer(raw, str(path))
         root = composer.compose()

@@ -72,8 +72,8 @@ def local_head(hosts_file: str | None) -> Iterator[HeadSession]:
 
 
 def _over_ssh(config_file: Path) -> Callable[[], socket.socket]:
-    from gputui.config import ConfigError, load_config
-    from gputui.scheduler.headssh import ssh_socket
+    from gputui.config.models import ConfigError, load_config
+    from gputui.scheduler.client.ssh import ssh_socket
 
     try:
         config = load_config(config_file)

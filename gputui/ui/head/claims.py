@@ -12,8 +12,8 @@ from typing import Any
 
 from textual.app import App
 
+from gputui.common.text import clean
 from gputui.scheduler.client import HeadError
-from gputui.text import clean
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from textual.app import App
 from textual.css.query import NoMatches
 
-from gputui.config import Config
+from gputui.common.text import clean
+from gputui.config.models import Config
 from gputui.health.board import HealthBoard
-from gputui.text import clean
 from gputui.ui.gpu_view import GpuRow, Row
 from gputui.ui.head.audit import AuditActions
 from gputui.ui.head.claims import ClaimActions

@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.durations import coarse_text
+from gputui.common.durations import coarse_text
+from gputui.common.text import clean_str as _text
+from gputui.common.untrusted import epoch as _time
 from gputui.health.outside import LABELS
-from gputui.text import clean_str as _text
-from gputui.untrusted import epoch as _time
 
 _SIGNALS = ("TERM", "KILL")
 MAX_FLAGS = 10_000

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from textual.app import App
 
+from gputui.common.text import clean
 from gputui.scheduler.client import HeadError
-from gputui.text import clean
 from gputui.ui.head.claims import ClaimActions
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests

@@ -17,10 +17,10 @@ from typing import Any
 
 from textual.app import App
 
+from gputui.common.text import clean
 from gputui.health.board import Ack, HealthBoard, Problem
 from gputui.health.head_answer import HeadBoard
 from gputui.scheduler.client import HeadError
-from gputui.text import clean
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
 from gputui.ui.screens.health import HealthScreen

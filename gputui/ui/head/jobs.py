@@ -15,9 +15,9 @@ from typing import Any
 
 from textual.app import App
 
-from gputui.explain_text import explain_pairs
+from gputui.common.text import clean
 from gputui.scheduler.client import HeadError
-from gputui.text import clean
+from gputui.scheduler.client.explain_text import explain_pairs
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
 from gputui.ui.head.view import FINAL_STATES, HeadView

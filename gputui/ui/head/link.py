@@ -23,10 +23,10 @@ from typing import Any
 
 from textual.message import Message
 
-from gputui.config import Config
+from gputui.common.text import clean
+from gputui.config.models import Config
 from gputui.scheduler.client import AsyncHeadClient, HeadError
-from gputui.scheduler.headssh import is_local, open_head_ssh
-from gputui.text import clean
+from gputui.scheduler.client.ssh import is_local, open_head_ssh
 from gputui.ui.head.view import HeadView
 
 log = logging.getLogger(__name__)

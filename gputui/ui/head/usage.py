@@ -17,8 +17,8 @@ from typing import Any
 
 from textual.app import App
 
+from gputui.common.text import clean
 from gputui.scheduler.client import HeadError
-from gputui.text import clean
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
 from gputui.ui.head.usage_view import UsageReport

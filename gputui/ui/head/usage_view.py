@@ -2,7 +2,7 @@
 
 The answer (``{"since", "until", "by", "currency", "rows", "totals", "hours"}``) comes
 from the head, and the head's keys are user and group names anyone can choose, so
-it is treated like host data: every key is cleaned (``gputui.text.clean``) and cut,
+it is treated like host data: every key is cleaned (``gputui.common.text.clean``) and cut,
 every number that is not a finite one in range becomes 0 or the cap, a busy figure
 never exceeds its allocated one, lists are capped, and anything malformed is
 dropped, never trusted. ``UsageReport.parse`` never raises. The per-day ``rows``
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.text import clean_str as _text
-from gputui.untrusted import epoch as _epoch
+from gputui.common.text import clean_str as _text
+from gputui.common.untrusted import epoch as _epoch
 
 MAX_AMOUNT = 1e12
 """GPU-hours, kWh or money beyond this are nonsense from a broken head: capped."""

@@ -13,13 +13,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gputui.gpu_env import export_line, gpu_uuids
-from gputui.text import clean
-from gputui.text import clean_str as _text
+from gputui.common.gpu_env import export_line, gpu_uuids
+from gputui.common.text import clean
+from gputui.common.text import clean_str as _text
+from gputui.common.untrusted import epoch as _time
+from gputui.common.untrusted import integer
 from gputui.ui import format as fmt
 from gputui.ui.head.flags import OwnerFlag, idle_for, parse_flags
-from gputui.untrusted import epoch as _time
-from gputui.untrusted import integer
 
 MAX_BOARD_PROBLEMS = 10_000_000
 """More problems than any board holds: a count past it is not believed."""
@@ -355,7 +355,7 @@ def _gpu(raw: Mapping[str, Any]) -> HeadGpu | None:
 
 def env_line(uuids: object) -> str:
     """What ``gputui env`` prints for these GPUs, built from validated UUIDs only
-    (:func:`gputui.gpu_env.export_line`); "" when there are none or any is not one."""
+    (:func:`gputui.common.gpu_env.export_line`); "" when there are none or any is not one."""
     try:
         checked = gpu_uuids(uuids)
     except ValueError:

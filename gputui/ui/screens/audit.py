@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from gputui.text import clean
+from gputui.common.text import clean
 
 LIMIT = 500
 """Rows asked for: the newest this many."""

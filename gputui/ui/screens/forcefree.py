@@ -19,7 +19,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from gputui.text import clean
+from gputui.common.text import clean
 
 STEPS = ("drain", "stop", "sigterm", "sigkill", "memory")
 """The steps every run goes through, in order (``holders``, ``reset`` and a second

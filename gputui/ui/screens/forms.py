@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
-from gputui.durations import parse_duration
+from gputui.common.durations import parse_duration
 
 
 class FormProblem(ValueError):

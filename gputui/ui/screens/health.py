@@ -26,8 +26,8 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from gputui.common.text import clean
 from gputui.health.board import HealthBoard, Problem
-from gputui.text import clean
 from gputui.ui.screens.confirm import ReasonScreen
 
 

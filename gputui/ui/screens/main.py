@@ -26,7 +26,6 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input
 
-from gputui.protocol import ProcessSample, Signal
 from gputui.telemetry import HostStatus
 from gputui.ui.gpu_view import GpuRow, GpuView, HostRow, Row
 from gputui.ui.head.view import age_text
@@ -37,6 +36,7 @@ from gputui.ui.widgets.gpu_grid import GpuGrid
 from gputui.ui.widgets.grid_render import held_text
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.summary import SummaryBar
+from gputui.wire.messages import ProcessSample, Signal
 
 WIDE = 160
 """From this many columns the processes and detail sit beside the grid, not below."""

@@ -25,8 +25,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 
-from gputui.durations import elapsed_text
-from gputui.text import clean
+from gputui.common.durations import elapsed_text
+from gputui.common.text import clean
 from gputui.ui.head.flags import idle_for, idle_text
 from gputui.ui.head.view import FINAL_STATES, HeadJob, HeadView
 from gputui.ui.screens.confirm import ConfirmScreen, ReasonScreen

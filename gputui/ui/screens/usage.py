@@ -31,7 +31,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
-from gputui.text import clean
+from gputui.common.text import clean
 from gputui.ui.head.usage_view import UsageReport, amount_text, share_text
 from gputui.ui.widgets.usage_charts import HourlyChart, UsageBars
 

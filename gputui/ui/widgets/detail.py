@@ -13,11 +13,11 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from gputui.health import Flag, data_notes, host_message
-from gputui.protocol import Event
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuHistory, GpuView
 from gputui.ui.model import HostEntry
 from gputui.ui.widgets.titles import set_border_title
+from gputui.wire.messages import Event
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _LABEL_W = 9

@@ -8,10 +8,10 @@ from rich.text import Text
 from textual.events import Resize
 from textual.widgets import DataTable
 
-from gputui.protocol import ProcessSample
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
 from gputui.ui.widgets.titles import set_border_title
+from gputui.wire.messages import ProcessSample
 
 # (title, width); COMMAND takes what is left of the table's width.
 _GPU = ("GPU", 3)

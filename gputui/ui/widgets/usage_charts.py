@@ -33,7 +33,7 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widget import Widget
 
-from gputui.text import cells, fit
+from gputui.common.text import cells, fit
 from gputui.ui.head.usage_view import UsageHour, UsageTotal, hours_text, share_text, total_of
 
 LEFT_EIGHTHS = " ▏▎▍▌▋▊▉█"

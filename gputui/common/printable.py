@@ -1,0 +1,14 @@
+"""Values from the head made safe for a terminal, for the light command-line verbs.
+
+Stdlib only: ``gputui.common.text.clean`` does more (wide characters, bidi controls) but
+pulls in rich, about 60 ms a command.
+"""
+
+from __future__ import annotations
+
+
+def shown(text: object, width: int = 10_000) -> str:
+    """``text`` with anything not printable shown as ``?``, cut to ``width`` with an
+    ellipsis."""
+    value = "".join(ch if ch.isprintable() else "?" for ch in str(text))
+    return value if len(value) <= width else value[: width - 1] + "…"

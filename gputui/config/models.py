@@ -1,0 +1,624 @@
+"""hosts.yaml: the pydantic models and the one loader.
+
+Errors come back as one line each, ``FILE:LINE: field: problem``, so a person can
+jump straight to the mistake (:mod:`gputui.config.where` builds those lines).
+Unknown keys are errors: a typo never silently falls back to a default.
+
+The file is untrusted input as far as the terminal is concerned, and it is read
+with bounds, so no file can hang, exhaust or take over the console:
+
+* only a regular file of at most ``MAX_FILE_BYTES`` is read (a FIFO, device or
+  directory is named as such, never opened for a blocking read);
+* the YAML is composed once, under the limits of :mod:`gputui.config.yamlbounds`
+  (``MAX_ENTRIES``, ``MAX_HOSTS``, ``MAX_DEPTH``, ``MAX_VALUES``, ``MAX_STRING``):
+  alias bombs, deep nesting, huge lists and hostile strings are refused there;
+* numbers are strict: ``port: true`` or ``port: "22"`` is an error, not 1 or 22;
+* every error line goes through :func:`gputui.common.text.clean`, so even an error about
+  a hostile value cannot write an escape sequence to the terminal.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from gputui.common.locations import DEFAULT_SOCKET, LocationError, find_hosts
+from gputui.common.locations import hosts_search as search_paths
+from gputui.common.text import clean
+from gputui.config.scheduler import SchedulerConfig
+from gputui.config.sshjump import parse_chain
+from gputui.config.where import (
+    HOST_NAME,
+    MAX_ERROR_LINES,
+    capped,
+    error_lines,
+    key_lines,
+    line_number,
+    problem_line,
+)
+from gputui.config.yamlbounds import (
+    MAX_DEPTH,
+    MAX_ENTRIES,
+    MAX_HOSTS,
+    MAX_STRING,
+    MAX_VALUES,
+    Abort,
+    Composer,
+    Constructor,
+    codepoint,
+    yaml_error_line,
+)
+from gputui.wire.fields import MAX_GPUS
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_ENTRIES",
+    "MAX_ERROR_LINES",
+    "MAX_FILE_BYTES",
+    "MAX_HOSTS",
+    "MAX_STRING",
+    "MAX_VALUES",
+    "Config",
+    "ConfigError",
+    "HeadConfig",
+    "HealthThresholds",
+    "HostConfig",
+    "Port",
+    "ResolvedHost",
+    "SchedulerConfig",
+    "SshDefaults",
+    "file_problems",
+    "find_config",
+    "load_config",
+    "parse_config",
+    "require_hosts",
+    "search_paths",
+]
+
+MAX_FILE_BYTES = 1024 * 1024
+"""hosts.yaml is read only up to 1 MiB: ample for ``MAX_HOSTS`` hosts."""
+_LINE_LIMIT = 1024
+
+
+class _Model(BaseModel):
+    # strict: YAML's ``true`` is not the port 1, nor "22" the port 22; an int is
+    # still accepted where a float is expected. No inf/nan where a number is wanted.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+def _proxy_jump(value: str) -> str:
+    try:
+        parse_chain(value)
+    except ValueError as exc:
+        raise ValueError(str(exc).removeprefix(f"proxy_jump {value!r}: ")) from None
+    return value
+
+
+def _interpreter(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must name the interpreter (python3, or a path to one)")
+    if value != value.strip() or not value.isprintable():
+        raise ValueError("must be one name or path: no spaces around it, no control characters")
+    return value
+
+
+ProxyJump = Annotated[str, AfterValidator(_proxy_jump)]
+"""``[user@]host[:port][,...]`` or ``none``, checked as the fleet will read it."""
+Interpreter = Annotated[str, AfterValidator(_interpreter)]
+"""The program that runs the helper on a host: a name on its PATH or a path."""
+
+
+class SshDefaults(_Model):
+    """SSH settings every host inherits unless it sets its own."""
+
+    user: str | None = None
+    """Login user; unset means ~/.ssh/config's User, then the local user name."""
+    port: Port | None = None
+    """SSH port; unset means ~/.ssh/config's Port, then 22."""
+    identity_file: str | None = None
+    """Private key file; unset means ~/.ssh/config's IdentityFile and the usual defaults."""
+    proxy_jump: ProxyJump | None = None
+    """Bastion to go through, ``[user@]host[:port]``, like OpenSSH's ProxyJump."""
+    known_hosts: str | None = None
+    """known_hosts file to verify host keys against; unset means ~/.ssh/known_hosts."""
+    ssh_config: str | None = "~/.ssh/config"
+    """OpenSSH client config to honour (User, Port, IdentityFile, ProxyJump); null for none."""
+    python: Interpreter = "python3"
+    """The Python interpreter on the host that runs the helper."""
+    connect_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
+    """Seconds to wait for one SSH connection to come up."""
+    keepalive_interval: Annotated[float, Field(ge=0, le=3600)] = 15.0
+    """Seconds between SSH keepalives; 0 turns them off."""
+
+
+class HostConfig(_Model):
+    """One GPU host."""
+
+    name: str
+    """Short unique name shown in the console."""
+    address: str | None = None
+    """Hostname or IP to connect to; defaults to ``name``."""
+    port: Port | None = None
+    """SSH port; overrides ``defaults.port``."""
+    user: str | None = None
+    """Login user; overrides ``defaults.user``."""
+    identity_file: str | None = None
+    """Private key file; overrides ``defaults.identity_file``."""
+    proxy_jump: ProxyJump | None = None
+    """Bastion, ``[user@]host[:port]``; overrides ``defaults.proxy_jump``."""
+    known_hosts: str | None = None
+    """known_hosts file for this host; overrides ``defaults.known_hosts``."""
+    python: Interpreter | None = None
+    """Interpreter that runs the helper on this host; overrides ``defaults.python``."""
+    pool: str = "default"
+    """Pool the host's GPUs belong to (used to group and, later, to schedule)."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Free-form labels, e.g. ``{rack: r3, owner: vision}``."""
+    gpus: Annotated[int, Field(ge=1, le=MAX_GPUS)] | None = None
+    """How many GPUs the host has: fewer seen is a problem (a GPU fallen off the bus)."""
+    sim: str | None = None
+    """Simulated GPUs instead of NVML, e.g. ``4xrtx3090`` or ``8xa100-80gb,fault=xid:79@3``."""
+    local: bool = False
+    """This machine itself: the helper runs as a child process, no SSH. ``address`` and
+    the SSH fields are then ignored; ``python`` defaults to this program's own
+    interpreter (which has nvidia-ml-py)."""
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not HOST_NAME.fullmatch(value):
+            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
+        return value
+
+    @field_validator("sim")
+    @classmethod
+    def _check_sim(cls, value: str | None) -> str | None:
+        if value is not None:
+            from gputui.remote.sim.spec import parse_spec
+
+            try:
+                parse_spec(value)
+            except ValueError:
+                raise
+            except Exception as exc:  # any other failure is still this field's error
+                raise ValueError(f"bad sim spec: {exc.__class__.__name__}: {exc}") from None
+        return value
+
+
+class HealthThresholds(_Model):
+    """When a reading becomes a problem worth showing."""
+
+    temp_warn_c: Annotated[int, Field(ge=0, le=150)] = 83
+    """GPU temperature (°C) shown as a warning."""
+    temp_crit_c: Annotated[int, Field(ge=0, le=150)] = 90
+    """GPU temperature (°C) shown as critical."""
+    mem_warn_pct: Annotated[float, Field(ge=0, le=100)] = 95.0
+    """Memory use, in % of the card's total, shown as a warning."""
+    power_warn_pct: Annotated[float, Field(ge=0, le=200)] = 98.0
+    """Power draw, in % of the enforced limit, shown as a warning."""
+    stale_after_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    """Seconds without a sample before a host shows as stale (raised to 2.5 sampling
+    intervals at a slow refresh: ``gputui.health.stale_limit``)."""
+    ecc_uncorrected_max: Annotated[int, Field(ge=0)] = 0
+    """Uncorrected ECC errors tolerated before a GPU is flagged (and fenced)."""
+    slowdown_margin_c: Annotated[int, Field(ge=0, le=50)] = 5
+    """A GPU this close to its own slowdown temperature is a warning."""
+    hw_slowdown_minutes: Annotated[int, Field(ge=1, le=60)] = 6
+    """HW slowdown active in this many of the last ``hw_slowdown_window_minutes`` is critical."""
+    hw_slowdown_window_minutes: Annotated[int, Field(ge=1, le=60)] = 10
+    xid_window_h: Annotated[float, Field(gt=0, le=24 * 30)] = 24.0
+    """Repeats of an Xid on one GPU within this many hours escalate its action."""
+    xid_escalate_after: Annotated[int, Field(ge=1, le=100)] = 3
+    """Each this many repeats move the action one step up (restart, reset, reboot, inspect)."""
+    retired_pages_max: Annotated[int, Field(ge=0, le=10_000)] = 0
+    """Pages retired for double-bit errors tolerated before a warning."""
+    pcie_load_pct: Annotated[int, Field(ge=0, le=100)] = 50
+    """A PCIe link below its maximum generation counts only while the GPU is busier than
+    this (a link narrower than its maximum width counts at any load)."""
+    pcie_replays_max: Annotated[int, Field(ge=0)] = 10_000
+    """PCIe replays (link retransmissions) tolerated before a warning."""
+    expect_persistence: bool = False
+    """true: persistence mode off is a warning (set it where the driver should stay loaded)."""
+    fence_fabric: bool = True
+    """true: a head fences a GPU whose NVSwitch fabric registration is not ready or failed."""
+    fence_nvlink_down: bool = True
+    """true: a head fences a GPU on an NVSwitch fabric with an NVLink down."""
+    claim_idle_minutes: Annotated[float, Field(gt=0, le=10080)] = 10.0
+    """An active claim with no process of its owner on its GPUs this long is a health
+    finding (the head releases it later, at ``head.claim_idle_minutes``)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> HealthThresholds:
+        if self.temp_warn_c > self.temp_crit_c:
+            raise ValueError("temp_warn_c must not be above temp_crit_c")
+        if self.hw_slowdown_minutes > self.hw_slowdown_window_minutes:
+            raise ValueError("hw_slowdown_minutes must not be above hw_slowdown_window_minutes")
+        return self
+
+
+class HeadConfig(_Model):
+    """Where the scheduler's head daemon runs, and the rules it keeps."""
+
+    host: str = "localhost"
+    """Host name (from ``hosts`` or any SSH destination) that runs ``gputui head``;
+    consoles elsewhere reach its socket through SSH to it."""
+    socket: str = DEFAULT_SOCKET
+    """The head daemon's Unix socket on that host, reached through SSH."""
+    database: str = "/var/lib/gputui/gputui.db"
+    """The head's SQLite file (on local disk)."""
+    admin_group: str = "gputui-admin"
+    """Unix group whose members may act on anyone's jobs, claims and processes."""
+    claim_idle_minutes: Annotated[float, Field(gt=0, le=10080)] = 30.0
+    """A claim with no process of its owner on its GPUs this long is released."""
+    kill_grace_s: Annotated[float, Field(ge=0, le=3600)] = 10.0
+    """Seconds between SIGTERM and SIGKILL when a job is killed, preempted or timed out."""
+    requeue_limit: Annotated[int, Field(ge=0, le=100)] = 3
+    """A job preempted more often than this is held instead of requeued."""
+    run_as_login_user: bool = False
+    """On hosts the head logs in to as a user other than root, run every job as that
+    user (the console then says so). Off: only that user's own jobs run there."""
+    allow_gpu_reset: bool = False
+    """``gputui force-free --reset`` may reset a GPU whose memory stays held with no
+    process (``nvmlDeviceResetGpu``; the card must be idle). Off: it is only offered."""
+    readings_keep_days: Annotated[float, Field(gt=0, le=366)] = 14.0
+    """The GPU readings the head stores for ``gputui incident`` go after this many days
+    (sooner on a large cluster: at most 500,000 in all, 1,440 per GPU)."""
+    max_connections_per_user: Annotated[int, Field(ge=1, le=4096)] = 64
+    """Connections to the head one user (Unix uid) may hold at once; more are told
+    so and closed. The head serves 4,096 in all."""
+    request_timeout_s: Annotated[float, Field(ge=1, le=3600)] = 30.0
+    """A connection must finish each request it begins, and its first, within this
+    many seconds, or it is closed."""
+    client_stall_s: Annotated[float, Field(ge=1, le=3600)] = 60.0
+    """A client that leaves what the head sent it unread this long is dropped (a
+    console it pushes state to gets only the latest, never a backlog)."""
+
+
+class Config(_Model):
+    """The whole of hosts.yaml."""
+
+    hosts: list[HostConfig] = Field(default_factory=list)
+    """The GPU hosts, in the order the console shows them."""
+    defaults: SshDefaults = Field(default_factory=SshDefaults)
+    """SSH settings every host inherits."""
+    refresh_interval: Annotated[float, Field(ge=0.1, le=60)] = 1.0
+    """Seconds between samples from every helper."""
+    health_every_s: Annotated[float, Field(ge=1, le=3600)] = 10.0
+    """Seconds between the health readings (remapped rows, NVLinks, fabric ...) of
+    every helper; an Xid makes the next sample read them at once."""
+    theme: str = "gputui-dark"
+    """Colour theme: a file in themes/ or ~/.config/gputui/themes/, or a Textual theme."""
+    health: HealthThresholds = Field(default_factory=HealthThresholds)
+    """When readings count as problems."""
+    head: HeadConfig | None = None
+    """The scheduler's head node; leave out for monitoring only."""
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    """The head's policy: priority classes, fair share, quotas, preemption, accounting."""
+    connect_concurrency: Annotated[int, Field(ge=1, le=1024)] = 32
+    """SSH handshakes in flight at once (keep under sshd's MaxStartups across hosts)."""
+
+    _source: str = PrivateAttr("<config>")
+    _lines: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        """The file this config was read from, as errors name it."""
+        return self._source
+
+    def line_of(self, field: str) -> int:
+        """The line ``field`` (e.g. ``hosts[2].identity_file``) was given on, else its
+        nearest enclosing field's, else 1: so later checks can name the line too."""
+        while field:
+            if field in self._lines:
+                return self._lines[field]
+            cut = max(field.rfind("."), field.rfind("["))
+            field = field[:cut] if cut > 0 else ""
+        return 1
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Config:
+        seen: set[str] = set()
+        for host in self.hosts:
+            if host.name in seen:
+                raise ValueError(f"duplicate host name {host.name!r}")
+            seen.add(host.name)
+        return self
+
+    def resolved(self) -> list[ResolvedHost]:
+        return [ResolvedHost.merge(self.defaults, host) for host in self.hosts]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedHost:
+    """A host with the defaults applied: what the fleet connects to."""
+
+    name: str
+    address: str
+    port: int | None
+    user: str | None
+    identity_file: str | None
+    proxy_jump: str | None
+    known_hosts: str | None
+    ssh_config: str | None
+    python: str
+    connect_timeout: float
+    keepalive_interval: float
+    pool: str
+    labels: dict[str, str]
+    sim: str | None
+    local: bool = False
+    """Run the helper as a child process of this one (no SSH; see ``HostConfig.local``)."""
+
+    @classmethod
+    def merge(cls, defaults: SshDefaults, host: HostConfig) -> ResolvedHost:
+        if host.local:
+            return cls.local_host(host)
+        return cls(
+            name=host.name,
+            address=host.address or host.name,
+            port=host.port if host.port is not None else defaults.port,
+            user=host.user or defaults.user,
+            identity_file=host.identity_file or defaults.identity_file,
+            proxy_jump=host.proxy_jump or defaults.proxy_jump,
+            known_hosts=host.known_hosts or defaults.known_hosts,
+            ssh_config=defaults.ssh_config,
+            python=host.python or defaults.python,
+            connect_timeout=defaults.connect_timeout,
+            keepalive_interval=defaults.keepalive_interval,
+            pool=host.pool,
+            labels=dict(host.labels),
+            sim=host.sim,
+        )
+
+    @classmethod
+    def local_host(cls, host: HostConfig) -> ResolvedHost:
+        """This machine: no address, no SSH settings; this interpreter unless one is named."""
+        return cls(
+            name=host.name,
+            address="local",
+            port=None,
+            user=None,
+            identity_file=None,
+            proxy_jump=None,
+            known_hosts=None,
+            ssh_config=None,
+            python=host.python or sys.executable or "python3",
+            connect_timeout=SshDefaults().connect_timeout,
+            keepalive_interval=0.0,
+            pool=host.pool,
+            labels=dict(host.labels),
+            sim=host.sim,
+            local=True,
+        )
+
+
+class ConfigError(Exception):
+    """hosts.yaml could not be used; ``lines`` holds one ``FILE:LINE: field: problem`` each.
+
+    Every line is passed through :func:`gputui.common.text.clean` here, once for all callers:
+    a line may quote a path or value from the file, and none of it may reach a
+    terminal as an escape sequence.
+    """
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        safe = [clean(line, _LINE_LIMIT) for line in lines]
+        super().__init__("\n".join(safe))
+        self.lines = safe
+
+
+def find_config(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The config file to use: the one :func:`gputui.common.locations.find_hosts` finds (the
+    one search order, trusted files only), or ``ConfigError`` saying where it looked."""
+    try:
+        path = find_hosts(explicit)
+    except LocationError as exc:
+        raise ConfigError([exc.line]) from None
+    if path is None:
+        looked = ", ".join(str(p) for p in search_paths())
+        raise ConfigError([f"no hosts.yaml found (looked in: {looked}); try --hosts FILE"])
+    return path
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, in words; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _reason(exc: OSError | ValueError) -> str:
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return "permission denied"
+        return exc.strerror or exc.__class__.__name__
+    return str(exc) or exc.__class__.__name__
+
+
+def _too_big(size: int) -> str:
+    return f"too big: {size} bytes; the limit for a config file is 1 MiB ({MAX_FILE_BYTES} bytes)"
+
+
+def _read(path: Path) -> str:
+    """The text of ``path``, refusing anything but a regular file of sane size.
+
+    ``stat`` comes first so a FIFO or device is never opened for reading; the open
+    is non-blocking anyway (the path could be swapped after the ``stat``), the
+    opened file is checked again, and no more than the limit is ever read.
+    """
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConfigError([f"{path}: no such file"]) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError([f"{path}: cannot read: {_reason(exc)}"]) from None
+    kind = _kind(info.st_mode)
+    if kind is not None:
+        raise ConfigError([f"{path}: is {kind}, not a config file"])
+    if info.st_size > MAX_FILE_BYTES:
+        raise ConfigError([f"{path}: {_too_big(info.st_size)}"])
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+        with open(fd, "rb", closefd=True) as file:
+            kind = _kind(os.fstat(file.fileno()).st_mode)
+            if kind is not None:
+                raise ConfigError([f"{path}: is {kind}, not a config file"])
+            data = file.read(MAX_FILE_BYTES + 1)
+    except (OSError, ValueError) as exc:
+        raise ConfigError([f"{path}: cannot read: {_reason(exc)}"]) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError([f"{path}: {_too_big(len(data))}"])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path}:{_not_utf8(data, exc.start)}"]) from None
+
+
+def _not_utf8(data: bytes, offset: int) -> str:
+    """``LINE:COLUMN: ...`` of the first byte that is not UTF-8 (both from 1, the
+    column in characters, as an editor counts them)."""
+    before = data[:offset]
+    line = before.count(b"\n") + 1
+    start = before.rfind(b"\n") + 1
+    column = len(before[start:].decode("utf-8", errors="replace")) + 1
+    return f"{line}:{column}: not UTF-8 (byte 0x{data[offset]:02x}); save the file as UTF-8"
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate ``path``; raise ``ConfigError`` with one line per problem."""
+    path = Path(path)
+    return parse_config(_read(path), str(path))
+
+
+def parse_config(text: str, source: str = "<config>") -> Config:
+    """Validate hosts.yaml ``text``; raise ``ConfigError`` with one line per problem.
+
+    One pass over the YAML: compose the node graph under the limits (checking every
+    string on the way), construct the data from that graph, validate it.
+    """
+    if len(text) > MAX_FILE_BYTES:
+        raise ConfigError([f"{source}: {_too_big(len(text))}"])
+    try:
+        data_bytes = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        raise ConfigError(
+            [f"{source}:{line}: yaml: not valid Unicode text ({codepoint(text[exc.start])})"]
+        ) from None
+    if len(data_bytes) > MAX_FILE_BYTES:
+        raise ConfigError([f"{source}: {_too_big(len(data_bytes))}"])
+    try:
+        composer = Composer(data_bytes, source)  # PyYAML's reader checks on creation
+        root = composer.compose()
+    except Abort as abort:
+        raise ConfigError([problem_line(abort.problem, source, None)]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([yaml_error_line(exc, data_bytes, source)]) from None
+    if composer.problems:
+        raise ConfigError(capped(problem_line(p, source, root) for p in composer.problems))
+    try:
+        data = Constructor().construct_document(root) if root is not None else None
+    except yaml.YAMLError as exc:
+        raise ConfigError([yaml_error_line(exc, data_bytes, source)]) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{source}:1: (top level): must be a mapping of settings"])
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        lines = sorted(error_lines(exc, root, source), key=line_number)
+        raise ConfigError(capped(lines)) from None
+    config._source = source
+    config._lines = key_lines(root)
+    return config
+
+
+def require_hosts(config: Config) -> None:
+    """A config that lists no hosts gives the console nothing to show: the one verdict
+    both ``check-config`` and the console give, so they never disagree."""
+    if not config.hosts:
+        raise ConfigError(
+            [
+                f"{config.source}:{config.line_of('hosts')}: hosts: no hosts listed;"
+                " add at least one under 'hosts:' (see hosts.example.yaml)"
+            ]
+        )
+
+
+def file_problems(config: Config) -> list[str]:
+    """``identity_file`` and ``known_hosts`` files the config names that cannot be read,
+    one line each, naming the field and the path as written and as expanded.
+
+    Not part of loading: a key missing on this machine is for ``check-config`` to
+    report, while the console still shows the hosts that do not need it.
+    """
+    sections: list[tuple[str, str, SshDefaults | HostConfig]] = [
+        ("defaults", "defaults", config.defaults)
+    ]
+    sections += [(f"hosts[{i}]", f"hosts[{i}]({h.name})", h) for i, h in enumerate(config.hosts)]
+    verdicts: dict[str, str | None] = {}
+    lines: list[str] = []
+    for where, label, section in sections:
+        for name in ("identity_file", "known_hosts"):
+            value = getattr(section, name)
+            if value is None:
+                continue
+            if value not in verdicts:
+                verdicts[value] = _file_problem(value)
+            problem = verdicts[value]
+            if problem is None:
+                continue
+            expanded = os.path.expanduser(value)
+            shown = value if expanded == value else f"{value} ({expanded})"
+            line = config.line_of(f"{where}.{name}")
+            lines.append(f"{config.source}:{line}: {label}.{name}: {shown}: {problem}")
+    return lines
+
+
+def _file_problem(value: str) -> str | None:
+    """Why the file named ``value`` cannot be used as a key or known_hosts, or None."""
+    path = os.path.expanduser(value)
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "no such file"
+    except (OSError, ValueError) as exc:
+        return f"cannot be read ({_reason(exc)})"
+    kind = _kind(info.st_mode)
+    if kind is not None:
+        return f"is {kind}, not a file"
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None

@@ -1,0 +1,535 @@
+"""``Head``: the daemon's event loop: requests in, one commit per batch, launches out.
+
+Everything that changes the store goes through one inbox. The writer task takes
+whatever has arrived (a burst of submissions, a host's report, a timer), runs it
+all (``batch.Batches.apply``, where there is no I/O) inside one ``BEGIN
+IMMEDIATE`` transaction, each item in its own savepoint, commits once, and only
+then answers the clients and sends the launches and signals it decided (group
+commit: no answer before its commit is durable). After every change the
+scheduler pass runs in the same batch, so work starts on the event that freed
+its GPUs, not on a tick.
+
+The writer's batches run on the event loop's own thread. A batch is about a
+millisecond of work, and the only wait in it is the commit's fsync; handing it to
+a thread cost more than that (two thread wake-ups a batch, each up to half a
+millisecond on a busy two-core machine: see bench/sched.py). What may take longer
+and writes nothing, the state pushed to consoles and the lookup of a log request,
+reads a snapshot (a deferred transaction, which in WAL mode never holds the
+writer up) on the reader thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from gputui.common.locations import socket_dir_problem
+from gputui.scheduler.head import lifecycle, privacy, publish
+from gputui.scheduler.head.batch import After, Batches, Item
+from gputui.scheduler.head.forcefree import ForceFrees, TxCall, TxFn
+from gputui.scheduler.head.hostops import HostOps
+from gputui.scheduler.head.liveness import HeadDied, Liveness
+from gputui.scheduler.head.reader import SnapshotReads
+from gputui.scheduler.head.settings import HeadSettings
+from gputui.scheduler.head.views import notice_view
+from gputui.scheduler.head.watch import history as historystore
+from gputui.scheduler.head.watch.flags import ProcSignal
+from gputui.scheduler.head.watch.health import HeadHealth
+from gputui.scheduler.head.watch.hosts import HostWatch
+from gputui.scheduler.head.watch.meter import HeadMeter
+from gputui.scheduler.policy import model
+from gputui.scheduler.server import wire
+from gputui.scheduler.server.listener import Connection, SocketServer
+from gputui.scheduler.server.peer import Caller
+from gputui.scheduler.store.queries import JobStore, Tx
+from gputui.scheduler.store.tables import Host
+from gputui.telemetry import HostSnapshot
+
+log = logging.getLogger(__name__)
+
+BATCH_MAX = 1024
+LINGER_ROUNDS = 4
+"""Loop iterations a batch waits for requests that are already on their way (it
+stops at the first that brings none): the 16 clients of a burst share one commit
+instead of splitting into two alternating halves. No timer: an idle head answers
+its one request after a single iteration."""
+INBOX_MAX = 20_000
+TICK_S = 1.0
+SESSION_GRACE_S = 30.0
+READS = frozenset({"explain", "quota", "usage", "report"})
+"""Read-only requests answered from a snapshot on the reader thread."""
+STATE_PUSH_MIN_S = 0.1
+
+
+class Head(SnapshotReads):
+    """The scheduler daemon over a store, a set of hosts and a socket."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        hosts: HostOps,
+        settings: HeadSettings,
+        *,
+        host_pools: dict[str, str],
+        decide: model.Policy = model.decide,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.hosts = hosts
+        self.settings = settings
+        self.host_pools = dict(host_pools)
+        self.decide = decide
+        self.clock = clock
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="gputui-head-read")
+        self._inbox: asyncio.Queue[Item] = asyncio.Queue(INBOX_MAX)
+        self.watch = HostWatch(host_pools, hosts.reports, clock=clock, thresholds=settings.health)
+        self._server = SocketServer(
+            settings.socket,
+            settings.admin_group,
+            self._on_line,
+            self._on_close,
+            limits=settings.limits,
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+        self.liveness = Liveness()
+        self._state_seq = 0
+        self._state_event = asyncio.Event()
+        self._restored_sessions: set[str] = set()
+        """``gputui run`` claims of the last head's connections: released unless their
+        run reconnects (``claim`` with ``resume``) within ``SESSION_GRACE_S``."""
+        self._closing = False
+        self.health = HeadHealth(settings.health, host_pools, settings.expected_gpus, clock=clock)
+        self.batch = Batches(
+            store,
+            settings.rules,
+            self.watch,
+            self.host_pools,
+            decide,
+            logins=self._logins,
+            state=self._state,
+            state_seq=lambda: self._state_seq,
+            run_as_login_user=settings.run_as_login_user,
+            health=self.health,
+        )
+        self._background: set[asyncio.Task[Any]] = set()
+        self._started_at = clock()
+        self.meter = HeadMeter(store, self._read, self._offer, clock, settings.meter_flush_s)
+        self.readings = historystore.HeadHistory(
+            self.watch.history,
+            store,
+            self._read,
+            self.call_tx,
+            clock,
+            flush_s=settings.readings_flush_s,
+            keep_s=settings.readings_keep_s,
+        )
+        self.batches = 0
+        """Commits made (for tests and the benchmark)."""
+        self.force_frees = ForceFrees(
+            call_tx=self.call_tx,
+            watch=self.watch,
+            hosts=hosts,
+            grace_s=lambda: self.settings.rules.kill_grace_s,
+            allow_reset=settings.allow_gpu_reset,
+            clock=clock,
+        )
+
+    # -- running ----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set; running jobs go on running on their hosts.
+        ``HeadDied`` (once closed) when a task the head depends on ended."""
+        await self.start()
+        await self.serve(stop)
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """After ``start``: serve until ``stop`` is set or one of the head's tasks dies."""
+        waits = [
+            asyncio.ensure_future(stop.wait()),
+            asyncio.ensure_future(self.liveness.dead.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+            await self.close()
+        if self.liveness.died is not None:
+            raise HeadDied(self.liveness.died)
+
+    async def start(self) -> None:
+        problem = socket_dir_problem(self.settings.socket)
+        if problem is not None:
+            raise OSError(problem)
+        self._load()
+        await self._server.start()
+        await self.hosts.start()
+        live = self.liveness
+        self._tasks = [
+            live.start("writer", self._writer()),
+            live.start("hosts", self._watch_hosts()),
+            live.start("timer", self._ticker()),
+            live.start("pusher", self._pusher()),
+        ]
+        live.part("scheduler", within="writer")  # a pass ends every batch
+        self._post(Item("resume"))
+
+    async def close(self) -> None:
+        self._closing = True
+        self.liveness.closing()
+        await self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        unapplied = []
+        while not self._inbox.empty():
+            unapplied.append(self._inbox.get_nowait())
+        await self.meter.close(unapplied)
+        self._store_health()
+        await self.readings.close()
+        await self.hosts.close()
+        self._reader.shutdown(wait=True)
+        self.store.close()
+
+    def _store_health(self) -> None:
+        """At shutdown, with the writer stopped: what changed on the health board."""
+        try:
+            with self.store.transaction() as tx:
+                written = self.health.write(tx, self.clock())
+        except (SQLAlchemyError, OSError) as exc:
+            log.error("head: could not store the health board: %s", exc)
+            return
+        self.health.committed(written)
+
+    async def _read(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` (which reads through ``store.snapshot()``) on the reader thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._reader, fn)
+
+    def _post(self, item: Item) -> None:
+        if not self._offer(item):
+            log.warning("head inbox full; dropped %s", item.kind)
+
+    def _offer(self, item: Item) -> bool:
+        try:
+            self._inbox.put_nowait(item)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    def _load(self) -> None:
+        with self.store.transaction() as tx:
+            for name, pool in self.host_pools.items():
+                if tx.host(name) is None:
+                    tx.put_host(Host(name=name, pool=pool))
+            self.watch.load(tx.gpus(), tx.hosts())
+            self._restored_sessions = {
+                c.session for c in tx.claims(("active", "waiting")) if c.session is not None
+            }
+            self.meter.load(tx.open_allocations())
+            self.health.load(*tx.health_rows())
+            self.health.seen_gpus(tx.gpus())
+            self.readings.load(tx)
+            self.batch.standings.refresh(tx, self.clock())  # before the first pass
+
+    # -- clients ------------------------------------------------------------------------
+
+    async def _on_line(self, conn: Connection, line: bytes) -> None:
+        try:
+            request = wire.decode_request(line)
+        except wire.Refusal as refusal:
+            conn.send(wire.error(refusal.request_id, refusal.code, refusal.message))
+            return
+        if request.op == "logs":
+            self._spawn(conn.counted(self._logs(conn, request)))
+            return
+        if request.op == "force_free":
+            self._spawn(conn.counted(self.force_frees.run(conn, request)))
+            return
+        if request.op == "incident":
+            self._spawn(conn.counted(self.readings.answer(conn, request)))
+            return
+        if request.op in READS:
+            self._spawn(conn.counted(self._snapshot_read(conn, request)))
+            return
+        if request.op == "health":  # the board lives on this loop: answered from memory
+            try:
+                body = wire.response(request.id, self.health.answer(request.args.hosts))
+            except wire.Refusal as refusal:
+                body = wire.error(request.id, refusal.code, refusal.message)
+            conn.send(body)
+            return
+        if request.op == "hosts":  # which host a client's machine is (gputui env, run)
+            conn.send(wire.response(request.id, {"hosts": self._host_table()}))
+            return
+        if request.op == "ping":
+            tasks = self.liveness.report()
+            conn.send(
+                wire.response(request.id, {"pong": True, "time": self.clock(), "tasks": tasks})
+            )
+            return
+        conn.begin()  # in flight until the writer takes it (``_writer``)
+        await self._inbox.put(Item("request", conn=conn, request=request))
+
+    def _host_table(self) -> list[dict[str, Any]]:
+        places = self.settings.host_places
+        return [
+            {"name": name, "address": places.get(name, (name, False))[0],
+             "local": places.get(name, (name, False))[1]}
+            for name in sorted(self.host_pools)
+        ]  # fmt: skip
+
+    def _on_close(self, conn: Connection) -> None:
+        self.batch.sessions_alive.discard(conn.session)
+        for waiters in self.batch.waits.values():
+            waiters[:] = [w for w in waiters if w[0] is not conn]
+        if not self._closing:  # the head stopping ends no run: each reconnects to the next
+            self._post(Item("session-closed", payload=conn.session))
+
+    # -- the writer (group commit) ---------------------------------------------------------
+
+    async def _writer(self) -> None:
+        while True:
+            first = await self._inbox.get()
+            batch = [first]
+            limit = BATCH_MAX if self.settings.group_commit else 1
+            for _ in range(LINGER_ROUNDS if limit > 1 else 0):
+                waiting = self._inbox.qsize()
+                await asyncio.sleep(0)  # let requests already readable join this batch
+                if self._inbox.qsize() == waiting:
+                    break
+            while len(batch) < limit and not self._inbox.empty():
+                batch.append(self._inbox.get_nowait())
+            for item in batch:
+                if item.conn is not None and item.request is not None:
+                    item.conn.end()
+            slots = self.watch.slots()
+            now = self.clock()
+            self.watch.begin()
+            try:
+                answers, after = self.batch.apply(batch, slots, now)
+            except (SQLAlchemyError, OSError) as exc:
+                self.watch.undo()
+                self.liveness.failed(internal=False)
+                log.error("head: could not commit %d items: %s", len(batch), exc)
+                why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+                for item in batch:
+                    if item.conn is not None and item.request is not None:
+                        item.conn.send(wire.error(item.request.id, "store", f"not stored: {why}"))
+                    _fail(item, wire.Refusal("store", f"not stored: {why}"))
+                continue
+            except Exception:  # a bug met by one batch must not leave the head deaf for good
+                self.watch.undo()
+                log.exception("head: internal error; %d items not applied", len(batch))
+                for item in batch:
+                    if item.conn is not None and item.request is not None:
+                        item.conn.send(wire.error(item.request.id, "internal", "not stored"))
+                    _fail(item, wire.Refusal("internal", "not stored"))
+                self.liveness.failed(internal=True)  # the writer ends when it always fails
+                continue
+            self.liveness.committed()
+            self.batches += 1
+            for item, answer in zip(batch, answers, strict=True):
+                if item.conn is not None and answer is not None:
+                    item.conn.send(answer)
+                if item.done is not None and not item.done.done():
+                    item.done.set_result(answer)
+            self._after_commit(after)
+
+    async def call_tx(self, fn: TxFn) -> Any:
+        """Run ``fn(tx, ctx)`` in the writer's next batch; its value once committed (a
+        ``Refusal`` it raised, or the commit's failure, is raised here; what it did is
+        undone)."""
+        call = TxCall(fn)
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        await self._inbox.put(Item("call", payload=call, done=done))
+        await done
+        return call.value()
+
+    def _logins(self) -> dict[str, str | None]:
+        return {host: self.hosts.login_user(host) for host in self.host_pools}
+
+    # -- after a commit ---------------------------------------------------------------
+
+    def _after_commit(self, after: After) -> None:
+        for spec in after.launches:
+            self._spawn(self._launch(spec))
+        for host, key in after.stops:
+            self._spawn(self._stop(host, key))
+        for host, key in after.kills:
+            self._spawn(self.hosts.signal_job(host, key, "KILL", None))
+        for host, keys in after.forget.items():
+            if keys:
+                self._spawn(self.hosts.forget(host, keys))
+        for sig in after.signals:
+            self._spawn(self._signal_process(sig))
+        for conn, rid, view in after.final_jobs:
+            conn.send(wire.response(rid, {"job": view}))
+        self.batch.commit_done(after)
+        if after.moved:
+            self.meter.ended(after.ended)
+            self.meter.allocations_changed()
+        if after.changed:
+            self._state_seq += 1
+            self._state_event.set()
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` in the background, keeping a reference until it ends."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("head: background work failed: %r", task.exception())
+
+    async def _launch(self, spec: lifecycle.Launch) -> None:
+        if spec.key in self.batch.launching:
+            return
+        self.batch.launching.add(spec.key)
+        try:
+            answer = await self.hosts.launch(spec)
+        finally:
+            self.batch.launching.discard(spec.key)
+        self._post(Item("launched", payload=(spec, answer)))
+
+    async def _signal_process(self, sig: ProcSignal) -> None:
+        answer = await self.hosts.signal_process(sig.host, sig.process, sig.signal)
+        if not answer.ok:  # its audit row says so too
+            pid, why = sig.process.pid, answer.message
+            log.warning("head: SIG%s to pid %s on %s: %s", sig.signal, pid, sig.host, why)
+        self._post(Item("signalled", payload=(sig, answer)))
+
+    async def _stop(self, host: str, key: int) -> None:
+        grace = self.settings.rules.kill_grace_s
+        await self.hosts.signal_job(host, key, "TERM", grace)
+
+    # -- hosts ------------------------------------------------------------------------
+
+    async def _watch_hosts(self) -> None:
+        async for snapshot in self.hosts.updates():
+            try:
+                self._on_snapshot(snapshot)
+            except Exception:  # one bad snapshot must not stop the head watching hosts
+                log.exception("head: snapshot of %s not handled", snapshot.name)
+            self.liveness.progress("hosts")
+
+    def _on_snapshot(self, snap: HostSnapshot) -> None:
+        for kind, payload in self.watch.observe(snap):
+            self._post(Item(kind, payload=payload))
+        self.meter.observe(snap)
+        self.health.observe(snap, self.clock())
+        self.force_frees.sampled()
+
+    async def _ticker(self) -> None:
+        serving_since = self.clock()  # the grace runs from when runs can reconnect
+        while True:
+            await asyncio.sleep(TICK_S)
+            active = self.watch.active_users()
+            orphans = set()
+            if self._restored_sessions and self.clock() - serving_since > SESSION_GRACE_S:
+                orphans = self._restored_sessions - self.batch.sessions_alive
+                self._restored_sessions = set()
+            self._post(Item("tick", payload=(active, orphans)))
+            self._post(Item("ownership"))
+            self._post(Item("health"))
+            self.meter.tick()
+            self.readings.tick()
+            self.liveness.progress("timer")
+
+    # -- subscriptions ----------------------------------------------------------------
+
+    def _state(self, tx: Tx, caller: Caller) -> dict[str, Any]:
+        state = publish.cluster_state(tx, self.watch.present_gpus(), self.watch.live())
+        private = self.settings.rules.sched.private_data
+        owners = publish.note_owners(tx) if private else {}
+        state = privacy.state_for(state, caller, owners, private)
+        flags = {**self.batch.flags.state(), **self.health.state()}
+        return {"me": publish.whoami(caller), **state, **flags}
+
+    async def _pusher(self) -> None:
+        while True:
+            await self._state_event.wait()
+            self._state_event.clear()
+            try:
+                await self._push()
+            except Exception:  # one failed push must not end every console's updates
+                log.exception("head: pushing state failed; trying again on the next change")
+            self.liveness.progress("pusher")
+            await asyncio.sleep(STATE_PUSH_MIN_S)
+
+    async def _push(self) -> None:
+        """The state, and each subscriber's new notices, to every subscriber behind it.
+        One that has not yet taken what it was sent before gets nothing now, and the
+        latest state once it has (``_catch_up``): a slow or stopped client costs at
+        most one state, never a backlog."""
+        seq = self._state_seq
+        subscribers = []
+        for conn in list(self._server.connections):
+            if not conn.subscribed or conn.closed or conn.pushed_seq >= seq:
+                continue
+            if conn.unsent():
+                if not conn.catching_up:
+                    conn.catching_up = True
+                    self._spawn(self._catch_up(conn))
+                continue
+            subscribers.append(conn)
+        if not subscribers:
+            return
+        gpus, live = self.watch.present_gpus(), self.watch.live()  # the loop's own
+        flags = {**self.batch.flags.state(), **self.health.state()}
+        since = [conn.last_notice for conn in subscribers]  # read here, set here below
+        private = self.settings.rules.sched.private_data
+
+        def build() -> tuple[
+            dict[str, Any], dict[int, int], list[list[tuple[int, dict[str, Any]]]]
+        ]:
+            with self.store.snapshot() as tx:  # views made here: no row leaves it
+                common = publish.cluster_state(tx, gpus, live)  # once for all
+                owners = publish.note_owners(tx) if private else {}
+                news = [
+                    [(n.id or 0, notice_view(n)) for n in tx.notices_after(after, conn.caller.uid)]
+                    for conn, after in zip(subscribers, since, strict=True)
+                ]
+            return common, owners, news
+
+        common, owners, news = await self._read(build)
+        shown: dict[tuple[int, bool], dict[str, Any]] = {}  # one view per (uid, admin)
+        for conn, notices in zip(subscribers, news, strict=True):
+            fresh = [(i, view) for i, view in notices if i > conn.last_notice]
+            for _, view in fresh:
+                conn.send({"push": "notice", "notice": view})
+            if fresh:
+                conn.last_notice = fresh[-1][0] or conn.last_notice
+                read = [i for i, _ in fresh if i]
+                self._post(Item("notices-read", payload=(conn.caller.uid, read)))
+            key = (conn.caller.uid, conn.caller.admin)
+            if key not in shown:
+                shown[key] = privacy.state_for(common, conn.caller, owners, private)
+            state = {"me": publish.whoami(conn.caller), **shown[key], **flags}
+            conn.send({"push": "state", "seq": seq, "state": state})
+            conn.pushed_seq = seq
+
+    async def _catch_up(self, conn: Connection) -> None:
+        """Once ``conn`` has taken what it was sent, push it the latest state (a client
+        that does not take it in ``send_stall_s`` is dropped)."""
+        try:
+            if await conn.flushed():
+                self._state_event.set()
+        finally:
+            conn.catching_up = False
+
+
+def _fail(item: Item, exc: BaseException) -> None:
+    """A batch that was not committed: whoever awaits one of its items learns why."""
+    if item.done is not None and not item.done.done():
+        item.done.set_exception(exc)

@@ -1,0 +1,51 @@
+"""Telling the people who hold a GPU that an admin or the head took it out of service.
+
+A drain or a fence does not stop what runs on a card, but its holder should hear of
+it: a job on a card the head fenced for an Xid 79 will likely fail, and a claim on a
+drained card is one an admin wants back. ``tell_holders`` writes one notice per
+holder (a job or a claim) of the GPUs named, in the transaction that made the
+change, so the notice and the change land together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.tables import Gpu, Notice
+
+Holding = Callable[[str], str]
+"""Given what is held ("job 12", "claim 3"), the notice's text."""
+
+
+def tell_holders(tx: Tx, gpus: Iterable[Gpu], now: float, text: Holding) -> int:
+    """One notice per job or claim holding any of ``gpus``; how many were written."""
+    where = {g.uuid: f"{g.host}:{g.index}" for g in gpus}
+    if not where:
+        return 0
+    held: dict[tuple[str, int], list[str]] = {}
+    for alloc in tx.live_allocations():
+        if alloc.gpu_uuid not in where:
+            continue
+        if alloc.job_id is not None:
+            held.setdefault(("job", alloc.job_id), []).append(where[alloc.gpu_uuid])
+        elif alloc.claim_id is not None:
+            held.setdefault(("claim", alloc.claim_id), []).append(where[alloc.gpu_uuid])
+    written = 0
+    for (kind, ident), cards in sorted(held.items()):
+        row = tx.job(ident) if kind == "job" else tx.claim(ident)
+        if row is None:
+            continue
+        cards_text = ", ".join(sorted(cards))
+        tx.notice(
+            Notice(
+                uid=row.uid,
+                time=now,
+                kind="admin",
+                text=text(f"{kind} {ident} on {cards_text}")[:512],
+                job_id=ident if kind == "job" else None,
+                claim_id=ident if kind == "claim" else None,
+            )
+        )
+        written += 1
+    return written

@@ -1,0 +1,125 @@
+"""The head's read-only requests that never wait for the writer: ``explain``,
+``quota``, ``usage``, ``report`` and ``logs``, each read from a WAL snapshot on the
+reader thread (``logs`` then asks the job's host for its output).
+
+A mixin of ``daemon.Head``: it uses the head's store, reader thread, host watch,
+meter and hosts, and answers on the caller's connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from gputui.scheduler.head import actions, explain_reads, usage_reads
+from gputui.scheduler.server import wire
+from gputui.scheduler.server.listener import Connection
+
+if TYPE_CHECKING:
+    from gputui.scheduler.head.batch import Batches
+    from gputui.scheduler.head.hostops import HostOps
+    from gputui.scheduler.head.settings import HeadSettings
+    from gputui.scheduler.head.watch.hosts import HostWatch
+    from gputui.scheduler.head.watch.meter import HeadMeter
+    from gputui.scheduler.store.queries import JobStore
+
+log = logging.getLogger(__name__)
+
+
+class SnapshotReads:
+    store: JobStore
+    settings: HeadSettings
+    watch: HostWatch
+    meter: HeadMeter
+    hosts: HostOps
+    batch: Batches
+    clock: Callable[[], float]
+    _read: Callable[[Callable[[], Any]], Awaitable[Any]]
+    """Runs a snapshot read on the head's reader thread (``Head._read``)."""
+
+    async def _snapshot_read(self, conn: Connection, request: wire.Request) -> None:
+        """``explain``, ``quota``, ``usage`` and ``report``: from a snapshot, off the writer."""
+        rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
+        counted = self.meter.pending() if request.op in usage_reads.OPS else None
+        standing = self.batch.standings.current  # the scheduler's own figures
+
+        def answer() -> dict[str, Any]:
+            with self.store.snapshot() as tx:
+                if counted is not None and request.op == "usage":
+                    return usage_reads.usage(tx, request.args, rules.sched, counted, now)
+                if counted is not None:
+                    sched = rules.sched
+                    return usage_reads.report(
+                        tx, request.args, sched, counted, now, standing=standing
+                    )
+                if request.op == "explain":
+                    return explain_reads.explain_job(
+                        tx,
+                        conn.caller,
+                        request.args,
+                        config=rules.sched,
+                        slots=slots,
+                        now=now,
+                        grace_s=rules.kill_grace_s,
+                        standing=standing,
+                    )
+                return explain_reads.quota_table(standing)
+
+        try:
+            body = await self._read(answer)
+        except wire.Refusal as refusal:
+            conn.send(wire.error(request.id, refusal.code, refusal.message))
+            return
+        except Exception:  # a bug or the store: say so, never leave the caller waiting
+            log.exception("head: %s failed", request.op)
+            conn.send(wire.error(request.id, "internal", f"{request.op} failed"))
+            return
+        conn.send(wire.response(request.id, body))
+
+    async def _logs(self, conn: Connection, request: wire.Request) -> None:
+        args: wire.LogArgs = request.args
+
+        def target() -> tuple[str | None, int, int, str]:
+            with self.store.snapshot() as tx:
+                job = tx.job(args.job_id)
+                if job is None:
+                    raise wire.Refusal("unknown-job", f"no job {args.job_id}")
+                caller = conn.caller
+                if not (caller.owns(job.uid) or caller.admin):
+                    raise wire.Refusal("denied", f"job {job.id} belongs to {job.user}")
+                return job.host, job.id or 0, job.launches, job.state
+
+        try:
+            host, job_id, launch, state = await self._read(target)
+        except wire.Refusal as refusal:
+            conn.send(wire.error(request.id, refusal.code, refusal.message))
+            return
+        except Exception as exc:  # the store failed: say so, never leave the caller waiting
+            log.error("head: log lookup failed: %s", exc)
+            conn.send(wire.error(request.id, "store", "could not read the job"))
+            return
+        if host is None or launch == 0:
+            conn.send(
+                wire.response(
+                    request.id,
+                    {
+                        "data": "",
+                        "offset": 0,
+                        "ended": state in wire.FINAL_JOB_STATES,
+                        "size": 0,
+                        "state": state,
+                    },
+                )
+            )
+            return
+        answer = await self.hosts.job_log(
+            host, actions.run_key(job_id, launch), args.offset, args.max_bytes
+        )
+        if not answer.ok:
+            conn.send(wire.error(request.id, answer.code or "host", answer.message))
+            return
+        body = dict(answer.value)
+        body["state"] = state
+        conn.send(wire.response(request.id, body))
+        await conn.drain()

@@ -1,0 +1,305 @@
+"""``HostWatch``: what the head knows of its hosts beyond the store.
+
+Which hosts answer, which GPUs their last sample called healthy, whose processes
+run on each GPU, and the GPU inventory (cached from the store). The daemon feeds
+it every snapshot; it answers with the items the daemon's writer must apply
+(a host gone, a new inventory, a host's list of runs) and builds the GPU slots
+placement sees, again only when something changed. A GPU's slot is drained when
+an admin drained it or its host, and fenced (never healthy) while the head's own
+fence holds (``fences``): the health rules judge each sample of a live host, and
+each condition from the latest reading of it (a GPU's latest health reading is kept
+here, ``LatestReadings``: only one sample in ``health_every_s`` carries one).
+
+The inventory is kept as frozen copies (``GpuFacts``), never as the store's rows: a
+row would be expired and detached by the batches that follow. A batch's changes to
+it are undone with the batch when it is not committed (``begin``/``undo``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.config.models import HealthThresholds
+from gputui.health.fencing import LatestReadings, Verdict, fence_reasons
+from gputui.scheduler.head import fences
+from gputui.scheduler.head.gpufacts import GpuFacts
+from gputui.scheduler.head.watch.readings import History
+from gputui.scheduler.policy import model as policy
+from gputui.scheduler.policy import ownership
+from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.tables import Gpu, Host
+from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import Sample
+
+
+@dataclass(slots=True)
+class _Host:
+    live: bool = False
+    healthy: dict[str, bool] = field(default_factory=dict)
+    """uuid -> whether its last sample said ``ok``."""
+    users_on: dict[str, set[int]] = field(default_factory=dict)
+    jobs_seen: tuple[Any, ...] | None = None
+    down_reported: bool = False
+    sample: Sample | None = None
+    """The latest sample (its processes and utilisation: ownership and idle flags)."""
+    samples: int = 0
+    """How many distinct samples came: a process flagged in two of them is confirmed."""
+    readings: LatestReadings = field(default_factory=LatestReadings)
+    """The latest health reading of each of its GPUs (the fences judge those)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FenceNews:
+    """A host's GPUs as the health rules judge them now (``HostWatch.observe``)."""
+
+    host: str
+    verdicts: dict[str, Verdict]
+    boot_time: float | None
+    xid_times: dict[str, dict[int, float]]
+
+
+class HostWatch:
+    def __init__(
+        self,
+        host_pools: Mapping[str, str],
+        reports: Callable[[HostSnapshot], tuple[Any, ...] | None],
+        *,
+        clock: Callable[[], float] = time.time,
+        thresholds: HealthThresholds | None = None,
+    ) -> None:
+        self.host_pools = dict(host_pools)
+        self._reports = reports
+        self._clock = clock
+        self._thresholds = thresholds or HealthThresholds()
+        self._hosts: dict[str, _Host] = {name: _Host() for name in host_pools}
+        self._gpus: dict[str, GpuFacts] = {}
+        self._drained_hosts: set[str] = set()
+        self._before: tuple[dict[str, GpuFacts], set[str]] | None = None
+        """The inventory as the last commit left it, while a batch changes it."""
+        self._slots: tuple[policy.GpuSlot, ...] = ()
+        self._dirty = True
+        self.history = History()
+        """What each GPU read lately (``gputui incident``)."""
+
+    def load(self, gpus: Iterable[Gpu], hosts: Iterable[Host] = ()) -> None:
+        """The store's rows, copied (inside their transaction)."""
+        self._gpus = {g.uuid: GpuFacts.of(g) for g in gpus}
+        self._drained_hosts = {h.name for h in hosts if h.drained}
+        self._dirty = True
+
+    def begin(self) -> None:
+        """A batch starts: what it changes here is undone unless it is committed."""
+        self._before = None
+
+    def undo(self) -> None:
+        """The batch was not committed: the inventory as the last commit left it."""
+        if self._before is not None:
+            self._gpus, self._drained_hosts = self._before
+            self._before = None
+            self._dirty = True
+
+    def _changing(self) -> None:
+        if self._before is None:
+            self._before = (dict(self._gpus), set(self._drained_hosts))
+        self._dirty = True
+
+    def remember(self, gpus: Iterable[Gpu] = (), host: Host | None = None) -> None:
+        """Rows the writer changed (a drain, a fence), copied inside its transaction:
+        slots are built again."""
+        self._changing()
+        for gpu in gpus:
+            self._gpus[gpu.uuid] = GpuFacts.of(gpu)
+        if host is not None:
+            if host.drained:
+                self._drained_hosts.add(host.name)
+            else:
+                self._drained_hosts.discard(host.name)
+        self._dirty = True
+
+    def host_drained(self, name: str) -> bool:
+        return name in self._drained_hosts
+
+    # -- what the daemon reads ---------------------------------------------------------
+
+    def present_gpus(self) -> list[GpuFacts]:
+        return [g for g in self._gpus.values() if g.present]
+
+    def live(self) -> dict[str, bool]:
+        return {name: h.live for name, h in self._hosts.items()}
+
+    def active_users(self) -> dict[str, set[int]]:
+        """GPU uuid -> the uids with a process on it in its host's last sample."""
+        return {u: users for h in self._hosts.values() for u, users in h.users_on.items()}
+
+    def samples(self) -> dict[str, tuple[int, Sample]]:
+        """Live host -> (its sample count, its latest sample)."""
+        return {
+            name: (h.samples, h.sample)
+            for name, h in self._hosts.items()
+            if h.live and h.sample is not None
+        }
+
+    def gpu_processes(self) -> list[ownership.GpuProc]:
+        """Every process on every GPU of the live hosts, as their latest samples say."""
+        return [
+            ownership.GpuProc(
+                host=name,
+                gpu_uuid=g.uuid,
+                gpu_index=g.index,
+                pid=p.pid,
+                uid=p.uid,
+                user=p.user,
+                name=p.command,
+                start_ticks=p.start_ticks,
+                graphics=p.kind == "graphics",
+            )
+            for name, (_, sample) in self.samples().items()
+            for g in sample.gpus
+            for p in g.processes
+        ]
+
+    def gpu_state(self, uuid: str) -> str | None:
+        """The GPU's state (``ok``, ``lost``, ``error``) in its live host's latest
+        sample (None: no live host's sample lists it)."""
+        for _, sample in self.samples().values():
+            for g in sample.gpus:
+                if g.uuid == uuid:
+                    return g.state
+        return None
+
+    def gpu_util(self) -> dict[str, int | None]:
+        """GPU uuid -> its utilisation (%) in its live host's latest sample."""
+        return {
+            g.uuid: g.util_gpu if g.state == "ok" else None
+            for _, sample in self.samples().values()
+            for g in sample.gpus
+        }
+
+    def slots(self) -> tuple[policy.GpuSlot, ...]:
+        """Every present GPU as placement sees it (rebuilt only after a change)."""
+        if self._dirty:
+            slots = []
+            for gpu in self.present_gpus():
+                host = self._hosts.get(gpu.host)
+                healthy = host is not None and host.live and host.healthy.get(gpu.uuid, False)
+                slots.append(
+                    policy.GpuSlot(
+                        uuid=gpu.uuid,
+                        host=gpu.host,
+                        index=gpu.index,
+                        pool=gpu.pool,
+                        model=gpu.model,
+                        drained=gpu.drained or gpu.host in self._drained_hosts,
+                        healthy=healthy and not gpu.fenced,
+                        fenced=gpu.fenced,
+                    )
+                )
+            self._slots = tuple(sorted(slots, key=lambda s: (s.host, s.index)))
+            self._dirty = False
+        return self._slots
+
+    # -- what hosts say ----------------------------------------------------------------
+
+    def observe(self, snap: HostSnapshot) -> list[tuple[str, Any]]:
+        """Take in one snapshot; the (kind, payload) items the writer must apply."""
+        out: list[tuple[str, Any]] = []
+        self.history.record(snap)
+        host = self._hosts.setdefault(snap.name, _Host())
+        live = snap.status in (HostStatus.LIVE, HostStatus.STALE) and snap.hello is not None
+        changed = False
+        if live != host.live:
+            host.live, changed = live, True
+            if live:
+                host.down_reported = False
+        if not live and snap.status.is_problem and not host.down_reported:
+            host.down_reported = True
+            out.append(("host-down", (snap.name, snap.message or snap.status.value)))
+        if snap.hello is not None:
+            inventory = [
+                (g.uuid, g.index, g.name, g.memory_total_mib or 0) for g in snap.hello.gpus
+            ]
+            known = {
+                u: (row.index, row.model)
+                for u, row in self._gpus.items()
+                if row.host == snap.name and row.present
+            }
+            if {u: (i, m) for u, i, m, _ in inventory} != known:
+                out.append(("inventory", (snap.name, inventory)))
+        if snap.sample is not None:
+            healthy = {g.uuid: g.state == "ok" for g in snap.sample.gpus}
+            if healthy != host.healthy:
+                host.healthy, changed = healthy, True
+            host.users_on = {
+                g.uuid: {p.uid for p in g.processes if p.uid is not None} for g in snap.sample.gpus
+            }
+            if snap.sample is not host.sample:
+                host.sample, host.samples = snap.sample, host.samples + 1
+                host.readings.take(snap.sample)
+            if live:
+                news = self._fence_news(snap, host.readings)
+                if news is not None:
+                    out.append(("fences", news))
+        jobs = self._reports(snap)
+        if jobs is not None and jobs is not host.jobs_seen and live:
+            host.jobs_seen = jobs
+            out.append(("reports", (snap.name, list(jobs))))
+        if changed:
+            self._dirty = True
+        if self._dirty:
+            # GPUs came or went: an item of its own wakes the writer, whose batch
+            # always ends in a scheduling pass (the item itself does nothing).
+            out.append(("wake", None))
+        return out
+
+    def _fence_news(self, snap: HostSnapshot, readings: LatestReadings) -> FenceNews | None:
+        """What the health rules say of this live host's GPUs (each condition from the
+        latest reading of it), when that would change a fence (or an admin's waiver):
+        for the writer to apply (``put_fences``)."""
+        verdicts = fence_reasons(snap, self._clock(), self._thresholds, readings.as_map())
+        boot_time = snap.hello.boot_time if snap.hello is not None else None
+        xid_times: dict[str, dict[int, float]] = {}
+        for event in snap.events:
+            if event.xid is not None and event.gpu_uuid is not None and event.time is not None:
+                times = xid_times.setdefault(event.gpu_uuid, {})
+                times[event.xid] = max(times.get(event.xid, event.time), event.time)
+        assert snap.sample is not None
+        # The sample's own GPUs (not a scan of the cluster's: this runs on every sample).
+        known = (self._gpus.get(g.uuid) for g in snap.sample.gpus)
+        rows = [g for g in known if g is not None and g.host == snap.name]
+        if not fences.plan_host(rows, verdicts, boot_time=boot_time, xid_times=xid_times):
+            return None
+        return FenceNews(snap.name, verdicts, boot_time, xid_times)
+
+    def put_fences(self, tx: Tx, news: FenceNews, now: float) -> None:
+        """Fence and unfence a host's GPUs as ``news`` says (planned again on the store's
+        rows); the cache takes the store's rows of that host."""
+        fences.apply(
+            tx,
+            news.host,
+            news.verdicts,
+            boot_time=news.boot_time,
+            xid_times=news.xid_times,
+            now=now,
+        )
+        self.remember(g for g in tx.gpus() if g.host == news.host)
+
+    def put_inventory(self, tx: Tx, host: str, gpus: list[tuple[str, int, str, int]]) -> None:
+        """Store a host's GPUs as its ``hello`` lists them; those gone are not present."""
+        self._changing()
+        seen = set()
+        pool = self.host_pools.get(host, "default")
+        for uuid, index, model, mem in gpus:
+            seen.add(uuid)
+            row = tx.gpu(uuid) or Gpu(uuid=uuid, host=host, index=index)
+            row.host, row.index, row.model, row.memory_mib = host, index, model, mem
+            row.pool, row.present = pool, True
+            self._gpus[uuid] = GpuFacts.of(tx.put_gpu(row))
+        for uuid, kept in list(self._gpus.items()):
+            if kept.host == host and uuid not in seen and kept.present:
+                gone = tx.gpu(uuid)
+                if gone is not None:
+                    gone.present = False
+                    self._gpus[uuid] = GpuFacts.of(tx.put_gpu(gone))

@@ -1,0 +1,201 @@
+"""From the store's rows to the policy's view: the line, the running work, the rules.
+
+``build`` turns queued jobs and waiting claims into ``policy.Want``s (class rank,
+fair-share factor, quota state, off-hours, time limit, dependency state) and live
+jobs and claims into ``policy.Running``; nothing here decides anything. Jobs
+whose ``--after-ok`` dependency failed come back separately, to be cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.config.scheduler import SchedulerConfig
+from gputui.scheduler.policy import model as policy
+from gputui.scheduler.policy import shares
+from gputui.scheduler.policy.shares import Standing
+from gputui.scheduler.server.wire import FINAL_JOB_STATES
+from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.tables import Claim, Job
+
+STOPPING = ("killing", "preempting")
+HOLDING = ("starting", "running", "killing", "preempting", "unknown")
+
+
+def dependency_state(after: Sequence[int], after_ok: bool, states: Mapping[int, str]) -> str | None:
+    """None when it may start; ``policy.DEPENDENCY`` while one of ``after`` has not
+    ended; for ``after_ok``, a line naming the dependency that did not complete
+    (the job is then cancelled). A job no longer known counts as ended (completed)."""
+    waiting = False
+    for dep in after:
+        state = states.get(dep, "completed")
+        if state not in FINAL_JOB_STATES:
+            waiting = True
+        elif after_ok and state != "completed":
+            return f"dependency job {dep} {state}"
+    return policy.DEPENDENCY if waiting else None
+
+
+def class_blocked(config: SchedulerConfig, klass: str) -> str | None:
+    """``ClassNotAllowed`` for a class the config no longer has."""
+    return None if config.klass(klass) is not None else policy.CLASS_NOT_ALLOWED
+
+
+@dataclass(slots=True)
+class Line:
+    wants: list[policy.Want] = field(default_factory=list)
+    rows: dict[tuple[str, int], Any] = field(default_factory=dict)
+    running: list[policy.Running] = field(default_factory=list)
+    broken_deps: list[tuple[Job, str]] = field(default_factory=list)
+    """Queued jobs whose ``--after-ok`` dependency failed: (job, why)."""
+
+
+def job_want(
+    job: Job,
+    config: SchedulerConfig,
+    standing: Standing,
+    barred: frozenset[str],
+    blocked: str | None,
+) -> policy.Want:
+    assert job.id is not None
+    klass = config.klass(job.priority)
+    return policy.Want(
+        "job",
+        job.id,
+        job.gpus,
+        user=job.user,
+        pool=job.pool,
+        host=job.host_constraint,
+        since=job.submitted_at,
+        barred=barred,
+        group=job.group,
+        rank=config.rank(job.priority),
+        fair=standing.factor(job.group),
+        over_quota=standing.over_quota(job.group, job.pool),
+        off_hours_only=klass is not None and klass.off_hours,
+        time_limit_s=job.time_limit_s,
+        blocked=blocked or class_blocked(config, job.priority),
+    )
+
+
+def claim_want(item: Claim, config: SchedulerConfig, standing: Standing) -> policy.Want:
+    assert item.id is not None
+    return policy.Want(
+        "claim",
+        item.id,
+        item.gpus,
+        user=item.user,
+        pool=item.pool,
+        host=item.host_constraint,
+        model=item.model,
+        named=tuple(json.loads(item.wanted)),
+        since=item.created_at,
+        group=item.group,
+        rank=config.rank(config.default_class),
+        fair=standing.factor(item.group),
+        over_quota=standing.over_quota(item.group, item.pool),
+        time_limit_s=item.max_duration_s,
+    )
+
+
+def preemptible(job: Job, config: SchedulerConfig) -> bool:
+    """Whether a job may be preempted by a higher class: asked for (``--preemptible``)
+    or of a preemptible class."""
+    klass = config.klass(job.priority)
+    return job.preemptible or (klass is not None and klass.preemptible)
+
+
+def running_job(job: Job, config: SchedulerConfig, now: float) -> policy.Running:
+    assert job.id is not None and job.host is not None
+    started = job.started_at if job.started_at is not None else now
+    # A job on a host that does not answer cannot be signalled: never a victim.
+    reachable = job.state != "unknown"
+    return policy.Running(
+        "job",
+        job.id,
+        job.host,
+        tuple(json.loads(job.gpu_uuids)),
+        rank=config.rank(job.priority),
+        preemptible=reachable and preemptible(job, config),
+        over_quota=reachable and job.over_quota,
+        started_at=started,
+        ends_at=None if job.time_limit_s is None else started + job.time_limit_s,
+        stopping=job.state in STOPPING,
+    )
+
+
+def build(
+    tx: Tx,
+    config: SchedulerConfig,
+    standing: Standing,
+    now: float,
+    only: Mapping[str, str] | None = None,
+    *,
+    jobs: Sequence[Job] | None = None,
+) -> Line:
+    """``only`` maps a host to the one user whose jobs may run there. ``jobs``: only
+    these queued jobs, and nothing else (no claims, nothing running: a pass on no
+    usable GPU that only gives new jobs their reason)."""
+    only = only or {}
+    line = Line()
+    queued = tx.jobs(("queued",)) if jobs is None else list(jobs)
+    deps = {d for job in queued for d in json.loads(job.after)}
+    states = tx.job_states(deps) if deps else {}
+    for job in queued:
+        assert job.id is not None
+        after = json.loads(job.after)
+        blocked = dependency_state(after, job.after_ok, states) if after else None
+        if blocked is not None and blocked != policy.DEPENDENCY:
+            line.broken_deps.append((job, blocked))
+            continue
+        barred = frozenset(h for h, user in only.items() if user != job.user)
+        line.rows["job", job.id] = job
+        line.wants.append(job_want(job, config, standing, barred, blocked))
+    if jobs is not None:
+        return line
+    for item in tx.claims(("waiting",)):
+        assert item.id is not None
+        line.rows["claim", item.id] = item
+        line.wants.append(claim_want(item, config, standing))
+    for job in tx.jobs(HOLDING):
+        if job.host is not None and job.gpu_uuids != "[]":
+            line.running.append(running_job(job, config, now))
+    for item in tx.claims(("active",)):
+        assert item.id is not None
+        if item.host is None:
+            continue
+        line.running.append(
+            policy.Running(
+                "claim",
+                item.id,
+                item.host,
+                tuple(json.loads(item.gpu_uuids)),
+                rank=config.rank(config.default_class),
+                started_at=item.granted_at or now,
+                ends_at=item.expires_at,
+            )
+        )
+    return line
+
+
+def view(
+    line: Line,
+    slots: tuple[policy.GpuSlot, ...],
+    config: SchedulerConfig,
+    now: float,
+    grace_s: float,
+) -> policy.ClusterView:
+    return policy.ClusterView(
+        gpus=slots,
+        waiting=tuple(line.wants),
+        running=tuple(line.running),
+        now=now,
+        off_hours=shares.in_off_hours(now, config.off_hours),
+        preemption=config.preemption.enabled,
+        min_runtime_s=config.preemption.min_runtime_minutes * 60,
+        grace_s=grace_s,
+        backfill=config.backfill,
+    )

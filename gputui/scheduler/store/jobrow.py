@@ -1,0 +1,42 @@
+"""The job table's columns and each one's default, read from ``tables.Job``: the
+submission fast path inserts rows straight on the cursor and shows them without an
+ORM object, and both take their columns from here, so a column added to ``Job`` is
+written and shown by the fast path too, with the model's own default.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+from pydantic_core import PydanticUndefined
+from sqlalchemy import inspect
+
+from gputui.scheduler.store.tables import Job
+
+
+def _defaults() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for column in inspect(Job).columns:
+        if column.primary_key:  # the database numbers the row
+            continue
+        default = Job.model_fields[column.key].default
+        out[column.key] = None if default is PydanticUndefined else default
+    return out
+
+
+JOB_DEFAULTS: dict[str, Any] = _defaults()
+"""Column -> the value a row that leaves it out gets (None where the model has no
+default: a required column, which the database then refuses as NULL)."""
+JOB_COLUMNS = tuple(JOB_DEFAULTS)
+
+
+def unknown_columns(row: dict[str, Any]) -> list[str]:
+    """Keys of a fast-path row that are no column of ``Job`` (a row must have none)."""
+    return [key for key in row if key not in JOB_DEFAULTS and key != "id"]
+
+
+def as_job(row: dict[str, Any]) -> Job:
+    """A fast-path row read like a ``Job`` (its defaults filled in), for the views;
+    cheap: no ORM object is built."""
+    return cast(Job, SimpleNamespace(**{**JOB_DEFAULTS, **row}))

@@ -1,0 +1,492 @@
+"""``JobStore``: every query the head makes, and nothing else of the head's logic.
+
+One store object per database. Its writes happen in the head's one writer (on the
+event loop's thread); ``snapshot()`` reads a WAL snapshot from any thread. A
+``transaction()`` is ``BEGIN IMMEDIATE`` … ``COMMIT`` (see ``engine``), so a batch
+of requests that arrived together shares one durable commit; each request inside
+runs in its own savepoint, so one refusal never undoes the others. Keeping the SQL
+here (and SQLite pragmas in ``engine``) leaves the door open to another SQLAlchemy
+database later without touching the scheduler.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine, func, update
+from sqlmodel import Session, col, select
+
+from gputui.scheduler.policy.accounting import (
+    ClusterRow,
+    OpenAllocation,
+    UsageKey,
+    UsageRow,
+    charges,
+)
+from gputui.scheduler.store.caps import capped
+from gputui.scheduler.store.engine import SNAPSHOT
+from gputui.scheduler.store.health_queries import HealthQueries
+from gputui.scheduler.store.jobrow import JOB_COLUMNS, JOB_DEFAULTS, unknown_columns
+from gputui.scheduler.store.tables import (
+    Allocation,
+    Audit,
+    Claim,
+    Gpu,
+    Host,
+    Job,
+    Notice,
+    RequestLog,
+)
+
+_JOB_KEYS = frozenset(JOB_COLUMNS) | {"id"}
+"""The keys a fast-path row may have (``unknown_columns`` names any other)."""
+_JOB_PER = max(1, 8192 // len(JOB_COLUMNS))
+"""Rows per ``INSERT`` of the fast path: parameters well under SQLite's limit."""
+
+
+@functools.cache
+def _job_insert(count: int) -> str:
+    """The fast path's ``INSERT`` of ``count`` rows, every column, numbering them."""
+    names = ", ".join(f'"{c}"' for c in JOB_COLUMNS)
+    one = "(" + ", ".join("?" * len(JOB_COLUMNS)) + ")"
+    return f"INSERT INTO job ({names}) VALUES {', '.join([one] * count)} RETURNING id"  # noqa: S608
+
+
+def _dumps(body: dict[str, Any]) -> str:
+    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class Tx(HealthQueries):
+    """One open transaction: the queries, bound to its session."""
+
+    def __init__(self, session: Session) -> None:
+        self.s = session
+        self._raw: Any = None
+        self.moved = False
+        self.ended: list[tuple[str, float]] = []
+        """(GPU uuid, end) of each allocation this transaction ended (the meter
+        charges no sample past it)."""
+        """An allocation was made or ended in this transaction."""
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Run a block so that an exception undoes only that block."""
+        with self.s.begin_nested():
+            yield
+
+    def flush(self) -> None:
+        self.s.flush()
+
+    # -- the request log and the submission path ---------------------------------------
+    # A batch at a time, straight on the DB-API cursor of this transaction's
+    # connection: SQLAlchemy's statement building cost more than the statements.
+    # Plain SQL with qmark parameters (SQLite's; PostgreSQL's driver would need its
+    # own paramstyle here, the statements themselves stay the same).
+
+    def _cursor(self) -> Any:
+        # One DB-API cursor for the whole transaction (the session's one connection).
+        if self._raw is None:
+            self._raw = self.s.connection().connection.cursor()
+        return self._raw
+
+    def replay_many(self, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], dict[str, Any]]:
+        """The answers these (uid, request id)s got the first time, for those that came
+        before: uid = ? AND request_id IN (…), an index probe each on the primary key,
+        however long the log is."""
+        if not keys:
+            return {}
+        by_uid: dict[int, set[str]] = {}
+        for uid, rid in keys:
+            by_uid.setdefault(uid, set()).add(rid)
+        found: dict[tuple[int, str], dict[str, Any]] = {}
+        cursor = self._cursor()
+        for uid, rids in by_uid.items():
+            ordered = sorted(rids)
+            for start in range(0, len(ordered), 500):
+                chunk = ordered[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                cursor.execute(
+                    "SELECT request_id, result FROM requestlog"  # noqa: S608 (only ? marks)
+                    f" WHERE uid = ? AND request_id IN ({marks})",
+                    (uid, *chunk),
+                )
+                for rid, body in cursor.fetchall():
+                    found[uid, rid] = dict(orjson.loads(body))
+        return found
+
+    def remember_many(self, rows: Sequence[tuple[int, str, dict[str, Any]]], now: float) -> None:
+        """Keep each request's answer under (uid, request id), for a retry to get it."""
+        if rows:
+            self._cursor().executemany(
+                "INSERT INTO requestlog (uid, request_id, time, result) VALUES (?, ?, ?, ?)",
+                [(u, r, now, _dumps(body)) for u, r, body in rows],
+            )
+
+    def insert_jobs(self, rows: Sequence[dict[str, Any]]) -> list[int]:
+        """Insert many jobs at once (the submission fast path); their ids, in order."""
+        if not rows:
+            return []
+        for row in rows:
+            if row.keys() - _JOB_KEYS:
+                unknown = unknown_columns(row)
+                if unknown:  # a key the fast path would drop without a word
+                    raise ValueError(f"job row: no column {unknown[0]!r}")
+        cursor = self._cursor()
+        ids: list[int] = []
+        for start in range(0, len(rows), _JOB_PER):
+            chunk = rows[start : start + _JOB_PER]
+            values: list[Any] = []
+            for row in chunk:
+                # Every column in JOB_COLUMNS' order: the row's value, else its default
+                # (a row's "id" is left out, as the database numbers the row).
+                merged = {**JOB_DEFAULTS, **row}
+                merged.pop("id", None)
+                values.extend(merged.values())
+            cursor.execute(_job_insert(len(chunk)), values)
+            # One statement numbers its rows in order (ids above every existing one);
+            # RETURNING's own order is not promised, so sort.
+            ids.extend(sorted(int(r[0]) for r in cursor.fetchall()))
+        return ids
+
+    def forget_requests_before(self, cutoff: float) -> int:
+        rows = self.s.exec(select(RequestLog).where(col(RequestLog.time) < cutoff)).all()
+        for row in rows:
+            self.s.delete(row)
+        return len(rows)
+
+    # -- hosts and GPUs -------------------------------------------------------------
+
+    def hosts(self) -> list[Host]:
+        return list(self.s.exec(select(Host).order_by(col(Host.name))).all())
+
+    def host(self, name: str) -> Host | None:
+        return self.s.get(Host, name)
+
+    def put_host(self, host: Host) -> Host:
+        return self.s.merge(host)
+
+    def gpus(self) -> list[Gpu]:
+        return list(self.s.exec(select(Gpu).order_by(col(Gpu.host), col(Gpu.index))).all())
+
+    def gpu(self, uuid: str) -> Gpu | None:
+        return self.s.get(Gpu, uuid)
+
+    def put_gpu(self, gpu: Gpu) -> Gpu:
+        return self.s.merge(gpu)
+
+    # -- jobs -----------------------------------------------------------------------
+
+    def job(self, job_id: int) -> Job | None:
+        return self.s.get(Job, job_id)
+
+    def jobs(
+        self,
+        states: Iterable[str] | None = None,
+        user: str | None = None,
+        limit: int = 10_000,
+        after: int | None = None,
+    ) -> list[Job]:
+        """The newest ``limit``, oldest first; with ``after``, a page: the first
+        ``limit`` whose id is above it."""
+        query = select(Job)
+        if states is not None:
+            query = query.where(col(Job.state).in_(list(states)))
+        if user is not None:
+            query = query.where(Job.user == user)
+        if after is not None:
+            query = query.where(col(Job.id) > after).order_by(col(Job.id)).limit(limit)
+            return list(self.s.exec(query).all())
+        query = query.order_by(col(Job.id).desc()).limit(limit)
+        return list(reversed(self.s.exec(query).all()))
+
+    def jobs_by_id(self, ids: Sequence[int], states: Iterable[str]) -> list[Job]:
+        """These jobs, those in ``states``, oldest first."""
+        found: list[Job] = []
+        wanted = list(states)
+        for start in range(0, len(ids), 500):
+            query = select(Job).where(
+                col(Job.id).in_(ids[start : start + 500]), col(Job.state).in_(wanted)
+            )
+            found += self.s.exec(query).all()
+        return sorted(found, key=lambda j: j.id or 0)
+
+    def set_job_reasons(self, reasons: Mapping[int, str]) -> None:
+        """Set these jobs' reasons (rows not loaded in this session)."""
+        self._cursor().executemany(
+            "UPDATE job SET reason = ? WHERE id = ?", [(r, i) for i, r in reasons.items()]
+        )
+
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        """The state of each of these jobs that exists."""
+        query = select(Job.id, Job.state).where(col(Job.id).in_(list(ids)))
+        return {int(i): str(state) for i, state in self.s.exec(query).all() if i is not None}
+
+    def jobs_on(self, host: str, states: Iterable[str]) -> list[Job]:
+        query = select(Job).where(Job.host == host, col(Job.state).in_(list(states)))
+        return list(self.s.exec(query.order_by(col(Job.id))).all())
+
+    # -- claims ---------------------------------------------------------------------
+
+    def add_claim(self, claim: Claim) -> Claim:
+        self.s.add(claim)
+        self.s.flush()
+        return claim
+
+    def claim(self, claim_id: int) -> Claim | None:
+        return self.s.get(Claim, claim_id)
+
+    def claims(
+        self,
+        states: Iterable[str] | None = None,
+        user: str | None = None,
+        limit: int = 10_000,
+        after: int | None = None,
+    ) -> list[Claim]:
+        """As ``jobs``."""
+        query = select(Claim)
+        if states is not None:
+            query = query.where(col(Claim.state).in_(list(states)))
+        if user is not None:
+            query = query.where(Claim.user == user)
+        if after is not None:
+            query = query.where(col(Claim.id) > after).order_by(col(Claim.id)).limit(limit)
+            return list(self.s.exec(query).all())
+        query = query.order_by(col(Claim.id).desc()).limit(limit)
+        return list(reversed(self.s.exec(query).all()))
+
+    # -- allocations ----------------------------------------------------------------
+
+    def allocate(
+        self,
+        gpu_uuids: Sequence[str],
+        host: str,
+        now: float,
+        *,
+        job_id: int | None = None,
+        claim_id: int | None = None,
+    ) -> None:
+        """Give the GPUs to one job or claim; the partial unique index refuses a GPU
+        that is already given (``IntegrityError``), whatever the caller believed."""
+        self.moved = True
+        for uuid in gpu_uuids:
+            self.s.add(
+                Allocation(gpu_uuid=uuid, host=host, job_id=job_id, claim_id=claim_id, start_at=now)
+            )
+        self.s.flush()
+
+    def free(self, now: float, *, job_id: int | None = None, claim_id: int | None = None) -> int:
+        """End the live allocations of a job or claim; how many there were."""
+        query = update(Allocation).where(col(Allocation.end_at).is_(None))
+        if job_id is not None:
+            query = query.where(col(Allocation.job_id) == job_id)
+        elif claim_id is not None:
+            query = query.where(col(Allocation.claim_id) == claim_id)
+        else:
+            raise ValueError("free() needs a job_id or a claim_id")
+        self._charge(now, job_id=job_id, claim_id=claim_id)
+        result = self.s.execute(query.values(end_at=now))
+        self.s.expire_all()
+        count = int(getattr(result, "rowcount", 0) or 0)
+        self.moved = self.moved or count > 0
+        return count
+
+    # -- accounting (the arithmetic is in ``accounting``) -----------------------------
+    # Upserts that add to a row, straight on this transaction's cursor like the
+    # submission path; ``usage.x + excluded.x`` is the same in SQLite and PostgreSQL.
+
+    _HOLDER = """SELECT a.gpu_uuid, a.start_at, COALESCE(j."user", c."user", ''),
+        COALESCE(j."group", c."group", ''), COALESCE(j.project, c.project, ''),
+        COALESCE(g.pool, h.pool, 'default')
+        FROM allocation a LEFT JOIN job j ON j.id = a.job_id
+        LEFT JOIN claim c ON c.id = a.claim_id LEFT JOIN gpu g ON g.uuid = a.gpu_uuid
+        LEFT JOIN host h ON h.name = a.host WHERE a.end_at IS NULL"""
+    _ADD_USAGE = """INSERT INTO usage (hour, "user", "group", project, pool,
+        alloc_gpu_s, busy_gpu_s, energy_j) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (hour, "user", "group", project, pool) DO UPDATE SET
+        alloc_gpu_s = usage.alloc_gpu_s + excluded.alloc_gpu_s,
+        busy_gpu_s = usage.busy_gpu_s + excluded.busy_gpu_s,
+        energy_j = usage.energy_j + excluded.energy_j"""
+    _ADD_CLUSTER = """INSERT INTO clusterhour (hour, gpu_s, alloc_gpu_s, busy_gpu_s, energy_j)
+        VALUES (?, ?, ?, ?, ?) ON CONFLICT (hour) DO UPDATE SET
+        gpu_s = clusterhour.gpu_s + excluded.gpu_s,
+        alloc_gpu_s = clusterhour.alloc_gpu_s + excluded.alloc_gpu_s,
+        busy_gpu_s = clusterhour.busy_gpu_s + excluded.busy_gpu_s,
+        energy_j = clusterhour.energy_j + excluded.energy_j"""
+
+    def open_allocations(self) -> list[OpenAllocation]:
+        """Every live allocation with whom it is charged to: (GPU uuid, start, user,
+        group, project or "", pool of the GPU, else of its host, else "default")."""
+        self.s.flush()
+        cursor = self._cursor()
+        cursor.execute(self._HOLDER)
+        return [(str(u), float(t), str(a), str(b), str(c), str(d)) for u, t, a, b, c, d in cursor]
+
+    def _charge(self, now: float, *, job_id: int | None, claim_id: int | None) -> None:
+        """The allocated GPU-seconds of the allocations about to end, split by hour."""
+        self.s.flush()
+        cursor = self._cursor()
+        which = "a.job_id" if job_id is not None else "a.claim_id"
+        cursor.execute(
+            f"{self._HOLDER} AND {which} = ?", (job_id if job_id is not None else claim_id,)
+        )
+        rows = cursor.fetchall()
+        self.ended.extend((str(row[0]), now) for row in rows)
+        usage, cluster = charges(rows, now)
+        if usage:
+            cursor.executemany(self._ADD_USAGE, [(*k, s, 0.0, 0.0) for k, s in usage.items()])
+            cursor.executemany(self._ADD_CLUSTER, [(h, 0.0, s, 0.0, 0.0) for h, s in cluster])
+
+    def add_metered(
+        self,
+        usage: Sequence[tuple[UsageKey, float, float]],
+        cluster: Sequence[tuple[int, float, float, float]],
+    ) -> None:
+        """Add the meter's busy seconds and joules (by usage key, and by hour: present
+        seconds, busy seconds, joules) to what is stored."""
+        cursor = self._cursor()
+        if usage:
+            cursor.executemany(self._ADD_USAGE, [(*k, 0.0, b, e) for k, b, e in usage])
+        if cluster:
+            cursor.executemany(self._ADD_CLUSTER, [(h, p, 0.0, b, e) for h, p, b, e in cluster])
+
+    def usage_rows(self, since: float, until: float) -> list[UsageRow]:
+        """The stored usage of the hours starting in ``[since, until)`` (the primary
+        key starts with the hour: a range scan of its index)."""
+        cursor = self._cursor()
+        cursor.execute(
+            'SELECT hour, "user", "group", project, pool, alloc_gpu_s, busy_gpu_s, energy_j'
+            " FROM usage WHERE hour >= ? AND hour < ?",
+            (since, until),
+        )
+        return [
+            (int(h), str(u), str(g), str(p), str(o), float(a), float(b), float(e))
+            for h, u, g, p, o, a, b, e in cursor
+        ]
+
+    def cluster_rows(self, since: float, until: float) -> list[ClusterRow]:
+        cursor = self._cursor()
+        cursor.execute(
+            "SELECT hour, gpu_s, alloc_gpu_s, busy_gpu_s, energy_j FROM clusterhour"
+            " WHERE hour >= ? AND hour < ? ORDER BY hour",
+            (since, until),
+        )
+        return [(int(h), float(p), float(a), float(b), float(e)) for h, p, a, b, e in cursor]
+
+    def live_allocations(self) -> list[Allocation]:
+        query = select(Allocation).where(col(Allocation.end_at).is_(None))
+        return list(self.s.exec(query).all())
+
+    def allocations_of(
+        self, *, job_id: int | None = None, claim_id: int | None = None
+    ) -> list[Allocation]:
+        query = select(Allocation)
+        if job_id is not None:
+            query = query.where(col(Allocation.job_id) == job_id)
+        if claim_id is not None:
+            query = query.where(col(Allocation.claim_id) == claim_id)
+        return list(self.s.exec(query.order_by(col(Allocation.id))).all())
+
+    def alloc_spans(self, since: float) -> list[tuple[str, str, str, float, float | None]]:
+        """(group, user, pool, start, end) of every allocation still open or ended
+        after ``since``: what fair share and quotas count (one indexed range scan)."""
+        cursor = self._cursor()
+        cursor.execute(
+            "SELECT COALESCE(j.\"group\", c.\"group\", ''), COALESCE(j.user, c.user, ''),"
+            " COALESCE(g.pool, h.pool, 'default'), a.start_at, a.end_at"
+            " FROM allocation a"
+            " LEFT JOIN job j ON j.id = a.job_id"
+            " LEFT JOIN claim c ON c.id = a.claim_id"
+            " LEFT JOIN gpu g ON g.uuid = a.gpu_uuid"
+            " LEFT JOIN host h ON h.name = a.host"
+            " WHERE a.end_at IS NULL OR a.end_at > ?",
+            (since,),
+        )
+        return [(str(r[0]), str(r[1]), str(r[2]), float(r[3]), r[4]) for r in cursor.fetchall()]
+
+    # -- audit and notices ----------------------------------------------------------
+
+    def audit(self, row: Audit) -> None:
+        """Keep an audit row, each text cut to its column (``caps``), whoever built it."""
+        self.s.add(capped(row))
+
+    def audit_row(self, audit_id: int) -> Audit | None:
+        return self.s.get(Audit, audit_id)
+
+    def audits(self, since: float | None, limit: int) -> list[Audit]:
+        query = select(Audit)
+        if since is not None:
+            query = query.where(col(Audit.time) >= since)
+        query = query.order_by(col(Audit.id).desc()).limit(limit)
+        return list(reversed(self.s.exec(query).all()))
+
+    def notice(self, row: Notice) -> Notice:
+        """Keep a notice for its user, each text cut to its column, as audit rows are."""
+        self.s.add(capped(row))
+        self.s.flush()
+        return row
+
+    def notices_after(self, notice_id: int, uid: int | None = None) -> list[Notice]:
+        query = select(Notice).where(col(Notice.id) > notice_id)
+        if uid is not None:
+            query = query.where(Notice.uid == uid)
+        return list(self.s.exec(query.order_by(col(Notice.id)).limit(1000)).all())
+
+    def unread_notices(self, uid: int, limit: int) -> list[Notice]:
+        """The user's notices not shown yet, oldest first."""
+        query = select(Notice).where(Notice.uid == uid, col(Notice.read_at).is_(None))
+        return list(self.s.exec(query.order_by(col(Notice.id)).limit(limit)).all())
+
+    def recent_notices(self, uid: int, limit: int) -> list[Notice]:
+        """The user's newest ``limit`` notices, read or not, oldest first."""
+        query = select(Notice).where(Notice.uid == uid).order_by(col(Notice.id).desc())
+        return list(reversed(self.s.exec(query.limit(limit)).all()))
+
+    def mark_read(self, uid: int, ids: Sequence[int], now: float) -> None:
+        """Mark the user's notices ``ids`` read (another user's are left alone)."""
+        if ids:
+            self.s.execute(
+                update(Notice)
+                .where(col(Notice.id).in_(list(ids)), col(Notice.uid) == uid)
+                .where(col(Notice.read_at).is_(None))
+                .values(read_at=now)
+            )
+
+    def last_notice_id(self) -> int:
+        value = self.s.exec(select(func.max(Notice.id))).one()
+        return int(value or 0)
+
+
+class JobStore:
+    """The head's database: ``transaction()`` for every read and write."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._reader = engine.execution_options(**{SNAPSHOT: True})
+
+    # No row outlives its transaction: each is expired as the transaction ends, so a
+    # row kept past it (instead of a value copied from it: ``gpufacts``) raises
+    # ``DetachedInstanceError`` at its first use, every time, rather than only when
+    # a later batch happens to expire it.
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back when the block raises."""
+        with Session(self.engine, expire_on_commit=True) as session, session.begin():
+            yield Tx(session)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Tx]:
+        """A read-only view: a deferred ``BEGIN`` (in WAL mode it never blocks the
+        writer, nor waits for it), on a connection of its own; nothing is committed."""
+        with Session(self._reader, expire_on_commit=False) as session:
+            try:
+                yield Tx(session)  # closing the session rolls the read transaction back
+            finally:
+                session.expire_all()
+
+    def close(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,64 @@
+"""The field types every wire message is made of: cleaned text and ranged numbers.
+
+Shared by the helper's messages (``gputui.wire.messages``) and the requests to it and
+their results (``gputui.wire.ops``), so a string or a number from a host is
+checked the same way wherever it comes in. Strict: a bool or a numeric string is not
+a number (an int is a fine float); NaN and infinity never are.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from gputui.common.text import clean
+
+MAX_GPUS = 64
+"""GPUs one host reports at most (the helper's simulator keeps its own copy)."""
+MAX_ERRORS = 64
+MAX_NOTES = 16
+_BIG = 2**63 - 1
+
+
+def _short(value: str) -> str:
+    return clean(value, 128)
+
+
+def _long(value: str) -> str:
+    return clean(value, 512)
+
+
+ShortText = Annotated[str, AfterValidator(_short)]
+LongText = Annotated[str, AfterValidator(_long)]
+ErrorMap = Annotated[dict[ShortText, ShortText], Field(max_length=MAX_ERRORS)]
+Notes = Annotated[tuple[ShortText, ...], Field(max_length=MAX_NOTES)]
+
+# Numbers, each with the range a real card or host can produce.
+Count = Annotated[int, Field(ge=0, le=_BIG, strict=True)]
+GpuIndex = Annotated[int, Field(ge=0, le=MAX_GPUS - 1, strict=True)]
+Percent = Annotated[int, Field(ge=0, le=100, strict=True)]
+MiB = Annotated[int, Field(ge=0, le=2**24, strict=True)]  # 16 TiB, far above any card
+Celsius = Annotated[int, Field(ge=-40, le=200, strict=True)]
+MHz = Annotated[int, Field(ge=0, le=100_000, strict=True)]
+PcieGen = Annotated[int, Field(ge=0, le=16, strict=True)]
+PcieWidth = Annotated[int, Field(ge=0, le=64, strict=True)]
+Pid = Annotated[int, Field(ge=1, le=2**22, strict=True)]  # Linux's pid_max ceiling
+Uid = Annotated[int, Field(ge=0, le=2**32 - 2, strict=True)]
+XidCode = Annotated[int, Field(ge=0, le=100_000, strict=True)]
+Watts = Annotated[float, Field(ge=0, le=10_000, strict=True, allow_inf_nan=False)]
+Epoch = Annotated[float, Field(ge=0, le=1e10, strict=True, allow_inf_nan=False)]  # < 2286
+Seconds = Annotated[float, Field(ge=0, le=1e9, strict=True, allow_inf_nan=False)]
+
+
+def decoder_only(value: object) -> tuple[str, ...]:
+    """``notes`` say what the decoder did to a message: a helper cannot write them."""
+    return ()
+
+
+class Wire(BaseModel):
+    """A message from a helper (or a part of one)."""
+
+    # Unknown fields from a newer helper are ignored; the hello handshake decides
+    # whether the versions can talk at all.
+    model_config = ConfigDict(extra="ignore", frozen=True)
