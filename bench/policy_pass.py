@@ -3,9 +3,9 @@
     python bench/policy_pass.py [--jobs 10000] [--hosts 128] [--passes 20] [--naive-passes 1]
 
 One complete pass (classes, fair share, quotas, preemption, reservations and
-backfill) of ``policy.decide`` over a busy cluster: 128 hosts of 8 GPUs, most of
+backfill) of ``passes.decide`` over a busy cluster: 128 hosts of 8 GPUs, most of
 them running jobs with time limits, and a line of 10,000 jobs of four classes,
-eight groups, 1 to 8 GPUs. Beside it, in the same run, ``policy_ref.decide_ref``
+eight groups, 1 to 8 GPUs. Beside it, in the same run, ``reference.decide_ref``
 (the same rules applied by a full re-sort and re-scan for every job), and the two
 are checked to decide exactly the same. The median of the passes is reported; the
 last line printed is one JSON object.
@@ -22,6 +22,7 @@ import time
 
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy.model import ClusterView, GpuSlot, Running, Want
+from gputui.scheduler.policy.passes import decide
 from gputui.scheduler.policy.reference import decide_ref
 
 NOW = 1_800_000_000.0
@@ -105,10 +106,10 @@ def timed(fn: object, view: ClusterView, passes: int) -> tuple[list[float], poli
 def pass_figures(jobs: int, hosts: int, passes: int, naive_passes: int) -> dict[str, object]:
     view = cluster(jobs, hosts)
     gc.collect()  # the garbage from building the view is not the pass's
-    fast, decided = timed(policy.decide, view, passes)
+    fast, decided = timed(decide, view, passes)
     naive, reference = timed(decide_ref, view, naive_passes)
     if decided != reference:
-        raise SystemExit("policy.decide and policy_ref.decide_ref decided differently")
+        raise SystemExit("passes.decide and reference.decide_ref decided differently")
     pass_ms = statistics.median(fast) * 1000
     naive_ms = statistics.median(naive) * 1000
     return {

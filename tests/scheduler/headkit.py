@@ -214,7 +214,7 @@ async def running_head(
 ) -> AsyncIterator[tuple[Head, ScriptedHosts, Path]]:
     """``clock``: the head's (default: the wall clock); ``scripted``: hosts set up
     before the head starts (their faults in its first samples); ``decide``: the
-    scheduling pass (default ``policy.decide``; a test may wrap it to watch)."""
+    scheduling pass (default ``passes.decide``; a test may wrap it to watch)."""
     engine = open_store(tmp / "db" / "gputui.db")
     hosts = scripted or ScriptedHosts(layout)
     sock = tmp / "head.sock"

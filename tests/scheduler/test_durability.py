@@ -32,7 +32,7 @@ from gputui.scheduler.client import HeadClient, HeadError
 from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.head.daemon import Head
 from gputui.scheduler.head.settings import HeadSettings
-from gputui.scheduler.policy import model
+from gputui.scheduler.policy import model, passes
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.queries import JobStore
 
@@ -237,7 +237,7 @@ async def test_a_bug_met_by_one_batch_does_not_leave_the_head_deaf(
         if broken[0]:
             broken[0] = False
             raise RuntimeError("a bug in the policy")
-        return model.decide(view)
+        return passes.decide(view)
 
     hosts = ScriptedHosts({"gpu01": 2})
     head = Head(
@@ -318,7 +318,7 @@ async def test_a_wait_in_a_batch_that_fails_is_answered_once_and_not_kept(
         if broken[0]:
             broken[0] = False
             raise RuntimeError("a bug in the policy")
-        return model.decide(view)
+        return passes.decide(view)
 
     hosts = ScriptedHosts({"gpu01": 2})
     sock = tmp_path / "head.sock"

@@ -28,7 +28,7 @@ from gputui.scheduler.head.hostops import HostAnswer
 from gputui.scheduler.head.lifecycle import HostJob, Launch
 from gputui.scheduler.head.liveness import Liveness, problems
 from gputui.scheduler.head.settings import HeadSettings
-from gputui.scheduler.policy import model
+from gputui.scheduler.policy import model, passes
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.queries import JobStore
 from gputui.scheduler.store.tables import Gpu
@@ -218,7 +218,7 @@ async def test_a_drain_in_a_batch_that_is_not_committed_leaves_no_trace_in_the_w
         if armed[0]:
             armed[0] = False
             raise RuntimeError("a bug in the policy")
-        return model.decide(view)
+        return passes.decide(view)
 
     hosts = ScriptedHosts({HOST: 2})
     head = Head(

@@ -29,6 +29,7 @@ from gputui.scheduler.head import actions, lifecycle, transitions
 from gputui.scheduler.head.actions import Context, Rules
 from gputui.scheduler.head.lifecycle import HostJob
 from gputui.scheduler.policy import model as policy
+from gputui.scheduler.policy import passes
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import (
     FINAL_JOB_STATES,
@@ -109,7 +110,7 @@ class Host:
         )
         with self.store.transaction() as tx:
             yield tx, ctx
-            launches = lifecycle.schedule(tx, ctx, policy.decide, {HOST: None}) if schedule else []
+            launches = lifecycle.schedule(tx, ctx, passes.decide, {HOST: None}) if schedule else []
         self.stops.extend(key for host, key in ctx.stops if host == HOST)
         for spec in launches:
             assert spec.key not in self.launched, f"run key {spec.key} launched twice"

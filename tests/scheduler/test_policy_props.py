@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policy_strategies import NOW, views
 
-from gputui.scheduler.policy import model
+from gputui.scheduler.policy import model, passes
 from gputui.scheduler.policy.model import INF, ClusterView, Decisions, Want
 from gputui.scheduler.policy.reference import decide_ref
 from gputui.scheduler.policy.rooms import start_on
@@ -38,13 +38,13 @@ def _given_on(decisions: Decisions) -> dict[str, list[tuple[tuple[str, int], tup
 @SETTINGS
 @given(views())
 def test_the_fast_pass_decides_exactly_as_the_reference(view: ClusterView) -> None:
-    assert model.decide(view) == decide_ref(view)
+    assert passes.decide(view) == decide_ref(view)
 
 
 @SETTINGS
 @given(views())
 def test_every_request_is_decided_once_and_no_gpu_is_given_twice(view: ClusterView) -> None:
-    d = model.decide(view)
+    d = passes.decide(view)
     decided = [(p.kind, p.id) for p in d.place] + [(w.kind, w.id) for w in d.wait]
     assert sorted(decided) == sorted(_wants(view))
     given_gpus = [u for p in d.place for u in p.gpu_uuids]
@@ -62,7 +62,7 @@ def test_every_request_is_decided_once_and_no_gpu_is_given_twice(view: ClusterVi
 @SETTINGS
 @given(views())
 def test_night_jobs_never_start_outside_the_window(view: ClusterView) -> None:
-    d = model.decide(view)
+    d = passes.decide(view)
     wants = _wants(view)
     for p in d.place:
         if not view.off_hours:
@@ -75,7 +75,7 @@ def test_no_request_waits_for_gpus_given_to_one_behind_it(view: ClusterView) -> 
     """A higher class never waits behind a lower one for cards it could use, and an
     over-quota job never takes GPUs a within-quota job could start on now: both are
     this, since the line puts within-quota first, then classes in order."""
-    d = model.decide(view)
+    d = passes.decide(view)
     wants = _wants(view)
     line = sorted(view.waiting, key=Want.line_key)
     place = {(p.kind, p.id): p for p in d.place}
@@ -111,7 +111,7 @@ def test_no_request_waits_for_gpus_given_to_one_behind_it(view: ClusterView) -> 
 @SETTINGS
 @given(views())
 def test_backfill_never_delays_a_reserved_start(view: ClusterView) -> None:
-    d = model.decide(view)
+    d = passes.decide(view)
     wants = _wants(view)
     preempting_hosts = {w.host for w in d.wait if w.reason == model.PREEMPTING}
     for w in d.wait:
@@ -146,7 +146,7 @@ def test_backfill_never_delays_a_reserved_start(view: ClusterView) -> None:
 @SETTINGS
 @given(views())
 def test_preemption_takes_only_eligible_victims(view: ClusterView) -> None:
-    d = model.decide(view)
+    d = passes.decide(view)
     wants = _wants(view)
     running = {r.id: r for r in view.running if r.kind == "job"}
     seen: set[int] = set()
@@ -179,7 +179,7 @@ def test_preemption_picks_the_fewest_victims(view: ClusterView, gpus: int) -> No
         preemption=True,
         min_runtime_s=view.min_runtime_s,
     )
-    d = model.decide(view)
+    d = passes.decide(view)
     if d.place:
         return
     best: int | None = None

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gputui.config.scheduler import OffHours, SchedulerConfig
-from gputui.scheduler.policy import line, model, shares
+from gputui.scheduler.policy import line, model, passes, shares
 from gputui.scheduler.policy.model import ClusterView, GpuSlot, Running, Want
 from gputui.scheduler.policy.reference import decide_ref
 
@@ -64,10 +64,10 @@ def test_the_line_orders_a_class_by_fair_share_before_arrival() -> None:
     heavy = Want("job", 1, 1, group="heavy", since=1.0, fair=0.1)
     light = Want("job", 2, 1, group="light", since=2.0, fair=0.9)
     urgent_heavy = Want("job", 3, 1, group="heavy", since=3.0, fair=0.1, rank=0)
-    d = model.decide(ClusterView(gpus=gpus, waiting=(heavy, light)))
+    d = passes.decide(ClusterView(gpus=gpus, waiting=(heavy, light)))
     assert [p.id for p in d.place] == [2]  # the light user's job goes first
     lower = (Want("job", 1, 1, since=1.0, rank=1, fair=1.0), urgent_heavy)
-    d = model.decide(ClusterView(gpus=gpus, waiting=lower))
+    d = passes.decide(ClusterView(gpus=gpus, waiting=lower))
     assert [p.id for p in d.place] == [3]  # class before fair share
 
 
@@ -103,7 +103,7 @@ def test_over_quota_work_gets_only_what_within_quota_work_leaves() -> None:
     gpus = tuple(GpuSlot(f"g{i}", "h", i) for i in range(2))
     over = Want("job", 1, 1, since=1.0, rank=0, over_quota=True)
     within = Want("job", 2, 2, since=5.0, rank=3)
-    d = model.decide(ClusterView(gpus=gpus, waiting=(over, within)))
+    d = passes.decide(ClusterView(gpus=gpus, waiting=(over, within)))
     assert [p.id for p in d.place] == [2]
     assert {w.id: w.reason for w in d.wait} == {1: model.QUOTA}
 
@@ -186,7 +186,7 @@ def test_a_victim_taken_leaves_a_smaller_one_that_the_next_preemptor_counts() ->
     view = ClusterView(
         gpus=gpus, waiting=line, running=running, now=now, preemption=True, off_hours=False
     )
-    d = model.decide(view)
+    d = passes.decide(view)
     assert {(p.for_id, p.id, p.host) for p in d.preempt} == {
         (10, 4, "b"),
         (11, 1, "a"),
@@ -245,7 +245,7 @@ def test_gpus_a_preemption_frees_for_no_one_count_for_the_next_preemptor() -> No
     view = ClusterView(
         gpus=gpus, waiting=line, running=running, now=now, preemption=True, off_hours=False
     )
-    d = model.decide(view)
+    d = passes.decide(view)
     assert {(p.for_id, p.id, p.host) for p in d.preempt} == {
         (20, 8, "c"),
         (21, 1, "m"),
@@ -342,7 +342,7 @@ def test_a_big_job_behind_a_stream_of_small_ones_starts_by_its_reservation(
             ),
             now=now,
         )
-        d = model.decide(view)
+        d = passes.decide(view)
         for p in d.place:
             if p.id == 99:
                 # (The simulation's clock moves in steps: it starts at the first one.)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from gputui.scheduler.head import actions, lifecycle
-from gputui.scheduler.policy import model
+from gputui.scheduler.policy import model, passes
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import SubmitArgs
 from gputui.scheduler.store.engine import open_store
@@ -31,7 +31,7 @@ def _run(tmp_path: Path, jobs: list[tuple[Caller, str]], **kw: bool) -> dict[str
         for caller, name in jobs:
             args = SubmitArgs(argv=["train"], gpus=2, name=name)
             ids[name] = actions.submit(tx, caller, args, ctx)["job"]["id"]
-        lifecycle.schedule(tx, ctx, model.decide, LOGINS, **kw)
+        lifecycle.schedule(tx, ctx, passes.decide, LOGINS, **kw)
         out = {}
         for name, job_id in ids.items():
             job = tx.job(job_id)
@@ -63,7 +63,7 @@ def test_a_job_only_a_host_of_another_login_user_could_take_says_so(tmp_path: Pa
         there = actions.submit(tx, BOB, SubmitArgs(argv=["t"], gpus=1, host="alicebox"), ctx)
         anywhere = actions.submit(tx, BOB, SubmitArgs(argv=["t"], gpus=2), ctx)
         big = actions.submit(tx, BOB, SubmitArgs(argv=["t"], gpus=2), ctx)
-        lifecycle.schedule(tx, ctx, model.decide, LOGINS)
+        lifecycle.schedule(tx, ctx, passes.decide, LOGINS)
         reasons = {}
         for key, made in (("there", there), ("anywhere", anywhere), ("big", big)):
             job = tx.job(made["job"]["id"])

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.head import actions, explain_reads
 from gputui.scheduler.head.actions import Rules
-from gputui.scheduler.policy import model, shares
+from gputui.scheduler.policy import model, passes, shares
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import SubmitArgs
 from gputui.scheduler.store.engine import open_store
@@ -114,7 +114,7 @@ def test_explain_gives_the_figures_the_pass_used_at_every_moment(
 
     def watched(view: model.ClusterView) -> model.Decisions:
         seen.append(view)
-        return model.decide(view)
+        return passes.decide(view)
 
     try:
         waiting = _seed(tmp / "db" / "gputui.db", config, history, clock())

@@ -38,6 +38,7 @@ from gputui.scheduler.head import actions, lifecycle
 from gputui.scheduler.head.actions import Context, Rules
 from gputui.scheduler.head.lifecycle import HostJob
 from gputui.scheduler.policy import model as policy
+from gputui.scheduler.policy import passes
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import (
     LIVE_JOB_STATES,
@@ -134,7 +135,7 @@ class StoreMachine(RuleBasedStateMachine):
         ctx = self.context()
         with self.store.transaction() as tx:
             yield tx, ctx
-            launches = lifecycle.schedule(tx, ctx, policy.decide, dict.fromkeys(HOSTS))
+            launches = lifecycle.schedule(tx, ctx, passes.decide, dict.fromkeys(HOSTS))
         self.stops.extend(ctx.stops)
         for spec in launches:
             assert spec.host not in self.down, "launched on a host that is down"

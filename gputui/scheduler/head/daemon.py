@@ -44,7 +44,7 @@ from gputui.scheduler.head.watch.flags import ProcSignal
 from gputui.scheduler.head.watch.health import HeadHealth
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.head.watch.meter import HeadMeter
-from gputui.scheduler.policy import model
+from gputui.scheduler.policy import model, passes
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection, SocketServer
 from gputui.scheduler.server.peer import Caller
@@ -78,7 +78,7 @@ class Head(SnapshotReads):
         settings: HeadSettings,
         *,
         host_pools: dict[str, str],
-        decide: model.Policy = model.decide,
+        decide: model.Policy = passes.decide,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store

@@ -10,7 +10,7 @@ from typing import Any
 
 from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.head.views import job_view
-from gputui.scheduler.policy import explain, line, model, shares
+from gputui.scheduler.policy import explain, line, model, passes, shares
 from gputui.scheduler.policy.shares import Standing
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import ExplainArgs, Refusal
@@ -100,7 +100,7 @@ def explain_job(
     place = order.index(me)
     body["position"] = place + 1
     body["ahead_count"] = place
-    decided = model.decide(view)
+    decided = passes.decide(view)
     reasons = {(w.kind, w.id): w for w in decided.wait}
     placed = {(p.kind, p.id) for p in decided.place}
     for other in order[: AHEAD_SHOWN if place > AHEAD_SHOWN else place]:

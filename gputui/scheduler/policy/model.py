@@ -1,9 +1,10 @@
 """Scheduling policy: pure functions from a view of the cluster to decisions.
 
 No I/O and no database here: the daemon builds a ``ClusterView`` from the store
-and the live host states, calls ``decide``, and applies what comes back. That
-keeps the policy testable on its own, benchmarked on its own (``bench/sched.py``)
-and checked against a plain reference implementation (``policy_ref``).
+and the live host states, calls ``passes.decide``, and applies what comes back. That
+keeps the policy testable on its own, benchmarked on its own (``bench/policy_pass.py``)
+and checked against a plain reference implementation (``reference``). This module
+holds the types and the reasons; ``passes`` does the pass.
 
 One pass, in this order of rules:
 
@@ -273,7 +274,8 @@ class Decisions:
 Policy = Callable[[ClusterView], Decisions]
 
 
-def _by_host(gpus: Iterable[GpuSlot]) -> dict[str, list[GpuSlot]]:
+def by_host(gpus: Iterable[GpuSlot]) -> dict[str, list[GpuSlot]]:
+    """Each host's GPUs, in index order."""
     hosts: dict[str, list[GpuSlot]] = {}
     for gpu in gpus:
         hosts.setdefault(gpu.host, []).append(gpu)
@@ -339,13 +341,6 @@ def static_reason(want: Want, hosts: dict[str, list[GpuSlot]]) -> str | None:
     return None
 
 
-def decide(view: ClusterView) -> Decisions:
-    """The whole pass (see the module's docstring); ``passes.Pass`` does the work."""
-    from gputui.scheduler.policy.passes import Pass
-
-    return Pass(view).run()
-
-
 def victims_for(need: int, candidates: Sequence[tuple[int, float, int]]) -> tuple[int, ...] | None:
     """The fewest, then youngest, victims whose GPUs add up to ``need``.
 
@@ -399,7 +394,7 @@ def impossible(want: Want, gpus: Sequence[GpuSlot]) -> str | None:
         if len({g.host for g in gpus if g.uuid in want.named}) > 1:
             return "the GPUs named are on different hosts; all of a request's GPUs are on one"
         return None
-    hosts = _by_host(gpus)
+    hosts = by_host(gpus)
     most = max((sum(1 for g in slots if want.fits(g)) for slots in hosts.values()), default=0)
     if most < want.gpus:
         where = []

@@ -1,6 +1,6 @@
-"""The scheduling pass of ``policy``, done fast enough for 10,000 waiting jobs.
+"""The scheduling pass (``decide``), done fast enough for 10,000 waiting jobs.
 
-The rules are ``policy``'s (its docstring); this module is how they are applied in
+The rules are in ``model``'s docstring; this module is how they are applied in
 one sort (of one integer per request: ``Want.line_key``) and one walk down the
 line, with work shared between requests of one *shape* (the same pool, host,
 model, named GPUs and barred hosts):
@@ -18,9 +18,9 @@ model, named GPUs and barred hosts):
   three waits without a look, and all of those wait for one reason, given once
   at the end.
 
-The pass's state and shared work are in ``pass_state``, preemption and
-reservations (each a heap of hosts, worked out again lazily) in ``pass_rooms``;
-this module walks the line and places. ``policy_ref`` applies the same rules the
+The pass's state and shared work are in ``state``, preemption and
+reservations (each a heap of hosts, worked out again lazily) in ``rooms``;
+this module walks the line and places. ``reference`` applies the same rules the
 plain way (re-sort and re-scan for every request); the benchmark times both and a
 test checks they decide the same.
 """
@@ -39,6 +39,7 @@ from gputui.scheduler.policy.model import (
     QUOTA,
     RESERVATION,
     RESOURCES,
+    ClusterView,
     Decisions,
     GpuSlot,
     Place,
@@ -49,9 +50,14 @@ from gputui.scheduler.policy.model import (
 from gputui.scheduler.policy.rooms import Rooms
 from gputui.scheduler.policy.state import Hold, Kin, Reservation, Shape, Sized
 
-__all__ = ["Pass", "Reservation", "end_of"]
+__all__ = ["Pass", "Reservation", "decide", "end_of"]
 
 _LINE = attrgetter("line")
+
+
+def decide(view: ClusterView) -> Decisions:
+    """The whole pass (the rules: ``model``'s docstring); a ``model.Policy``."""
+    return Pass(view).run()
 
 
 def end_of(want: Want, now: float) -> float:

@@ -20,7 +20,7 @@ from gputui.scheduler.policy.model import (
     Running,
     Wait,
     Want,
-    _by_host,
+    by_host,
 )
 
 Room = tuple[tuple[int, int, str], str, tuple[int, ...], list[GpuSlot], list[str]]
@@ -67,7 +67,7 @@ class Shape:
     free_soon: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Per host: (host version, GPUs free or coming free for no one)."""
     timeline: dict[str, tuple[int, int, list[tuple[float, int]]]] = field(default_factory=dict)
-    """Per host: (host version, ``pass_rooms.timeline``)."""
+    """Per host: (host version, ``rooms.timeline``)."""
     no_preempt: list[tuple[int, int]] = field(default_factory=list)
     """(size, class)es that found no room to preempt for. Room only gets scarcer in a
     pass (free GPUs, victims and unreserved hosts are used up, and a preemption
@@ -125,7 +125,7 @@ class PassState:
     def __init__(self, view: ClusterView) -> None:
         self.view = view
         self.now = view.now
-        self.hosts = _by_host(view.gpus)
+        self.hosts = by_host(view.gpus)
         self.free: dict[str, list[GpuSlot]] = {
             h: [g for g in slots if g.free] for h, slots in self.hosts.items()
         }
