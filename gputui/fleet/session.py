@@ -173,9 +173,9 @@ class HelperSession:
         if self.transport is not None:
             self.transport.close()
 
-    # -- transport callbacks ------------------------------------------------------
+    # -- transport callbacks (``transport.HelperOutput``) --------------------------
 
-    def _on_stdout(self, data: bytes) -> None:
+    def on_stdout(self, data: bytes) -> None:
         if self._failure is not None:
             return  # the session is being dropped: ignore the rest
         try:
@@ -183,7 +183,7 @@ class HelperSession:
         except Exception as exc:  # a bad line or a failing handler ends this session
             self._fail(exc)
 
-    def _on_stderr(self, data: bytes) -> None:
+    def on_stderr(self, data: bytes) -> None:
         # Always consumed, so a chatty helper never blocks on a full window.
         room = _STDERR_KEEP - len(self._stderr)
         if room > 0:
@@ -193,7 +193,7 @@ class HelperSession:
         ):
             self._stderr_told.set()
 
-    def _on_end(self, exc: Exception | None) -> None:
+    def on_end(self, exc: Exception | None) -> None:
         if self._ended:
             return
         self._ended = True

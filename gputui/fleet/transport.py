@@ -17,14 +17,23 @@ import asyncio
 import contextlib
 import signal as signals
 import subprocess
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import Protocol, cast
 
 import asyncssh
 
 from gputui.remote.bundle import BOOT, helper_command
 
-if TYPE_CHECKING:
-    from gputui.fleet.session import HelperSession
+
+class HelperOutput(Protocol):
+    """Who a transport hands the helper's output to (a ``HelperSession``)."""
+
+    def on_stdout(self, data: bytes) -> None: ...
+
+    def on_stderr(self, data: bytes) -> None: ...
+
+    def on_end(self, exc: Exception | None) -> None:
+        """Its output ended (end of stdout, or the channel or process is gone)."""
+        ...
 
 
 class HelperTransport(Protocol):
@@ -55,23 +64,23 @@ class HelperTransport(Protocol):
 
 
 class _Channel(asyncssh.SSHClientSession[bytes]):
-    """asyncssh's callbacks for the helper's channel, forwarded to its ``HelperSession``."""
+    """asyncssh's callbacks for the helper's channel, forwarded to its ``HelperOutput``."""
 
-    def __init__(self, owner: HelperSession) -> None:
+    def __init__(self, owner: HelperOutput) -> None:
         self._owner = owner
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         if datatype is None:
-            self._owner._on_stdout(data)
+            self._owner.on_stdout(data)
         else:
-            self._owner._on_stderr(data)
+            self._owner.on_stderr(data)
 
     def eof_received(self) -> bool:
-        self._owner._on_end(None)
+        self._owner.on_end(None)
         return True  # stay half-open for the exit status, as asyncssh's own streams do
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._owner._on_end(exc)
+        self._owner.on_end(exc)
 
 
 class SshTransport:
@@ -82,7 +91,7 @@ class SshTransport:
 
     @classmethod
     async def open(
-        cls, conn: asyncssh.SSHClientConnection, python: str, owner: HelperSession
+        cls, conn: asyncssh.SSHClientConnection, python: str, owner: HelperOutput
     ) -> SshTransport:
         try:
             channel, _ = await conn.create_session(
@@ -119,26 +128,26 @@ class SshTransport:
 
 
 class _Pipes(asyncio.SubprocessProtocol):
-    """asyncio's callbacks for the child's pipes, forwarded to its ``HelperSession``."""
+    """asyncio's callbacks for the child's pipes, forwarded to its ``HelperOutput``."""
 
-    def __init__(self, owner: HelperSession) -> None:
+    def __init__(self, owner: HelperOutput) -> None:
         self._owner = owner
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         chunk = data if isinstance(data, bytes) else data.encode()
         if fd == 1:
-            self._owner._on_stdout(chunk)
+            self._owner.on_stdout(chunk)
         elif fd == 2:
-            self._owner._on_stderr(chunk)
+            self._owner.on_stderr(chunk)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:
-            self._owner._on_end(None)  # end of stdout: the helper said all it will
+            self._owner.on_end(None)  # end of stdout: the helper said all it will
 
     def connection_lost(self, exc: Exception | None) -> None:
         # The process exited and every pipe closed.
-        self._owner._on_end(None)
+        self._owner.on_end(None)
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -151,7 +160,7 @@ class LocalTransport:
         self._pipes = pipes
 
     @classmethod
-    async def open(cls, python: str, owner: HelperSession) -> LocalTransport:
+    async def open(cls, python: str, owner: HelperOutput) -> LocalTransport:
         """Start ``python -u -c BOOT``; ``OSError`` when it cannot be started at all."""
         loop = asyncio.get_running_loop()
         transport, pipes = await loop.subprocess_exec(
