@@ -4,6 +4,7 @@
 fair-share factor, quota state, off-hours, time limit, dependency state) and live
 jobs and claims into ``policy.Running``; nothing here decides anything. Jobs
 whose ``--after-ok`` dependency failed come back separately, to be cancelled.
+The rows are read through ``rows``' protocols: the store's objects pass as they are.
 """
 
 from __future__ import annotations
@@ -11,15 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic
 
 from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy import shares
+from gputui.scheduler.policy.rows import FINAL_JOB_STATES, ClaimRow, J, JobRow, Rows
 from gputui.scheduler.policy.shares import Standing
-from gputui.scheduler.server.wire import FINAL_JOB_STATES
-from gputui.scheduler.store.queries import Tx
-from gputui.scheduler.store.tables import Claim, Job
 
 STOPPING = ("killing", "preempting")
 HOLDING = ("starting", "running", "killing", "preempting", "unknown")
@@ -45,16 +44,16 @@ def class_blocked(config: SchedulerConfig, klass: str) -> str | None:
 
 
 @dataclass(slots=True)
-class Line:
+class Line(Generic[J]):
     wants: list[policy.Want] = field(default_factory=list)
     rows: dict[tuple[str, int], Any] = field(default_factory=dict)
     running: list[policy.Running] = field(default_factory=list)
-    broken_deps: list[tuple[Job, str]] = field(default_factory=list)
+    broken_deps: list[tuple[J, str]] = field(default_factory=list)
     """Queued jobs whose ``--after-ok`` dependency failed: (job, why)."""
 
 
 def job_want(
-    job: Job,
+    job: JobRow,
     config: SchedulerConfig,
     standing: Standing,
     barred: frozenset[str],
@@ -81,7 +80,7 @@ def job_want(
     )
 
 
-def claim_want(item: Claim, config: SchedulerConfig, standing: Standing) -> policy.Want:
+def claim_want(item: ClaimRow, config: SchedulerConfig, standing: Standing) -> policy.Want:
     assert item.id is not None
     return policy.Want(
         "claim",
@@ -101,14 +100,14 @@ def claim_want(item: Claim, config: SchedulerConfig, standing: Standing) -> poli
     )
 
 
-def preemptible(job: Job, config: SchedulerConfig) -> bool:
+def preemptible(job: JobRow, config: SchedulerConfig) -> bool:
     """Whether a job may be preempted by a higher class: asked for (``--preemptible``)
     or of a preemptible class."""
     klass = config.klass(job.priority)
     return job.preemptible or (klass is not None and klass.preemptible)
 
 
-def running_job(job: Job, config: SchedulerConfig, now: float) -> policy.Running:
+def running_job(job: JobRow, config: SchedulerConfig, now: float) -> policy.Running:
     assert job.id is not None and job.host is not None
     started = job.started_at if job.started_at is not None else now
     # A job on a host that does not answer cannot be signalled: never a victim.
@@ -128,19 +127,19 @@ def running_job(job: Job, config: SchedulerConfig, now: float) -> policy.Running
 
 
 def build(
-    tx: Tx,
+    tx: Rows[J],
     config: SchedulerConfig,
     standing: Standing,
     now: float,
     only: Mapping[str, str] | None = None,
     *,
-    jobs: Sequence[Job] | None = None,
-) -> Line:
+    jobs: Sequence[J] | None = None,
+) -> Line[J]:
     """``only`` maps a host to the one user whose jobs may run there. ``jobs``: only
     these queued jobs, and nothing else (no claims, nothing running: a pass on no
     usable GPU that only gives new jobs their reason)."""
     only = only or {}
-    line = Line()
+    line: Line[J] = Line()
     queued = tx.jobs(("queued",)) if jobs is None else list(jobs)
     deps = {d for job in queued for d in json.loads(job.after)}
     states = tx.job_states(deps) if deps else {}
@@ -182,7 +181,7 @@ def build(
 
 
 def view(
-    line: Line,
+    line: Line[J],
     slots: tuple[policy.GpuSlot, ...],
     config: SchedulerConfig,
     now: float,

@@ -23,6 +23,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from gputui.scheduler.client import ops
+from gputui.scheduler.policy import rows
 
 MUTATING = ops.MUTATING
 """The ops that change something (``ops.MUTATING``: one set for client and head)."""
@@ -483,6 +484,7 @@ JobStateName = Literal[
     "killed",
     "cancelled",
 ]
-LIVE_JOB_STATES = frozenset({"starting", "running", "killing", "preempting", "unknown"})
-PENDING_JOB_STATES = frozenset({"queued", "held"})
-FINAL_JOB_STATES = frozenset({"completed", "failed", "timeout", "killed", "cancelled"})
+LIVE_JOB_STATES = rows.LIVE_JOB_STATES
+PENDING_JOB_STATES = rows.PENDING_JOB_STATES
+FINAL_JOB_STATES = rows.FINAL_JOB_STATES
+"""The states split three ways: the policy's sets (``policy.rows``), one for all."""
