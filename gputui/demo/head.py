@@ -22,11 +22,19 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
 from gputui.demo.workloads import python_for_everyone
-from gputui.scheduler.client import AsyncHeadClient, HeadError
+from gputui.scheduler.client.aio import AsyncHeadClient
+from gputui.scheduler.client.backend import Answer
+from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.head_backend import HeadBackend
+
+DemoBackend = HeadBackend[Awaitable[Answer], AsyncIterator[Answer]]
+"""The demo's head over an asyncio connection, with the head's own extensions
+(``submit``'s ``env``, ``cluster``): it seeds only a head it started."""
 
 START_TIMEOUT_S = 20.0
 HOSTS_TIMEOUT_S = 45.0
@@ -185,8 +193,9 @@ class DemoHead:
     async def seed(self, owners: list[str], names: list[str], counts: list[int]) -> None:
         """Jobs running and waiting, one held, one idle claim; needs the hosts live."""
         client = await AsyncHeadClient.open_local(self.socket)
+        head: DemoBackend = HeadBackend(client, local=True)
         try:
-            if not await self._hosts_known(client, sum(counts)):
+            if not await self._hosts_known(head, sum(counts)):
                 self.seeded.append("the head did not see every GPU in time; nothing seeded")
                 return
             me = pwd.getpwuid(os.getuid()).pw_name
@@ -207,35 +216,33 @@ class DemoHead:
             # A whole host that already runs a job: it waits (Resources).
             plan.append((others[0], job("sweep-all", largest, 600, host=first)))
             for user, body in plan:
-                await self._submit(client, user, me, body)
-            short = await client.call("submit", job("quick-test", 1, 12, pause=1.5))
+                await self._submit(head, user, me, body)
+            short = await head.submit(**job("quick-test", 1, 12, pause=1.5))
             self.seeded.append(f"job {short['job']['id']} (quick-test) of yours ends in ~20 s")
             # Yours, a whole host: it waits too, and is held (reason Held) until released.
-            held = await client.call("submit", job("eval-big", largest, 300, host=first))
+            held = await head.submit(**job("eval-big", largest, 300, host=first))
             if held["job"]["state"] == "queued":
-                await client.call("hold", {"job_id": held["job"]["id"]})
-            claim = await client.call("claim", {"gpus": 1, "note": "notebook", "wait": False})
+                await head.hold(held["job"]["id"])
+            claim = await head.claim(gpus=1, note="notebook", wait=False)
             self.seeded.append(f"claim {claim['claim']['id']} of yours, idle")
         except (HeadError, OSError, KeyError, TypeError, ValueError) as exc:
             self.seeded.append(f"seeding stopped: {getattr(exc, 'message', exc)}")
         finally:
             await client.close()
 
-    async def _hosts_known(self, client: AsyncHeadClient, gpus: int) -> bool:
+    async def _hosts_known(self, head: DemoBackend, gpus: int) -> bool:
         deadline = time.monotonic() + HOSTS_TIMEOUT_S
         while time.monotonic() < deadline:
-            state = await client.call("cluster")
+            state = await head.cluster()
             live = all(h.get("live") for h in state.get("hosts", {}).values())
             if live and len(state.get("gpus", [])) >= gpus:
                 return True
             await asyncio.sleep(0.25)
         return False
 
-    async def _submit(
-        self, client: AsyncHeadClient, user: str, me: str, body: dict[str, Any]
-    ) -> None:
+    async def _submit(self, head: DemoBackend, user: str, me: str, body: dict[str, Any]) -> None:
         if user == me:
-            await client.call("submit", body)
+            await head.submit(**body)
             return
         answers = await asyncio.get_running_loop().run_in_executor(
             None, as_user, user, str(self.socket), [("submit", body)]

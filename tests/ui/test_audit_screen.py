@@ -53,7 +53,7 @@ async def test_an_admin_cancel_shows_in_the_audit_screen() -> None:
 
             await until(pilot, waiting, "a waiting job", DEADLINE_S)
             queued = waiting()[0]
-            await link.call("cancel", {"job_id": queued.id, "reason": "the node is going away"})
+            await link.ask("cancel", lambda b: b.cancel(queued.id, reason="the node is going away"))
             await pilot.press("A")
             await until(pilot, lambda: isinstance(app.screen, AuditScreen), "the audit screen")
             screen = app.screen
@@ -110,7 +110,7 @@ async def test_a_drained_card_shows_in_the_grid_and_the_health_view() -> None:
             await until(
                 pilot, lambda: "DRAIN" not in grid_line(app, f"{host}:1"), "no DRAIN", DEADLINE_S
             )
-            audit = await link.call("audit", {"limit": 20})
+            audit = await link.ask("audit", lambda b: b.audit(limit=20))
             assert [(r["action"], r["reason"]) for r in audit["rows"][-2:]] == [
                 ("drain", "fan noise"),
                 ("undrain", "fixed"),

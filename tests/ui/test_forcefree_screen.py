@@ -102,6 +102,6 @@ async def test_force_free_from_the_console_on_the_demo_head() -> None:
             assert str(screen.verdict) == "The card is free.", (screen.verdict, screen.steps)
             names = [s["step"] for s in screen.steps]
             assert names[:5] == ["drain", "stop", "sigterm", "sigkill", "memory"], names
-            audit = await link.call("audit", {"limit": 50})
+            audit = await link.ask("audit", lambda b: b.audit(limit=50))
             steps = [r for r in audit["rows"] if r["action"] == "force-free"]
             assert len(steps) >= 5 and all(r["target"] == f"{host}:1" for r in steps)

@@ -119,7 +119,7 @@ async def test_the_link_reaches_the_head_through_ssh(tmp_path: Path) -> None:
             state = await _until(messages, HeadState)
             assert asked == [FAR_SOCKET]
             assert len(state.view.gpus) == 2
-            claim = await link.call("claim", {"gpus": 1, "wait": False})
+            claim = await link.ask("claim", lambda b: b.claim(gpus=1, wait=False))
             assert claim["claim"]["state"] == "active"
             assert link.where() == f"headbox:{FAR_SOCKET}"
         finally:
@@ -142,7 +142,7 @@ async def test_an_unknown_host_key_is_said_and_requests_say_why(tmp_path: Path) 
             assert "ssh 127.0.0.1" in down.reason and "host key" in down.reason, down.reason
             assert asked == []
             try:
-                await link.call("claim", {"gpus": 1})
+                await link.ask("claim", lambda b: b.claim(gpus=1))
             except Exception as exc:
                 assert "head unreachable (ssh 127.0.0.1" in str(exc)
             else:

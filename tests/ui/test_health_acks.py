@@ -26,8 +26,12 @@ from gputui.ui.screens.health import HealthScreen
 DEADLINE_S = 60.0
 
 
+async def _drain(link: HeadLink, target: str, why: str) -> None:
+    await link.ask("drain", lambda b: b.drain(target, reason=why))
+
+
 async def _head_problem(link: HeadLink, key: str) -> dict[str, Any] | None:
-    answer = await link.call("health", {})
+    answer = await link.ask("health", lambda b: b.health())
     return next((p for p in answer["problems"] if p["key"] == key), None)
 
 
@@ -54,7 +58,7 @@ async def test_an_ack_goes_to_the_head_and_the_heads_acks_show_in_the_view(
                 pilot, lambda: link.view is not None and len(link.view.gpus) == 2, "the head's GPUs"
             )
             for gpu, why in ((0, "bad fan"), (1, "vendor visit")):
-                await link.call("drain", {"target": f"{host}:{gpu}", "reason": why})
+                await _drain(link, f"{host}:{gpu}", why)
             mine, theirs = f"{host}:0:drained", f"{host}:1:drained"
             for key in (mine, theirs):  # on the head's board after its tick
                 deadline = time.monotonic() + DEADLINE_S
@@ -78,13 +82,13 @@ async def test_an_ack_goes_to_the_head_and_the_heads_acks_show_in_the_view(
             kept = await _head_problem(link, mine)
             assert kept is not None and kept["acknowledged"]["note"] == "fan on order"
             assert kept["acknowledged"]["by"] == "root"
-            audit = await link.call("audit", {"limit": 50})
+            audit = await link.ask("audit", lambda b: b.audit(limit=50))
             assert [
                 (r["action"], r["reason"]) for r in audit["rows"] if r["action"] == "health-ack"
             ] == [("health-ack", "fan on order")]
 
             # Another admin acknowledges the other one at the head: it shows here too.
-            await link.call("health_ack", {"key": theirs, "note": "vendor on Tuesday"})
+            await link.ask("health_ack", lambda b: b.health_ack(theirs, "vendor on Tuesday"))
             await until(
                 pilot, lambda: _problem(app, theirs).ack is not None, "the head's ack", DEADLINE_S
             )
@@ -99,7 +103,7 @@ async def test_an_ack_goes_to_the_head_and_the_heads_acks_show_in_the_view(
             )
 
             # The problem changes (a new reason): the head drops its ack, and so does the view.
-            await link.call("drain", {"target": f"{host}:1", "reason": "vendor visit moved"})
+            await link.ask("drain", lambda b: b.drain(f"{host}:1", reason="vendor visit moved"))
             await until(
                 pilot,
                 lambda: (

@@ -25,11 +25,15 @@ from ui_fakes import decode
 from ui_helpers import grid_line, screen_text, until
 
 from gputui.config.models import Config, HeadConfig
+from gputui.scheduler.client.aio import AsyncHeadClient
+from gputui.scheduler.client.backend import AsyncBackend
+from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.head_backend import console_backend
 from gputui.scheduler.store.tables import Job
 from gputui.telemetry import HostSnapshot, HostStatus, Listener
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow, HostRow
-from gputui.ui.head.link import HeadState, HeadUnreachable
+from gputui.ui.head.link import HeadState, HeadUnreachable, LinkSession
 from gputui.ui.screens.confirm import ConfirmScreen, ReasonScreen
 from gputui.ui.screens.forms import ClaimScreen, SubmitScreen
 from gputui.ui.screens.main import MainScreen
@@ -357,9 +361,9 @@ async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
             await connected(pilot, app)
             link = app.head.link
             assert link is not None
-            await link.call("submit", {"argv": ["big"], "gpus": 4, "time_limit_s": 3600})
-            waiting = await link.call("submit", {"argv": ["next"], "gpus": 2})
-            await link.call("submit", {"argv": ["nolimit"], "gpus": 3, "preemptible": True})
+            await link.ask("submit", lambda b: b.submit(argv=["big"], gpus=4, time_limit_s=3600))
+            waiting = await link.ask("submit", lambda b: b.submit(argv=["next"], gpus=2))
+            await link.ask("submit", lambda b: b.submit(argv=["nolimit"], gpus=3, preemptible=True))
             job_id = waiting["job"]["id"]
             # The figures are the scheduler's, worked out again each minute: one passes.
             clock.advance(standings.REFRESH_S)
@@ -410,3 +414,92 @@ async def test_a_console_is_told_on_connecting_what_happened_while_it_was_closed
             await connected(pilot, again)
             await pilot.pause()
             assert text_ not in notes(again)
+
+
+class Lacking:
+    """The head's backend over the console's connection, less ``lacks``; each request
+    asked of it is kept in ``asked``."""
+
+    def __init__(self, inner: AsyncBackend, lacks: set[str]) -> None:
+        self.inner = inner
+        self.lacks = lacks
+        self.asked: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return "test"
+
+    def supports(self, capability: str) -> bool:
+        return capability not in self.lacks and self.inner.supports(capability)
+
+    def __getattr__(self, name: str) -> Any:
+        self.asked.append(name)
+        return getattr(self.inner, name)
+
+
+async def test_what_the_scheduler_lacks_is_said_in_one_line_and_nothing_is_sent(
+    tmp_path: Path,
+) -> None:
+    """A scheduler without preempt and drain: ``P`` on the queue screen and ``D`` on
+    the main screen say so in one line, before any question, and send nothing; what
+    it has (kill) still goes through."""
+    async with running_head(tmp_path, LAYOUT) as (head, hosts, sock):
+        app = console(sock)
+        backends: list[Lacking] = []
+
+        async def opener() -> LinkSession:
+            client = await AsyncHeadClient.open_local(sock)
+            backend = Lacking(console_backend(client, local=True), {"preempt", "drain"})
+            backends.append(backend)
+            return LinkSession(client, local=True, backend=backend)  # type: ignore[arg-type]
+
+        app.head.opener = opener
+        async with app.run_test(size=(140, 40)) as pilot:
+            await connected(pilot, app)
+            link = app.head.link
+            assert link is not None and len(backends) == 1
+            scheduler = backends[0]
+            job = await link.ask("submit", lambda b: b.submit(argv=["train"], preemptible=True))
+            job_id = job["job"]["id"]
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            queue = app.screen
+            assert isinstance(queue, QueueScreen)
+            await until(
+                pilot,
+                lambda: queue.selected is not None and queue.selected.state == "running",
+                "the job running",
+            )
+            await until(pilot, lambda: any("started" in n for n in notes(app)), "its notice")
+            app.clear_notifications()
+            await pilot.press("P")
+            await until(pilot, lambda: notes(app), "a notification")
+            assert notes(app) == ["the test scheduler cannot preempt a job"]
+            await pilot.pause()
+            assert app.screen is queue  # no question asked first
+            with pytest.raises(HeadError) as refused:
+                await link.ask("preempt", lambda b: b.preempt(job_id))
+            assert refused.value.message == "the test scheduler cannot preempt a job"
+
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, MainScreen), "the main screen")
+            assert app.main.grid.select(GpuRow("gpu01", 0))
+            await pilot.press("D")
+            await until(pilot, lambda: len(notes(app)) == 2, "a second notification")
+            assert notes(app)[-1] == "the test scheduler cannot drain"
+            await pilot.pause()
+            assert isinstance(app.screen, MainScreen)  # no reason asked for
+            assert "preempt" not in scheduler.asked and "drain" not in scheduler.asked
+            assert hosts.signals == []
+            with head.store.snapshot() as tx:
+                assert [g.uuid for g in tx.gpus() if g.drained_at is not None] == []
+                assert tx.job(job_id).state == "running"  # type: ignore[union-attr]
+
+            # The control: what the scheduler has goes through the same stand-in.
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            await pilot.press("K")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
+            await pilot.press("y")
+            await until(pilot, lambda: hosts.signals != [], "the kill to reach the host")
+            assert "kill" in scheduler.asked

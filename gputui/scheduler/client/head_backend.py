@@ -4,11 +4,17 @@ Each method is one request to the head, its arguments those of the head's wire.
 The same class serves the CLI and the console: over the blocking client
 (``sync.HeadClient``) each method returns the answer; over the asyncio one
 (``aio.AsyncHeadClient``) it returns an awaitable of it (``console_backend``).
+
+Two extensions belong to the head alone, outside ``SchedulerBackend`` (as
+``SessionBackend``'s claim holding does): ``submit``'s ``env`` (the job's own
+environment variables) and ``cluster`` (the state now, without subscribing). The
+demo, which starts a head of its own, seeds it with them; a caller that holds only a
+``SchedulerBackend`` cannot reach them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic
 
 from gputui.scheduler.client.backend import (
@@ -83,8 +89,10 @@ class HeadBackend(Generic[R_co, P_co]):
         project: str | None = None,
         after: Sequence[int] | None = None,
         after_ok: bool = False,
+        env: Mapping[str, str] | None = None,
         timeout: float | None = ANSWER_WITHIN_S,
     ) -> R_co:
+        """``env``: the job's environment variables (the head's own extension)."""
         body: Answer = {"argv": list(argv), "gpus": gpus}
         if cwd is not None:
             body["cwd"] = cwd
@@ -101,6 +109,8 @@ class HeadBackend(Generic[R_co, P_co]):
         if after:
             body["after"] = list(after)
             body["after_ok"] = after_ok
+        if env:
+            body["env"] = dict(env)
         return self._send("submit", body, timeout)
 
     def cancel(
@@ -330,6 +340,12 @@ class HeadBackend(Generic[R_co, P_co]):
 
     def pushes(self) -> P_co:
         return self._transport.pushes()
+
+    def cluster(self, *, timeout: float | None = ANSWER_WITHIN_S) -> R_co:
+        """The head's state now, as ``subscribe`` answers it, but without subscribing:
+        no pushes follow, and the notices kept for this user stay kept for their
+        console (the head's own extension)."""
+        return self._send("cluster", {}, timeout)
 
 
 def _listing(all: bool, user: str | None, limit: int | None, after: int | None) -> Answer:

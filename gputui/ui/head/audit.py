@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from textual.app import App
 
-from gputui.scheduler.client import HeadError
+from gputui.scheduler.client.errors import HeadError
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
 from gputui.ui.screens.audit import LIMIT, AuditScreen, parse_rows
@@ -40,7 +40,9 @@ class AuditActions:
 
     def fetch(self, message: AuditScreen.Wanted) -> None:
         """The screen wants rows: ask the head, or say at once why it cannot be asked."""
-        link = self.asks.connected(lambda why: message.screen.show_problem(message.token, why))
+        link = self.asks.connected(
+            lambda why: message.screen.show_problem(message.token, why), "audit"
+        )
         if link is not None:
             self.asks.ask_in_worker(
                 "audit", "the audit trail from the head", self._fetch(link, message)
@@ -48,7 +50,9 @@ class AuditActions:
 
     async def _fetch(self, link: HeadLink, message: AuditScreen.Wanted) -> None:
         try:
-            answer = await link.call("audit", {"limit": LIMIT}, timeout=AUDIT_TIMEOUT_S)
+            answer = await link.ask(
+                "audit", lambda b: b.audit(limit=LIMIT, timeout=AUDIT_TIMEOUT_S)
+            )
         except HeadError as exc:
             message.screen.show_problem(message.token, f"the head: {exc.message}")
             return

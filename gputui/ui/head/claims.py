@@ -13,7 +13,7 @@ from typing import Any
 from textual.app import App
 
 from gputui.common.text import clean
-from gputui.scheduler.client import HeadError
+from gputui.scheduler.client.errors import HeadError
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
@@ -31,7 +31,7 @@ class ClaimActions:
 
     def claim_row(self, row: Row | None) -> None:
         asks = self.asks
-        link = asks.usable("claim")
+        link = asks.usable("claim", "claim")
         view = asks.view
         if link is None or view is None:
             return
@@ -64,18 +64,19 @@ class ClaimActions:
                 asks.refuse("claim", f"no free GPU on {row.host}")
                 return
             what = f"{len(uuids)} GPU(s) on {row.host}"
-        args = {"gpu_refs": uuids, "wait": False, "note": ""}
-        asks.request(f"claim {what}", self._claim(link, what, args))
+        asks.request(f"claim {what}", self._claim(link, what, uuids))
 
-    async def _claim(self, link: HeadLink, what: str, args: dict[str, Any]) -> None:
-        result = await self.asks.call(link, f"claim {what}", "claim", args)
+    async def _claim(self, link: HeadLink, what: str, uuids: list[str]) -> None:
+        result = await self.asks.call(
+            link, f"claim {what}", "claim", lambda b: b.claim(gpu_refs=uuids, wait=False, note="")
+        )
         if result is not None:
             await self.answered(link, what, result.get("claim") or {})
 
     async def _env_text(self, link: HeadLink, host: str, fallback: list[Any]) -> str:
         """What ``gputui env --host HOST`` prints (every claim of yours there)."""
         try:
-            result = await link.call("env", {"host": host} if host else {})
+            result = await link.ask("env", lambda b: b.env(host or None))
         except HeadError:
             result = {}
         line = env_line(result.get("uuids"))
@@ -105,7 +106,7 @@ class ClaimActions:
 
     def release_row(self, row: Row | None) -> None:
         asks = self.asks
-        link = asks.usable("release")
+        link = asks.usable("release", "release")
         view = asks.view
         if link is None or view is None:
             return
@@ -140,7 +141,9 @@ class ClaimActions:
         asks.request(f"release {what}", self._release(link, what, ids))
 
     async def _release(self, link: HeadLink, what: str, ids: list[int]) -> None:
-        result = await self.asks.call(link, f"release {what}", "release", {"claim_ids": ids})
+        result = await self.asks.call(
+            link, f"release {what}", "release", lambda b: b.release(claim_ids=ids)
+        )
         if result is None:
             return
         released = result.get("released") or []
@@ -153,7 +156,7 @@ class ClaimActions:
         )
 
     def env_row(self, row: Row | None) -> None:
-        link = self.asks.usable("show the env line")
+        link = self.asks.usable("show the env line", "env")
         if link is None:
             return
         host = row.host if row is not None else ""
@@ -161,7 +164,7 @@ class ClaimActions:
 
     async def _env(self, link: HeadLink, host: str) -> None:
         result = await self.asks.call(
-            link, "show the env line", "env", {"host": host} if host else {}
+            link, "show the env line", "env", lambda b: b.env(host or None)
         )
         if result is None:
             return

@@ -9,7 +9,8 @@ that share the app and the link; the app keeps only thin ``on_*`` / ``action_*``
 handlers (Textual looks for those on the app) that call in here.
 
 A request that cannot be made says why at once (no head configured, the head
-unreachable and why); one the head refuses shows the head's own words; one whose
+unreachable and why, a scheduler that lacks the capability, said before anything
+is sent); one the head refuses shows the head's own words; one whose
 answer was lost with the connection says that it may or may not have been done.
 Nothing is dropped without a word.
 """
@@ -34,7 +35,7 @@ from gputui.ui.head.forcefree import ForceFreeActions
 from gputui.ui.head.forms import FormActions
 from gputui.ui.head.health_acks import HealthActions
 from gputui.ui.head.jobs import JobActions
-from gputui.ui.head.link import HeadLink, HeadNotice
+from gputui.ui.head.link import HeadLink, HeadNotice, Opener
 from gputui.ui.head.requests import HeadRequests
 from gputui.ui.head.usage import UsageActions
 from gputui.ui.head.view import HeadView
@@ -78,6 +79,9 @@ class HeadConsole:
         self.usage = UsageActions(app, self.asks, clock)
         self.audit = AuditActions(app, self.asks, clock)
         self.health = HealthActions(app, self.asks, local_health, clock)
+        self.opener: Opener | None = None
+        """How the link opens each connection (None: the head's socket, or through
+        SSH); set before ``start``."""
 
     @property
     def link(self) -> HeadLink | None:
@@ -90,7 +94,7 @@ class HeadConsole:
         """With a ``head:`` section: connect in a worker, turn the scheduler keys on."""
         if self.config.head is None:
             return
-        link = self.asks.link = HeadLink(self.config, self.app.post_message)
+        link = self.asks.link = HeadLink(self.config, self.app.post_message, opener=self.opener)
         main = self._main()
         main.enable_scheduler()
         main.head_line = (f"connecting to {link.where()}…", False)

@@ -9,8 +9,6 @@ takes no new claim or job; what runs there finishes.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 from textual.app import App
 
@@ -48,6 +46,8 @@ class DrainActions:
             target, what = row.host, f"host {row.host}"
             drained = bool(uuids) and all(states.get(u) == "drained" for u in uuids)
         op = "undrain" if drained else "drain"
+        if not asks.able(link, lambda why: asks.refuse(op, why), op):
+            return
         question = Text(f"{op.capitalize()} {what}?\n", "bold")
         question.append(
             "It takes new claims and jobs again."
@@ -57,13 +57,18 @@ class DrainActions:
 
         def answered(reason: str | None) -> None:
             if reason:
-                args = {"target": target, "reason": reason}
-                asks.request(f"{op} {what}", self._send(link, op, what, args))
+                asks.request(f"{op} {what}", self._send(link, op, what, target, reason))
 
         self.app.push_screen(ReasonScreen(question, op.capitalize()), answered)
 
-    async def _send(self, link: HeadLink, op: str, what: str, args: dict[str, Any]) -> None:
-        result = await self.asks.call(link, f"{op} {what}", op, args)
+    async def _send(self, link: HeadLink, op: str, what: str, target: str, reason: str) -> None:
+        undrain = op == "undrain"
+        result = await self.asks.call(
+            link,
+            f"{op} {what}",
+            op,
+            lambda b: (b.undrain if undrain else b.drain)(target, reason=reason),
+        )
         if result is not None:
             outcome = result.get("outcome") if isinstance(result, dict) else None
             text = (

@@ -13,7 +13,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import App
 
-from gputui.scheduler.client import HeadError
+from gputui.scheduler.client.errors import HeadError
 from gputui.ui.gpu_view import GpuRow, Row
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
@@ -35,7 +35,7 @@ class ForceFreeActions:
 
     def force_free_row(self, row: Row | None) -> None:
         asks = self.asks
-        link = asks.usable("force-free")
+        link = asks.usable("force-free", "force_free")
         if link is None:
             return
         if not isinstance(row, GpuRow):
@@ -59,14 +59,21 @@ class ForceFreeActions:
             screen = ForceFreeScreen(what, reason)
             self.screen = screen
             self.app.push_screen(screen)
-            args = {"host": row.host, "gpu": str(row.index), "reason": reason}
-            asks.request(f"force-free {what}", self._send(link, screen, args))
+            asks.request(f"force-free {what}", self._send(link, screen, row, reason))
 
         self.app.push_screen(ReasonScreen(question, "Force-free"), answered)
 
-    async def _send(self, link: HeadLink, screen: ForceFreeScreen, args: dict[str, Any]) -> None:
+    async def _send(
+        self, link: HeadLink, screen: ForceFreeScreen, row: GpuRow, reason: str
+    ) -> None:
+        host, gpu = row.host, str(row.index)
         try:
-            answer = await link.call("force_free", args, timeout=FORCE_FREE_TIMEOUT_S)
+            answer = await link.ask(
+                "force_free",
+                lambda b: b.force_free(
+                    host=host, gpu=gpu, reason=reason, timeout=FORCE_FREE_TIMEOUT_S
+                ),
+            )
         except HeadError as exc:
             screen.done(None, exc.message)
             return

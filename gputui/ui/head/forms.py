@@ -7,10 +7,13 @@ and can be sent again; on success it closes and a notification says what came of
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from textual.app import App
 
 from gputui.common.text import clean
-from gputui.scheduler.client import HeadError
+from gputui.scheduler.client.backend import Answer, AsyncBackend
+from gputui.scheduler.client.errors import HeadError
 from gputui.ui.head.claims import ClaimActions
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
@@ -28,25 +31,32 @@ class FormActions:
         """(cwd, command) the enqueue form starts with (the demo sets its own job)."""
 
     def open_submit(self) -> None:
-        if self.asks.usable("submit a job") is not None:
+        if self.asks.usable("submit a job", "submit") is not None:
             self.app.push_screen(SubmitScreen(*self.submit_defaults))
 
     def open_claim(self, host: str | None) -> None:
-        if self.asks.usable("claim GPUs") is not None:
+        if self.asks.usable("claim GPUs", "claim") is not None:
             self.app.push_screen(ClaimScreen(host))
 
     def send(self, message: FormScreen.Requested) -> None:
-        link = self.asks.usable(message.op)
+        problems: list[str] = []
+        link = self.asks.connected(problems.append, message.op)
         if link is None:
-            reason = self.asks.link and self.asks.link.reason
-            message.form.failed(f"head unreachable ({reason})")
+            self.asks.refuse(message.op, problems[0])
+            message.form.failed(problems[0])
             return
         self.asks.request(message.op, self._send(link, message))
 
     async def _send(self, link: HeadLink, message: FormScreen.Requested) -> None:
-        form, op = message.form, message.op
+        form, op, args = message.form, message.op, message.args
+
+        def request(backend: AsyncBackend) -> Awaitable[Answer]:
+            if op == "claim":
+                return backend.claim(**args)
+            return backend.submit(**args)
+
         try:
-            result = await link.call(op, message.args)
+            result = await link.ask(op, request)
         except HeadError as exc:
             form.failed(exc.message)
             self.asks.refuse(op, exc.message)

@@ -20,7 +20,7 @@ from textual.app import App
 from gputui.common.text import clean
 from gputui.health.board import Ack, HealthBoard, Problem
 from gputui.health.head_answer import HeadBoard
-from gputui.scheduler.client import HeadError
+from gputui.scheduler.client.errors import HeadError
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
 from gputui.ui.screens.health import HealthScreen
@@ -106,7 +106,12 @@ class HealthActions:
         )
 
     def _may_ack(self) -> str | None:
-        """With a head, only its admins acknowledge problems (as the head says who is)."""
+        """With a head, only its admins acknowledge problems (as the head says who is),
+        where its scheduler can keep acknowledgements at all."""
+        link = self.asks.link
+        lacking = link.lacks(("health_ack",)) if link is not None else None
+        if lacking is not None:
+            return lacking
         view = self.asks.view
         return view.me.refused("acknowledge problems") if view is not None else None
 
@@ -116,7 +121,7 @@ class HealthActions:
             if self.local.acknowledge(problem.key, self.login or "you", note, self.clock()):
                 shown()
             return
-        link = self.asks.usable("acknowledge")
+        link = self.asks.usable("acknowledge", "health_ack")
         if link is not None:
             self.asks.request("acknowledge", self._acknowledge(link, problem, note, shown))
 
@@ -124,7 +129,7 @@ class HealthActions:
         self, link: HeadLink, problem: Problem, note: str, shown: Callable[[], None]
     ) -> None:
         done = await self.asks.call(
-            link, "acknowledge", "health_ack", {"key": problem.key, "note": note}
+            link, "acknowledge", "health_ack", lambda b: b.health_ack(problem.key, note)
         )
         if not isinstance(done, Mapping):
             return
@@ -154,11 +159,15 @@ class HealthActions:
         if not link.connected:
             self.board.failure = "the head is unreachable"
             return
+        lacking = link.lacks(("health",))
+        if lacking is not None:
+            self.board.failure = lacking
+            return
         self.asks.ask_in_worker("health-board", "reading the head's health board", self._read(link))
 
     async def _read(self, link: HeadLink) -> None:
         try:
-            answer: Any = await link.call("health", {})
+            answer: Any = await link.ask("health", lambda b: b.health())
         except HeadError as exc:  # the last board read stays; the next read tries again
             self.board.failure = clean(exc.message, 120)
             return

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from textual.app import App
 
 from gputui.common.text import clean
-from gputui.scheduler.client import HeadError
+from gputui.scheduler.client.backend import Answer, AsyncBackend
+from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.explain_text import explain_pairs
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
@@ -26,6 +26,38 @@ from gputui.ui.screens.queue import QueueScreen
 LOG_TAIL_BYTES = 256 * 1024
 """Output shown when a job's log is opened: its last this many bytes."""
 LOG_POLL_S = 0.5
+LOG_CHUNK_BYTES = 65536
+"""Output asked for at once while following a job."""
+LOG_TIMEOUT_S = 10.0
+JOB_ACTIONS = ("cancel", "kill", "preempt", "hold", "release_hold", "requeue")
+"""What the queue screen asks of a job (each a capability of the same name)."""
+
+
+def job_request(
+    op: str, job_id: int, reason: str | None, force: bool
+) -> Callable[[AsyncBackend], Awaitable[Answer]] | None:
+    """The request of the queue screen's ``op`` on a job (None: no such action)."""
+    if op not in JOB_ACTIONS:
+        return None
+
+    def request(backend: AsyncBackend) -> Awaitable[Answer]:
+        if op == "requeue":
+            return backend.requeue(job_id, reason=reason, force=force)
+        act = {
+            "cancel": backend.cancel,
+            "kill": backend.kill,
+            "preempt": backend.preempt,
+            "hold": backend.hold,
+            "release_hold": backend.release_hold,
+        }[op]
+        return act(job_id, reason=reason)
+
+    return request
+
+
+def logs_request(job_id: int, offset: int) -> Callable[[AsyncBackend], Awaitable[Answer]]:
+    """The next part of a job's output, from ``offset``."""
+    return lambda b: b.logs(job_id, offset=offset, max_bytes=LOG_CHUNK_BYTES, timeout=LOG_TIMEOUT_S)
 
 
 class JobActions:
@@ -45,7 +77,7 @@ class JobActions:
             return
         if self.screen is not None:
             return
-        screen = QueueScreen(link.view, clock=self.clock)
+        screen = QueueScreen(link.view, clock=self.clock, lacks=lambda op: link.lacks((op,)))
         self.screen = screen
 
         def closed(_: None) -> None:
@@ -66,18 +98,23 @@ class JobActions:
 
     def act(self, message: QueueScreen.JobAction) -> None:
         what = f"{message.op.replace('_', '-')} job {message.job_id}"
-        link = self.asks.usable(what)
+        request = job_request(message.op, message.job_id, message.reason, message.force)
+        if request is None:
+            self.asks.refuse(what, f"no such action on a job: {message.op}")
+            return
+        link = self.asks.usable(what, message.op)
         if link is not None:
-            args: dict[str, Any] = {"job_id": message.job_id}
-            if message.reason:
-                args["reason"] = message.reason
-            if message.force:
-                args["force"] = True
-            self.asks.request(what, self._act(link, what, message.op, args))
+            self.asks.request(what, self._act(link, what, message.op, message.job_id, request))
 
-    async def _act(self, link: HeadLink, what: str, op: str, args: dict[str, Any]) -> None:
-        job_id = args["job_id"]
-        result = await self.asks.call(link, what, op, args)
+    async def _act(
+        self,
+        link: HeadLink,
+        what: str,
+        op: str,
+        job_id: int,
+        request: Callable[[AsyncBackend], Awaitable[Answer]],
+    ) -> None:
+        result = await self.asks.call(link, what, op, request)
         if result is None:
             return
         job = result.get("job") or {}
@@ -110,7 +147,7 @@ class JobActions:
         """Why a waiting job waits (``gputui explain``), under its detail; an older
         head without ``explain``, or an answer that does not parse, adds nothing."""
         try:
-            body = await link.call("explain", {"job_id": job_id})
+            body = await link.ask("explain", lambda b: b.explain(job_id))
             pairs = explain_pairs(body, time.time())
         except (HeadError, KeyError, TypeError, ValueError, AttributeError):
             return
@@ -123,7 +160,7 @@ class JobActions:
         pile up; an answer that fails is said in the log's title and tried again.
         """
         try:
-            detail = (await link.call("show", {"job_id": job_id}))["job"]
+            detail = (await link.ask("show", lambda b: b.show(job_id)))["job"]
             screen.show_detail(job_id, detail)
         except (HeadError, KeyError, TypeError) as exc:
             detail = None
@@ -134,11 +171,11 @@ class JobActions:
         first = True
         while True:
             try:
-                answer = await link.call(
-                    "logs", {"job_id": job_id, "offset": offset, "max_bytes": 65536}, timeout=10
-                )
+                answer = await link.ask("logs", logs_request(job_id, offset))
             except HeadError as exc:
                 screen.log_note(job_id, clean(exc.message, 120))
+                if exc.code == "unsupported":
+                    return  # asking again would only say it again
                 await asyncio.sleep(2.0)
                 continue
             size = answer.get("size")

@@ -4,10 +4,12 @@ It runs in an app worker: connect (the local socket when ``head.socket`` is on t
 machine, else through SSH to ``head.host`` and its socket there), subscribe, and
 post what the head says as small messages (``HeadState``, ``HeadNotice``); when the
 head cannot be reached or the connection drops, post ``HeadUnreachable`` with the
-reason and try again with a growing wait. Requests (claim, submit, ...) go through
-``call``, which fails at once with a ``HeadError`` saying why while the head is
-away: no request waits silently or is dropped without a word. No widget does any
-of this; they get the messages.
+reason and try again with a growing wait. Each connection is asked through its
+``SchedulerBackend`` (``LinkSession.backend``): requests (claim, submit, ...) go
+through ``ask``, which fails at once with a ``HeadError`` saying why while the head
+is away, or when the scheduler lacks the capability (``lacks`` says so before
+anything is sent): no request waits silently or is dropped without a word. No
+widget does any of this; they get the messages.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,10 @@ from textual.message import Message
 
 from gputui.common.text import clean
 from gputui.config.models import Config
-from gputui.scheduler.client import AsyncHeadClient, HeadError
+from gputui.scheduler.client.aio import AsyncHeadClient
+from gputui.scheduler.client.backend import Answer, AsyncBackend, Unsupported, require
+from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.head_backend import console_backend
 from gputui.scheduler.client.ssh import is_local, open_head_ssh
 from gputui.ui.head.view import HeadView
 
@@ -75,13 +80,22 @@ class HeadUnreachable(Message):
     reason: str
 
 
-class _Session:
-    """One open connection to the head and how to close what carries it."""
+class LinkSession:
+    """One open connection to the head: the backend the console asks through, and
+    what carries it (closed with it)."""
 
     def __init__(
-        self, client: AsyncHeadClient, closer: Callable[[], Awaitable[None]] | None = None
+        self,
+        client: AsyncHeadClient,
+        *,
+        local: bool,
+        closer: Callable[[], Awaitable[None]] | None = None,
+        backend: AsyncBackend | None = None,
     ) -> None:
+        """``local``: the head runs on this machine; ``backend``: the scheduler over
+        ``client`` (the head's own, ``console_backend``, unless given)."""
         self.client = client
+        self.backend = console_backend(client, local=local) if backend is None else backend
         self._closer = closer
 
     async def close(self) -> None:
@@ -91,11 +105,11 @@ class _Session:
                 await self._closer()
 
 
-Opener = Callable[[], Awaitable[_Session]]
+Opener = Callable[[], Awaitable[LinkSession]]
 
 
 class HeadLink:
-    """Keeps one subscription to the head; ``call`` sends requests over it."""
+    """Keeps one subscription to the head; ``ask`` sends requests over it."""
 
     def __init__(
         self,
@@ -115,7 +129,7 @@ class HeadLink:
         self._backoff_first = backoff_first
         self._backoff_cap = backoff_cap
         self._socket = Path(config.head.socket).expanduser()
-        self._session: _Session | None = None
+        self._session: LinkSession | None = None
         self._wake = asyncio.Event()
         self.reason: str | None = "connecting to the head"
         """Why requests cannot be sent now; None while connected."""
@@ -141,14 +155,16 @@ class HeadLink:
             try:
                 session = await self._open()
                 try:
-                    first = await session.client.call("subscribe", timeout=SUBSCRIBE_TIMEOUT_S)
+                    backend = session.backend
+                    require(backend, ("subscribe",))
+                    first = await backend.subscribe(timeout=SUBSCRIBE_TIMEOUT_S)
                     self._session, self.reason = session, None
                     subscribed = True
                     self._state(first.get("state"), first.get("seq"))
                     told = first.get("notices")  # what the head kept while we were away
                     for notice in told if isinstance(told, list) else []:
                         self._notice(notice)
-                    async for push in session.client.pushes():
+                    async for push in backend.pushes():
                         self._push(push)
                     why = session.client.closed_reason or "the head closed the connection"
                 finally:
@@ -210,15 +226,28 @@ class HeadLink:
 
     # -- requests -----------------------------------------------------------------
 
-    async def call(
-        self, op: str, args: dict[str, Any] | None = None, *, timeout: float = 30.0
-    ) -> dict[str, Any]:
-        """One request to the head: its result, or ``HeadError`` saying why not."""
+    def lacks(self, needs: Iterable[str]) -> str | None:
+        """One line saying the first of ``needs`` the scheduler connected now cannot do;
+        None when it can do them all (or nothing is connected: ``ask`` says that)."""
+        session = self._session
+        if session is None:
+            return None
+        try:
+            require(session.backend, needs)
+        except Unsupported as exc:
+            return exc.message
+        return None
+
+    async def ask(self, op: str, request: Callable[[AsyncBackend], Awaitable[Answer]]) -> Answer:
+        """``request`` asked of the scheduler connected now (``op``: the capability it
+        uses): its answer, or ``HeadError`` saying why not. Nothing is sent when the
+        head is away or the scheduler lacks ``op``."""
         session = self._session
         if session is None or self.reason is not None:
             raise HeadError("unreachable", f"head unreachable ({self.reason or 'not connected'})")
+        require(session.backend, (op,))
         try:
-            result: dict[str, Any] = await session.client.call(op, args, timeout=timeout)
+            return await request(session.backend)
         except HeadError as exc:
             if exc.code == "unreachable" and op not in _READ_ONLY:
                 # The answer was lost with the connection: the head may have acted.
@@ -228,17 +257,16 @@ class HeadLink:
                     " (look again once it is back)",
                 ) from None
             raise
-        return result
 
     # -- connecting ----------------------------------------------------------------
 
-    async def _open(self) -> _Session:
+    async def _open(self) -> LinkSession:
         if self._opener is not None:
             return await self._opener()
         if is_local(self.head):
             path = self._socket
             try:
-                return _Session(await AsyncHeadClient.open_local(path))
+                return LinkSession(await AsyncHeadClient.open_local(path), local=True)
             except HeadError as exc:
                 # "head unreachable at PATH: why" -> "why (PATH)": the bar says the rest,
                 # and the reason comes before a long path that may be cut.
@@ -246,12 +274,12 @@ class HeadLink:
                 raise HeadError(exc.code, f"{why} ({path})") from None
         return await self._open_ssh()
 
-    async def _open_ssh(self) -> _Session:
+    async def _open_ssh(self) -> LinkSession:
         """The head's socket through an SSH connection to its host (``headssh``)."""
         reader, writer, closer = await open_head_ssh(self.config)
         client = AsyncHeadClient(reader, writer)
         client.start()
-        return _Session(client, closer)
+        return LinkSession(client, local=False, closer=closer)
 
     @staticmethod
     def _describe(exc: BaseException) -> str:

@@ -8,12 +8,13 @@ work runs in app-owned workers, never on a screen's own time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from textual.app import App
 
-from gputui.scheduler.client import HeadError
+from gputui.scheduler.client.backend import Answer, AsyncBackend
+from gputui.scheduler.client.errors import HeadError
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.view import HeadView
 
@@ -31,15 +32,17 @@ class HeadRequests:
         """The newest state the head pushed; None before the first (or without a head)."""
         return self.link.view if self.link is not None else None
 
-    def usable(self, what: str) -> HeadLink | None:
-        """The link when a request can be sent now; else say why ``what`` cannot be done."""
-        return self.connected(lambda why: self.refuse(what, why))
+    def usable(self, what: str, *needs: str) -> HeadLink | None:
+        """The link when a request can be sent now and the scheduler can do each of
+        ``needs`` (capabilities); else say why ``what`` cannot be done."""
+        return self.connected(lambda why: self.refuse(what, why), *needs)
 
     def refuse(self, what: str, why: str) -> None:
         self.app.notify(why, title=f"cannot {what}", severity="error", timeout=8, markup=False)
 
-    def connected(self, problem: Callable[[str], None]) -> HeadLink | None:
-        """The head link when it is up; else None, and ``problem`` says why in one line."""
+    def connected(self, problem: Callable[[str], None], *needs: str) -> HeadLink | None:
+        """The head link when it is up and its scheduler can do each of ``needs``; else
+        None, and ``problem`` says why in one line."""
         link = self.link
         if link is None:
             problem("no head configured (add a head: section to hosts.yaml)")
@@ -47,7 +50,14 @@ class HeadRequests:
         if not link.connected:
             problem(f"head unreachable ({link.reason or 'not connected'})")
             return None
-        return link
+        return link if self.able(link, problem, *needs) else None
+
+    def able(self, link: HeadLink, problem: Callable[[str], None], *needs: str) -> bool:
+        """Whether the scheduler can do each of ``needs``; if not, ``problem`` says so."""
+        lacking = link.lacks(needs)
+        if lacking is not None:
+            problem(lacking)
+        return lacking is None
 
     def request(self, what: str, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` (a request that changes something) in an app worker."""
@@ -59,10 +69,17 @@ class HeadRequests:
             exit_on_error=False,
         )
 
-    async def call(self, link: HeadLink, what: str, op: str, args: dict[str, Any]) -> Any:
-        """``op``'s result, or None after saying why it failed."""
+    async def call(
+        self,
+        link: HeadLink,
+        what: str,
+        op: str,
+        request: Callable[[AsyncBackend], Awaitable[Answer]],
+    ) -> Answer | None:
+        """The answer to ``request`` (which uses capability ``op``), or None after
+        saying why it failed."""
         try:
-            return await link.call(op, args)
+            return await link.ask(op, request)
         except HeadError as exc:
             self.refuse(what, exc.message)
             return None

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from textual.app import App
 
 from gputui.common.text import clean
-from gputui.scheduler.client import HeadError
+from gputui.scheduler.client.errors import HeadError
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
 from gputui.ui.head.usage_view import UsageReport
@@ -32,6 +31,8 @@ def usage_problem(exc: HeadError) -> str:
     """One line for a ``usage`` request that got no answer."""
     if exc.code == "unknown-op":
         return "the head is too old to answer usage requests (upgrade it)"
+    if exc.code == "unsupported":  # the scheduler cannot count usage: its own line
+        return clean(exc.message, 300)
     if exc.message.startswith("head unreachable"):
         return clean(exc.message, 300)
     if exc.code == "unreachable":  # the connection went while the head was asked
@@ -62,16 +63,25 @@ class UsageActions:
 
     def fetch(self, message: UsageScreen.Wanted) -> None:
         """The screen wants figures: ask the head, or say at once why it cannot be asked."""
-        link = self.asks.connected(lambda why: message.screen.show_problem(message.token, why))
+        link = self.asks.connected(
+            lambda why: message.screen.show_problem(message.token, why), "usage"
+        )
         if link is not None:
             self.asks.ask_in_worker("usage", "usage from the head", self._fetch(link, message))
 
     async def _fetch(self, link: HeadLink, message: UsageScreen.Wanted) -> None:
         since, until = message.since, message.until
-        span: dict[str, Any] = {"since": since, "until": until}
         answers = await asyncio.gather(
-            link.call("usage", {**span, "by": "user", "hourly": True}, timeout=USAGE_TIMEOUT_S),
-            link.call("usage", {**span, "by": "group"}, timeout=USAGE_TIMEOUT_S),
+            link.ask(
+                "usage",
+                lambda b: b.usage(
+                    since=since, until=until, by="user", hourly=True, timeout=USAGE_TIMEOUT_S
+                ),
+            ),
+            link.ask(
+                "usage",
+                lambda b: b.usage(since=since, until=until, by="group", timeout=USAGE_TIMEOUT_S),
+            ),
             return_exceptions=True,
         )
         for answer in answers:

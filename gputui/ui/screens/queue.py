@@ -4,7 +4,9 @@ The app hands it each new ``HeadView`` (``show_view``), the selected job's full
 record (``show_detail``) and its output as it arrives (``append_log``); the screen
 keeps its table in step, changing only the cells that moved. Actions on a job are
 asked of the app with ``JobAction`` (kill, preempt and cancelling a running job are
-confirmed first, they destroy work); the screen itself never talks to the head.
+confirmed first, they destroy work); the screen itself never talks to the head. An
+action the scheduler cannot do (``lacks``) is said in one line before anything is
+asked.
 """
 
 from __future__ import annotations
@@ -108,10 +110,19 @@ class QueueScreen(Screen[None]):
     class SubmitWanted(Message):
         """The user asked for the enqueue form."""
 
-    def __init__(self, view: HeadView | None, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        view: HeadView | None,
+        *,
+        clock: Callable[[], float] = time.time,
+        lacks: Callable[[str], str | None] = lambda op: None,
+    ) -> None:
+        """``lacks``: for an action on a job, the line saying the scheduler cannot do
+        it (None: it can)."""
         super().__init__()
         self.view = view
         self.clock = clock
+        self.lacks = lacks
         self.only_mine = False
         self.unreachable: str | None = None
         self._keys: list[str] = []
@@ -332,6 +343,11 @@ class QueueScreen(Screen[None]):
         job = self.selected
         if job is None:
             self.notify("No job selected.", severity="warning")
+            return
+        lacking = self.lacks(op)
+        if lacking is not None:
+            title = f"cannot {op.replace('_', '-')} job {job.id}"
+            self.notify(lacking, title=title, severity="error", timeout=8, markup=False)
             return
         label = _DESTRUCTIVE.get(op)
         if op == "cancel" and job.live:
