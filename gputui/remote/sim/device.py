@@ -1,8 +1,10 @@
-"""One simulated card's state: its identity, its faults, and its readings' memory."""
+"""One simulated card: its identity, its faults, and its readings, which follow the
+load its processes put on it."""
 
 from __future__ import annotations
 
 import hashlib
+import math
 import queue
 import random
 import threading
@@ -60,3 +62,28 @@ class SimDevice:
     def age(self, kind: str) -> int:
         """Samples since fault ``kind`` was armed."""
         return max(0, self.samples - self.armed.get(kind, self.samples))
+
+    def busy(self) -> bool:
+        """Whether it reads as under load (clocks up, PCIe link up)."""
+        return self.util >= 1.0 or bool(self.procs)
+
+    def advance(self, now: float) -> None:
+        """Move its readings (load, power, temperature) toward what ``procs`` put on
+        it, as far as the time since the last sample lets them."""
+        m = self.model
+        util_target = float(min(100, sum(p.util for p in self.procs)))
+        if util_target > 0:
+            util_target = max(0.0, min(100.0, util_target + self.rng.uniform(-4.0, 3.0)))
+        cap = m.power_limit_w * (0.6 if "throttle" in self.faults else 0.92)
+        power_target = m.idle_w + (cap - m.idle_w) * (util_target / 100.0) ** 0.9
+        power_target *= 1.0 + self.rng.uniform(-0.02, 0.02)
+        span = max(1.0, m.power_limit_w * 0.92 - m.idle_w)
+        temp_target = m.idle_c + (m.load_c - m.idle_c) * (power_target - m.idle_w) / span
+        if self.last is None:
+            self.util, self.power, self.temp = util_target, power_target, temp_target
+        else:
+            dt = max(0.0, now - self.last)
+            self.util += (util_target - self.util) * (1 - math.exp(-dt / 1.5))
+            self.power += (power_target - self.power) * (1 - math.exp(-dt / 2.0))
+            self.temp += (temp_target - self.temp) * (1 - math.exp(-dt / 12.0))
+        self.last = now

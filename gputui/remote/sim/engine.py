@@ -6,13 +6,13 @@ layer runs the same code in sim and real modes. Readings follow the load of the
 processes on each simulated GPU: any process whose environment has
 ``GPUTUI_SIM_GPU=<index or uuid>[,...]`` is that GPU's process, holding
 ``GPUTUI_SIM_MEM_MIB`` MiB (default 2048) at ``GPUTUI_SIM_UTIL`` % load (default 90).
-The health readings (remapped rows, NVLinks, fabric ...) are in ``health``; the
-faults, and how they clear, are listed in ``spec``.
+The health readings (remapped rows, NVLinks, fabric ...) are ``health``'s functions
+of a card, which the surface here calls; the faults, and how they clear, are
+listed in ``spec``.
 """
 
 from __future__ import annotations
 
-import math
 import queue
 import socket
 import time
@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 from ..kernlog import XID_TEXT
 from ..nvml import MIB, NVML_CLOCK_SM, nvml_error
+from . import health
 from .device import SimDevice, SimEventSet
 from .env import ENV_GPU, ENV_MEM, ENV_UTIL, EnvScanner, SimProc
-from .health import SimHealth
 from .spec import Fault, SimSpec, parse_fault, parse_spec
 
 __all__ = [
@@ -56,8 +56,11 @@ class SimHandle:
         return f"<SimHandle {self.index}>"
 
 
-class SimNvml(SimHealth):
+class SimNvml:
     """The fake ``pynvml`` module: same function names, same errors, plausible readings."""
+
+    c_nvmlGpuFabricInfo_t = health.c_nvmlGpuFabricInfo_t
+    c_nvmlGpuFabricInfoV_t = health.c_nvmlGpuFabricInfoV_t
 
     def __init__(
         self,
@@ -167,33 +170,9 @@ class SimNvml(SimHealth):
             raise nvml_error("GpuIsLost")
         return dev
 
-    def _advance(self, dev: SimDevice) -> None:
-        now = self.clock()
-        procs = dev.procs = self._procs_of(dev)
-        m = dev.model
-        util_target = float(min(100, sum(p.util for p in procs)))
-        if util_target > 0:
-            util_target = max(0.0, min(100.0, util_target + dev.rng.uniform(-4.0, 3.0)))
-        cap = m.power_limit_w * (0.6 if "throttle" in dev.faults else 0.92)
-        power_target = m.idle_w + (cap - m.idle_w) * (util_target / 100.0) ** 0.9
-        power_target *= 1.0 + dev.rng.uniform(-0.02, 0.02)
-        span = max(1.0, m.power_limit_w * 0.92 - m.idle_w)
-        temp_target = m.idle_c + (m.load_c - m.idle_c) * (power_target - m.idle_w) / span
-        if dev.last is None:
-            dev.util, dev.power, dev.temp = util_target, power_target, temp_target
-        else:
-            dt = max(0.0, now - dev.last)
-            dev.util += (util_target - dev.util) * (1 - math.exp(-dt / 1.5))
-            dev.power += (power_target - dev.power) * (1 - math.exp(-dt / 2.0))
-            dev.temp += (temp_target - dev.temp) * (1 - math.exp(-dt / 12.0))
-        dev.last = now
-
     def _procs_of(self, dev: SimDevice) -> list[SimProc]:
         key, uuid = str(dev.index), dev.uuid.lower()
         return [p for p in self.scanner.snapshot() if key in p.targets or uuid in p.targets]
-
-    def _busy(self, dev: SimDevice) -> bool:
-        return dev.util >= 1.0 or bool(dev.procs)
 
     # -- the pynvml surface -------------------------------------------------------
 
@@ -264,9 +243,11 @@ class SimNvml(SimHealth):
         if "ecc" in dev.faults and dev.samples % 3 == 0:
             dev.ecc_uncorrected += 1
             dev.ecc_corrected += 4
-        self._advance(dev)
+        now = self.clock()
+        dev.procs = self._procs_of(dev)
+        dev.advance(now)
         util = round(dev.util)
-        return _Obj(gpu=util, memory=round(util * 0.3 + (2 if self._busy(dev) else 0)))
+        return _Obj(gpu=util, memory=round(util * 0.3 + (2 if dev.busy() else 0)))
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any:
         dev = self._dev(handle)
@@ -302,17 +283,17 @@ class SimNvml(SimHealth):
         dev = self._dev(handle)
         m = dev.model
         if clock_type == NVML_CLOCK_SM:
-            if not self._busy(dev):
+            if not dev.busy():
                 return m.sm_idle_mhz
             factor = 0.62 if "throttle" in dev.faults else 1.0
             if "hw-slowdown" in dev.faults:
                 factor = min(factor, 0.5)
             return int(m.sm_max_mhz * factor) - (15 * dev.rng.randint(0, 2) if dev.util > 90 else 0)
-        return m.mem_max_mhz if self._busy(dev) else m.mem_idle_mhz
+        return m.mem_max_mhz if dev.busy() else m.mem_idle_mhz
 
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
         dev = self._dev(handle)
-        reasons = 0x0 if self._busy(dev) else 0x1
+        reasons = 0x0 if dev.busy() else 0x1
         if "throttle" in dev.faults:
             reasons = 0x8 | 0x80
         if "hw-slowdown" in dev.faults:
@@ -321,7 +302,7 @@ class SimNvml(SimHealth):
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int:
         dev = self._dev(handle)
-        if not (self._busy(dev) or not dev.model.geforce):
+        if not (dev.busy() or not dev.model.geforce):
             return 1  # a GeForce card idles at Gen 1
         return max(1, dev.model.pcie_gen - 2) if "pcie-down" in dev.faults else dev.model.pcie_gen
 
@@ -363,3 +344,44 @@ class SimNvml(SimHealth):
 
     def nvmlEventSetFree(self, event_set: Any) -> None:
         return None
+
+    # -- the pynvml surface: health (``health``) ------------------------------------
+
+    def nvmlDeviceGetTemperatureThreshold(self, handle: Any, threshold: int) -> int:
+        return health.temperature_threshold(self._dev(handle), threshold)
+
+    def nvmlDeviceGetRemappedRows(self, handle: Any) -> tuple[int, int, int, int]:
+        return health.remapped_rows(self._dev(handle))
+
+    def nvmlDeviceGetRetiredPages(self, handle: Any, cause: int) -> list[int]:
+        return health.retired_pages(self._dev(handle), cause)
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: Any) -> int:
+        return health.retired_pages_pending(self._dev(handle))
+
+    def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int:
+        return health.persistence_mode(self._dev(handle))
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle: Any) -> int:
+        return health.pcie_replays(self._dev(handle))
+
+    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
+        return health.nvlink_state(self._dev(handle), link)
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:
+        return health.nvlink_errors(self._dev(handle), link, counter)
+
+    def nvmlDeviceGetGpuFabricInfo(self, handle: Any, ref: Any) -> int:
+        return health.fabric_info(self._dev(handle), ref)
+
+    def nvmlDeviceGetGpuFabricInfoV(self, handle: Any, ref: Any) -> int:
+        return health.fabric_info(self._dev(handle), ref)
+
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
+        return self._dev(handle).index
+
+    def nvmlDeviceResetGpu(self, handle: Any) -> int:
+        return health.reset_gpu(self._dev(handle))
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter: int) -> int:
+        return health.ecc_errors(self._dev(handle), error_type)

@@ -18,11 +18,12 @@ model, named GPUs and barred hosts):
   three waits without a look, and all of those wait for one reason, given once
   at the end.
 
-The pass's state and shared work are in ``state``, preemption and
-reservations (each a heap of hosts, worked out again lazily) in ``rooms``;
-this module walks the line and places. ``reference`` applies the same rules the
-plain way (re-sort and re-scan for every request); the benchmark times both and a
-test checks they decide the same.
+The pass (``Pass``) walks the line and places. It owns a ``state.PassState``
+(the cluster as the pass changes it, and what it has decided) and gives it to
+a ``rooms.Preemptor`` and a ``rooms.Reserver`` (each a heap of hosts, worked
+out again lazily) for what cannot be placed. ``reference`` applies the same
+rules the plain way (re-sort and re-scan for every request); the benchmark times
+both and a test checks they decide the same.
 """
 
 from __future__ import annotations
@@ -47,10 +48,10 @@ from gputui.scheduler.policy.model import (
     Want,
     static_reason,
 )
-from gputui.scheduler.policy.rooms import Rooms
-from gputui.scheduler.policy.state import Hold, Kin, Reservation, Shape, Sized
+from gputui.scheduler.policy.rooms import Preemptor, Reserver
+from gputui.scheduler.policy.state import Hold, Kin, PassState, Reservation, Shape, Sized
 
-__all__ = ["Pass", "Reservation", "decide", "end_of"]
+__all__ = ["Pass", "decide", "end_of"]
 
 _LINE = attrgetter("line")
 
@@ -64,14 +65,34 @@ def end_of(want: Want, now: float) -> float:
     return INF if want.time_limit_s is None else now + want.time_limit_s
 
 
-class Pass(Rooms):
-    """One scheduling pass over a ``ClusterView``: ``Pass(view).run()``."""
+class Pass:
+    """One scheduling pass over a ``ClusterView``: ``Pass(view).run()``.
+
+    It walks the line and places; the cluster as it changes is its ``state``, and
+    what cannot be placed goes to its ``preemptor``, then its ``reserver``."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self.state = state = PassState(view)
+        self.preemptor = Preemptor(state)
+        self.reserver = Reserver(state)
+        self._shapes: dict[tuple[object, ...], Shape] = {}
+        self._sized: dict[tuple[object, ...], Sized] = {}
+        self._kins: dict[tuple[object, ...], Kin] = {}
+        self._dead: dict[tuple[object, ...], Kin] = {}
+        """Per (shape, size, class, over quota, kind) for which nothing can be had any
+        more this pass (by a request ending no sooner than their ``Sized.fail``)."""
+        self._undecided: list[Want] = []
+        """Waiting for a reason that depends on the whole pass (given at its end)..."""
+        self._holders: list[Kin | Reservation] = []
+        """... and, one for one, what will hold that reason (two lists rather than one
+        of pairs: 10,000 pairs would wake the garbage collector)."""
 
     # -- the walk -----------------------------------------------------------------
 
     def run(self) -> Decisions:
         one, dead, undecided, holders = self._one, self._dead, self._undecided, self._holders
-        now = self.now
+        now = self.state.now
         for want in sorted(self.view.waiting, key=_LINE):
             # The common case in a long line: a request whose shape, size and class
             # already found no room, no victims and no host to reserve, ending no
@@ -86,11 +107,12 @@ class Pass(Rooms):
                         continue
             one(want)
         self._give_reasons()
-        wait = self.wait
+        state = self.state
+        wait = state.wait
         new = tuple.__new__  # a Wait made straight from its fields: the fastest way
         for want, holder in zip(undecided, holders, strict=True):
             wait.append(new(Wait, (want.kind, want.id, holder.why, holder.start_at, holder.host)))
-        return Decisions(tuple(self.place), tuple(wait), tuple(self.preempt))
+        return Decisions(tuple(state.place), tuple(wait), tuple(state.preempt))
 
     def _give_reasons(self) -> None:
         """The reasons that depend on the whole pass: one per kin, one per reservation."""
@@ -102,7 +124,7 @@ class Pass(Rooms):
                 if sized.why is None:
                     sized.why = self._reason(kin.first, sized)
                 kin.why = sized.why
-        for res in self.reserved.values():
+        for res in self.state.reserved.values():
             assert res.sized is not None  # every reservation here is this pass's
             res.why = self._reason(res.want, res.sized)
 
@@ -123,18 +145,23 @@ class Pass(Rooms):
         if sized.fixed is not None:
             self._waits(want, sized.fixed)
             return
-        end = end_of(want, self.now)
+        state = self.state
+        end = end_of(want, state.now)
         failed = sized.fail
-        if self.total_free < want.gpus:
+        if state.total_free < want.gpus:
             sized.fail = -INF  # never again this pass: free GPUs only get fewer
         elif failed is None or end < failed:
             if self._try_place(want, sized, end):
                 return
             sized.fail = end if failed is None else min(failed, end)
-        if want.kind == "job" and self._try_preempt(want, sized):
-            return
-        if want.kind == "job" and self._try_reserve(want, sized):
-            return
+        if want.kind == "job":
+            if self.preemptor.preempt(want, sized):
+                return
+            res = self.reserver.reserve(want, sized)
+            if res is not None:
+                self._undecided.append(want)
+                self._holders.append(res)
+                return
         kin = self._kins.get(want.kin)
         if kin is None:
             kin = self._kins[want.kin] = Kin(sized, want)
@@ -145,9 +172,9 @@ class Pass(Rooms):
 
     def _static_reason(self, want: Want, shape: Shape) -> str | None:
         """``policy.static_reason``, from the counts by kind."""
-        counts = self.counts(want, shape).values()
+        counts = self.state.counts(want, shape).values()
         if not any(c[0] >= want.gpus for c in counts):
-            return static_reason(want, self.hosts)  # LoginUser or Resources: rare
+            return static_reason(want, self.state.hosts)  # LoginUser or Resources: rare
         if any(c[1] >= want.gpus for c in counts if c[0] >= want.gpus):
             return None
         if any(c[2] >= want.gpus for c in counts):
@@ -160,12 +187,14 @@ class Pass(Rooms):
         if want.kind != "job":
             return True
         preempt_done = (
-            want.over_quota or not self.view.preemption or self._cannot_preempt(want, shape)
+            want.over_quota
+            or not self.view.preemption
+            or self.preemptor.cannot_preempt(want, shape)
         )
         return preempt_done and want.gpus >= shape.no_reserve
 
     def _waits(self, want: Want, reason: str) -> None:
-        self.wait.append(Wait(want.kind, want.id, reason, None, None))
+        self.state.wait.append(Wait(want.kind, want.id, reason, None, None))
 
     def _reason(self, want: Want, sized: Sized) -> str:
         """Why it waits, judged once the pass is done: ``QuotaExceeded`` when it is
@@ -174,20 +203,21 @@ class Pass(Rooms):
         ``Resources``."""
         if want.over_quota:
             return QUOTA  # whatever holds it back, the quota is why it is at the back
+        state = self.state
         if sized.fit_at_start is None:
-            counts = self.counts(want, sized.shape).values()
+            counts = state.counts(want, sized.shape).values()
             sized.fit_at_start = any(c[3] >= want.gpus for c in counts)
         if not sized.fit_at_start:
             return RESOURCES
         room = sized.room_reserved
         if room is None:
-            candidates = set(self._candidate_hosts(want, sized))
+            candidates = set(state.candidate_hosts(want, sized))
             room = sized.room_reserved = [
                 res.want
-                for host, res in self.reserved.items()
+                for host, res in state.reserved.items()
                 if host in candidates
-                and len(self.free[host]) >= want.gpus
-                and len(self._fitting_free(want, sized.shape, host)) >= want.gpus
+                and len(state.free[host]) >= want.gpus
+                and len(state.fitting_free(want, sized.shape, host)) >= want.gpus
             ]
         others = len(room) > 1 or (len(room) == 1 and room[0] is not want)
         return RESERVATION if others else PRIORITY
@@ -196,12 +226,14 @@ class Pass(Rooms):
 
     def _try_place(self, want: Want, sized: Sized, end: float) -> bool:
         best: tuple[int, str, list[GpuSlot]] | None = None
-        free_on, size = self.free, want.gpus
-        for host in self._candidate_hosts(want, sized):
+        state = self.state
+        free_on, size = state.free, want.gpus
+        fitting_free, shape = state.fitting_free, sized.shape
+        for host in state.candidate_hosts(want, sized):
             if len(free_on[host]) < size:  # too few free of any kind: no need to look
                 continue
-            free = self._fitting_free(want, sized.shape, host)
-            if len(free) < want.gpus:
+            free = fitting_free(want, shape, host)
+            if len(free) < size:
                 continue
             chosen = self._respecting_reservation(want, host, free, end)
             if chosen is None:
@@ -224,7 +256,7 @@ class Pass(Rooms):
             if len(named) != len(set(want.named)):
                 return None
             free = named
-        res = self.reserved.get(host)
+        res = self.state.reserved.get(host)
         if res is None or res.want is want:
             return free[: want.gpus]
         if not self.view.backfill:
@@ -241,14 +273,12 @@ class Pass(Rooms):
         return chosen + theirs[:short]
 
     def _take(self, want: Want, host: str, chosen: list[GpuSlot], end: float) -> None:
+        state = self.state
         uuids = tuple(g.uuid for g in chosen)
-        taken = set(uuids)
-        self.free[host] = [g for g in self.free[host] if g.uuid not in taken]
-        self.free_ids -= taken
-        self.total_free -= len(uuids)
-        self.holds.setdefault(host, []).append(Hold(end, uuids))
-        self._version[host] = self._version.get(host, 0) + 1
-        res = self.reserved.get(host)
+        state.take(host, set(uuids))
+        state.holds.setdefault(host, []).append(Hold(end, uuids))
+        state.changed(host)
+        res = state.reserved.get(host)
         if res is not None and res.want is not want and not (end < INF and end <= res.start):
             res.spare -= sum(1 for g in chosen if res.want.fits(g))
-        self.place.append(Place(want.kind, want.id, host, uuids))
+        state.place.append(Place(want.kind, want.id, host, uuids))

@@ -27,7 +27,8 @@ from gputui.scheduler.policy.model import (
     static_reason,
     victims_for,
 )
-from gputui.scheduler.policy.passes import Reservation, end_of
+from gputui.scheduler.policy.passes import end_of
+from gputui.scheduler.policy.state import Reservation
 
 
 def decide_ref(view: ClusterView) -> Decisions:

@@ -1,4 +1,6 @@
-"""Preemption and reservations in one scheduling pass (``passes.Pass``).
+"""Room for a request that cannot be placed now, in one scheduling pass
+(``passes.Pass``): a ``Preemptor`` stops lower work for it, a ``Reserver``
+reserves the host where it fits soonest; both work on the pass's ``PassState``.
 
 Both keep a heap of hosts per shape and size (and class, for preemption): an
 entry is worked out again only when its host changed since it was (a placement, a
@@ -82,25 +84,32 @@ def start_from(
     return start, have - need
 
 
-class Rooms(PassState):
-    """Preemption and reservations; ``Pass`` walks the line and places."""
+class Preemptor:
+    """Makes room for a request by stopping lower work, in the ``PassState`` it is
+    given (a heap of hosts per shape, size and class)."""
 
-    # -- preemption -----------------------------------------------------------------
+    def __init__(self, state: PassState) -> None:
+        self.state = state
+        self._stoppable_on: dict[str, list[tuple[int, float, int, bool, int, bool]]] = {}
+        self._eligible_memo: dict[
+            tuple[str, int], tuple[int, list[tuple[int, float, int]], list[int]]
+        ] = {}
 
-    def _try_preempt(self, want: Want, sized: Sized) -> bool:
+    def preempt(self, want: Want, sized: Sized) -> bool:
         """Make room for ``want`` by stopping lower work on one host (or wait for the
         work already stopping there); True when it now waits for that."""
-        if want.over_quota or not self.view.preemption:
+        state = self.state
+        if want.over_quota or not state.view.preemption:
             return False
         shape = sized.shape
-        if self._cannot_preempt(want, shape):
+        if self.cannot_preempt(want, shape):
             return False
         best = self._best_room_now(want, sized)
         if best is None:
             shape.no_preempt.append((want.gpus, want.rank))
             return False
         _, host, chosen, free, soon = best
-        free = [g for g in free if g.uuid in self.free_ids]
+        free = [g for g in free if g.uuid in state.free_ids]
         # Hold what is free and what is coming free for it, so nothing later in this
         # pass takes it; the victims stop, and their GPUs are promised to it.
         keep = want.gpus
@@ -108,40 +117,45 @@ class Rooms(PassState):
         keep -= len(held)
         promised = soon[:keep]
         keep -= len(promised)
-        fits = self._fit_on(want, shape, host)[0]
+        fits = state.fit_on(want, shape, host)[0]
         for victim_id in chosen:
             run = self._job_on(host, victim_id)
-            self.victims.add(victim_id)
-            self.preempt.append(Preempt(victim_id, host, want.kind, want.id))
+            state.victims.add(victim_id)
+            state.preempt.append(Preempt(victim_id, host, want.kind, want.id))
             fitting = [u for u in run.gpus if u in fits]
             promised.extend(fitting[:keep] if keep > 0 else [])
             keep -= min(keep, len(fitting))
-            self.soon.setdefault(host, []).extend(run.gpus)
-        self.promised.update(promised)
-        self._version[host] = self._version.get(host, 0) + 1
+            state.soon.setdefault(host, []).extend(run.gpus)
+        state.promised.update(promised)
+        state.changed(host)
         if held:
-            taken = set(held)
-            self.free[host] = [g for g in self.free[host] if g.uuid not in taken]
-            self.free_ids -= taken
-            self.total_free -= len(held)
+            state.take(host, set(held))
         if chosen:
             # Its victims are no one else's now: on this host others may need no
             # victim of their own any more (GPUs come free for no one), or other
             # victims than before.
-            spare = any(u not in self.promised for v in chosen for u in self._job_on(host, v).gpus)
+            spare = any(u not in state.promised for v in chosen for u in self._job_on(host, v).gpus)
             self._mark(host, everywhere=spare)
-        self.wait.append(Wait(want.kind, want.id, PREEMPTING, None, host))
+        state.wait.append(Wait(want.kind, want.id, PREEMPTING, None, host))
         return True
 
+    def cannot_preempt(self, want: Want, shape: Shape) -> bool:
+        """Whether a smaller or equal size of a higher or equal class of ``want``'s
+        shape already found no room to preempt for (``Shape.no_preempt``)."""
+        size, rank = want.gpus, want.rank
+        return any(s <= size and r <= rank for s, r in shape.no_preempt)
+
     def _job_on(self, host: str, job_id: int) -> Running:
-        return next(r for r in self.running_by_host[host] if r.id == job_id and r.kind == "job")
+        return next(
+            r for r in self.state.running_by_host[host] if r.id == job_id and r.kind == "job"
+        )
 
     def _mark(self, host: str, *, everywhere: bool) -> None:
         """Have every preemption heap that could use ``host`` work it out again: its
         entries there may be better now (taking the youngest victim may leave a
         smaller one). Not the reservation heaps: a start only gets later in a pass,
         as GPUs are taken or promised."""
-        for sized in self._heaped:
+        for sized in self.state.heaped:
             hosts = sized.hosts
             if hosts is None or host not in hosts:
                 continue
@@ -151,41 +165,32 @@ class Rooms(PassState):
                 if everywhere or (exact is not None and exact[1] is not None):
                     heapq.heappush(rooms, ((-1, 0, host), host, -1, 1, None))
 
-    def _cannot_preempt(self, want: Want, shape: Shape) -> bool:
-        size, rank = want.gpus, want.rank
-        return any(s <= size and r <= rank for s, r in shape.no_preempt)
-
-    def _heap_for(self, want: Want, sized: Sized) -> list[str]:
-        """The hosts for a new heap of ``sized``'s (noted, so marks reach it)."""
-        hosts = self._candidate_hosts(want, sized)
-        if sized.hosts is None:
-            sized.hosts = set(hosts)
-            self._heaped.append(sized)
-        return hosts
-
     def _best_room_now(self, want: Want, sized: Sized) -> Room | None:
         """The host to preempt on: the first (by name) where enough is stopping
         already, else the fewest victims, then fewest GPUs freed, then by name."""
         shape, rank = sized.shape, want.rank
+        state = self.state
+        versions = state.version
         heap = sized.room_heaps.get(rank)
         if heap is None:
             # Each host goes in first with a bound of its rank (``_room_bound``),
             # worked out exactly only if it comes to the top.
             heap = []
-            bound_of, version = self._room_bound, self._version.get
-            for host in self._heap_for(want, sized):
+            bound_of, version = self._room_bound, versions.get
+            for host in state.heap_for(want, sized):
                 bound = bound_of(want, shape, host)
                 if bound is not None:
                     heap.append((bound, host, version(host, 0), 1, None))
             heapq.heapify(heap)
             sized.room_heaps[rank] = heap
+        reserved = state.reserved
         while heap:
             _, host, version_then, _, room = heap[0]
-            res = self.reserved.get(host)
+            res = reserved.get(host)
             if res is not None and res.want is not want:
                 heapq.heappop(heap)
                 continue
-            current = self._version.get(host, 0)
+            current = versions.get(host, 0)
             if version_then != current:  # changed since (or a mark): bound it again
                 heapq.heappop(heap)
                 bound = self._room_bound(want, shape, host)
@@ -209,7 +214,7 @@ class Rooms(PassState):
         not, so the bound holds for every shape)."""
         # The memos looked up here rather than through their methods: this runs for
         # every host of every new heap.
-        version = self._version.get(host, 0)
+        version = self.state.version.get(host, 0)
         memo = shape.free_soon.get(host)
         if memo is not None and memo[0] == version:
             need = want.gpus - memo[1]
@@ -229,11 +234,11 @@ class Rooms(PassState):
         """The jobs on ``host`` that a job of class ``rank`` within quota may preempt
         now, as (GPUs, started_at, id), and the running totals of their sizes from
         the largest down: per host version, whatever the shape or size."""
-        version = self._version.get(host, 0)
+        version = self.state.version.get(host, 0)
         memo = self._eligible_memo.get((host, rank))
         if memo is not None and memo[0] == version:
             return memo[1], memo[2]
-        victims = self.victims
+        victims = self.state.victims
         runs = [
             (size, started, ident)
             for size, started, ident, preemptible, its_rank, over_quota in self._stoppable(host)
@@ -248,10 +253,11 @@ class Rooms(PassState):
         started_at, id, preemptible, class, over quota)."""
         runs = self._stoppable_on.get(host)
         if runs is None:
-            oldest = self.now - self.view.min_runtime_s
+            state = self.state
+            oldest = state.now - state.view.min_runtime_s
             runs = self._stoppable_on[host] = [
                 (len(r.gpus), r.started_at, r.id, r.preemptible, r.rank, r.over_quota)
-                for r in self.running_by_host.get(host, ())
+                for r in state.running_by_host.get(host, ())
                 if r.kind == "job" and not r.stopping and r.started_at <= oldest
             ]
         return runs
@@ -259,22 +265,23 @@ class Rooms(PassState):
     def _free_and_soon(self, want: Want, shape: Shape, host: str) -> int:
         """How many GPUs of ``want``'s shape on ``host`` are free or coming free for
         no one: per shape and version of the host, whatever the size or class."""
-        version = self._version.get(host, 0)
+        state = self.state
+        version = state.version.get(host, 0)
         memo = shape.free_soon.get(host)
         if memo is not None and memo[0] == version:
             return memo[1]
-        fitting = self._fit_on(want, shape, host)[0]
-        count = len(fitting & self.free_ids)
-        soon = self.soon.get(host)
+        fitting = state.fit_on(want, shape, host)[0]
+        count = len(fitting & state.free_ids)
+        soon = state.soon.get(host)
         if soon:
-            count += len(fitting.intersection(soon).difference(self.promised))
+            count += len(fitting.intersection(soon).difference(state.promised))
         shape.free_soon[host] = (version, count)
         return count
 
     def _room_cached(self, want: Want, sized: Sized, host: str) -> Room | None:
         """``_room_on``, worked out once per version of the host (a host can have an
         entry and a mark in a heap at once)."""
-        version = self._version.get(host, 0)
+        version = self.state.version.get(host, 0)
         key = (want.rank, host)
         memo = sized.room_memo.get(key)
         if memo is not None and memo[0] == version:
@@ -286,20 +293,21 @@ class Rooms(PassState):
     def _room_on(self, want: Want, shape: Shape, host: str) -> Room | None:
         """How ``want`` could get room on ``host``: what is stopping there already,
         else the fewest, youngest eligible victims; None when it cannot."""
-        free = self._fitting_free(want, shape, host)
-        fitting, all_fit = self._fit_on(want, shape, host)
-        promised = self.promised
-        soon = [u for u in self.soon.get(host, ()) if u not in promised and u in fitting]
+        state = self.state
+        free = state.fitting_free(want, shape, host)
+        fitting, all_fit = state.fit_on(want, shape, host)
+        promised = state.promised
+        soon = [u for u in state.soon.get(host, ()) if u not in promised and u in fitting]
         need = want.gpus - len(free) - len(soon)
         if need <= 0:
             # Stopped for it in an earlier pass (or by someone): wait for that.
             return ((0, 0, host), host, (), free, soon)
-        # Over-quota work never preempts (``_try_preempt``): this one is within.
+        # Over-quota work never preempts (``preempt``): this one is within.
         eligible = self._eligible(host, want.rank)[0]
         if all_fit:
             candidates = eligible
         else:
-            gpus_of = {run.id: run.gpus for run in self.running_by_host[host]}
+            gpus_of = {run.id: run.gpus for run in state.running_by_host[host]}
             candidates = []
             for _, started, ident in eligible:
                 count = len(fitting.intersection(gpus_of[ident]))
@@ -313,39 +321,28 @@ class Rooms(PassState):
         freed = sum(c[0] for c in candidates if c[2] in chosen)
         return ((len(chosen), freed, host), host, chosen, free, soon)
 
-    # -- reservations -----------------------------------------------------------------
 
-    def _start_here(self, want: Want, shape: Shape, host: str) -> tuple[float, int] | None:
-        """``start_on`` for ``want`` on ``host``, from the host's timeline for the
-        shape (worked out once per host version, whatever the size)."""
-        fitting = self._fit_on(want, shape, host)[0]
-        if len(fitting) < want.gpus:
-            return None
-        version = self._version.get(host, 0)
-        memo = shape.timeline.get(host)
-        if memo is None or memo[0] != version:
-            have, events = timeline(
-                fitting,
-                free=self.free_ids,
-                holds=self.holds.get(host, []),
-                now=self.now,
-                grace_s=self.view.grace_s,
-                held_for_others=self.promised,
-            )
-            memo = shape.timeline[host] = (version, have, events)
-        return start_from(want.gpus, memo[1], memo[2], self.now)
+class Reserver:
+    """Reserves, for a request that can neither be placed nor preempt, the host where
+    it fits soonest, in the ``PassState`` it is given (a heap of hosts per shape and
+    size)."""
 
-    def _try_reserve(self, want: Want, sized: Sized) -> bool:
+    def __init__(self, state: PassState) -> None:
+        self.state = state
+
+    def reserve(self, want: Want, sized: Sized) -> Reservation | None:
         """Reserve the unreserved host where ``want`` fits soonest, if any."""
         shape = sized.shape
         if want.gpus >= shape.no_reserve:
-            return False
+            return None
+        state = self.state
+        reserved, versions = state.reserved, state.version
         heap = sized.res_heap
         if heap is None:
             heap = []
-            version = self._version.get
-            for host in self._heap_for(want, sized):
-                if host in self.reserved:
+            version = versions.get
+            for host in state.heap_for(want, sized):
+                if host in reserved:
                     continue
                 got = self._start_here(want, shape, host)
                 if got is not None:
@@ -354,10 +351,10 @@ class Rooms(PassState):
             sized.res_heap = heap
         while heap:
             start, host, version_then, spare = heap[0]
-            if host in self.reserved:
+            if host in reserved:
                 heapq.heappop(heap)
                 continue
-            current = self._version.get(host, 0)
+            current = versions.get(host, 0)
             if version_then != current:
                 heapq.heappop(heap)
                 got = self._start_here(want, shape, host)
@@ -365,9 +362,28 @@ class Rooms(PassState):
                     heapq.heappush(heap, (got[0], host, current, got[1]))
                 continue
             heapq.heappop(heap)
-            res = self.reserved[host] = Reservation(want, start, spare, host, sized)
-            self._undecided.append(want)
-            self._holders.append(res)
-            return True
+            res = reserved[host] = Reservation(want, start, spare, host, sized)
+            return res
         shape.no_reserve = min(shape.no_reserve, want.gpus)
-        return False
+        return None
+
+    def _start_here(self, want: Want, shape: Shape, host: str) -> tuple[float, int] | None:
+        """``start_on`` for ``want`` on ``host``, from the host's timeline for the
+        shape (worked out once per host version, whatever the size)."""
+        state = self.state
+        fitting = state.fit_on(want, shape, host)[0]
+        if len(fitting) < want.gpus:
+            return None
+        version = state.version.get(host, 0)
+        memo = shape.timeline.get(host)
+        if memo is None or memo[0] != version:
+            have, events = timeline(
+                fitting,
+                free=state.free_ids,
+                holds=state.holds.get(host, []),
+                now=state.now,
+                grace_s=state.view.grace_s,
+                held_for_others=state.promised,
+            )
+            memo = shape.timeline[host] = (version, have, events)
+        return start_from(want.gpus, memo[1], memo[2], state.now)

@@ -1,10 +1,11 @@
 """What one scheduling pass (``passes.Pass``) keeps while it walks the line.
 
 The cluster as the pass changes it (free GPUs, holds, GPUs coming free, victims,
-reservations) and the work it shares between requests: per *shape* (the same
-pool, host, model, named GPUs and barred hosts) in a ``Shape``, per shape and
-size in a ``Sized``. A request looks its ``Sized`` up once; everything else it
-needs hangs off that, so the hot paths hash no tuples.
+reservations) and what it has decided, in a ``PassState``; and the work it shares
+between requests: per *shape* (the same pool, host, model, named GPUs and barred
+hosts) in a ``Shape``, per shape and size in a ``Sized``. A request looks its
+``Sized`` up once; everything else it needs hangs off that, so the hot paths hash
+no tuples.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class Shape:
     """Work shared by the requests of one shape, whatever their size or class."""
 
     counts: dict[str, tuple[int, int, int, int, int]] | None = None
-    """``Pass.counts``."""
+    """``PassState.counts``."""
     fit: dict[str, tuple[frozenset[str], bool]] = field(default_factory=dict)
     """Per host: the uuids of its GPUs the shape fits, and whether that is all of them."""
     free_soon: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -99,7 +100,7 @@ class Sized:
     room_heaps: dict[int, list[RoomEntry]] = field(default_factory=dict)
     """Preemption, per class."""
     room_memo: dict[tuple[int, str], tuple[int, Room | None]] = field(default_factory=dict)
-    """Per (class, host): (host version, ``_room_on``)."""
+    """Per (class, host): (host version, ``Preemptor``'s room there)."""
     fit_at_start: bool | None = None
     room_reserved: list[Want] | None = None
     """The requests holding reservations on hosts with room for these at the end."""
@@ -120,7 +121,11 @@ class Kin:
 
 
 class PassState:
-    """The cluster as one pass changes it, and the work it shares."""
+    """The cluster as one pass changes it, what it has decided so far, and the work
+    its requests share about which GPUs of a host a shape fits.
+
+    ``passes.Pass`` owns one and walks the line over it; its ``rooms.Preemptor`` and
+    ``rooms.Reserver`` are given it to work on."""
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
@@ -154,28 +159,24 @@ class PassState:
         self.place: list[Place] = []
         self.wait: list[Wait] = []
         self.preempt: list[Preempt] = []
+        self.version: dict[str, int] = {}
+        """Per host: bumped whenever what reservations or preemption read there changes
+        (``changed``)."""
+        self.heaped: list[Sized] = []
+        """Those with a heap (``heap_for``), to mark when a host changes for the better."""
         self._uuids: dict[str, frozenset[str]] = {}
-        self._version: dict[str, int] = {}
-        """Per host: bumped whenever what reservations or preemption read there changes."""
-        self._shapes: dict[tuple[object, ...], Shape] = {}
-        self._sized: dict[tuple[object, ...], Sized] = {}
-        self._heaped: list[Sized] = []
-        """Those with a heap, to mark when a host changes for the better."""
-        self._stoppable_on: dict[str, list[tuple[int, float, int, bool, int, bool]]] = {}
-        self._eligible_memo: dict[
-            tuple[str, int], tuple[int, list[tuple[int, float, int]], list[int]]
-        ] = {}
-        self._kins: dict[tuple[object, ...], Kin] = {}
-        self._dead: dict[tuple[object, ...], Kin] = {}
-        """Per (shape, size, class, over quota, kind) for which nothing can be had any
-        more this pass (by a request ending no sooner than their ``Sized.fail``)."""
-        self._undecided: list[Want] = []
-        """Waiting for a reason that depends on the whole pass (given at its end)..."""
-        self._holders: list[Kin | Reservation] = []
-        """... and, one for one, what will hold that reason (two lists rather than one
-        of pairs: 10,000 pairs would wake the garbage collector)."""
 
-    def _fit_on(self, want: Want, shape: Shape, host: str) -> tuple[frozenset[str], bool]:
+    def changed(self, host: str) -> None:
+        """Note that what reservations or preemption read on ``host`` changed."""
+        self.version[host] = self.version.get(host, 0) + 1
+
+    def take(self, host: str, taken: set[str]) -> None:
+        """Free GPUs ``taken`` on ``host`` are free no more."""
+        self.free[host] = [g for g in self.free[host] if g.uuid not in taken]
+        self.free_ids -= taken
+        self.total_free -= len(taken)
+
+    def fit_on(self, want: Want, shape: Shape, host: str) -> tuple[frozenset[str], bool]:
         """The uuids of the GPUs on ``host`` that ``want``'s shape fits, and whether
         that is all of them."""
         memo = shape.fit.get(host)
@@ -197,16 +198,27 @@ class PassState:
             uuids = self._uuids[host] = frozenset(g.uuid for g in self.hosts[host])
         return uuids
 
-    def _fitting_free(self, want: Want, shape: Shape, host: str) -> list[GpuSlot]:
-        fitting, all_fit = self._fit_on(want, shape, host)
+    def fitting_free(self, want: Want, shape: Shape, host: str) -> list[GpuSlot]:
+        """The free GPUs on ``host`` that ``want``'s shape fits."""
+        fitting, all_fit = self.fit_on(want, shape, host)
         free = self.free[host]
         return list(free) if all_fit else [g for g in free if g.uuid in fitting]
 
-    def _candidate_hosts(self, want: Want, sized: Sized) -> list[str]:
+    def candidate_hosts(self, want: Want, sized: Sized) -> list[str]:
+        """The hosts that could ever hold ``sized``'s requests, by name."""
         hosts = sized.candidates
         if hosts is None:
             counts = self.counts(want, sized.shape)
             hosts = sized.candidates = [h for h in sorted(self.hosts) if counts[h][0] >= want.gpus]
+        return hosts
+
+    def heap_for(self, want: Want, sized: Sized) -> list[str]:
+        """The hosts for a new heap of ``sized``'s (noted in ``heaped``, so marks reach
+        it)."""
+        hosts = self.candidate_hosts(want, sized)
+        if sized.hosts is None:
+            sized.hosts = set(hosts)
+            self.heaped.append(sized)
         return hosts
 
     def counts(self, want: Want, shape: Shape) -> dict[str, tuple[int, int, int, int, int]]:
