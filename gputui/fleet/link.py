@@ -39,6 +39,7 @@ from gputui.fleet.requests import send
 from gputui.fleet.session import HelperSession, check_versions
 from gputui.health import is_stale
 from gputui.telemetry import HostSnapshot, HostStatus, R, RequestOutcome
+from gputui.wire.decode import ProtocolError, decode_helper_line
 from gputui.wire.messages import (
     MAX_NOTES,
     Event,
@@ -48,11 +49,9 @@ from gputui.wire.messages import (
     IntervalRequest,
     IntervalResult,
     Jobs,
-    ProtocolError,
     Result,
     Sample,
     UnknownMessage,
-    decode_helper_line,
 )
 
 log = logging.getLogger(__name__)
