@@ -138,7 +138,7 @@ class Pass(Rooms):
             self._dead[want.kin] = kin
 
     def _static_reason(self, want: Want, shape: Shape) -> str | None:
-        """``model.static_reason``, from the counts by kind."""
+        """``policy.static_reason``, from the counts by kind."""
         counts = self.counts(want, shape).values()
         if not any(c[0] >= want.gpus for c in counts):
             return static_reason(want, self.hosts)  # LoginUser or Resources: rare
