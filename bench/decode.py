@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from gputui.wire.messages import decode_helper_line
+from gputui.wire.decode import decode_helper_line
 
 
 def real_sample(gpus: int) -> str:

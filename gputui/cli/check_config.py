@@ -7,14 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 from gputui.common.text import clean
-from gputui.config.models import (
-    Config,
-    ConfigError,
-    file_problems,
-    find_config,
-    load_config,
-    require_hosts,
-)
+from gputui.config.loader import ConfigError, file_problems, find_config, load_config, require_hosts
+from gputui.config.models import Config
 
 EXIT_OK = 0
 

@@ -19,7 +19,7 @@ from gputui import __version__
 from gputui.cli.errors import UsageError
 from gputui.cli.themes import theme_for
 from gputui.common.text import clean
-from gputui.config.models import ConfigError, find_config, load_config, require_hosts
+from gputui.config.loader import ConfigError, find_config, load_config, require_hosts
 
 EXIT_OK = 0
 EXIT_CONFIG = 1

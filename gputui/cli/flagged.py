@@ -1,6 +1,6 @@
 """``gputui queue``'s flags: processes on GPUs their owners hold nothing on, idle jobs.
 
-Stdlib only (a scheduler verb must stay light: see ``cli_head``). Everything here
+Stdlib only (a scheduler verb must stay light: see ``gputui.cli.verbs``). Everything here
 comes from the head and is shown as untrusted text: anything not printable is
 ``?``, every field is cut to its column.
 """

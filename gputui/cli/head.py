@@ -22,7 +22,8 @@ from pathlib import Path
 
 from gputui.common.locations import DEFAULT_SOCKET, socket_dir_problem
 from gputui.common.text import clean
-from gputui.config.models import Config, ConfigError, find_config, load_config
+from gputui.config.loader import ConfigError, find_config, load_config
+from gputui.config.models import Config
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from gputui.common.text import clean
-from gputui.config.models import Config, ConfigError, find_config, load_config
+from gputui.config.loader import ConfigError, find_config, load_config
+from gputui.config.models import Config
 from gputui.health.board import HealthBoard, Problem
 from gputui.health.report import not_applicable_counts, problem_json, unknown_json
 from gputui.telemetry import HostSnapshot, HostStatus

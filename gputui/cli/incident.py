@@ -27,7 +27,8 @@ from gputui.cli.health import EXIT_ERROR, probe, wait_refused
 from gputui.common.durations import ago
 from gputui.common.text import clean
 from gputui.common.untrusted import epoch, integer, number
-from gputui.config.models import Config, ConfigError, find_config, load_config
+from gputui.config.loader import ConfigError, find_config, load_config
+from gputui.config.models import Config
 from gputui.health.board import HealthBoard, Problem
 from gputui.health.head_answer import HeadBoard
 from gputui.health.xid import info

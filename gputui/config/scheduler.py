@@ -1,7 +1,7 @@
 """hosts.yaml's ``scheduler:`` section: priority classes, fair share, quotas,
 preemption, backfill, ownership and idle flags, accounting prices.
 
-Pydantic models only (the loader and its error lines are :mod:`gputui.config.models`'s).
+Pydantic models only (the loader and its error lines are :mod:`gputui.config.loader`'s).
 Every default here is the one hosts.example.yaml documents; a test keeps the two
 in step.
 """

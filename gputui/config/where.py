@@ -6,8 +6,8 @@ finds (a composing problem from :mod:`gputui.config.yamlbounds`, a pydantic
 ``ValidationError``) into those lines by walking the YAML node tree, and records
 the lines of the keys so checks after loading can name a line too.
 
-It knows nothing of :mod:`gputui.config.models`'s models: the loader passes in the node
-tree, the source name and the errors.
+It knows nothing of :mod:`gputui.config.models`'s models: the loader
+(:mod:`gputui.config.loader`) passes in the node tree, the source name and the errors.
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ Here every such file fails fast, with one ``FILE:LINE: field: problem`` line:
 * only YAML's plain types are allowed (string, number, bool, null, list, mapping,
   merge key): any other tag is refused, and a date-like value stays a string.
 
-The models, the search order and the error lines about fields are
-:mod:`gputui.config.models`'s.
+The loader that composes with these is :mod:`gputui.config.loader`; the models are
+:mod:`gputui.config.models`'s, the search order :mod:`gputui.common.locations`'s and
+the error lines about fields :mod:`gputui.config.where`'s.
 """
 
 from __future__ import annotations

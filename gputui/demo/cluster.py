@@ -26,7 +26,8 @@ from types import TracebackType
 
 import asyncssh
 
-from gputui.config.models import Config, load_config
+from gputui.config.loader import load_config
+from gputui.config.models import Config
 from gputui.demo.head import DemoHead
 from gputui.demo.server import SimSshServer, login_env
 from gputui.demo.workloads import JOBS, Workload, start_workload, stop_workloads, workload_owners

@@ -1,10 +1,10 @@
-"""``HostLink``: one host's connection, its helper, and what the console shows of it.
+"""``HostLink``: one host kept connected, its helper running, its requests answered.
 
 A link runs forever (until closed): connect (SSH, or nothing for a local host whose
-helper is a child process), start the helper, stream samples, and on any failure
-show why and reconnect with jittered backoff. Every change is a
-new immutable ``HostSnapshot`` handed to ``publish``. The per-sample path is one
-decode, one snapshot replace and the publish call, nothing more.
+helper is a child process), start the helper, stream its lines, and on any failure
+show why and reconnect with jittered backoff; a watchdog marks the host stale when
+samples stop and drops a connection that went silent. What the helper says becomes
+the host's snapshot in the link's ``HostFeed`` (``gputui.fleet.feed``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import asyncssh
@@ -33,33 +31,17 @@ from gputui.fleet.failures import (
     classify,
     helper_channel_failure,
 )
+from gputui.fleet.feed import HostFeed
 from gputui.fleet.hostkeys import KnownHostsCache, VerifyingClient
 from gputui.fleet.jumps import JumpFailure, JumpPool
 from gputui.fleet.requests import send
-from gputui.fleet.session import HelperSession, check_versions
+from gputui.fleet.session import HelperSession
 from gputui.health import is_stale
 from gputui.telemetry import HostSnapshot, HostStatus, R, RequestOutcome
-from gputui.wire.messages import (
-    MAX_NOTES,
-    Event,
-    Hello,
-    HelperError,
-    HelperRequest,
-    IntervalRequest,
-    IntervalResult,
-    Jobs,
-    ProtocolError,
-    Result,
-    Sample,
-    UnknownMessage,
-    decode_helper_line,
-)
+from gputui.wire.decode import ProtocolError
+from gputui.wire.messages import HelperRequest, IntervalRequest, IntervalResult
 
 log = logging.getLogger(__name__)
-
-EVENTS_KEPT = 200
-UNKNOWN_TYPES_NOTED = 8
-"""Unknown message types noted per session (each once); more are ignored unnoted."""
 
 
 def helper_argv(
@@ -79,12 +61,6 @@ def helper_argv(
         argv += ["--health-every", str(health_every)]
     argv += [str(arg) for arg in extra]
     return argv
-
-
-def noted(notes: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
-    """``notes`` with ``new`` added, each once, the newest ``MAX_NOTES`` kept."""
-    merged = tuple(dict.fromkeys((*notes, *new)))
-    return merged[-MAX_NOTES:]
 
 
 class HostLink:
@@ -113,7 +89,6 @@ class HostLink:
         self.host = host
         self.health_every = health_every
         self.name = host.name
-        self._publish = publish
         self._helper_args = tuple(helper_args)
         self._connector = HostConnector(
             host,
@@ -124,22 +99,18 @@ class HostLink:
         )
         self.timing = timing or LinkTiming()
         self._stale_setting = stale_after
-        self.snapshot = HostSnapshot(
-            name=host.name, address=host.address, pool=host.pool, labels=dict(host.labels)
+        self.feed = HostFeed(
+            HostSnapshot(
+                name=host.name, address=host.address, pool=host.pool, labels=dict(host.labels)
+            ),
+            publish,
         )
         self.set_interval_thresholds(interval)
-        self.samples_received = 0
         self._session: HelperSession | None = None
         """The helper requests go to: set once it said hello."""
         self._helper: HelperSession | None = None
         """The helper running now, from its start (what ``close`` ends)."""
         self._conn: asyncssh.SSHClientConnection | None = None
-        self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
-        self._unknown_types: set[str] = set()
-        self._last_rx = 0.0
-        """Loop time of the last line from the helper: silence this long is a hang."""
-        self._last_sample = 0.0
-        """Loop time of the last sample (or the hello): staleness counts from here."""
         self._abort: Failure | None = None
         self._wake = asyncio.Event()
         self._closing = False
@@ -147,16 +118,21 @@ class HostLink:
 
     # -- snapshot ---------------------------------------------------------------------
 
-    def _set(self, **changes: Any) -> None:
-        self.snapshot = new = replace(self.snapshot, **changes)
-        self._publish(new)
+    @property
+    def snapshot(self) -> HostSnapshot:
+        """What the console shows of this host now (the feed's latest)."""
+        return self.feed.snapshot
+
+    @property
+    def samples_received(self) -> int:
+        return self.feed.samples_received
 
     # -- the loop ---------------------------------------------------------------------
 
     async def run(self) -> None:
         """Connect, stream, and reconnect until ``close``; never raises."""
         while not self._closing:
-            self._set(status=HostStatus.CONNECTING, message="connecting", next_retry_at=None)
+            self.feed.set(status=HostStatus.CONNECTING, message="connecting", next_retry_at=None)
             started = time.monotonic()
             self._abort = None
             verdict_box: list[VerifyingClient] = []
@@ -190,7 +166,7 @@ class HostLink:
                 delay = self._backoff.next_delay(self.timing.refused_cap)
             else:
                 delay = self._backoff.next_delay()
-            self._set(
+            self.feed.set(
                 status=failure.status,
                 message=failure.message,
                 next_retry_at=time.time() + delay,
@@ -229,7 +205,7 @@ class HostLink:
         )
         if self.snapshot.stale_after_s != self.stale_after:
             # Views re-check the data age between snapshots with the same limit.
-            self._set(stale_after_s=self.stale_after)
+            self.feed.set(stale_after_s=self.stale_after)
 
     def retry_now(self) -> None:
         """Skip the rest of the backoff wait (e.g. after the user fixed known_hosts)."""
@@ -248,7 +224,7 @@ class HostLink:
                 await asyncio.wait_for(conn.wait_closed(), self.timing.close_timeout)
 
     def mark_stopped(self) -> None:
-        self._set(status=HostStatus.STOPPED, message="stopped", next_retry_at=None)
+        self.feed.set(status=HostStatus.STOPPED, message="stopped", next_retry_at=None)
 
     # -- connecting and the helper session ----------------------------------------
 
@@ -295,7 +271,7 @@ class HostLink:
         self._helper = session
         try:
             hello = await session.handshake(self.timing.hello_timeout)
-            self._on_hello(hello)
+            self.feed.hello(hello)
             self._session = session
             watchdog = asyncio.get_running_loop().create_task(self._watch(abort))
             try:
@@ -310,84 +286,8 @@ class HostLink:
             self._session = self._helper = None
             await session.close(self.timing.close_timeout)
 
-    def _on_hello(self, hello: Hello) -> None:
-        self._last_rx = self._last_sample = asyncio.get_running_loop().time()
-        # A new helper sends the whole kernel-log history again: drop the copy kept
-        # from the last session (NVML events happened once each and are kept).
-        kept = [e for e in self._events if e.source != "kernel-log"]
-        if len(kept) != len(self._events):
-            self._events = deque(kept, maxlen=EVENTS_KEPT)
-            self._set(events=tuple(kept))
-        # Notes are about one session: a new helper may well know what the old did not.
-        self._unknown_types.clear()
-        if self.snapshot.notes:
-            self._set(notes=())
-        nvml_error = hello.errors.get("nvml")
-        if nvml_error:
-            message = f"NVML: {nvml_error}"
-            self._set(hello=hello, status=HostStatus.NVML_ERROR, message=message)
-            raise HelperFailure(HostStatus.NVML_ERROR, message)
-        self._set(hello=hello, status=HostStatus.LIVE, message="", next_retry_at=None)
-
-    # -- streaming (the hot path) -----------------------------------------------------
-
     async def _stream(self, session: HelperSession) -> None:
-        await session.stream(self._line_handler(session))
-
-    def _line_handler(self, session: HelperSession) -> Callable[[bytes], None]:
-        """The per-line callback, run inside asyncssh's ``data_received``."""
-        loop_time = asyncio.get_running_loop().time
-        wall_time = time.time
-        live = HostStatus.LIVE
-        publish = self._publish
-
-        def on_line(line: bytes) -> None:
-            if not line or line.isspace():
-                return
-            message = decode_helper_line(line)
-            self._last_rx = loop_time()
-            if type(message) is Sample:  # exact type checks: cheapest dispatch
-                self._last_sample = self._last_rx
-                self.samples_received += 1
-                snap = self.snapshot
-                if snap.status is live:
-                    self.snapshot = new = replace(snap, sample=message, received_at=wall_time())
-                    publish(new)
-                else:
-                    self._set(sample=message, received_at=wall_time(), status=live, message="")
-            elif type(message) is Result:
-                future = session.pending.get(message.id)
-                if future is not None and not future.done():
-                    future.set_result(message)
-            elif type(message) is Event:
-                self._events.append(message)
-                self._set(events=tuple(self._events))
-            elif type(message) is Jobs:
-                # The full list each time: the latest replaces the last (it coalesces).
-                if message.notes:
-                    notes = noted(self.snapshot.notes, message.notes)
-                    self._set(jobs=message.jobs, jobs_seen_at=wall_time(), notes=notes)
-                else:
-                    self._set(jobs=message.jobs, jobs_seen_at=wall_time())
-            elif type(message) is HelperError:
-                if message.fatal:
-                    raise HelperFailure(HostStatus.NVML_ERROR, message.message, slow=True)
-                self._set(message=message.message)
-            elif type(message) is UnknownMessage:
-                self._on_unknown(message.type)
-            elif type(message) is Hello:
-                check_versions(message)
-                self._set(hello=message)
-
-        return on_line
-
-    def _on_unknown(self, kind: str) -> None:
-        """A newer helper's message type: ignored, and said once per type per session."""
-        if kind in self._unknown_types or len(self._unknown_types) >= UNKNOWN_TYPES_NOTED:
-            return
-        self._unknown_types.add(kind)
-        note = f"ignored messages of unknown type {kind!r} (a newer helper?)"
-        self._set(notes=noted(self.snapshot.notes, (note,)))
+        await session.stream(self.feed.line_handler(session))
 
     async def _watch(self, abort: Callable[[], None]) -> None:
         """Mark the host STALE when samples stop (``gputui.health``'s rule); drop the
@@ -396,7 +296,7 @@ class HostLink:
         while True:
             stale, hung = self.stale_after, self.hung_after  # follow interval changes
             now = loop.time()
-            silent, quiet = now - self._last_rx, now - self._last_sample
+            silent, quiet = now - self.feed.last_rx, now - self.feed.last_sample
             if silent >= hung:
                 self._abort = Failure(
                     HostStatus.UNREACHABLE, f"no data for {silent:.0f} s; reconnecting"
@@ -405,7 +305,7 @@ class HostLink:
                 return
             if is_stale(quiet, stale):
                 if self.snapshot.status is HostStatus.LIVE:
-                    self._set(status=HostStatus.STALE, message=f"no sample for {stale:g} s")
+                    self.feed.set(status=HostStatus.STALE, message=f"no sample for {stale:g} s")
                 await asyncio.sleep(min(hung - silent, stale) + 0.01)
             else:
                 await asyncio.sleep(min(hung - silent, stale - quiet) + 0.01)

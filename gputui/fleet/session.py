@@ -30,15 +30,14 @@ from gputui.fleet.transport import HelperTransport, LocalTransport, SshTransport
 from gputui.remote import HELPER_VERSION
 from gputui.remote.bundle import helper_payload
 from gputui.telemetry import HostStatus
+from gputui.wire.decode import ProtocolError, decode_helper_line
 from gputui.wire.messages import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
     Hello,
     HelperError,
-    ProtocolError,
     Result,
     UnknownMessage,
-    decode_helper_line,
 )
 
 _STDERR_KEEP = 4096

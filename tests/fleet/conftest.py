@@ -17,7 +17,8 @@ from typing import Any
 import asyncssh
 import pytest
 
-from gputui.config.models import Config, parse_config
+from gputui.config.loader import parse_config
+from gputui.config.models import Config
 from gputui.demo.server import SimSshServer
 from gputui.fleet.backoff import LinkTiming
 from gputui.fleet.fleet import Fleet

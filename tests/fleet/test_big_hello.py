@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.wire.messages import MODEL_FIRST_BYTES, ProtocolError, decode_helper_line
+from gputui.wire.decode import MODEL_FIRST_BYTES, ProtocolError, decode_helper_line
 
 ANNOUNCED = 100_000
 LINES = 12
@@ -40,7 +40,7 @@ while True:
 
 _CONSOLE = r"""
 import asyncio, json, resource, sys, time
-from gputui.config.models import load_config
+from gputui.config.loader import load_config
 from gputui.fleet.fleet import Fleet
 
 async def main():

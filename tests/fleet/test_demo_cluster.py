@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gputui.config.models import load_config
+from gputui.config.loader import load_config
 from gputui.demo.cluster import DIR_PREFIX, OWNER_FILE, DemoCluster, _me, split_gpus, sweep_stale
 from gputui.telemetry import HostStatus
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from gputui.config.models import Config, parse_config
+from gputui.config.loader import parse_config
+from gputui.config.models import Config
 from gputui.telemetry import HostStatus
 
 ALIAS = "gpu-alias.invalid"

@@ -26,7 +26,8 @@ from typing import Any
 import asyncssh
 import pytest
 
-from gputui.config.models import Config, parse_config
+from gputui.config.loader import parse_config
+from gputui.config.models import Config
 
 # wait, free_port, fast_timing and fleets come from tests/conftest.py.
 SSHD = "/usr/sbin/sshd"

@@ -12,7 +12,8 @@ from gputui.config.models import HealthThresholds
 from gputui.health.board import HealthBoard
 from gputui.health.problems import nvml_error_name
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.wire.messages import Hello, decode_helper_line
+from gputui.wire.decode import decode_helper_line
+from gputui.wire.messages import Hello
 
 from nvmlkit import FakeNvml  # isort: skip
 

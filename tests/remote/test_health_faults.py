@@ -18,7 +18,8 @@ import pytest
 from gputui.config.models import HealthThresholds
 from gputui.health.board import HealthBoard
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.wire.messages import Event, Hello, Sample, decode_helper_line
+from gputui.wire.decode import decode_helper_line
+from gputui.wire.messages import Event, Hello, Sample
 
 
 class Watched:

@@ -20,7 +20,8 @@ from nvmlkit import ERRORS, FakeGpu, FakeNvml
 from gputui.remote.gpu_health import HealthClock
 from gputui.remote.helper import Helper, _parse_args, run
 from gputui.remote.wire import Output
-from gputui.wire.messages import GpuSample, Hello, Sample, decode_helper_line
+from gputui.wire.decode import decode_helper_line
+from gputui.wire.messages import GpuSample, Hello, Sample
 
 HEALTH_FIELDS = (
     "remapped_correctable",

@@ -17,7 +17,8 @@ from gputui.remote.gpus import Gpu
 from gputui.remote.helper import Helper
 from gputui.remote.procs import ProcessTable
 from gputui.remote.wire import Output
-from gputui.wire.messages import Hello, Sample, decode_helper_line
+from gputui.wire.decode import decode_helper_line
+from gputui.wire.messages import Hello, Sample
 
 RESERVED_MIB = 615  # the fake driver's reserved memory (conftest)
 RunOnce = Any

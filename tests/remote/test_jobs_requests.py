@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from jobkit import NS, SPEC, Jobs, kill_jobs, launch_fields, script, wait_file, wait_until
 
 from gputui.remote.dispatch import WORKERS
+from gputui.wire.decode import decode_helper_line
 from gputui.wire.messages import Jobs as JobsMessage
-from gputui.wire.messages import decode_helper_line
 from gputui.wire.ops import (
     HelperRequest,
     JobLogRequest,

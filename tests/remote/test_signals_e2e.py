@@ -16,7 +16,7 @@ import pytest
 from gputui.remote import signals as sigmod
 from gputui.remote.procs import read_start_ticks, read_uid
 from gputui.remote.signals import RequestError, send_signal
-from gputui.wire.messages import decode_helper_line
+from gputui.wire.decode import decode_helper_line
 
 SPEC = "2xh100,name=e2e-host"
 

@@ -17,7 +17,8 @@ from gputui.remote.sim.engine import SimNvml
 from gputui.remote.sim.env import EnvScanner, SimProc
 from gputui.remote.sim.spec import FAULT_HELP, FAULT_KINDS, HEALTH, MODELS, parse_spec
 from gputui.remote.wire import Output
-from gputui.wire.messages import GpuSample, Hello, Sample, decode_helper_line
+from gputui.wire.decode import decode_helper_line
+from gputui.wire.messages import GpuSample, Hello, Sample
 
 
 class FakeScanner(EnvScanner):

@@ -154,7 +154,10 @@ def test_a_scheduler_verb_loads_its_own_module_and_no_other_verbs(
     assert top_level(loaded) & set(NEVER_FOR_A_CLIENT) == set()
     assert "gputui.scheduler.client.aio" not in loaded
     assert not any(
-        m.startswith(("gputui.scheduler.head.daemon", "gputui.config.models")) for m in loaded
+        m.startswith(
+            ("gputui.scheduler.head.daemon", "gputui.config.models", "gputui.config.loader")
+        )
+        for m in loaded
     )
 
 

@@ -23,7 +23,7 @@ import test_e2e_jobs as e2e
 from pydantic import BaseModel, ConfigDict
 from test_e2e_jobs import Cluster, until
 
-from gputui.config.models import parse_config
+from gputui.config.loader import parse_config
 from gputui.scheduler.client.aio import AsyncHeadClient, HeadError
 from gputui.wire.ops import HelperRequest
 

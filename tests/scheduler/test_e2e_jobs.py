@@ -26,7 +26,8 @@ from typing import Any
 import asyncssh
 import pytest
 
-from gputui.config.models import Config, parse_config
+from gputui.config.loader import parse_config
+from gputui.config.models import Config
 from gputui.config.scheduler import SchedulerConfig
 from gputui.demo.server import SimSshServer, login_env
 from gputui.fleet.backoff import LinkTiming

@@ -1,4 +1,4 @@
-"""Ownership flags in the head (``flagwatch``), over a real head with scripted hosts.
+"""Ownership flags in the head (``head.watch.flags``), over a real head with scripted hosts.
 
 The daemon, its store and its socket are real; the hosts are ``headkit.ScriptedHosts``,
 whose samples list whatever processes a test puts on a GPU, so each rule is driven

@@ -12,7 +12,7 @@ from typing import Any
 
 from test_e2e_fences import SimFault
 
-from gputui.config.models import parse_config
+from gputui.config.loader import parse_config
 from gputui.health.board import STALE_MARK, HealthBoard
 from gputui.telemetry import HostSnapshot, HostStatus
 

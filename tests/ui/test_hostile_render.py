@@ -33,7 +33,8 @@ from gputui.ui.widgets.grid_render import (
     host_line,
     plan_columns,
 )
-from gputui.wire.messages import Event, Hello, ProtocolError, Sample, decode_helper_line
+from gputui.wire.decode import ProtocolError, decode_helper_line
+from gputui.wire.messages import Event, Hello, Sample
 
 WIDTHS = (80, 200)
 

@@ -21,7 +21,7 @@ from gputui.ui.widgets.grid_render import (
     plan_columns,
 )
 from gputui.ui.widgets.process_table import plan_columns as plan_process_columns
-from gputui.wire import messages
+from gputui.wire import decode, messages
 
 
 def model() -> ClusterModel:
@@ -187,7 +187,7 @@ def test_a_held_gpu_says_so_in_an_80_column_pane_too(width: int) -> None:
 
 def test_missing_everything_does_not_crash() -> None:
     m = ClusterModel()
-    bare = messages.decode_helper_line(
+    bare = decode.decode_helper_line(
         '{"type":"sample","seq":1,"time":1,"gpus":[{"index":0,"uuid":"GPU-x"}]}'
     )
     assert isinstance(bare, messages.Sample)

@@ -1,6 +1,6 @@
 """A deterministic ``TelemetrySource`` and a recording ``HostControl`` for the console's tests.
 
-Snapshots are built from JSON through ``gputui.wire.messages.decode_helper_line``, the
+Snapshots are built from JSON through ``gputui.wire.decode.decode_helper_line``, the
 same path the fleet uses, so strings are cleaned exactly as real host data is.
 """
 
@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gputui.telemetry import HostSnapshot, HostStatus, Listener, R, RequestOutcome
+from gputui.wire.decode import decode_helper_line
 from gputui.wire.messages import (
     Event,
     Hello,
@@ -20,7 +21,6 @@ from gputui.wire.messages import (
     Sample,
     Signal,
     SignalResult,
-    decode_helper_line,
 )
 
 NOW = 1_700_000_000.0

@@ -12,18 +12,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.config.models import (
-    Config,
+from gputui.config.loader import (
     ConfigError,
-    HealthThresholds,
-    HostConfig,
-    SshDefaults,
     file_problems,
     find_config,
     load_config,
     parse_config,
     require_hosts,
 )
+from gputui.config.models import Config, HealthThresholds, HostConfig, SshDefaults
 from gputui.health.staleness import stale_limit
 
 REPO = Path(__file__).resolve().parents[2]

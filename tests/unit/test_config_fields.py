@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.config.models import ConfigError, load_config, parse_config
+from gputui.config.loader import ConfigError, load_config, parse_config
 from gputui.config.sshjump import Hop, parse_chain
 
 SOURCE = "hosts.yaml"

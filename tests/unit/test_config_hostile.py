@@ -25,22 +25,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import gputui.config.models as config_module
+import gputui.config.loader as config_module
 import gputui.config.yamlbounds as yamlbounds_module
-from gputui.config.models import (
-    MAX_DEPTH,
-    MAX_ERROR_LINES,
-    MAX_FILE_BYTES,
-    MAX_HOSTS,
-    MAX_VALUES,
-    Config,
-    ConfigError,
-    HealthThresholds,
-    HostConfig,
-    SshDefaults,
-    load_config,
-    parse_config,
-)
+from gputui.config.loader import MAX_FILE_BYTES, ConfigError, load_config, parse_config
+from gputui.config.models import Config, HealthThresholds, HostConfig, SshDefaults
+from gputui.config.where import MAX_ERROR_LINES
+from gputui.config.yamlbounds import MAX_DEPTH, MAX_HOSTS, MAX_VALUES
 
 SOURCE = "hosts.yaml"
 LINE = re.compile(r"^[^:]+:\d+: [^:]+: .+")

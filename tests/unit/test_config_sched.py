@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gputui.config.models import ConfigError, parse_config
+from gputui.config.loader import ConfigError, parse_config
 from gputui.config.scheduler import SchedulerConfig
 
 REPO = Path(__file__).resolve().parents[2]

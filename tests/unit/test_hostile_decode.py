@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from gputui.wire.decode import ProtocolError, decode_helper_line
 from gputui.wire.messages import (
     MAX_GPUS,
     MAX_NOTES,
@@ -21,9 +22,7 @@ from gputui.wire.messages import (
     Event,
     GpuSample,
     Hello,
-    ProtocolError,
     Sample,
-    decode_helper_line,
 )
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -152,8 +152,10 @@ def test_view_and_wire_models_load_no_io_libraries() -> None:
     mods = loaded_after(
         [
             "gputui.wire.messages",
+            "gputui.wire.decode",
             "gputui.telemetry",
             "gputui.config.models",
+            "gputui.config.loader",
             "gputui.common.text",
             "gputui.health",
         ]

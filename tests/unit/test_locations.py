@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from gputui.common import locations
 from gputui.common.locations import DEFAULT_SOCKET, HOSTS_ENV, SOCKET_ENV
-from gputui.config.models import ConfigError, find_config
+from gputui.config.loader import ConfigError, find_config
 from gputui.scheduler.client import HeadError, socket_path
 
 STATES = st.sampled_from(["absent", "ok", "group-writable"])

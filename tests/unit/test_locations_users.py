@@ -23,7 +23,7 @@ from gputui.cli import jobs, verbs  # noqa: F401
 
 # Loaded here, before any fork: the users may not read this interpreter's files.
 from gputui.common import locations
-from gputui.config.models import ConfigError, find_config, load_config
+from gputui.config.loader import ConfigError, find_config, load_config
 from gputui.entry import main
 
 pytestmark = pytest.mark.root

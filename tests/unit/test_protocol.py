@@ -6,17 +6,16 @@ import json
 
 import pytest
 
+from gputui.wire.decode import ProtocolError, decode_helper_line
 from gputui.wire.messages import (
     MAX_LINE_BYTES,
     Event,
     Hello,
     HelperError,
     IntervalRequest,
-    ProtocolError,
     Result,
     Sample,
     SignalRequest,
-    decode_helper_line,
 )
 
 

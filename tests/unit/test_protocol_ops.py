@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from pydantic import ValidationError
 
+from gputui.wire.decode import decode_helper_line
 from gputui.wire.messages import (
     JOB_ID_MAX,
     MAX_JOBS,
@@ -24,7 +25,6 @@ from gputui.wire.messages import (
     LaunchRequest,
     ResultError,
     SignalRequest,
-    decode_helper_line,
 )
 
 NS = "head0001"

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
+from gputui.wire.decode import ProtocolError, decode_helper_line
 from gputui.wire.messages import (
     MAX_ERRORS,
     MAX_GPUS,
@@ -30,10 +31,8 @@ from gputui.wire.messages import (
     HelperError,
     NvLinkSample,
     ProcessSample,
-    ProtocolError,
     Sample,
     UnknownMessage,
-    decode_helper_line,
 )
 
 BIG = 2**63 - 1

@@ -72,7 +72,7 @@ def local_head(hosts_file: str | None) -> Iterator[HeadSession]:
 
 
 def _over_ssh(config_file: Path) -> Callable[[], socket.socket]:
-    from gputui.config.models import ConfigError, load_config
+    from gputui.config.loader import ConfigError, load_config
     from gputui.scheduler.client.ssh import ssh_socket
 
     try:

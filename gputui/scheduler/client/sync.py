@@ -1,13 +1,13 @@
 """Talking to the head: a blocking client for the CLI (the console's asyncio one is
 ``gputui.scheduler.client.aio``, kept apart so a CLI call never imports asyncio).
 
-Both speak the JSON lines of ``wire`` and import nothing heavy (no pydantic, no
-SQL, no SSH), so a ``gputui submit`` starts in a few tens of milliseconds. A
-mutating call carries a fresh request id; when the connection drops or the head
-does not answer in time, the call is sent again once, on a new connection, with the
-same id, and the head applies it once (its request log answers the retry with the
-first result). A timeout is never read as a refusal: a request not answered may
-still be applied, and the message says so.
+Both speak the JSON lines of the head's wire (``gputui.scheduler.server.wire``) and
+import nothing heavy (no pydantic, no SQL, no SSH), so a ``gputui submit`` starts in
+a few tens of milliseconds. A mutating call carries a fresh request id; when the
+connection drops or the head does not answer in time, the call is sent again once,
+on a new connection, with the same id, and the head applies it once (its request log
+answers the retry with the first result). A timeout is never read as a refusal: a
+request not answered may still be applied, and the message says so.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class HeadClient:
         opener: Callable[[], socket.socket] | None = None,
     ) -> None:
         """``opener``: makes the connection instead of ``path`` (the head over SSH,
-        ``headssh.ssh_socket``); called again for a retry after a drop."""
+        ``ssh.ssh_socket``); called again for a retry after a drop."""
         self.path = os.fspath(path)
         self.timeout = timeout
         self.opener = opener

@@ -1,6 +1,6 @@
 """Whose processes may run on which GPU, and which jobs sit idle: pure decisions.
 
-No I/O and no database here. ``flagwatch.FlagWatch`` feeds these functions the live
+No I/O and no database here. ``head.watch.flags.FlagWatch`` feeds these functions the live
 allocations (from the store), the processes on every GPU (from the hosts' latest
 samples) and the ``scheduler:`` settings, and acts on what comes back.
 

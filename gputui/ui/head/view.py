@@ -233,7 +233,7 @@ class HeadView:
     hosts_live: Mapping[str, bool] = field(default_factory=dict)
     seq: int = 0
     flags: tuple[OwnerFlag, ...] = ()
-    """Processes on GPUs their owners hold nothing on (``head_flags``)."""
+    """Processes on GPUs their owners hold nothing on (``gputui.ui.head.flags``)."""
     idle_after_s: float | None = None
     """A running job idle this long is flagged (None: the head did not say)."""
     claim_idle_after_s: float | None = None

@@ -1,1 +1,8 @@
-"""gputui.ui.screens"""
+"""The console's screens: ``main`` (summary, grid, processes, detail), ``queue``,
+``health``, ``usage`` and ``audit``, and the modals (``confirm``, ``forms``,
+``forcefree``, ``help``).
+
+A screen draws what the app and ``HeadConsole`` hand it (the model, the head's parsed
+views in ``gputui.ui.head``) and posts what the user asks for as messages; it reaches
+neither the hosts nor the head itself.
+"""

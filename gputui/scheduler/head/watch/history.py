@@ -1,4 +1,4 @@
-"""``HeadHistory``: the head's GPU readings (``history``) to its store and back.
+"""``HeadHistory``: the head's GPU readings (``readings``) to its store and back.
 
 The readings are taken on the event loop (``HostWatch.observe`` records them); about
 once a ``flush_s`` (or sooner, once ``FLUSH_READINGS`` wait) one flush hands them to
@@ -11,7 +11,7 @@ readings of one flush interval; a clean stop stores the rest straight away
 (``close``).
 
 The ``incident`` request is read on the reader thread from a snapshot, with the
-readings held on the loop that the snapshot does not have yet (``history.merged``).
+readings held on the loop that the snapshot does not have yet (``readings.merged``).
 """
 
 from __future__ import annotations
