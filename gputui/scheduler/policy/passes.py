@@ -171,7 +171,7 @@ class Pass:
             self._dead[want.kin] = kin
 
     def _static_reason(self, want: Want, shape: Shape) -> str | None:
-        """``policy.static_reason``, from the counts by kind."""
+        """``model.static_reason``, from the counts by kind."""
         counts = self.state.counts(want, shape).values()
         if not any(c[0] >= want.gpus for c in counts):
             return static_reason(want, self.state.hosts)  # LoginUser or Resources: rare
