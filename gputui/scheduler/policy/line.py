@@ -18,7 +18,7 @@ from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy import shares
 from gputui.scheduler.policy.shares import Standing
 from gputui.scheduler.server.wire import FINAL_JOB_STATES
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Claim, Job
 
 STOPPING = ("killing", "preempting")

@@ -228,7 +228,7 @@ def _sqlite_connect(busy_timeout_ms: int, dbapi_connection: Any, _record: Any) -
 
 SNAPSHOT = "gputui_snapshot"
 """Execution option of a read-only engine view: its transactions are a deferred
-``BEGIN`` (a WAL snapshot) instead of ``BEGIN IMMEDIATE`` (``JobStore.snapshot``)."""
+``BEGIN`` (a WAL snapshot) instead of ``BEGIN IMMEDIATE`` (``SqliteStore.snapshot``)."""
 
 
 def _begin_immediate(conn: Connection) -> None:
