@@ -124,7 +124,7 @@ async def serve(config: Config, settings: object, database: Path) -> int:
     from gputui.scheduler.head.fleet_hostops import FleetHosts
     from gputui.scheduler.head.liveness import HeadDied
     from gputui.scheduler.head.settings import HeadSettings
-    from gputui.scheduler.store.engine import hold_exclusively, prepare_location
+    from gputui.scheduler.store.location import hold_exclusively, prepare_location
     from gputui.scheduler.store.sqlite import SqliteStore
 
     assert isinstance(settings, HeadSettings)
@@ -221,7 +221,7 @@ def main(argv: list[str]) -> int:
         format="gputui head: %(levelname)s %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    from gputui.scheduler.store.engine import StoreError
+    from gputui.scheduler.store.api import StoreError
 
     try:
         config = load_config(find_config(args.hosts))

@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from gputui.scheduler.store.api import StoreError
 from gputui.scheduler.store.backup import JOB_ID_GAP, MAX_RESTARTS, backup
-from gputui.scheduler.store.engine import StoreError, jobs_namespace, make_engine, open_store
+from gputui.scheduler.store.engine import jobs_namespace, make_engine, open_store
 from gputui.scheduler.store.sqlite import SqliteStore
 from gputui.scheduler.store.tables import Meta, Notice
 

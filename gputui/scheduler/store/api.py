@@ -17,7 +17,8 @@ The contract every implementation keeps:
   what the caller sets on it is written at ``flush()`` or at commit. No row outlives
   its transaction (each is expired as it ends): copy values out, never keep the row.
 - A failure of the database (a full disk, a lock held too long, a broken constraint)
-  raises ``StoreFailure``.
+  raises ``StoreFailure``; a database that cannot be used at all (opening it,
+  checking it, upgrading its schema) raises ``StoreError``, one line for the user.
 - The parts (``usage``, ``health``, ``readings``) run in the same transaction.
 """
 
@@ -41,6 +42,12 @@ from gputui.scheduler.store.tables import (
     Job,
     Notice,
 )
+
+
+class StoreError(Exception):
+    """The database cannot be used at all (opened, checked, upgraded, backed up);
+    ``str()`` is one line naming the database and what to do."""
+
 
 StoreFailure = SQLAlchemyError
 """What a store's operation raises when the database fails. Every store is built on

@@ -17,7 +17,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from gputui.scheduler.store.api import Store
-from gputui.scheduler.store.engine import MOUNTINFO, SNAPSHOT, jobs_namespace, open_store
+from gputui.scheduler.store.engine import SNAPSHOT, jobs_namespace, open_store
+from gputui.scheduler.store.location import MOUNTINFO
 from gputui.scheduler.store.queries import SqliteTx
 
 
