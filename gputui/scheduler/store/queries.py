@@ -58,7 +58,7 @@ class SqliteTx:
 
     def __init__(self, session: Session) -> None:
         self.s = session
-        self._conn = conn = TxConn(session)
+        conn = TxConn(session)
         self._cursor = conn.cursor
         self.usage = SqliteUsage(conn)
         self.health = SqliteHealthRows(session)
