@@ -125,22 +125,17 @@ async def serve(config: Config, settings: object, database: Path) -> int:
     from gputui.scheduler.head.fleet_hostops import FleetHosts
     from gputui.scheduler.head.liveness import HeadDied
     from gputui.scheduler.head.settings import HeadSettings
-    from gputui.scheduler.store.engine import (
-        hold_exclusively,
-        jobs_namespace,
-        open_store,
-        prepare_location,
-    )
-    from gputui.scheduler.store.queries import JobStore
+    from gputui.scheduler.store.location import hold_exclusively, prepare_location
+    from gputui.scheduler.store.sqlite import SqliteStore
 
     assert isinstance(settings, HeadSettings)
     prepare_location(database)
     hold_exclusively(database)  # before the database is checked or upgraded; until exit
-    engine = await asyncio.to_thread(open_store, database)
-    namespace = jobs_namespace(engine)
+    store = await asyncio.to_thread(SqliteStore.open, database)
+    namespace = store.jobs_namespace()
     hosts = FleetHosts(config, namespace)
     pools = {h.name: h.pool for h in config.resolved()}
-    head = Head(JobStore(engine), hosts, settings, host_pools=pools)
+    head = Head(store, hosts, settings, host_pools=pools)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -227,7 +222,7 @@ def main(argv: list[str]) -> int:
         format="gputui head: %(levelname)s %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    from gputui.scheduler.store.engine import StoreError
+    from gputui.scheduler.store.api import StoreError
 
     try:
         config = load_config(find_config(args.hosts))

@@ -21,7 +21,7 @@ from gputui.scheduler.head.lifecycle import HostJob, Launch
 from gputui.scheduler.head.settings import HeadSettings
 from gputui.scheduler.policy import model
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.sqlite import SqliteStore
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
 
@@ -219,7 +219,7 @@ async def running_head(
     hosts = scripted or ScriptedHosts(layout)
     sock = tmp / "head.sock"
     head = Head(
-        JobStore(engine),
+        SqliteStore(engine),
         hosts,
         HeadSettings(socket=sock, **settings),
         host_pools=dict.fromkeys(layout, "a100"),

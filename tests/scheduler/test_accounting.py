@@ -25,7 +25,8 @@ from gputui.scheduler.head.watch.meter import HeadMeter, holders_of
 from gputui.scheduler.policy import accounting
 from gputui.scheduler.policy.meter import Meter, Metered, Reading
 from gputui.scheduler.server.wire import ReportArgs, UsageArgs
-from gputui.scheduler.store.queries import JobStore, Tx
+from gputui.scheduler.store.queries import SqliteTx
+from gputui.scheduler.store.sqlite import SqliteStore
 from gputui.scheduler.store.tables import Claim, Gpu, Host, Job
 
 H = 3600
@@ -81,7 +82,7 @@ class Day:
     """The store and the meter, driven through the day."""
 
     def __init__(self, engine: Engine) -> None:
-        self.store = JobStore(engine)
+        self.store = SqliteStore(engine)
         self.meter = Meter()
         self.holders: dict[str, Any] = {}
         with self.store.transaction() as tx:
@@ -95,7 +96,7 @@ class Day:
             self.bob = self._claim(tx, "bob", "vision", None)
             self.carol = self._claim(tx, "carol", "ml", "p1")
 
-    def _job(self, tx: Tx, user: str, group: str, project: str) -> int:
+    def _job(self, tx: SqliteTx, user: str, group: str, project: str) -> int:
         job = Job(uid=1, user=user, group=group, project=project, argv="[]", gpus=1)
         job.submitted_at = D
         tx.s.add(job)
@@ -103,7 +104,7 @@ class Day:
         assert job.id is not None
         return job.id
 
-    def _claim(self, tx: Tx, user: str, group: str, project: str | None) -> int:
+    def _claim(self, tx: SqliteTx, user: str, group: str, project: str | None) -> int:
         claim = Claim(uid=2, user=user, group=group, project=project, gpus=1, created_at=D)
         claim.state = "active"
         claim_id = tx.add_claim(claim).id
@@ -112,7 +113,7 @@ class Day:
 
     def events(self) -> dict[float, Any]:
         def end(claim_id: int) -> Any:
-            def act(tx: Tx, t: float) -> None:
+            def act(tx: SqliteTx, t: float) -> None:
                 item = tx.claim(claim_id)
                 assert item is not None
                 end_claim(tx, item, Context(now=t, slots=()), "expired", "idle")
@@ -143,11 +144,11 @@ class Day:
                 with self.store.transaction() as tx:
                     events[t](tx, t)
                 with self.store.snapshot() as tx:  # the daemon's refresh after a commit
-                    self.holders = holders_of(tx.open_allocations())
+                    self.holders = holders_of(tx.usage.open_allocations())
             if (t - D) % 600 == 0:
                 taken = self.meter.take()
                 with self.store.transaction() as tx:
-                    tx.add_metered(taken.usage_rows(), taken.cluster_rows())
+                    tx.usage.add_metered(taken.usage_rows(), taken.cluster_rows())
             t += 10
         return self.meter.take()
 
@@ -246,7 +247,7 @@ def test_what_is_stored_is_what_ended_and_what_was_flushed(day: tuple[Day, Meter
     still open (counted live only), the rest is in the usage table."""
     scripted, _pending = day
     with scripted.store.snapshot() as tx:
-        stored = tx.usage_rows(D, NOW)
+        stored = tx.usage.hours(D, NOW)
     alloc = {}
     for _hour, user, _g, _p, _pool, seconds, _b, _e in stored:
         alloc[user] = alloc.get(user, 0.0) + seconds
@@ -326,7 +327,7 @@ def test_an_allocation_is_charged_to_its_gpus_pool_else_its_hosts(store: Engine)
     """The GPU's pool is the one its host's last inventory gave it; the host's row
     keeps the pool it was first stored with, so it only stands in for a GPU with no
     row; with neither, "default"."""
-    js = JobStore(store)
+    js = SqliteStore(store)
     with js.transaction() as tx:
         tx.put_host(Host(name="h1", pool="stale"))
         tx.put_host(Host(name="h2", pool="v100"))
@@ -337,10 +338,10 @@ def test_an_allocation_is_charged_to_its_gpus_pool_else_its_hosts(store: Engine)
         tx.allocate([A0], "h1", D, job_id=job.id)
         tx.allocate([R0], "h2", D, job_id=job.id)
         tx.allocate(["GPU-x"], "h9", D, job_id=job.id)
-        pools = {uuid: pool for uuid, *_rest, pool in tx.open_allocations()}
+        pools = {uuid: pool for uuid, *_rest, pool in tx.usage.open_allocations()}
         assert pools == {A0: "a100", R0: "v100", "GPU-x": "default"}
         tx.free(D + H, job_id=job.id)
-        charged = {(r[4], r[5]) for r in tx.usage_rows(D, D + H)}
+        charged = {(r[4], r[5]) for r in tx.usage.hours(D, D + H)}
     assert charged == {("a100", H), ("v100", H), ("default", H)}
 
 
@@ -348,10 +349,10 @@ def test_the_usage_range_is_read_through_the_primary_key(store: Engine) -> None:
     """The hour leads the primary key: the store's range read (``usage``'s) is an
     index search, not a scan, with no index of its own."""
     statements: list[str] = []
-    with JobStore(store).snapshot() as tx:
+    with SqliteStore(store).snapshot() as tx:
         cursor = tx._cursor()
         cursor.connection.set_trace_callback(statements.append)
-        tx.usage_rows(D, NOW)
+        tx.usage.hours(D, NOW)
         cursor.connection.set_trace_callback(None)
         reads = [q for q in statements if "FROM usage" in q]
         assert len(reads) == 1, statements
@@ -397,7 +398,7 @@ async def test_counts_the_writer_could_not_take_are_kept_and_stored_at_the_stop(
 ) -> None:
     """A flush into a full inbox keeps the counts for the next one; at the stop, the
     counts and the ``meter`` items still waiting in the inbox all go to the store."""
-    js = JobStore(store)
+    js = SqliteStore(store)
     offered: list[Item] = []
     full = True
 
@@ -419,4 +420,4 @@ async def test_counts_the_writer_could_not_take_are_kept_and_stored_at_the_stop(
     head.meter.count(D + 10, D + 20, 0, 40, None)
     await head.close([Item("tick"), waiting])
     with js.snapshot() as tx:
-        assert tx.cluster_rows(D, D + H) == [(D, 20.0, 0.0, 10.0, 1400.0)]
+        assert tx.usage.cluster_hours(D, D + H) == [(D, 20.0, 0.0, 10.0, 1400.0)]

@@ -20,7 +20,7 @@ from gputui.scheduler.policy import accounting
 from gputui.scheduler.policy.accounting import HOUR, MAX_SPAN_S, split_hours
 from gputui.scheduler.policy.meter import MAX_GAP_S, MAX_POWER_W, Holder, Meter, Reading
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.sqlite import SqliteStore
 
 T0 = 1_700_000_000.0
 times = st.floats(T0 - 10 * 86400, T0 + 10 * 86400, allow_nan=False)
@@ -195,11 +195,11 @@ def test_a_holder_is_never_charged_past_its_allocations_end(
 
 
 @pytest.fixture(scope="module")
-def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobStore]:
+def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
     path: Path = tmp_path_factory.mktemp("acct") / "state" / "gputui.db"
     mounts = path.parent.parent / "mountinfo"
     mounts.write_text("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n")
-    store = JobStore(open_store(path, mountinfo=mounts))
+    store = SqliteStore(open_store(path, mountinfo=mounts))
     yield store
     store.close()
 
@@ -207,7 +207,7 @@ def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobStore]
 @settings(max_examples=60, deadline=None)
 @given(steps=st.lists(step, min_size=1, max_size=20))
 def test_stored_totals_stay_sane_whatever_the_samples(
-    shared_store: JobStore,
+    shared_store: SqliteStore,
     steps: list[
         tuple[float, list[tuple[str, float | None, float | None]], dict[str, Holder], float | None]
     ],
@@ -215,8 +215,8 @@ def test_stored_totals_stay_sane_whatever_the_samples(
     """What the meter hands over adds to the stored rows exactly, and every stored
     figure stays finite and non-negative."""
     with shared_store.snapshot() as tx:
-        before = tx.usage_rows(0, 1e10)
-        before_cluster = tx.cluster_rows(0, 1e10)
+        before = tx.usage.hours(0, 1e10)
+        before_cluster = tx.usage.cluster_hours(0, 1e10)
     meter = Meter()
     t = T0
     for dt, readings, held, stale in steps:
@@ -224,10 +224,10 @@ def test_stored_totals_stay_sane_whatever_the_samples(
         meter.observe("h", object(), [Reading(*r) for r in readings], t, held, max_gap_s=stale)
     taken = meter.take()
     with shared_store.transaction() as tx:
-        tx.add_metered(taken.usage_rows(), taken.cluster_rows())
+        tx.usage.add_metered(taken.usage_rows(), taken.cluster_rows())
     with shared_store.snapshot() as tx:
-        after = tx.usage_rows(0, 1e10)
-        after_cluster = tx.cluster_rows(0, 1e10)
+        after = tx.usage.hours(0, 1e10)
+        after_cluster = tx.usage.cluster_hours(0, 1e10)
     for row in after:
         assert all(_sane(v) for v in row[5:])
     for row in after_cluster:

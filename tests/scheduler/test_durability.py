@@ -34,7 +34,7 @@ from gputui.scheduler.head.daemon import Head
 from gputui.scheduler.head.settings import HeadSettings
 from gputui.scheduler.policy import model, passes
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.sqlite import SqliteStore
 
 WaitFor = Callable[..., Awaitable[Any]]
 CLIENTS = 16
@@ -241,7 +241,7 @@ async def test_a_bug_met_by_one_batch_does_not_leave_the_head_deaf(
 
     hosts = ScriptedHosts({"gpu01": 2})
     head = Head(
-        JobStore(open_store(tmp_path / "db" / "gputui.db")),
+        SqliteStore(open_store(tmp_path / "db" / "gputui.db")),
         hosts,
         HeadSettings(socket=tmp_path / "head.sock"),
         host_pools={"gpu01": "a100"},
@@ -272,7 +272,7 @@ async def test_a_burst_shares_one_commit_and_each_answer_names_its_own_job(
     sock = tmp_path / "head.sock"
     # Its one host has not answered yet: every job stays queued, nothing else commits.
     head = Head(
-        JobStore(open_store(tmp_path / "db" / "gputui.db")),
+        SqliteStore(open_store(tmp_path / "db" / "gputui.db")),
         ScriptedHosts({}),
         HeadSettings(socket=sock),
         host_pools={"gpu01": "a100"},
@@ -323,7 +323,7 @@ async def test_a_wait_in_a_batch_that_fails_is_answered_once_and_not_kept(
     hosts = ScriptedHosts({"gpu01": 2})
     sock = tmp_path / "head.sock"
     head = Head(
-        JobStore(open_store(tmp_path / "db" / "gputui.db")),
+        SqliteStore(open_store(tmp_path / "db" / "gputui.db")),
         hosts,
         HeadSettings(socket=sock),
         host_pools={"gpu01": "a100"},

@@ -21,17 +21,19 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 from test_migrations import HEAD
 
+from gputui.scheduler.store.api import StoreError
 from gputui.scheduler.store.engine import (
-    StoreError,
     check_integrity,
-    check_local_disk,
-    hold_exclusively,
     jobs_namespace,
     make_engine,
-    mount_of,
     open_store,
-    prepare_location,
     upgrade,
+)
+from gputui.scheduler.store.location import (
+    check_local_disk,
+    hold_exclusively,
+    mount_of,
+    prepare_location,
 )
 from gputui.scheduler.store.tables import Allocation, Claim, Meta, Notice
 
@@ -450,7 +452,7 @@ def test_one_head_at_a_time_holds_a_database(tmp_path: Path, mountinfo: Path) ->
             sys.executable,
             "-c",
             "import sys; from pathlib import Path\n"
-            "from gputui.scheduler.store.engine import hold_exclusively\n"
+            "from gputui.scheduler.store.location import hold_exclusively\n"
             f"hold_exclusively(Path({str(db)!r})); print('held', flush=True); sys.stdin.read()",
         ],
         stdin=subprocess.PIPE,

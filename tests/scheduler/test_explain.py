@@ -20,7 +20,7 @@ from gputui.scheduler.policy import explain, model
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import Refusal, SubmitArgs
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.sqlite import SqliteStore
 
 SCHED = SchedulerConfig.model_validate(
     {
@@ -92,7 +92,7 @@ SLOTS = tuple(model.GpuSlot(f"GPU-{i}", "gpu01", i, pool="a100") for i in range(
 
 
 def _submit(tmp_path: Path, caller: Caller, **args: object) -> dict[str, object]:
-    store = JobStore(open_store(tmp_path / "db" / "g.db"))
+    store = SqliteStore(open_store(tmp_path / "db" / "g.db"))
     ctx = actions.Context(
         now=1.0,
         slots=SLOTS,

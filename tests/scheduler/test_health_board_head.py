@@ -18,7 +18,7 @@ from gputui.config.models import HealthThresholds
 from gputui.health.board import HealthBoard
 from gputui.scheduler.head.watch.health import LAST_SEEN_S, HeadHealth
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.sqlite import SqliteStore
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import GpuInfo, GpuSample, Hello, ProcessSample, Sample
 
@@ -139,14 +139,14 @@ _STEPS = st.lists(
 def test_any_observe_and_restart_sequence_keeps_the_in_memory_tracks(
     tmp_path_factory: Any, steps: list[tuple[str, frozenset[int] | None, float]]
 ) -> None:
-    store = JobStore(open_store(tmp_path_factory.mktemp("h") / "gputui.db"))
+    store = SqliteStore(open_store(tmp_path_factory.mktemp("h") / "gputui.db"))
     thresholds = HealthThresholds(stale_after_s=3600)
     now = 1_800_000_000.0
 
     def started() -> HeadHealth:
         head = HeadHealth(thresholds, [HOST], clock=lambda: now)
         with store.transaction() as tx:
-            head.load(*tx.health_rows())
+            head.load(*tx.health.rows())
         return head
 
     def flush(head: HeadHealth) -> None:
@@ -176,11 +176,11 @@ def test_any_observe_and_restart_sequence_keeps_the_in_memory_tracks(
             again = head.write(tx, now)
         assert (again.tracks, again.acks) == ({}, {})
         with store.snapshot() as tx:
-            stored = {t.key: (t.first_seen, t.count, t.active) for t in tx.health_rows()[0]}
+            stored = {t.key: (t.first_seen, t.count, t.active) for t in tx.health.rows()[0]}
         assert stored == {k: (t.first, t.count, t.active) for k, t in memory.tracks().items()}
         # Last seen is written at most once a minute: never further behind than that.
         with store.snapshot() as tx:
-            for row in tx.health_rows()[0]:
+            for row in tx.health.rows()[0]:
                 assert memory.tracks()[row.key].last - row.last_seen < LAST_SEEN_S
     finally:
         store.close()

@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 from gputui.scheduler.head.watch.history import write
 from gputui.scheduler.head.watch.readings import MIN_SHARE, PER_GPU, Flush, History, incident_view
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.sqlite import SqliteStore
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import GpuSample, Sample
 
@@ -156,7 +156,7 @@ def test_a_bad_incident_request_is_refused_in_one_line(tmp_path: Path) -> None:
 
 
 def test_retention_prunes_by_count_and_age_a_bounded_batch_at_a_time(store: Engine) -> None:
-    jobs = JobStore(store)
+    jobs = SqliteStore(store)
     h = History(every_s=0, budget=40)  # 2 GPUs: 20 readings each
     for t in range(50):
         h.record(snap("a", 1000.0 + t))
@@ -164,7 +164,7 @@ def test_retention_prunes_by_count_and_age_a_bounded_batch_at_a_time(store: Engi
 
     def rows() -> list[tuple[int, float]]:
         with jobs.snapshot() as tx:
-            return [(g, r[4]) for g in (0, 1) for r in tx.gpu_readings("a", g, 1000)]
+            return [(g, r[4]) for g in (0, 1) for r in tx.readings.of_gpu("a", g, 1000)]
 
     def flush(cutoff: float | None) -> int:
         before = len(rows())
@@ -175,7 +175,7 @@ def test_retention_prunes_by_count_and_age_a_bounded_batch_at_a_time(store: Engi
 
     assert flush(None) == -40  # 20 a GPU held (the share): none to prune
     with jobs.snapshot() as tx:
-        assert [r[4] for r in tx.gpu_readings("a", 0, 1000)] == [1030.0 + t for t in range(20)]
+        assert [r[4] for r in tx.readings.of_gpu("a", 0, 1000)] == [1030.0 + t for t in range(20)]
     for t in range(50, 80):  # 20 more a GPU held: 20 beyond the share each, 7 a flush go
         h.record(snap("a", 1000.0 + t))
     assert flush(None) == -(40 - 7)
@@ -199,7 +199,7 @@ def test_every_host_has_its_turn_to_be_cut_to_its_share_once_in_16_turns() -> No
 
 
 def test_a_flush_is_stored_once_even_when_handed_over_again(store: Engine) -> None:
-    jobs = JobStore(store)
+    jobs = SqliteStore(store)
     h = History(every_s=0)
     h.record(snap("a", 5.0))
     first = h.take(None)
@@ -209,9 +209,9 @@ def test_a_flush_is_stored_once_even_when_handed_over_again(store: Engine) -> No
     h.record(snap("a", 6.0))
     with jobs.transaction() as tx:
         assert write(tx, h.take(None)) == 2  # only the new ones
-        assert tx.readings_seq() == 4
+        assert tx.readings.seq() == 4
     with jobs.snapshot() as tx:
-        assert [r[0] for r in tx.gpu_readings("a", 0, 10)] == [1, 3]
+        assert [r[0] for r in tx.readings.of_gpu("a", 0, 10)] == [1, 3]
 
 
 def test_a_read_between_the_commit_and_its_acknowledgement_counts_each_reading_once(
@@ -219,14 +219,14 @@ def test_a_read_between_the_commit_and_its_acknowledgement_counts_each_reading_o
 ) -> None:
     """The writer committed a flush, the loop has not heard yet: the readings are in
     the snapshot and still held here; the answer has each once."""
-    jobs = JobStore(store)
+    jobs = SqliteStore(store)
     h = History(every_s=0)
     h.record(snap("a", 5.0))
     with jobs.transaction() as tx:
         write(tx, h.take(None))
     h.record(snap("a", 6.0))
     with jobs.snapshot() as tx:
-        view = incident_view(h, "a", 0, 0.0, tx=tx)
+        view = incident_view(h, "a", 0, 0.0, stored=tx.readings)
     assert [(r["time"], r["power_w"]) for r in view["readings"]] == [(5.0, 99.5), (6.0, 99.5)]
 
 
@@ -292,8 +292,8 @@ class ReadingsMachine(RuleBasedStateMachine):
         self.in_flight: Flush | None = None
         self.restarted = False
 
-    def _open(self) -> JobStore:
-        return JobStore(open_store(self.path, mountinfo=self.dir / "mountinfo"))
+    def _open(self) -> SqliteStore:
+        return SqliteStore(open_store(self.path, mountinfo=self.dir / "mountinfo"))
 
     def teardown(self) -> None:
         self.store.close()
@@ -362,7 +362,7 @@ class ReadingsMachine(RuleBasedStateMachine):
         self.store = self._open()
         self.history = History(budget=BUDGET)
         with self.store.snapshot() as tx:
-            self.history.load(tx.readings_seq(), tx.reading_gpus())
+            self.history.load(tx.readings.seq(), tx.readings.gpus())
         self.restarted = True
 
     @rule(
@@ -372,7 +372,7 @@ class ReadingsMachine(RuleBasedStateMachine):
         since = self.now - back
         kept = self.history.kept(host, gpu)
         with self.store.snapshot() as tx:
-            view = incident_view(kept, host, gpu, since, tx=tx, cutoff=self.cutoff())
+            view = incident_view(kept, host, gpu, since, stored=tx.readings, cutoff=self.cutoff())
         got = [(r["gpu"], r["time"], r["util_gpu"]) for r in view["readings"]]
         assert got == self.model.view(host, gpu, since, self.cutoff())
         if not self.restarted and self.model.first is not None:

@@ -42,7 +42,8 @@ from gputui.scheduler.server.wire import (
     SubmitArgs,
 )
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.queries import JobStore, Tx
+from gputui.scheduler.store.queries import SqliteTx
+from gputui.scheduler.store.sqlite import SqliteStore
 
 LOCAL_MOUNTS = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
 HOST = "h1"
@@ -88,7 +89,7 @@ class Host:
 
     def __init__(self, root: Path) -> None:
         (root / "mountinfo").write_text(LOCAL_MOUNTS)
-        self.store = JobStore(
+        self.store = SqliteStore(
             open_store(root / "state" / "gputui.db", mountinfo=root / "mountinfo")
         )
         self.now = 1000.0
@@ -98,7 +99,7 @@ class Host:
         self.stops: list[int] = []
 
     @contextmanager
-    def batch(self, *, schedule: bool = True) -> Iterator[tuple[Tx, Context]]:
+    def batch(self, *, schedule: bool = True) -> Iterator[tuple[SqliteTx, Context]]:
         """One committed transaction, as the head's writer runs one (a pass after it)."""
         self.now += 1.0
         ctx = Context(

@@ -13,13 +13,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 from sqlmodel import SQLModel
 
-from gputui.scheduler.store.engine import (
-    MIGRATIONS,
-    StoreError,
-    alembic_config,
-    make_engine,
-    upgrade,
-)
+from gputui.scheduler.store.api import StoreError
+from gputui.scheduler.store.engine import MIGRATIONS, alembic_config, make_engine, upgrade
 
 HEAD = "0007"
 """The newest revision gputui ships."""

@@ -2,7 +2,7 @@
 
 A hypothesis state machine plays users, admins and hosts against the real
 ``actions`` and ``lifecycle`` functions on a real SQLite file, each step in one
-``JobStore.transaction()`` the way the daemon runs a batch, with requests in
+``SqliteStore.transaction()`` the way the daemon runs a batch, with requests in
 savepoints. The hosts are a small model (runs they were given, and how each
 ended), and the head restarts now and then (engine disposed, the same file
 reopened). After every step: no GPU is given twice, claimed GPUs are never a
@@ -50,7 +50,8 @@ from gputui.scheduler.server.wire import (
     SubmitArgs,
 )
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.queries import JobStore, Tx
+from gputui.scheduler.store.queries import SqliteTx
+from gputui.scheduler.store.sqlite import SqliteStore
 
 LOCAL_MOUNTS = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
 HOSTS = {"h1": 4, "h2": 2, "h3": 1}
@@ -81,7 +82,7 @@ ROLES = st.sampled_from(["owner", "owner", "other", "admin", "admin"])
 REASONS = st.sampled_from([None, "", "  ", *["maintenance window"] * 3])
 
 
-def place_now(tx: Tx, ctx: Context) -> Callable[[policy.Want], policy.Place | None]:
+def place_now(tx: SqliteTx, ctx: Context) -> Callable[[policy.Want], policy.Place | None]:
     """The daemon's immediate placement for a claim (best fit over what is free now)."""
 
     def place(want: policy.Want) -> policy.Place | None:
@@ -101,7 +102,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.mountinfo = self.dir / "mountinfo"
         self.mountinfo.write_text(LOCAL_MOUNTS)
         self.path = self.dir / "state" / "gputui.db"
-        self.store = JobStore(open_store(self.path, mountinfo=self.mountinfo))
+        self.store = SqliteStore(open_store(self.path, mountinfo=self.mountinfo))
         self.now = 1000.0
         self.down: set[str] = set()
         self.launched: set[int] = set()
@@ -128,7 +129,7 @@ class StoreMachine(RuleBasedStateMachine):
         )
 
     @contextmanager
-    def batch(self) -> Iterator[tuple[Tx, Context]]:
+    def batch(self) -> Iterator[tuple[SqliteTx, Context]]:
         """One committed transaction, as the daemon's writer runs a batch: the step's
         work, then a scheduling pass; once durable, the launches go to the hosts."""
         self.now += 1.0
@@ -152,7 +153,7 @@ class StoreMachine(RuleBasedStateMachine):
         with self.store.transaction() as tx:
             return [int(r[0]) for r in tx.s.connection().exec_driver_sql(sql, params).all()]
 
-    def report(self, tx: Tx, ctx: Context, host: str) -> None:
+    def report(self, tx: SqliteTx, ctx: Context, host: str) -> None:
         """The host's whole list of runs, as its next ``jobs`` push would give it."""
         relaunch: list[lifecycle.Launch] = []
         ended = {k for k, r in self.runs[host].items() if r.state != "running"}
@@ -168,7 +169,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert spec.key in self.launched
             self.runs[host].setdefault(spec.key, HostJob(spec.key, "running", pid=spec.job_id))
 
-    def audited(self, tx: Tx) -> int:
+    def audited(self, tx: SqliteTx) -> int:
         return len(tx.audits(None, 1_000_000))
 
     def actor(self, role: str, kind: str, item_id: int) -> Caller:
@@ -188,7 +189,7 @@ class StoreMachine(RuleBasedStateMachine):
         item_id: int,
         action: str,
         reason: str | None,
-        fn: Callable[[Tx, Context], Any],
+        fn: Callable[[SqliteTx, Context], Any],
     ) -> None:
         """Run a user's action in a savepoint; check who may and what the audit shows."""
         with self.batch() as (tx, ctx):
@@ -331,7 +332,7 @@ class StoreMachine(RuleBasedStateMachine):
     def _running(self, host: str) -> list[int]:
         return sorted(k for k, r in self.runs[host].items() if r.state == "running")
 
-    def _check_preempted_return(self, tx: Tx, ctx: Context, host: str) -> None:
+    def _check_preempted_return(self, tx: SqliteTx, ctx: Context, host: str) -> None:
         """Report the host's list; a job being preempted whose run ended is back in
         the queue, or held past the requeue limit."""
         preempting = {
@@ -402,7 +403,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def head_restart(self) -> None:
         self.store.close()
-        self.store = JobStore(open_store(self.path, mountinfo=self.mountinfo))
+        self.store = SqliteStore(open_store(self.path, mountinfo=self.mountinfo))
 
     @precondition(lambda self: bool(self.ids("SELECT id FROM allocation WHERE end_at IS NULL")))
     @rule(data=st.data())
@@ -471,7 +472,7 @@ def test_the_partial_unique_index_refuses_a_busy_gpu(tmp_path: Path) -> None:
     yes again once the first allocation has ended."""
     mountinfo = tmp_path / "mountinfo"
     mountinfo.write_text(LOCAL_MOUNTS)
-    store = JobStore(open_store(tmp_path / "state" / "gputui.db", mountinfo=mountinfo))
+    store = SqliteStore(open_store(tmp_path / "state" / "gputui.db", mountinfo=mountinfo))
     try:
         with store.transaction() as tx:
             tx.allocate(["GPU-h1-0"], "h1", 1.0)

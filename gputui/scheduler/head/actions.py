@@ -34,7 +34,7 @@ from gputui.scheduler.server.wire import (
     ReleaseArgs,
     SubmitArgs,
 )
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Claim, Job, Notice, owned_by
 
 

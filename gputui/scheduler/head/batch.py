@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from gputui.config.models import HealthThresholds
 from gputui.scheduler.head import actions, drains, lifecycle, notices, publish
 from gputui.scheduler.head.actions import Context, Rules
@@ -28,7 +26,7 @@ from gputui.scheduler.policy import model
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.store.queries import JobStore, Tx
+from gputui.scheduler.store.api import Store, StoreFailure, Tx
 
 log = logging.getLogger("gputui.scheduler.head.daemon")  # one logger for the head
 
@@ -80,7 +78,7 @@ class Batches:
 
     def __init__(
         self,
-        store: JobStore,
+        store: Store,
         rules: Rules,
         watch: HostWatch,
         host_pools: dict[str, str],
@@ -215,7 +213,7 @@ class Batches:
         try:
             with tx.savepoint():
                 self._internal(tx, item, ctx, after)
-        except (wire.Refusal, SQLAlchemyError, ValueError, KeyError) as exc:
+        except (wire.Refusal, StoreFailure, ValueError, KeyError) as exc:
             log.warning("head: %s not applied: %s", item.kind, exc)
         return None
 
@@ -386,7 +384,7 @@ class Batches:
         elif kind == "call":  # a step of a longer request (force-free): its own store work
             payload(tx, ctx)
         elif kind == "meter":  # busy time and energy counted from samples (metering)
-            tx.add_metered(payload.usage_rows(), payload.cluster_rows())
+            tx.usage.add_metered(payload.usage_rows(), payload.cluster_rows())
         elif kind == "notices-read":  # pushed to an open console: delivered
             uid, ids = payload
             tx.mark_read(uid, ids, ctx.now)

@@ -28,8 +28,6 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from gputui.common.locations import socket_dir_problem
 from gputui.scheduler.head import lifecycle, privacy, publish
 from gputui.scheduler.head.batch import After, Batches, Item
@@ -48,7 +46,7 @@ from gputui.scheduler.policy import model, passes
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection, SocketServer
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.store.queries import JobStore, Tx
+from gputui.scheduler.store.api import Store, StoreFailure, Tx
 from gputui.scheduler.store.tables import Host
 from gputui.telemetry import HostSnapshot
 
@@ -73,7 +71,7 @@ class Head(SnapshotReads):
 
     def __init__(
         self,
-        store: JobStore,
+        store: Store,
         hosts: HostOps,
         settings: HeadSettings,
         *,
@@ -205,7 +203,7 @@ class Head(SnapshotReads):
         try:
             with self.store.transaction() as tx:
                 written = self.health.write(tx, self.clock())
-        except (SQLAlchemyError, OSError) as exc:
+        except (StoreFailure, OSError) as exc:
             log.error("head: could not store the health board: %s", exc)
             return
         self.health.committed(written)
@@ -234,8 +232,8 @@ class Head(SnapshotReads):
             self._restored_sessions = {
                 c.session for c in tx.claims(("active", "waiting")) if c.session is not None
             }
-            self.meter.load(tx.open_allocations())
-            self.health.load(*tx.health_rows())
+            self.meter.load(tx.usage.open_allocations())
+            self.health.load(*tx.health.rows())
             self.health.seen_gpus(tx.gpus())
             self.readings.load(tx)
             self.batch.standings.refresh(tx, self.clock())  # before the first pass
@@ -316,7 +314,7 @@ class Head(SnapshotReads):
             self.watch.begin()
             try:
                 answers, after = self.batch.apply(batch, slots, now)
-            except (SQLAlchemyError, OSError) as exc:
+            except (StoreFailure, OSError) as exc:
                 self.watch.undo()
                 self.liveness.failed(internal=False)
                 log.error("head: could not commit %d items: %s", len(batch), exc)

@@ -24,7 +24,7 @@ from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.policy.lookup import gpus_named, no_gpu, no_host
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import DrainArgs, Refusal
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Gpu, Host
 
 OPS = frozenset({"drain", "undrain", "unfence"})

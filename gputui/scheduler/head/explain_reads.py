@@ -14,7 +14,7 @@ from gputui.scheduler.policy import explain, line, model, passes, shares
 from gputui.scheduler.policy.shares import Standing
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import ExplainArgs, Refusal
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 
 AHEAD_SHOWN = 20
 
@@ -25,7 +25,7 @@ def standing_of(tx: Tx, config: SchedulerConfig, now: float) -> Standing:
     horizon = max(5 * config.fair_share.half_life_days * 86400.0, shares.WEEK_S)
     spans = [
         shares.Span(group, pool, start, end, user)
-        for group, user, pool, start, end in tx.alloc_spans(now - horizon)
+        for group, user, pool, start, end in tx.usage.spans(now - horizon)
     ]
     return shares.standing(spans, config.fair_share.shares, config, now)
 

@@ -24,7 +24,7 @@ from gputui.health.fencing import NOTHING_KNOWN, Fence, Verdict, rank
 from gputui.scheduler.head.gpufacts import AnyGpu
 from gputui.scheduler.head.holder_notices import tell_holders
 from gputui.scheduler.server.peer import HEAD_ACTOR
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Gpu
 
 WAIVED_MAX = 256

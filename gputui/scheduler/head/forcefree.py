@@ -38,7 +38,7 @@ from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.policy.lookup import gpus_named, no_gpu, no_host
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.wire.messages import GpuSample
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.server.listener import Connection
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import DrainArgs, JobArgs, Refusal, ReleaseArgs
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Notice, owners_text
 
 ACTION = "force-free"

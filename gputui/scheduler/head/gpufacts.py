@@ -5,7 +5,7 @@ No ORM instance outlives its transaction. The head keeps its GPU inventory betwe
 batches (``HostWatch``); a ``Gpu`` row kept there is expired by a later batch (a
 bulk update expires every row of the session) and detached when that session
 closes, and reading it then raises ``DetachedInstanceError`` (the writer died of
-exactly that once). ``JobStore`` expires every row at the end of its transaction,
+exactly that once). ``Store`` expires every row at the end of its transaction,
 so a row kept past it fails at its first use, in every test, not by chance. What
 is kept is a copy: every column of the row, frozen.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Gpu, Notice
 
 Holding = Callable[[str], str]

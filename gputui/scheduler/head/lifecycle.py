@@ -29,7 +29,7 @@ from gputui.scheduler.head.actions import (
 from gputui.scheduler.head.transitions import END_OF_STOP
 from gputui.scheduler.policy import line, model
 from gputui.scheduler.policy.shares import Standing
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Claim, Job, Notice
 
 

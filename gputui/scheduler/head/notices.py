@@ -15,7 +15,7 @@ from typing import Any
 from gputui.scheduler.head.views import notice_view
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import NoticesArgs
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 
 ON_CONNECT_MAX = 200
 """At most this many unread notices are handed to a console when it subscribes."""

@@ -12,7 +12,7 @@ from gputui.scheduler.head.gpufacts import AnyGpu
 from gputui.scheduler.head.views import claim_view, gpu_view, job_view, json_list
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Host
 
 RECENT_JOBS = 50

@@ -22,13 +22,13 @@ if TYPE_CHECKING:
     from gputui.scheduler.head.settings import HeadSettings
     from gputui.scheduler.head.watch.hosts import HostWatch
     from gputui.scheduler.head.watch.meter import HeadMeter
-    from gputui.scheduler.store.queries import JobStore
+    from gputui.scheduler.store.api import Store
 
 log = logging.getLogger(__name__)
 
 
 class SnapshotReads:
-    store: JobStore
+    store: Store
     settings: HeadSettings
     watch: HostWatch
     meter: HeadMeter

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.head import explain_reads
 from gputui.scheduler.policy.shares import Standing
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 
 REFRESH_S = 60.0
 """How often the figures are worked out again from the allocations (head clock)."""

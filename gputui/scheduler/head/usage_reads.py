@@ -16,7 +16,7 @@ from gputui.scheduler.policy.accounting import Prices
 from gputui.scheduler.policy.meter import Metered
 from gputui.scheduler.policy.shares import Standing
 from gputui.scheduler.server.wire import MAX_USAGE_DAYS, Refusal, ReportArgs, UsageArgs
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 
 DEFAULT_DAYS = 7.0
 OPS = frozenset({"usage", "report"})
@@ -42,12 +42,12 @@ def window(op: str, since: float | None, until: float | None, now: float) -> tup
 def _gathered(
     tx: Tx, since: float, until: float, pending: Metered, now: float, *, cluster: bool
 ) -> tuple[dict[accounting.UsageKey, list[float]], dict[int, list[float]]]:
-    opened = tx.open_allocations()
+    opened = tx.usage.open_allocations()
     span = {"since": since, "until": until, "now": now}
-    usage = accounting.gather(tx.usage_rows(since, until), opened, pending.usage_rows(), **span)
+    usage = accounting.gather(tx.usage.hours(since, until), opened, pending.usage_rows(), **span)
     hours: dict[int, list[float]] = {}
     if cluster:
-        stored = tx.cluster_rows(since, until)
+        stored = tx.usage.cluster_hours(since, until)
         hours = accounting.gather_cluster(stored, opened, pending.cluster_rows(), **span)
     return usage, hours
 

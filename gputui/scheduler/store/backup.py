@@ -26,7 +26,8 @@ from typing import cast
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from gputui.scheduler.store.engine import BUSY_TIMEOUT_MS, StoreError, describe
+from gputui.scheduler.store.api import StoreError
+from gputui.scheduler.store.engine import BUSY_TIMEOUT_MS, describe
 
 Progress = Callable[[int, int], None]
 """Called after each step with (pages copied, pages in all)."""

@@ -1,99 +1,97 @@
-"""The health board's and the incident readings' queries: part of the store's ``Tx``.
-
-Kept apart from ``store`` only for size: ``Tx`` takes these as a base, and they
-run in its transaction, on its session and its cursor, like every other query.
+"""The health board's rows and the GPU readings in SQLite: the ``health`` and
+``readings`` parts of ``SqliteTx``, run in its transaction, on its session and cursor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from sqlalchemy import delete
 from sqlmodel import Session, col, select
 
-from gputui.scheduler.head.watch.readings import READINGS_SEQ, ReadingRow
+from gputui.scheduler.store.api import ReadingRow
 from gputui.scheduler.store.tables import HealthAck, HealthTrack
+from gputui.scheduler.store.txconn import TxConn
+
+READINGS_SEQ = "readings_seq"
+"""The ``meta`` key of the number of the newest reading stored."""
+_READING = "id, host, gpu, uuid, time, state, util, mem_mib, temp_c, power_mw, throttle,"
+_READING += " ecc_uncorrected"
 
 
-class HealthQueries:
-    """The queries of the head's health board and GPU readings (a base of ``Tx``)."""
+class SqliteHealthRows:
+    """The ``HealthRows`` part of a SQLite transaction."""
 
-    s: Session
+    __slots__ = ("_s",)
 
-    def _cursor(self) -> Any:
-        raise NotImplementedError
+    def __init__(self, session: Session) -> None:
+        self._s = session
 
-    # -- the health board's tracks and acknowledgements --------------------------------
-
-    def health_rows(self) -> tuple[list[HealthTrack], list[HealthAck]]:
-        return list(self.s.exec(select(HealthTrack)).all()), list(
-            self.s.exec(select(HealthAck)).all()
+    def rows(self) -> tuple[list[HealthTrack], list[HealthAck]]:
+        return list(self._s.exec(select(HealthTrack)).all()), list(
+            self._s.exec(select(HealthAck)).all()
         )
 
-    def put_health(
+    def put(
         self, tracks: Iterable[HealthTrack], acks: Iterable[HealthAck], gone: Sequence[str] = ()
     ) -> None:
-        """Write these tracks and acks (new or changed); ``gone``: acks to drop."""
         for row in (*tracks, *acks):
-            self.s.merge(row)
-        self.drop_health((), gone)
+            self._s.merge(row)
+        self.drop((), gone)
 
-    def drop_health(self, tracks: Sequence[str], acks: Sequence[str]) -> None:
-        """Delete the tracks and the acks of these keys."""
+    def drop(self, tracks: Sequence[str], acks: Sequence[str]) -> None:
         for table, keys in ((HealthTrack, tracks), (HealthAck, acks)):
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
-                self.s.execute(delete(table).where(col(table.key).in_(chunk)))
+                self._s.execute(delete(table).where(col(table.key).in_(chunk)))
 
-    # -- GPU readings (``history``: gputui incident) ----------------------------------
-    # Batches on this transaction's cursor; every prune is bounded (``limit`` rows),
-    # so one never holds the writer up for long.
 
-    _READING = "id, host, gpu, uuid, time, state, util, mem_mib, temp_c, power_mw, throttle,"
-    _READING += " ecc_uncorrected"
+class SqliteReadings:
+    """The ``Readings`` part of a SQLite transaction (``history``: gputui incident):
+    batches on the transaction's cursor; every prune is bounded (``limit`` rows), so
+    one never holds the writer up for long."""
 
-    def readings_seq(self) -> int:
-        """The number of the newest reading stored (0: none yet)."""
-        cursor = self._cursor()
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: TxConn) -> None:
+        self._conn = conn
+
+    def seq(self) -> int:
+        cursor = self._conn.cursor()
         cursor.execute("SELECT value FROM meta WHERE key = ?", (READINGS_SEQ,))
         row = cursor.fetchone()
         return int(row[0]) if row is not None else 0
 
-    def add_readings(self, rows: Sequence[ReadingRow], seq: int) -> None:
-        """Store readings, and ``seq`` as the number of the newest (in one transaction)."""
-        cursor = self._cursor()
+    def add(self, rows: Sequence[ReadingRow], seq: int) -> None:
+        cursor = self._conn.cursor()
         marks = ", ".join("?" * 12)
-        cursor.executemany(f"INSERT INTO reading ({self._READING}) VALUES ({marks})", rows)  # noqa: S608
+        cursor.executemany(f"INSERT INTO reading ({_READING}) VALUES ({marks})", rows)  # noqa: S608
         cursor.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (READINGS_SEQ, str(seq)),
         )
 
-    def gpu_readings(self, host: str, gpu: int, limit: int) -> list[ReadingRow]:
-        """The newest ``limit`` readings of one GPU, oldest first (the host's index,
-        backwards)."""
-        cursor = self._cursor()
+    def of_gpu(self, host: str, gpu: int, limit: int) -> list[ReadingRow]:
+        """The host's index, read backwards."""
+        cursor = self._conn.cursor()
         cursor.execute(
-            f"SELECT {self._READING} FROM reading WHERE host = ? AND gpu = ?"  # noqa: S608
+            f"SELECT {_READING} FROM reading WHERE host = ? AND gpu = ?"  # noqa: S608
             " ORDER BY time DESC, id DESC LIMIT ?",
             (host, gpu, limit),
         )
         return list(reversed(cursor.fetchall()))
 
-    def reading_gpus(self) -> list[tuple[str, int, float, float]]:
-        """(host, GPU index, oldest reading's time, newest's) of every GPU with readings."""
-        cursor = self._cursor()
+    def gpus(self) -> list[tuple[str, int, float, float]]:
+        cursor = self._conn.cursor()
         cursor.execute("SELECT host, gpu, min(time), max(time) FROM reading GROUP BY host, gpu")
         return [(str(h), int(g), float(lo), float(hi)) for h, g, lo, hi in cursor.fetchall()]
 
-    def prune_host_readings(self, host: str, keep: int, limit: int) -> int:
-        """Delete up to ``limit`` of a host's readings beyond each GPU's newest ``keep``
-        (one pass over the host's rows)."""
+    def prune_host(self, host: str, keep: int, limit: int) -> int:
+        """One pass over the host's rows."""
         if limit <= 0:
             return 0
-        cursor = self._cursor()
+        cursor = self._conn.cursor()
         cursor.execute(
             "DELETE FROM reading WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER"
             " (PARTITION BY gpu ORDER BY time DESC, id DESC) AS n FROM reading WHERE host = ?)"
@@ -102,11 +100,10 @@ class HealthQueries:
         )
         return int(cursor.rowcount or 0)
 
-    def prune_readings_before(self, cutoff: float, limit: int) -> int:
-        """Delete up to ``limit`` readings older than ``cutoff``, the oldest first."""
+    def prune_before(self, cutoff: float, limit: int) -> int:
         if limit <= 0:
             return 0
-        cursor = self._cursor()
+        cursor = self._conn.cursor()
         cursor.execute(
             "DELETE FROM reading WHERE id IN"
             " (SELECT id FROM reading WHERE time < ? ORDER BY time LIMIT ?)",

@@ -1,12 +1,11 @@
-"""``JobStore``: every query the head makes, and nothing else of the head's logic.
+"""``SqliteTx``: one SQLite transaction's operations, the ``Tx`` of ``store.api``.
 
-One store object per database. Its writes happen in the head's one writer (on the
-event loop's thread); ``snapshot()`` reads a WAL snapshot from any thread. A
-``transaction()`` is ``BEGIN IMMEDIATE`` … ``COMMIT`` (see ``engine``), so a batch
-of requests that arrived together shares one durable commit; each request inside
-runs in its own savepoint, so one refusal never undoes the others. Keeping the SQL
-here (and SQLite pragmas in ``engine``) leaves the door open to another SQLAlchemy
-database later without touching the scheduler.
+Every query the head makes, and nothing else of the head's logic. Its writes happen in
+the head's one writer (on the event loop's thread); a snapshot's reads on any thread
+(``SqliteStore``). Each request inside a batch runs in its own savepoint, so one
+refusal never undoes the others. Accounting's rows, the health board's and the
+readings are its parts (``usage_queries``, ``health_queries``), on the same session
+and cursor.
 """
 
 from __future__ import annotations
@@ -17,19 +16,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, func, update
+from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
-from gputui.scheduler.policy.accounting import (
-    ClusterRow,
-    OpenAllocation,
-    UsageKey,
-    UsageRow,
-    charges,
-)
 from gputui.scheduler.store.caps import capped
-from gputui.scheduler.store.engine import SNAPSHOT
-from gputui.scheduler.store.health_queries import HealthQueries
+from gputui.scheduler.store.health_queries import SqliteHealthRows, SqliteReadings
 from gputui.scheduler.store.jobrow import JOB_COLUMNS, JOB_DEFAULTS, unknown_columns
 from gputui.scheduler.store.tables import (
     Allocation,
@@ -41,6 +32,8 @@ from gputui.scheduler.store.tables import (
     Notice,
     RequestLog,
 )
+from gputui.scheduler.store.txconn import TxConn
+from gputui.scheduler.store.usage_queries import SqliteUsage
 
 _JOB_KEYS = frozenset(JOB_COLUMNS) | {"id"}
 """The keys a fast-path row may have (``unknown_columns`` names any other)."""
@@ -60,17 +53,21 @@ def _dumps(body: dict[str, Any]) -> str:
     return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-class Tx(HealthQueries):
-    """One open transaction: the queries, bound to its session."""
+class SqliteTx:
+    """One open SQLite transaction: the queries, bound to its session."""
 
     def __init__(self, session: Session) -> None:
         self.s = session
-        self._raw: Any = None
+        conn = TxConn(session)
+        self._cursor = conn.cursor
+        self.usage = SqliteUsage(conn)
+        self.health = SqliteHealthRows(session)
+        self.readings = SqliteReadings(conn)
         self.moved = False
+        """An allocation was made or ended in this transaction."""
         self.ended: list[tuple[str, float]] = []
         """(GPU uuid, end) of each allocation this transaction ended (the meter
         charges no sample past it)."""
-        """An allocation was made or ended in this transaction."""
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -83,15 +80,7 @@ class Tx(HealthQueries):
 
     # -- the request log and the submission path ---------------------------------------
     # A batch at a time, straight on the DB-API cursor of this transaction's
-    # connection: SQLAlchemy's statement building cost more than the statements.
-    # Plain SQL with qmark parameters (SQLite's; PostgreSQL's driver would need its
-    # own paramstyle here, the statements themselves stay the same).
-
-    def _cursor(self) -> Any:
-        # One DB-API cursor for the whole transaction (the session's one connection).
-        if self._raw is None:
-            self._raw = self.s.connection().connection.cursor()
-        return self._raw
+    # connection (``TxConn``): plain SQL with qmark parameters.
 
     def replay_many(self, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], dict[str, Any]]:
         """The answers these (uid, request id)s got the first time, for those that came
@@ -287,94 +276,14 @@ class Tx(HealthQueries):
             query = query.where(col(Allocation.claim_id) == claim_id)
         else:
             raise ValueError("free() needs a job_id or a claim_id")
-        self._charge(now, job_id=job_id, claim_id=claim_id)
+        self.ended.extend(
+            (uuid, now) for uuid in self.usage.charge(now, job_id=job_id, claim_id=claim_id)
+        )
         result = self.s.execute(query.values(end_at=now))
         self.s.expire_all()
         count = int(getattr(result, "rowcount", 0) or 0)
         self.moved = self.moved or count > 0
         return count
-
-    # -- accounting (the arithmetic is in ``accounting``) -----------------------------
-    # Upserts that add to a row, straight on this transaction's cursor like the
-    # submission path; ``usage.x + excluded.x`` is the same in SQLite and PostgreSQL.
-
-    _HOLDER = """SELECT a.gpu_uuid, a.start_at, COALESCE(j."user", c."user", ''),
-        COALESCE(j."group", c."group", ''), COALESCE(j.project, c.project, ''),
-        COALESCE(g.pool, h.pool, 'default')
-        FROM allocation a LEFT JOIN job j ON j.id = a.job_id
-        LEFT JOIN claim c ON c.id = a.claim_id LEFT JOIN gpu g ON g.uuid = a.gpu_uuid
-        LEFT JOIN host h ON h.name = a.host WHERE a.end_at IS NULL"""
-    _ADD_USAGE = """INSERT INTO usage (hour, "user", "group", project, pool,
-        alloc_gpu_s, busy_gpu_s, energy_j) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (hour, "user", "group", project, pool) DO UPDATE SET
-        alloc_gpu_s = usage.alloc_gpu_s + excluded.alloc_gpu_s,
-        busy_gpu_s = usage.busy_gpu_s + excluded.busy_gpu_s,
-        energy_j = usage.energy_j + excluded.energy_j"""
-    _ADD_CLUSTER = """INSERT INTO clusterhour (hour, gpu_s, alloc_gpu_s, busy_gpu_s, energy_j)
-        VALUES (?, ?, ?, ?, ?) ON CONFLICT (hour) DO UPDATE SET
-        gpu_s = clusterhour.gpu_s + excluded.gpu_s,
-        alloc_gpu_s = clusterhour.alloc_gpu_s + excluded.alloc_gpu_s,
-        busy_gpu_s = clusterhour.busy_gpu_s + excluded.busy_gpu_s,
-        energy_j = clusterhour.energy_j + excluded.energy_j"""
-
-    def open_allocations(self) -> list[OpenAllocation]:
-        """Every live allocation with whom it is charged to: (GPU uuid, start, user,
-        group, project or "", pool of the GPU, else of its host, else "default")."""
-        self.s.flush()
-        cursor = self._cursor()
-        cursor.execute(self._HOLDER)
-        return [(str(u), float(t), str(a), str(b), str(c), str(d)) for u, t, a, b, c, d in cursor]
-
-    def _charge(self, now: float, *, job_id: int | None, claim_id: int | None) -> None:
-        """The allocated GPU-seconds of the allocations about to end, split by hour."""
-        self.s.flush()
-        cursor = self._cursor()
-        which = "a.job_id" if job_id is not None else "a.claim_id"
-        cursor.execute(
-            f"{self._HOLDER} AND {which} = ?", (job_id if job_id is not None else claim_id,)
-        )
-        rows = cursor.fetchall()
-        self.ended.extend((str(row[0]), now) for row in rows)
-        usage, cluster = charges(rows, now)
-        if usage:
-            cursor.executemany(self._ADD_USAGE, [(*k, s, 0.0, 0.0) for k, s in usage.items()])
-            cursor.executemany(self._ADD_CLUSTER, [(h, 0.0, s, 0.0, 0.0) for h, s in cluster])
-
-    def add_metered(
-        self,
-        usage: Sequence[tuple[UsageKey, float, float]],
-        cluster: Sequence[tuple[int, float, float, float]],
-    ) -> None:
-        """Add the meter's busy seconds and joules (by usage key, and by hour: present
-        seconds, busy seconds, joules) to what is stored."""
-        cursor = self._cursor()
-        if usage:
-            cursor.executemany(self._ADD_USAGE, [(*k, 0.0, b, e) for k, b, e in usage])
-        if cluster:
-            cursor.executemany(self._ADD_CLUSTER, [(h, p, 0.0, b, e) for h, p, b, e in cluster])
-
-    def usage_rows(self, since: float, until: float) -> list[UsageRow]:
-        """The stored usage of the hours starting in ``[since, until)`` (the primary
-        key starts with the hour: a range scan of its index)."""
-        cursor = self._cursor()
-        cursor.execute(
-            'SELECT hour, "user", "group", project, pool, alloc_gpu_s, busy_gpu_s, energy_j'
-            " FROM usage WHERE hour >= ? AND hour < ?",
-            (since, until),
-        )
-        return [
-            (int(h), str(u), str(g), str(p), str(o), float(a), float(b), float(e))
-            for h, u, g, p, o, a, b, e in cursor
-        ]
-
-    def cluster_rows(self, since: float, until: float) -> list[ClusterRow]:
-        cursor = self._cursor()
-        cursor.execute(
-            "SELECT hour, gpu_s, alloc_gpu_s, busy_gpu_s, energy_j FROM clusterhour"
-            " WHERE hour >= ? AND hour < ? ORDER BY hour",
-            (since, until),
-        )
-        return [(int(h), float(p), float(a), float(b), float(e)) for h, p, a, b, e in cursor]
 
     def live_allocations(self) -> list[Allocation]:
         query = select(Allocation).where(col(Allocation.end_at).is_(None))
@@ -389,23 +298,6 @@ class Tx(HealthQueries):
         if claim_id is not None:
             query = query.where(col(Allocation.claim_id) == claim_id)
         return list(self.s.exec(query.order_by(col(Allocation.id))).all())
-
-    def alloc_spans(self, since: float) -> list[tuple[str, str, str, float, float | None]]:
-        """(group, user, pool, start, end) of every allocation still open or ended
-        after ``since``: what fair share and quotas count (one indexed range scan)."""
-        cursor = self._cursor()
-        cursor.execute(
-            "SELECT COALESCE(j.\"group\", c.\"group\", ''), COALESCE(j.user, c.user, ''),"
-            " COALESCE(g.pool, h.pool, 'default'), a.start_at, a.end_at"
-            " FROM allocation a"
-            " LEFT JOIN job j ON j.id = a.job_id"
-            " LEFT JOIN claim c ON c.id = a.claim_id"
-            " LEFT JOIN gpu g ON g.uuid = a.gpu_uuid"
-            " LEFT JOIN host h ON h.name = a.host"
-            " WHERE a.end_at IS NULL OR a.end_at > ?",
-            (since,),
-        )
-        return [(str(r[0]), str(r[1]), str(r[2]), float(r[3]), r[4]) for r in cursor.fetchall()]
 
     # -- audit and notices ----------------------------------------------------------
 
@@ -458,35 +350,3 @@ class Tx(HealthQueries):
     def last_notice_id(self) -> int:
         value = self.s.exec(select(func.max(Notice.id))).one()
         return int(value or 0)
-
-
-class JobStore:
-    """The head's database: ``transaction()`` for every read and write."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self._reader = engine.execution_options(**{SNAPSHOT: True})
-
-    # No row outlives its transaction: each is expired as the transaction ends, so a
-    # row kept past it (instead of a value copied from it: ``gpufacts``) raises
-    # ``DetachedInstanceError`` at its first use, every time, rather than only when
-    # a later batch happens to expire it.
-
-    @contextmanager
-    def transaction(self) -> Iterator[Tx]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back when the block raises."""
-        with Session(self.engine, expire_on_commit=True) as session, session.begin():
-            yield Tx(session)
-
-    @contextmanager
-    def snapshot(self) -> Iterator[Tx]:
-        """A read-only view: a deferred ``BEGIN`` (in WAL mode it never blocks the
-        writer, nor waits for it), on a connection of its own; nothing is committed."""
-        with Session(self._reader, expire_on_commit=False) as session:
-            try:
-                yield Tx(session)  # closing the session rolls the read transaction back
-            finally:
-                session.expire_all()
-
-    def close(self) -> None:
-        self.engine.dispose()

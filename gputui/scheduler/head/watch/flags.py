@@ -30,7 +30,7 @@ from gputui.scheduler.policy import ownership
 from gputui.scheduler.policy.ownership import Flag, GpuProc, Holding, Offence, Step
 from gputui.scheduler.server.peer import HEAD_ACTOR
 from gputui.scheduler.server.wire import LIVE_JOB_STATES
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Notice
 
 NOTICE_PIDS = 6

@@ -33,7 +33,7 @@ from gputui.scheduler.policy.lookup import no_host
 from gputui.scheduler.policy.ownership import Flag
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import HealthAckArgs, Refusal
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Gpu, HealthAck, HealthTrack
 from gputui.telemetry import HostSnapshot
 
@@ -236,8 +236,8 @@ class HeadHealth:
         ]
         ack_rows = [self._ack_row(k, a) for k, a in out.acks.items() if a is not None]
         gone = [k for k, a in out.acks.items() if a is None]
-        tx.drop_health(out.pruned, out.pruned)
-        tx.put_health(rows, ack_rows, gone)
+        tx.health.drop(out.pruned, out.pruned)
+        tx.health.put(rows, ack_rows, gone)
         return out
 
     def committed(self, done: HealthWrite) -> None:
@@ -287,7 +287,7 @@ class HeadHealth:
         f = problem.finding
         ack = Ack(caller.user[:64], note, now, problem.fingerprint())
         self._ack_uids[f.key] = caller.uid
-        tx.put_health((), [self._ack_row(f.key, ack)])
+        tx.health.put((), [self._ack_row(f.key, ack)])
         where = f.host if f.gpu is None else f"{f.host}:{f.gpu}"
         tx.audit(
             Audit(

@@ -21,12 +21,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from gputui.scheduler.head.watch.readings import KEEP_S, Flush, History, incident_view
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
-from gputui.scheduler.store.queries import JobStore, Tx
+from gputui.scheduler.store.api import Store, StoreFailure, Tx
 
 log = logging.getLogger("gputui.scheduler.head.daemon")
 
@@ -43,15 +41,15 @@ Read = Callable[[Callable[[], Any]], Awaitable[Any]]
 def write(tx: Tx, flush: Flush, limit: int = PRUNE_ROWS) -> int:
     """Store a flush's readings (those the store does not have already: a flush is
     never stored twice) and prune; how many readings were stored."""
-    stored = tx.readings_seq()
+    stored = tx.readings.seq()
     rows = [row for row in flush.rows if row[0] > stored]
     if flush.upto > stored:
-        tx.add_readings(rows, flush.upto)
+        tx.readings.add(rows, flush.upto)
     left = limit
     for host in flush.hosts:
-        left -= tx.prune_host_readings(host, flush.share, left)
+        left -= tx.readings.prune_host(host, flush.share, left)
     if flush.cutoff is not None:
-        tx.prune_readings_before(flush.cutoff, limit)
+        tx.readings.prune_before(flush.cutoff, limit)
     return len(rows)
 
 
@@ -59,7 +57,7 @@ class HeadHistory:
     def __init__(
         self,
         history: History,
-        store: JobStore,
+        store: Store,
         read: Read,
         call_tx: CallTx,
         clock: Callable[[], float],
@@ -80,7 +78,7 @@ class HeadHistory:
         self._task: asyncio.Task[None] | None = None
 
     def load(self, tx: Tx) -> None:
-        self.history.load(tx.readings_seq(), tx.reading_gpus())
+        self.history.load(tx.readings.seq(), tx.readings.gpus())
 
     def cutoff(self) -> float:
         return self._clock() - self.keep_s
@@ -121,7 +119,7 @@ class HeadHistory:
         try:
             with self.store.transaction() as tx:
                 write(tx, flush)
-        except (SQLAlchemyError, OSError) as exc:
+        except (StoreFailure, OSError) as exc:
             log.error("head: the last %d GPU readings were not stored: %s", len(flush.rows), exc)
             return
         self.history.stored_upto(flush.upto)
@@ -136,7 +134,9 @@ class HeadHistory:
 
         def read() -> dict[str, Any]:
             with self.store.snapshot() as tx:
-                return incident_view(kept, args.host, args.gpu, args.since, tx=tx, cutoff=cutoff)
+                return incident_view(
+                    kept, args.host, args.gpu, args.since, stored=tx.readings, cutoff=cutoff
+                )
 
         try:
             body = await self._read(read)

@@ -29,7 +29,7 @@ from gputui.scheduler.head.gpufacts import GpuFacts
 from gputui.scheduler.head.watch.readings import History
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy import ownership
-from gputui.scheduler.store.queries import Tx
+from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Gpu, Host
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import Sample

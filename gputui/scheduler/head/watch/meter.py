@@ -15,12 +15,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from gputui.scheduler.head.batch import Item
 from gputui.scheduler.policy.accounting import OpenAllocation
 from gputui.scheduler.policy.meter import Holder, Meter, Metered, Reading
-from gputui.scheduler.store.queries import JobStore
+from gputui.scheduler.store.api import Store, StoreFailure
 from gputui.telemetry import HostSnapshot
 
 log = logging.getLogger("gputui.scheduler.head.daemon")
@@ -38,7 +36,7 @@ def holders_of(rows: Iterable[OpenAllocation]) -> dict[str, Holder]:
 class HeadMeter:
     def __init__(
         self,
-        store: JobStore,
+        store: Store,
         read: Callable[[Callable[[], Any]], Awaitable[Any]],
         post: Callable[[Item], bool],
         clock: Callable[[], float],
@@ -102,7 +100,7 @@ class HeadMeter:
     async def _read_holders(self) -> None:
         def read() -> list[OpenAllocation]:
             with self.store.snapshot() as tx:
-                return tx.open_allocations()
+                return tx.usage.open_allocations()
 
         while self._stale:
             self._stale = False
@@ -147,6 +145,6 @@ class HeadMeter:
             return
         try:
             with self.store.transaction() as tx:
-                tx.add_metered(taken.usage_rows(), taken.cluster_rows())
-        except (SQLAlchemyError, OSError) as exc:
+                tx.usage.add_metered(taken.usage_rows(), taken.cluster_rows())
+        except (StoreFailure, OSError) as exc:
             log.error("head: the last minute of GPU use was not stored: %s", exc)

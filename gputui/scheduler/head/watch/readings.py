@@ -9,7 +9,7 @@ GPU beyond), and none older than the head's ``keep_s``.
 Each reading gets the next number of one sequence. ``History`` holds the readings
 not stored yet (all of them, when nothing stores them); ``historystore`` hands
 them to the head's writer about once a minute, which stores them with the number
-of the newest (``Tx.readings_seq``) in one transaction. A read takes the stored
+of the newest (``Tx.readings``) in one transaction. A read takes the stored
 readings from a snapshot and adds the ones held here with a higher number than
 that snapshot's: the same answer before and after a flush.
 
@@ -21,12 +21,15 @@ sequence order are in time order, and "the newest" is the same either way.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import Event
+
+if TYPE_CHECKING:
+    from gputui.scheduler.store.api import ReadingRow, Readings
 
 EVERY_S = 60.0
 MAX_READINGS = 500_000
@@ -42,15 +45,6 @@ UUID_MAX = 96
 EVENTS_PER_HOST = 500
 """The Xids and SXids the head received from a host that it holds (the newest; in
 memory, since the head's start: a kernel log's history comes again with a reconnect)."""
-READINGS_SEQ = "readings_seq"
-"""The ``meta`` key of the number of the newest reading stored."""
-
-ReadingRow = tuple[
-    int, str, int, str, float, str, int | None, int | None, int | None, int | None, str, int | None
-]
-"""A stored reading: (seq, host, gpu index, uuid, time, state, util, mem MiB, temp C,
-power mW, throttle, ECC uncorrected)."""
-
 GpuKey = tuple[str, int]
 
 
@@ -271,20 +265,16 @@ class History:
                 yield index, reading
 
 
-class StoredReadings(Protocol):
-    """What ``merged`` needs of a store snapshot (``store.Tx`` has it)."""
-
-    def readings_seq(self) -> int: ...
-
-    def gpu_readings(self, host: str, gpu: int, limit: int) -> Sequence[ReadingRow]: ...
-
-
-def merged(kept: Kept, tx: StoredReadings | None) -> Iterator[tuple[int, Reading]]:
-    """Each GPU's newest ``share`` readings, stored (from ``tx``) and held, oldest first."""
-    stored_upto = tx.readings_seq() if tx is not None else 0
+def merged(kept: Kept, stored: Readings | None) -> Iterator[tuple[int, Reading]]:
+    """Each GPU's newest ``share`` readings, stored (in a snapshot's ``stored``) and
+    held, oldest first."""
+    stored_upto = stored.seq() if stored is not None else 0
     for index, unstored in kept.unstored.items():
-        stored = () if tx is None else tx.gpu_readings(kept.host, index, kept.share)
-        rows = [Reading.of_row(r) for r in stored]
+        rows = (
+            []
+            if stored is None
+            else [Reading.of_row(r) for r in stored.of_gpu(kept.host, index, kept.share)]
+        )
         rows += [r for r in unstored if r.seq > stored_upto]
         for reading in rows[-kept.share :]:
             yield index, reading
@@ -296,7 +286,7 @@ def incident_view(
     gpu: int | None,
     since: float,
     *,
-    tx: StoredReadings | None = None,
+    stored: Readings | None = None,
     cutoff: float | None = None,
 ) -> dict[str, Any]:
     """The ``incident`` answer: the readings kept (none older than ``cutoff``), since
@@ -311,7 +301,7 @@ def incident_view(
         "kept_since": started,
         "readings": [
             {"gpu": index, **reading.view()}
-            for index, reading in merged(kept, tx)
+            for index, reading in merged(kept, stored)
             if reading.time >= start
         ],
         "events": [

@@ -1,0 +1,307 @@
+"""The store's interface: what the head asks of its database, and nothing of how.
+
+``Store`` is the database as a whole (a write transaction, a read snapshot, the jobs
+namespace, close); ``Tx`` is one open transaction's operations. ``SqliteStore``
+(``store.sqlite``) is the one implementation today; the head, its watchers and its
+readers see only these types, so another database (PostgreSQL) is another class
+that implements them, with no change outside ``store``.
+
+The contract every implementation keeps:
+
+- ``transaction()`` is one durable, serializable write: committed when its block
+  ends, rolled back when the block raises. ``savepoint()`` inside it undoes only its
+  own block when that block raises (one refused request never undoes the others).
+- ``snapshot()`` is a consistent read that never blocks the writer, nor waits for
+  it, usable from another thread; nothing read there is ever committed.
+- Rows come back as the ``tables`` models. A row read in a transaction is live in it:
+  what the caller sets on it is written at ``flush()`` or at commit. No row outlives
+  its transaction (each is expired as it ends): copy values out, never keep the row.
+- A failure of the database (a full disk, a lock held too long, a broken constraint)
+  raises ``StoreFailure``; a database that cannot be used at all (opening it,
+  checking it, upgrading its schema) raises ``StoreError``, one line for the user.
+- The parts (``usage``, ``health``, ``readings``) run in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from gputui.scheduler.policy.accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow
+from gputui.scheduler.store.tables import (
+    Allocation,
+    Audit,
+    Claim,
+    Gpu,
+    HealthAck,
+    HealthTrack,
+    Host,
+    Job,
+    Notice,
+)
+
+
+class StoreError(Exception):
+    """The database cannot be used at all (opened, checked, upgraded, backed up);
+    ``str()`` is one line naming the database and what to do."""
+
+
+StoreFailure = SQLAlchemyError
+"""What a store's operation raises when the database fails. Every store is built on
+SQLAlchemy, whose errors are the same whatever the database behind it."""
+
+ReadingRow = tuple[
+    int, str, int, str, float, str, int | None, int | None, int | None, int | None, str, int | None
+]
+"""A stored reading: (seq, host, gpu index, uuid, time, state, util, mem MiB, temp C,
+power mW, throttle, ECC uncorrected)."""
+
+AllocSpan = tuple[str, str, str, float, float | None]
+"""(group, user, pool, start, end or None while open) of an allocation."""
+
+
+class Usage(Protocol):
+    """Accounting's rows: what is charged, by UTC hour (the arithmetic is in
+    ``policy.accounting``)."""
+
+    def open_allocations(self) -> list[OpenAllocation]:
+        """Every live allocation with whom it is charged to (pending changes first
+        flushed): (GPU uuid, start, user, group, project or "", pool of the GPU, else
+        of its host, else "default")."""
+        ...
+
+    def add_metered(
+        self,
+        usage: Sequence[tuple[UsageKey, float, float]],
+        cluster: Sequence[tuple[int, float, float, float]],
+    ) -> None:
+        """Add the meter's busy seconds and joules (by usage key, and by hour: present
+        seconds, busy seconds, joules) to what is stored."""
+        ...
+
+    def hours(self, since: float, until: float) -> list[UsageRow]:
+        """The stored usage of the hours starting in ``[since, until)``."""
+        ...
+
+    def cluster_hours(self, since: float, until: float) -> list[ClusterRow]:
+        """The cluster's stored hours starting in ``[since, until)``, oldest first."""
+        ...
+
+    def spans(self, since: float) -> list[AllocSpan]:
+        """Every allocation still open or ended after ``since``: what fair share and
+        quotas count."""
+        ...
+
+
+class HealthRows(Protocol):
+    """The head's health board as stored: its tracks and acknowledgements."""
+
+    def rows(self) -> tuple[list[HealthTrack], list[HealthAck]]: ...
+
+    def put(
+        self, tracks: Iterable[HealthTrack], acks: Iterable[HealthAck], gone: Sequence[str] = ()
+    ) -> None:
+        """Write these tracks and acks (new or changed); ``gone``: acks to drop."""
+        ...
+
+    def drop(self, tracks: Sequence[str], acks: Sequence[str]) -> None:
+        """Delete the tracks and the acks of these keys."""
+        ...
+
+
+class Readings(Protocol):
+    """The GPU readings kept for ``gputui incident``; every prune is bounded."""
+
+    def seq(self) -> int:
+        """The number of the newest reading stored (0: none yet)."""
+        ...
+
+    def add(self, rows: Sequence[ReadingRow], seq: int) -> None:
+        """Store readings, and ``seq`` as the number of the newest."""
+        ...
+
+    def of_gpu(self, host: str, gpu: int, limit: int) -> list[ReadingRow]:
+        """The newest ``limit`` readings of one GPU, oldest first."""
+        ...
+
+    def gpus(self) -> list[tuple[str, int, float, float]]:
+        """(host, GPU index, oldest reading's time, newest's) of every GPU with readings."""
+        ...
+
+    def prune_host(self, host: str, keep: int, limit: int) -> int:
+        """Delete up to ``limit`` of a host's readings beyond each GPU's newest ``keep``;
+        how many went."""
+        ...
+
+    def prune_before(self, cutoff: float, limit: int) -> int:
+        """Delete up to ``limit`` readings older than ``cutoff``, oldest first; how many."""
+        ...
+
+
+class Tx(Protocol):
+    """One open transaction: every operation the head makes on its database."""
+
+    moved: bool
+    """An allocation was made or ended in this transaction."""
+    ended: list[tuple[str, float]]
+    """(GPU uuid, end) of each allocation this transaction ended (the meter charges no
+    sample past it)."""
+
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def health(self) -> HealthRows: ...
+    @property
+    def readings(self) -> Readings: ...
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """Run a block so that an exception undoes only that block."""
+        ...
+
+    def flush(self) -> None:
+        """Write what was changed so far (still inside the transaction)."""
+        ...
+
+    # -- the request log and the submission path ------------------------------------
+
+    def replay_many(self, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], dict[str, Any]]:
+        """The answers these (uid, request id)s got the first time, for those that came
+        before."""
+        ...
+
+    def remember_many(self, rows: Sequence[tuple[int, str, dict[str, Any]]], now: float) -> None:
+        """Keep each request's answer under (uid, request id), for a retry to get it."""
+        ...
+
+    def forget_requests_before(self, cutoff: float) -> int: ...
+
+    def insert_jobs(self, rows: Sequence[dict[str, Any]]) -> list[int]:
+        """Insert many jobs at once (the submission fast path: ``jobrow``'s columns,
+        a missing one takes its default, an unknown one is a ``ValueError``); their ids,
+        in order, each above every id before."""
+        ...
+
+    # -- hosts and GPUs ---------------------------------------------------------------
+
+    def hosts(self) -> list[Host]: ...
+    def host(self, name: str) -> Host | None: ...
+    def put_host(self, host: Host) -> Host: ...
+    def gpus(self) -> list[Gpu]: ...
+    def gpu(self, uuid: str) -> Gpu | None: ...
+    def put_gpu(self, gpu: Gpu) -> Gpu: ...
+
+    # -- jobs and claims ---------------------------------------------------------------
+
+    def job(self, job_id: int) -> Job | None: ...
+
+    def jobs(
+        self,
+        states: Iterable[str] | None = None,
+        user: str | None = None,
+        limit: int = 10_000,
+        after: int | None = None,
+    ) -> list[Job]:
+        """The newest ``limit``, oldest first; with ``after``, a page: the first
+        ``limit`` whose id is above it."""
+        ...
+
+    def jobs_by_id(self, ids: Sequence[int], states: Iterable[str]) -> list[Job]:
+        """These jobs, those in ``states``, oldest first."""
+        ...
+
+    def set_job_reasons(self, reasons: Mapping[int, str]) -> None:
+        """Set these jobs' reasons (rows not loaded in this transaction)."""
+        ...
+
+    def job_states(self, ids: Iterable[int]) -> dict[int, str]:
+        """The state of each of these jobs that exists."""
+        ...
+
+    def jobs_on(self, host: str, states: Iterable[str]) -> list[Job]: ...
+    def add_claim(self, claim: Claim) -> Claim: ...
+    def claim(self, claim_id: int) -> Claim | None: ...
+
+    def claims(
+        self,
+        states: Iterable[str] | None = None,
+        user: str | None = None,
+        limit: int = 10_000,
+        after: int | None = None,
+    ) -> list[Claim]:
+        """As ``jobs``."""
+        ...
+
+    # -- allocations ------------------------------------------------------------------
+
+    def allocate(
+        self,
+        gpu_uuids: Sequence[str],
+        host: str,
+        now: float,
+        *,
+        job_id: int | None = None,
+        claim_id: int | None = None,
+    ) -> None:
+        """Give the GPUs to one job or claim; a GPU already given is refused
+        (``StoreFailure``), whatever the caller believed."""
+        ...
+
+    def free(self, now: float, *, job_id: int | None = None, claim_id: int | None = None) -> int:
+        """End the live allocations of a job or claim, charging them; how many there were."""
+        ...
+
+    def live_allocations(self) -> list[Allocation]: ...
+
+    def allocations_of(
+        self, *, job_id: int | None = None, claim_id: int | None = None
+    ) -> list[Allocation]: ...
+
+    # -- audit and notices ------------------------------------------------------------
+
+    def audit(self, row: Audit) -> None:
+        """Keep an audit row, each text cut to its column (``caps``)."""
+        ...
+
+    def audit_row(self, audit_id: int) -> Audit | None: ...
+    def audits(self, since: float | None, limit: int) -> list[Audit]: ...
+
+    def notice(self, row: Notice) -> Notice:
+        """Keep a notice for its user, each text cut to its column; numbered."""
+        ...
+
+    def notices_after(self, notice_id: int, uid: int | None = None) -> list[Notice]: ...
+
+    def unread_notices(self, uid: int, limit: int) -> list[Notice]:
+        """The user's notices not shown yet, oldest first."""
+        ...
+
+    def recent_notices(self, uid: int, limit: int) -> list[Notice]:
+        """The user's newest ``limit`` notices, read or not, oldest first."""
+        ...
+
+    def mark_read(self, uid: int, ids: Sequence[int], now: float) -> None:
+        """Mark the user's notices ``ids`` read (another user's are left alone)."""
+        ...
+
+    def last_notice_id(self) -> int: ...
+
+
+class Store(Protocol):
+    """The head's database: ``transaction()`` for every write, ``snapshot()`` to read."""
+
+    def transaction(self) -> AbstractContextManager[Tx]:
+        """One durable write transaction; rolled back when the block raises."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[Tx]:
+        """A read-only, consistent view from any thread; nothing in it is committed."""
+        ...
+
+    def jobs_namespace(self) -> str:
+        """The token this database's jobs use on hosts (keeps two heads' jobs apart)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,66 @@
+"""``SqliteStore``: the head's database in one SQLite file, the ``Store`` of ``store.api``.
+
+A ``transaction()`` is ``BEGIN IMMEDIATE`` … ``COMMIT`` (see ``engine``), so a batch of
+requests that arrived together shares one durable commit. ``snapshot()`` reads a WAL
+snapshot from any thread. The file's safety, the pragmas, the integrity check and the
+schema are ``engine``'s; the online backup is ``backup``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from gputui.scheduler.store.api import Store
+from gputui.scheduler.store.engine import SNAPSHOT, jobs_namespace, open_store
+from gputui.scheduler.store.location import MOUNTINFO
+from gputui.scheduler.store.queries import SqliteTx
+
+
+class SqliteStore:
+    """The head's database: ``transaction()`` for every write, ``snapshot()`` to read."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._reader = engine.execution_options(**{SNAPSHOT: True})
+
+    @classmethod
+    def open(cls, path: Path, *, mountinfo: Path = MOUNTINFO) -> SqliteStore:
+        """Everything the head does before it trusts its database (``open_store``)."""
+        return cls(open_store(path, mountinfo=mountinfo))
+
+    # No row outlives its transaction: each is expired as the transaction ends, so a
+    # row kept past it (instead of a value copied from it: ``gpufacts``) raises
+    # ``DetachedInstanceError`` at its first use, every time, rather than only when
+    # a later batch happens to expire it.
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqliteTx]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back when the block raises."""
+        with Session(self.engine, expire_on_commit=True) as session, session.begin():
+            yield SqliteTx(session)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[SqliteTx]:
+        """A read-only view: a deferred ``BEGIN`` (in WAL mode it never blocks the
+        writer, nor waits for it), on a connection of its own; nothing is committed."""
+        with Session(self._reader, expire_on_commit=False) as session:
+            try:
+                yield SqliteTx(session)  # closing the session rolls the read transaction back
+            finally:
+                session.expire_all()
+
+    def jobs_namespace(self) -> str:
+        return jobs_namespace(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+if TYPE_CHECKING:  # mypy holds SqliteStore, and so SqliteTx and its parts, to the protocols
+    _IS_A_STORE: type[Store] = SqliteStore

@@ -1,0 +1,117 @@
+"""``SqliteUsage``: accounting's rows in SQLite, the ``usage`` part of ``SqliteTx``.
+
+Upserts that add to a row, straight on the transaction's cursor like the submission
+path (``usage.x + excluded.x`` is the same in SQLite and PostgreSQL); the arithmetic
+is ``policy.accounting``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gputui.scheduler.policy.accounting import (
+    ClusterRow,
+    OpenAllocation,
+    UsageKey,
+    UsageRow,
+    charges,
+)
+from gputui.scheduler.store.api import AllocSpan
+from gputui.scheduler.store.txconn import TxConn
+
+HOLDER = """SELECT a.gpu_uuid, a.start_at, COALESCE(j."user", c."user", ''),
+    COALESCE(j."group", c."group", ''), COALESCE(j.project, c.project, ''),
+    COALESCE(g.pool, h.pool, 'default')
+    FROM allocation a LEFT JOIN job j ON j.id = a.job_id
+    LEFT JOIN claim c ON c.id = a.claim_id LEFT JOIN gpu g ON g.uuid = a.gpu_uuid
+    LEFT JOIN host h ON h.name = a.host WHERE a.end_at IS NULL"""
+ADD_USAGE = """INSERT INTO usage (hour, "user", "group", project, pool,
+    alloc_gpu_s, busy_gpu_s, energy_j) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (hour, "user", "group", project, pool) DO UPDATE SET
+    alloc_gpu_s = usage.alloc_gpu_s + excluded.alloc_gpu_s,
+    busy_gpu_s = usage.busy_gpu_s + excluded.busy_gpu_s,
+    energy_j = usage.energy_j + excluded.energy_j"""
+ADD_CLUSTER = """INSERT INTO clusterhour (hour, gpu_s, alloc_gpu_s, busy_gpu_s, energy_j)
+    VALUES (?, ?, ?, ?, ?) ON CONFLICT (hour) DO UPDATE SET
+    gpu_s = clusterhour.gpu_s + excluded.gpu_s,
+    alloc_gpu_s = clusterhour.alloc_gpu_s + excluded.alloc_gpu_s,
+    busy_gpu_s = clusterhour.busy_gpu_s + excluded.busy_gpu_s,
+    energy_j = clusterhour.energy_j + excluded.energy_j"""
+
+
+class SqliteUsage:
+    """The ``Usage`` part of a SQLite transaction."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: TxConn) -> None:
+        self._conn = conn
+
+    def open_allocations(self) -> list[OpenAllocation]:
+        self._conn.s.flush()
+        cursor = self._conn.cursor()
+        cursor.execute(HOLDER)
+        return [(str(u), float(t), str(a), str(b), str(c), str(d)) for u, t, a, b, c, d in cursor]
+
+    def charge(self, now: float, *, job_id: int | None, claim_id: int | None) -> list[str]:
+        """Charge the allocated GPU-seconds of a job's or a claim's live allocations,
+        about to end at ``now``, split by hour; their GPUs' uuids."""
+        self._conn.s.flush()
+        cursor = self._conn.cursor()
+        which = "a.job_id" if job_id is not None else "a.claim_id"
+        cursor.execute(f"{HOLDER} AND {which} = ?", (job_id if job_id is not None else claim_id,))
+        rows = cursor.fetchall()
+        usage, cluster = charges(rows, now)
+        if usage:
+            cursor.executemany(ADD_USAGE, [(*k, s, 0.0, 0.0) for k, s in usage.items()])
+            cursor.executemany(ADD_CLUSTER, [(h, 0.0, s, 0.0, 0.0) for h, s in cluster])
+        return [str(row[0]) for row in rows]
+
+    def add_metered(
+        self,
+        usage: Sequence[tuple[UsageKey, float, float]],
+        cluster: Sequence[tuple[int, float, float, float]],
+    ) -> None:
+        cursor = self._conn.cursor()
+        if usage:
+            cursor.executemany(ADD_USAGE, [(*k, 0.0, b, e) for k, b, e in usage])
+        if cluster:
+            cursor.executemany(ADD_CLUSTER, [(h, p, 0.0, b, e) for h, p, b, e in cluster])
+
+    def hours(self, since: float, until: float) -> list[UsageRow]:
+        """The primary key starts with the hour: a range scan of its index."""
+        cursor = self._conn.cursor()
+        cursor.execute(
+            'SELECT hour, "user", "group", project, pool, alloc_gpu_s, busy_gpu_s, energy_j'
+            " FROM usage WHERE hour >= ? AND hour < ?",
+            (since, until),
+        )
+        return [
+            (int(h), str(u), str(g), str(p), str(o), float(a), float(b), float(e))
+            for h, u, g, p, o, a, b, e in cursor
+        ]
+
+    def cluster_hours(self, since: float, until: float) -> list[ClusterRow]:
+        cursor = self._conn.cursor()
+        cursor.execute(
+            "SELECT hour, gpu_s, alloc_gpu_s, busy_gpu_s, energy_j FROM clusterhour"
+            " WHERE hour >= ? AND hour < ? ORDER BY hour",
+            (since, until),
+        )
+        return [(int(h), float(p), float(a), float(b), float(e)) for h, p, a, b, e in cursor]
+
+    def spans(self, since: float) -> list[AllocSpan]:
+        """One indexed range scan."""
+        cursor = self._conn.cursor()
+        cursor.execute(
+            "SELECT COALESCE(j.\"group\", c.\"group\", ''), COALESCE(j.user, c.user, ''),"
+            " COALESCE(g.pool, h.pool, 'default'), a.start_at, a.end_at"
+            " FROM allocation a"
+            " LEFT JOIN job j ON j.id = a.job_id"
+            " LEFT JOIN claim c ON c.id = a.claim_id"
+            " LEFT JOIN gpu g ON g.uuid = a.gpu_uuid"
+            " LEFT JOIN host h ON h.name = a.host"
+            " WHERE a.end_at IS NULL OR a.end_at > ?",
+            (since,),
+        )
+        return [(str(r[0]), str(r[1]), str(r[2]), float(r[3]), r[4]) for r in cursor.fetchall()]
