@@ -30,8 +30,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The whole suite, in parallel (pytest-xdist): the tests that need root or sshd share
+# one worker (tests/privileged.py), and hypothesis runs its ci profile (every test's own
+# example counts; tests/hypoprofiles.py). A quick local pass instead:
+#   .venv/bin/pytest -n 3 --hypothesis-profile=dev
+TEST_WORKERS ?= 3
 test: lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python bench/fanout.py --hosts 200 --seconds 20

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import simscope
+from hypoprofiles import scale_examples
 from privileged import fail_skips_under_root, group_privileged
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 WaitFor = Callable[..., Awaitable[Any]]
 StartFleet = Callable[..., Awaitable["Fleet"]]
 
-pytest_plugins = ["storetemplate"]  # migrate_once: a new store's schema, migrated once
+# migrate_once: a new store's schema, migrated once; pytester: tests of the hooks here
+pytest_plugins = ["storetemplate", "pytester"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -53,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     group_privileged(items)
+    scale_examples(items)
 
 
 @pytest.hookimpl(hookwrapper=True)
