@@ -4,24 +4,37 @@ Also the helpers the SSH tests share (fleet and integration): ``wait`` (poll a
 condition until a deadline, never a bare sleep), ``free_port``, ``fast_timing``,
 ``fleets`` (start fleets that are closed at teardown) and ``ssh_agent`` (a real
 ssh-agent of the test's own).
+
+The suite runs in parallel (pytest-xdist) and beside other runs on one machine, so
+each test process simulates GPUs of its own (``simscope``) and takes ports no other
+can be given (``unused_port``). The tests that need root (marked ``root``) or a
+real sshd (``sshd``) run in one worker (they create and delete Unix users), and
+under root none of them may skip: a skip there is reported as a failure
+(``privileged``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import random
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import simscope
+from hypoprofiles import scale_examples
+from privileged import fail_skips_under_root, group_privileged
 
 if TYPE_CHECKING:
     from gputui.config.models import Config
@@ -30,6 +43,25 @@ if TYPE_CHECKING:
 
 WaitFor = Callable[..., Awaitable[Any]]
 StartFleet = Callable[..., Awaitable["Fleet"]]
+
+# migrate_once: a new store's schema, migrated once; pytester: tests of the hooks here
+pytest_plugins = ["storetemplate", "pytester"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    simscope.claim()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    group_privileged(items)
+    scale_examples(items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    fail_skips_under_root(item, outcome.get_result())  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)
@@ -67,11 +99,45 @@ def wait() -> WaitFor:
     return wait_for
 
 
+def _port_range() -> range:
+    """Ports the kernel never hands out to a socket bound to port 0 (below, or else
+    above, its ephemeral range)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        low, high = map(int, text.split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(10000, low) if low > 12000 else range(high + 1, 65536)
+
+
+_PORT_LOCKS = Path(tempfile.gettempdir()) / f"gputui-test-ports-{os.getuid()}"
+_held_ports: list[int] = []
+"""The lock files' descriptors of the ports this process was given (kept open: the
+kernel lets the locks go when the process ends, however it ends)."""
+
+
 def unused_port() -> int:
-    """A TCP port on 127.0.0.1 nothing listens on (just now)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 nothing listens on, that no other test process on this
+    machine (another xdist worker, another run) is given while this one lives, and
+    that no socket bound to port 0 takes meanwhile: each port is claimed by an
+    exclusive lock on a file named for it, from outside the kernel's ephemeral range.
+    Never the same port twice in one process (a second lock on it fails)."""
+    _PORT_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    ports = _port_range()
+    start = random.randrange(len(ports))
+    for i in range(len(ports)):
+        port = ports[(start + i) % len(ports)]
+        fd = os.open(_PORT_LOCKS / str(port), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            os.close(fd)
+            continue
+        _held_ports.append(fd)
+        return port
+    raise AssertionError(f"no free port left in {ports}")
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
+import privileged
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,7 @@ class Ran:
 
 
 def need_root() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: creates Unix users and acts as each of them")
+    privileged.need_root("creates Unix users and acts as each of them")
 
 
 def _user_pids(uid: int) -> list[int]:

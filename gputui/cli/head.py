@@ -101,6 +101,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
                 request_timeout_s=head.request_timeout_s,
                 send_stall_s=head.client_stall_s,
             ),
+            session_grace_s=head.session_grace_s,
             group_commit=group_commit,
             health=config.health,
             expected_gpus={h.name: h.gpus for h in config.hosts},

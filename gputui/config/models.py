@@ -237,6 +237,9 @@ class HeadConfig(_Model):
     client_stall_s: Annotated[float, Field(ge=1, le=3600)] = 60.0
     """A client that leaves what the head sent it unread this long is dropped (a
     console it pushes state to gets only the latest, never a backlog)."""
+    session_grace_s: Annotated[float, Field(ge=1, le=3600)] = 30.0
+    """After the head starts again, a ``gputui run`` has this long to reconnect and
+    take its claim back; then the claim is released."""
 
 
 class Config(_Model):

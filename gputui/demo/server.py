@@ -19,12 +19,15 @@ from typing import Any
 
 import asyncssh
 
+from gputui.remote.sim.env import ENV_SCOPE
+
 _CHUNK = 65536
 
 
 def login_env(user: str) -> dict[str, str]:
-    """A small login-like environment, as sshd would give (no inherited secrets)."""
-    return {
+    """A small login-like environment, as sshd would give (no inherited secrets); the
+    simulator's scope goes through (as sshd's ``SetEnv`` would pass it; see simenv)."""
+    env = {
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "HOME": os.path.expanduser("~"),
         "USER": user,
@@ -32,6 +35,10 @@ def login_env(user: str) -> dict[str, str]:
         "SHELL": "/bin/sh",
         "LANG": os.environ.get("LANG", "C.UTF-8"),
     }
+    scope = os.environ.get(ENV_SCOPE)
+    if scope:
+        env[ENV_SCOPE] = scope
+    return env
 
 
 class _Auth(asyncssh.SSHServer):

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputui.remote.sim.env import ENV_SCOPE
+
 # Read from stdin (``python -``), so the command line stays short and readable.
 # Each loop ends itself once the demo that started it is gone (its parent changes),
 # however the demo ended: quit, a closed terminal, or kill -9.
@@ -118,6 +120,9 @@ def start_workload(
         # the loop began must still end it.
         "GPUTUI_DEMO_PID": str(os.getpid()),
     }
+    scope = os.environ.get(ENV_SCOPE)
+    if scope:  # the demo's own simulators' (see simenv)
+        env[ENV_SCOPE] = scope
     argv = ("python", "-", *job)
     proc = subprocess.Popen(  # fixed argv, no shell
         list(argv),

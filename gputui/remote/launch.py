@@ -38,6 +38,8 @@ ENV_MAX = 4096
 GPUS_MAX = 256
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SIM_SCOPE = "GPUTUI_SIM_SCOPE"
+"""``simenv.ENV_SCOPE`` (simenv is not imported here: real mode never loads the simulator)."""
 # GPU-<uuid>, MIG-<uuid>, and the older MIG-GPU-<uuid>/<gi>/<ci>: no comma, no space.
 GPU_UUID_RE = re.compile(r"(GPU|MIG)-[0-9A-Za-z/-]{1,96}")
 USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,63}\$?")
@@ -176,6 +178,11 @@ def job_env(
     env["GPUTUI_JOB_ID"] = extra.get("GPUTUI_JOB_ID") or str(job_id)
     if simulated:
         env["GPUTUI_SIM_GPU"] = ",".join(gpus)
+        # The job is this simulator's, whatever the request said (see simenv).
+        env.pop(SIM_SCOPE, None)
+        scope = os.environ.get(SIM_SCOPE)
+        if scope:
+            env[SIM_SCOPE] = scope
     return env
 
 

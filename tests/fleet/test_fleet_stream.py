@@ -6,6 +6,8 @@ import asyncio
 import os
 import sys
 
+from simscope import sim_env
+
 from gputui.fleet.backoff import LinkTiming
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import ProcessSample
@@ -13,11 +15,8 @@ from gputui.wire.messages import ProcessSample
 
 async def start_gpu_process(uuid: str, *, mem: int = 1234) -> asyncio.subprocess.Process:
     """A real process the simulator puts on GPU ``uuid``."""
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "GPUTUI_SIM_GPU": uuid,
-        "GPUTUI_SIM_MEM_MIB": str(mem),
-    }
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    env = sim_env(PATH=path, GPUTUI_SIM_GPU=uuid, GPUTUI_SIM_MEM_MIB=str(mem))
     return await asyncio.create_subprocess_exec(
         sys.executable, "-c", "import time; time.sleep(120)", env=env
     )

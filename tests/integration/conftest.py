@@ -25,9 +25,11 @@ from typing import Any
 
 import asyncssh
 import pytest
+from privileged import need_root
 
 from gputui.config.loader import parse_config
 from gputui.config.models import Config
+from gputui.remote.sim.env import ENV_SCOPE
 
 # wait, free_port, fast_timing and fleets come from tests/conftest.py.
 SSHD = "/usr/sbin/sshd"
@@ -77,8 +79,7 @@ def _user_pids(uid: int) -> list[int]:
 
 @pytest.fixture(scope="session")
 def test_user() -> Iterator[tuple[str, int, int]]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create a test user and run sshd")
+    need_root("creates a test user and runs sshd")
     if not os.path.exists(SSHD):
         pytest.skip(f"OpenSSH server not installed ({SSHD} missing)")
     if not os.access(SYSTEM_PYTHON, os.X_OK):
@@ -134,6 +135,8 @@ class SshdProcess:
                     "AllowAgentForwarding no",
                     "PrintMotd no",
                     "LogLevel ERROR",
+                    # This test process's simulators (see simscope), as a login has it.
+                    f"SetEnv {ENV_SCOPE}={os.environ[ENV_SCOPE]}",
                     *extra,
                     "",
                 ]

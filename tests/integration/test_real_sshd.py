@@ -8,6 +8,7 @@ import re
 
 import asyncssh
 import pytest
+from simscope import sim_env
 
 from gputui.fleet.hostkeys import fingerprint
 from gputui.telemetry import HostSnapshot, HostStatus
@@ -28,7 +29,7 @@ def find_process(snapshot: HostSnapshot, uuid: str, pid: int) -> ProcessSample |
 
 
 async def start_on_gpu(uuid: str, *, uid: int | None = None, gid: int | None = None):
-    env = {"PATH": "/usr/bin:/bin", "GPUTUI_SIM_GPU": uuid, "GPUTUI_SIM_MEM_MIB": "777"}
+    env = sim_env(PATH="/usr/bin:/bin", GPUTUI_SIM_GPU=uuid, GPUTUI_SIM_MEM_MIB="777")
     kwargs = {} if uid is None else {"user": uid, "group": gid, "extra_groups": []}
     return await asyncio.create_subprocess_exec(
         "/usr/bin/python3", "-c", SLEEPER, env=env, cwd="/", **kwargs

@@ -14,8 +14,9 @@ from jobkit import NS, kill_jobs, launch_fields, script, wait_until
 from gputui.remote import supervisor
 from gputui.remote.jobfs import LIST_MAX, JobStore, jobs_root, whole_characters
 from gputui.remote.jobops import JobService, supervisor_source
-from gputui.remote.launch import Logind, resolve_user
+from gputui.remote.launch import SIM_SCOPE, Logind, User, job_env, resolve_user
 from gputui.remote.signals import RequestError
+from gputui.remote.sim.env import ENV_SCOPE
 
 SESSION_CGROUP = "0::/user.slice/user-1000.slice/session-4.scope\n"
 SERVICE_CGROUP = "0::/system.slice/ssh.service\n"
@@ -170,3 +171,18 @@ def test_a_listing_is_capped_and_skips_what_is_not_a_job(tmp_path: Path) -> None
     listed = [j["job_id"] for j in JobStore(str(root)).jobs(NS)]
     assert listed == list(range(11, LIST_MAX + 11))
     assert [j["exit_code"] for j in JobStore(str(root)).jobs(NS, [1, 12])] == [0, 0]
+
+
+def test_a_simulated_job_is_its_own_simulators_whatever_the_request_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The helper's simulator scope (see simenv) goes to the jobs it starts in sim
+    mode, over any a request names; a real job gets none from the helper."""
+    user = User("u", 1000, 1000, "/home/u", "/bin/sh")
+    asked = {"GPUTUI_SIM_SCOPE": "theirs"}
+    monkeypatch.setenv("GPUTUI_SIM_SCOPE", "mine")
+    assert job_env(user, asked, ["GPU-1"], 7, True)["GPUTUI_SIM_SCOPE"] == "mine"
+    assert "GPUTUI_SIM_SCOPE" not in job_env(user, {}, ["GPU-1"], 7, False)
+    monkeypatch.delenv("GPUTUI_SIM_SCOPE")
+    assert "GPUTUI_SIM_SCOPE" not in job_env(user, asked, ["GPU-1"], 7, True)
+    assert SIM_SCOPE == ENV_SCOPE

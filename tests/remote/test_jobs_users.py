@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from jobkit import NS, SPEC, Jobs, kill_jobs
+from privileged import need_root
 
 USER = "gputuijob"
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -25,8 +26,7 @@ pytestmark = pytest.mark.root
 @pytest.fixture(scope="module")
 def other_user() -> pwd.struct_passwd:
     """A real second user (made with useradd when missing)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: starting a job as another user means setuid")
+    need_root("starting a job as another user means setuid")
     try:
         return pwd.getpwnam(USER)
     except KeyError:

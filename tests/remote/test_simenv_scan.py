@@ -73,7 +73,34 @@ def test_an_empty_environment_is_read_again(tmp_path: Path) -> None:
     (pid_dir / "stat").write_text("4242 (train) " + " ".join(fields) + "\n")
     (pid_dir / "environ").write_bytes(b"")
     clock = Clock()
-    scanner = EnvScanner(proc=str(tmp_path), min_interval=0, list_interval=0, clock=clock)
+    scanner = EnvScanner(proc=str(tmp_path), min_interval=0, list_interval=0, clock=clock, scope="")
     assert _pids(scanner) == set()
     (pid_dir / "environ").write_bytes(b"PATH=/bin\0GPUTUI_SIM_GPU=0\0")
     assert _pids(scanner) == {4242}
+
+
+def _fake_proc(root: Path, pid: int, env: bytes) -> None:
+    (root / str(pid)).mkdir()
+    fields = ["S"] + ["0"] * 18 + [str(pid)] + ["0"] * 10
+    (root / str(pid) / "stat").write_text(f"{pid} (train) " + " ".join(fields) + "\n")
+    (root / str(pid) / "environ").write_bytes(env)
+
+
+def test_a_simulator_counts_only_the_processes_of_its_own_scope(tmp_path: Path) -> None:
+    """Two simulators on one machine (two demos, test runs side by side) never take
+    each other's processes: each counts only those of its GPUTUI_SIM_SCOPE, one
+    without a scope only those without one."""
+    _fake_proc(tmp_path, 101, b"GPUTUI_SIM_GPU=0\0")
+    _fake_proc(tmp_path, 102, b"GPUTUI_SIM_GPU=0\0GPUTUI_SIM_SCOPE=a\0")
+    _fake_proc(tmp_path, 103, b"GPUTUI_SIM_SCOPE=b\0GPUTUI_SIM_GPU=0\0")
+    _fake_proc(tmp_path, 104, b"GPUTUI_SIM_GPU=0\0GPUTUI_SIM_SCOPE=\0")
+
+    def seen(scope: str | None) -> set[int]:
+        return _pids(EnvScanner(proc=str(tmp_path), min_interval=0, clock=Clock(), scope=scope))
+
+    assert (seen(""), seen("a"), seen("b"), seen("c")) == ({101, 104}, {102}, {103}, set())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUTUI_SIM_SCOPE", "b")
+        assert seen(None) == {103}  # by default, the scope of the process it runs in
+        mp.delenv("GPUTUI_SIM_SCOPE")
+        assert seen(None) == {101, 104}

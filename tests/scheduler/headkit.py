@@ -25,6 +25,11 @@ from gputui.scheduler.store.sqlite import SqliteStore
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
 
+FAST_TICK_S = 0.1
+"""The head's timer in these tests (``HeadSettings.tick_s``; 1 s when installed): what
+waits for ticks (idle claims, ownership flags, health, time limits) comes ten times
+sooner. Every other timing is the installed one's."""
+
 
 class SettableClock:
     """A head's clock for tests of time-based policy (weekly quotas, fair-share
@@ -214,7 +219,9 @@ async def running_head(
 ) -> AsyncIterator[tuple[Head, ScriptedHosts, Path]]:
     """``clock``: the head's (default: the wall clock); ``scripted``: hosts set up
     before the head starts (their faults in its first samples); ``decide``: the
-    scheduling pass (default ``passes.decide``; a test may wrap it to watch)."""
+    scheduling pass (default ``passes.decide``; a test may wrap it to watch);
+    ``settings``: ``HeadSettings``' fields (``tick_s`` is ``FAST_TICK_S`` unless given)."""
+    settings.setdefault("tick_s", FAST_TICK_S)
     engine = open_store(tmp / "db" / "gputui.db")
     hosts = scripted or ScriptedHosts(layout)
     sock = tmp / "head.sock"

@@ -36,6 +36,7 @@ import pytest
 import realusers
 from asuser import run_as
 from headthread import LineClient, ThreadedHead, poll, refusal
+from privileged import need_root
 
 from gputui.scheduler.client import HeadClient, HeadError
 
@@ -118,8 +119,7 @@ def people() -> People:
     """The accounts. Without root this skips; as root nothing may keep these tests
     from running (a skip there would leave the security boundary untested while the
     suite reports green), so a missing tool fails them."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: creates Unix users and calls the head as each of them")
+    need_root("creates Unix users and calls the head as each of them")
     if shutil.which("useradd") is None:
         pytest.fail(
             "running as root, but useradd is not installed: the tests of who may do what cannot run"

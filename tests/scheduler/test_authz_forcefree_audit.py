@@ -19,8 +19,12 @@ def test_the_owner_of_what_a_force_free_took_sees_its_audit_rows(
         if g["uuid"] == work.gpu_ref
     )
     host, index = target.split(":")
-    # The answer may take longer than the client waits (the memory check): the steps
-    # are audited as they happen.
+    # The scripted hosts send no new sample: the waits for the job to stop and for
+    # the memory to come back are cut short (the run ends not free). The answer may
+    # still take longer than the client waits: the steps are audited as they happen.
+    assert th.head is not None
+    th.head.force_frees.memory_wait_s = 0.5
+    th.head.force_frees.grace_s = lambda: 0.5
     people.carol.call(
         th.sock, "force_free", {"host": host, "gpu": index, "reason": "stuck, ticket 7"}
     )

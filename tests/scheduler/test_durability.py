@@ -180,6 +180,7 @@ def check_store(head: HeadProcess, acks: Acks, resent: dict[str, dict[str, Any]]
         assert jobs.get(marker) == first["result"]["job"]["id"]
 
 
+@pytest.mark.timeout(360)  # some 30 s of CPU: on a loaded machine it needs more than 120 s
 def test_acknowledged_work_survives_kill_9_exactly_once(head: HeadProcess) -> None:
     rng = random.Random(20)
     acks = Acks()

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import test_e2e_jobs as e2e
+from simscope import sim_env
 from test_e2e_jobs import Cluster, state_is, until
 from test_e2e_ownership import _kill_leftovers, rogue_user, rows, sleeper_job  # noqa: F401
 
@@ -56,7 +57,7 @@ class Strays:
         self, user: pwd.struct_passwd | None, gpu_uuid: str, code: str
     ) -> subprocess.Popen[bytes]:
         python = python_for_everyone() or sys.executable
-        env = {"PATH": "/usr/bin:/bin", "GPUTUI_SIM_GPU": gpu_uuid, "GPUTUI_SIM_UTIL": "50"}
+        env = sim_env(PATH="/usr/bin:/bin", GPUTUI_SIM_GPU=gpu_uuid, GPUTUI_SIM_UTIL="50")
         who: dict[str, Any] = {}
         if user is not None:
             who = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}

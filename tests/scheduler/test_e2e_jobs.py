@@ -25,6 +25,7 @@ from typing import Any
 
 import asyncssh
 import pytest
+from headkit import FAST_TICK_S
 
 from gputui.config.loader import parse_config
 from gputui.config.models import Config
@@ -71,6 +72,8 @@ class Cluster:
         self._config: Config | None = None
         self._data: dict[str, Any] = {}
         self.process: asyncio.subprocess.Process | None = None
+        self.head_options: dict[str, Any] = {}
+        """More of hosts.yaml's ``head:`` section for ``start_process``."""
 
     async def serve_host(self) -> None:
         """Bring the simulated host up (for SSH: its server, key and known_hosts)."""
@@ -105,6 +108,7 @@ class Cluster:
         """The head as ``gputui head``, a process of its own (to be SIGKILLed), on the
         same database and socket as ``start``."""
         head = {"socket": str(self.sock), "database": str(self.tmp / "db" / "gputui.db")}
+        head.update(self.head_options)
         path = self.tmp / "hosts.yaml"
         path.write_text(json.dumps({**self._data, "head": head}))
         self.process = await asyncio.create_subprocess_exec(
@@ -151,7 +155,7 @@ class Cluster:
         fleet = Fleet(self._config, jobs_namespace=namespace, timing=timing)
         hosts = FleetHosts(self._config, namespace, fleet=fleet)
         rules = Rules(kill_grace_s=grace, sched=sched or SchedulerConfig())
-        settings = HeadSettings(socket=self.sock, rules=rules)
+        settings = HeadSettings(socket=self.sock, rules=rules, tick_s=FAST_TICK_S)
         timed = {} if clock is None else {"clock": clock}
         self.head = Head(SqliteStore(engine), hosts, settings, host_pools={"sim01": "sim"}, **timed)
         await self.head.start()

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 import test_e2e_jobs as e2e
+from privileged import need_root
+from simscope import sim_env
 from test_e2e_jobs import Cluster, job, script, state_is, until
 
 from gputui.config.scheduler import Ownership, SchedulerConfig
@@ -45,8 +47,7 @@ TEST_USERS = ("gtu_bob", "gputui-test-rogue")
 @pytest.fixture
 def rogue_user() -> pwd.struct_passwd:
     """A user other than the one running the tests (whose jobs the head runs)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the rogue process runs as another user")
+    need_root("the rogue process runs as another user")
     if python_for_everyone() is None:
         pytest.skip("no Python interpreter another user may run")
     for name in TEST_USERS:
@@ -69,7 +70,7 @@ class Rogues:
 
     def start(self, user: pwd.struct_passwd, gpu_uuid: str) -> subprocess.Popen[bytes]:
         python = python_for_everyone() or sys.executable
-        env = {"PATH": "/usr/bin:/bin", "GPUTUI_SIM_GPU": gpu_uuid, "GPUTUI_SIM_UTIL": "50"}
+        env = sim_env(PATH="/usr/bin:/bin", GPUTUI_SIM_GPU=gpu_uuid, GPUTUI_SIM_UTIL="50")
         proc = subprocess.Popen(
             [python, "-c", ROGUE],
             env=env,
@@ -293,7 +294,9 @@ async def test_warn_flags_a_rogue_and_a_job_process_outside_its_gpus_and_signals
 
 @pytest.mark.parametrize("cluster", ["local"], indirect=True)  # enforce runs over both
 async def test_an_idle_job_is_flagged_and_its_owner_told_once(cluster: Cluster) -> None:
-    client = await cluster.start(sched=sched("warn", idle_minutes=0.02))  # 1.2 s
+    # 3.6 s: longer than the simulator may take to list a new job's process (its /proc
+    # listing is every 2 s), until which the busy job's GPU reads idle too.
+    client = await cluster.start(sched=sched("warn", idle_minutes=0.06))
     idle = await sleeper_job(client, env={"GPUTUI_SIM_UTIL": "0"})
     busy = await sleeper_job(client)
 
@@ -312,7 +315,7 @@ async def test_an_idle_job_is_flagged_and_its_owner_told_once(cluster: Cluster) 
     assert len(rows(cluster, "SELECT id FROM notice WHERE kind = 'idle'")) == 1, "told once"
     state = await client.call("cluster")
     views = {j["id"]: j for j in state["jobs"]}
-    assert state["idle_after_s"] == pytest.approx(1.2)
+    assert state["idle_after_s"] == pytest.approx(3.6)
     assert views[idle["id"]]["idle_since"] is not None
     assert views[busy["id"]]["idle_since"] is None
     assert rows(cluster, "SELECT idle_told FROM job WHERE id = ?", busy["id"]) == [(0,)]

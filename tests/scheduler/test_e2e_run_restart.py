@@ -24,15 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from privileged import need_root
 from test_e2e_jobs import GPUTUI, Cluster, alive, job, script, state_is, until
 
 from gputui.scheduler.client.aio import AsyncHeadClient
+
+GRACE_S = 6
+"""hosts.yaml's ``head: session_grace_s`` here (30 by default): a run reconnects at
+least every 2 s (``cli_run.RECONNECT_CAP_S``), well within it."""
 
 
 @pytest.fixture
 async def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cluster]:
     monkeypatch.setenv("GPUTUI_JOBS_ROOT", str(tmp_path / "jobs"))
     c = Cluster(tmp_path, "local")
+    c.head_options = {"session_grace_s": GRACE_S}
     try:
         await c.serve_host()
         yield c
@@ -103,7 +109,8 @@ async def test_a_gputui_run_keeps_its_gpus_across_a_head_restart(local: Cluster,
             ended = [c for c in await _claims(client, all=True) if c["state"] == "released"]
             return ended[0] if ended else None
 
-        released = await until(grace_over, timeout=60)
+        # Well before the default grace of 30 s: the one hosts.yaml gave is kept.
+        released = await until(grace_over, timeout=GRACE_S + 15)
         assert released["id"] != mine["id"]
         assert released["release_reason"] == "its gputui run session ended"
         now = [c for c in await _claims(client) if c["id"] == mine["id"]]
@@ -163,12 +170,14 @@ async def test_a_gputui_run_waiting_for_gpus_waits_on_across_a_head_restart(
             os.killpg(waiting.pid, signal.SIGKILL)
 
 
+@pytest.mark.root
 def test_a_head_restarted_with_the_same_pid_names_its_connections_anew() -> None:
     """A head that is pid 1 of its container on every start: its first connection
     must not carry the name of the last head's first one (a restored run claim
     would look alive, and be released when that stranger hangs up)."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare (a pid namespace: the same pid twice)")
+    need_root("a pid namespace (unshare), to start a head as the same pid twice")
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) not installed: no pid namespace to test in")
     code = (
         "import os; from gputui.scheduler.server.listener import Connection\n"
         "print(os.getpid(), Connection(None, None, 1).session)"

@@ -192,7 +192,7 @@ def test_fifo_refused_without_blocking(tmp_path: Path, mountinfo: Path) -> None:
     assert "is not a regular file" in one_line(error)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+@pytest.mark.skipif(os.geteuid() != 0, reason="not root here: chown to another user needs root")
 def test_files_of_another_user_refused(tmp_path: Path, mountinfo: Path) -> None:
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o700)

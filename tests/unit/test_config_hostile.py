@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -24,6 +26,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from realusers import as_user, made_users
 
 import gputui.config.loader as config_module
 import gputui.config.yamlbounds as yamlbounds_module
@@ -448,13 +451,31 @@ def test_a_fifo_swapped_in_after_the_check_does_not_hang(
     ]
 
 
+def _unreadable(path: str) -> list[str]:
+    """``load_config``'s lines for ``path``, made the reader's own file with mode 0."""
+    Path(path).write_text("hosts: []\n")
+    Path(path).chmod(0)
+    return fails_fast(lambda: load_config(Path(path)))
+
+
+@pytest.mark.root
 def test_unreadable_config_file_says_so(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root reads every file")
-    path = tmp_path / "hosts.yaml"
-    path.write_text("hosts: []\n")
-    path.chmod(0)
-    assert fails_fast(lambda: load_config(path)) == [f"{path}: cannot read: permission denied"]
+    """Root reads every file, so under root the reader is a real user of its own
+    (in a directory it may enter), as the code runs for anyone who is not root."""
+    if os.geteuid() != 0:
+        path = tmp_path / "hosts.yaml"
+        assert _unreadable(str(path)) == [f"{path}: cannot read: permission denied"]
+        return
+    shared = Path(tempfile.mkdtemp(prefix="gputui-unreadable-"))
+    try:
+        with made_users(1, "gtu") as (user,):
+            shared.chmod(0o755)
+            os.chown(shared, user.uid, user.gid)
+            path = shared / "hosts.yaml"
+            ran = as_user(user, _unreadable, str(path))
+        assert ran.value == [f"{path}: cannot read: permission denied"]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_a_lone_surrogate_is_an_error_line_not_a_crash() -> None:

@@ -3,6 +3,12 @@
 A process whose environment has ``GPUTUI_SIM_GPU=<index or uuid>[,...]`` runs on
 those simulated GPUs, holding ``GPUTUI_SIM_MEM_MIB`` MiB at ``GPUTUI_SIM_UTIL`` % load.
 /proc/PID/environ is readable for one's own processes (or as root).
+
+A simulator whose own environment has ``GPUTUI_SIM_SCOPE=S`` counts only processes
+whose environment has the same ``GPUTUI_SIM_SCOPE`` (one without it: only processes
+without it), so two simulators on one machine (two demos, test runs side by side)
+never take each other's processes for their own. The helper passes its scope on to
+the jobs it starts in sim mode (``launch.job_env``).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from ..procs import parse_stat_start_ticks
 ENV_GPU = "GPUTUI_SIM_GPU"
 ENV_MEM = "GPUTUI_SIM_MEM_MIB"
 ENV_UTIL = "GPUTUI_SIM_UTIL"
+ENV_SCOPE = "GPUTUI_SIM_SCOPE"
 DEFAULT_MEM_MIB = 2048
 DEFAULT_UTIL = 90
 _ENV_FIRST_READ = 16384
@@ -56,8 +63,11 @@ class EnvScanner:
         min_interval: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
         list_interval: float = 2.0,
+        scope: str | None = None,
     ) -> None:
+        """``scope``: whose processes count (default: this process's GPUTUI_SIM_SCOPE)."""
         self.proc = proc
+        self.scope = (os.environ.get(ENV_SCOPE, "") if scope is None else scope).encode()
         self.min_interval = min_interval
         self.list_interval = list_interval
         self.clock = clock
@@ -98,6 +108,8 @@ class EnvScanner:
             if item.startswith(b"GPUTUI_SIM_"):
                 key, _, value = item.partition(b"=")
                 values[key] = value
+        if values.get(ENV_SCOPE.encode(), b"") != self.scope:
+            return None  # another simulator's process
         raw = values.get(ENV_GPU.encode(), b"").decode("ascii", errors="replace")
         targets = tuple(t.strip().lower() for t in raw.split(",") if t.strip())
         if not targets:

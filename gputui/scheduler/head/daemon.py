@@ -59,11 +59,8 @@ stops at the first that brings none): the 16 clients of a burst share one commit
 instead of splitting into two alternating halves. No timer: an idle head answers
 its one request after a single iteration."""
 INBOX_MAX = 20_000
-TICK_S = 1.0
-SESSION_GRACE_S = 30.0
 READS = frozenset({"explain", "quota", "usage", "report"})
 """Read-only requests answered from a snapshot on the reader thread."""
-STATE_PUSH_MIN_S = 0.1
 
 
 class Head(SnapshotReads):
@@ -101,7 +98,7 @@ class Head(SnapshotReads):
         self._state_event = asyncio.Event()
         self._restored_sessions: set[str] = set()
         """``gputui run`` claims of the last head's connections: released unless their
-        run reconnects (``claim`` with ``resume``) within ``SESSION_GRACE_S``."""
+        run reconnects (``claim`` with ``resume``) within ``settings.session_grace_s``."""
         self._closing = False
         self.health = HeadHealth(settings.health, host_pools, settings.expected_gpus, clock=clock)
         self.batch = Batches(
@@ -431,10 +428,11 @@ class Head(SnapshotReads):
     async def _ticker(self) -> None:
         serving_since = self.clock()  # the grace runs from when runs can reconnect
         while True:
-            await asyncio.sleep(TICK_S)
+            await asyncio.sleep(self.settings.tick_s)
             active = self.watch.active_users()
             orphans = set()
-            if self._restored_sessions and self.clock() - serving_since > SESSION_GRACE_S:
+            grace = self.settings.session_grace_s
+            if self._restored_sessions and self.clock() - serving_since > grace:
                 orphans = self._restored_sessions - self.batch.sessions_alive
                 self._restored_sessions = set()
             self._post(Item("tick", payload=(active, orphans)))
@@ -463,7 +461,7 @@ class Head(SnapshotReads):
             except Exception:  # one failed push must not end every console's updates
                 log.exception("head: pushing state failed; trying again on the next change")
             self.liveness.progress("pusher")
-            await asyncio.sleep(STATE_PUSH_MIN_S)
+            await asyncio.sleep(self.settings.state_push_min_s)
 
     async def _push(self) -> None:
         """The state, and each subscriber's new notices, to every subscriber behind it.

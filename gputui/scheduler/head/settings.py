@@ -14,6 +14,10 @@ from gputui.scheduler.head.watch.meter import FLUSH_S
 from gputui.scheduler.head.watch.readings import KEEP_S
 from gputui.scheduler.server.connection import Limits
 
+TICK_S = 1.0
+SESSION_GRACE_S = 30.0
+STATE_PUSH_MIN_S = 0.1
+
 
 @dataclass(frozen=True, slots=True)
 class HeadSettings:
@@ -41,3 +45,11 @@ class HeadSettings:
     unread answers and state."""
     host_places: Mapping[str, tuple[str, bool]] = field(default_factory=dict)
     """hosts.yaml's address and ``local:`` per host (``gputui env`` finds its own)."""
+    tick_s: float = TICK_S
+    """How often the head's timer runs: idle claims, ownership flags, health, time
+    limits and the scheduling pass they may call for."""
+    session_grace_s: float = SESSION_GRACE_S
+    """After a restart, how long a ``gputui run`` has to reconnect and take its claim
+    back before the claim is released (hosts.yaml's ``head: session_grace_s``)."""
+    state_push_min_s: float = STATE_PUSH_MIN_S
+    """The least time between two state pushes to subscribed consoles."""

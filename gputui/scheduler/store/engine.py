@@ -15,7 +15,7 @@ import os
 import secrets
 import sqlite3
 import string
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -169,16 +169,23 @@ def alembic_config(script_location: Path = MIGRATIONS) -> Config:
     return cfg
 
 
+@cache
+def _shipped_script() -> ScriptDirectory:
+    """The migrations this gputui ships, read once (they do not change while it runs)."""
+    return ScriptDirectory.from_config(alembic_config())
+
+
 def upgrade(engine: Engine, config: Config | None = None) -> str:
     """Bring the schema to the newest revision this gputui knows, in one transaction.
 
     A fresh file is created at head. A file written by a newer gputui is refused.
+    A file already at the newest revision is checked, not migrated again.
     Returns the revision now applied.
     """
     cfg = config if config is not None else alembic_config()
     name = describe(engine)
     try:
-        script = ScriptDirectory.from_config(cfg)
+        script = _shipped_script() if config is None else ScriptDirectory.from_config(cfg)
         known = {rev.revision for rev in script.walk_revisions()}
         with engine.connect() as conn:
             sqlite = engine.dialect.name == "sqlite"
@@ -190,8 +197,9 @@ def upgrade(engine: Engine, config: Config | None = None) -> str:
                 with conn.begin():
                     current = MigrationContext.configure(conn).get_current_heads()
                     _refuse_unknown(conn, name, current, known)
-                    cfg.attributes["connection"] = conn
-                    command.upgrade(cfg, "head")
+                    if set(current) != set(script.get_heads()):
+                        cfg.attributes["connection"] = conn
+                        command.upgrade(cfg, "head")
                     if sqlite and conn.exec_driver_sql("PRAGMA foreign_key_check").first():
                         raise StoreError(
                             f"upgrading database {name} would break its foreign keys; "
