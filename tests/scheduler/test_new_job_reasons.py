@@ -1,0 +1,119 @@
+"""New jobs on a cluster with no usable GPU: each gets the reason a pass gives it, from
+a pass over one stand-in of each kind (``line.alike``), not one per job.
+
+The shortcut rests on a property of the policy, checked here on generated views:
+with every GPU down, fenced or drained, nothing is placed, preempted or reserved,
+and a request's reason depends on its kind, what blocks it, its class's window, its
+shape and its size alone, whatever else is in line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from policy_strategies import views
+
+from gputui.scheduler import actions, lifecycle, policy
+from gputui.scheduler.engine import open_store
+from gputui.scheduler.identity import Caller
+from gputui.scheduler.policy import ClusterView, Decisions, Want
+from gputui.scheduler.store import JobStore
+from gputui.scheduler.wire import SubmitArgs
+
+SLOTS = (
+    *(policy.GpuSlot(f"GPU-root-{i}", "rootbox", i, "p", drained=True) for i in range(2)),
+    *(policy.GpuSlot(f"GPU-alice-{i}", "alicebox", i, "p", healthy=False) for i in range(2)),
+)
+"""rootbox drained, alicebox down: no GPU is usable."""
+LOGINS = {"rootbox": "root", "alicebox": "alice"}
+"""alicebox runs only alice's jobs."""
+ALICE = Caller(uid=1001, user="alice", group="alice", groups=frozenset({"alice"}), admin=False)
+BOB = Caller(uid=1002, user="bob", group="bob", groups=frozenset({"bob"}), admin=False)
+
+
+def _kind(want: Want) -> tuple[object, ...]:
+    return (want.kind, want.blocked, want.off_hours_only, want.shape, want.gpus)
+
+
+def _reasons(decisions: Decisions) -> dict[int, str]:
+    return {w.id: w.reason for w in decisions.wait}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(views(), st.data())
+def test_with_no_usable_gpu_a_request_waits_for_the_reason_of_its_kind(
+    view: ClusterView, data: st.DataObject
+) -> None:
+    def unusable(g: policy.GpuSlot) -> policy.GpuSlot:
+        if not g.healthy or g.drained:
+            return g
+        drained, down = replace(g, drained=True), replace(g, healthy=False)
+        return data.draw(st.sampled_from((drained, down, replace(down, fenced=True))))
+
+    gpus = tuple(unusable(g) for g in view.gpus)
+    view = replace(view, gpus=gpus)
+    decided = policy.decide(view)
+    assert not decided.place and not decided.preempt
+    assert all(w.start_at is None and w.host is None for w in decided.wait)  # none reserved
+    reasons = _reasons(decided)
+    assert sorted(reasons) == sorted(w.id for w in view.waiting)
+    first: dict[tuple[object, ...], Want] = {}
+    for want in view.waiting:
+        first.setdefault(_kind(want), want)
+    for want in view.waiting:
+        assert reasons[want.id] == reasons[first[_kind(want)].id]
+    # One of each kind alone gets the reason it gets among all of them.
+    alone = _reasons(policy.decide(replace(view, waiting=tuple(first.values()))))
+    assert alone == {w.id: reasons[w.id] for w in first.values()}
+
+
+def test_new_jobs_get_their_reasons_from_one_stand_in_of_each_kind(tmp_path: Path) -> None:
+    seen: list[int] = []
+
+    def decide(view: ClusterView) -> Decisions:
+        seen.append(len(view.waiting))
+        return policy.decide(view)
+
+    store = JobStore(open_store(tmp_path / "db" / "g.db"))
+    ctx = actions.Context(
+        now=1.0,
+        slots=SLOTS,
+        unknown_hosts=frozenset({"newbox"}),  # not seen yet: no size is refused
+        pools=frozenset({"p"}),
+        hosts=frozenset({*LOGINS, "newbox"}),
+    )
+    asked = [
+        ("b1", BOB, SubmitArgs(argv=["t"], gpus=1)),
+        ("b-there", BOB, SubmitArgs(argv=["t"], gpus=1, host="alicebox")),
+        ("a-there", ALICE, SubmitArgs(argv=["t"], gpus=1, host="alicebox")),
+        ("b2", BOB, SubmitArgs(argv=["t"], gpus=1)),
+        ("b-big", BOB, SubmitArgs(argv=["t"], gpus=3)),
+        ("a-two", ALICE, SubmitArgs(argv=["t"], gpus=2)),
+        ("b3", BOB, SubmitArgs(argv=["t"], gpus=1)),
+        ("a-there-2", ALICE, SubmitArgs(argv=["t"], gpus=1, host="alicebox")),
+    ]
+    with store.transaction() as tx:
+        ids = {name: actions.submit(tx, who, args, ctx)["job"]["id"] for name, who, args in asked}
+        assert lifecycle.schedule(tx, ctx, decide, LOGINS) == []
+    with store.transaction() as tx:
+        got = {}
+        for name, job_id in ids.items():
+            job = tx.job(job_id)
+            assert job is not None
+            got[name] = (job.state, job.reason)
+    store.close()
+    drained, down = ("queued", policy.DRAINED), ("queued", policy.HOST_DOWN)
+    assert got == {
+        "b1": drained,
+        "b2": drained,
+        "b3": drained,
+        "b-there": ("queued", policy.LOGIN_USER),  # only alice's jobs run there
+        "a-there": down,
+        "a-there-2": down,
+        "b-big": ("queued", policy.RESOURCES),  # no host seen has 3
+        "a-two": drained,  # rootbox would hold it but for the drain
+    }
+    assert seen == [5]  # one pass, over one job of each of the five kinds
