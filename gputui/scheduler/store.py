@@ -12,6 +12,7 @@ database later without touching the scheduler.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -23,7 +24,7 @@ from sqlmodel import Session, col, select
 from .accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow, charges
 from .caps import capped
 from .engine import SNAPSHOT
-from .jobrow import JOB_COLUMNS, JOB_DEFAULTS, unknown_columns
+from .jobrow import JOB_COLUMNS, JOB_DEFAULTS, JOB_NULLABLE, unknown_columns
 from .store_health import HealthQueries
 from .tables import (
     Allocation,
@@ -42,11 +43,11 @@ _JOB_PER = max(1, 8192 // len(JOB_COLUMNS))
 """Rows per ``INSERT`` of the fast path: parameters well under SQLite's limit."""
 
 
-@functools.cache
-def _job_insert(count: int) -> str:
-    """The fast path's ``INSERT`` of ``count`` rows, every column, numbering them."""
-    names = ", ".join(f'"{c}"' for c in JOB_COLUMNS)
-    one = "(" + ", ".join("?" * len(JOB_COLUMNS)) + ")"
+@functools.lru_cache(maxsize=256)
+def _job_insert(count: int, columns: tuple[str, ...]) -> str:
+    """The fast path's ``INSERT`` of ``count`` rows into ``columns``, numbering them."""
+    names = ", ".join(f'"{c}"' for c in columns)
+    one = "(" + ", ".join("?" * len(columns)) + ")"
     return f"INSERT INTO job ({names}) VALUES {', '.join([one] * count)} RETURNING id"  # noqa: S608
 
 
@@ -132,15 +133,17 @@ class Tx(HealthQueries):
         cursor = self._cursor()
         ids: list[int] = []
         for start in range(0, len(rows), _JOB_PER):
-            chunk = rows[start : start + _JOB_PER]
-            values: list[Any] = []
-            for row in chunk:
-                # Every column in JOB_COLUMNS' order: the row's value, else its default
-                # (a row's "id" is left out, as the database numbers the row).
-                merged = {**JOB_DEFAULTS, **row}
-                merged.pop("id", None)
-                values.extend(merged.values())
-            cursor.execute(_job_insert(len(chunk)), values)
+            # Each row's value, else its column's default; a row's "id" is not
+            # written (the database numbers the row), nor a column NULL in every row.
+            chunk = [{**JOB_DEFAULTS, **row} for row in rows[start : start + _JOB_PER]]
+            columns = tuple(
+                c
+                for c in JOB_COLUMNS
+                if c not in JOB_NULLABLE or any(row[c] is not None for row in chunk)
+            )
+            take = operator.itemgetter(*columns)  # more than one: uid, user, argv, ...
+            values = [value for row in chunk for value in take(row)]
+            cursor.execute(_job_insert(len(chunk), columns), values)
             # One statement numbers its rows in order (ids above every existing one);
             # RETURNING's own order is not promised, so sort.
             ids.extend(sorted(int(r[0]) for r in cursor.fetchall()))
