@@ -1,5 +1,8 @@
-"""New jobs on a cluster with no usable GPU: each gets the reason a pass gives it, from
-a pass over one stand-in of each kind (``line.alike``), not one per job.
+"""A burst of submissions costs what its kinds of job cost, not what its jobs do.
+
+New jobs on a cluster with no usable GPU each get the reason a pass gives them, from
+a pass over one stand-in of each kind (``line.alike``), not one per job; and whether
+some host could ever run a submission is judged once a batch for each shape.
 
 The shortcut rests on a property of the policy, checked here on generated views:
 with every GPU down, fenced or drained, nothing is placed, preempted or reserved,
@@ -9,9 +12,11 @@ shape and its size alone, whatever else is in line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policy_strategies import views
@@ -21,7 +26,7 @@ from gputui.scheduler.engine import open_store
 from gputui.scheduler.identity import Caller
 from gputui.scheduler.policy import ClusterView, Decisions, Want
 from gputui.scheduler.store import JobStore
-from gputui.scheduler.wire import SubmitArgs
+from gputui.scheduler.wire import Refusal, SubmitArgs
 
 SLOTS = (
     *(policy.GpuSlot(f"GPU-root-{i}", "rootbox", i, "p", drained=True) for i in range(2)),
@@ -117,3 +122,30 @@ def test_new_jobs_get_their_reasons_from_one_stand_in_of_each_kind(tmp_path: Pat
         "a-two": drained,  # rootbox would hold it but for the drain
     }
     assert seen == [5]  # one pass, over one job of each of the five kinds
+
+
+def test_a_burst_of_alike_submissions_is_judged_feasible_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether some host could ever run a submission is worked out once a batch for
+    each (size, pool, host): a burst of 16 alike costs one look over the GPUs; each is
+    still refused, with the same words, when none could."""
+    looked: list[int] = []
+    impossible = policy.impossible
+
+    def counted(want: Want, gpus: Sequence[policy.GpuSlot]) -> str | None:
+        looked.append(want.gpus)
+        return impossible(want, gpus)
+
+    monkeypatch.setattr(policy, "impossible", counted)
+    ctx = actions.Context(now=1.0, slots=SLOTS, pools=frozenset({"p"}), hosts=frozenset(LOGINS))
+    for _ in range(16):
+        actions.submit_row(BOB, SubmitArgs(argv=["t"], gpus=2), ctx)
+    refusals = []
+    for _ in range(3):
+        with pytest.raises(Refusal) as refused:
+            actions.submit_row(BOB, SubmitArgs(argv=["t"], gpus=3), ctx)
+        refusals.append((refused.value.code, refused.value.message))
+    assert looked == [2, 3]
+    assert refusals == [("impossible", refusals[0][1])] * 3
+    assert "3 GPUs asked for, but no host has more than 2" in refusals[0][1]
