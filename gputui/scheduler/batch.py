@@ -127,7 +127,7 @@ class Batches:
         ctx = self.context(slots, now)
         after = After()
         answers: list[dict[str, Any] | None] = []
-        with self.store.transaction() as tx:
+        with self.store.batch() as tx:
             keys = [
                 (item.conn.caller.uid, item.request.rid)
                 for item in batch

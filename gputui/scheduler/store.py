@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, func, update
+from sqlalchemy import Connection, Engine, func, update
 from sqlmodel import Session, col, select
 
 from .accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow, charges
@@ -463,6 +463,8 @@ class JobStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._reader = engine.execution_options(**{SNAPSHOT: True})
+        self._writer: Session | None = None
+        """``batch()``'s session, on a connection it keeps from one batch to the next."""
 
     # No row outlives its transaction: each is expired as the transaction ends, so a
     # row kept past it (instead of a value copied from it: ``gpufacts``) raises
@@ -476,6 +478,33 @@ class JobStore:
             yield Tx(session)
 
     @contextmanager
+    def batch(self) -> Iterator[Tx]:
+        """``transaction()`` for the head's writer, which makes one every batch, only
+        ever from its one thread and never two at once: on a session and connection
+        kept from one batch to the next (a fresh session, and taking a connection from
+        the pool and giving it back, cost as much as a batch's own statements). A
+        batch that fails takes them with it; the next starts on new ones."""
+        session = self._writer
+        if session is None:
+            session = self._writer = Session(self.engine.connect(), expire_on_commit=True)
+        try:
+            with session.begin():
+                yield Tx(session)
+        except BaseException:
+            self._drop_writer()
+            raise
+        finally:
+            session.expunge_all()  # no row outlives its transaction, as in ``transaction``
+
+    def _drop_writer(self) -> None:
+        session, self._writer = self._writer, None
+        if session is not None:
+            bind = session.bind
+            session.close()
+            if isinstance(bind, Connection):
+                bind.close()  # back to the pool, rolled back
+
+    @contextmanager
     def snapshot(self) -> Iterator[Tx]:
         """A read-only view: a deferred ``BEGIN`` (in WAL mode it never blocks the
         writer, nor waits for it), on a connection of its own; nothing is committed."""
@@ -486,4 +515,5 @@ class JobStore:
                 session.expire_all()
 
     def close(self) -> None:
+        self._drop_writer()
         self.engine.dispose()
