@@ -6,8 +6,7 @@ written and shown by the fast path too, with the model's own default.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 from pydantic_core import PydanticUndefined
 from sqlalchemy import inspect
@@ -46,9 +45,3 @@ the same, and each column left out is work SQLite does not do for each row."""
 def unknown_columns(row: dict[str, Any]) -> list[str]:
     """Keys of a fast-path row that are no column of ``Job`` (a row must have none)."""
     return [key for key in row if key not in JOB_DEFAULTS and key != "id"]
-
-
-def as_job(row: dict[str, Any]) -> Job:
-    """A fast-path row read like a ``Job`` (its defaults filled in), for the views;
-    cheap: no ORM object is built."""
-    return cast(Job, SimpleNamespace(**{**JOB_DEFAULTS, **row}))
