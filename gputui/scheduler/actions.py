@@ -244,7 +244,7 @@ def submit_row(
         "launches": 0,
         "gpu_uuids": "[]",
         "project": args.project,
-        "after": orjson.dumps(sorted(set(args.after))).decode(),
+        "after": orjson.dumps(sorted(set(args.after))).decode() if args.after else "[]",
         "after_ok": args.after_ok,
     }
 

@@ -135,12 +135,11 @@ class Tx(HealthQueries):
         for start in range(0, len(rows), _JOB_PER):
             # Each row's value, else its column's default; a row's "id" is not
             # written (the database numbers the row), nor a column NULL in every row.
-            chunk = [{**JOB_DEFAULTS, **row} for row in rows[start : start + _JOB_PER]]
-            columns = tuple(
-                c
-                for c in JOB_COLUMNS
-                if c not in JOB_NULLABLE or any(row[c] is not None for row in chunk)
-            )
+            part = rows[start : start + _JOB_PER]
+            chunk = [{**JOB_DEFAULTS, **row} for row in part]
+            given = set().union(*(row.keys() & JOB_NULLABLE for row in part))
+            needed = {c for c in given if any(row[c] is not None for row in chunk)}
+            columns = tuple(c for c in JOB_COLUMNS if c not in JOB_NULLABLE or c in needed)
             take = operator.itemgetter(*columns)  # more than one: uid, user, argv, ...
             values = [value for row in chunk for value in take(row)]
             cursor.execute(_job_insert(len(chunk), columns), values)
