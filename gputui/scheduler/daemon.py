@@ -1,7 +1,8 @@
 """``Head``: the daemon's event loop: requests in, one commit per batch, launches out.
 
 Everything that changes the store goes through one inbox. The writer task takes
-whatever has arrived (a burst of submissions, a host's report, a timer), runs it
+whatever has arrived (a burst of submissions, a host's report, a timer; ``inbox``:
+how a batch waits a little for what is on its way), runs it
 all (``batch.Batches.apply``, where there is no I/O) inside one ``BEGIN
 IMMEDIATE`` transaction, each item in its own savepoint, commits once, and only
 then answers the clients and sends the launches and signals it decided (group
