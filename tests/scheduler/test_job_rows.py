@@ -15,7 +15,7 @@ from pydantic_core import PydanticUndefined
 
 from gputui.scheduler.head.views import job_row_view, job_view
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.jobrow import JOB_COLUMNS
+from gputui.scheduler.store.jobrow import JOB_COLUMNS, JOB_NULLABLE
 from gputui.scheduler.store.sqlite import SqliteStore
 from gputui.scheduler.store.tables import Job
 
@@ -59,6 +59,36 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
 
 def test_the_fast_path_writes_every_column_of_the_table() -> None:
     assert set(JOB_COLUMNS) == {c for c in Job.model_fields if c != "id"}
+
+
+def test_a_column_an_insert_may_leave_out_is_null_in_the_database_unless_set(
+    shared: SqliteStore,
+) -> None:
+    """The fast path leaves out a column that is None in every row it writes: in the
+    migrated database each such column takes NULL and has no default of its own."""
+    with shared.transaction() as tx:
+        info = tx.s.connection().exec_driver_sql("PRAGMA table_info(job)").all()
+    schema = {name: (notnull, default) for _, name, _, notnull, default, _ in info}
+    assert JOB_NULLABLE and set(schema) >= JOB_NULLABLE
+    for column in JOB_NULLABLE:
+        assert schema[column] == (0, None), column
+    # Those are all the columns that are NULL unless set (the others are written).
+    nullable = {c for c, (notnull, default) in schema.items() if not notnull and default is None}
+    assert nullable - {"id"} == JOB_NULLABLE
+
+
+def test_an_insert_leaves_out_only_what_is_null_in_every_row(shared: SqliteStore) -> None:
+    required = dict.fromkeys(_required(), 1) | {"argv": "[]", "user": "u"}
+    batch = [required | {"pool": "p"}, required | {"pool": None, "pid": 7}, required]
+    with shared.transaction() as tx:
+        ids = tx.insert_jobs(batch)
+        back = [tx.job(i) for i in ids]
+        read = [(j.pool, j.pid, j.cwd) for j in back if j is not None]
+    assert read == [
+        ("p", None, None),
+        (None, 7, None),
+        (None, None, None),
+    ]
 
 
 @settings(max_examples=80, deadline=None)

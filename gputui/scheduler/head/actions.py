@@ -72,6 +72,9 @@ class Context:
     does not set ``changed``: it
     changes no other request's standing, so a pass that can start nothing need only
     give these their reason)."""
+    judged: dict[tuple[int, str | None, str | None], str | None] = field(default_factory=dict)
+    """(GPUs, pool, host) of a submission -> why no host could ever run it (None: some
+    could): ``check_feasible``'s verdict, worked out once a batch for each."""
 
 
 RUNS_PER_JOB = 1000
@@ -161,6 +164,21 @@ def check_feasible(want: policy.Want, ctx: Context) -> None:
         raise Refusal("impossible", why)
 
 
+def _check_job_feasible(args: SubmitArgs, ctx: Context) -> None:
+    """``check_feasible`` for a submission; a burst of alike ones is judged once."""
+    key = (args.gpus, args.pool, args.host)
+    if key not in ctx.judged:
+        try:
+            check_feasible(_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
+        except Refusal as refusal:
+            ctx.judged[key] = refusal.message
+        else:
+            ctx.judged[key] = None
+    why = ctx.judged[key]
+    if why is not None:
+        raise Refusal("impossible", why)
+
+
 # -- jobs ---------------------------------------------------------------------------
 
 
@@ -204,7 +222,7 @@ def submit_row(
         if missing:
             flag = "--after-ok" if args.after_ok else "--after"  # the flag the user gave
             raise Refusal("unknown-job", f"submit: {flag}: no job {missing[0]}")
-    check_feasible(_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
+    _check_job_feasible(args, ctx)
     return {
         "uid": caller.uid,
         "user": caller.user,
@@ -226,7 +244,7 @@ def submit_row(
         "launches": 0,
         "gpu_uuids": "[]",
         "project": args.project,
-        "after": orjson.dumps(sorted(set(args.after))).decode(),
+        "after": orjson.dumps(sorted(set(args.after))).decode() if args.after else "[]",
         "after_ok": args.after_ok,
     }
 

@@ -126,7 +126,7 @@ class Batches:
         ctx = self.context(slots, now)
         after = After()
         answers: list[dict[str, Any] | None] = []
-        with self.store.transaction() as tx:
+        with self.store.batch() as tx:
             keys = [
                 (item.conn.caller.uid, item.request.rid)
                 for item in batch
@@ -170,11 +170,12 @@ class Batches:
                         continue
                 answers.append(self._apply_one(tx, item, ctx, after, remember))
             ids = tx.insert_jobs([row for _, row in submits])
-            ctx.new_jobs.extend({**row, "id": i} for (_, row), i in zip(submits, ids, strict=True))
             for (index, row), job_id in zip(submits, ids, strict=True):
+                stored = {**row, "id": job_id}
+                ctx.new_jobs.append(stored)
                 item = batch[index]
                 assert item.request is not None and item.conn is not None
-                body = wire.response(item.request.id, {"job": job_row_view({**row, "id": job_id})})
+                body = wire.response(item.request.id, {"job": job_row_view(stored)})
                 answers[index] = body
                 remember.append((item.conn.caller.uid, item.request.rid or "", body))
             for index, source, request_id in repeats:

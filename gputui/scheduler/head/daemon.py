@@ -1,7 +1,8 @@
 """``Head``: the daemon's event loop: requests in, one commit per batch, launches out.
 
 Everything that changes the store goes through one inbox. The writer task takes
-whatever has arrived (a burst of submissions, a host's report, a timer), runs it
+whatever has arrived (a burst of submissions, a host's report, a timer; ``inbox``:
+how a batch waits a little for what is on its way), runs it
 all (``batch.Batches.apply``, where there is no I/O) inside one ``BEGIN
 IMMEDIATE`` transaction, each item in its own savepoint, commits once, and only
 then answers the clients and sends the launches and signals it decided (group
@@ -33,6 +34,7 @@ from gputui.scheduler.head import lifecycle, privacy, publish
 from gputui.scheduler.head.batch import After, Batches, Item
 from gputui.scheduler.head.forcefree import ForceFrees, TxCall, TxFn
 from gputui.scheduler.head.hostops import HostOps
+from gputui.scheduler.head.inbox import Inbox
 from gputui.scheduler.head.liveness import HeadDied, Liveness
 from gputui.scheduler.head.reader import SnapshotReads
 from gputui.scheduler.head.settings import HeadSettings
@@ -53,11 +55,6 @@ from gputui.telemetry import HostSnapshot
 log = logging.getLogger(__name__)
 
 BATCH_MAX = 1024
-LINGER_ROUNDS = 4
-"""Loop iterations a batch waits for requests that are already on their way (it
-stops at the first that brings none): the 16 clients of a burst share one commit
-instead of splitting into two alternating halves. No timer: an idle head answers
-its one request after a single iteration."""
 INBOX_MAX = 20_000
 READS = frozenset({"explain", "quota", "usage", "report"})
 """Read-only requests answered from a snapshot on the reader thread."""
@@ -83,7 +80,7 @@ class Head(SnapshotReads):
         self.decide = decide
         self.clock = clock
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="gputui-head-read")
-        self._inbox: asyncio.Queue[Item] = asyncio.Queue(INBOX_MAX)
+        self._inbox = Inbox(INBOX_MAX)
         self.watch = HostWatch(host_pools, hosts.reports, clock=clock, thresholds=settings.health)
         self._server = SocketServer(
             settings.socket,
@@ -185,10 +182,7 @@ class Head(SnapshotReads):
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
-        unapplied = []
-        while not self._inbox.empty():
-            unapplied.append(self._inbox.get_nowait())
-        await self.meter.close(unapplied)
+        await self.meter.close(self._inbox.drain())
         self._store_health()
         await self.readings.close()
         await self.hosts.close()
@@ -214,11 +208,7 @@ class Head(SnapshotReads):
             log.warning("head inbox full; dropped %s", item.kind)
 
     def _offer(self, item: Item) -> bool:
-        try:
-            self._inbox.put_nowait(item)
-        except asyncio.QueueFull:
-            return False
-        return True
+        return self._inbox.offer(item)
 
     def _load(self) -> None:
         with self.store.transaction() as tx:
@@ -238,6 +228,7 @@ class Head(SnapshotReads):
     # -- clients ------------------------------------------------------------------------
 
     async def _on_line(self, conn: Connection, line: bytes) -> None:
+        self._inbox.heard(conn)
         try:
             request = wire.decode_request(line)
         except wire.Refusal as refusal:
@@ -283,6 +274,7 @@ class Head(SnapshotReads):
         ]  # fmt: skip
 
     def _on_close(self, conn: Connection) -> None:
+        self._inbox.gone(conn)
         self.batch.sessions_alive.discard(conn.session)
         for waiters in self.batch.waits.values():
             waiters[:] = [w for w in waiters if w[0] is not conn]
@@ -292,17 +284,9 @@ class Head(SnapshotReads):
     # -- the writer (group commit) ---------------------------------------------------------
 
     async def _writer(self) -> None:
+        limit = BATCH_MAX if self.settings.group_commit else 1
         while True:
-            first = await self._inbox.get()
-            batch = [first]
-            limit = BATCH_MAX if self.settings.group_commit else 1
-            for _ in range(LINGER_ROUNDS if limit > 1 else 0):
-                waiting = self._inbox.qsize()
-                await asyncio.sleep(0)  # let requests already readable join this batch
-                if self._inbox.qsize() == waiting:
-                    break
-            while len(batch) < limit and not self._inbox.empty():
-                batch.append(self._inbox.get_nowait())
+            batch = await self._inbox.batch(limit)
             for item in batch:
                 if item.conn is not None and item.request is not None:
                     item.conn.end()
@@ -332,11 +316,15 @@ class Head(SnapshotReads):
                 continue
             self.liveness.committed()
             self.batches += 1
+            answered = []
             for item, answer in zip(batch, answers, strict=True):
                 if item.conn is not None and answer is not None:
                     item.conn.send(answer)
+                    if not item.conn.inflight and not item.conn.closed:
+                        answered.append(item.conn)  # its next request is likely on its way
                 if item.done is not None and not item.done.done():
                     item.done.set_result(answer)
+            self._inbox.answered(answered)
             self._after_commit(after)
 
     async def call_tx(self, fn: TxFn) -> Any:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.head.actions import (
@@ -112,7 +112,7 @@ def schedule(
     """
     usable = any(s.healthy and not s.drained for s in ctx.slots)
     only: list[Job] | None = None
-    transient = False
+    transient: dict[int, list[Mapping[str, Any]]] = {}  # stand-in's id -> its kind's rows
     if not usable and not ctx.changed:
         if not ctx.new_jobs:
             return []  # no usable GPU at all: nothing to place, and no query for it
@@ -124,9 +124,10 @@ def schedule(
             only = tx.jobs_by_id([row["id"] for row in ctx.new_jobs], ("queued",))
         else:
             # Stand-ins with the row's attributes, all the pass reads of a queued job
-            # (an ORM object costs more to build than the pass).
-            only = [cast("Job", SimpleNamespace(**row)) for row in ctx.new_jobs]
-            transient = True
+            # (an ORM object costs more to build than the pass): one for each kind
+            # of job, as here a job's reason depends on its kind alone.
+            transient = line.alike(ctx.new_jobs)
+            only = [cast("Job", SimpleNamespace(**rows[0])) for rows in transient.values()]
     # (After a change, a pass on no usable GPU still says why each waits.)
     config = ctx.rules.sched
     busy = {a.gpu_uuid for a in tx.live_allocations()} if ctx.slots else set()
@@ -173,11 +174,14 @@ def schedule(
         _preempt_for(tx, ctx, stop, built.rows.get((stop.for_kind, stop.for_id)))
     reasons: dict[int, str] = {}
     for wait in decisions.wait:
+        if transient:
+            for new in transient[wait.id]:
+                if new["reason"] != wait.reason:
+                    reasons[new["id"]] = wait.reason[:512]
+            continue
         row = built.rows[wait.kind, wait.id]
         if row.reason != wait.reason:
             row.reason = wait.reason
-            if transient:
-                reasons[wait.id] = wait.reason[:512]
     if reasons:
         tx.set_job_reasons(reasons)
     ctx.changed = ctx.changed or bool(decisions.place) or bool(decisions.preempt)

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from gputui.scheduler.head.gpufacts import AnyGpu
-from gputui.scheduler.store.jobrow import as_job
+from gputui.scheduler.store.jobrow import JOB_DEFAULTS
 from gputui.scheduler.store.tables import Audit, Claim, Job, Notice
 
 
@@ -21,35 +21,19 @@ def json_list(text: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+JOB_FIELDS = (
+    "id", "user", "group", "name", "state", "reason", "gpus", "pool",
+    "host_constraint", "host", "gpu_uuids", "priority", "preemptible", "time_limit_s",
+    "submitted_at", "started_at", "ended_at", "exit_code", "exit_signal", "requeues",
+    "run_as", "project", "after", "after_ok", "over_quota", "idle_since",
+)  # fmt: skip
+"""What a job's view shows, in order; ``gpu_uuids`` and ``after`` as lists."""
+
+
 def job_view(job: Job, *, full: bool = False) -> dict[str, Any]:
-    view: dict[str, Any] = {
-        "id": job.id,
-        "user": job.user,
-        "group": job.group,
-        "name": job.name,
-        "state": job.state,
-        "reason": job.reason,
-        "gpus": job.gpus,
-        "pool": job.pool,
-        "host_constraint": job.host_constraint,
-        "host": job.host,
-        "gpu_uuids": json_list(job.gpu_uuids),
-        "priority": job.priority,
-        "preemptible": job.preemptible,
-        "time_limit_s": job.time_limit_s,
-        "submitted_at": job.submitted_at,
-        "started_at": job.started_at,
-        "ended_at": job.ended_at,
-        "exit_code": job.exit_code,
-        "exit_signal": job.exit_signal,
-        "requeues": job.requeues,
-        "run_as": job.run_as,
-        "project": job.project,
-        "after": json_list(job.after),
-        "after_ok": job.after_ok,
-        "over_quota": job.over_quota,
-        "idle_since": job.idle_since,
-    }
+    view: dict[str, Any] = {name: getattr(job, name) for name in JOB_FIELDS}
+    view["gpu_uuids"] = json_list(job.gpu_uuids)
+    view["after"] = json_list(job.after)
     if full:
         view["argv"] = json_list(job.argv)
         view["cwd"] = job.cwd
@@ -62,8 +46,12 @@ def job_view(job: Job, *, full: bool = False) -> dict[str, Any]:
 
 
 def job_row_view(row: dict[str, Any]) -> dict[str, Any]:
-    """``job_view`` of a freshly inserted row (a dict of its columns)."""
-    return job_view(as_job(row))
+    """``job_view`` of a freshly inserted row (a dict of its columns, with its id)."""
+    merged = {**JOB_DEFAULTS, **row}
+    view = {name: merged[name] for name in JOB_FIELDS}
+    view["gpu_uuids"] = json_list(merged["gpu_uuids"])
+    view["after"] = json_list(merged["after"])
+    return view
 
 
 def claim_view(claim: Claim) -> dict[str, Any]:

@@ -24,6 +24,24 @@ STOPPING = ("killing", "preempting")
 HOLDING = ("starting", "running", "killing", "preempting", "unknown")
 
 
+def _job_ids(text: str) -> list[int]:
+    """A job's ``after`` column: most have none, and need no parse."""
+    return [] if text == "[]" else list(json.loads(text))
+
+
+def alike(rows: Sequence[Mapping[str, Any]]) -> dict[int, list[Mapping[str, Any]]]:
+    """New jobs' rows (with ids), grouped under the id of the first of each group by
+    what alone decides a job's reason when no GPU is usable: its class, pool, host,
+    size and user (then a pass places, preempts and reserves nothing, and each
+    request waits for its class's reason or its shape's: the same for all alike, as
+    ``test_policy_props`` checks). A pass over one of each gives them all theirs."""
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        key = (row["priority"], row["pool"], row["host_constraint"], row["gpus"], row["user"])
+        groups.setdefault(key, []).append(row)
+    return {group[0]["id"]: group for group in groups.values()}
+
+
 def dependency_state(after: Sequence[int], after_ok: bool, states: Mapping[int, str]) -> str | None:
     """None when it may start; ``policy.DEPENDENCY`` while one of ``after`` has not
     ended; for ``after_ok``, a line naming the dependency that did not complete
@@ -141,11 +159,11 @@ def build(
     only = only or {}
     line: Line[J] = Line()
     queued = tx.jobs(("queued",)) if jobs is None else list(jobs)
-    deps = {d for job in queued for d in json.loads(job.after)}
+    afters = [_job_ids(job.after) for job in queued]  # each read once
+    deps = {d for after in afters for d in after}
     states = tx.job_states(deps) if deps else {}
-    for job in queued:
+    for job, after in zip(queued, afters, strict=True):
         assert job.id is not None
-        after = json.loads(job.after)
         blocked = dependency_state(after, job.after_ok, states) if after else None
         if blocked is not None and blocked != policy.DEPENDENCY:
             line.broken_deps.append((job, blocked))

@@ -316,11 +316,12 @@ def static_reason(want: Want, hosts: dict[str, list[GpuSlot]]) -> str | None:
         slots for slots in hosts.values() if sum(1 for g in slots if want.fits(g)) >= want.gpus
     ]
     if not could_hold:
-        anywhere = replace(want, barred=frozenset())
-        if want.barred and any(
-            sum(1 for g in slots if anywhere.fits(g)) >= want.gpus for slots in hosts.values()
-        ):
-            return LOGIN_USER
+        if want.barred:
+            anywhere = replace(want, barred=frozenset())
+            if any(
+                sum(1 for g in slots if anywhere.fits(g)) >= want.gpus for slots in hosts.values()
+            ):
+                return LOGIN_USER
         return RESOURCES
     usable = [
         slots

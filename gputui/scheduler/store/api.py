@@ -296,6 +296,11 @@ class Store(Protocol):
         """One durable write transaction; rolled back when the block raises."""
         ...
 
+    def batch(self) -> AbstractContextManager[Tx]:
+        """``transaction()`` for the head's one writer, which may keep its connection
+        from one batch to the next; never used from two threads or twice at once."""
+        ...
+
     def snapshot(self) -> AbstractContextManager[Tx]:
         """A read-only, consistent view from any thread; nothing in it is committed."""
         ...

@@ -46,8 +46,9 @@ MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 def make_engine(url_or_path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine:
     """An engine for a path (SQLite) or a SQLAlchemy URL; nothing connects until used.
 
-    SQLite: a pooled connection for the head's writer (more are opened for snapshot
-    reads and backups), usable from any thread, WAL + ``synchronous=FULL`` + foreign
+    SQLite: a pooled connection for the head's writer, which keeps it
+    (``SqliteStore.batch``), and up to three more for snapshot reads, other
+    transactions and backups, usable from any thread, WAL + ``synchronous=FULL`` + foreign
     keys + a busy timeout on every connection, ``BEGIN IMMEDIATE`` for every
     transaction but a ``SNAPSHOT`` one (pysqlite's own BEGIN handling is switched off).
     """
@@ -58,7 +59,7 @@ def make_engine(url_or_path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_
         url,
         poolclass=QueuePool,
         pool_size=1,
-        max_overflow=2,
+        max_overflow=3,
         connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
     )
     event.listen(engine, "connect", partial(_sqlite_connect, int(busy_timeout_ms)))

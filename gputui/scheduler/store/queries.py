@@ -11,6 +11,7 @@ and cursor.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -21,7 +22,7 @@ from sqlmodel import Session, col, select
 
 from gputui.scheduler.store.caps import capped
 from gputui.scheduler.store.health_queries import SqliteHealthRows, SqliteReadings
-from gputui.scheduler.store.jobrow import JOB_COLUMNS, JOB_DEFAULTS, unknown_columns
+from gputui.scheduler.store.jobrow import JOB_COLUMNS, JOB_DEFAULTS, JOB_NULLABLE, unknown_columns
 from gputui.scheduler.store.tables import (
     Allocation,
     Audit,
@@ -41,11 +42,11 @@ _JOB_PER = max(1, 8192 // len(JOB_COLUMNS))
 """Rows per ``INSERT`` of the fast path: parameters well under SQLite's limit."""
 
 
-@functools.cache
-def _job_insert(count: int) -> str:
-    """The fast path's ``INSERT`` of ``count`` rows, every column, numbering them."""
-    names = ", ".join(f'"{c}"' for c in JOB_COLUMNS)
-    one = "(" + ", ".join("?" * len(JOB_COLUMNS)) + ")"
+@functools.lru_cache(maxsize=256)
+def _job_insert(count: int, columns: tuple[str, ...]) -> str:
+    """The fast path's ``INSERT`` of ``count`` rows into ``columns``, numbering them."""
+    names = ", ".join(f'"{c}"' for c in columns)
+    one = "(" + ", ".join("?" * len(columns)) + ")"
     return f"INSERT INTO job ({names}) VALUES {', '.join([one] * count)} RETURNING id"  # noqa: S608
 
 
@@ -127,15 +128,16 @@ class SqliteTx:
         cursor = self._cursor()
         ids: list[int] = []
         for start in range(0, len(rows), _JOB_PER):
-            chunk = rows[start : start + _JOB_PER]
-            values: list[Any] = []
-            for row in chunk:
-                # Every column in JOB_COLUMNS' order: the row's value, else its default
-                # (a row's "id" is left out, as the database numbers the row).
-                merged = {**JOB_DEFAULTS, **row}
-                merged.pop("id", None)
-                values.extend(merged.values())
-            cursor.execute(_job_insert(len(chunk)), values)
+            # Each row's value, else its column's default; a row's "id" is not
+            # written (the database numbers the row), nor a column NULL in every row.
+            part = rows[start : start + _JOB_PER]
+            chunk = [{**JOB_DEFAULTS, **row} for row in part]
+            given = set().union(*(row.keys() & JOB_NULLABLE for row in part))
+            needed = {c for c in given if any(row[c] is not None for row in chunk)}
+            columns = tuple(c for c in JOB_COLUMNS if c not in JOB_NULLABLE or c in needed)
+            take = operator.itemgetter(*columns)  # more than one: uid, user, argv, ...
+            values = [value for row in chunk for value in take(row)]
+            cursor.execute(_job_insert(len(chunk), columns), values)
             # One statement numbers its rows in order (ids above every existing one);
             # RETURNING's own order is not promised, so sort.
             ids.extend(sorted(int(r[0]) for r in cursor.fetchall()))

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlmodel import Session
 
 from gputui.scheduler.store.api import Store
@@ -28,6 +28,8 @@ class SqliteStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._reader = engine.execution_options(**{SNAPSHOT: True})
+        self._writer: Session | None = None
+        """``batch()``'s session, on a connection it keeps from one batch to the next."""
 
     @classmethod
     def open(cls, path: Path, *, mountinfo: Path = MOUNTINFO) -> SqliteStore:
@@ -46,6 +48,33 @@ class SqliteStore:
             yield SqliteTx(session)
 
     @contextmanager
+    def batch(self) -> Iterator[SqliteTx]:
+        """``transaction()`` for the head's writer, which makes one every batch, only
+        ever from its one thread and never two at once: on a session and connection
+        kept from one batch to the next (a fresh session, and taking a connection from
+        the pool and giving it back, cost as much as a batch's own statements). A
+        batch that fails takes them with it; the next starts on new ones."""
+        session = self._writer
+        if session is None:
+            session = self._writer = Session(self.engine.connect(), expire_on_commit=True)
+        try:
+            with session.begin():
+                yield SqliteTx(session)
+        except BaseException:
+            self._drop_writer()
+            raise
+        finally:
+            session.expunge_all()  # no row outlives its transaction, as in ``transaction``
+
+    def _drop_writer(self) -> None:
+        session, self._writer = self._writer, None
+        if session is not None:
+            bind = session.bind
+            session.close()
+            if isinstance(bind, Connection):
+                bind.close()  # back to the pool, rolled back
+
+    @contextmanager
     def snapshot(self) -> Iterator[SqliteTx]:
         """A read-only view: a deferred ``BEGIN`` (in WAL mode it never blocks the
         writer, nor waits for it), on a connection of its own; nothing is committed."""
@@ -59,6 +88,7 @@ class SqliteStore:
         return jobs_namespace(self.engine)
 
     def close(self) -> None:
+        self._drop_writer()
         self.engine.dispose()
 
 
