@@ -60,7 +60,7 @@ READS = frozenset({"explain", "quota", "usage", "report"})
 """Read-only requests answered from a snapshot on the reader thread."""
 
 
-class Head(SnapshotReads):
+class Head:
     """The scheduler daemon over a store, a set of hosts and a socket."""
 
     def __init__(
@@ -113,6 +113,16 @@ class Head(SnapshotReads):
         self._background: set[asyncio.Task[Any]] = set()
         self._started_at = clock()
         self.meter = HeadMeter(store, self._read, self._offer, clock, settings.meter_flush_s)
+        self.reads = SnapshotReads(
+            store=store,
+            settings=settings,
+            watch=self.watch,
+            meter=self.meter,
+            hosts=hosts,
+            batch=self.batch,
+            clock=clock,
+            read=self._read,
+        )
         self.readings = historystore.HeadHistory(
             self.watch.history,
             store,
@@ -235,7 +245,7 @@ class Head(SnapshotReads):
             conn.send(wire.error(refusal.request_id, refusal.code, refusal.message))
             return
         if request.op == "logs":
-            self._spawn(conn.counted(self._logs(conn, request)))
+            self._spawn(conn.counted(self.reads.logs(conn, request)))
             return
         if request.op == "force_free":
             self._spawn(conn.counted(self.force_frees.run(conn, request)))
@@ -244,7 +254,7 @@ class Head(SnapshotReads):
             self._spawn(conn.counted(self.readings.answer(conn, request)))
             return
         if request.op in READS:
-            self._spawn(conn.counted(self._snapshot_read(conn, request)))
+            self._spawn(conn.counted(self.reads.snapshot_read(conn, request)))
             return
         if request.op == "health":  # the board lives on this loop: answered from memory
             try:

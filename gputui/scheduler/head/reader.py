@@ -2,8 +2,9 @@
 ``quota``, ``usage``, ``report`` and ``logs``, each read from a WAL snapshot on the
 reader thread (``logs`` then asks the job's host for its output).
 
-A mixin of ``daemon.Head``: it uses the head's store, reader thread, host watch,
-meter and hosts, and answers on the caller's connection.
+``SnapshotReads`` is one part of ``daemon.Head``, given what it reads from (the store,
+the head's reader thread, its host watch, meter, hosts and standing figures) and
+answering on the caller's connection.
 """
 
 from __future__ import annotations
@@ -28,17 +29,31 @@ log = logging.getLogger(__name__)
 
 
 class SnapshotReads:
-    store: Store
-    settings: HeadSettings
-    watch: HostWatch
-    meter: HeadMeter
-    hosts: HostOps
-    batch: Batches
-    clock: Callable[[], float]
-    _read: Callable[[Callable[[], Any]], Awaitable[Any]]
-    """Runs a snapshot read on the head's reader thread (``Head._read``)."""
+    """The read-only requests, each answered from a snapshot off the writer."""
 
-    async def _snapshot_read(self, conn: Connection, request: wire.Request) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        settings: HeadSettings,
+        watch: HostWatch,
+        meter: HeadMeter,
+        hosts: HostOps,
+        batch: Batches,
+        clock: Callable[[], float],
+        read: Callable[[Callable[[], Any]], Awaitable[Any]],
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.watch = watch
+        self.meter = meter
+        self.hosts = hosts
+        self.batch = batch
+        self.clock = clock
+        self._read = read
+        """Runs a snapshot read on the head's reader thread (``Head._read``)."""
+
+    async def snapshot_read(self, conn: Connection, request: wire.Request) -> None:
         """``explain``, ``quota``, ``usage`` and ``report``: from a snapshot, off the writer."""
         rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
         counted = self.meter.pending() if request.op in usage_reads.OPS else None
@@ -77,7 +92,7 @@ class SnapshotReads:
             return
         conn.send(wire.response(request.id, body))
 
-    async def _logs(self, conn: Connection, request: wire.Request) -> None:
+    async def logs(self, conn: Connection, request: wire.Request) -> None:
         args: wire.LogArgs = request.args
 
         def target() -> tuple[str | None, int, int, str]:
