@@ -24,7 +24,8 @@ LAUNCHER = textwrap.dedent(
     """
     import sys
     from gputui.entry import main
-    from gputui.scheduler import daemon, fleethosts, hostwatch, metering
+    from gputui.scheduler.head import daemon, fleet_hostops
+    from gputui.scheduler.head.watch import hosts, meter
 
     broken, calls = sys.argv[1], [0]
 
@@ -37,18 +38,18 @@ LAUNCHER = textwrap.dedent(
         return call
 
     if broken == "writer":  # read by the writer before each batch
-        hostwatch.HostWatch.slots = failing(hostwatch.HostWatch.slots)
+        hosts.HostWatch.slots = failing(hosts.HostWatch.slots)
     elif broken == "timer":
-        metering.HeadMeter.tick = failing(metering.HeadMeter.tick)
+        meter.HeadMeter.tick = failing(meter.HeadMeter.tick)
     elif broken == "hosts":  # the hosts' stream ends
-        original = fleethosts.FleetHosts.updates
+        original = fleet_hostops.FleetHosts.updates
         async def updates(self):
             async for snapshot in original(self):
                 yield snapshot
                 calls[0] += 1
                 if calls[0] > 1:
                     return
-        fleethosts.FleetHosts.updates = updates
+        fleet_hostops.FleetHosts.updates = updates
     sys.exit(main(["head", *sys.argv[2:]]))
     """
 )
