@@ -1,7 +1,7 @@
 """Accounting adds up: a scripted day of jobs and claims, through the real store.
 
 A real SQLite file opened as the head opens it, the store's own allocate and free
-(claims ended by ``actions.end_claim``, as an idle release does), samples fed through
+(claims ended by ``claims.end_claim``, as an idle release does), samples fed through
 the meter every 10 s with the holders read back from the store after each change (as
 the daemon does), a fixed clock, and figures worked out by hand below.
 """
@@ -19,8 +19,9 @@ from sqlalchemy import Engine
 from gputui.config.scheduler import Accounting, Quota, SchedulerConfig
 from gputui.scheduler.head import explain_reads as reads
 from gputui.scheduler.head import usage_reads
-from gputui.scheduler.head.actions import Context, end_claim
+from gputui.scheduler.head.actions import Context
 from gputui.scheduler.head.batch import Item
+from gputui.scheduler.head.claims import end_claim
 from gputui.scheduler.head.watch.meter import HeadMeter, holders_of
 from gputui.scheduler.policy import accounting
 from gputui.scheduler.policy.meter import Meter, Metered, Reading

@@ -34,7 +34,7 @@ from hypothesis.stateful import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from gputui.scheduler.head import actions, lifecycle
+from gputui.scheduler.head import actions, claims, lifecycle
 from gputui.scheduler.head.actions import Context, Rules
 from gputui.scheduler.head.lifecycle import HostJob
 from gputui.scheduler.policy import model as policy
@@ -241,7 +241,7 @@ class StoreMachine(RuleBasedStateMachine):
             for who, gpus in ((alice, 1), (bob, 2), (carol, 1), (alice, 4), (bob, 4)):
                 actions.submit(tx, who, SubmitArgs(argv=["train"], gpus=gpus), ctx)
             args = ClaimArgs(gpus=1)
-            actions.claim(tx, bob, args, ctx, session=None, place_now=place_now(tx, ctx))
+            claims.claim(tx, bob, args, ctx, session=None, place_now=place_now(tx, ctx))
 
     # -- users ----------------------------------------------------------------------------
 
@@ -267,7 +267,7 @@ class StoreMachine(RuleBasedStateMachine):
             try:
                 with tx.savepoint():
                     args = ClaimArgs(gpus=gpus, wait=wait)
-                    actions.claim(tx, who, args, ctx, session=None, place_now=place_now(tx, ctx))
+                    claims.claim(tx, who, args, ctx, session=None, place_now=place_now(tx, ctx))
             except Refusal as exc:
                 assert exc.code == "busy" and not wait, exc.message
 
@@ -283,7 +283,7 @@ class StoreMachine(RuleBasedStateMachine):
             claim_id,
             "release",
             reason,
-            lambda tx, c: actions.release(tx, who, args, c),
+            lambda tx, c: claims.release(tx, who, args, c),
         )
 
     @precondition(lambda self: bool(self.ids("SELECT id FROM job")))
@@ -422,7 +422,7 @@ class StoreMachine(RuleBasedStateMachine):
         with self.store.transaction() as tx:  # rows are read inside it
             rows = tx.allocations_of()
             jobs = {j.id: j for j in tx.jobs()}
-            claims = {c.id: c for c in tx.claims()}
+            claim_rows = {c.id: c for c in tx.claims()}
             spans: dict[str, list[tuple[float, float, str]]] = {}
             for a in rows:
                 owner = f"job {a.job_id}" if a.job_id is not None else f"claim {a.claim_id}"
@@ -444,7 +444,7 @@ class StoreMachine(RuleBasedStateMachine):
                 else:
                     assert held == set(), f"job {job_id} ({job.state}) still holds {held}"
             claimed: set[str] = set()
-            for claim_id, item in claims.items():
+            for claim_id, item in claim_rows.items():
                 held = live.get(f"claim {claim_id}", set())
                 if item.state == "active":
                     assert held == set(json.loads(item.gpu_uuids))

@@ -5,11 +5,14 @@ writer, and either returns the result body or raises ``Refusal`` (the
 savepoint around it then undoes everything it did). An admin acting on someone
 else's job or claim must give a reason, and the ``Audit`` row is written in the
 same transaction as the change, so neither exists without the other.
+
+This module holds the job requests and what every request shares (``Rules``,
+``Context``, ``authorize``, ``check_feasible``, paging); the claim requests are in
+``claims``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +21,7 @@ import orjson
 
 from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.head import privacy, transitions
-from gputui.scheduler.head.views import audit_view, claim_view, job_row_view, job_view
+from gputui.scheduler.head.views import audit_view, job_row_view, job_view
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy.line import preemptible
 from gputui.scheduler.policy.lookup import no_host
@@ -27,11 +30,9 @@ from gputui.scheduler.server.wire import (
     FINAL_JOB_STATES,
     LIVE_JOB_STATES,
     PENDING_JOB_STATES,
-    ClaimArgs,
     JobArgs,
     ListArgs,
     Refusal,
-    ReleaseArgs,
     SubmitArgs,
 )
 from gputui.scheduler.store.api import Tx
@@ -94,7 +95,7 @@ def _ref(kind: str, item_id: int | None) -> str:
     return f"{kind} {item_id}"
 
 
-def _authorize(
+def authorize(
     tx: Tx,
     caller: Caller,
     ctx: Context,
@@ -130,10 +131,11 @@ def _authorize(
     )
     ids = {"job_id": item.id} if kind == "job" else {"claim_id": item.id}
     text = f"{target}: {action} by {caller.user} (admin): {' '.join(reason.split())}"
-    _notice(tx, ctx, item.uid, "admin", text, **ids)
+    notice(tx, ctx, item.uid, "admin", text, **ids)
 
 
-def _notice(tx: Tx, ctx: Context, uid: int, kind: str, text: str, **ids: int | None) -> None:
+def notice(tx: Tx, ctx: Context, uid: int, kind: str, text: str, **ids: int | None) -> None:
+    """A notice to user ``uid``, written in this transaction (text cut to 512)."""
     tx.notice(Notice(uid=uid, time=ctx.now, kind=kind, text=text[:512], **ids))
 
 
@@ -144,7 +146,8 @@ def _job(tx: Tx, job_id: int) -> Job:
     return job
 
 
-def _want(kind: str, item_id: int, gpus: int, **kw: Any) -> policy.Want:
+def new_want(kind: str, item_id: int, gpus: int, **kw: Any) -> policy.Want:
+    """A request as placement sees it (``check_feasible``, ``place_now``)."""
     return policy.Want(kind=kind, id=item_id, gpus=gpus, **kw)
 
 
@@ -169,7 +172,7 @@ def _check_job_feasible(args: SubmitArgs, ctx: Context) -> None:
     key = (args.gpus, args.pool, args.host)
     if key not in ctx.judged:
         try:
-            check_feasible(_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
+            check_feasible(new_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
         except Refusal as refusal:
             ctx.judged[key] = refusal.message
         else:
@@ -276,7 +279,7 @@ def _on_job(action: str) -> JobAction:
 
     def run(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
         job = _job(tx, args.job_id)
-        _authorize(tx, caller, ctx, action, kind="job", item=job, reason=args.reason)
+        authorize(tx, caller, ctx, action, kind="job", item=job, reason=args.reason)
         op = action.replace("-", "_")
         told = change_job(job, caller, ctx, op, force=getattr(args, "force", False))
         ctx.changed = True
@@ -370,170 +373,13 @@ def queue(tx: Tx, caller: Caller, args: ListArgs) -> dict[str, Any]:
     states = None if args.all else PENDING_JOB_STATES | LIVE_JOB_STATES
     jobs = tx.jobs(states, user=args.user, limit=args.limit + 1, after=args.after)
     page = jobs[: args.limit]
-    return {"jobs": [job_view(j) for j in page], "next": _next(page, len(jobs))}
+    return {"jobs": [job_view(j) for j in page], "next": next_after(page, len(jobs))}
 
 
-def _next(page: Sequence[Job] | Sequence[Claim], found: int) -> int | None:
+def next_after(page: Sequence[Job] | Sequence[Claim], found: int) -> int | None:
+    """A page's ``next``: the ``after`` of the next page (``found``: rows read, one
+    more than the page asked for when there are more), None when this is the last."""
     return page[-1].id if found > len(page) and page else None
-
-
-# -- claims -------------------------------------------------------------------------
-
-
-def resolve_refs(refs: Sequence[str], slots: Sequence[policy.GpuSlot]) -> tuple[str, ...]:
-    """GPU references (uuid, ``host:index``) -> uuids, refusing one that names nothing."""
-    by_uuid = {s.uuid.lower(): s.uuid for s in slots}
-    by_place = {f"{s.host}:{s.index}": s.uuid for s in slots}
-    out: list[str] = []
-    for ref in refs:
-        uuid = by_uuid.get(ref.lower()) or by_place.get(ref)
-        if uuid is None:
-            raise Refusal("unknown-gpu", f"no GPU {ref!r} (name one as HOST:INDEX or by uuid)")
-        if uuid not in out:
-            out.append(uuid)
-    return tuple(out)
-
-
-def claim(
-    tx: Tx,
-    caller: Caller,
-    args: ClaimArgs,
-    ctx: Context,
-    *,
-    session: str | None,
-    place_now: Callable[[policy.Want], policy.Place | None],
-) -> dict[str, Any]:
-    named = resolve_refs(args.gpu_refs, ctx.slots) if args.gpu_refs else ()
-    count = len(named) if named else (args.gpus or 1)
-    item = Claim(
-        uid=caller.uid,
-        user=caller.user,
-        group=ctx.rules.sched.group_of(caller.user, caller.groups, caller.group),
-        gpus=count,
-        wanted=json.dumps(list(named)),
-        pool=args.pool,
-        model=args.model,
-        host_constraint=args.host,
-        note=args.note,
-        state="waiting",
-        reason="Resources",
-        created_at=ctx.now,
-        max_duration_s=args.duration_s,
-        idle_release_s=ctx.rules.claim_idle_s,
-        session=session if args.session else None,
-        project=args.project,
-    )
-    want = _want(
-        "claim",
-        0,
-        count,
-        pool=args.pool,
-        host=args.host,
-        model=args.model,
-        named=named,
-        user=caller.user,
-    )
-    check_feasible(want, ctx)
-    place = place_now(want)
-    if place is None and not args.wait:
-        raise Refusal("busy", f"{count} GPU(s) asked for are not free now (use --wait to queue)")
-    tx.add_claim(item)
-    if place is not None:
-        grant_claim(tx, item, place, ctx)
-    ctx.changed = True
-    return {"claim": claim_view(item)}
-
-
-def resume_claim(
-    tx: Tx, caller: Caller, claim_id: int, ctx: Context, *, session: str | None
-) -> dict[str, Any]:
-    """A ``gputui run`` that lost its connection (the head restarted) takes its claim
-    back onto its new one: from now on the claim ends when this connection does."""
-    item = tx.claim(claim_id)
-    if item is None or not caller.owns(item.uid):
-        raise Refusal("unknown-claim", f"no claim {claim_id} of yours")
-    if item.state not in ("waiting", "active"):
-        why = item.release_reason or item.state
-        raise Refusal("bad-state", f"claim {claim_id} is {item.state} ({why})")
-    if item.session is None and item.idle_release_s != 0:
-        raise Refusal("bad-state", f"claim {claim_id} is not a gputui run session's")
-    item.session = session
-    item.idle_release_s = ctx.rules.claim_idle_s
-    item.last_active_at = ctx.now
-    tx.flush()
-    return {"claim": claim_view(item)}
-
-
-def grant_claim(tx: Tx, item: Claim, place: policy.Place, ctx: Context) -> None:
-    tx.allocate(place.gpu_uuids, place.host, ctx.now, claim_id=item.id)
-    item.state, item.reason = "active", ""
-    item.host = place.host
-    item.gpu_uuids = json.dumps(list(place.gpu_uuids))
-    item.granted_at = item.last_active_at = ctx.now
-    if item.max_duration_s is not None:
-        item.expires_at = ctx.now + item.max_duration_s
-
-
-def end_claim(tx: Tx, item: Claim, ctx: Context, state: str, why: str) -> None:
-    if item.id is not None:
-        tx.free(ctx.now, claim_id=item.id)
-    item.state = state
-    item.released_at = ctx.now
-    item.release_reason = why
-    ctx.changed = True
-
-
-def release(tx: Tx, caller: Caller, args: ReleaseArgs, ctx: Context) -> dict[str, Any]:
-    live = tx.claims(("waiting", "active"))
-    chosen: list[Claim] = []
-    if args.all:
-        chosen = [c for c in live if c.uid == caller.uid]
-    for claim_id in args.claim_ids:
-        found = next((c for c in live if c.id == claim_id), None)
-        if found is None:
-            raise Refusal("unknown-claim", f"no active claim {claim_id}")
-        chosen.append(found)
-    if args.gpu_refs:
-        uuids = set(resolve_refs(args.gpu_refs, ctx.slots))
-        holding = [c for c in live if uuids & set(json.loads(c.gpu_uuids))]
-        if not holding:
-            raise Refusal("unknown-claim", "no claim holds " + ", ".join(args.gpu_refs))
-        mine = [c for c in holding if c.uid == caller.uid]
-        chosen.extend(mine or holding)
-    if not chosen and not args.all:
-        raise Refusal("bad-args", "release: name claims, GPUs, or --all")
-    done: list[dict[str, Any]] = []
-    for item in {c.id: c for c in chosen}.values():
-        _authorize(tx, caller, ctx, "release", kind="claim", item=item, reason=args.reason)
-        who = "" if caller.owns(item.uid) else f" by {caller.user}"
-        end_claim(tx, item, ctx, "released", "released" + who)  # _authorize told the owner
-        done.append(claim_view(item))
-    tx.flush()
-    return {"released": done}
-
-
-def claims(tx: Tx, caller: Caller, args: ListArgs, *, private: bool = False) -> dict[str, Any]:
-    """As ``queue``: a page of claims, oldest first, and ``next``."""
-    states = None if args.all else ("waiting", "active")
-    found = tx.claims(states, user=args.user, limit=args.limit + 1, after=args.after)
-    page = found[: args.limit]
-    return {
-        "claims": [privacy.hide_claim(claim_view(c), caller, c.uid, private) for c in page],
-        "next": _next(page, len(found)),
-    }
-
-
-def env_line(tx: Tx, caller: Caller, host: str | None) -> dict[str, Any]:
-    mine = [c for c in tx.claims(("active",)) if c.uid == caller.uid]
-    if host is not None:
-        mine = [c for c in mine if c.host == host]
-    uuids: list[str] = []
-    for c in mine:
-        uuids.extend(json.loads(c.gpu_uuids))
-    hosts = sorted({c.host for c in mine if c.host})
-    # No shell line: the client builds it from the UUIDs (gputui.common.gpu_env), so nothing
-    # the head says is ever evaluated by a shell.
-    return {"uuids": uuids, "hosts": hosts}
 
 
 def audit_rows(tx: Tx, caller: Caller, since: float | None, limit: int) -> dict[str, Any]:

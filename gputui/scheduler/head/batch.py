@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.config.models import HealthThresholds
-from gputui.scheduler.head import actions, drains, lifecycle, notices, publish
+from gputui.scheduler.head import actions, claims, drains, lifecycle, notices, publish
 from gputui.scheduler.head.actions import Context, Rules
 from gputui.scheduler.head.standings import Standings
 from gputui.scheduler.head.views import job_row_view, job_view
@@ -264,8 +264,8 @@ class Batches:
             if args.session:
                 after.sessions.append(conn.session)
             if args.resume is not None:
-                return actions.resume_claim(tx, caller, args.resume, ctx, session=conn.session)
-            return actions.claim(
+                return claims.resume_claim(tx, caller, args.resume, ctx, session=conn.session)
+            return claims.claim(
                 tx,
                 caller,
                 args,
@@ -274,7 +274,7 @@ class Batches:
                 place_now=lambda w: self._place_now(tx, w, ctx),
             )
         if op == "release":
-            return actions.release(tx, caller, args, ctx)
+            return claims.release(tx, caller, args, ctx)
         if op == "health_ack":
             return self.health.acknowledge(tx, caller, args, ctx.now)
         if op in drains.OPS:
@@ -287,9 +287,9 @@ class Batches:
             queued = actions.queue(tx, caller, args)
             return {**queued, **self.flags.state(), **drains.unavailable(self.watch)}
         if op == "claims":
-            return actions.claims(tx, caller, args, private=self.rules.sched.private_data)
+            return claims.claims(tx, caller, args, private=self.rules.sched.private_data)
         if op == "env":
-            return actions.env_line(tx, caller, args.host)
+            return claims.env_line(tx, caller, args.host)
         if op == "audit":
             return actions.audit_rows(tx, caller, args.since, args.limit)
         if op == "whoami":

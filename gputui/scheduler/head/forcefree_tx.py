@@ -4,7 +4,7 @@ Every function runs inside the writer's transaction (``daemon.Head.call_tx``) an
 writes its ``Audit`` row (action ``force-free``, target ``HOST:GPU``, the step and
 its outcome) in the same transaction as the change it records. Jobs on the card
 are killed and claims on it released through the ordinary request path
-(``actions.kill`` / ``actions.release``), so their owners get the same notice and
+(``actions.kill`` / ``claims.release``), so their owners get the same notice and
 audit row as when an admin kills or releases one by hand.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.scheduler.head import actions, drains
+from gputui.scheduler.head import actions, claims, drains
 from gputui.scheduler.head.actions import Context
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.server.listener import Connection
@@ -137,7 +137,7 @@ def stop_work(tx: Tx, run: Run, ctx: Context, strays: Sequence[Stray]) -> Stoppe
     for claim_id in claim_ids:
         try:
             with tx.savepoint():
-                actions.release(tx, caller, ReleaseArgs(claim_ids=[claim_id], reason=why), ctx)
+                claims.release(tx, caller, ReleaseArgs(claim_ids=[claim_id], reason=why), ctx)
         except Refusal as refusal:
             done.refused.append(f"claim {claim_id} not released: {refusal.message}")
             continue

@@ -20,12 +20,11 @@ from gputui.scheduler.head.actions import (
     STOPPING,
     Context,
     back_in_line,
-    end_claim,
-    grant_claim,
     run_key,
     split_run_key,
     stop_job,
 )
+from gputui.scheduler.head.claims import end_claim, grant_claim
 from gputui.scheduler.head.transitions import END_OF_STOP
 from gputui.scheduler.policy import line, model
 from gputui.scheduler.policy.shares import Standing
