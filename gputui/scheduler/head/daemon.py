@@ -16,7 +16,9 @@ a thread cost more than that (two thread wake-ups a batch, each up to half a
 millisecond on a busy two-core machine: see bench/sched.py). What may take longer
 and writes nothing, the state pushed to consoles and the lookup of a log request,
 reads a snapshot (a deferred transaction, which in WAL mode never holds the
-writer up) on the reader thread.
+writer up) on the reader thread. The pushes to subscribed consoles are a part the
+head holds (``subscribers.Subscribers``), told after each commit that changed the
+state.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gputui.common.locations import socket_dir_problem
-from gputui.scheduler.head import lifecycle, privacy, publish
+from gputui.scheduler.head import lifecycle
 from gputui.scheduler.head.batch import After, Batches, Item
 from gputui.scheduler.head.forcefree import ForceFrees, TxCall, TxFn
 from gputui.scheduler.head.hostops import HostOps
@@ -38,7 +40,7 @@ from gputui.scheduler.head.inbox import Inbox
 from gputui.scheduler.head.liveness import HeadDied, Liveness
 from gputui.scheduler.head.reader import SnapshotReads
 from gputui.scheduler.head.settings import HeadSettings
-from gputui.scheduler.head.views import notice_view
+from gputui.scheduler.head.subscribers import Subscribers
 from gputui.scheduler.head.watch import history as historystore
 from gputui.scheduler.head.watch.flags import ProcSignal
 from gputui.scheduler.head.watch.health import HeadHealth
@@ -47,8 +49,7 @@ from gputui.scheduler.head.watch.meter import HeadMeter
 from gputui.scheduler.policy import model, passes
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection, SocketServer
-from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.store.api import Store, StoreFailure, Tx
+from gputui.scheduler.store.api import Store, StoreFailure
 from gputui.scheduler.store.tables import Host
 from gputui.telemetry import HostSnapshot
 
@@ -91,13 +92,22 @@ class Head:
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.liveness = Liveness()
-        self._state_seq = 0
-        self._state_event = asyncio.Event()
         self._restored_sessions: set[str] = set()
         """``gputui run`` claims of the last head's connections: released unless their
         run reconnects (``claim`` with ``resume``) within ``settings.session_grace_s``."""
         self._closing = False
         self.health = HeadHealth(settings.health, host_pools, settings.expected_gpus, clock=clock)
+        self.subscribers = Subscribers(
+            store=store,
+            settings=settings,
+            watch=self.watch,
+            flags=lambda: {**self.batch.flags.state(), **self.health.state()},
+            connections=lambda: self._server.connections,
+            read=self._read,
+            post=self._post,
+            spawn=self._spawn,
+            liveness=self.liveness,
+        )
         self.batch = Batches(
             store,
             settings.rules,
@@ -105,8 +115,8 @@ class Head:
             self.host_pools,
             decide,
             logins=self._logins,
-            state=self._state,
-            state_seq=lambda: self._state_seq,
+            state=self.subscribers.state,
+            state_seq=lambda: self.subscribers.seq,
             run_as_login_user=settings.run_as_login_user,
             health=self.health,
         )
@@ -178,7 +188,7 @@ class Head:
             live.start("writer", self._writer()),
             live.start("hosts", self._watch_hosts()),
             live.start("timer", self._ticker()),
-            live.start("pusher", self._pusher()),
+            live.start("pusher", self.subscribers.run()),
         ]
         live.part("scheduler", within="writer")  # a pass ends every batch
         self._post(Item("resume"))
@@ -371,8 +381,7 @@ class Head:
             self.meter.ended(after.ended)
             self.meter.allocations_changed()
         if after.changed:
-            self._state_seq += 1
-            self._state_event.set()
+            self.subscribers.changed()
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` in the background, keeping a reference until it ends."""
@@ -439,88 +448,6 @@ class Head:
             self.meter.tick()
             self.readings.tick()
             self.liveness.progress("timer")
-
-    # -- subscriptions ----------------------------------------------------------------
-
-    def _state(self, tx: Tx, caller: Caller) -> dict[str, Any]:
-        state = publish.cluster_state(tx, self.watch.present_gpus(), self.watch.live())
-        private = self.settings.rules.sched.private_data
-        owners = publish.note_owners(tx) if private else {}
-        state = privacy.state_for(state, caller, owners, private)
-        flags = {**self.batch.flags.state(), **self.health.state()}
-        return {"me": publish.whoami(caller), **state, **flags}
-
-    async def _pusher(self) -> None:
-        while True:
-            await self._state_event.wait()
-            self._state_event.clear()
-            try:
-                await self._push()
-            except Exception:  # one failed push must not end every console's updates
-                log.exception("head: pushing state failed; trying again on the next change")
-            self.liveness.progress("pusher")
-            await asyncio.sleep(self.settings.state_push_min_s)
-
-    async def _push(self) -> None:
-        """The state, and each subscriber's new notices, to every subscriber behind it.
-        One that has not yet taken what it was sent before gets nothing now, and the
-        latest state once it has (``_catch_up``): a slow or stopped client costs at
-        most one state, never a backlog."""
-        seq = self._state_seq
-        subscribers = []
-        for conn in list(self._server.connections):
-            if not conn.subscribed or conn.closed or conn.pushed_seq >= seq:
-                continue
-            if conn.unsent():
-                if not conn.catching_up:
-                    conn.catching_up = True
-                    self._spawn(self._catch_up(conn))
-                continue
-            subscribers.append(conn)
-        if not subscribers:
-            return
-        gpus, live = self.watch.present_gpus(), self.watch.live()  # the loop's own
-        flags = {**self.batch.flags.state(), **self.health.state()}
-        since = [conn.last_notice for conn in subscribers]  # read here, set here below
-        private = self.settings.rules.sched.private_data
-
-        def build() -> tuple[
-            dict[str, Any], dict[int, int], list[list[tuple[int, dict[str, Any]]]]
-        ]:
-            with self.store.snapshot() as tx:  # views made here: no row leaves it
-                common = publish.cluster_state(tx, gpus, live)  # once for all
-                owners = publish.note_owners(tx) if private else {}
-                news = [
-                    [(n.id or 0, notice_view(n)) for n in tx.notices_after(after, conn.caller.uid)]
-                    for conn, after in zip(subscribers, since, strict=True)
-                ]
-            return common, owners, news
-
-        common, owners, news = await self._read(build)
-        shown: dict[tuple[int, bool], dict[str, Any]] = {}  # one view per (uid, admin)
-        for conn, notices in zip(subscribers, news, strict=True):
-            fresh = [(i, view) for i, view in notices if i > conn.last_notice]
-            for _, view in fresh:
-                conn.send({"push": "notice", "notice": view})
-            if fresh:
-                conn.last_notice = fresh[-1][0] or conn.last_notice
-                read = [i for i, _ in fresh if i]
-                self._post(Item("notices-read", payload=(conn.caller.uid, read)))
-            key = (conn.caller.uid, conn.caller.admin)
-            if key not in shown:
-                shown[key] = privacy.state_for(common, conn.caller, owners, private)
-            state = {"me": publish.whoami(conn.caller), **shown[key], **flags}
-            conn.send({"push": "state", "seq": seq, "state": state})
-            conn.pushed_seq = seq
-
-    async def _catch_up(self, conn: Connection) -> None:
-        """Once ``conn`` has taken what it was sent, push it the latest state (a client
-        that does not take it in ``send_stall_s`` is dropped)."""
-        try:
-            if await conn.flushed():
-                self._state_event.set()
-        finally:
-            conn.catching_up = False
 
 
 def _fail(item: Item, exc: BaseException) -> None:
