@@ -26,9 +26,10 @@ from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
 
 FAST_TICK_S = 0.1
-"""The head's timer in these tests (``HeadSettings.tick_s``; 1 s when installed): what
-waits for ticks (idle claims, ownership flags, health, time limits) comes ten times
-sooner. Every other timing is the installed one's."""
+"""The head's timer (``HeadSettings.tick_s``; 1 s when installed) in the scheduler's own
+tests (``headthread.ThreadedHead``, the end-to-end ``Cluster``): what waits for ticks
+(idle claims, ownership flags, health, time limits) comes ten times sooner. The
+console's tests keep the installed timer: a console is built for its pace."""
 
 
 class SettableClock:
@@ -220,8 +221,7 @@ async def running_head(
     """``clock``: the head's (default: the wall clock); ``scripted``: hosts set up
     before the head starts (their faults in its first samples); ``decide``: the
     scheduling pass (default ``passes.decide``; a test may wrap it to watch);
-    ``settings``: ``HeadSettings``' fields (``tick_s`` is ``FAST_TICK_S`` unless given)."""
-    settings.setdefault("tick_s", FAST_TICK_S)
+    ``settings``: more of ``HeadSettings``' fields."""
     engine = open_store(tmp / "db" / "gputui.db")
     hosts = scripted or ScriptedHosts(layout)
     sock = tmp / "head.sock"

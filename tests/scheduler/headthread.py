@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from headkit import ScriptedHosts, running_head
+from headkit import FAST_TICK_S, ScriptedHosts, running_head
 
 from gputui.scheduler.head.daemon import Head
 from gputui.scheduler.server.wire import MUTATING
@@ -62,12 +62,14 @@ class _Keep(logging.Handler):
 
 
 class ThreadedHead:
-    """``with ThreadedHead(tmp, {"gpu01": 4}) as th:`` a live head on ``th.sock``."""
+    """``with ThreadedHead(tmp, {"gpu01": 4}) as th:`` a live head on ``th.sock``
+    (``settings``: ``running_head``'s; its timer ticks every ``FAST_TICK_S`` unless
+    ``tick_s`` is given)."""
 
     def __init__(self, tmp: Path, layout: dict[str, int], **settings: Any) -> None:
         self.tmp = tmp
         self.layout = layout
-        self.settings = settings
+        self.settings = {"tick_s": FAST_TICK_S, **settings}
         self.db = tmp / "db" / "gputui.db"
         self.sock = tmp / "head.sock"
         self.problems: list[str] = []
