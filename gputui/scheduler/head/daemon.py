@@ -41,9 +41,9 @@ from gputui.scheduler.head.liveness import HeadDied, Liveness
 from gputui.scheduler.head.reader import SnapshotReads
 from gputui.scheduler.head.settings import HeadSettings
 from gputui.scheduler.head.subscribers import Subscribers
-from gputui.scheduler.head.watch import history as historystore
 from gputui.scheduler.head.watch.flags import ProcSignal
 from gputui.scheduler.head.watch.health import HeadHealth
+from gputui.scheduler.head.watch.history import HeadHistory
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.head.watch.meter import HeadMeter
 from gputui.scheduler.policy import model, passes
@@ -133,7 +133,7 @@ class Head:
             clock=clock,
             read=self._read,
         )
-        self.readings = historystore.HeadHistory(
+        self.readings = HeadHistory(
             self.watch.history,
             store,
             self._read,

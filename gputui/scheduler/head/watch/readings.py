@@ -7,7 +7,7 @@ per GPU (a day at a minute apart for up to ``MAX_READINGS // 1440`` GPUs, less p
 GPU beyond), and none older than the head's ``keep_s``.
 
 Each reading gets the next number of one sequence. ``History`` holds the readings
-not stored yet (all of them, when nothing stores them); ``historystore`` hands
+not stored yet (all of them, when nothing stores them); ``watch.history`` hands
 them to the head's writer about once a minute, which stores them with the number
 of the newest (``Tx.readings``) in one transaction. A read takes the stored
 readings from a snapshot and adds the ones held here with a higher number than
