@@ -16,7 +16,7 @@ from sqlmodel import SQLModel
 from gputui.scheduler.store.api import StoreError
 from gputui.scheduler.store.engine import MIGRATIONS, alembic_config, make_engine, upgrade
 
-HEAD = "0007"
+HEAD = "0008"
 """The newest revision gputui ships."""
 
 REVISION_0900 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
@@ -375,5 +375,36 @@ def test_0007_keeps_notices_until_read_and_a_jobs_last_preemption(tmp_path: Path
         assert "read_at" not in {c["name"] for c in inspect(conn).get_columns("notice")}
         assert "preempted_by" not in {c["name"] for c in inspect(conn).get_columns("job")}
         assert conn.exec_driver_sql("SELECT id FROM notice").all() == [(1,)]
+        conn.rollback()
+    engine.dispose()
+
+
+def test_0008_keeps_the_request_log_in_order_without_its_disk_index(tmp_path: Path) -> None:
+    """A file at 0007 keeps every logged answer, numbered in the order they were
+    written; the key on (uid, request_id) and the time index go. Downgraded, the rows
+    come back under the old key."""
+    db = tmp_path / "old.db"
+    engine = make_engine(db)
+    assert upgrade(engine, alembic_config(migrations_up_to(tmp_path, "0007"))) == "0007"
+    with engine.begin() as conn:
+        for uid, rid, when in ((1000, "b", 2.0), (1000, "a", 1.0), (1001, "a", 3.0)):
+            conn.exec_driver_sql(
+                "INSERT INTO requestlog (uid, request_id, time, result)"
+                f" VALUES ({uid}, '{rid}', {when}, '{{}}')"
+            )
+    assert upgrade(engine) == HEAD
+    with engine.begin() as conn:
+        rows = conn.exec_driver_sql("SELECT seq, uid, request_id FROM requestlog ORDER BY seq")
+        assert rows.all() == [(1, 1000, "a"), (2, 1000, "b"), (3, 1001, "a")]
+        assert inspect(conn).get_indexes("requestlog") == []
+        assert inspect(conn).get_pk_constraint("requestlog")["constrained_columns"] == ["seq"]
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0007")
+    with engine.connect() as conn:
+        pk = inspect(conn).get_pk_constraint("requestlog")["constrained_columns"]
+        assert pk == ["uid", "request_id"]
+        assert conn.exec_driver_sql("SELECT count(*) FROM requestlog").scalar() == 3
         conn.rollback()
     engine.dispose()

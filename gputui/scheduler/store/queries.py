@@ -16,13 +16,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
 from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from gputui.scheduler.store.caps import capped
 from gputui.scheduler.store.health_queries import SqliteHealthRows, SqliteReadings
 from gputui.scheduler.store.jobrow import JOB_COLUMNS, JOB_DEFAULTS, JOB_NULLABLE, unknown_columns
+from gputui.scheduler.store.requestlog import RequestIndex
 from gputui.scheduler.store.tables import (
     Allocation,
     Audit,
@@ -31,7 +31,6 @@ from gputui.scheduler.store.tables import (
     Host,
     Job,
     Notice,
-    RequestLog,
 )
 from gputui.scheduler.store.txconn import TxConn
 from gputui.scheduler.store.usage_queries import SqliteUsage
@@ -50,15 +49,17 @@ def _job_insert(count: int, columns: tuple[str, ...]) -> str:
     return f"INSERT INTO job ({names}) VALUES {', '.join([one] * count)} RETURNING id"  # noqa: S608
 
 
-def _dumps(body: dict[str, Any]) -> str:
-    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS).decode()
-
-
 class SqliteTx:
     """One open SQLite transaction: the queries, bound to its session."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, requests: RequestIndex) -> None:
         self.s = session
+        self.requests = requests
+        self.remembered: list[tuple[int, int]] = []
+        """(``seq``, key) of each request answer this transaction logged: indexed
+        once it has committed (``RequestIndex.publish``)."""
+        self.at = 0.0
+        """The time those answers were logged at."""
         conn = TxConn(session)
         self._cursor = conn.cursor
         self.usage = SqliteUsage(conn)
@@ -85,36 +86,14 @@ class SqliteTx:
 
     def replay_many(self, keys: Sequence[tuple[int, str]]) -> dict[tuple[int, str], dict[str, Any]]:
         """The answers these (uid, request id)s got the first time, for those that came
-        before: uid = ? AND request_id IN (…), an index probe each on the primary key,
-        however long the log is."""
-        if not keys:
-            return {}
-        by_uid: dict[int, set[str]] = {}
-        for uid, rid in keys:
-            by_uid.setdefault(uid, set()).add(rid)
-        found: dict[tuple[int, str], dict[str, Any]] = {}
-        cursor = self._cursor()
-        for uid, rids in by_uid.items():
-            ordered = sorted(rids)
-            for start in range(0, len(ordered), 500):
-                chunk = ordered[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                cursor.execute(
-                    "SELECT request_id, result FROM requestlog"  # noqa: S608 (only ? marks)
-                    f" WHERE uid = ? AND request_id IN ({marks})",
-                    (uid, *chunk),
-                )
-                for rid, body in cursor.fetchall():
-                    found[uid, rid] = dict(orjson.loads(body))
-        return found
+        before: a probe each of the log's index in memory, one read for the hits."""
+        return self.requests.replay_many(self._cursor(), keys)
 
     def remember_many(self, rows: Sequence[tuple[int, str, dict[str, Any]]], now: float) -> None:
         """Keep each request's answer under (uid, request id), for a retry to get it."""
         if rows:
-            self._cursor().executemany(
-                "INSERT INTO requestlog (uid, request_id, time, result) VALUES (?, ?, ?, ?)",
-                [(u, r, now, _dumps(body)) for u, r, body in rows],
-            )
+            self.remembered += self.requests.append(self._cursor(), rows, now)
+            self.at = now
 
     def insert_jobs(self, rows: Sequence[dict[str, Any]]) -> list[int]:
         """Insert many jobs at once (the submission fast path); their ids, in order."""
@@ -144,10 +123,7 @@ class SqliteTx:
         return ids
 
     def forget_requests_before(self, cutoff: float) -> int:
-        rows = self.s.exec(select(RequestLog).where(col(RequestLog.time) < cutoff)).all()
-        for row in rows:
-            self.s.delete(row)
-        return len(rows)
+        return self.requests.forget_before(self._cursor(), cutoff)
 
     # -- hosts and GPUs -------------------------------------------------------------
 

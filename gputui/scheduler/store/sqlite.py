@@ -20,6 +20,7 @@ from gputui.scheduler.store.api import Store
 from gputui.scheduler.store.engine import SNAPSHOT, jobs_namespace, open_store
 from gputui.scheduler.store.location import MOUNTINFO
 from gputui.scheduler.store.queries import SqliteTx
+from gputui.scheduler.store.requestlog import RequestIndex
 
 
 class SqliteStore:
@@ -30,6 +31,8 @@ class SqliteStore:
         self._reader = engine.execution_options(**{SNAPSHOT: True})
         self._writer: Session | None = None
         """``batch()``'s session, on a connection it keeps from one batch to the next."""
+        self.requests = RequestIndex()
+        """The request log's ids, in memory (``requestlog``)."""
 
     @classmethod
     def open(cls, path: Path, *, mountinfo: Path = MOUNTINFO) -> SqliteStore:
@@ -44,8 +47,11 @@ class SqliteStore:
     @contextmanager
     def transaction(self) -> Iterator[SqliteTx]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back when the block raises."""
-        with Session(self.engine, expire_on_commit=True) as session, session.begin():
-            yield SqliteTx(session)
+        with Session(self.engine, expire_on_commit=True) as session:
+            with session.begin():
+                tx = SqliteTx(session, self.requests)
+                yield tx
+            self.requests.publish(tx.remembered, tx.at)  # committed: a retry may find them
 
     @contextmanager
     def batch(self) -> Iterator[SqliteTx]:
@@ -59,7 +65,9 @@ class SqliteStore:
             session = self._writer = Session(self.engine.connect(), expire_on_commit=True)
         try:
             with session.begin():
-                yield SqliteTx(session)
+                tx = SqliteTx(session, self.requests)
+                yield tx
+            self.requests.publish(tx.remembered, tx.at)  # committed: a retry may find them
         except BaseException:
             self._drop_writer()
             raise
@@ -80,7 +88,7 @@ class SqliteStore:
         writer, nor waits for it), on a connection of its own; nothing is committed."""
         with Session(self._reader, expire_on_commit=False) as session:
             try:
-                yield SqliteTx(session)  # closing the session rolls the read transaction back
+                yield SqliteTx(session, self.requests)  # closing it rolls the read back
             finally:
                 session.expire_all()
 

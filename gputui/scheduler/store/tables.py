@@ -288,11 +288,16 @@ def owned_by(owner: str, user: str) -> bool:
 
 
 class RequestLog(SQLModel, table=True):
-    """A mutating request's first answer, so a retry by request id is applied once."""
+    """A mutating request's first answer, so a retry by request id is applied once.
 
-    uid: int = Field(primary_key=True)
-    request_id: str = Field(primary_key=True, max_length=64)
-    time: float = Field(index=True)
+    Append-only, keyed by ``seq`` alone: the ids are indexed in memory
+    (``requestlog.RequestIndex``), not on disk, where random ids would put each new row
+    on an index leaf of its own."""
+
+    seq: int | None = Field(default=None, primary_key=True)
+    uid: int
+    request_id: str = Field(max_length=64)
+    time: float
     result: str = Field(sa_column=Column(Text, nullable=False))
     """The JSON response body that was sent the first time."""
 
