@@ -56,6 +56,8 @@ class RequestIndex:
         """(time, last ``seq`` written at it), one per batch, oldest first."""
         self._evicted = 0
         """Every row up to this ``seq`` has left the index (and may leave the disk)."""
+        self._deleted = 0
+        """Every row up to this ``seq`` has left the disk."""
 
     def __len__(self) -> int:
         return len(self._seq_of)
@@ -90,9 +92,8 @@ class RequestIndex:
         if rows:
             cursor.execute("SELECT min(seq) FROM requestlog")
             (first,) = cursor.fetchone()
-            oldest_kept = int(rows[-1][0])
-            if first is not None and int(first) < oldest_kept:
-                self._evicted = oldest_kept - 1
+            self._deleted = int(first) - 1
+            self._evicted = max(self._deleted, int(rows[-1][0]) - 1)
         self.loaded = True
 
     def _ready(self, cursor: Any) -> None:
@@ -171,7 +172,8 @@ class RequestIndex:
                 upto = max(upto, self._times.popleft()[1])
             while self._order_seq and self._order_seq[0] <= upto:
                 self._drop_oldest()
-            if upto <= 0:
-                return 0
+            if upto <= self._deleted:
+                return 0  # nothing new to forget: no statement
             cursor.execute("DELETE FROM requestlog WHERE seq <= ?", (upto,))
+            self._deleted = upto
             return int(cursor.rowcount)
