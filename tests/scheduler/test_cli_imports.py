@@ -79,7 +79,7 @@ def test_a_real_submission_stays_light(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, other_lines(done)
         job = json.loads(done.stdout)
-        assert th.rows("SELECT name, gpus FROM job WHERE id = ?", job["id"]) == [("python", 1)]
+        assert th.rows("SELECT name, gpus FROM job WHERE id = ?", job["id"]) == [("train.py", 1)]
     assert names & HEAVY == set()
     assert "asyncio" not in names
 
