@@ -33,13 +33,40 @@ _VALUE_OPTIONS: dict[str, frozenset[str]] = {
     "python": frozenset({"-W", "-X", "-Q"}),
     "sh": frozenset({"-o", "-O", "+o", "+O"}),
     "torchrun": frozenset(
-        "--nproc-per-node --nproc_per_node --nnodes --node-rank --node_rank --master-addr"
-        " --master_addr --master-port --master_port --rdzv-backend --rdzv_backend"
-        " --rdzv-endpoint --rdzv_endpoint --rdzv-id --rdzv_id".split()
+        [
+            "--nproc-per-node",
+            "--nproc_per_node",
+            "--nnodes",
+            "--node-rank",
+            "--node_rank",
+            "--master-addr",
+            "--master_addr",
+            "--master-port",
+            "--master_port",
+            "--rdzv-backend",
+            "--rdzv_backend",
+            "--rdzv-endpoint",
+            "--rdzv_endpoint",
+            "--rdzv-id",
+            "--rdzv_id",
+        ]
     ),
     "run": frozenset(
-        "--with --python -p --project --directory --env-file -n --name --prefix"
-        " --config_file --num_processes --gpu_ids --main_process_port".split()
+        [
+            "--with",
+            "--python",
+            "-p",
+            "--project",
+            "--directory",
+            "--env-file",
+            "-n",
+            "--name",
+            "--prefix",
+            "--config_file",
+            "--num_processes",
+            "--gpu_ids",
+            "--main_process_port",
+        ]
     ),
 }
 """Options that take the next word as their value, by the program family reading them."""
