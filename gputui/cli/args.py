@@ -212,7 +212,8 @@ def _verb_parsers(sub: Any) -> None:
     au.add_argument("--since", help="YYYY-MM-DD or epoch seconds")
     au.add_argument("--json", action="store_true")
 
-    sub.add_parser("whoami", help="who the head thinks you are")
+    me = sub.add_parser("whoami", help="who the head thinks you are")
+    me.add_argument("--json", action="store_true")
     no = sub.add_parser(
         "notices", help="what the head told you (preemptions, ends, drains): unread, then read"
     )
