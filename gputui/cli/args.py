@@ -154,8 +154,18 @@ def _verb_parsers(sub: Any) -> None:
         about = "list claims" if name == "claims" else "list the queue, then flagged processes"
         q = sub.add_parser(name, help=about)
         q.add_argument("--all", action="store_true", help="finished ones too")
-        q.add_argument("--user")
+        q.add_argument("--user", help="only this user's (a name no account has: exit 2)")
         q.add_argument("--json", action="store_true")
+        if name == "queue":
+            q.add_argument(
+                "-o",
+                "--format",
+                metavar="FORMAT",
+                help="squeue's field letters: %%i id, %%j name, %%u user, %%T state, %%t its"
+                " code, %%M time used, %%l time limit, %%D or %%b GPUs, %%R reason or host,"
+                " %%P pool, %%Q priority, %%V submitted, %%S started, %%h host wanted;"
+                " %%.10j right-aligns in 10 columns, %%10j pads (both cut what is longer)",
+            )
 
     e = sub.add_parser("env", help="print export CUDA_VISIBLE_DEVICES=... for your claims here")
     e.add_argument("--host", help="host (default: this machine's name)")

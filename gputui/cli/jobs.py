@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from gputui.cli import qformat
 from gputui.cli.args import EXIT_OK, EXIT_REFUSED, command_of, said
 from gputui.cli.flagged import flags_table
 from gputui.cli.listing import every_page, known_user, nothing_line
@@ -52,6 +53,8 @@ def submit(backend: SyncBackend, a: argparse.Namespace) -> int:
 
 
 def queue(backend: SyncBackend, a: argparse.Namespace) -> int:
+    parts = _format(a)
+
     def page(limit: int, after: int | None) -> Answer:
         return backend.queue(all=a.all, user=a.user, limit=limit, after=after)
 
@@ -61,6 +64,10 @@ def queue(backend: SyncBackend, a: argparse.Namespace) -> int:
         print_json(items)
         return EXIT_OK
     now = time.time()
+    if parts is not None:
+        for line in qformat.lines(parts, items, now):
+            print(line)
+        return EXIT_OK
     lines = queue_table(items, now, result.get("idle_after_s"))
     if not items:
         lines.append(nothing_line("jobs", a))
@@ -69,6 +76,19 @@ def queue(backend: SyncBackend, a: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     return EXIT_OK
+
+
+def _format(a: argparse.Namespace) -> list[qformat.Part] | None:
+    """``-o FORMAT``'s parts (None: the usual table); a usage error in one line."""
+    spec = getattr(a, "format", None)
+    if spec is None:
+        return None
+    if a.json:
+        raise HeadError("usage", "give --json or --format, not both")
+    try:
+        return qformat.parse(spec)
+    except qformat.FormatError as exc:
+        raise HeadError("usage", str(exc)) from None
 
 
 SHOWN = (

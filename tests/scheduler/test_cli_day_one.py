@@ -157,3 +157,15 @@ def test_a_run_that_dies_while_waiting_is_not_called_released_for_resources(
         ended = poll(gone, what="the waiting claim to end with its connection")
     assert ended["reason"] == ""
     assert ended["release_reason"] == "cancelled while waiting (its gputui run session ended)"
+
+
+def test_queue_format_on_a_real_head(th: ThreadedHead, capsys: pytest.CaptureFixture[str]) -> None:
+    assert verbs.main(cli(th, "submit", "--time", "10m", "--", "python3", "train.py")) == 0
+    capsys.readouterr()
+    assert verbs.main(cli(th, "queue", "-o", "%.4i %.10j %.2t %l %R")) == 0
+    head, row = capsys.readouterr().out.splitlines()
+    assert head == "JOBI       NAME ST TIME_LIMIT REASON"
+    assert row.split() == ["1", "train.py", "R", "10:00", "gpu01"]
+    assert verbs.main(cli(th, "queue", "--format", "%i %Y")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gputui queue: --format: unknown field %Y") and err.count("\n") == 1
