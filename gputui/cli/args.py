@@ -61,6 +61,22 @@ VERBS: dict[str, Verb] = {
 """Every scheduler verb (``gputui.entry`` sends these to ``gputui.cli.verbs``)."""
 
 
+FINDING_THE_HEAD = """\
+finding the head (the first that applies):
+  1. --socket PATH                the head's Unix socket on this machine
+  2. $GPUTUI_HEAD_SOCKET          e.g. export GPUTUI_HEAD_SOCKET=/run/gputui/head.sock
+  3. hosts.yaml's head: section   its socket: here, or over SSH to its host: when
+                                  that is another machine; hosts.yaml is --hosts FILE,
+                                  else $GPUTUI_HOSTS, ./hosts.yaml,
+                                  ~/.config/gputui/hosts.yaml, /etc/gputui/hosts.yaml
+  4. /run/gputui/head.sock        the installed head's socket
+  A hosts.yaml named by --hosts or $GPUTUI_HOSTS must exist, even with --socket
+  (exit 2 otherwise).
+"""
+"""How every scheduler verb (and ``gputui health``) finds the head: the ``--help``
+epilog of the verbs and of ``gputui`` itself."""
+
+
 def _job_id(text: str) -> int:
     try:
         value = int(text)
@@ -91,14 +107,31 @@ def _gpu_count(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gputui", add_help=True)
+    p = argparse.ArgumentParser(
+        prog="gputui",
+        add_help=True,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=FINDING_THE_HEAD,
+    )
     p.add_argument(
         "--hosts",
         metavar="FILE",
         help="hosts.yaml (for head.socket; else the console's search, trusted files only)",
     )
-    p.add_argument("--socket", metavar="PATH", help="the head's socket (else $GPUTUI_HEAD_SOCKET)")
+    p.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="the head's socket (else $GPUTUI_HEAD_SOCKET, hosts.yaml's head:, the default)",
+    )
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    _verb_parsers(sub)
+    for verb in sub.choices.values():  # every verb's --help says how the head is found
+        verb.formatter_class = argparse.RawDescriptionHelpFormatter
+        verb.epilog = FINDING_THE_HEAD + "  (give --socket and --hosts before the verb)\n"
+    return p
+
+
+def _verb_parsers(sub: Any) -> None:
 
     c = sub.add_parser("claim", help="claim GPUs: by name (HOST:INDEX or uuid) or -g N")
     c.add_argument("gpu", nargs="*", help="GPUs to claim (HOST:INDEX or uuid)")
@@ -121,8 +154,18 @@ def parser() -> argparse.ArgumentParser:
         about = "list claims" if name == "claims" else "list the queue, then flagged processes"
         q = sub.add_parser(name, help=about)
         q.add_argument("--all", action="store_true", help="finished ones too")
-        q.add_argument("--user")
+        q.add_argument("--user", help="only this user's (a name no account has: exit 2)")
         q.add_argument("--json", action="store_true")
+        if name == "queue":
+            q.add_argument(
+                "-o",
+                "--format",
+                metavar="FORMAT",
+                help="squeue's field letters: %%i id, %%j name, %%u user, %%T state, %%t its"
+                " code, %%M time used, %%l time limit, %%D or %%b GPUs, %%R reason or host,"
+                " %%P pool, %%Q priority, %%V submitted, %%S started, %%h host wanted;"
+                " %%.10j right-aligns in 10 columns, %%10j pads (both cut what is longer)",
+            )
 
     e = sub.add_parser("env", help="print export CUDA_VISIBLE_DEVICES=... for your claims here")
     e.add_argument("--host", help="host (default: this machine's name)")
@@ -179,7 +222,8 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("--since", help="YYYY-MM-DD or epoch seconds")
     au.add_argument("--json", action="store_true")
 
-    sub.add_parser("whoami", help="who the head thinks you are")
+    me = sub.add_parser("whoami", help="who the head thinks you are")
+    me.add_argument("--json", action="store_true")
     no = sub.add_parser(
         "notices", help="what the head told you (preemptions, ends, drains): unread, then read"
     )
@@ -189,7 +233,6 @@ def parser() -> argparse.ArgumentParser:
     _usage_parsers(sub)
     _drain_parsers(sub)
     _force_free_parser(sub)
-    return p
 
 
 def _policy_parsers(sub: Any) -> None:

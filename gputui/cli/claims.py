@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from gputui.cli.args import EXIT_OK, EXIT_REFUSED
 from gputui.cli.here import this_host
-from gputui.cli.listing import every_page
+from gputui.cli.listing import every_page, known_user, nothing_line
 from gputui.cli.tables import claims_table, print_json
 from gputui.common.gpu_env import export_line, gpu_uuids
 from gputui.common.printable import shown
@@ -61,11 +61,14 @@ def claims(backend: SyncBackend, a: argparse.Namespace) -> int:
         return backend.claims(all=a.all, user=a.user, limit=limit, after=after)
 
     items, _ = every_page(page, "claims", a.verb)
+    known_user(a.user, items)
     if a.json:
         print_json(items)
         return EXIT_OK
     for line in claims_table(items, time.time()):
         print(line)
+    if not items:
+        print(nothing_line("claims", a))
     return EXIT_OK
 
 

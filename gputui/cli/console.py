@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputui import __version__
+from gputui.cli.args import FINDING_THE_HEAD
 from gputui.cli.errors import UsageError
 from gputui.cli.themes import theme_for
+from gputui.common.locations import HostsMissing, named_hosts
 from gputui.common.text import clean
 from gputui.config.loader import ConfigError, find_config, load_config, require_hosts
 
@@ -59,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
         prog="gputui",
         description="Live console for a team's GPU servers, over SSH.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=SCHEDULER_HELP,
+        epilog=SCHEDULER_HELP + "\n" + FINDING_THE_HEAD,
     )
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
     parser.add_argument(
@@ -71,6 +73,11 @@ def parser() -> argparse.ArgumentParser:
             " is skipped unless it is yours or root's and nobody else can write it;"
             " one named here is refused when anyone besides its owner can write it)"
         ),
+    )
+    parser.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="the head's socket, for health and the scheduler verbs (see below)",
     )
     parser.add_argument(
         "--theme",
@@ -183,6 +190,14 @@ def _positive(text: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     command = args.command or "console"
+    named = args.hosts if command != "check-config" or args.file is None else args.file
+    if command not in ("health", "incident", "demo"):  # health, incident: their own exit 3;
+        # the demo refuses --hosts itself and reads no hosts.yaml
+        try:
+            named_hosts(named)
+        except HostsMissing as exc:
+            print(f"gputui: {exc.line}", file=sys.stderr)
+            return EXIT_USAGE
     try:
         if command == "check-config":
             from gputui.cli.check_config import check_config

@@ -20,7 +20,7 @@ from collections.abc import Coroutine
 from importlib import resources
 from pathlib import Path
 
-from gputui.common.locations import DEFAULT_SOCKET, socket_dir_problem
+from gputui.common.locations import DEFAULT_SOCKET, HostsMissing, named_hosts, socket_dir_problem
 from gputui.common.text import clean
 from gputui.config.loader import ConfigError, find_config, load_config
 from gputui.config.models import Config
@@ -225,6 +225,11 @@ def main(argv: list[str]) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     from gputui.scheduler.store.api import StoreError
 
+    try:
+        named_hosts(args.hosts)
+    except HostsMissing as exc:
+        print(f"gputui head: {exc.line}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         config = load_config(find_config(args.hosts))
         socket_path, database, settings = _settings(config, args)

@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from gputui.common.locations import SOCKET_ENV, LocationError, find_hosts
 from gputui.common.text import clean
 from gputui.config.loader import ConfigError, find_config, load_config
 from gputui.config.models import Config
@@ -44,15 +46,28 @@ def wait_refused(wait: float) -> str | None:
     return None if 0 < wait <= MAX_WAIT_S else f"--wait must be between 0 and {MAX_WAIT_S} seconds"
 
 
+def given_socket(args: argparse.Namespace) -> str | None:
+    """The head's socket the user gave: ``--socket``, else ``$GPUTUI_HEAD_SOCKET``."""
+    return getattr(args, "socket", None) or os.environ.get(SOCKET_ENV) or None
+
+
 def main(args: argparse.Namespace) -> int:
+    if wait_refused(args.wait):
+        print(f"gputui health: {wait_refused(args.wait)}", file=sys.stderr)
+        return EXIT_ERROR
+    socket = given_socket(args)
+    try:
+        source = find_hosts(args.hosts)
+    except LocationError as exc:
+        print(f"gputui health: {exc.line}", file=sys.stderr)
+        return EXIT_ERROR
+    if source is None and socket is not None:
+        return head_only(args, socket)  # no hosts.yaml: the head the socket names, as queue
     try:
         config = load_config(find_config(args.hosts))
     except ConfigError as exc:
         for line in exc.lines:
             print(f"gputui health: {line}", file=sys.stderr)
-        return EXIT_ERROR
-    if wait_refused(args.wait):
-        print(f"gputui health: {wait_refused(args.wait)}", file=sys.stderr)
         return EXIT_ERROR
     try:
         config = _only(config, args.host or ())
@@ -63,10 +78,10 @@ def main(args: argparse.Namespace) -> int:
         print("gputui health: no hosts in hosts.yaml", file=sys.stderr)
         return EXIT_ERROR
     if args.ack is not None or args.note is not None:
-        return acknowledge(config, args)
+        return acknowledge(config, args, socket)
     board: Board
     notes: list[str] = []
-    answer, why = ask_head(config, args.hosts, args.host or [])
+    answer, why = ask_head(config, args.hosts, args.host or [], socket)
     if answer is not None:
         from gputui.health.head_answer import HeadBoard
 
@@ -82,6 +97,25 @@ def main(args: argparse.Namespace) -> int:
         for snap in snapshots.values():
             own.observe(snap, now)
         board, hosts = own, len(snapshots)
+    return report(args, board, hosts, notes)
+
+
+def head_only(args: argparse.Namespace, socket: str) -> int:
+    """No hosts.yaml, a socket given: the head's board, or its refusal (exit 3)."""
+    if args.ack is not None or args.note is not None:
+        return acknowledge(None, args, socket)
+    answer, why = ask_head(None, None, args.host or [], socket)
+    if answer is None:
+        print(f"gputui health: {why}", file=sys.stderr)
+        return EXIT_ERROR
+    from gputui.health.head_answer import HeadBoard
+
+    board = HeadBoard(answer)
+    return report(args, board, board.hosts, [])
+
+
+def report(args: argparse.Namespace, board: Board, hosts: int, notes: list[str]) -> int:
+    """Print the board (text or ``--json``); its exit status."""
     if args.json:
         print(json.dumps({**as_json(board, hosts), "notes": notes}, indent=1))
     else:
@@ -104,29 +138,30 @@ def exit_code(board: Board) -> int:
 
 
 def ask_head(
-    config: Config, hosts_file: str | None, hosts: Sequence[str]
+    config: Config | None, hosts_file: str | None, hosts: Sequence[str], socket: str | None = None
 ) -> tuple[dict[str, Any] | None, str]:
-    """The head's ``health`` answer, or (None, why not); (None, "") with no head."""
-    if config.head is None:
+    """The head's ``health`` answer, or (None, why not); (None, "") with no head (none
+    in hosts.yaml and no ``socket`` given)."""
+    if socket is None and (config is None or config.head is None):
         return None, ""
     from gputui.scheduler.client.backend import require
     from gputui.scheduler.client.errors import HeadError
     from gputui.scheduler.client.session import local_head
 
     try:
-        with local_head(hosts_file) as head:
+        with local_head(hosts_file, socket) as head:
             require(head, ("health",))
             return head.health(list(hosts)), ""
     except (HeadError, OSError) as exc:
         return None, clean(str(exc), 200)
 
 
-def acknowledge(config: Config, args: argparse.Namespace) -> int:
+def acknowledge(config: Config | None, args: argparse.Namespace, socket: str | None = None) -> int:
     """``--ack KEY --note TEXT``: 0 once the head acknowledged it, 3 otherwise."""
     if not args.ack or not (args.note or "").strip():
         print("gputui health: --ack KEY needs --note TEXT (why it may wait)", file=sys.stderr)
         return EXIT_ERROR
-    if config.head is None:
+    if socket is None and (config is None or config.head is None):
         print("gputui health: --ack needs a head (hosts.yaml has no head:)", file=sys.stderr)
         return EXIT_ERROR
     from gputui.scheduler.client.backend import require
@@ -134,7 +169,7 @@ def acknowledge(config: Config, args: argparse.Namespace) -> int:
     from gputui.scheduler.client.session import local_head
 
     try:
-        with local_head(args.hosts) as head:
+        with local_head(args.hosts, socket) as head:
             require(head, ("health_ack",))
             done = head.health_ack(args.ack, args.note)
     except (HeadError, OSError) as exc:

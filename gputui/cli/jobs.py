@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable
 
+from gputui.cli import qformat
 from gputui.cli.args import EXIT_OK, EXIT_REFUSED, command_of, said
 from gputui.cli.flagged import flags_table
-from gputui.cli.listing import every_page
+from gputui.cli.listing import every_page, known_user, nothing_line
 from gputui.cli.tables import print_json, queue_table, unavailable_table, when
+from gputui.common.durations import coarse_text
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import Answer, SyncBackend
 from gputui.scheduler.client.errors import HeadError
@@ -50,15 +53,24 @@ def submit(backend: SyncBackend, a: argparse.Namespace) -> int:
 
 
 def queue(backend: SyncBackend, a: argparse.Namespace) -> int:
+    parts = _format(a)
+
     def page(limit: int, after: int | None) -> Answer:
         return backend.queue(all=a.all, user=a.user, limit=limit, after=after)
 
     items, result = every_page(page, "jobs", a.verb)
+    known_user(a.user, items)
     if a.json:
         print_json(items)
         return EXIT_OK
     now = time.time()
+    if parts is not None:
+        for line in qformat.lines(parts, items, now):
+            print(line)
+        return EXIT_OK
     lines = queue_table(items, now, result.get("idle_after_s"))
+    if not items:
+        lines.append(nothing_line("jobs", a))
     lines += flags_table(result.get("flags"), now)
     lines += unavailable_table(result.get("unavailable"), now)
     for line in lines:
@@ -66,28 +78,66 @@ def queue(backend: SyncBackend, a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _format(a: argparse.Namespace) -> list[qformat.Part] | None:
+    """``-o FORMAT``'s parts (None: the usual table); a usage error in one line."""
+    spec = getattr(a, "format", None)
+    if spec is None:
+        return None
+    if a.json:
+        raise HeadError("usage", "give --json or --format, not both")
+    try:
+        return qformat.parse(spec)
+    except qformat.FormatError as exc:
+        raise HeadError("usage", str(exc)) from None
+
+
 SHOWN = (
-    "id",
-    "name",
-    "user",
-    "state",
-    "reason",
-    "gpus",
-    "pool",
-    "host",
-    "gpu_uuids",
-    "argv",
-    "cwd",
-    "time_limit_s",
-    "preemptible",
-    "exit_code",
-    "exit_signal",
-    "requeues",
-    "run_as",
-    "log_path",
+    ("id", "id"),
+    ("name", "name"),
+    ("user", "user"),
+    ("state", "state"),
+    ("reason", "reason"),
+    ("gpus", "gpus"),
+    ("pool", "pool"),
+    ("host_constraint", "host wanted"),
+    ("host", "host"),
+    ("gpu_uuids", "gpu_uuids"),
+    ("argv", "argv"),
+    ("cwd", "cwd"),
+    ("priority", "priority"),
+    ("time_limit_s", "time limit"),
+    ("preemptible", "preemptible"),
+    ("after", "after"),
+    ("project", "project"),
+    ("exit_code", "exit_code"),
+    ("exit_signal", "exit_signal"),
+    ("requeues", "requeues"),
+    ("run_as", "run_as"),
+    ("log_path", "log_path"),
 )
-"""The fields ``gputui show`` prints, in order (then when it was submitted, started
-and ended)."""
+"""(field, label) of what ``gputui show`` prints, in order (then when it was
+submitted, started and ended)."""
+
+
+def human(key: str, value: object, job: Answer) -> str:
+    """A field of ``show`` as a person reads it: yes/no, 10m, a shell-quoted argv."""
+    if value is None or value in ("", []):
+        return "-" if key != "host_constraint" else "any"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key == "time_limit_s" and isinstance(value, (int, float)):
+        return coarse_text(float(value))
+    if key == "argv" and isinstance(value, list):
+        return shlex.join(str(v) for v in value)
+    if key == "after" and isinstance(value, list):
+        ids = ", ".join(str(v) for v in value)
+        ok = job.get("after_ok") is True
+        return ids + (" (each must complete)" if ok else " (each must end)")
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def show(backend: SyncBackend, a: argparse.Namespace) -> int:
@@ -97,13 +147,9 @@ def show(backend: SyncBackend, a: argparse.Namespace) -> int:
         return EXIT_OK
     job = result["job"]
     hidden = job.get("private") is True  # scheduler.private_data: not yours to see
-    for key in SHOWN:
-        value = job.get(key)
-        if hidden and key not in job:
-            value = "(private)"
-        if isinstance(value, list):
-            value = " ".join(str(v) for v in value)
-        print(f"{key:>14}: {shown(value if value not in (None, '') else '-', 200)}")
+    for key, label in SHOWN:
+        text = "(private)" if hidden and key not in job else human(key, job.get(key), job)
+        print(f"{label:>14}: {shown(text, 400)}")
     if job.get("preempted_by") and isinstance(job.get("preempted_at"), (int, float)):
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(job["preempted_at"]))
         print(f"{'last preempted':>14}: {shown(job['preempted_by'], 200)} at {at}")

@@ -61,6 +61,9 @@ def notices(backend: SyncBackend, a: argparse.Namespace) -> int:
 
 def whoami(backend: SyncBackend, a: argparse.Namespace) -> int:
     me = backend.whoami()
+    if a.json:
+        print_json(me)
+        return EXIT_OK
     print(
         f"{me['user']} (uid {me['uid']}), groups {', '.join(me['groups'])}"
         + (", admin" if me["admin"] else "")

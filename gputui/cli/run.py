@@ -63,8 +63,12 @@ def run(backend: SessionBackend, a: argparse.Namespace) -> int:
         print(
             f"gputui run: waiting for {a.gpus} GPU(s) on {host} ({claim['reason']})…",
             file=sys.stderr,
+            flush=True,
         )
-        claim = _wait_for_grant(backend, claim)
+        try:
+            claim = _wait_for_grant(backend, claim)
+        except KeyboardInterrupt:
+            return _cancelled(backend, claim["id"])
     try:
         uuids = gpu_uuids(claim.get("gpu_uuids"))
     except ValueError:
@@ -92,6 +96,19 @@ def run(backend: SessionBackend, a: argparse.Namespace) -> int:
     with contextlib.suppress(HeadError):
         backend.release(claim_ids=[claim["id"]])
     return code if code >= 0 else 128 - code
+
+
+def _cancelled(backend: SessionBackend, claim_id: int) -> int:
+    """Ctrl+C while waiting: the claim is given up (the head would on the hang-up too),
+    and the line that says so starts on a line of its own, after the terminal's ``^C``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C: no traceback
+    try:
+        backend.release(claim_ids=[claim_id])
+    except (HeadError, OSError):
+        backend.hang_up()  # the head ends a session's claim when its connection does
+    start = "\n" if sys.stderr.isatty() else ""
+    print(f"{start}gputui run: interrupted; c{claim_id} cancelled while waiting", file=sys.stderr)
+    return 130
 
 
 RECONNECT_CAP_S = 2.0

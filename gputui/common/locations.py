@@ -33,9 +33,11 @@ __all__ = [
     "DEFAULT_SOCKET",
     "HOSTS_ENV",
     "SOCKET_ENV",
+    "HostsMissing",
     "LocationError",
     "find_hosts",
     "hosts_search",
+    "named_hosts",
     "socket_dir_problem",
     "untrusted",
 ]
@@ -58,6 +60,11 @@ class LocationError(ValueError):
         safe = shown(line, 1024)
         super().__init__(safe)
         self.line = safe
+
+
+class HostsMissing(LocationError):
+    """A hosts.yaml named by ``--hosts`` or ``$GPUTUI_HOSTS`` that is not there: a usage
+    error for every verb (exit 2), never a fall back to the search or the default socket."""
 
 
 def hosts_search() -> list[Path]:
@@ -198,6 +205,31 @@ def _say(line: str) -> None:
         print(f"gputui: {shown(line, 1024)}", file=sys.stderr)
 
 
+def _given(explicit: str | os.PathLike[str] | None) -> bool:
+    return explicit is not None and os.fspath(explicit) != ""
+
+
+def named_hosts(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The hosts.yaml the user named: ``explicit`` (``--hosts``), else ``$GPUTUI_HOSTS``;
+    None when neither names one. Raises ``HostsMissing`` when the named file is not
+    there: every caller (the console, the scheduler verbs even with ``--socket``,
+    ``health``, ``incident``) checks this first, so a typo is never silently replaced
+    by another file or by the default socket."""
+    if _given(explicit):
+        assert explicit is not None
+        path = _expand(explicit)
+        if not _present(path):
+            raise HostsMissing(f"{path}: no such file")
+        return path
+    env = os.environ.get(HOSTS_ENV)
+    if env:
+        path = _expand(env)
+        if not _present(path):
+            raise HostsMissing(f"{path}: no such file (named by ${HOSTS_ENV})")
+        return path
+    return None
+
+
 def find_hosts(
     explicit: str | os.PathLike[str] | None = None,
     *,
@@ -211,17 +243,12 @@ def find_hosts(
     ``LocationError`` for a named file that is missing or writable by others, and for
     a ``$GPUTUI_HOSTS`` that names nothing (a typo should not silently fall through).
     """
-    if explicit is not None:
-        path = _expand(explicit)
-        if not _present(path):
-            raise LocationError(f"{path}: no such file")
-        why = untrusted(path, searched=False)
+    named = named_hosts(explicit)
+    if _given(explicit) and named is not None:
+        why = untrusted(named, searched=False)
         if why is not None:
-            raise LocationError(f"{path} (owner {_file_owner(path)}): refused: {why}")
-        return path
-    env = os.environ.get(HOSTS_ENV)
-    if env and not _present(_expand(env)):
-        raise LocationError(f"{_expand(env)}: no such file (named by ${HOSTS_ENV})")
+            raise LocationError(f"{named} (owner {_file_owner(named)}): refused: {why}")
+        return named
     for path in hosts_search():
         if not _present(path):
             continue

@@ -12,7 +12,14 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from gputui.common.locations import DEFAULT_SOCKET, SOCKET_ENV, LocationError, find_hosts
+from gputui.common.locations import (
+    DEFAULT_SOCKET,
+    SOCKET_ENV,
+    HostsMissing,
+    LocationError,
+    find_hosts,
+    named_hosts,
+)
 from gputui.scheduler.client.errors import HeadError
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -36,7 +43,14 @@ def head_place(
 ) -> tuple[Path, Path | None]:
     """(the head's socket, the hosts.yaml to reach it over SSH with, or None when it
     is reached directly). Over SSH when ``head.host`` is another machine and the
-    socket is not here; ``--socket`` or ``$GPUTUI_HEAD_SOCKET`` always mean here."""
+    socket is not here; ``--socket`` or ``$GPUTUI_HEAD_SOCKET`` always mean here.
+
+    A hosts.yaml named by ``--hosts`` or ``$GPUTUI_HOSTS`` must be there even when the
+    socket is given (a usage error otherwise): a typo never reaches another head."""
+    try:
+        named_hosts(config_file)
+    except HostsMissing as exc:
+        raise HeadError("usage", exc.line) from None
     if explicit:
         return Path(explicit).expanduser(), None
     env = os.environ.get(SOCKET_ENV)

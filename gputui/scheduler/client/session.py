@@ -64,10 +64,11 @@ def head_session(socket_option: str | None, hosts_file: str | None) -> Iterator[
 
 
 @contextmanager
-def local_head(hosts_file: str | None) -> Iterator[HeadSession]:
-    """The head at its socket on this machine (``place.socket_path``), never over SSH:
-    ``gputui health`` and ``incident`` fall back to probing the hosts themselves."""
-    with HeadClient(socket_path(None, hosts_file)) as client:
+def local_head(hosts_file: str | None, socket_option: str | None = None) -> Iterator[HeadSession]:
+    """The head at its socket on this machine (``place.socket_path``: ``socket_option``
+    first), never over SSH: ``gputui health`` and ``incident`` fall back to probing the
+    hosts themselves."""
+    with HeadClient(socket_path(socket_option, hosts_file)) as client:
         yield HeadSession(client)
 
 

@@ -25,6 +25,7 @@ from gputui.scheduler.head.views import audit_view, job_row_view, job_view
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy.line import preemptible
 from gputui.scheduler.policy.lookup import no_host
+from gputui.scheduler.policy.naming import job_name
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import (
     FINAL_JOB_STATES,
@@ -230,7 +231,7 @@ def submit_row(
         "uid": caller.uid,
         "user": caller.user,
         "group": group,
-        "name": args.name or args.argv[0].rsplit("/", 1)[-1][:128],
+        "name": args.name or job_name(args.argv),
         "argv": orjson.dumps(args.argv).decode(),
         "cwd": args.cwd,
         "env": orjson.dumps(args.env).decode(),

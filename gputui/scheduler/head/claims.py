@@ -117,6 +117,12 @@ def grant_claim(tx: Tx, item: Claim, place: policy.Place, ctx: Context) -> None:
 
 
 def end_claim(tx: Tx, item: Claim, ctx: Context, state: str, why: str) -> None:
+    """End a claim, ``why`` kept as its release reason. One that never got its GPUs
+    was cancelled while waiting: its reason for waiting (``Resources``) is no longer
+    true, and ``claims --all`` says what happened instead."""
+    if item.state == "waiting":
+        item.reason = ""
+        why = "cancelled while waiting" + ("" if why == "released" else f" ({why})")
     if item.id is not None:
         tx.free(ctx.now, claim_id=item.id)
     item.state = state
