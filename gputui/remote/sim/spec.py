@@ -3,9 +3,10 @@
 Grammar: ``GROUP ("+" GROUP)* ("," OPTION)*`` with ``GROUP = [COUNT "x"] MODEL`` and
 options ``name=HOST``, ``seed=N``, ``cluster=ID`` and ``fault=KIND@INDEX`` (INDEX:
 the GPU's place in the spec). ``cluster`` is mixed into every card's UUID and serial,
-so two simulated clusters on one machine (two demos) never share a card's identity. Model figures come from real ``nvidia-smi -q`` captures (memory totals,
-power limits, max clocks, PCIe links, which readings are N/A on GeForce and on
-passively cooled datacenter cards, which cards remap rows or retire pages).
+so two simulated clusters on one machine (two demos) never share a card's identity.
+Model figures come from real ``nvidia-smi -q`` captures (memory totals, power
+limits, max clocks, PCIe links, which readings are N/A on GeForce and on passively
+cooled datacenter cards, which cards remap rows or retire pages).
 
 Fault kinds (``FAULT_HELP`` has the same lines):
 
@@ -255,8 +256,7 @@ def parse_spec(text: str) -> SimSpec:
         value = value.strip()
         if not sep or not value:
             raise ValueError(
-                f"bad option {option!r}: expected name=HOST, seed=N, cluster=ID"
-                " or fault=KIND@INDEX"
+                f"bad option {option!r}: expected name=HOST, seed=N, cluster=ID or fault=KIND@INDEX"
             )
         if key == "name":
             if not _HOST_RE.fullmatch(value):
