@@ -35,6 +35,7 @@ import asyncssh
 from gputui.config.loader import load_config
 from gputui.config.models import Config
 from gputui.demo.head import DemoHead
+from gputui.demo.progress import Report
 from gputui.demo.server import SimSshServer, login_env
 from gputui.demo.workloads import JOBS, Workload, start_workload, stop_workloads, workload_owners
 from gputui.remote.sim.device import SimDevice
@@ -87,6 +88,10 @@ def sweep_stale(root: Path) -> list[Path]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
+
+
+def _quiet(subject: str, state: str, detail: str) -> None:
+    """A ``Report`` that says nothing."""
 
 
 def split_gpus(hosts: int, gpus: int) -> list[int]:
@@ -169,16 +174,26 @@ class DemoCluster:
         name, model = self.names[host_index], self.models[host_index]
         return SimDevice(gpu_index, model, name, 0, self.cluster_id).uuid
 
-    async def start(self) -> None:
-        """Start servers and workloads and write the files; everything is undone on error."""
+    async def start(self, report: Report | None = None) -> None:
+        """Start servers and workloads and write the files; everything is undone on error.
+        ``report`` hears how the head's start goes (see ``progress``)."""
         atexit.register(self.emergency_cleanup)
         try:
-            await self._start()
+            await self._start(report or _quiet)
         except BaseException:
             await self.stop()
             raise
 
-    async def _start(self) -> None:
+    async def wait_ready(self, report: Report | None = None, timeout: float = 20.0) -> bool:
+        """Wait until the head sees every host live with all its GPUs, ``report``-ing
+        each host as it comes; True at once without a head, False when time ran out."""
+        head = self.head
+        if head is None:
+            return True
+        counts = dict(zip(self.names, self.counts, strict=True))
+        return await head.watch_hosts(counts, report or _quiet, timeout)
+
+    async def _start(self, report: Report) -> None:
         sweep_stale(Path(tempfile.gettempdir()))
         self.directory = Path(tempfile.mkdtemp(prefix=DIR_PREFIX))
         self.directory.chmod(0o700)
@@ -206,7 +221,9 @@ class DemoCluster:
         self._start_workloads()
         if self.with_head:
             self.head = DemoHead(self._config_path, self.directory / "head" / "head.sock")
+            report("head", "starting", "")
             await self.head.start()
+            report("head", "ready", f"in {self.directory}")
 
     async def seed_head(self) -> list[str]:
         """Give the head jobs (running and waiting) and an idle claim; what was done."""
