@@ -1,30 +1,47 @@
 # gputui: two commands do all the set-up on a fresh machine.
-#   make demo   - create .venv, install, open the console on a simulated cluster
-#   make test   - create .venv, install dev dependencies, run lint, types and tests
+#   make demo   - create .venv, install gputui alone, open the console on a simulated cluster
+#   make test   - create .venv, install the dev extras too, run lint, types and tests
+#   make install-team PREFIX=/opt/gputui BINDIR=/usr/local/bin
+#               - one install every user of this machine runs (scripts/install-team)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+PREFIX ?= /opt/gputui
+BINDIR ?= /usr/local/bin
 
-.PHONY: demo test lint typecheck layers unit bench bench-check bench-quick clean help
+.PHONY: demo test lint typecheck layers unit bench bench-check bench-quick clean help install-team
 
 help:
-	@echo "make demo | test | lint | bench | bench-check | clean"
+	@echo "make demo | test | lint | bench | bench-check | install-team | clean"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The dev extras (test, lint and type tools) for everything but the demo, which needs
+# gputui's own dependencies only: a venv with the dev extras serves both.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@ $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
 	@touch $@
 
-demo: $(STAMP)
+demo: $(RUN_STAMP)
 	$(BIN)/gputui demo
 
+# A venv under PREFIX that every user can read and run, gputui linked into BINDIR
+# (PYTHON=... picks the interpreter; else the first one all users can run).
+install-team:
+	scripts/install-team --prefix "$(PREFIX)" --bindir "$(BINDIR)" \
+	  $(if $(filter command line environment,$(origin PYTHON)),--python "$(PYTHON)")
+
 lint: $(STAMP)
-	$(BIN)/ruff check gputui tests bench themes
-	$(BIN)/ruff format --check gputui tests bench themes
+	$(BIN)/ruff check gputui tests bench
+	$(BIN)/ruff format --check gputui tests bench
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)

@@ -3,19 +3,24 @@ and what it would fail on later, one line each; else a one-screen summary."""
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from pathlib import Path
 
 from gputui.common.text import clean
-from gputui.config.loader import ConfigError, file_problems, find_config, load_config, require_hosts
+from gputui.config.loader import ConfigError, file_findings, find_config, load_config, require_hosts
 from gputui.config.models import Config
 
 EXIT_OK = 0
 
 
-def check_config(path: str | None) -> int:
+def check_config(path: str | None, strict: bool = False) -> int:
     """Everything the console would refuse, and what it would fail on later (an unknown
-    theme, a key or known_hosts file that is not there), one line each; else a summary."""
+    theme, a key or known_hosts file that cannot be used), one line each; else a summary.
+
+    A key or known_hosts file that does not exist is a warning (exit 0), as OpenSSH
+    warns of a missing identity file and goes on: the example config, or a team's,
+    names files a new machine does not have yet. ``strict`` makes it an error."""
     source = find_config(path)
     config = load_config(source)
     require_hosts(config)  # the same verdict as the console's
@@ -28,7 +33,13 @@ def check_config(path: str | None) -> int:
             f"{source}:{config.line_of('theme')}: theme: unknown theme {config.theme!r};"
             f" known themes: {', '.join(known)}"
         )
-    problems += file_problems(config)
+    missing, unusable = file_findings(config, warn="" if strict else "warning: ")
+    problems += unusable
+    if strict:
+        problems += missing
+    else:
+        for line in missing:
+            print(f"gputui: {clean(line, 1024)}", file=sys.stderr)
     if problems:
         raise ConfigError(problems)
     print(summarise(config, source))

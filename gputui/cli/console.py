@@ -90,6 +90,12 @@ def parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check-config", help="validate hosts.yaml and print a summary")
     check.add_argument("file", nargs="?", help="file to check (default: the search order above)")
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="an identity_file or known_hosts file that does not exist is an error"
+        " (exit 1), not a warning",
+    )
 
     demo = sub.add_parser(
         "demo", help="open the console on a simulated cluster over real SSH on loopback"
@@ -202,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "check-config":
             from gputui.cli.check_config import check_config
 
-            return check_config(args.file or args.hosts)
+            return check_config(args.file or args.hosts, strict=args.strict)
         if command == "demo":
             if args.hosts:
                 raise UsageError(

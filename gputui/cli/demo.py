@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 
 from gputui.cli.errors import UsageError
 from gputui.cli.themes import theme_for, theme_named
 from gputui.common.text import clean
 
 EXIT_OK = 0
+READY_WAIT_S = 20.0
+"""How long the demo waits for its hosts before it opens the console anyway."""
 
 
 def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
@@ -28,34 +31,51 @@ def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
         raise UsageError(str(exc)) from None
     if theme:  # before the simulated hosts start, not after
         theme_named(theme)
+    # Said before the slow imports (asyncssh, Textual), so the terminal is never blank.
+    print(
+        f"gputui demo: {hosts} simulated hosts ({gpus} GPUs) on loopback SSH, and a scheduler head",
+        flush=True,
+    )
     return asyncio.run(_demo(hosts, gpus, theme))
 
 
 async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
     from gputui.demo.cluster import DemoCluster
     from gputui.demo.limits import start_error
+    from gputui.demo.progress import StartLines, export_line
     from gputui.fleet.fleet import Fleet
     from gputui.ui.app import GpuTuiApp
     from gputui.ui.terminal_exit import SignalExit
 
-    print(
-        f"gputui demo: starting {hosts} simulated hosts with {gpus} GPUs on loopback SSH"
-        " and a scheduler head…",
-        flush=True,
-    )
     cluster = DemoCluster(hosts=hosts, gpus=gpus, faults=True, head=True)
+    report = StartLines(sys.stdout, cluster.names)
     # A closed terminal or a plain kill ends the demo the same way as `q`, so the
     # simulated hosts, their helpers and the workloads are all cleaned up; during
     # start-up it stops the start. Should that hang, they are killed on the way out.
     with SignalExit(on_force=cluster.emergency_cleanup) as signals:
         try:
-            await cluster.start()
+            await cluster.start(report)
+            # Each host as the head reaches it; the console opens on a live cluster
+            # (one still connecting after READY_WAIT_S shows its state there).
+            try:
+                ready = await cluster.wait_ready(report, READY_WAIT_S)
+            except BaseException:
+                await cluster.stop()
+                raise
         except asyncio.CancelledError:
             if signals.received is None:
                 raise
             return signals.exit_code
         except OSError as exc:  # too many open files, no loopback, ...
             raise UsageError(start_error(exc, hosts)) from None
+        if not ready:
+            print("gputui demo: not every host is ready yet; the console shows each one's state")
+        if cluster.head is not None:
+            print(
+                "gputui demo: in another shell, this points the CLI at the demo's head:\n"
+                f"  {export_line(cluster.head.socket)}",
+                flush=True,
+            )
         seeding: asyncio.Task[None] | None = None
         try:
             config = cluster.config()
@@ -82,6 +102,7 @@ DEMO_WELCOME = (
 async def _seed_demo(cluster: object, app: object) -> None:
     """Give the demo's head work once its hosts are live, then say how to use it."""
     from gputui.demo.cluster import DemoCluster
+    from gputui.demo.progress import export_line
     from gputui.ui.app import GpuTuiApp
 
     assert isinstance(cluster, DemoCluster) and isinstance(app, GpuTuiApp)
@@ -97,6 +118,8 @@ async def _seed_demo(cluster: object, app: object) -> None:
         app.head.forms.submit_defaults = (here, command)
     quick = [line for line in done if "quick-test" in line]
     text = DEMO_WELCOME + (f" Watch {quick[0]}." if quick else "")
+    if cluster.head is not None:
+        text += f"\nThe CLI, in another shell:\n{export_line(cluster.head.socket)}"
     problems = [
         line for line in done if "stopped" in line or "refused" in line or "did not" in line
     ]

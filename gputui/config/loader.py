@@ -37,6 +37,7 @@ from gputui.config.yamlbounds import Abort, Composer, Constructor, codepoint, ya
 __all__ = [
     "MAX_FILE_BYTES",
     "ConfigError",
+    "file_findings",
     "file_problems",
     "find_config",
     "load_config",
@@ -219,12 +220,25 @@ def file_problems(config: Config) -> list[str]:
     Not part of loading: a key missing on this machine is for ``check-config`` to
     report, while the console still shows the hosts that do not need it.
     """
+    return [line for _, line in _findings(config, "")]
+
+
+def file_findings(config: Config, warn: str = "") -> tuple[list[str], list[str]]:
+    """``file_problems``' lines in two lists: files that do not exist, then those that
+    exist but cannot be used (a directory, unreadable). ``warn`` goes after the
+    ``FILE:LINE:`` of each missing one (``check-config`` says "warning: ")."""
+    found = _findings(config, warn)
+    return [line for gone, line in found if gone], [line for gone, line in found if not gone]
+
+
+def _findings(config: Config, warn: str) -> list[tuple[bool, str]]:
+    """Each problem file, in the order of the config: (whether it is missing, its line)."""
     sections: list[tuple[str, str, SshDefaults | HostConfig]] = [
         ("defaults", "defaults", config.defaults)
     ]
     sections += [(f"hosts[{i}]", f"hosts[{i}]({h.name})", h) for i, h in enumerate(config.hosts)]
     verdicts: dict[str, str | None] = {}
-    lines: list[str] = []
+    found: list[tuple[bool, str]] = []
     for where, label, section in sections:
         for name in ("identity_file", "known_hosts"):
             value = getattr(section, name)
@@ -238,8 +252,15 @@ def file_problems(config: Config) -> list[str]:
             expanded = os.path.expanduser(value)
             shown = value if expanded == value else f"{value} ({expanded})"
             line = config.line_of(f"{where}.{name}")
-            lines.append(f"{config.source}:{line}: {label}.{name}: {shown}: {problem}")
-    return lines
+            gone = problem == _MISSING
+            note = warn if gone else ""
+            found.append(
+                (gone, f"{config.source}:{line}: {note}{label}.{name}: {shown}: {problem}")
+            )
+    return found
+
+
+_MISSING = "no such file"
 
 
 def _file_problem(value: str) -> str | None:
@@ -248,7 +269,7 @@ def _file_problem(value: str) -> str | None:
     try:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
-        return "no such file"
+        return _MISSING
     except (OSError, ValueError) as exc:
         return f"cannot be read ({_reason(exc)})"
     kind = _kind(info.st_mode)

@@ -255,7 +255,7 @@ class Config(_Model):
     """Seconds between the health readings (remapped rows, NVLinks, fabric ...) of
     every helper; an Xid makes the next sample read them at once."""
     theme: str = "gputui-dark"
-    """Colour theme: a file in themes/ or ~/.config/gputui/themes/, or a Textual theme."""
+    """Colour theme: a file in gputui/themes/ or ~/.config/gputui/themes/, or a Textual theme."""
     health: HealthThresholds = Field(default_factory=HealthThresholds)
     """When readings count as problems."""
     head: HeadConfig | None = None

@@ -7,6 +7,11 @@ key exchange, real host key verification, real public-key auth. A few real
 processes pose as GPU jobs so the grid has owners and something to kill. With
 ``head=True`` a real ``gputui head`` runs too (socket and database in the same
 directory), so claims and the queue work as on a real cluster.
+
+Each cluster has an id of its own (random): mixed into its cards' UUIDs and serials
+(the sim spec's ``cluster=``) and its simulators' scope (``GPUTUI_SIM_SCOPE``, which
+its helpers, jobs and workloads carry), so two demos on one machine, two teammates'
+say, never see each other's cards or processes.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import contextlib
 import getpass
 import json
 import os
+import secrets
 import shutil
 import stat
 import sys
@@ -29,6 +35,7 @@ import asyncssh
 from gputui.config.loader import load_config
 from gputui.config.models import Config
 from gputui.demo.head import DemoHead
+from gputui.demo.progress import Report
 from gputui.demo.server import SimSshServer, login_env
 from gputui.demo.workloads import JOBS, Workload, start_workload, stop_workloads, workload_owners
 from gputui.remote.sim.device import SimDevice
@@ -83,6 +90,10 @@ def sweep_stale(root: Path) -> list[Path]:
     return removed
 
 
+def _quiet(subject: str, state: str, detail: str) -> None:
+    """A ``Report`` that says nothing."""
+
+
 def split_gpus(hosts: int, gpus: int) -> list[int]:
     """Spread ``gpus`` over ``hosts`` as evenly as possible, every host getting one."""
     if hosts < 1:
@@ -120,14 +131,19 @@ class DemoCluster:
         workloads: int | None = None,
         faults: bool = False,
         head: bool = False,
+        cluster_id: str | None = None,
     ) -> None:
         """``faults`` puts a few of the troubles real cards have on idle GPUs; ``head``
-        starts the scheduler's head too (``seed_head`` gives it work)."""
+        starts the scheduler's head too (``seed_head`` gives it work); ``cluster_id``
+        (default: a random one) sets the cards' identities and whose processes count."""
         self.counts = split_gpus(hosts, gpus)
         self.names = [f"gpu{i + 1:02d}" for i in range(hosts)]
         self.models = [MODELS[i % len(MODELS)] for i in range(hosts)]
+        self.cluster_id = cluster_id or secrets.token_hex(4)
+        self.scope = f"demo-{self.cluster_id}"
+        """The simulators' scope: only processes carrying it are this cluster's."""
         self.specs = [
-            f"{count}x{model},name={name}" + _faults(i, count) * faults
+            f"{count}x{model},name={name},cluster={self.cluster_id}" + _faults(i, count) * faults
             for i, (count, model, name) in enumerate(
                 zip(self.counts, self.models, self.names, strict=True)
             )
@@ -156,18 +172,28 @@ class DemoCluster:
     def gpu_uuid(self, host_index: int, gpu_index: int) -> str:
         """The UUID the simulator gives GPU ``gpu_index`` of host ``host_index``."""
         name, model = self.names[host_index], self.models[host_index]
-        return SimDevice(gpu_index, model, name, 0).uuid
+        return SimDevice(gpu_index, model, name, 0, self.cluster_id).uuid
 
-    async def start(self) -> None:
-        """Start servers and workloads and write the files; everything is undone on error."""
+    async def start(self, report: Report | None = None) -> None:
+        """Start servers and workloads and write the files; everything is undone on error.
+        ``report`` hears how the head's start goes (see ``progress``)."""
         atexit.register(self.emergency_cleanup)
         try:
-            await self._start()
+            await self._start(report or _quiet)
         except BaseException:
             await self.stop()
             raise
 
-    async def _start(self) -> None:
+    async def wait_ready(self, report: Report | None = None, timeout: float = 20.0) -> bool:
+        """Wait until the head sees every host live with all its GPUs, ``report``-ing
+        each host as it comes; True at once without a head, False when time ran out."""
+        head = self.head
+        if head is None:
+            return True
+        counts = dict(zip(self.names, self.counts, strict=True))
+        return await head.watch_hosts(counts, report or _quiet, timeout)
+
+    async def _start(self, report: Report) -> None:
         sweep_stale(Path(tempfile.gettempdir()))
         self.directory = Path(tempfile.mkdtemp(prefix=DIR_PREFIX))
         self.directory.chmod(0o700)
@@ -177,7 +203,7 @@ class DemoCluster:
         client_key.write_private_key(str(key_path))
         key_path.chmod(0o600)
         user = getpass.getuser()
-        env = login_env(user)
+        env = login_env(user, self.scope)
         if self.with_head:
             # The head's jobs live in the demo's directory, not in the system's.
             env["GPUTUI_JOBS_ROOT"] = str(self.directory / "jobs")
@@ -195,7 +221,9 @@ class DemoCluster:
         self._start_workloads()
         if self.with_head:
             self.head = DemoHead(self._config_path, self.directory / "head" / "head.sock")
+            report("head", "starting", "")
             await self.head.start()
+            report("head", "ready", f"in {self.directory}")
 
     async def seed_head(self) -> list[str]:
         """Give the head jobs (running and waiting) and an idle claim; what was done."""
@@ -255,6 +283,7 @@ class DemoCluster:
                     user=owners[i % len(owners)],
                     mem_mib=4096 + 2048 * (i % 5),
                     util=40 + (i * 13) % 60,
+                    scope=self.scope,
                 )
             )
 

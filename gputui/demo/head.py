@@ -22,10 +22,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
+from gputui.demo.progress import Report
 from gputui.demo.workloads import python_for_everyone
 from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.client.backend import Answer
@@ -227,6 +229,39 @@ class DemoHead:
             self.seeded.append(f"claim {claim['claim']['id']} of yours, idle")
         except (HeadError, OSError, KeyError, TypeError, ValueError) as exc:
             self.seeded.append(f"seeding stopped: {getattr(exc, 'message', exc)}")
+        finally:
+            await client.close()
+
+    async def watch_hosts(self, counts: dict[str, int], report: Report, timeout: float) -> bool:
+        """Wait until the head has every host live with all its GPUs, reporting each
+        (``connecting``, then ``ready``) as it comes; False when ``timeout`` ran out."""
+        for name in counts:
+            report(name, "connecting", "")
+        try:
+            client = await AsyncHeadClient.open_local(self.socket)
+        except HeadError:
+            return False
+        head: DemoBackend = HeadBackend(client, local=True)
+        ready: set[str] = set()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    state = await head.cluster()
+                except HeadError:
+                    return False  # the head went: the console says so
+                hosts = state.get("hosts", {})
+                seen = Counter(g.get("host") for g in state.get("gpus", []))
+                for name, count in counts.items():
+                    live = hosts.get(name, {}).get("live")
+                    if name not in ready and live and seen[name] >= count:
+                        ready.add(name)
+                        report(name, "ready", f"{count} GPU{'s' * (count != 1)}")
+                if len(ready) == len(counts):
+                    return True
+                if time.monotonic() > deadline:
+                    return False
+                await asyncio.sleep(0.2)
         finally:
             await client.close()
 

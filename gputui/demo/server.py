@@ -24,9 +24,10 @@ from gputui.remote.sim.env import ENV_SCOPE
 _CHUNK = 65536
 
 
-def login_env(user: str) -> dict[str, str]:
+def login_env(user: str, scope: str | None = None) -> dict[str, str]:
     """A small login-like environment, as sshd would give (no inherited secrets); the
-    simulator's scope goes through (as sshd's ``SetEnv`` would pass it; see simenv)."""
+    simulator's scope goes through (as sshd's ``SetEnv`` would pass it; see simenv):
+    ``scope``, else this process's own."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "HOME": os.path.expanduser("~"),
@@ -35,7 +36,7 @@ def login_env(user: str) -> dict[str, str]:
         "SHELL": "/bin/sh",
         "LANG": os.environ.get("LANG", "C.UTF-8"),
     }
-    scope = os.environ.get(ENV_SCOPE)
+    scope = scope or os.environ.get(ENV_SCOPE)
     if scope:
         env[ENV_SCOPE] = scope
     return env

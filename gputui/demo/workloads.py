@@ -101,8 +101,10 @@ def start_workload(
     user: str,
     mem_mib: int,
     util: int,
+    scope: str | None = None,
 ) -> Workload:
-    """Start one looping process on ``gpu_uuid`` of simulated ``host`` as ``user``."""
+    """Start one looping process on ``gpu_uuid`` of simulated ``host`` as ``user``,
+    seen by the simulators of ``scope`` (default: this process's; see simenv)."""
     me = pwd.getpwuid(os.getuid()).pw_name
     python = sys.executable
     kwargs: dict[str, object] = {}
@@ -120,7 +122,7 @@ def start_workload(
         # the loop began must still end it.
         "GPUTUI_DEMO_PID": str(os.getpid()),
     }
-    scope = os.environ.get(ENV_SCOPE)
+    scope = scope or os.environ.get(ENV_SCOPE)
     if scope:  # the demo's own simulators' (see simenv)
         env[ENV_SCOPE] = scope
     argv = ("python", "-", *job)

@@ -81,6 +81,38 @@ async def test_demo_cluster_comes_up_live_and_cleans_up(kit) -> None:
     assert not [p for p in pids + helpers if os.path.exists(f"/proc/{p}")]
 
 
+async def test_two_demos_at_once_see_only_their_own_cards_and_processes(kit) -> None:
+    """Two teammates' demos on one machine: the same host names, the same models, a
+    workload on GPU 0 of gpu01 in each; each console sees its own cards and its own
+    workload, never the other's."""
+    async with (
+        DemoCluster(hosts=1, gpus=2, workloads=1) as one,
+        DemoCluster(hosts=1, gpus=2, workloads=1) as two,
+    ):
+        assert one.cluster_id != two.cluster_id
+        seen: list[tuple[set[str], set[int]]] = []
+        for cluster in (one, two):
+            fleet = await kit.start_fleet(cluster.config())
+            (workload,) = cluster.workloads
+            snap = await kit.wait_for(
+                lambda f=fleet, w=workload: (
+                    (s := kit.snap(f, "gpu01")).sample is not None
+                    and any(p.pid == w.pid for g in s.sample.gpus for p in g.processes)
+                    and s
+                ),
+                what="the demo's own workload on its GPU",
+            )
+            uuids = {g.uuid for g in snap.hello.gpus}
+            assert workload.gpu_uuid in uuids
+            pids = {p.pid for g in snap.sample.gpus for p in g.processes}
+            seen.append((uuids, pids))
+            await fleet.close()
+        (uuids_one, pids_one), (uuids_two, pids_two) = seen
+        assert uuids_one.isdisjoint(uuids_two)
+        assert pids_one == {one.workloads[0].pid}
+        assert pids_two == {two.workloads[0].pid}
+
+
 async def test_one_host_one_gpu(kit) -> None:
     async with DemoCluster(hosts=1, gpus=1) as cluster:
         fleet = await kit.start_fleet(cluster.config())

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from gputui.remote.gpus import Gpu
 from gputui.remote.nvml import NA, query
@@ -45,8 +47,19 @@ def test_parse_valid_specs() -> None:
         ("65xh100", "too many GPUs in '65xh100': at most 64 per host"),
         ("h100,seed=x", "bad seed 'x': expected an integer"),
         ("h100,name=bad host", "bad name 'bad host': use letters, digits, '-' and '.' (max 63)"),
-        ("h100,color=red", "unknown option 'color=red': expected name=, seed= or fault="),
-        ("h100,fault", "bad option 'fault': expected name=HOST, seed=N or fault=KIND@INDEX"),
+        (
+            "h100,color=red",
+            "unknown option 'color=red': expected name=, seed=, cluster= or fault=",
+        ),
+        (
+            "h100,fault",
+            "bad option 'fault': expected name=HOST, seed=N, cluster=ID or fault=KIND@INDEX",
+        ),
+        ("h100,cluster=a/b", "bad cluster 'a/b': use letters, digits and '-' (max 32)"),
+        (
+            "h100,cluster=" + "a" * 33,
+            f"bad cluster '{'a' * 33}': use letters, digits and '-' (max 32)",
+        ),
         (
             "h100,fault=melt@0",
             "bad fault 'melt@0': kind must be one of lost, notsupported, "
@@ -212,6 +225,25 @@ def test_uuids_deterministic_per_host_and_index() -> None:
     c = SimNvml(parse_spec("2xh100,name=node2"))
     assert [d.uuid for d in a.devices] == [d.uuid for d in b.devices]
     assert a.devices[0].uuid != a.devices[1].uuid != c.devices[1].uuid
+    assert all(len(d.uuid) == 40 and d.uuid.startswith("GPU-") for d in a.devices)
+
+
+@given(
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9-]{0,31}", fullmatch=True),
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9-]{0,31}", fullmatch=True),
+)
+def test_a_cluster_id_gives_every_card_an_identity_of_its_own(one: str, two: str) -> None:
+    """Two simulated clusters (two demos) with the same host names: same place, same
+    model, yet no UUID or serial in common; the same cluster id, the same cards."""
+    assume(one != two)
+    a = SimNvml(parse_spec(f"3xh100,name=gpu01,cluster={one}"))
+    b = SimNvml(parse_spec(f"3xh100,name=gpu01,cluster={two}"))
+    again = SimNvml(parse_spec(f"3xh100,name=gpu01,cluster={one}"))
+    plain = SimNvml(parse_spec("3xh100,name=gpu01"))
+    assert {d.uuid for d in a.devices}.isdisjoint({d.uuid for d in b.devices})
+    assert {d.uuid for d in a.devices}.isdisjoint({d.uuid for d in plain.devices})
+    assert {d.serial for d in a.devices}.isdisjoint({d.serial for d in b.devices})
+    assert [d.uuid for d in a.devices] == [d.uuid for d in again.devices]
     assert all(len(d.uuid) == 40 and d.uuid.startswith("GPU-") for d in a.devices)
 
 

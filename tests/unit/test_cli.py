@@ -155,12 +155,53 @@ def test_check_config_names_missing_key_and_known_hosts_files(
     )
     assert main(["check-config", str(cfg)]) == 1
     home = isolated_home
+    # Missing files are warnings (said first); a directory in their place is an error.
     assert capsys.readouterr().err.splitlines() == [
+        f"gputui: {cfg}:3: warning: defaults.known_hosts: ~/.ssh/nope_kh"
+        f" ({home}/.ssh/nope_kh): no such file",
+        f"gputui: {cfg}:6: warning: hosts[0](a).identity_file: ~/.ssh/x ({home}/.ssh/x):"
+        " no such file",
+        f"gputui: {cfg}:8: hosts[1](b).known_hosts: ~/.ssh/adir ({home}/.ssh/adir):"
+        " is a directory, not a file",
+    ]
+    assert main(["check-config", "--strict", str(cfg)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"gputui: {cfg}:8: hosts[1](b).known_hosts: ~/.ssh/adir ({home}/.ssh/adir):"
+        " is a directory, not a file",
         f"gputui: {cfg}:3: defaults.known_hosts: ~/.ssh/nope_kh ({home}/.ssh/nope_kh):"
         " no such file",
         f"gputui: {cfg}:6: hosts[0](a).identity_file: ~/.ssh/x ({home}/.ssh/x): no such file",
-        f"gputui: {cfg}:8: hosts[1](b).known_hosts: ~/.ssh/adir ({home}/.ssh/adir):"
-        " is a directory, not a file",
+    ]
+
+
+def test_check_config_of_the_example_on_a_new_machine_warns_and_passes(
+    isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The example names ~/.ssh files a new machine does not have: as OpenSSH warns of
+    a missing identity file and goes on, check-config warns (FILE:LINE) and exits 0;
+    --strict makes the same lines errors."""
+    example = REPO / "hosts.example.yaml"
+    lines = example.read_text(encoding="utf-8").splitlines()
+    key_line = 1 + next(i for i, t in enumerate(lines) if "identity_file: ~/.ssh/id_ed25519" in t)
+    kh_line = 1 + next(i for i, t in enumerate(lines) if "known_hosts: ~/.ssh/known_hosts_lab" in t)
+    home = isolated_home
+    assert main(["check-config", str(example)]) == 0
+    captured = capsys.readouterr()
+    assert "hosts.example.yaml: OK" in captured.out
+    assert captured.err.splitlines() == [
+        f"gputui: {example}:{key_line}: warning: hosts[0](gpu01).identity_file:"
+        f" ~/.ssh/id_ed25519 ({home}/.ssh/id_ed25519): no such file",
+        f"gputui: {example}:{kh_line}: warning: hosts[1](gpu02).known_hosts:"
+        f" ~/.ssh/known_hosts_lab ({home}/.ssh/known_hosts_lab): no such file",
+    ]
+    assert main(["check-config", "--strict", str(example)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"gputui: {example}:{key_line}: hosts[0](gpu01).identity_file:"
+        f" ~/.ssh/id_ed25519 ({home}/.ssh/id_ed25519): no such file",
+        f"gputui: {example}:{kh_line}: hosts[1](gpu02).known_hosts:"
+        f" ~/.ssh/known_hosts_lab ({home}/.ssh/known_hosts_lab): no such file",
     ]
 
 
@@ -171,6 +212,11 @@ def test_check_config_reports_theme_and_file_problems_together(
     missing = tmp_path / "key"
     cfg.write_text(f"hosts:\n  - name: a\n    identity_file: {missing}\ntheme: nope\n")
     assert main(["check-config", str(cfg)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2
+    assert err[0] == f"gputui: {cfg}:3: warning: hosts[0](a).identity_file: {missing}: no such file"
+    assert err[1].startswith(f"gputui: {cfg}:4: theme: unknown theme 'nope'")
+    assert main(["check-config", "--strict", str(cfg)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2
     assert err[0].startswith(f"gputui: {cfg}:4: theme: unknown theme 'nope'")

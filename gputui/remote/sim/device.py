@@ -26,14 +26,19 @@ class SimEventSet:
 class SimDevice:
     """One simulated card; ``index`` is its NVML index, its identity (UUID, serial,
     bus, noise) comes from its place in the spec, so a ``missing`` GPU before it
-    changes its index and nothing else."""
+    changes its index and nothing else. ``cluster`` (the spec's) is mixed into its
+    UUID and serial, so another simulated cluster's card of the same host name and
+    place is not this one."""
 
-    def __init__(self, index: int, model_key: str, hostname: str, seed: int) -> None:
+    def __init__(
+        self, index: int, model_key: str, hostname: str, seed: int, cluster: str = ""
+    ) -> None:
         self.index = index
         self.model = MODELS[model_key]
         self.health = HEALTH[model_key]
         self.model_key = model_key
-        digest = hashlib.sha256(f"{hostname}/{index}".encode()).hexdigest()
+        place = f"{cluster}/{hostname}/{index}" if cluster else f"{hostname}/{index}"
+        digest = hashlib.sha256(place.encode()).hexdigest()
         d = digest
         self.uuid = f"GPU-{d[:8]}-{d[8:12]}-{d[12:16]}-{d[16:20]}-{d[20:32]}"
         self.serial = str(int(digest[32:44], 16))[:13].rjust(13, "1")

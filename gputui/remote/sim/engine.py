@@ -73,7 +73,8 @@ class SimNvml:
         self.hostname = spec.hostname or socket.gethostname()
         self.scanner = scanner if scanner is not None else EnvScanner(clock=clock)
         self.devices = [
-            SimDevice(i, m, self.hostname, spec.seed) for i, m in enumerate(spec.models)
+            SimDevice(i, m, self.hostname, spec.seed, spec.cluster)
+            for i, m in enumerate(spec.models)
         ]
         self.initialized = False
         for fault in spec.faults:

@@ -1,10 +1,12 @@
 """The ``--sim`` spec: which GPU models a simulated host has, and which faults.
 
 Grammar: ``GROUP ("+" GROUP)* ("," OPTION)*`` with ``GROUP = [COUNT "x"] MODEL`` and
-options ``name=HOST``, ``seed=N``, ``fault=KIND@INDEX`` (INDEX: the GPU's place in
-the spec). Model figures come from real ``nvidia-smi -q`` captures (memory totals,
-power limits, max clocks, PCIe links, which readings are N/A on GeForce and on
-passively cooled datacenter cards, which cards remap rows or retire pages).
+options ``name=HOST``, ``seed=N``, ``cluster=ID`` and ``fault=KIND@INDEX`` (INDEX:
+the GPU's place in the spec). ``cluster`` is mixed into every card's UUID and serial,
+so two simulated clusters on one machine (two demos) never share a card's identity.
+Model figures come from real ``nvidia-smi -q`` captures (memory totals, power
+limits, max clocks, PCIe links, which readings are N/A on GeForce and on passively
+cooled datacenter cards, which cards remap rows or retire pages).
 
 Fault kinds (``FAULT_HELP`` has the same lines):
 
@@ -175,10 +177,13 @@ class SimSpec(NamedTuple):
     hostname: str | None = None
     seed: int = 0
     faults: tuple[Fault, ...] = ()
+    cluster: str = ""
+    """Mixed into each card's UUID and serial ("": the identities of no cluster)."""
 
 
 _GROUP_RE = re.compile(r"(?:(\d+)x)?([a-z0-9][a-z0-9-]*)")
 _HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,62})")
+_CLUSTER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,31}")
 
 
 def parse_fault(
@@ -243,6 +248,7 @@ def parse_spec(text: str) -> SimSpec:
         models.extend([model] * count)
     hostname: str | None = None
     seed = 0
+    cluster = ""
     fault_texts: list[str] = []
     for option in options:
         key, sep, value = option.partition("=")
@@ -250,7 +256,7 @@ def parse_spec(text: str) -> SimSpec:
         value = value.strip()
         if not sep or not value:
             raise ValueError(
-                f"bad option {option!r}: expected name=HOST, seed=N or fault=KIND@INDEX"
+                f"bad option {option!r}: expected name=HOST, seed=N, cluster=ID or fault=KIND@INDEX"
             )
         if key == "name":
             if not _HOST_RE.fullmatch(value):
@@ -261,10 +267,16 @@ def parse_spec(text: str) -> SimSpec:
                 seed = int(value)
             except ValueError:
                 raise ValueError(f"bad seed {value!r}: expected an integer") from None
+        elif key == "cluster":
+            if not _CLUSTER_RE.fullmatch(value):
+                raise ValueError(f"bad cluster {value!r}: use letters, digits and '-' (max 32)")
+            cluster = value
         elif key == "fault":
             fault_texts.append(value)
         else:
-            raise ValueError(f"unknown option {option!r}: expected name=, seed= or fault=")
+            raise ValueError(
+                f"unknown option {option!r}: expected name=, seed=, cluster= or fault="
+            )
     model_tuple = tuple(models)
     faults = tuple(parse_fault(f, len(models), model_tuple) for f in fault_texts)
     for fault, fault_text in zip(faults, fault_texts):
@@ -272,4 +284,4 @@ def parse_spec(text: str) -> SimSpec:
             raise ValueError(
                 f"bad fault {fault_text[:40]!r}: a spec arms faults, clearing is at run time"
             )
-    return SimSpec(model_tuple, hostname, seed, faults)
+    return SimSpec(model_tuple, hostname, seed, faults, cluster)
