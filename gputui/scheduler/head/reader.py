@@ -56,6 +56,7 @@ class SnapshotReads:
     async def snapshot_read(self, conn: Connection, request: wire.Request) -> None:
         """``explain``, ``quota``, ``usage`` and ``report``: from a snapshot, off the writer."""
         rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
+        problems = self.watch.card_problems() if request.op == "explain" else {}
         counted = self.meter.pending() if request.op in usage_reads.OPS else None
         standing = self.batch.standings.current  # the scheduler's own figures
 
@@ -78,6 +79,7 @@ class SnapshotReads:
                         now=now,
                         grace_s=rules.kill_grace_s,
                         standing=standing,
+                        problems=problems,
                     )
                 return explain_reads.quota_table(standing)
 
