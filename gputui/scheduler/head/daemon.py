@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX = 1024
 INBOX_MAX = 20_000
-READS = frozenset({"explain", "quota", "usage", "report"})
+READS = frozenset({"explain", "quota", "usage", "report", "gpus"})
 """Read-only requests answered from a snapshot on the reader thread."""
 
 
