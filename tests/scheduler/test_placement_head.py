@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from headkit import ScriptedHosts
 from headthread import LineClient, ThreadedHead, poll
 
+from gputui.cli import verbs
 from gputui.config.models import HealthThresholds
 from gputui.config.scheduler import Placement, SchedulerConfig
 from gputui.scheduler.head.actions import Rules
@@ -45,7 +47,9 @@ def _submit(c: LineClient) -> int:
     return ident
 
 
-def test_clean_cards_first_dirty_ones_last_a_critical_one_never(tmp_path: Path) -> None:
+def test_clean_cards_first_dirty_ones_last_a_critical_one_never(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with (
         ThreadedHead(tmp_path, {HOST: 4}, scripted=_hosts(), health=QUICK) as th,
         LineClient(th.sock) as c,
@@ -59,6 +63,13 @@ def test_clean_cards_first_dirty_ones_last_a_critical_one_never(tmp_path: Path) 
             (1, False, "pid 4242 of bob runs on it with no job or claim, the GPU at 77%"),
             (2, True, "HW slowdown in 1 of the last 1 minutes"),
         ]
+        assert verbs.main(["--socket", str(th.sock), "explain", str(first)]) == 0
+        said = capsys.readouterr().out
+        assert "  gpu0 on node1 passed over: 20.0 GiB held by no process (used last)\n" in said
+        assert (
+            "  gpu2 on node1 passed over: HW slowdown in 1 of the last 1 minutes (never used)"
+            in said
+        )
         second, third, fourth = _submit(c), _submit(c), _submit(c)
         poll(lambda: job(c, third)["state"] == "running", what="the third job running")
         assert (_on(c, second), _on(c, third)) == ([0], [1])  # the avoided ones, last
