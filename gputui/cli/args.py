@@ -57,6 +57,7 @@ VERBS: dict[str, Verb] = {
     "undrain": Verb("drain", ("undrain",)),
     "unfence": Verb("drain", ("unfence",)),
     "force-free": Verb("forcefree", ("force_free",)),
+    "gpus": Verb("gpus", ("gpus",)),
 }
 """Every scheduler verb (``gputui.entry`` sends these to ``gputui.cli.verbs``)."""
 
@@ -233,6 +234,25 @@ def _verb_parsers(sub: Any) -> None:
     _usage_parsers(sub)
     _drain_parsers(sub)
     _force_free_parser(sub)
+    _gpus_parser(sub)
+
+
+def _gpus_parser(sub: Any) -> None:
+    g = sub.add_parser(
+        "gpus",
+        help="every GPU: its state, holder, use, and why it is unavailable",
+        description=(
+            "Every GPU with its state (free, claimed, job, rogue, drained, fenced,"
+            " unhealthy), its holder (job or claim id and user, or the pid and user of"
+            " a process nobody was given the card for), utilisation, memory used/total,"
+            " and why it is unavailable. Free means unclaimed and idle: no job, no"
+            " claim, no process on it. A free card with phantom memory, a rogue process"
+            " or a health warning says so: placement uses it last."
+        ),
+    )
+    g.add_argument("--free", action="store_true", help="only the free ones (unclaimed and idle)")
+    g.add_argument("--pool", help="only this pool's GPUs")
+    g.add_argument("--json", action="store_true", help="every field, in full")
 
 
 def _policy_parsers(sub: Any) -> None:

@@ -34,6 +34,9 @@ scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
   claim, release, claims, env
                 claim GPUs, give them back, list claims, print CUDA_VISIBLE_DEVICES
   run           wait for N GPUs here, run a command with them, release them
+  gpus [--free] [--pool P]
+                every GPU: its state (free, claimed, job, rogue, drained,
+                fenced, unhealthy), holder, use, why it is unavailable
   submit, queue, show, logs, wait
                 queue a job, list the queue, one job, its output, wait for it
   cancel, kill, preempt, requeue, hold, release-hold

@@ -80,17 +80,19 @@ def claims_table(claims: Sequence[dict[str, Any]], now: float) -> list[str]:
 
 
 def audit_table(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """TIME ADMIN ACTION TARGET OWNER REASON OUTCOME: who did what to whose work, why,
-    and what came of it."""
-    out = [("TIME", "ADMIN", "ACTION", "TARGET", "OWNER", "REASON", "OUTCOME")]
+    """TIME ACTOR ACTION TARGET OWNER REASON OUTCOME: who did what to whose work, why,
+    and what came of it. ACTOR is who acted (an admin, an owner on their own work, or
+    the head itself); OWNER is whose work it was, ``-`` when it was the actor's own."""
+    out = [("TIME", "ACTOR", "ACTION", "TARGET", "OWNER", "REASON", "OUTCOME")]
     for r in rows:
+        owner = r.get("owner") or "-"
         out.append(
             (
                 when(r.get("time")),
                 shown(r.get("user") or "", 12),
                 shown(r.get("action") or "", 13),
                 shown(r.get("target") or "", 16),
-                shown(r.get("owner") or "-", 16),
+                shown("-" if owner == r.get("user") else owner, 16),
                 shown(r.get("reason") or "-", 40),
                 shown(r.get("outcome") or "-", 60),
             )

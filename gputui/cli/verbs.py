@@ -62,6 +62,10 @@ def handler(verb: str) -> Handler:
         from gputui.cli import drain
 
         return drain.run
+    if module == "gpus":
+        from gputui.cli import gpus
+
+        return gpus.HANDLERS[verb]
     if module == "forcefree":
         from gputui.cli import forcefree
 

@@ -121,6 +121,41 @@ class Ownership(_Model):
     """Users whose processes are never flagged (e.g. a monitoring agent's)."""
 
 
+CardProblem = Literal["phantom", "rogue", "warning", "critical"]
+"""What the head knows is wrong with a card (``placement``): ``phantom`` memory held
+by no process, a ``rogue`` process on a card nobody was given, a health ``warning``,
+a ``critical`` health problem."""
+
+
+def _avoided() -> list[CardProblem]:
+    return ["phantom", "rogue", "warning"]
+
+
+def _never_used() -> list[CardProblem]:
+    return ["critical"]
+
+
+class Placement(_Model):
+    """Which cards placement puts last and which it never uses, by what is wrong
+    with them (a card with none of these problems is clean, and comes first)."""
+
+    avoid: list[CardProblem] = Field(default_factory=_avoided, max_length=4)
+    """Cards with one of these are used only when no clean card fits the request."""
+    never: list[CardProblem] = Field(default_factory=_never_used, max_length=4)
+    """Cards with one of these take no new job or claim until it clears."""
+
+    @model_validator(mode="after")
+    def _each_once(self) -> Placement:
+        for name, kinds in (("avoid", self.avoid), ("never", self.never)):
+            twice = sorted({k for k in kinds if kinds.count(k) > 1})
+            if twice:
+                raise ValueError(f"{name}: {twice[0]!r} is given twice")
+        both = sorted(set(self.avoid) & set(self.never))
+        if both:
+            raise ValueError(f"{both[0]!r} is in both avoid and never: give it in one")
+        return self
+
+
 class Accounting(_Model):
     price_per_kwh: Annotated[float, Field(ge=0, le=1e4)] = 0.0
     """The price of a kWh of energy used by the GPUs."""
@@ -151,6 +186,7 @@ class SchedulerConfig(_Model):
     idle_job_minutes: Annotated[float, Field(gt=0, le=10080)] = 60.0
     """A job whose GPUs all show 0% use this long is flagged idle and its owner told."""
     ownership: Ownership = Field(default_factory=Ownership)
+    placement: Placement = Field(default_factory=Placement)
     accounting: Accounting = Field(default_factory=Accounting)
     private_data: bool = False
     """Like Slurm's ``PrivateData=jobs``: a job's command line, working directory and

@@ -398,6 +398,10 @@ class HealthBoard:
         )
         return out
 
+    def findings_of(self, host: str) -> list[Finding]:
+        """The host's own checks' findings now (its cards' and its own)."""
+        return list(self._findings.get(host, ()))
+
     def acknowledge(self, key: str, by: str, note: str, now: float) -> bool:
         """Acknowledge the problem ``key`` (False when there is none such now)."""
         for problem in self.problems():

@@ -34,6 +34,8 @@ def views(draw: st.DrawFn, max_hosts: int = 5, max_waiting: int = 24) -> Cluster
                     healthy=healthy,
                     # A fenced GPU is never healthy; an unhealthy one is fenced or down.
                     fenced=not healthy and draw(st.booleans()),
+                    # A card placement avoids (phantom memory, a rogue process ...).
+                    last=draw(st.booleans()) and draw(st.booleans()),
                 )
             )
     # Running work on some of the GPUs.
@@ -71,7 +73,16 @@ def views(draw: st.DrawFn, max_hosts: int = 5, max_waiting: int = 24) -> Cluster
             next_id += 1
     gpus = [
         GpuSlot(
-            g.uuid, g.host, g.index, g.pool, g.model, g.drained, g.healthy, g.uuid in busy, g.fenced
+            g.uuid,
+            g.host,
+            g.index,
+            g.pool,
+            g.model,
+            g.drained,
+            g.healthy,
+            g.uuid in busy,
+            g.fenced,
+            g.last,
         )
         for g in gpus
     ]

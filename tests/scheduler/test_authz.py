@@ -314,15 +314,28 @@ def test_an_admin_acts_on_anyones_work_with_a_reason_and_it_is_audited(
     ]
 
 
-def test_owners_act_on_their_own_work_without_an_audit_row(
+def test_an_owners_own_cancel_kill_and_preempt_are_audited_hold_and_release_not(
     th: ThreadedHead, people: People, work: Work
 ) -> None:
+    """What stops or reruns work is audited whoever does it: the ACTOR is the owner,
+    the row's owner too; holding a job and releasing one's claim are not."""
     alice, sock = people.alice, th.sock
     assert alice.ok(sock, "hold", {"job_id": work.queued[0]})["job"]["state"] == "held"
     assert alice.ok(sock, "cancel", {"job_id": work.queued[0]})["job"]["state"] == "cancelled"
     assert alice.ok(sock, "kill", {"job_id": work.running[0]})["job"]["state"] == "killing"
+    preempted = alice.ok(sock, "preempt", {"job_id": work.running[1]})["job"]
+    assert preempted["state"] == "preempting"
     assert alice.ok(sock, "release", {"all": True})["released"][0]["id"] == work.claim
-    assert th.rows("SELECT count(*) FROM audit") == [(0,)]
+    rows = th.rows("SELECT user, action, target, owner, reason, outcome FROM audit ORDER BY id")
+    assert rows == [
+        (ALICE, "cancel", f"job {work.queued[0]}", ALICE, "", "cancelled before it ran"),
+        (ALICE, "kill", f"job {work.running[0]}", ALICE, "", rows[1][5]),
+        (ALICE, "preempt", f"job {work.running[1]}", ALICE, "", rows[2][5]),
+    ]
+    assert "killed" in rows[1][5] and "requeued" in rows[2][5], rows
+    # She sees her own rows; in the table the OWNER of one's own act is "-".
+    seen = alice.ok(sock, "audit")["rows"]
+    assert [r["action"] for r in seen] == ["cancel", "kill", "preempt"]
 
 
 # -- through OpenSSH -------------------------------------------------------------------------

@@ -248,7 +248,7 @@ def test_the_shell_verbs_drain_list_and_audit(tmp_path: Path) -> None:
             ["undrain", f"{HOST}:1"],
         ]
         assert audit[0].split() == [
-            "TIME", "ADMIN", "ACTION", "TARGET", "OWNER", "REASON", "OUTCOME",
+            "TIME", "ACTOR", "ACTION", "TARGET", "OWNER", "REASON", "OUTCOME",
         ]  # fmt: skip
         assert [line.split()[-1] for line in audit[1:]] == ["drained", "undrained"]
         assert "UNAVAILABLE" not in gputui(th.sock, "queue").stdout

@@ -58,6 +58,18 @@ def _errors(text: str) -> list[str]:
         ),
         ("scheduler:\n  preemption: {bogus: 1}\n", "hosts.yaml:3: scheduler.preemption.bogus:"),
         ("scheduler:\n  private_data: 'yes'\n", "hosts.yaml:3: scheduler.private_data:"),
+        (
+            "scheduler:\n  placement:\n    avoid: [phantom, dusty]\n",
+            "hosts.yaml:4: scheduler.placement.avoid[1]:",
+        ),
+        (
+            "scheduler:\n  placement: {avoid: [rogue], never: [rogue]}\n",
+            "hosts.yaml:3: scheduler.placement: 'rogue' is in both avoid and never",
+        ),
+        (
+            "scheduler:\n  placement:\n    never: [critical, critical]\n",
+            "hosts.yaml:4: scheduler.placement: never: 'critical' is given twice",
+        ),
     ],
 )
 def test_a_bad_scheduler_value_is_one_line_naming_it(text: str, expected: str) -> None:

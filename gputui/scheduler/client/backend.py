@@ -65,6 +65,7 @@ CAPABILITIES: Final[dict[str, str]] = {
     "notices": "keep notices",
     "health": "keep a health board",
     "health_ack": "acknowledge a problem",
+    "gpus": "list its GPUs",
     "incident": "keep a host's history",
     "subscribe": "send its state as it changes",
 }
@@ -268,6 +269,13 @@ class SchedulerBackend(Capable, Protocol[R_co, P_co]):
     ) -> R_co: ...
     def health_ack(
         self, key: str, note: str, *, timeout: float | None = ANSWER_WITHIN_S
+    ) -> R_co: ...
+    def gpus(
+        self,
+        *,
+        pool: str | None = None,
+        free: bool = False,
+        timeout: float | None = ANSWER_WITHIN_S,
     ) -> R_co: ...
     def incident(
         self,

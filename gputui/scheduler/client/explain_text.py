@@ -21,7 +21,10 @@ REASONS = {
     "Dependency": "it starts after other jobs end (--after / --after-ok)",
     "Held": "held: it starts only after release-hold",
     "Drained": "the GPUs that could take it are drained by an admin",
-    "Fenced": "the GPUs that could take it are fenced off (a hardware fault; see gputui queue)",
+    "Fenced": (
+        "the GPUs that could take it are fenced off (a hardware fault; see gputui queue)"
+        " or show a problem placement never uses"
+    ),
     "HostDown": "the hosts that could take it are not answering",
     "ClassNotAllowed": "its priority class is no longer in the configuration",
     "Preempting": "lower-priority jobs are being stopped to make room for it",
@@ -98,6 +101,7 @@ def explain_lines(body: dict[str, Any], now: float, *, ahead: bool = True) -> li
         out.append(f"  estimated start: {when(est['start'], now)} on {shown(est['host'], 60)}")
     elif body.get("position") is not None:
         out.append(f"  estimated start: unknown ({shown(est['why'])})")
+    out += [f"  {line}" for line in passed_lines(body)]
     listed = body.get("ahead", []) if ahead else []
     if listed:
         out.append(f"  ahead of it ({body['ahead_count']}):")
@@ -111,6 +115,22 @@ def explain_lines(body: dict[str, Any], now: float, *, ahead: bool = True) -> li
             )
         if body["ahead_count"] > len(listed):
             out.append(f"    … and {body['ahead_count'] - len(listed)} more")
+    return out
+
+
+def passed_lines(body: dict[str, Any]) -> list[str]:
+    """The cards that fit the job but were passed over (``scheduler.placement``), and why:
+    ``gpu3 on node1 passed over: 20.0 GiB held by no process (used last)``."""
+    out = []
+    passed = body.get("passed_over")
+    for p in passed if isinstance(passed, list) else []:
+        if not isinstance(p, dict):
+            continue
+        how = "never used" if p.get("never") is True else "used last"
+        out.append(
+            f"gpu{shown(p.get('index'), 4)} on {shown(p.get('host'), 40)} passed over:"
+            f" {shown(p.get('why'), 120)} ({how})"
+        )
     return out
 
 

@@ -320,6 +320,18 @@ class HeadBackend(Generic[R_co, P_co]):
     def health_ack(self, key: str, note: str, *, timeout: float | None = ANSWER_WITHIN_S) -> R_co:
         return self._send("health_ack", {"key": key, "note": note}, timeout)
 
+    def gpus(
+        self,
+        *,
+        pool: str | None = None,
+        free: bool = False,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co:
+        body: Answer = {"free": free}
+        if pool is not None:
+            body["pool"] = pool
+        return self._send("gpus", body, timeout)
+
     def incident(
         self,
         host: str,

@@ -96,6 +96,11 @@ def _ref(kind: str, item_id: int | None) -> str:
     return f"{kind} {item_id}"
 
 
+SELF_AUDITED = frozenset({"cancel", "kill", "preempt", "requeue"})
+"""The acts on a job that stop or rerun work: audited whoever does them, its owner
+too (an admin's act on another's work is audited whatever it is)."""
+
+
 def authorize(
     tx: Tx,
     caller: Caller,
@@ -105,11 +110,25 @@ def authorize(
     kind: str,
     item: Job | Claim,
     reason: str | None,
-) -> None:
-    """Owner, or an admin with a reason (audited); anyone else is refused."""
-    if caller.owns(item.uid):
-        return
+) -> Audit | None:
+    """Owner, or an admin with a reason; anyone else is refused. The audit row, for
+    an admin acting on another's work and for an owner's own destructive act
+    (``SELF_AUDITED``): its ``outcome`` is the caller's to fill in."""
     target = _ref(kind, item.id)
+    if caller.owns(item.uid):
+        if action not in SELF_AUDITED:
+            return None
+        row = Audit(
+            time=ctx.now,
+            uid=caller.uid,
+            user=caller.user,
+            action=action,
+            target=target,
+            owner=item.user,
+            reason=" ".join((reason or "").split())[:512],
+        )
+        tx.audit(row)
+        return row
     if not caller.admin:
         raise Refusal(
             "denied", f"{target} belongs to {item.user}; only they or an admin may {action} it"
@@ -119,20 +138,20 @@ def authorize(
             "reason-required",
             f"{target} belongs to {item.user}: an admin must give --reason to {action} it",
         )
-    tx.audit(
-        Audit(
-            time=ctx.now,
-            uid=caller.uid,
-            user=caller.user,
-            action=action,
-            target=target,
-            owner=item.user,
-            reason=reason.strip(),
-        )
+    row = Audit(
+        time=ctx.now,
+        uid=caller.uid,
+        user=caller.user,
+        action=action,
+        target=target,
+        owner=item.user,
+        reason=reason.strip(),
     )
+    tx.audit(row)
     ids = {"job_id": item.id} if kind == "job" else {"claim_id": item.id}
     text = f"{target}: {action} by {caller.user} (admin): {' '.join(reason.split())}"
     notice(tx, ctx, item.uid, "admin", text, **ids)
+    return row
 
 
 def notice(tx: Tx, ctx: Context, uid: int, kind: str, text: str, **ids: int | None) -> None:
@@ -280,9 +299,11 @@ def _on_job(action: str) -> JobAction:
 
     def run(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
         job = _job(tx, args.job_id)
-        authorize(tx, caller, ctx, action, kind="job", item=job, reason=args.reason)
+        row = authorize(tx, caller, ctx, action, kind="job", item=job, reason=args.reason)
         op = action.replace("-", "_")
         told = change_job(job, caller, ctx, op, force=getattr(args, "force", False))
+        if row is not None:  # a refusal above undoes the row with the rest
+            row.outcome = told[:256]
         ctx.changed = True
         tx.flush()
         return {"job": job_view(job), "told": told}

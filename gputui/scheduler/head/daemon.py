@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX = 1024
 INBOX_MAX = 20_000
-READS = frozenset({"explain", "quota", "usage", "report"})
+READS = frozenset({"explain", "quota", "usage", "report", "gpus"})
 """Read-only requests answered from a snapshot on the reader thread."""
 
 
@@ -82,7 +82,15 @@ class Head:
         self.clock = clock
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="gputui-head-read")
         self._inbox = Inbox(INBOX_MAX)
-        self.watch = HostWatch(host_pools, hosts.reports, clock=clock, thresholds=settings.health)
+        sched = settings.rules.sched
+        self.watch = HostWatch(
+            host_pools,
+            hosts.reports,
+            clock=clock,
+            thresholds=settings.health,
+            placement=sched.placement,
+            exempt_users=sched.ownership.exempt_users,
+        )
         self._server = SocketServer(
             settings.socket,
             settings.admin_group,
@@ -426,10 +434,11 @@ class Head:
             self.liveness.progress("hosts")
 
     def _on_snapshot(self, snap: HostSnapshot) -> None:
-        for kind, payload in self.watch.observe(snap):
+        # The board first: placement reads its findings of the host's cards.
+        self.health.observe(snap, self.clock())
+        for kind, payload in self.watch.observe(snap, self.health.board.findings_of(snap.name)):
             self._post(Item(kind, payload=payload))
         self.meter.observe(snap)
-        self.health.observe(snap, self.clock())
         self.force_frees.sampled()
 
     async def _ticker(self) -> None:

@@ -6,14 +6,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.head.views import job_view
-from gputui.scheduler.policy import explain, line, model, passes, shares
+from gputui.scheduler.policy import cards, explain, line, model, passes, shares
+from gputui.scheduler.policy.cards import CardProblem
 from gputui.scheduler.policy.shares import Standing
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import ExplainArgs, Refusal
+from gputui.scheduler.server.wire import FINAL_JOB_STATES, ExplainArgs, Refusal
 from gputui.scheduler.store.api import Tx
 
 AHEAD_SHOWN = 20
@@ -65,11 +67,14 @@ def explain_job(
     now: float,
     grace_s: float,
     standing: Standing,
+    problems: Mapping[str, Sequence[CardProblem]] | None = None,
 ) -> dict[str, Any]:
     """Anyone may ask about any job (as ``squeue`` and ``sprio`` show everyone's).
 
     ``standing``: the figures the scheduler works by now (``standings.Standings``),
-    never worked out afresh here: what a person is told is what decides."""
+    never worked out afresh here: what a person is told is what decides.
+    ``problems``: what the head knows is wrong with each card (``cards``): the cards
+    that would fit the job but placement puts last or never uses are named."""
     job = tx.job(args.job_id)
     if job is None:
         raise Refusal("unknown-job", f"no job {args.job_id}")
@@ -93,7 +98,23 @@ def explain_job(
         "ahead_count": 0,
         "estimate": {"start": None, "host": None, "why": f"the job is {job.state}"},
         "reservation": None,
+        "passed_over": [],
     }
+    if job.state not in FINAL_JOB_STATES:
+        shape = me or model.Want(
+            "job", job.id or 0, job.gpus, pool=job.pool, host=job.host_constraint
+        )
+        passed = cards.passed_over(
+            shape,
+            slots,
+            problems or {},
+            config.placement,
+            busy=busy,
+        )
+        body["passed_over"] = [
+            {"host": p.host, "index": p.index, "uuid": p.uuid, "never": p.never, "why": p.why}
+            for p in passed
+        ]
     if me is None:
         return body
     order = explain.line_of(view)

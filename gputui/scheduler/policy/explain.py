@@ -30,7 +30,10 @@ MAX_AHEAD = 300
 
 NO_ROOM_EVER = {
     DRAINED: "the GPUs that could take it are drained: no start until an admin undrains them",
-    FENCED: "the GPUs that could take it are fenced (a hardware fault) until cleared",
+    FENCED: (
+        "the GPUs that could take it are fenced (a hardware fault) or show a problem"
+        " placement never uses, until it clears"
+    ),
     HOST_DOWN: "the hosts that could take it are not answering",
     LOGIN_USER: "only hosts the head reaches as another user could take it",
     RESOURCES: "no host has enough GPUs of the kind it asks for",

@@ -13,7 +13,9 @@ One pass, in this order of rules:
    least against its share first); arrival. So a higher class never waits behind a
    lower one, and over-quota work only gets what nothing within quota wants.
 2. **Placement.** Each, in line, goes on the host with the fewest free GPUs that
-   fits (best fit, all of a request on one host), so big holes stay open.
+   fits (best fit, all of a request on one host), so big holes stay open; a host
+   where clean cards alone fit it comes before one where it would need a card
+   placement avoids (``GpuSlot.last``), and on a host clean cards are taken first.
 3. **Preemption.** A job that cannot start, is within quota and could start if
    lower-class preemptible (or over-quota) jobs on one host stopped, preempts the
    fewest, youngest such victims, never one inside its minimum runtime. It then
@@ -35,6 +37,7 @@ import math
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import NamedTuple
 
 from gputui.scheduler.policy.lookup import no_host
@@ -61,6 +64,8 @@ LOGIN_USER = "LoginUser"
 could take it."""
 
 INF = math.inf
+LAST = attrgetter("last")
+"""A card's sort key that puts clean cards first (``GpuSlot.last``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +84,11 @@ class GpuSlot:
     busy: bool = False
     """Allocated to a job or a claim."""
     fenced: bool = False
-    """Fenced off by the head (then never ``healthy``): the reason says ``Fenced``."""
+    """Fenced off by the head (then never ``healthy``): its own fence, or a problem
+    placement never uses (``cards``); the reason says ``Fenced``."""
+    last: bool = False
+    """It shows a problem placement avoids (``cards``): used only when no clean card
+    fits."""
 
     @property
     def free(self) -> bool:
@@ -97,6 +106,7 @@ class GpuSlot:
             self.healthy,
             busy,
             self.fenced,
+            self.last,
         )
 
 
@@ -293,17 +303,24 @@ def best_fit(want: Want, hosts: dict[str, list[GpuSlot]], taken: set[str]) -> Pl
         if all(g.free and g.uuid not in taken for g in chosen):
             return Place(want.kind, want.id, chosen[0].host, tuple(g.uuid for g in chosen))
         return None
-    best: tuple[int, str, list[GpuSlot]] | None = None
+    best: tuple[tuple[int, int, str], list[GpuSlot]] | None = None
     for host, slots in hosts.items():
         free = [g for g in slots if g.free and g.uuid not in taken and want.fits(g)]
         if len(free) < want.gpus:
             continue
-        key = (len(free), host)
-        if best is None or key < (best[0], best[1]):
-            best = (len(free), host, free)
+        free.sort(key=LAST)  # clean cards first (a stable sort: then by index)
+        key = (last_among(free[: want.gpus]), len(free), host)
+        if best is None or key < best[0]:
+            best = (key, free)
     if best is None:
         return None
-    return Place(want.kind, want.id, best[1], tuple(g.uuid for g in best[2][: want.gpus]))
+    host = best[0][2]
+    return Place(want.kind, want.id, host, tuple(g.uuid for g in best[1][: want.gpus]))
+
+
+def last_among(chosen: Iterable[GpuSlot]) -> int:
+    """How many of ``chosen`` are cards placement avoids (``GpuSlot.last``)."""
+    return sum(1 for g in chosen if g.last)
 
 
 def static_reason(want: Want, hosts: dict[str, list[GpuSlot]]) -> str | None:

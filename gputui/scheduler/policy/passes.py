@@ -46,6 +46,7 @@ from gputui.scheduler.policy.model import (
     Place,
     Wait,
     Want,
+    last_among,
     static_reason,
 )
 from gputui.scheduler.policy.rooms import Preemptor, Reserver
@@ -225,9 +226,11 @@ class Pass:
     # -- placement ------------------------------------------------------------------
 
     def _try_place(self, want: Want, sized: Sized, end: float) -> bool:
-        best: tuple[int, str, list[GpuSlot]] | None = None
+        """Best fit: the host with the fewest free GPUs that fit, among those that
+        need the fewest cards placement avoids (counted only when there are any)."""
+        best: tuple[int, int, str, list[GpuSlot]] | None = None
         state = self.state
-        free_on, size = state.free, want.gpus
+        free_on, size, count_last = state.free, want.gpus, state.any_last
         fitting_free, shape = state.fitting_free, sized.shape
         for host in state.candidate_hosts(want, sized):
             if len(free_on[host]) < size:  # too few free of any kind: no need to look
@@ -238,12 +241,12 @@ class Pass:
             chosen = self._respecting_reservation(want, host, free, end)
             if chosen is None:
                 continue
-            key = (len(free), host)
-            if best is None or key < (best[0], best[1]):
-                best = (len(free), host, chosen)
+            dirty = last_among(chosen) if count_last else 0
+            if best is None or (dirty, len(free), host) < (best[0], best[1], best[2]):
+                best = (dirty, len(free), host, chosen)
         if best is None:
             return False
-        _, host, chosen = best
+        _, _, host, chosen = best
         self._take(want, host, chosen, end)
         return True
 

@@ -63,7 +63,9 @@ def decide_ref(view: ClusterView) -> Decisions:
         return by_host[host]
 
     def fitting_free(want: Want, host: str) -> list[GpuSlot]:
-        return [g for g in slots_of(host) if g.uuid in free and want.fits(g)]
+        """Clean cards first (``GpuSlot.last``), then by index."""
+        found = [g for g in slots_of(host) if g.uuid in free and want.fits(g)]
+        return [g for g in found if not g.last] + [g for g in found if g.last]
 
     def could_hold(want: Want) -> list[str]:
         return [h for h in hosts if sum(1 for g in slots_of(h) if want.fits(g)) >= want.gpus]
@@ -88,7 +90,7 @@ def decide_ref(view: ClusterView) -> Decisions:
         end = end_of(want, now)
         candidates = could_hold(want)
         # -- place: fewest fitting free GPUs, reservations respected
-        best: tuple[int, str, list[GpuSlot]] | None = None
+        best: tuple[int, int, str, list[GpuSlot]] | None = None
         for host in candidates:
             ff = fitting_free(want, host)
             if len(ff) < want.gpus:
@@ -111,10 +113,11 @@ def decide_ref(view: ClusterView) -> Decisions:
                 if short > res.spare:
                     continue
                 chosen = others + [g for g in ff if res.want.fits(g)][:short]
-            if best is None or (size, host) < (best[0], best[1]):
-                best = (size, host, chosen)
+            dirty = sum(1 for g in chosen if g.last)
+            if best is None or (dirty, size, host) < (best[0], best[1], best[2]):
+                best = (dirty, size, host, chosen)
         if best is not None:
-            _, host, chosen = best
+            _, _, host, chosen = best
             uuids = tuple(g.uuid for g in chosen)
             free.difference_update(uuids)
             holds[host].append((end, uuids, None))

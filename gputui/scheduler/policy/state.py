@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from gputui.scheduler.policy.model import (
     INF,
+    LAST,
     ClusterView,
     GpuSlot,
     Place,
@@ -134,6 +135,13 @@ class PassState:
         self.free: dict[str, list[GpuSlot]] = {
             h: [g for g in slots if g.free] for h, slots in self.hosts.items()
         }
+        """Per host: its free GPUs, clean cards first (then by index)."""
+        self.any_last = any(g.last for g in view.gpus)
+        """Whether any card is one placement avoids (``GpuSlot.last``): only then does
+        placement count them."""
+        if self.any_last:
+            for free in self.free.values():
+                free.sort(key=LAST)
         self.free_ids: set[str] = {g.uuid for slots in self.free.values() for g in slots}
         self.total_free = len(self.free_ids)
         self.kinds: dict[str, dict[tuple[str, str, bool, bool, bool, bool], int]] = {}

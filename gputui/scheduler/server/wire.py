@@ -311,6 +311,20 @@ class HealthAckArgs(_Plain):
         return value
 
 
+class GpusArgs(_Args):
+    """``gpus``: every GPU with its state, holder and use (anyone may read)."""
+
+    pool: Name | None = None
+    """Only this pool's GPUs."""
+    free: bool = False
+    """Only the free ones: unclaimed and idle."""
+
+    @field_validator("pool")
+    @classmethod
+    def _pool(cls, value: str | None) -> str | None:
+        return None if value is None else plain(value, "pool")
+
+
 Epoch = Annotated[float, Field(ge=0, le=1e10, allow_inf_nan=False)]
 MAX_USAGE_DAYS = 366
 """The longest range one ``usage`` or ``report`` request sums up."""
@@ -371,6 +385,7 @@ ARGS: dict[str, type[_Args]] = {
     "force_free": ForceFreeArgs,
     "health": HealthArgs,
     "health_ack": HealthAckArgs,
+    "gpus": GpusArgs,
 }
 
 

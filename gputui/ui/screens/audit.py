@@ -111,7 +111,7 @@ class AuditScreen(Screen[None]):
         wide = self.app.size.width >= 120
         for label, width in (
             ("TIME", 14),
-            ("USER", 10),
+            ("ACTOR", 10),
             ("ACTION", 12),
             ("TARGET", 22 if wide else 14),
             ("REASON", 40 if wide else 14),

@@ -18,17 +18,21 @@ it are undone with the batch when it is not committed (``begin``/``undo``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.config.models import HealthThresholds
+from gputui.config.scheduler import Placement
 from gputui.health.fencing import LatestReadings, Verdict, fence_reasons
+from gputui.health.finding import Finding
 from gputui.scheduler.head import fences
 from gputui.scheduler.head.gpufacts import GpuFacts
+from gputui.scheduler.head.watch import cards
 from gputui.scheduler.head.watch.readings import History
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy import ownership
+from gputui.scheduler.policy.cards import CardProblem, judged
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Gpu, Host
 from gputui.telemetry import HostSnapshot, HostStatus
@@ -49,6 +53,8 @@ class _Host:
     """How many distinct samples came: a process flagged in two of them is confirmed."""
     readings: LatestReadings = field(default_factory=LatestReadings)
     """The latest health reading of each of its GPUs (the fences judge those)."""
+    problems: dict[str, tuple[CardProblem, ...]] = field(default_factory=dict)
+    """What is wrong with each of its cards that has anything (``cards``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +75,15 @@ class HostWatch:
         *,
         clock: Callable[[], float] = time.time,
         thresholds: HealthThresholds | None = None,
+        placement: Placement | None = None,
+        exempt_users: Collection[str] = (),
     ) -> None:
         self.host_pools = dict(host_pools)
         self._reports = reports
         self._clock = clock
         self._thresholds = thresholds or HealthThresholds()
+        self._placement = placement or Placement()
+        self._exempt = frozenset(exempt_users)
         self._hosts: dict[str, _Host] = {name: _Host() for name in host_pools}
         self._gpus: dict[str, GpuFacts] = {}
         self._drained_hosts: set[str] = set()
@@ -178,33 +188,43 @@ class HostWatch:
             for g in sample.gpus
         }
 
+    def card_problems(self) -> dict[str, tuple[CardProblem, ...]]:
+        """GPU uuid -> what is wrong with it now (only those with anything), from
+        the live hosts' latest samples and health findings (``cards``)."""
+        return {u: found for h in self._hosts.values() if h.live for u, found in h.problems.items()}
+
     def slots(self) -> tuple[policy.GpuSlot, ...]:
-        """Every present GPU as placement sees it (rebuilt only after a change)."""
+        """Every present GPU as placement sees it (rebuilt only after a change): its
+        problems put it last or keep it out (``scheduler.placement``)."""
         if self._dirty:
             slots = []
+            rules = self._placement
             for gpu in self.present_gpus():
                 host = self._hosts.get(gpu.host)
                 healthy = host is not None and host.live and host.healthy.get(gpu.uuid, False)
-                slots.append(
-                    policy.GpuSlot(
-                        uuid=gpu.uuid,
-                        host=gpu.host,
-                        index=gpu.index,
-                        pool=gpu.pool,
-                        model=gpu.model,
-                        drained=gpu.drained or gpu.host in self._drained_hosts,
-                        healthy=healthy and not gpu.fenced,
-                        fenced=gpu.fenced,
-                    )
+                slot = policy.GpuSlot(
+                    uuid=gpu.uuid,
+                    host=gpu.host,
+                    index=gpu.index,
+                    pool=gpu.pool,
+                    model=gpu.model,
+                    drained=gpu.drained or gpu.host in self._drained_hosts,
+                    healthy=healthy and not gpu.fenced,
+                    fenced=gpu.fenced,
                 )
+                found = host.problems.get(gpu.uuid) if host is not None else None
+                slots.append(judged(slot, (p.kind for p in found), rules) if found else slot)
             self._slots = tuple(sorted(slots, key=lambda s: (s.host, s.index)))
             self._dirty = False
         return self._slots
 
     # -- what hosts say ----------------------------------------------------------------
 
-    def observe(self, snap: HostSnapshot) -> list[tuple[str, Any]]:
-        """Take in one snapshot; the (kind, payload) items the writer must apply."""
+    def observe(
+        self, snap: HostSnapshot, findings: Sequence[Finding] = ()
+    ) -> list[tuple[str, Any]]:
+        """Take in one snapshot (``findings``: the health board's for its host now);
+        the (kind, payload) items the writer must apply."""
         out: list[tuple[str, Any]] = []
         self.history.record(snap)
         host = self._hosts.setdefault(snap.name, _Host())
@@ -238,6 +258,10 @@ class HostWatch:
             if snap.sample is not host.sample:
                 host.sample, host.samples = snap.sample, host.samples + 1
                 host.readings.take(snap.sample)
+            problems = cards.of_host(snap.sample, findings, self._exempt)
+            if _kinds(problems) != _kinds(host.problems):
+                changed = True
+            host.problems = problems
             if live:
                 news = self._fence_news(snap, host.readings)
                 if news is not None:
@@ -303,3 +327,8 @@ class HostWatch:
                 if gone is not None:
                     gone.present = False
                     self._gpus[uuid] = GpuFacts.of(tx.put_gpu(gone))
+
+
+def _kinds(problems: Mapping[str, tuple[CardProblem, ...]]) -> dict[str, frozenset[str]]:
+    """What placement reads of a host's problems (their kinds, not their figures)."""
+    return {u: frozenset(p.kind for p in found) for u, found in problems.items()}

@@ -1,0 +1,124 @@
+"""``gputui gpus``: every GPU, what holds it and whether it is free (``sinfo``'s role).
+
+One line a GPU, fitted to the terminal (80 columns when it cannot say): where, its
+state, its holder (a job, a claim or a process nobody was given the card for),
+utilisation, memory, and why it is unavailable. ``POOL`` shows only when there is
+more than one pool and ``--pool`` picks none; ``WHY`` takes what is left and is cut
+with an ellipsis (``--json`` has every field in full). Free means unclaimed and idle:
+no job, no claim, no process (graphics processes and ``ownership.exempt_users``'
+aside).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gputui.cli.args import EXIT_OK
+from gputui.cli.tables import print_json
+from gputui.common.printable import shown
+from gputui.scheduler.client.backend import SyncBackend
+
+MIN_WIDTH = 60
+"""Narrower terminals still get this many columns (lines then wrap)."""
+WHY_MIN = 12
+"""What WHY keeps at least, the other columns cut to make room."""
+_CAPS = {"GPU": 16, "POOL": 8, "STATE": 9, "HOLDER": 16, "UTIL": 4, "MEMORY": 11}
+"""The most each column takes (WHY takes the rest)."""
+
+
+def holder_text(holder: Any) -> str:
+    """``j12 alice``, ``c3 bob``, ``pid 4242 carol`` (``pid 4242+2 carol``: two more
+    processes)."""
+    if not isinstance(holder, dict):
+        return "-"
+    user = shown(holder.get("user") or "?", 12)
+    kind = holder.get("kind")
+    if kind == "process":
+        more = holder.get("processes")
+        extra = f"+{more - 1}" if isinstance(more, int) and more > 1 else ""
+        return f"pid {shown(holder.get('pid'), 8)}{extra} {user}"
+    mark = "j" if kind == "job" else "c"
+    return f"{mark}{shown(holder.get('id'), 12)} {user}"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def memory_text(used: Any, total: Any) -> str:
+    """``20.1/80G`` (GiB); ``-`` for what the host did not say."""
+    u, t = _number(used), _number(total)
+    if u is None and t is None:
+        return "-"
+    left = "?" if u is None else f"{u / 1024:.1f}"
+    right = "?" if t is None else f"{t / 1024:.0f}"
+    return f"{left}/{right}G"
+
+
+def util_text(value: Any) -> str:
+    number = _number(value)
+    return "-" if number is None else f"{number:.0f}%"
+
+
+def table(rows: Sequence[dict[str, Any]], width: int, *, pools: bool) -> list[str]:
+    """The lines of the table, none longer than ``width``."""
+    names = ["GPU", *(["POOL"] if pools else []), "STATE", "HOLDER", "UTIL", "MEMORY", "WHY"]
+    cells: list[list[str]] = []
+    for r in rows:
+        line = [shown(f"{r.get('host', '?')}:{r.get('index', '?')}", _CAPS["GPU"])]
+        if pools:
+            line.append(shown(r.get("pool") or "-", _CAPS["POOL"]))
+        line += [
+            shown(r.get("state") or "?", _CAPS["STATE"]),
+            shown(holder_text(r.get("holder")), _CAPS["HOLDER"]),
+            util_text(r.get("util")),
+            memory_text(r.get("mem_used_mib"), r.get("mem_total_mib")),
+            str(r.get("why") or ""),
+        ]
+        cells.append(line)
+    widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names[:-1])]
+    width = max(MIN_WIDTH, width)
+    # Too narrow for WHY_MIN of WHY: the widest of GPU, POOL and HOLDER give way.
+    give = [i for i, n in enumerate(names) if n in ("GPU", "POOL", "HOLDER")]
+    while sum(widths) + 2 * len(widths) + WHY_MIN > width:
+        widest = max(give, key=lambda i: widths[i])
+        if widths[widest] <= len(names[widest]):
+            break
+        widths[widest] -= 1
+    left = width - sum(widths) - 2 * len(widths)
+    out = []
+    for line in [names, *cells]:
+        why = shown(line[-1], left) if left > 0 else ""
+        shape = zip(line[:-1], widths, names[:-1], strict=True)
+        fixed = [shown(c, w).rjust(w) if n == "UTIL" else shown(c, w).ljust(w) for c, w, n in shape]
+        out.append("  ".join([*fixed, why]).rstrip())
+    return out
+
+
+def run(backend: SyncBackend, a: argparse.Namespace) -> int:
+    answer = backend.gpus(pool=a.pool, free=a.free)
+    rows = [r for r in answer.get("gpus") or [] if isinstance(r, dict)]
+    if a.json:
+        print_json(answer)
+        return EXIT_OK
+    total = answer.get("total")
+    total = total if isinstance(total, int) else len(rows)
+    if not rows:
+        scope = f" in pool {shown(a.pool, 40)}" if a.pool else ""
+        print(f"no free GPU{scope} now" if a.free else f"no GPU{scope} known to the head yet")
+        return EXIT_OK
+    many = isinstance(answer.get("pools"), list) and len(answer["pools"]) > 1
+    width = shutil.get_terminal_size((80, 24)).columns
+    for line in table(rows, width, pools=many and not a.pool):
+        print(line)
+    if total > len(rows):
+        print(f"… and {total - len(rows)} more")
+    return EXIT_OK
+
+
+HANDLERS: dict[str, Callable[[SyncBackend, argparse.Namespace], int]] = {"gpus": run}
