@@ -11,6 +11,7 @@ k9s, rather than piling up; the keys of the main screen (``:release``, ``:sort``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from textual.app import App
@@ -53,12 +54,17 @@ class CommandRunner:
         self.app = app
         self.console = console
         self.history: CommandHistory | None = None
-        """Read when the line is first opened: this user's file (a headless test's:
-        none, unless the test sets one)."""
+        """Read when the line is first opened, from ``history_file``."""
+        self.history_file: Path | None = None
+        """Where the history is kept; None: this user's file (``history_path``), or in
+        memory only for a headless app (a test)."""
 
     def _history(self) -> CommandHistory:
         if self.history is None:
-            self.history = CommandHistory(None if self.app.is_headless else history_path())
+            path = self.history_file
+            if path is None and not self.app.is_headless:
+                path = history_path()
+            self.history = CommandHistory(path)
             if self.history.problem is not None:
                 self.app.notify(self.history.problem, severity="warning", timeout=6, markup=False)
         return self.history

@@ -4,23 +4,24 @@ parses, and how a half-typed one completes. No Textual and no I/O here.
 The vocabulary is k9s's: ``:queue``, ``:usage``, ``:health``, ``:audit`` open a
 view, ``:q`` quits, ``:sort util`` sorts, ``:claim 2 --pool a100`` claims. The
 command palette (Ctrl+P) offers the same commands, so one list serves both.
-``:claim`` takes exactly what ``gputui claim`` takes: its arguments are read by the
-CLI's own parser (``gputui.cli.args``), with its types and ranges, and a bad one is
-the CLI's one line, never a traceback or a print to the terminal.
+``:claim`` takes what ``gputui claim`` takes, with the same types and ranges: the
+flags of ``claim_parser`` are the CLI's (a test holds them equal; the console sits
+below the CLI and cannot import it), the durations are read by the same
+``parse_duration``, and a bad argument is one line, never a traceback or a print
+to the terminal. One shorthand: a number first is a count (``:claim 2`` is
+``gputui claim -g 2``).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
-import io
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
-from gputui.cli.args import parser
+from gputui.common.durations import parse_duration
 from gputui.common.text import clean
 
 MAX_LINE = 500
@@ -29,6 +30,44 @@ MAX_CLAIM_S = 366 * 86_400.0
 """Longest ``--for`` a claim may ask (the CLI's parser has no upper bound)."""
 MAX_TEXT = 200
 """Longest pool, model, host, project or note."""
+MAX_GPUS = 64
+"""The head's limit of GPUs a request (``wire.MAX_GPUS_PER_JOB``, as the CLI's)."""
+
+
+class _Bad(Exception):
+    """An argument ``claim_parser`` refuses; its message is the one line said."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _Bad(message)
+
+
+def gpu_count(text: str) -> int:
+    """A whole number of GPUs, 1 to ``MAX_GPUS`` (the CLI's ``-g`` rule)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of GPUs: {text!r}") from None
+    if not 1 <= value <= MAX_GPUS:
+        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_GPUS} GPUs, not {value}")
+    return value
+
+
+def claim_parser() -> argparse.ArgumentParser:
+    """``gputui claim``'s arguments, read without printing or exiting."""
+    c = _Parser(prog="claim", add_help=False, exit_on_error=False)
+    c.add_argument("gpu", nargs="*")
+    c.add_argument("-g", "--gpus", type=gpu_count)
+    c.add_argument("--pool")
+    c.add_argument("--model")
+    c.add_argument("--host")
+    c.add_argument("--for", dest="duration", type=parse_duration)
+    c.add_argument("--note", default="")
+    c.add_argument("--project")
+    c.add_argument("--no-wait", action="store_true")
+    c.add_argument("--json", action="store_true")
+    return c
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,14 +170,12 @@ def _claim(rest: list[str]) -> Order | Refused:
             "claim: [GPU ...] [-g N] [--pool P] [--model M] [--host H] [--for 2h] "
             "[--note TEXT] [--project P] [--no-wait]"
         )
-    said = io.StringIO()
+    if rest and rest[0].isdigit():  # ``:claim 2``: a count, as -g 2 (a GPU is HOST:INDEX)
+        rest = ["-g", *rest]
     try:
-        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
-            args = parser().parse_args(["claim", *rest])
-    except SystemExit:
-        lines = [line for line in said.getvalue().splitlines() if line.strip()]
-        why = lines[-1] if lines else "bad arguments"
-        return Refused(clean(why.replace("gputui claim: error: ", "claim: "), 200))
+        args = claim_parser().parse_args(rest)
+    except (_Bad, argparse.ArgumentError) as exc:
+        return Refused(clean(f"claim: {exc}", 200))
     return _claim_request(args)
 
 

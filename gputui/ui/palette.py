@@ -24,6 +24,10 @@ Entry = tuple[str, str, Callable[[], object]]
 """(name, what it does, run it)."""
 
 
+_OWN = frozenset({"command_palette", "command_line", "quit", "help", "app.health"})
+"""Keys whose command is listed already (or is the palette itself)."""
+
+
 class GpuTuiCommands(Provider):
     """The ``:`` commands and the keys of the screen below the palette."""
 
@@ -43,9 +47,9 @@ class GpuTuiCommands(Provider):
         for active in self.screen.active_bindings.values():
             binding = active.binding
             name = binding.description
-            if not name or not active.enabled or binding.action == "command_palette":
+            if not name or not active.enabled or binding.action in _OWN:
                 continue
-            if name.lower() in seen or binding.action in ("quit", "help", "app.health"):
+            if name.lower() in seen:
                 continue
             seen.add(name.lower())
             what = f"{binding.tooltip or name} ({key_label(binding.key)})"
