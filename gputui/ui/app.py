@@ -36,11 +36,13 @@ from gputui.config.models import Config
 from gputui.health.board import HealthBoard
 from gputui.health.staleness import stale_limit
 from gputui.telemetry import HostControl, HostSnapshot, ReadOnly, TelemetrySource
+from gputui.ui.command_run import CommandRunner
 from gputui.ui.head.console import HeadConsole
 from gputui.ui.head.link import HeadForceFreeStep, HeadNotice, HeadState, HeadUnreachable
 from gputui.ui.health_rounds import HealthRounds
 from gputui.ui.host_actions import HostActions
 from gputui.ui.model import ClusterModel, HostChange
+from gputui.ui.palette import GpuTuiCommands
 from gputui.ui.screens.audit import AuditScreen
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.forms import FormScreen
@@ -57,6 +59,7 @@ from gputui.ui.themes import (
     resolve_theme,
 )
 from gputui.ui.widgets.gpu_grid import GpuGrid
+from gputui.ui.widgets.rows import ROW_KEYS
 
 CLOSE_TIMEOUT_S = 5.0
 HEALTH_EVERY_S = 2.0
@@ -97,6 +100,7 @@ class GpuTuiApp(App[None]):
     CSS_PATH = "gputui.tcss"
     TITLE = "gputui"
     ENABLE_COMMAND_PALETTE = True
+    COMMANDS = App.COMMANDS | {GpuTuiCommands}
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
@@ -104,6 +108,13 @@ class GpuTuiApp(App[None]):
         Binding("t", "next_theme", "Theme", tooltip="Next theme (all themes: Ctrl+P)"),
         Binding(
             "ctrl+p", "command_palette", "Palette", show=False, tooltip="Command palette: theme..."
+        ),
+        Binding(
+            "colon",
+            "command_line",
+            "Command",
+            show=False,
+            tooltip="Command line: queue, claim 2 --pool a100, sort util, q (Tab, ↑↓)",
         ),
     ]
 
@@ -170,6 +181,8 @@ class GpuTuiApp(App[None]):
         """Feed ``health`` the snapshots that came meanwhile (``judge_health``)."""
         self.head = HeadConsole(self, config, self.model, clock, self.health)
         """The scheduler side: the link to the head, and every request to it."""
+        self.commands = CommandRunner(self, self)
+        """The ``:`` line and the palette's gputui commands."""
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -344,6 +357,7 @@ class GpuTuiApp(App[None]):
                 [b for b in MainScreen.BINDINGS if b not in MainScreen.SCHEDULER_BINDINGS],
             ),
             section("GPU grid", GpuGrid.BINDINGS),
+            section("Any table (processes, queue, audit, health)", ROW_KEYS),
             section("Health view (h)", HealthScreen.BINDINGS),
             *self.head.help_sections(),
             (title, [*confirm, ("Enter", "Press the focused button (Cancel at first)")]),
@@ -355,6 +369,9 @@ class GpuTuiApp(App[None]):
                 ],
             ),
         ]
+
+    def action_command_line(self) -> None:
+        self.commands.open_line()
 
     def action_health(self) -> None:
         """``h``: the health view, of the head's board with a head, else this console's

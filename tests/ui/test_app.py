@@ -25,6 +25,7 @@ from gputui.ui.screens.help import HelpScreen, key_label
 from gputui.ui.screens.main import MainScreen
 from gputui.ui.widgets.gpu_grid import GpuGrid
 from gputui.ui.widgets.process_table import ProcessTable
+from gputui.ui.widgets.rows import ROW_KEYS
 
 ALL_ROWS = [
     "gpu01", "gpu01:0", "gpu01:1", "gpu01:2", "gpu01:3",
@@ -195,6 +196,7 @@ async def test_help_lists_every_key(app: GpuTuiApp) -> None:
         *GpuGrid.BINDINGS,
         *ConfirmScreen.BINDINGS,
         *HealthScreen.BINDINGS,
+        *ROW_KEYS,
     ]
     async with app.run_test(size=(120, 60)) as pilot:
         await pilot.pause()

@@ -60,6 +60,20 @@ def logs_request(job_id: int, offset: int) -> Callable[[AsyncBackend], Awaitable
     return lambda b: b.logs(job_id, offset=offset, max_bytes=LOG_CHUNK_BYTES, timeout=LOG_TIMEOUT_S)
 
 
+Seen = tuple[int, str, str, int]
+
+
+def seen(screen: QueueScreen) -> Seen | None:
+    """The selected job as the queue screen sees it now: (id, state, reason, and a
+    hash of every job that has not ended, with its state: the line it waits in);
+    None when nothing is selected."""
+    job, view = screen.selected, screen.view
+    if job is None or view is None:
+        return None
+    line = hash(tuple((j.id, j.state) for j in view.jobs if j.state not in FINAL_STATES))
+    return job.id, job.state, job.reason, line
+
+
 class JobActions:
     """The open queue screen (if any) and every request made from it."""
 
@@ -69,6 +83,9 @@ class JobActions:
         self.clock = clock
         self.screen: QueueScreen | None = None
         """The queue screen while it is open."""
+        self._seen: Seen | None = None
+        """The selected job as last seen (``seen``): when
+        it moves, why it waits is asked again and a job back from the dead is followed."""
 
     def open_queue(self) -> None:
         link = self.asks.link
@@ -89,8 +106,27 @@ class JobActions:
             screen.show_unreachable(link.reason or "not connected")
 
     def show_view(self, view: HeadView) -> None:
-        if self.screen is not None:
-            self.screen.show_view(view)
+        screen = self.screen
+        if screen is None:
+            return
+        screen.show_view(view)
+        job, link = screen.selected, self.asks.link
+        before, self._seen = self._seen, seen(screen)
+        if job is None or link is None or before is None or before[0] != job.id:
+            return
+        if before == self._seen:
+            return
+        if before[1] in FINAL_STATES and job.state not in FINAL_STATES:
+            self.select(job.id)  # requeued: its output starts again
+        elif job.pending:
+            self.app.run_worker(
+                self._explain(link, screen, job.id),
+                name=f"job-explain-{job.id}",
+                group="job-explain",
+                description=f"why job {job.id} waits",
+                exclusive=True,
+                exit_on_error=False,
+            )
 
     def show_unreachable(self, reason: str) -> None:
         if self.screen is not None:
@@ -133,6 +169,7 @@ class JobActions:
         link = self.asks.link
         if screen is None or link is None or job_id is None:
             return
+        self._seen = seen(screen)
         screen.reset_log(job_id)
         self.app.run_worker(
             self._follow(link, screen, job_id),

@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from gputui.common.text import clean
+from gputui.ui.widgets.rows import RowTable
 
 LIMIT = 500
 """Rows asked for: the newest this many."""
@@ -102,7 +103,7 @@ class AuditScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static("", id="audit-status")
         yield Input(placeholder="filter: user, action, target, reason", id="audit-filter")
-        table: DataTable[Text] = DataTable(id="audit-table", cursor_type="row", zebra_stripes=True)
+        table: RowTable[Text] = RowTable(id="audit-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Footer()
 

@@ -29,6 +29,7 @@ from textual.widgets import DataTable, Footer, Static
 from gputui.common.text import clean
 from gputui.health.board import HealthBoard, Problem
 from gputui.ui.screens.confirm import ReasonScreen
+from gputui.ui.widgets.rows import RowTable
 
 
 class Board(Protocol):
@@ -101,7 +102,7 @@ class HealthScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="health-status")
-        table: DataTable[Text] = DataTable(id="health-table", cursor_type="row", zebra_stripes=True)
+        table: RowTable[Text] = RowTable(id="health-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static("", id="health-detail")
         yield Footer()

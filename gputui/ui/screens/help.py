@@ -29,6 +29,7 @@ _KEY_NAMES = {
     "escape": "Esc",
     "slash": "/",
     "question_mark": "?",
+    "colon": ":",
     "tab": "Tab",
     "ctrl+p": "Ctrl+P",
     "ctrl+q": "Ctrl+Q",

@@ -32,6 +32,7 @@ from gputui.common.text import clean
 from gputui.ui.head.flags import idle_for, idle_text
 from gputui.ui.head.view import FINAL_STATES, HeadJob, HeadView
 from gputui.ui.screens.confirm import ConfirmScreen, ReasonScreen
+from gputui.ui.widgets.rows import RowTable
 
 COLUMNS = ("JOBID", "USER", "NAME", "STATE", "GPUS", "HOST", "TIME", "REASON")
 LOG_LINES = 5000
@@ -130,11 +131,12 @@ class QueueScreen(Screen[None]):
         self._selected: int | None = None
         self._log_job: int | None = None
         self._detail: dict[str, Any] | None = None
+        self._problem = ""
         self._explain: list[tuple[str, str]] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queue-status")
-        table: DataTable[str] = DataTable(id="jobs", cursor_type="row", zebra_stripes=False)
+        table: RowTable[str] = RowTable(id="jobs", cursor_type="row", zebra_stripes=False)
         table.border_title = "jobs"
         yield table
         with Horizontal(id="job-panes"):
@@ -173,14 +175,15 @@ class QueueScreen(Screen[None]):
         if job_id != self._selected:
             return
         self._detail = detail
-        self.query_one("#job-detail", Static).update(self._detail_text(job_id, problem))
+        self._problem = problem
+        self._draw_detail()
 
     def show_explain(self, job_id: int, pairs: list[tuple[str, str]]) -> None:
         """Why the selected waiting job waits (place, factors, start estimate)."""
         if job_id != self._selected:
             return
         self._explain = pairs
-        self.query_one("#job-detail", Static).update(self._detail_text(job_id))
+        self._draw_detail()
 
     def reset_log(self, job_id: int, note: str = "") -> None:
         self._log_job = job_id
@@ -246,8 +249,9 @@ class QueueScreen(Screen[None]):
         else:
             self._update_cells(table, rows)
         self._announce(table)
-        if self._selected is not None and self._detail is None:
-            self.query_one("#job-detail", Static).update(self._detail_text(self._selected))
+        # Every new state redraws the detail: its state, reason, host and exit are the
+        # view's, not the record asked for when the job was selected.
+        self._draw_detail()
 
     def _update_cells(self, table: DataTable[Any], rows: dict[str, tuple[str, ...]]) -> None:
         for key, cells in rows.items():
@@ -275,23 +279,32 @@ class QueueScreen(Screen[None]):
         if job_id != self._selected:
             self._selected = job_id
             self._detail = None
+            self._problem = ""
             self._explain = []
-            self.query_one("#job-detail", Static).update(
-                self._detail_text(job_id) if job_id is not None else Text("no jobs")
-            )
+            self._draw_detail()
             self.post_message(self.JobSelected(job_id))
 
     @on(DataTable.RowHighlighted, "#jobs")
     def _on_row(self, event: DataTable.RowHighlighted) -> None:
         self._announce(self.query_one("#jobs", DataTable))
 
+    def _draw_detail(self) -> None:
+        job_id = self._selected
+        self.query_one("#job-detail", Static).update(
+            self._detail_text(job_id, self._problem) if job_id is not None else Text("no jobs")
+        )
+
     def _detail_text(self, job_id: int, problem: str = "") -> Text:
+        """The selected job as the head's latest state has it; its command, directory
+        and log from its record (they never change); why it waits while it waits."""
         text = Text(no_wrap=True, overflow="ellipsis")
         job = self.view.job(job_id) if self.view is not None else None
         full = self._detail or {}
-        if job is None and not full:
-            text.append(f"job {job_id}: no longer listed")
-            return text
+        if job is None:
+            text.append(f"job {job_id}: no longer listed by the head")
+            if not full:
+                return text
+            text.append("\n")
 
         def pair(label: str, value: object) -> None:
             text.append(f"{label:<10}", "dim")
@@ -321,8 +334,9 @@ class QueueScreen(Screen[None]):
         elif full:
             pair("cwd", full.get("cwd"))
             pair("log", full.get("log_path"))
-        for label, value in self._explain:
-            pair(label, value)
+        if job is not None and job.pending:  # a job that left the queue no longer waits
+            for label, value in self._explain:
+                pair(label, value)
         if problem:
             text.append(problem, "bold red")
         return text

@@ -6,10 +6,10 @@ from collections.abc import Set
 
 from rich.text import Text
 from textual.events import Resize
-from textual.widgets import DataTable
 
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
+from gputui.ui.widgets.rows import RowTable
 from gputui.ui.widgets.titles import set_border_title
 from gputui.wire.messages import ProcessSample
 
@@ -50,7 +50,7 @@ def plan_columns(
     return columns, max(_MIN_COMMAND_W, command_w(columns)), containers
 
 
-class ProcessTable(DataTable[Text]):
+class ProcessTable(RowTable[Text]):
     """Each row is one (GPU, process); ``selected`` gives the pair under the cursor."""
 
     DEFAULT_CSS = """

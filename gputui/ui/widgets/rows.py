@@ -1,0 +1,30 @@
+"""The keys every table of rows in the console answers to, in one place.
+
+A ``RowTable`` is a ``DataTable`` with a row cursor that also moves as in less, vim
+and htop: ``j``/``k`` down and up, ``Home``/``End`` to the first and last row
+(Textual's own Home/End scroll sideways). The queue, audit and health tables and
+the process table are ``RowTable``s, so a key learnt on one works on all.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, TypeVar
+
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable
+
+CellType = TypeVar("CellType")
+
+ROW_KEYS: list[BindingType] = [
+    Binding("j", "cursor_down", "Down", show=False, tooltip="Next row"),
+    Binding("k", "cursor_up", "Up", show=False, tooltip="Previous row"),
+    Binding("home", "scroll_top", "First", show=False, tooltip="First row"),
+    Binding("end", "scroll_bottom", "Last", show=False, tooltip="Last row"),
+]
+"""The row keys, as the help lists them (with the arrows and Page Up/Down)."""
+
+
+class RowTable(DataTable[CellType]):
+    """A ``DataTable`` that answers ``ROW_KEYS`` as well as the arrows."""
+
+    BINDINGS: ClassVar[list[BindingType]] = ROW_KEYS

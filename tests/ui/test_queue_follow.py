@@ -1,0 +1,127 @@
+"""The queue screen's detail follows the selected job live, from the head's own pushes.
+
+A real head (``headkit``) on a real socket and SQLite file; its hosts are scripted.
+The detail pane once kept the state it had when the job was selected: ``running``
+after the job ended, ``held`` after a release. Here each change is made at the head
+(not through the screen), and the pane must say it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Static
+from ui_helpers import until
+
+from gputui.ui.app import GpuTuiApp
+from gputui.ui.screens.queue import QueueScreen
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_scheduler import LAYOUT, connected, console
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
+from headkit import running_head
+
+SIZES = [(80, 24), (200, 50)]
+
+
+def detail(app: GpuTuiApp) -> str:
+    screen = app.screen
+    assert isinstance(screen, QueueScreen)
+    return str(screen.query_one("#job-detail", Static).content)
+
+
+def state_line(app: GpuTuiApp) -> str:
+    return next((line for line in detail(app).splitlines() if line.startswith("state")), "")
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_detail_follows_a_job_that_ends_at_the_head(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    async with running_head(tmp_path, LAYOUT) as (_head, hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=size) as pilot:
+            await connected(pilot, app)
+            link = app.head.link
+            assert link is not None
+            await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1))
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            await until(pilot, lambda: "running" in state_line(app), "the job running")
+            # The record asked for on selection has come (its command is shown) ...
+            await until(pilot, lambda: "train" in detail(app), "the job's record")
+            # ... and the job ends at the host, not through this screen.
+            launch = hosts.launches[0]
+            hosts.finish(launch.host, launch.key, exit_code=3)
+            await until(pilot, lambda: "failed" in state_line(app), "the detail to say failed")
+            assert "exit 3" in state_line(app)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_detail_follows_a_hold_and_its_release(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=size) as pilot:
+            await connected(pilot, app)
+            link = app.head.link
+            assert link is not None
+            await link.ask("submit", lambda b: b.submit(argv=["big"], gpus=4))
+            waiting = await link.ask("submit", lambda b: b.submit(argv=["next"], gpus=2))
+            job_id = waiting["job"]["id"]
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            queue = app.screen
+            assert isinstance(queue, QueueScreen)
+            table = queue.query_one("#jobs", DataTable)
+            await until(pilot, lambda: table.row_count == 2, "both jobs")
+            table.move_cursor(row=1)  # the waiting one, below the running one
+            await until(pilot, lambda: f"job       {job_id}  " in detail(app), "the waiting job")
+            await until(pilot, lambda: "queued" in state_line(app), "queued")
+            await until(pilot, lambda: "1 of 1" in detail(app), "why it waits")
+            await link.ask("hold", lambda b: b.hold(job_id))
+            await until(pilot, lambda: "held" in state_line(app), "the detail to say held")
+            await link.ask("release", lambda b: b.release_hold(job_id))
+            await until(pilot, lambda: "queued" in state_line(app), "the detail to say queued")
+            # The job that ran ends: the waiting one starts, and its detail says so and
+            # no longer says why it waits.
+            await link.ask("cancel", lambda b: b.cancel(job_id - 1))
+            await until(pilot, lambda: "running" in state_line(app), "the detail to say running")
+            assert "1 of 1" not in detail(app)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_why_a_job_waits_follows_the_line(tmp_path: Path, size: tuple[int, int]) -> None:
+    """Its place in line is asked again when the queue moves: second of two, then,
+    the job ahead held, first of one."""
+    async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=size) as pilot:
+            await connected(pilot, app)
+            link = app.head.link
+            assert link is not None
+            await link.ask("submit", lambda b: b.submit(argv=["big"], gpus=4))
+            ahead = (await link.ask("submit", lambda b: b.submit(argv=["a"], gpus=2)))["job"]["id"]
+            await link.ask("submit", lambda b: b.submit(argv=["b"], gpus=2))
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            queue = app.screen
+            assert isinstance(queue, QueueScreen)
+            table = queue.query_one("#jobs", DataTable)
+            await until(pilot, lambda: table.row_count == 3, "the jobs")
+            await pilot.press("end")  # the last row: the job last in line
+            assert table.cursor_row == 2
+            await until(pilot, lambda: "2 of 2" in detail(app), "second in line")
+            await link.ask("hold", lambda b: b.hold(ahead))
+            await until(pilot, lambda: "1 of 1" in detail(app), "first in line")
+            # The row keys every table of the console answers to.
+            await pilot.press("k")
+            assert table.cursor_row == 1
+            await pilot.press("home")
+            assert table.cursor_row == 0
+            await pilot.press("j", "j")
+            assert table.cursor_row == 2
