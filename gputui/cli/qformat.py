@@ -114,6 +114,9 @@ def parse(spec: str) -> list[Part]:
     """``%.10i %j`` -> its parts; ``FormatError`` naming what is wrong."""
     if len(spec) > MAX_FORMAT:
         raise FormatError(f"--format: longer than {MAX_FORMAT} characters")
+    bad = next((i for i, ch in enumerate(spec) if not ch.isprintable()), None)
+    if bad is not None:  # a control character would reach the terminal in the header
+        raise FormatError(f"--format: an unprintable character at {bad + 1}")
     parts: list[Part] = []
     at = 0
     for match in _SPEC.finditer(spec):
