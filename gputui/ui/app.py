@@ -57,6 +57,7 @@ from gputui.ui.themes import (
     resolve_theme,
 )
 from gputui.ui.widgets.gpu_grid import GpuGrid
+from gputui.ui.widgets.grid_render import GRID_LEGEND
 
 CLOSE_TIMEOUT_S = 5.0
 HEALTH_EVERY_S = 2.0
@@ -344,6 +345,7 @@ class GpuTuiApp(App[None]):
                 [b for b in MainScreen.BINDINGS if b not in MainScreen.SCHEDULER_BINDINGS],
             ),
             section("GPU grid", GpuGrid.BINDINGS),
+            ("GPU grid columns (narrow panes leave out POWER, OWNERS, FAN, SM)", GRID_LEGEND),
             section("Health view (h)", HealthScreen.BINDINGS),
             *self.head.help_sections(),
             (title, [*confirm, ("Enter", "Press the focused button (Cancel at first)")]),
