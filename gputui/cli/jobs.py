@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from gputui.cli.args import EXIT_OK, EXIT_REFUSED, command_of, said
 from gputui.cli.flagged import flags_table
+from gputui.cli.layout import terminal_width
 from gputui.cli.listing import every_page
 from gputui.cli.tables import print_json, queue_table, unavailable_table, when
 from gputui.common.printable import shown
@@ -57,10 +58,10 @@ def queue(backend: SyncBackend, a: argparse.Namespace) -> int:
     if a.json:
         print_json(items)
         return EXIT_OK
-    now = time.time()
-    lines = queue_table(items, now, result.get("idle_after_s"))
-    lines += flags_table(result.get("flags"), now)
-    lines += unavailable_table(result.get("unavailable"), now)
+    now, width = time.time(), terminal_width()
+    lines = queue_table(items, now, result.get("idle_after_s"), width)
+    lines += flags_table(result.get("flags"), now, width)
+    lines += unavailable_table(result.get("unavailable"), now, width)
     for line in lines:
         print(line)
     return EXIT_OK
