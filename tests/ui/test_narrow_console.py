@@ -1,4 +1,4 @@
-"""What the console keeps at 80×24 and shows at 200×50: the header's counts whole, the
+"""What the console keeps at 80x24 and shows at 200x50: the header's counts whole, the
 HELD column whole (grouped and flat), model labels, the PROCS column, "free" as a
 sort and a filter (unclaimed and idle), and the audit screen's OWNER and OUTCOME."""
 

@@ -24,7 +24,6 @@ NARROWING: tuple[tuple[str, int], ...] = (
     ("mem", 1),
     ("head", 1),
     ("hosts", 1),
-    ("alarm", 1),
     ("head", 2),
     ("sort!", 1),
     ("hosts!", 1),
@@ -34,8 +33,8 @@ NARROWING: tuple[tuple[str, int], ...] = (
 """How the line narrows: (part, its next form; past its last form, the part is gone).
 ``sort`` and ``hosts`` give way early only while they say nothing new (the usual sort,
 every host live); ``sort!`` and ``hosts!`` are the same parts later on. The problems,
-the GPUs (busy and free) and a head that cannot be reached (``alarm``, without its
-reason at the last) always stay."""
+the GPUs (busy and free) and a head that cannot be reached (``alarm``, first, with
+its reason: cut at the edge if it must be) always stay."""
 
 
 class SummaryBar(Widget):
