@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from gputui.cli.args import EXIT_OK, EXIT_REFUSED
 from gputui.cli.here import this_host
+from gputui.cli.layout import terminal_width
 from gputui.cli.listing import every_page, known_user, nothing_line
 from gputui.cli.tables import claims_table, print_json
 from gputui.common.gpu_env import export_line, gpu_uuids
@@ -65,7 +66,7 @@ def claims(backend: SyncBackend, a: argparse.Namespace) -> int:
     if a.json:
         print_json(items)
         return EXIT_OK
-    for line in claims_table(items, time.time()):
+    for line in claims_table(items, time.time(), terminal_width()):
         print(line)
     if not items:
         print(nothing_line("claims", a))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gputui.cli.layout import fit_table, wrap
 from gputui.common.durations import coarse_text
 from gputui.common.printable import shown as _shown
 from gputui.common.untrusted import number as _number
@@ -43,8 +44,9 @@ def action_text(flag: dict[str, Any], now: float) -> str:
     return ", ".join(parts) or "warn"
 
 
-def flags_table(flags: Any, now: float) -> list[str]:
-    """The block under the queue: one line per flagged process and GPU (none: no lines)."""
+def flags_table(flags: Any, now: float, width: int | None = None) -> list[str]:
+    """The block under the queue: one line per flagged process and GPU (none: no lines);
+    in ``width`` cells NAME, ACTION, KIND, GPU and USER are cut first."""
     if not isinstance(flags, list) or not flags:
         return []
     rows = [("USER", "GPU", "PID", "NAME", "KIND", "FOR", "ACTION")]
@@ -66,11 +68,13 @@ def flags_table(flags: Any, now: float) -> list[str]:
         )
     if len(rows) == 1:
         return []
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["", f"FLAGS: {len(rows) - 1} process(es) on GPUs their owners were not given"]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    said = f"FLAGS: {len(rows) - 1} process(es) on GPUs their owners were not given"
+    lines = ["", *wrap(said, width, 2)]
+    lines += fit_table(rows, width, flex={3: 8, 6: 10, 4: 10, 1: 10, 0: 8})
     if len(flags) > MAX_SHOWN:
         lines.append(f"… and {len(flags) - MAX_SHOWN} more")
     kinds: Sequence[str] = sorted({str(f.get("kind")) for f in flags if isinstance(f, dict)})
-    lines += [f"  {k}: {KINDS[k]}" for k in kinds if k in KINDS]
+    for k in kinds:
+        if k in KINDS:
+            lines += wrap(f"  {k}: {KINDS[k]}", width, 4)
     return lines

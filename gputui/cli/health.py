@@ -11,12 +11,12 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from gputui.cli.layout import cut, fit_widths, table_lines, terminal_width, wrap
 from gputui.common.locations import SOCKET_ENV, LocationError, find_hosts
 from gputui.common.text import clean
 from gputui.config.loader import ConfigError, find_config, load_config
@@ -119,7 +119,7 @@ def report(args: argparse.Namespace, board: Board, hosts: int, notes: list[str])
     if args.json:
         print(json.dumps({**as_json(board, hosts), "notes": notes}, indent=1))
     else:
-        print(as_text(board, hosts, shutil.get_terminal_size((120, 24)).columns))
+        print(as_text(board, hosts, terminal_width()))
         if args.keys:
             from gputui.health.head_answer import keys_text
 
@@ -292,7 +292,9 @@ def as_json(board: Board, hosts: int) -> dict[str, Any]:
     }
 
 
-def as_text(board: Board, hosts: int, width: int) -> str:
+def as_text(board: Board, hosts: int, width: int | None) -> str:
+    """The problems as a table, then what each means; in ``width`` cells (None: any) the
+    PROBLEM is cut first, then WHAT TO DO leaves the table for a line under the meaning."""
     problems = board.problems()
     lines: list[str] = []
     if problems:
@@ -304,23 +306,21 @@ def as_text(board: Board, hosts: int, width: int) -> str:
                     f.severity.upper(),
                     f.host,
                     "-" if f.gpu is None else str(f.gpu),
-                    f.title + (" [ack]" if p.ack else ""),
+                    cut(f.title, 42 if p.ack else 48) + (" [ack]" if p.ack else ""),
                     _when(p.first_seen),
                     str(p.count),
                     f.action,
                 )
             )
-        widths = [max(len(r[i]) for r in rows) for i in range(6)]
-        widths[3] = min(widths[3], 48)
-        for r in rows:
-            cells = [c[: widths[i]].ljust(widths[i]) for i, c in enumerate(r[:6])]
-            line = "  ".join(cells) + "  " + r[6]
-            lines.append(line[: max(width, 60)].rstrip())
+        widths = fit_widths(rows, width, flex={3: 16, 1: 8}, drop=(6,))
+        lines += table_lines(rows, widths, width)
         lines.append("")
         for p in problems:  # what each means, once, below the table
             f = p.finding
             where = f.host + ("" if f.gpu is None else f" GPU {f.gpu}")
-            lines.append(f"{f.severity.upper():4}  {where}: {f.title}: {f.meaning}")
+            lines += wrap(f"{f.severity.upper():4}  {where}: {f.title}: {f.meaning}", width, 6)
+            if 6 not in widths:
+                lines += wrap(f"      what to do: {f.action}", width, 18)
         lines.append("")
     counts = {
         s: sum(1 for p in problems if p.finding.severity == s) for s in ("crit", "warn", "info")
@@ -336,12 +336,12 @@ def as_text(board: Board, hosts: int, width: int) -> str:
         if problems
         else f"no problems on {where}"
     )
-    lines.append(summary)
+    lines += wrap(summary, width, 2)
     unknown = board.unknown()
     if unknown:
         per_host = []
         for host, items in sorted(unknown.items()):
             checks = sorted({f"{check} ({why})" for _, check, why in items})
             per_host.append(f"{host}: {', '.join(checks)}")
-        lines.append("not checked (unknown, not ok): " + "; ".join(per_host))
+        lines += wrap("not checked (unknown, not ok): " + "; ".join(per_host), width, 2)
     return "\n".join(clean(line, 2048) for line in lines)

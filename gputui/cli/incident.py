@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gputui.cli.health import EXIT_ERROR, probe, wait_refused
+from gputui.cli.layout import terminal_width, wrap
 from gputui.common.durations import ago
 from gputui.common.text import clean
 from gputui.common.untrusted import epoch, integer, number
@@ -113,14 +114,22 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_OK
     where = host + ("" if gpu is None else f" GPU {gpu}")
     print(f"Incident timeline for {where}, since {_stamp(since)}")
-    for e in entries:
-        card = "" if e.gpu is None or gpu is not None else f"GPU {e.gpu}  "
-        print(f"{_stamp(e.time)}  {e.kind:<7}  {card}{e.text}")
+    for line in timeline_lines(entries, gpu, terminal_width()):
+        print(line)
     if not entries:
         print("(nothing recorded in that time)")
     for note in notes:
         print(f"note: {note}")
     return EXIT_OK
+
+
+def timeline_lines(entries: list[Entry], gpu: int | None, width: int | None) -> list[str]:
+    """One entry a line, wrapped under its text in ``width`` cells."""
+    out = []
+    for e in entries:
+        card = "" if e.gpu is None or gpu is not None else f"GPU {e.gpu}  "
+        out += wrap(f"{_stamp(e.time)}  {e.kind:<7}  {card}{e.text}", width, 30)
+    return out
 
 
 def _stamp(t: float) -> str:

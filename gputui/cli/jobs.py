@@ -18,6 +18,7 @@ from collections.abc import Callable
 from gputui.cli import qformat
 from gputui.cli.args import EXIT_OK, EXIT_REFUSED, command_of, said
 from gputui.cli.flagged import flags_table
+from gputui.cli.layout import terminal_width
 from gputui.cli.listing import every_page, known_user, nothing_line
 from gputui.cli.tables import print_json, queue_table, unavailable_table, when
 from gputui.common.durations import coarse_text
@@ -63,16 +64,16 @@ def queue(backend: SyncBackend, a: argparse.Namespace) -> int:
     if a.json:
         print_json(items)
         return EXIT_OK
-    now = time.time()
+    now, width = time.time(), terminal_width()
     if parts is not None:
         for line in qformat.lines(parts, items, now):
             print(line)
         return EXIT_OK
-    lines = queue_table(items, now, result.get("idle_after_s"))
+    lines = queue_table(items, now, result.get("idle_after_s"), width)
     if not items:
         lines.append(nothing_line("jobs", a))
-    lines += flags_table(result.get("flags"), now)
-    lines += unavailable_table(result.get("unavailable"), now)
+    lines += flags_table(result.get("flags"), now, width)
+    lines += unavailable_table(result.get("unavailable"), now, width)
     for line in lines:
         print(line)
     return EXIT_OK

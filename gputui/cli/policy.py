@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from gputui.cli.args import EXIT_OK
+from gputui.cli.layout import fit_table, terminal_width, wrap
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.explain_text import explain_lines, shown
 
@@ -45,16 +46,26 @@ def quota(backend: SyncBackend, a: argparse.Namespace) -> int:
         if isinstance(as_of, (int, float)) and as_of > 0
         else ""
     )
-    print(f"weekly GPU-hour quotas, this week since {since}{counted}")
-    print(f"{'GROUP':<16} {'POOL':<12} {'USED':>9} {'LIMIT':>9} {'USE%':>6}  STATE")
+    width = terminal_width()
+    for line in wrap(f"weekly GPU-hour quotas, this week since {since}{counted}", width, 2):
+        print(line)
+    table = [("GROUP", "POOL", "USED", "LIMIT", "USE%", "STATE")]
     for q in rows:
         limit = q["limit_gpu_h"]
         pct = 100.0 * q["used_gpu_h"] / limit if limit else 100.0
         state = "over: its jobs run only on idle GPUs, preemptible" if q["over"] else "within"
-        print(
-            f"{shown(q['group'], 16):<16} {shown(q['pool'] or '(all)', 12):<12}"
-            f" {q['used_gpu_h']:>9.1f} {limit:>9g} {pct:>5.0f}%  {state}"
+        table.append(
+            (
+                shown(q["group"], 16),
+                shown(q["pool"] or "(all)", 12),
+                f"{q['used_gpu_h']:.1f}",
+                f"{limit:g}",
+                f"{pct:.0f}%",
+                state,
+            )
         )
+    for line in fit_table(table, width, flex={5: 6, 0: 8, 1: 6}, right=(2, 3, 4)):
+        print(line)
     return EXIT_OK
 
 

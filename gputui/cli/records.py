@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from gputui.cli.args import EXIT_OK
+from gputui.cli.layout import terminal_width, wrap
 from gputui.cli.tables import audit_table, print_json
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
@@ -37,7 +38,7 @@ def audit(backend: SyncBackend, a: argparse.Namespace) -> int:
     if a.json:
         print_json(rows)
         return EXIT_OK
-    for line in audit_table(rows):
+    for line in audit_table(rows, terminal_width()):
         print(line)
     return EXIT_OK
 
@@ -52,10 +53,13 @@ def notices(backend: SyncBackend, a: argparse.Namespace) -> int:
     if not rows:
         print("no notices" if a.all else "no unread notices")
         return EXIT_OK
+    width = terminal_width()
     for n in rows:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(n["time"])))
         new = "*" if n.get("unread") and a.all else " "
-        print(f"{new}{when}  {shown(n['kind'], 10):10} {shown(n['text'], 512)}")
+        line = f"{new}{when}  {shown(n['kind'], 10):10} {shown(n['text'], 512)}"
+        for part in wrap(line, width, 33):
+            print(part)
     return EXIT_OK
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputui.cli.flagged import idle_reason
+from gputui.cli.layout import fit_table, wrap
 from gputui.common.durations import coarse_text, elapsed_text
 from gputui.common.printable import shown
 from gputui.common.untrusted import number
@@ -29,9 +30,15 @@ def when(epoch: float | None) -> str:
     return "-" if not epoch else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
-def queue_table(jobs: Sequence[dict[str, Any]], now: float, idle_after_s: Any = None) -> list[str]:
+def queue_table(
+    jobs: Sequence[dict[str, Any]],
+    now: float,
+    idle_after_s: Any = None,
+    width: int | None = None,
+) -> list[str]:
     """Slurm-like columns: JOBID USER NAME STATE GPUS HOST TIME REASON (a running job
-    idle past the head's limit, ``idle_after_s``, says ``Idle 2h05m`` there)."""
+    idle past the head's limit, ``idle_after_s``, says ``Idle 2h05m`` there). In
+    ``width`` cells: REASON, NAME, HOST and USER are cut first, then HOST goes."""
     rows = [("JOBID", "USER", "NAME", "STATE", "GPUS", "HOST", "TIME", "REASON")]
     for job in jobs:
         started = job.get("started_at")
@@ -49,11 +56,14 @@ def queue_table(jobs: Sequence[dict[str, Any]], now: float, idle_after_s: Any = 
                 shown(idle_reason(job, idle_after_s, now) or job.get("reason") or "-", 40),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return fit_table(rows, width, flex={7: 10, 2: 8, 5: 8}, drop=(5, 2))
 
 
-def claims_table(claims: Sequence[dict[str, Any]], now: float) -> list[str]:
+def claims_table(
+    claims: Sequence[dict[str, Any]], now: float, width: int | None = None
+) -> list[str]:
+    """CLAIM USER STATE GPUS HOST AGE EXPIRES NOTE; in ``width`` cells NOTE, STATE's
+    reason, HOST and USER are cut first, then EXPIRES and NOTE go."""
     rows = [("CLAIM", "USER", "STATE", "GPUS", "HOST", "AGE", "EXPIRES", "NOTE")]
     for c in claims:
         since = c.get("granted_at") or c.get("created_at") or now
@@ -75,20 +85,22 @@ def claims_table(claims: Sequence[dict[str, Any]], now: float) -> list[str]:
                 shown(c.get("note") or "", 30),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return fit_table(rows, width, flex={7: 4, 2: 9, 4: 8, 1: 8}, drop=(6, 7))
 
 
-def audit_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+def audit_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> list[str]:
     """TIME ACTOR ACTION TARGET OWNER REASON OUTCOME: who did what to whose work, why,
     and what came of it. ACTOR is who acted (an admin, an owner on their own work, or
-    the head itself); OWNER is whose work it was, ``-`` when it was the actor's own."""
+    the head itself); OWNER is whose work it was, ``-`` when it was the actor's own.
+    In ``width`` cells every column stays: the time to the minute, the free text cut
+    (``--json`` has it whole)."""
+    narrow = width is not None and width < 120
     out = [("TIME", "ACTOR", "ACTION", "TARGET", "OWNER", "REASON", "OUTCOME")]
     for r in rows:
         owner = r.get("owner") or "-"
         out.append(
             (
-                when(r.get("time")),
+                when(r.get("time"))[5:16] if narrow and r.get("time") else when(r.get("time")),
                 shown(r.get("user") or "", 12),
                 shown(r.get("action") or "", 13),
                 shown(r.get("target") or "", 16),
@@ -97,8 +109,8 @@ def audit_table(rows: Sequence[dict[str, Any]]) -> list[str]:
                 shown(r.get("outcome") or "-", 60),
             )
         )
-    widths = [max(len(r[i]) for r in out) for i in range(len(out[0]))]
-    return ["  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in out]
+    flex = {6: 9, 5: 9, 3: 9, 4: 8, 1: 8, 2: 8}
+    return fit_table(out, width, flex=flex)
 
 
 def _since(part: Any, now: float) -> str:
@@ -106,8 +118,9 @@ def _since(part: Any, now: float) -> str:
     return "" if at is None else f" for {coarse_text(max(0.0, now - at))}"
 
 
-def gpu_lines(gpus: list[Any], now: float) -> list[str]:
-    """One line a GPU: where, state, and the drain's and fence's who, why, since when."""
+def gpu_lines(gpus: list[Any], now: float, width: int | None = None) -> list[str]:
+    """One line a GPU: where, state, and the drain's and fence's who, why, since when
+    (wrapped under the state in ``width`` cells)."""
     lines = []
     for g in gpus[:MAX_SHOWN]:
         if not isinstance(g, dict):
@@ -127,15 +140,15 @@ def gpu_lines(gpus: list[Any], now: float) -> list[str]:
             )
         elif g.get("host_drained") is True:
             parts.append("DRAINED (its host)")
-        lines.append(f"{where:<20} {'; '.join(parts) or shown(g.get('state'), 16)}")
+        lines += wrap(f"{where:<20} {'; '.join(parts) or shown(g.get('state'), 16)}", width, 21)
     if len(gpus) > MAX_SHOWN:
         lines.append(f"… and {len(gpus) - MAX_SHOWN} more")
     return lines
 
 
-def unavailable_table(gpus: Any, now: float) -> list[str]:
+def unavailable_table(gpus: Any, now: float, width: int | None = None) -> list[str]:
     """The block under the queue (no such cards: no lines)."""
     if not isinstance(gpus, list) or not gpus:
         return []
     head = f"UNAVAILABLE: {len(gpus)} GPU(s) take no new work (drained by an admin, or fenced)"
-    return ["", head, *gpu_lines(gpus, now)]
+    return ["", *wrap(head, width, 2), *gpu_lines(gpus, now, width)]

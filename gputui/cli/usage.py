@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gputui.cli.layout import fit_table, terminal_width
 from gputui.common.durations import ago
 from gputui.common.printable import shown as _shown
 from gputui.scheduler.client.backend import SyncBackend
@@ -80,8 +81,9 @@ def _key(name: str, by: str) -> str:
 # -- usage ---------------------------------------------------------------------------------
 
 
-def usage_table(result: dict[str, Any], daily: bool) -> list[str]:
-    """sreport-like columns: [DAY] KEY, GPU-H ALLOC, GPU-H BUSY, BUSY%, KWH, COST; a total."""
+def usage_table(result: dict[str, Any], daily: bool, width: int | None = None) -> list[str]:
+    """sreport-like columns: [DAY] KEY, GPU-H ALLOC, GPU-H BUSY, BUSY%, KWH, COST; a total.
+    In ``width`` cells the KEY is cut first, then KWH and COST go."""
     by, currency = str(result["by"]), _shown(result["currency"], 8)
     lead = ["DAY"] if daily else []
     rows = [(*lead, by.upper(), "GPU-H ALLOC", "GPU-H BUSY", "BUSY%", "KWH", f"COST {currency}")]
@@ -91,15 +93,10 @@ def usage_table(result: dict[str, Any], daily: bool) -> list[str]:
         rows.append((*day, _key(r["key"], by), *_numbers(r)))
     sums = {f: sum(float(r[f]) for r in result["totals"]) for f in _FIELDS}
     rows.append((*([""] if daily else []), "TOTAL", *_numbers(sums)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     first = len(lead) + 1
-    return [
-        "  ".join(
-            c.ljust(w) if i < first else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in rows
-    ]
+    numbers = range(first, len(rows[0]))
+    kwh = first + 3
+    return fit_table(rows, width, flex={first - 1: 8}, drop=(kwh, kwh + 1), right=numbers)
 
 
 _FIELDS = ("alloc_gpu_h", "busy_gpu_h", "energy_kwh", "cost")
@@ -150,7 +147,7 @@ def run_usage(backend: SyncBackend, a: argparse.Namespace) -> int:
         if not result["totals"]:
             print("no GPU was allocated then")
         else:
-            for line in usage_table(result, a.daily):
+            for line in usage_table(result, a.daily, terminal_width()):
                 print(line)
     return 0
 

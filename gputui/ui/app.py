@@ -59,6 +59,7 @@ from gputui.ui.themes import (
     resolve_theme,
 )
 from gputui.ui.widgets.gpu_grid import GpuGrid
+from gputui.ui.widgets.grid_render import GRID_LEGEND
 from gputui.ui.widgets.rows import ROW_KEYS
 
 CLOSE_TIMEOUT_S = 5.0
@@ -358,6 +359,7 @@ class GpuTuiApp(App[None]):
             ),
             section("GPU grid", GpuGrid.BINDINGS),
             section("Any table (processes, queue, audit, health)", ROW_KEYS),
+            ("GPU grid columns (narrow panes leave out POWER, OWNERS, FAN, SM)", GRID_LEGEND),
             section("Health view (h)", HealthScreen.BINDINGS),
             *self.head.help_sections(),
             (title, [*confirm, ("Enter", "Press the focused button (Cancel at first)")]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from gputui.common.durations import coarse_text
+from gputui.common.text import cells as cell_count
 from gputui.common.text import cut
 from gputui.common.text import fit as fit_cells
 from gputui.health import snapshot_is_stale
@@ -129,6 +130,11 @@ def retry_in(next_retry_at: float | None, now: float) -> str:
 def truncate(text: str, width: int) -> str:
     """Cut ``text`` to ``width`` display cells with an ellipsis (wide characters count 2)."""
     return cut(text, width)
+
+
+def cells(text: str) -> int:
+    """How many terminal cells ``text`` takes (wide characters count two)."""
+    return cell_count(text)
 
 
 def fit(text: str, width: int) -> str:

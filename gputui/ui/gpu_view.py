@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from gputui.common.gpu_label import model_label
 from gputui.ui.format import short_model
 from gputui.wire.messages import GpuInfo, GpuSample, ProcessSample
 
@@ -59,6 +60,12 @@ class GpuView:
     @property
     def model(self) -> str:
         return short_model(self.info.name if self.info is not None else None)
+
+    @property
+    def label(self) -> str:
+        """The model's short label (``A100-80G``), for a narrow column."""
+        info = self.info
+        return model_label(info.name, info.memory_total_mib) if info is not None else "unknown"
 
     @property
     def processes(self) -> tuple[ProcessSample, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from gputui.common.gpu_label import model_label
 from gputui.config.models import HealthThresholds
 from gputui.health import (
     ORPHAN_MEMORY_MIB,
@@ -22,6 +23,23 @@ from gputui.telemetry import HostSnapshot
 from gputui.ui.format import short_model
 from gputui.ui.gpu_view import GpuHistory, GpuView
 from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello
+
+IDLE_UTIL_PCT = 5
+"""A GPU with no process under this utilisation is idle (and not busy)."""
+
+
+def gpu_is_idle(gpu: GpuSample) -> bool:
+    """No process, utilisation under ``IDLE_UTIL_PCT``, no memory held without a process
+    (under ``ORPHAN_MEMORY_MIB``) and nothing wrong reported: a job could start on it.
+    Free is this and held by no job or claim (``ClusterModel.is_free``)."""
+    util = gpu.util_gpu
+    return (
+        not gpu.processes
+        and util is not None
+        and util < IDLE_UTIL_PCT
+        and (gpu.mem_used_mib or 0) < ORPHAN_MEMORY_MIB
+        and gpu.state == "ok"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +54,8 @@ class HostTotals:
     """GPUs with a problem that does not fade (hot, lost, ECC, throttled)."""
     xids: tuple[float, ...]
     """For each other GPU that had an Xid: when its newest one happened."""
+    idle: tuple[str, ...] = ()
+    """The uuids of the GPUs that are idle (``gpu_is_idle``): free unless someone holds them."""
 
     def problem_gpus(self, now: float) -> int:
         if not self.xids:  # the usual case, once per host per second
@@ -134,7 +154,8 @@ class HostEntry:
                 haystack = before.haystack
             else:
                 model = short_model(info.name if info else None)
-                haystack = "\n".join((name, snapshot.pool, model, *owners)).lower()
+                label = model_label(info.name, info.memory_total_mib) if info else ""
+                haystack = "\n".join((name, snapshot.pool, model, label, *owners)).lower()
             result[index] = GpuView(name, index, info, sample, owners, haystack)
         return result
 
@@ -200,6 +221,7 @@ def _scan(
         return (), HostTotals(0, 0, 0, 0, 0, ())
     busy = used = total = problems = 0
     xids: list[float] = []
+    idle: list[str] = []
     seen: list[int] = []
     warm = health.temp_warn_c
     # Per GPU per second: plain attribute reads, one tuple appended to the history,
@@ -211,8 +233,10 @@ def _scan(
         mem_total = gpu.mem_total_mib
         if mem_total is None and (info := infos.get(index)) is not None:
             mem_total = info.memory_total_mib
-        if gpu.processes or (util is not None and util >= 5):  # busy: processes, or >= 5 % util
+        if gpu.processes or (util is not None and util >= IDLE_UTIL_PCT):
             busy += 1
+        elif gpu_is_idle(gpu):
+            idle.append(gpu.uuid)
         used += mem_used or 0
         total += mem_total or 0
         suspect = (
@@ -231,7 +255,7 @@ def _scan(
             if history is None:
                 history = histories[index] = GpuHistory()
             history.readings.append((util, mem_used, mem_total, temp, gpu.power_w))
-    totals = HostTotals(len(seen), busy, used, total, problems, tuple(xids))
+    totals = HostTotals(len(seen), busy, used, total, problems, tuple(xids), tuple(idle))
     return tuple(seen), totals
 
 

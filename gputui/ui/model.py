@@ -23,7 +23,13 @@ from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.gpu_view import GpuHistory, GpuRow, GpuView, HostRow, Row
 from gputui.ui.head.flags import OwnerFlag
 from gputui.ui.head.view import Holder
-from gputui.ui.host_entry import HostEntry, HostTotals, changed_gpus, take_snapshot
+from gputui.ui.host_entry import (
+    HostEntry,
+    HostTotals,
+    changed_gpus,
+    gpu_is_idle,
+    take_snapshot,
+)
 from gputui.wire.messages import Event
 
 __all__ = [
@@ -77,15 +83,19 @@ class ClusterSummary:
     mem_used_mib: int
     mem_total_mib: int
     problems: int
+    free: int = 0
+    """GPUs held by nobody and idle (``ClusterModel.is_free``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SortKey:
-    """One way to order GPUs; ``value`` is sorted largest first, ``None`` last."""
+    """One way to order GPUs; ``value`` is sorted largest first, ``None`` last
+    (``free_first``: the free GPUs first, each part by ``value``)."""
 
     name: str
     label: str
     value: Callable[[GpuView], float] | None
+    free_first: bool = False
 
 
 def _num(value: float | None) -> float:
@@ -98,8 +108,11 @@ SORT_KEYS: tuple[SortKey, ...] = (
     SortKey("mem", "memory used", lambda g: _num(g.mem_used)),
     SortKey("temp", "temperature", lambda g: _num(g.temp)),
     SortKey("power", "power", lambda g: _num(g.power)),
-    SortKey("free", "free memory", lambda g: _num(g.mem_free)),
+    SortKey("free", "free (unclaimed and idle) first", lambda g: _num(g.mem_free), True),
 )
+
+FREE_WORD = "free"
+"""This word in the filter keeps the free GPUs (``ClusterModel.is_free``), not the text."""
 
 
 class ClusterModel:
@@ -212,43 +225,73 @@ class ClusterModel:
     ) -> list[Row]:
         """The grid's rows for a filter (all words must match) and a sort order."""
         terms = query.lower().split()
+        free = FREE_WORD in terms
+        if free:
+            terms = [t for t in terms if t != FREE_WORD]
         folded = set(collapsed)
         rows: list[Row] = []
+
+        def wanted(gpu: GpuView) -> bool:
+            return _matches(gpu, terms) and (not free or self.is_free(gpu))
+
         if not grouped:
-            flat = [g for e in self.hosts.values() for g in e.gpus.values() if _matches(g, terms)]
-            rows.extend(g.row for g in _sorted(flat, sort))
+            flat = [g for e in self.hosts.values() for g in e.gpus.values() if wanted(g)]
+            rows.extend(g.row for g in self._sorted(flat, sort))
             return rows
         for entry in self.hosts.values():
-            if not terms and sort.value is None:  # the usual case: no GpuView needed
+            if not terms and not free and sort.value is None:  # the usual case: no GpuView
                 rows.append(HostRow(entry.name))
                 if entry.name not in folded:
                     rows.extend(GpuRow(entry.name, index) for index in entry.indices)
                 continue
-            gpus = [g for g in entry.gpus.values() if _matches(g, terms)]
-            if terms and not gpus and not _matches_text(entry.haystack, terms):
+            gpus = [g for g in entry.gpus.values() if wanted(g)]
+            if not gpus and (free or (terms and not _matches_text(entry.haystack, terms))):
                 continue
             rows.append(HostRow(entry.name))
             if entry.name not in folded:
-                rows.extend(g.row for g in _sorted(gpus, sort))
+                rows.extend(g.row for g in self._sorted(gpus, sort))
         return rows
 
+    def is_free(self, gpu: GpuView) -> bool:
+        """Free: held by no job or claim, not fenced or drained, on a live host, and idle
+        (no process, low utilisation, no memory held: ``gpu_is_idle``). Not free memory."""
+        sample = gpu.sample
+        if sample is None or not gpu_is_idle(sample):
+            return False
+        uuid = gpu.uuid
+        if uuid in self.holders or uuid in self.head_states:
+            return False
+        entry = self.hosts.get(gpu.host)
+        return entry is not None and entry.snapshot.status is HostStatus.LIVE
+
+    def _sorted(self, gpus: list[GpuView], sort: SortKey) -> list[GpuView]:
+        if sort.value is None:
+            return gpus
+        key = sort.value
+        if sort.free_first:
+            is_free = self.is_free
+            return sorted(gpus, key=lambda g: (not is_free(g), -key(g)))
+        return sorted(gpus, key=lambda g: -key(g))
+
     def summary(self, now: float) -> ClusterSummary:
-        live = gpus = busy = used = total = problems = 0
+        live = gpus = busy = used = total = problems = free = 0
+        held, states = self.holders, self.head_states
         for entry in self.hosts.values():
             snapshot = entry.snapshot
             severity = host_severity(snapshot, now, self.health)
+            totals = entry.totals
             if snapshot.status is HostStatus.LIVE:
                 live += 1
+                free += sum(1 for u in totals.idle if u not in held and u not in states)
             if severity in ("warn", "crit"):
                 problems += 1
-            totals = entry.totals
             gpus += totals.gpus
             busy += totals.busy
             used += totals.mem_used_mib
             total += totals.mem_total_mib
             if severity == "ok":  # a host in trouble counts once, not once per GPU
                 problems += totals.problem_gpus(now)
-        return ClusterSummary(live, len(self.hosts), gpus, busy, used, total, problems)
+        return ClusterSummary(live, len(self.hosts), gpus, busy, used, total, problems, free)
 
     def iter_gpus(self) -> Iterator[GpuView]:
         for entry in self.hosts.values():
@@ -261,10 +304,3 @@ def _matches_text(haystack: str, terms: list[str]) -> bool:
 
 def _matches(gpu: GpuView, terms: list[str]) -> bool:
     return _matches_text(gpu.haystack, terms)
-
-
-def _sorted(gpus: list[GpuView], sort: SortKey) -> list[GpuView]:
-    if sort.value is None:
-        return gpus
-    key = sort.value
-    return sorted(gpus, key=lambda g: -key(g))

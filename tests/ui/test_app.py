@@ -35,22 +35,22 @@ ALL_ROWS = [
 
 
 @pytest.mark.parametrize(
-    ("size", "lost_state"),
+    ("size", "lost_state", "model"),
     [
-        ((120, 40), "LOST Xid 79"),
-        # At 80 columns STATE is 8 cells: the worst flag, and a count of the rest.
-        ((80, 24), "LOST +1"),
+        ((120, 40), "LOST Xid 79", "A100-SXM4-80GB"),
+        # At 80 columns the model is its short label, the whole name is in the detail.
+        ((80, 24), "LOST +1", "A100-80G"),
     ],
 )
 async def test_grid_shows_every_host_and_gpu(
-    app: GpuTuiApp, size: tuple[int, int], lost_state: str
+    app: GpuTuiApp, size: tuple[int, int], lost_state: str, model: str
 ) -> None:
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         assert shown(app) == ALL_ROWS
         text = "\n".join(lines(grid(app)))
         assert "gpu01 [a100]" in text
-        assert "A100-SXM4-80GB" in text
+        assert model in text
         assert "NVIDIA A100" not in text
         assert "live 1.2s" in text
         for row in ("gpu02:1", "gpu02:2", "gpu03"):

@@ -45,6 +45,7 @@ from gputui.ui.screens.help import HelpSection, section
 from gputui.ui.screens.main import MainScreen
 from gputui.ui.screens.queue import QueueScreen
 from gputui.ui.screens.usage import UsageScreen
+from gputui.ui.widgets.summary import head_forms
 
 NOTICE_TITLES = {
     "started": "job started",
@@ -97,7 +98,7 @@ class HeadConsole:
         link = self.asks.link = HeadLink(self.config, self.app.post_message, opener=self.opener)
         main = self._main()
         main.enable_scheduler()
-        main.head_line = (f"connecting to {link.where()}…", False)
+        main.head_line = ((f"connecting to {link.where()}…", "connecting…"), False)
         self.app.run_worker(
             link.run(),
             name="head",
@@ -141,10 +142,7 @@ class HeadConsole:
         )
         running, pending = view.counts()
         mine = sum(1 for c in view.claims if c.user == view.me.user and c.state == "active")
-        line = f"{running} running, {pending} waiting"
-        if mine:
-            line += f", {mine} claim{'s' if mine != 1 else ''} of yours"
-        main.head_line = (line, False)
+        main.head_line = (head_forms(running, pending, mine), False)
         main.board_problems = view.board_problems
         self._show_summary(main)
         if rows:

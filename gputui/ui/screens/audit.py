@@ -1,7 +1,9 @@
 """The audit screen (``A``): who did what to which job, claim, GPU or host, and why.
 
-Newest first: time, user, action, target, reason and outcome, as the head records
-them (every admin action and every automatic one: preempt, enforce, fence). ``/``
+Newest first: time, user, action, target, whose work it was, outcome and reason, as
+the head records them (every admin action and every automatic one: preempt, enforce,
+fence); the highlighted row whole below the table. ``COLUMNS`` says what a narrow
+pane keeps: every column, the free text ones shorter. ``/``
 filters on any of the words; ``r`` asks again. Like the usage screen it never talks
 to the head itself: it posts ``Wanted``; the app asks the head (``audit``) in a
 worker and hands back ``show_rows`` or ``show_problem``. A user who is not an admin
@@ -37,9 +39,38 @@ class AuditRow:
     target: str
     reason: str
     outcome: str
+    owner: str = ""
+    """Whose work it was (a job's or claim's user); empty when the head does not say."""
 
     def words(self) -> str:
-        return f"{self.user} {self.action} {self.target} {self.reason} {self.outcome}".lower()
+        parts = (self.user, self.action, self.target, self.owner, self.reason, self.outcome)
+        return " ".join(parts).lower()
+
+    def when(self) -> str:
+        return time.strftime("%m-%d %H:%M:%S", time.localtime(self.time))
+
+    def whole(self) -> Text:
+        """Every field, for the line below the table (which wraps it)."""
+        text = Text(f"{self.when()}  ")
+        text.append(self.user or "-", "bold")
+        text.append(f" {self.action} {self.target}")
+        if self.owner:
+            text.append(f" (of {self.owner})")
+        text.append(f"\nreason   {self.reason or '-'}\noutcome  {self.outcome or '-'}")
+        return text
+
+
+COLUMNS: tuple[tuple[str, int, int], ...] = (
+    ("TIME", 14, 11),
+    ("ACTOR", 10, 8),
+    ("ACTION", 12, 9),
+    ("TARGET", 22, 10),
+    ("OWNER", 10, 8),
+    ("OUTCOME", 30, 9),
+    ("REASON", 40, 0),
+)
+"""(label, width from 120 columns, width below): every column at 80; REASON takes
+what is left of a narrow pane (the line below the table has the row whole)."""
 
 
 def parse_rows(answer: object) -> list[AuditRow]:
@@ -68,6 +99,7 @@ def parse_rows(answer: object) -> list[AuditRow]:
                 text("target"),
                 text("reason", 512),
                 text("outcome", 256),
+                text("owner", 64),
             )
         )
     out.sort(key=lambda r: -r.time)
@@ -105,20 +137,16 @@ class AuditScreen(Screen[None]):
         yield Input(placeholder="filter: user, action, target, reason", id="audit-filter")
         table: RowTable[Text] = RowTable(id="audit-table", cursor_type="row", zebra_stripes=True)
         yield table
+        yield Static("", id="audit-detail")
         yield Footer()
 
     def on_mount(self) -> None:
         table = self.query_one("#audit-table", DataTable)
         wide = self.app.size.width >= 120
-        for label, width in (
-            ("TIME", 14),
-            ("ACTOR", 10),
-            ("ACTION", 12),
-            ("TARGET", 22 if wide else 14),
-            ("REASON", 40 if wide else 14),
-            ("OUTCOME", 30 if wide else 10),
-        ):
-            table.add_column(label, width=width, key=label)
+        fixed = sum(narrow + 2 for _, _, narrow in COLUMNS if narrow)  # a cell pads 1 a side
+        rest = max(8, self.app.size.width - fixed - 4)  # 2 more: the scroll bar
+        for label, width, narrow in COLUMNS:
+            table.add_column(label, width=width if wide else narrow or rest, key=label)
         self.query_one("#audit-filter", Input).display = False
         self.action_refresh()
         table.focus()
@@ -146,17 +174,28 @@ class AuditScreen(Screen[None]):
         self.shown = [r for r in self.rows if all(w in r.words() for w in words)]
         table = self.query_one("#audit-table", DataTable)
         table.clear()
+        wide = self.app.size.width >= 120
         for r in self.shown:
             failed = r.outcome and not r.outcome.startswith(("ok", "done", "sent"))
             table.add_row(
-                Text(time.strftime("%m-%d %H:%M:%S", time.localtime(r.time))),
+                Text(r.when() if wide else r.when()[:11]),
                 Text(r.user),
                 Text(r.action, "bold"),
                 Text(r.target),
-                Text(r.reason),
+                Text("-" if not r.owner or r.owner == r.user else r.owner),
                 Text(r.outcome, "yellow" if failed else ""),
+                Text(r.reason),
             )
         self._status()
+        self._show_detail()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        table = self.query_one("#audit-table", DataTable)
+        row = self.shown[table.cursor_row] if 0 <= table.cursor_row < len(self.shown) else None
+        self.query_one("#audit-detail", Static).update(row.whole() if row else "")
 
     def _status(self) -> None:
         status = self.query_one("#audit-status", Static)

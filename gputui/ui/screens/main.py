@@ -29,7 +29,7 @@ from textual.widgets import Footer, Input
 from gputui.telemetry import HostStatus
 from gputui.ui.gpu_view import GpuRow, GpuView, HostRow, Row
 from gputui.ui.head.view import age_text
-from gputui.ui.model import SORT_KEYS, ClusterModel, HostChange
+from gputui.ui.model import FREE_WORD, SORT_KEYS, ClusterModel, HostChange
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.widgets.detail import DetailPane
 from gputui.ui.widgets.gpu_grid import GpuGrid
@@ -48,9 +48,19 @@ class MainScreen(Screen[None]):
     """Summary line, GPU grid, processes and detail of the selection, filter input."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "filter", "Filter", tooltip="Filter by host, pool, model or user"),
+        Binding(
+            "slash",
+            "filter",
+            "Filter",
+            tooltip="Filter by host, pool, model or user; the word free: unclaimed and idle",
+        ),
         Binding("escape", "clear_filter", "Clear filter", show=False),
-        Binding("s", "sort", "Sort", tooltip="Sort: host, util, mem, temp, power, free"),
+        Binding(
+            "s",
+            "sort",
+            "Sort",
+            tooltip="Sort: host, util, mem, temp, power, free (unclaimed and idle) first",
+        ),
         Binding(
             "g",
             "group",
@@ -176,7 +186,7 @@ class MainScreen(Screen[None]):
         self._ready = False
         self.scheduler = False
         """A head is configured: the scheduler keys and the HELD column are on."""
-        self.head_line: tuple[str, bool] | None = None
+        self.head_line: tuple[str | tuple[str, ...], bool] | None = None
         self.board_problems: int | None = None
         """With a head: how many problems its board lists (the header shows that count,
         the one its health view lists); None: the console's own count."""
@@ -193,7 +203,9 @@ class MainScreen(Screen[None]):
                 yield table
                 yield DetailPane(id="detail")
         with Vertical(id="filter-bar"):
-            yield Input(placeholder="filter: host, pool, model or user (Esc clears)", id="filter")
+            yield Input(
+                placeholder="filter: host, pool, model, user, or free (Esc clears)", id="filter"
+            )
         yield Footer()
 
     @property
@@ -279,6 +291,8 @@ class MainScreen(Screen[None]):
             return
         if self.grid.invalidate_rows(rows):
             self._show_selection(self.grid.cursor_row)
+        if SORT_KEYS[self.sort_index].free_first or FREE_WORD in self.query_text.lower().split():
+            self._schedule_rebuild()  # a GPU taken or let go is no longer, or now, free
 
     def _refresh_held_ages(self) -> bool:
         """Once a second: redraw the held lines whose age (to the minute) moved."""

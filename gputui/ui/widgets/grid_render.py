@@ -18,6 +18,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
+from gputui.common.gpu_label import LABEL_MAX
 from gputui.health import Flag, Severity, data_notes, host_message, host_severity
 from gputui.telemetry import HostStatus
 from gputui.ui import format as fmt
@@ -164,6 +165,7 @@ class Columns:
     state_w: int
     held_w: int = 0
     """The HELD column (which job or claim holds the GPU); 0 without a scheduler."""
+    power: bool = True
 
 
 _IDX_W = 2
@@ -173,28 +175,65 @@ _TEMP_W = 6
 _POWER_W = 8
 _FAN_W = 4
 _CLOCK_W = 7
-_PROC_W = 2
+_PROC_W = 5
+"""``PROCS``: how many processes the GPU runs (not nvidia-smi's performance state)."""
+_MODEL_MIN = LABEL_MAX
+"""``A100-80G``: the model's short label (the whole name from 14 cells)."""
 _HELD_W = 18
 """``c12 bob 3h05m idle`` fits; a longer user name is cut (the detail pane has it whole)."""
-_HELD_MIN = 8
-"""``j12 bob``: the HELD column of an 80-column pane, where the full one does not fit."""
+_HELD_MIN = 12
+"""``j12 alice 3m``: the HELD column of a pane that has no room for the full one."""
+
+COLUMN_PRIORITY = (
+    "# MODEL UTIL MEMORY TEMP PROCS STATE",
+    "HELD",
+    "POWER",
+    "wider gauges, STATE, whole model names",
+    "OWNERS",
+    "FAN",
+    "SM clock",
+)
+"""What the grid shows as it gets narrower, most important first: at 80 columns the
+first two (HELD whole: job or claim, user, age) and the model as a short label; POWER
+from about 90, then the rest as they fit."""
+
+GRID_LEGEND: tuple[tuple[str, str], ...] = (
+    ("MODEL", "Model; a short label (A100-80G, 3090) where the name does not fit"),
+    ("UTIL", "GPU utilisation, gauge and percent"),
+    ("MEMORY", "Memory used / total"),
+    ("PROCS", "How many processes run on the GPU (- for none)"),
+    ("HELD", "The job (j12) or claim (c4) holding it, its user and age; idle: no process"),
+    ("OWNERS", "Users of the processes on it (wide panes)"),
+    ("STATE", "ok, or its problems worst first (+N: more in the detail pane)"),
+)
+"""The grid's columns, for the help screen (``?``)."""
 
 
 def plan_columns(
     width: int, grouped: bool = True, host_w: int = 0, *, held: bool = False
 ) -> Columns:
-    """Fit the columns to ``width``: drop fan, clocks and owners before anything wraps.
+    """Fit the columns to ``width`` in ``COLUMN_PRIORITY`` order: nothing wraps.
 
     ``held``: a scheduler is there, so a HELD column (job or claim, owner, age) is
-    wanted; it comes before the owners, fan and clocks.
+    wanted; whole, it comes before the power, the owners, fan and clocks.
     """
     lead = 2 if grouped else min(max(host_w, 4), 14) + 1
-    plan = {"model": 12, "bar": 4, "owners": 0, "state": 8, "fan": 0, "clock": 0, "held": 0}
+    plan = {
+        "model": _MODEL_MIN,
+        "bar": 4,
+        "owners": 0,
+        "state": 8,
+        "power": 0,
+        "fan": 0,
+        "clock": 0,
+        "held": 0,
+    }
 
     def room() -> int:
         cells = lead + _IDX_W + 1 + plan["model"] + 1
         cells += 2 * plan["bar"] + 1 + _PCT_W + 1 + 1 + _MEM_W + 1
-        cells += _TEMP_W + 1 + _POWER_W + 1 + _PROC_W + 1
+        cells += _TEMP_W + 1 + _PROC_W + 1
+        cells += (_POWER_W + 1) * plan["power"]
         cells += (_FAN_W + 1) * plan["fan"] + (_CLOCK_W + 1) * plan["clock"]
         cells += (plan["owners"] + 1) if plan["owners"] else 0
         cells += (plan["held"] + 1) if plan["held"] else 0
@@ -208,15 +247,13 @@ def plan_columns(
         if not plan[key] and room() >= cells:
             plan[key] = value
 
-    grow("model", 14)
     if held:
-        add("held", _HELD_W + 1, _HELD_W)
-        if not plan["held"]:  # narrow: a short HELD before a wider MODEL, never none
-            plan["model"] = 12
-            add("held", _HELD_MIN + 1, _HELD_MIN)
-            grow("model", 14)
+        add("held", _HELD_MIN + 1, _HELD_MIN)
+        grow("held", _HELD_W)
+    add("power", _POWER_W + 1)
     grow("bar", 8, 2)
     grow("state", 12)
+    grow("model", 14)
     add("owners", 11, 10)
     add("fan", _FAN_W + 1)
     grow("bar", 12, 2)
@@ -243,6 +280,7 @@ def plan_columns(
         owners_w=plan["owners"],
         state_w=plan["state"],
         held_w=plan["held"],
+        power=bool(plan["power"]),
     )
 
 
@@ -251,12 +289,14 @@ def column_header(cols: Columns, palette: Palette) -> Strip:
     parts.append("#".rjust(_IDX_W) + " " + "MODEL".ljust(cols.model_w) + " ")
     parts.append("UTIL".ljust(cols.bar_w + 1 + _PCT_W) + " ")
     parts.append("MEMORY".ljust(cols.bar_w + 1 + _MEM_W) + " ")
-    parts.append("TEMP".rjust(_TEMP_W - 1) + "  " + "POWER".rjust(_POWER_W) + " ")
+    parts.append("TEMP".rjust(_TEMP_W - 1) + "  ")
+    if cols.power:
+        parts.append("POWER".rjust(_POWER_W) + " ")
     if cols.fan:
         parts.append("FAN".rjust(_FAN_W) + " ")
     if cols.clock:
         parts.append("SM".rjust(_CLOCK_W) + " ")
-    parts.append("P".rjust(_PROC_W) + " ")
+    parts.append("PROCS".rjust(_PROC_W) + " ")
     if cols.held_w:
         parts.append("HELD".ljust(cols.held_w) + " ")
     if cols.owners_w:
@@ -268,9 +308,10 @@ def column_header(cols: Columns, palette: Palette) -> Strip:
 
 
 @lru_cache(maxsize=256)
-def _fit_model(name: str, width: int) -> str:
-    """``fmt.fit`` for model names: a cluster has a few models, drawn on every line."""
-    return fmt.fit(name, width)
+def _fit_model(name: str, label: str, width: int) -> str:
+    """The whole model name where it fits, else its short label (``A100-80G``), in
+    ``width`` cells: a cluster has a few models, drawn on every line."""
+    return fmt.fit(name if fmt.cells(name) <= width else label, width)
 
 
 def _right(text: str, width: int) -> str:
@@ -328,7 +369,7 @@ def gpu_line(
         add("  ", base)
     else:
         add(fmt.fit(gpu.host, cols.host_w) + " ", palette.host)
-    model_name = _fit_model(gpu.model, cols.model_w)
+    model_name = _fit_model(gpu.model, gpu.label, cols.model_w)
     add(_right(str(gpu.index), _IDX_W) + " " + model_name + " ", base)
 
     util = gpu.util
@@ -354,13 +395,14 @@ def gpu_line(
     temp_style = palette.severity(temp_sev) if temp_sev != "ok" else base
     add(_right(temp, _TEMP_W - 1).ljust(_TEMP_W), temp_style)
     add(" ", base)
-    power = gpu.power
-    limit = gpu.power_limit
-    power_style = base
-    if power is not None and limit and 100 * power / limit >= model.health.power_warn_pct:
-        power_style = palette.warn
-    add(_right(fmt.power_pair(power, limit), _POWER_W), power_style)
-    add(" ", base)
+    if cols.power:
+        power = gpu.power
+        limit = gpu.power_limit
+        power_style = base
+        if power is not None and limit and 100 * power / limit >= model.health.power_warn_pct:
+            power_style = palette.warn
+        add(_right(fmt.power_pair(power, limit), _POWER_W), power_style)
+        add(" ", base)
     if cols.fan:
         add(_right(fmt.percent(gpu.fan), _FAN_W) + " ", palette.muted if gpu.fan is None else base)
     if cols.clock:
@@ -466,8 +508,7 @@ def host_line(
         add(f"{MARKERS['warn']} bad data: {notes[0]}", palette.warn)
     hello = entry.hello
     if hello is not None and hello.driver:
-        add("  ·  ", muted)
-        add(f"driver {hello.driver}", muted)
-        if hello.simulated:
-            add(" (simulated)", muted)
+        driver = f"  ·  driver {hello.driver}" + (" (simulated)" if hello.simulated else "")
+        if line.used() + len(driver) <= cols.width:  # the least of it: left out, not cut
+            add(driver, muted)
     return line.strip(cols.width, base, ellipsis=True)

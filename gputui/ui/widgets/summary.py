@@ -1,16 +1,44 @@
-"""The one-line cluster summary at the top of the main screen."""
+"""The one-line cluster summary at the top of the main screen.
+
+The line is made of parts (problems, GPUs busy and free, the head's jobs and claims,
+hosts, memory, sort, filter, the clock), each with a shorter form or none. When the
+pane is narrow, the least important give way first, in ``NARROWING`` order, so that an
+80-column pane shows the counts that matter whole: never a part cut mid-word.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
+from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
 from gputui.ui import format as fmt
 from gputui.ui.model import ClusterSummary
 
+SEP = "  "
+NARROWING: tuple[tuple[str, int], ...] = (
+    ("clock", 1),
+    ("sort", 1),
+    ("mem", 1),
+    ("head", 1),
+    ("hosts", 1),
+    ("head", 2),
+    ("sort!", 1),
+    ("hosts!", 1),
+    ("head", 3),
+    ("filter", 1),
+)
+"""How the line narrows: (part, its next form; past its last form, the part is gone).
+``sort`` and ``hosts`` give way early only while they say nothing new (the usual sort,
+every host live); ``sort!`` and ``hosts!`` are the same parts later on. The problems,
+the GPUs (busy and free) and a head that cannot be reached (``alarm``, first, with
+its reason: cut at the edge if it must be) always stay."""
+
 
 class SummaryBar(Widget):
-    """Hosts live/total, GPUs, busy, memory, problems, sort, filter and the clock."""
+    """Problems, GPUs busy and free, the head's jobs, hosts, memory, sort, filter, clock."""
 
     DEFAULT_CSS = """
     SummaryBar {
@@ -30,6 +58,10 @@ class SummaryBar(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._text = Text(no_wrap=True, overflow="ellipsis", end="")
+        """The whole line, every part in its longest form (what a wide pane shows)."""
+        self._parts: list[tuple[str, list[Text]]] = []
+        self._usual: set[str] = set()
+        """Parts that say nothing new now (``sort``, ``hosts``): they go first."""
         self._clock = ""
 
     def show(
@@ -40,68 +72,153 @@ class SummaryBar(Widget):
         sort: str,
         query: str,
         grouped: bool,
-        head: str | None = None,
+        head: str | Sequence[str] | None = None,
         head_problem: bool = False,
     ) -> None:
         """Redraw from a fresh summary; cheap (one line).
 
-        ``head``: the scheduler's part (``3 running, 2 queued`` or ``head unreachable
-        (why)``); None when no head is configured."""
+        ``head``: the scheduler's part (``3 running, 2 waiting`` or ``head unreachable
+        (why)``), or its forms longest first; None when no head is configured."""
         style = self.get_component_rich_style
         label = style("summary-bar--label", partial=True)
-        text = Text(no_wrap=True, overflow="ellipsis", end="")
-        text.append(" gputui ", style("summary-bar--title", partial=True))
         crit = style("summary-bar--crit", partial=True)
-        if head is not None and head_problem:
-            # First, so that an 80-column pane still shows it whole.
-            text.append(" ")
-            text.append("!! " + head, crit)
-            text.append(" ")
-        text.append(" hosts ", label)
-        live_style = (
-            "summary-bar--ok" if summary.hosts_live == summary.hosts_total else "summary-bar--warn"
-        )
-        text.append(f"{summary.hosts_live}/{summary.hosts_total}", style(live_style, partial=True))
-        text.append("  GPUs ", label)
-        text.append(str(summary.gpus))
-        text.append("  busy ", label)
-        text.append(str(summary.busy))
-        text.append("  mem ", label)
-        text.append(fmt.mem_pair(summary.mem_used_mib, summary.mem_total_mib))
-        text.append("  ")
+        ok = style("summary-bar--ok", partial=True)
+        heads = [head] if isinstance(head, str) else list(head or ())
+        parts: list[tuple[str, list[Text]]] = []
+
+        def part(name: str, *forms: Text) -> None:
+            parts.append((name, list(forms)))
+
+        part("title", Text(" gputui ", style("summary-bar--title", partial=True)))
+        if heads and head_problem:
+            part("alarm", *_head_forms(heads, crit, label, problem=True))
         if summary.problems:
-            text.append(
-                f"!! {summary.problems} problem{'s' if summary.problems != 1 else ''}",
-                crit,
-            )
+            noun = "problem" if summary.problems == 1 else "problems"
+            problems = Text(f"!! {summary.problems} {noun}", crit)
         else:
-            text.append("no problems", style("summary-bar--ok", partial=True))
-        if head is not None and not head_problem:
-            text.append("  head ", label)
-            text.append(head)
-        text.append("  sort:", label)
-        text.append(sort + ("" if grouped else " (all hosts)"))
+            problems = Text("no problems", ok)
+        part("problems", problems)
+        gpus = _pairs(
+            label,
+            ("GPUs ", str(summary.gpus)),
+            ("busy ", str(summary.busy)),
+            ("free ", str(summary.free)),
+        )
+        part("gpus", gpus)
+        if heads and not head_problem:
+            part("head", *_head_forms(heads, crit, label, problem=False))
+        all_live = summary.hosts_live == summary.hosts_total
+        hosts = Text("hosts ", label)
+        hosts.append(
+            f"{summary.hosts_live}/{summary.hosts_total}",
+            style("summary-bar--ok" if all_live else "summary-bar--warn", partial=True),
+        )
+        part("hosts", hosts)
+        mem = fmt.mem_pair(summary.mem_used_mib, summary.mem_total_mib)
+        part("mem", _pairs(label, ("mem ", mem)))
+        sort_text = Text("sort:", label)
+        sort_text.append(sort + ("" if grouped else " (all hosts)"))
+        part("sort", sort_text)
         if query:
-            text.append("  filter ", label)
-            text.append(query, style("summary-bar--warn", partial=True))
-        self._text = text
+            shown = Text("filter ", label)
+            shown.append(query, style("summary-bar--warn", partial=True))
+            part("filter", shown)
+        self._parts = parts
+        self._usual = set()
+        if sort == "host" and grouped:
+            self._usual.add("sort")
+        if all_live:
+            self._usual.add("hosts")
+        self._text = _join(p[1][0] for p in parts)
         self._clock = fmt.clock_time(now)
         self.refresh()  # one line, fixed size: no layout pass
 
     def render(self) -> Text:
-        # The clock goes to the right edge of the width the bar has now, so it is
-        # placed at draw time, not when the numbers arrived (the size may change).
-        text = self._text.copy()
+        # Laid out at draw time, not when the numbers arrived: the size may change.
         width = self.size.width
+        label = self.get_component_rich_style("summary-bar--label", partial=True)
+        clock = Text(self._clock + " ", label)
+        text = narrowed(self._parts, self._usual, clock, width)
         if width and text.cell_len > width:
-            # Cut with an ellipsis at the edge (left to itself, a line too long wraps at
-            # a space, and the bar's one row shows only what came before it).
+            # Only where even the fewest parts do not fit (a very narrow pane).
             text.truncate(width, overflow="ellipsis")
-            return text
-        gap = width - text.cell_len - len(self._clock) - 1
-        if gap > 0:
-            text.append(" " * gap)
-            text.append(
-                self._clock + " ", self.get_component_rich_style("summary-bar--label", partial=True)
-            )
         return text
+
+
+def narrowed(
+    parts: Sequence[tuple[str, list[Text]]], usual: set[str], clock: Text, width: int
+) -> Text:
+    """The parts that fit in ``width`` cells (``NARROWING``), the clock at the right edge."""
+    chosen = {name: 0 for name, _ in parts}
+    with_clock = True
+
+    def line() -> Text:
+        text = _join(forms[chosen[name]] for name, forms in parts if chosen[name] < len(forms))
+        if with_clock:
+            gap = width - text.cell_len - clock.cell_len
+            text.append(" " * max(1, gap))
+            text.append_text(clock)
+        return text
+
+    text = line()
+    if not width:
+        return text
+    for step, form in NARROWING:
+        if text.cell_len <= width:
+            break
+        if step == "clock":
+            with_clock = False
+        else:
+            name = step.removesuffix("!")
+            if step in ("sort", "hosts") and step not in usual:
+                continue
+            if name in chosen:
+                chosen[name] = max(chosen[name], form)
+        text = line()
+    return text
+
+
+def _join(parts: Iterable[Text]) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis", end="")
+    for i, part in enumerate(parts):
+        text.append(" " if i == 1 else SEP if i else "")
+        text.append_text(part)
+    return text
+
+
+def _pairs(label: Style, *pairs: tuple[str, str]) -> Text:
+    """``GPUs 20  busy 8``: each label dim, each value plain."""
+    text = Text()
+    for i, (name, value) in enumerate(pairs):
+        if i:
+            text.append(SEP)
+        text.append(name, label)
+        text.append(value)
+    return text
+
+
+def _head_forms(heads: list[str], crit: Style, label: Style, *, problem: bool) -> list[Text]:
+    """The head's part in each of its forms, longest first: ``head 4 running, 2
+    waiting`` ... ``head 4 run, 2 wait``, then that without its label; a problem, then that
+    problem without its reason in brackets."""
+    if problem:
+        reason = heads[0]
+        short = reason.partition(" (")[0]
+        return [Text("!! " + form, crit) for form in dict.fromkeys((reason, short))]
+    forms = []
+    for form in heads:
+        text = Text("head ", label)
+        text.append(form)
+        forms.append(text)
+    return [*forms, Text(heads[-1])]
+
+
+def head_forms(running: int, waiting: int, mine: int) -> tuple[str, ...]:
+    """The head's part of the line, longest first: ``4 running, 2 waiting, 1 claim of
+    yours``, then ``... 1 claim``, then ``4 run, 2 wait, 1 claim``."""
+    claims = f", {mine} claim{'s' if mine != 1 else ''}" if mine else ""
+    return (
+        f"{running} running, {waiting} waiting{claims}{' of yours' if mine else ''}",
+        f"{running} running, {waiting} waiting{claims}",
+        f"{running} run, {waiting} wait{claims}",
+    )

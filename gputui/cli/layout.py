@@ -1,0 +1,149 @@
+"""How the verbs' tables fit a terminal: cut the free-text columns, then leave out the
+least important ones, never wrap a row by accident.
+
+The width is ``COLUMNS`` when it is set, else the terminal's when the output is one;
+output into a pipe or a file is not cut (``terminal_width`` is None), so a script gets
+whole rows (and ``--json`` gets everything). Each table names its columns' importance:
+``flex`` columns (free text: a reason, a note, a name) are cut with "…" down to their
+least width first, then ``drop`` columns are left out in that order. Prose lines
+(a problem's meaning, a timeline entry) are wrapped with a hanging indent instead.
+
+Stdlib only: a scheduler verb must stay light.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import textwrap
+import unicodedata
+from collections.abc import Mapping, Sequence
+
+SEP = "  "
+MIN_WIDTH, MAX_WIDTH = 20, 10_000
+"""A ``COLUMNS`` outside these is not believed (the terminal's size is used)."""
+
+
+def terminal_width() -> int | None:
+    """The width to fit, in cells: ``COLUMNS``, else the terminal's; None: not a terminal."""
+    text = os.environ.get("COLUMNS", "").strip()
+    if text.isdigit() and MIN_WIDTH <= int(text) <= MAX_WIDTH:
+        return int(text)
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):  # no stdout, or a closed one
+        return None
+    columns = shutil.get_terminal_size((80, 24)).columns
+    return columns if MIN_WIDTH <= columns <= MAX_WIDTH else 80
+
+
+def cells(text: str) -> int:
+    """Terminal cells ``text`` takes: wide (East Asian) characters count two."""
+    if text.isascii():
+        return len(text)
+    return sum(
+        0
+        if unicodedata.combining(ch)
+        else 2
+        if unicodedata.east_asian_width(ch) in ("W", "F")
+        else 1
+        for ch in text
+    )
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, ending in "…" when something was cut."""
+    if cells(text) <= width:
+        return text
+    if width <= 0:
+        return ""
+    out, used = [], 0
+    for ch in text:
+        size = cells(ch)
+        if used + size > width - 1:
+            break
+        out.append(ch)
+        used += size
+    return "".join(out) + "…"
+
+
+def pad(text: str, width: int, *, right: bool = False) -> str:
+    gap = " " * max(0, width - cells(text))
+    return gap + text if right else text + gap
+
+
+def fit_widths(
+    rows: Sequence[Sequence[str]],
+    width: int | None,
+    *,
+    flex: Mapping[int, int] | None = None,
+    drop: Sequence[int] = (),
+) -> dict[int, int]:
+    """The columns kept (by index, in order) and the width of each, for ``width`` cells.
+
+    ``flex``: column -> the least width it may be cut to (never below its header's);
+    ``drop``: the columns that may be left out, the first to go first."""
+    flex = flex or {}
+    kept = list(range(len(rows[0]))) if rows else []
+    while True:
+        widths = {i: max(cells(r[i]) for r in rows) for i in kept}
+        over = sum(widths.values()) + len(SEP) * (len(kept) - 1) - (width or 0)
+        if width is None or over <= 0:
+            return widths
+        floor = {i: max(least, cells(rows[0][i])) for i, least in flex.items() if i in widths}
+        while over > 0:  # the widest cut by one cell at a time: the cuts come out even
+            slack = [i for i in floor if widths[i] > floor[i]]
+            if not slack:
+                break
+            widest = max(slack, key=lambda i: widths[i])
+            widths[widest] -= 1
+            over -= 1
+        gone = next((i for i in drop if i in kept), None)
+        if over <= 0 or gone is None:
+            return widths
+        kept.remove(gone)
+
+
+def table_lines(
+    rows: Sequence[Sequence[str]],
+    widths: Mapping[int, int],
+    width: int | None,
+    *,
+    right: Sequence[int] = (),
+) -> list[str]:
+    """The rows in ``widths``' columns, each cell cut to its column; every line in
+    ``width`` cells (a last resort cut for a terminal too narrow for any table)."""
+    out = []
+    for row in rows:
+        line = SEP.join(
+            pad(cut(row[i], w), w, right=i in right) for i, w in widths.items()
+        ).rstrip()
+        out.append(line if width is None else cut(line, width))
+    return out
+
+
+def fit_table(
+    rows: Sequence[Sequence[str]],
+    width: int | None,
+    *,
+    flex: Mapping[int, int] | None = None,
+    drop: Sequence[int] = (),
+    right: Sequence[int] = (),
+) -> list[str]:
+    """``rows`` (the header first) as lines of at most ``width`` cells (None: any)."""
+    widths = fit_widths(rows, width, flex=flex, drop=drop)
+    return table_lines(rows, widths, width, right=right)
+
+
+def wrap(text: str, width: int | None, indent: int) -> list[str]:
+    """A prose line in ``width`` cells, the lines after the first indented by ``indent``
+    (None: one line, as it is)."""
+    if width is None or cells(text) <= width:
+        return [text]
+    hang = " " * min(indent, width // 2)
+    lines = textwrap.wrap(
+        text, width, subsequent_indent=hang, break_long_words=True, break_on_hyphens=False
+    )
+    return [cut(line, width) for line in lines] or [""]
