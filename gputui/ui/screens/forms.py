@@ -97,7 +97,6 @@ class FormScreen(ModalScreen[None]):
                 yield Button("Cancel (Esc)", id="form-cancel")
 
     def on_mount(self) -> None:
-        self.app.clear_notifications()  # toasts sit on top: in 80 columns they hide the form
         first = self.query(Input).first()
         first.focus()
 
