@@ -161,16 +161,21 @@ async def test_claim_a_gpu_with_the_key_and_see_it_held(tmp_path: Path) -> None:
             await until(pilot, lambda: uuid("gpu01", 1) not in app.model.holders, "the release")
             assert "c1" not in grid_line(app, "gpu01:1")
 
-            # A host line claims the host's free GPUs; C asks how many.
+            # A host line asks how many (the claim form, 1 by default), as C does; more
+            # than one GPU is shown before it is taken.
             assert app.main.grid.select(HostRow("gpu01"))
             await pilot.press("c")
-            await until(pilot, lambda: len(app.model.holders) == 4, "all four claimed")
-            await pilot.press("u")
-            await until(pilot, lambda: not app.model.holders, "all four released")
+            await until(pilot, lambda: isinstance(app.screen, ClaimScreen), "the claim form")
+            assert app.screen.query_one("#f-gpus", Input).value == "1"
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(app.screen, MainScreen), "the form closed")
+            assert not app.model.holders
             await pilot.press("C")
             await until(pilot, lambda: isinstance(app.screen, ClaimScreen), "the claim form")
             app.screen.query_one("#f-gpus", Input).value = "2"
             await pilot.press("ctrl+s")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "which GPUs")
+            await pilot.press("y")
             await until(pilot, lambda: len(app.model.holders) == 2, "two GPUs claimed")
             assert isinstance(app.screen, MainScreen)
 

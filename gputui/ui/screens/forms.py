@@ -227,12 +227,14 @@ class SubmitScreen(FormScreen):
 class ClaimScreen(FormScreen):
     """Claim N free GPUs, optionally of a pool, model or host, for a while."""
 
-    TITLE_TEXT = "Claim free GPUs"
+    TITLE_TEXT = "Claim free GPUs (more than one: you see which first)"
     SEND_LABEL = "Claim"
 
     def __init__(self, host: str | None = None) -> None:
         super().__init__()
         self.host = host or ""
+        if host:
+            self.TITLE_TEXT = f"Claim free GPUs on {host} (more than one: you see which first)"
 
     def fields(self) -> ComposeResult:
         yield from _row(

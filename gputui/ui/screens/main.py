@@ -74,7 +74,7 @@ class MainScreen(Screen[None]):
             "c",
             "scheduler('claim')",
             "Claim",
-            tooltip="Claim the selected GPU (host line: its free ones)",
+            tooltip="Claim the selected GPU (host line: asks how many)",
         ),
         Binding(
             "C",
