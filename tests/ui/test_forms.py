@@ -51,6 +51,27 @@ async def test_keys_typed_in_a_burst_after_tab_reach_the_next_field(
 
 
 @pytest.mark.parametrize("size", SIZES)
+async def test_editing_keys_in_a_burst_act_on_the_field_they_were_typed_in(
+    app: GpuTuiApp, size: tuple[int, int]
+) -> None:
+    # Backspace (a binding, not text) typed before Tab must not reach the next field.
+    async with app.run_test(size=size) as pilot:
+        screen = ClaimScreen("gpu01")
+        await app.push_screen(screen)
+        await until(pilot, lambda: app.focused is screen.query_one("#f-gpus"), "the GPUs field")
+        gpus = screen.query_one("#f-gpus", Input)
+        gpus.cursor_position = len(gpus.value)  # after the "1"
+        burst(app, ["backspace", "3", "tab", "x", "y", "backspace", "z", "left", "w"])
+
+        def values() -> tuple[str, str]:
+            return gpus.value, screen.query_one("#f-pool", Input).value
+
+        await until(pilot, lambda: values() == ("3", "xwz"), "each key on its own field")
+        await pilot.pause(0.1)
+        assert values() == ("3", "xwz")
+
+
+@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("form", [ClaimScreen, SubmitScreen])
 async def test_an_empty_gpu_field_is_refused_not_taken_for_one(
     app: GpuTuiApp, size: tuple[int, int], form: type[FormScreen]

@@ -23,6 +23,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from gputui.common.durations import parse_duration
+from gputui.ui.widgets.form_input import FormInput
 from gputui.ui.widgets.tickbox import TickBox
 
 
@@ -167,19 +168,19 @@ class SubmitScreen(FormScreen):
     def fields(self) -> ComposeResult:
         yield from _row(
             "command",
-            Input(self.command, placeholder="python train.py --epochs 3", id="f-command"),
+            FormInput(self.command, placeholder="python train.py --epochs 3", id="f-command"),
         )
         yield from _row(
-            "GPUs", Input("1", placeholder="required (e.g. 1)", id="f-gpus", restrict=r"[0-9]*")
+            "GPUs", FormInput("1", placeholder="required (e.g. 1)", id="f-gpus", restrict=r"[0-9]*")
         )
-        yield from _row("pool", Input(placeholder="any", id="f-pool"))
-        yield from _row("host", Input(placeholder="any", id="f-host"))
-        yield from _row("name", Input(placeholder="the command's name", id="f-name"))
-        yield from _row("cwd", Input(self.cwd, id="f-cwd"))
-        yield from _row("time limit", Input(placeholder="none (e.g. 30m, 2h)", id="f-time"))
-        yield from _row("priority", Input(placeholder="the default class", id="f-priority"))
-        yield from _row("project", Input(placeholder="none (for accounting)", id="f-project"))
-        yield from _row("after", Input(placeholder="job ids, e.g. 12,13", id="f-after"))
+        yield from _row("pool", FormInput(placeholder="any", id="f-pool"))
+        yield from _row("host", FormInput(placeholder="any", id="f-host"))
+        yield from _row("name", FormInput(placeholder="the command's name", id="f-name"))
+        yield from _row("cwd", FormInput(self.cwd, id="f-cwd"))
+        yield from _row("time limit", FormInput(placeholder="none (e.g. 30m, 2h)", id="f-time"))
+        yield from _row("priority", FormInput(placeholder="the default class", id="f-priority"))
+        yield from _row("project", FormInput(placeholder="none (for accounting)", id="f-project"))
+        yield from _row("after", FormInput(placeholder="job ids, e.g. 12,13", id="f-after"))
         with Horizontal(classes="form-row"):
             yield Label("", classes="form-label")
             yield TickBox("preemptible (may be stopped and requeued)", id="f-preemptible")
@@ -238,13 +239,13 @@ class ClaimScreen(FormScreen):
 
     def fields(self) -> ComposeResult:
         yield from _row(
-            "GPUs", Input("1", placeholder="required (e.g. 1)", id="f-gpus", restrict=r"[0-9]*")
+            "GPUs", FormInput("1", placeholder="required (e.g. 1)", id="f-gpus", restrict=r"[0-9]*")
         )
-        yield from _row("pool", Input(placeholder="any", id="f-pool"))
-        yield from _row("model", Input(placeholder="any (e.g. a100)", id="f-model"))
-        yield from _row("host", Input(self.host, placeholder="any", id="f-host"))
-        yield from _row("for", Input(placeholder="until released (e.g. 2h)", id="f-for"))
-        yield from _row("note", Input(placeholder="what for (shown to others)", id="f-note"))
+        yield from _row("pool", FormInput(placeholder="any", id="f-pool"))
+        yield from _row("model", FormInput(placeholder="any (e.g. a100)", id="f-model"))
+        yield from _row("host", FormInput(self.host, placeholder="any", id="f-host"))
+        yield from _row("for", FormInput(placeholder="until released (e.g. 2h)", id="f-for"))
+        yield from _row("note", FormInput(placeholder="what for (shown to others)", id="f-note"))
         with Horizontal(classes="form-row"):
             yield Label("", classes="form-label")
             yield TickBox("wait in line if not free now", value=True, id="f-wait")
