@@ -139,6 +139,7 @@ async def test_a_copy_says_what_it_did_and_shows_the_line_whole(
             (notice,) = [n for n in notes(app) if env in n]
             assert notice.splitlines()[0] == said
             assert "Copied to the clipboard" not in notice
+            assert ('eval "$(gputui env)"' in notice) is (tmux == "external")
             # The bottom line says what was done (the toast, cut at the edge if need be).
             bottom = screen_text(app).splitlines()[-1]
             assert said[:40] in bottom, bottom

@@ -97,8 +97,10 @@ class ClaimActions:
             )
             return
         copied = await copy_line(self.app, env)
+        # The same line without a clipboard: what `gputui env` prints on the host.
+        shell = "" if copied.sure else '\nor, in a shell on the host: eval "$(gputui env)"'
         self.app.notify(
-            f"{copied.how}\n{env}\n{what}",
+            f"{copied.how}\n{env}\n{what}{shell}",
             title=title,
             severity="information" if copied.sure else "warning",
             markup=False,
