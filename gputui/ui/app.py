@@ -27,7 +27,9 @@ from typing import ClassVar
 from textual import on
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.theme import BUILTIN_THEMES
 from textual.worker import Worker, WorkerState
@@ -42,6 +44,7 @@ from gputui.ui.head.link import HeadForceFreeStep, HeadNotice, HeadState, HeadUn
 from gputui.ui.health_rounds import HealthRounds
 from gputui.ui.host_actions import HostActions
 from gputui.ui.model import ClusterModel, HostChange
+from gputui.ui.notices import NoticeLog, show_for
 from gputui.ui.palette import GpuTuiCommands
 from gputui.ui.screens.audit import AuditScreen
 from gputui.ui.screens.confirm import ConfirmScreen
@@ -49,6 +52,7 @@ from gputui.ui.screens.forms import FormScreen
 from gputui.ui.screens.health import HealthScreen
 from gputui.ui.screens.help import HelpScreen, HelpSection, section
 from gputui.ui.screens.main import MainScreen
+from gputui.ui.screens.notices import NoticesScreen
 from gputui.ui.screens.queue import QueueScreen
 from gputui.ui.screens.usage import UsageScreen
 from gputui.ui.themes import (
@@ -107,6 +111,7 @@ class GpuTuiApp(App[None]):
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),
         Binding("t", "next_theme", "Theme", tooltip="Next theme (all themes: Ctrl+P)"),
+        Binding("N", "notices", "Notices", show=False, tooltip="Every notice so far, in full"),
         Binding(
             "ctrl+p", "command_palette", "Palette", show=False, tooltip="Command palette: theme..."
         ),
@@ -184,6 +189,8 @@ class GpuTuiApp(App[None]):
         """The scheduler side: the link to the head, and every request to it."""
         self.commands = CommandRunner(self, self)
         """The ``:`` line and the palette's gputui commands."""
+        self.notices = NoticeLog()
+        """Every notice of this session, in full (``N`` shows them)."""
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -341,6 +348,29 @@ class GpuTuiApp(App[None]):
     @on(MainScreen.RetryRequested)
     def _on_retry_requested(self, message: MainScreen.RetryRequested) -> None:
         self.hosts.retry(message.host)
+
+    # -- notices ---------------------------------------------------------------------
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Keep the notice in full for ``N``; show one line of it for a few seconds
+        (``gputui.ui.notices``)."""
+        text = Content.from_markup(message).plain if markup else message
+        notice = self.notices.add(self.clock(), severity, title, text)
+        super().notify(
+            notice.line, severity=severity, timeout=show_for(severity, timeout), markup=False
+        )
+
+    def action_notices(self) -> None:
+        if not isinstance(self.screen, NoticesScreen):
+            self.push_screen(NoticesScreen(self.notices.newest_first()))
 
     # -- actions ---------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
 from ui_fakes import NOW, FakeControl, FakeSource, fixed_clock
-from ui_helpers import grid, grid_line, help_text, lines, screen_text, shown, until
+from ui_helpers import grid, grid_line, help_text, lines, screen_text, shown, told, until
 
 from gputui.config.models import Config
 from gputui.fleet.fleet import Fleet
@@ -265,7 +265,7 @@ async def test_kill_flow_confirmed_sends_the_signal(app: GpuTuiApp, control: Fak
         await pilot.pause()
         assert control.signals == [("gpu01", "GPU-gpu01-0000-0000-0000-000000000000", 4242, "KILL")]
         assert any(isinstance(m, MainScreen.SignalConfirmed) for m in messages)
-        assert [n.message for n in app._notifications] == ["sent SIGKILL to pid 4242"]
+        assert [text for _, text in told(app)] == ["sent SIGKILL to pid 4242"]
 
 
 async def test_kill_flow_declined_sends_nothing(app: GpuTuiApp, control: FakeControl) -> None:
@@ -294,7 +294,7 @@ async def test_signal_outcome_denied_is_shown(source: FakeSource, control: FakeC
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert control.signals == [("gpu01", "GPU-gpu01-0001-0000-0000-000000000000", 5150, "TERM")]
-        notes = [n.message for n in app._notifications]
+        notes = [text for _, text in told(app)]
         assert "permission denied: pid 5150 belongs to bob" in notes
         note = list(app._notifications)[-1]
         assert note.severity == "error"
@@ -310,7 +310,7 @@ async def test_a_read_only_source_says_it_cannot_act(source: FakeSource) -> None
         await app.workers.wait_for_complete()
         await pilot.pause()
         note = list(app._notifications)[-1]
-        assert note.message == "this console cannot act on hosts (its data source is read-only)"
+        assert told(app)[-1][1] == "this console cannot act on hosts (its data source is read-only)"
         assert note.severity == "error"
 
 
@@ -432,7 +432,7 @@ async def test_bad_user_theme_is_reported_not_fatal(source: FakeSource, tmp_path
     app = GpuTuiApp(source, Config(), clock=fixed_clock, theme_dir=tmp_path)
     async with app.run_test() as pilot:
         await pilot.pause()
-        notes = [n.message for n in app._notifications]
+        notes = [text for _, text in told(app)]
         assert notes == [f"{tmp_path / 'broken.yaml'}: primary: 'not-a-colour' is not a colour"]
 
 
@@ -450,7 +450,7 @@ async def test_user_theme_with_a_bad_variable_is_skipped_even_when_asked_for(
         await pilot.pause()
         assert app.theme == "gputui-dark"
         assert "ugly" not in app.available_themes and "ugly" not in app.cycle_themes
-        notes = [(n.title, n.message) for n in app._notifications]
+        notes = told(app)
         assert notes == [
             (
                 "theme skipped",

@@ -109,7 +109,8 @@ def console(sock: Path) -> GpuTuiApp:
 
 
 def notes(app: GpuTuiApp) -> list[str]:
-    return [n.message for n in app._notifications]
+    """The text of every notice so far (the history ``N`` shows), oldest first."""
+    return ["\n".join(n.lines) for n in app.notices]
 
 
 def summary(app: GpuTuiApp) -> str:
@@ -160,16 +161,21 @@ async def test_claim_a_gpu_with_the_key_and_see_it_held(tmp_path: Path) -> None:
             await until(pilot, lambda: uuid("gpu01", 1) not in app.model.holders, "the release")
             assert "c1" not in grid_line(app, "gpu01:1")
 
-            # A host line claims the host's free GPUs; C asks how many.
+            # A host line asks how many (the claim form, 1 by default), as C does; more
+            # than one GPU is shown before it is taken.
             assert app.main.grid.select(HostRow("gpu01"))
             await pilot.press("c")
-            await until(pilot, lambda: len(app.model.holders) == 4, "all four claimed")
-            await pilot.press("u")
-            await until(pilot, lambda: not app.model.holders, "all four released")
+            await until(pilot, lambda: isinstance(app.screen, ClaimScreen), "the claim form")
+            assert app.screen.query_one("#f-gpus", Input).value == "1"
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(app.screen, MainScreen), "the form closed")
+            assert not app.model.holders
             await pilot.press("C")
             await until(pilot, lambda: isinstance(app.screen, ClaimScreen), "the claim form")
             app.screen.query_one("#f-gpus", Input).value = "2"
             await pilot.press("ctrl+s")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "which GPUs")
+            await pilot.press("y")
             await until(pilot, lambda: len(app.model.holders) == 2, "two GPUs claimed")
             assert isinstance(app.screen, MainScreen)
 
@@ -184,7 +190,8 @@ async def test_submit_from_the_form_and_see_it_in_the_queue(tmp_path: Path) -> N
             app.notify("an old toast")
             await pilot.press("n")
             await until(pilot, lambda: isinstance(app.screen, SubmitScreen), "the enqueue form")
-            assert notes(app) == []  # toasts sit on top of everything: they go for a form
+            # A notice never lands on a form: it waits in the history (N) instead.
+            assert "an old toast" not in screen_text(app)
             form = app.screen
             form.query_one("#f-command", Input).value = "python train.py --epochs 3"
             form.query_one("#f-gpus", Input).value = "2"
@@ -471,10 +478,10 @@ async def test_what_the_scheduler_lacks_is_said_in_one_line_and_nothing_is_sent(
                 "the job running",
             )
             await until(pilot, lambda: any("started" in n for n in notes(app)), "its notice")
-            app.clear_notifications()
+            seen = len(notes(app))
             await pilot.press("P")
-            await until(pilot, lambda: notes(app), "a notification")
-            assert notes(app) == ["the test scheduler cannot preempt a job"]
+            await until(pilot, lambda: len(notes(app)) > seen, "a notification")
+            assert notes(app)[seen:] == ["the test scheduler cannot preempt a job"]
             await pilot.pause()
             assert app.screen is queue  # no question asked first
             with pytest.raises(HeadError) as refused:
@@ -485,7 +492,7 @@ async def test_what_the_scheduler_lacks_is_said_in_one_line_and_nothing_is_sent(
             await until(pilot, lambda: isinstance(app.screen, MainScreen), "the main screen")
             assert app.main.grid.select(GpuRow("gpu01", 0))
             await pilot.press("D")
-            await until(pilot, lambda: len(notes(app)) == 2, "a second notification")
+            await until(pilot, lambda: len(notes(app)) == seen + 2, "a second notification")
             assert notes(app)[-1] == "the test scheduler cannot drain"
             await pilot.pause()
             assert isinstance(app.screen, MainScreen)  # no reason asked for

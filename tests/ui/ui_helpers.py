@@ -38,6 +38,12 @@ def help_text(app: GpuTuiApp) -> str:
     return "\n".join(lines)
 
 
+def told(app: GpuTuiApp) -> list[tuple[str, str]]:
+    """Every notice so far as (title, text), oldest first: the history ``N`` shows
+    (a toast is the same notice in one line, ``title: text``)."""
+    return [(n.title, "\n".join(n.lines)) for n in app.notices]
+
+
 def grid(app: GpuTuiApp) -> GpuGrid:
     return app.main.grid
 

@@ -1,5 +1,6 @@
-"""Claims from the main screen: ``c`` claims the selected GPU (or a host's free ones),
-``u`` releases, ``e`` copies the env line; and what a granted or queued claim says.
+"""Claims from the main screen: ``c`` claims the selected GPU (on a host line it asks
+how many, in the claim form), ``u`` releases, ``e`` copies the env line; and what a
+granted or queued claim says.
 
 Each checks what it can first (a GPU the head does not know, one someone holds, a
 claim that is not yours) and says so in one line; the head has the last word and
@@ -14,6 +15,7 @@ from textual.app import App
 
 from gputui.common.text import clean
 from gputui.scheduler.client.errors import HeadError
+from gputui.ui.clipboard import copy_line
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
@@ -30,41 +32,31 @@ class ClaimActions:
         self.model = model
 
     def claim_row(self, row: Row | None) -> None:
+        """``c`` on a GPU line: claim that one GPU (a host line opens the claim form,
+        which asks how many: ``HeadConsole.key``)."""
         asks = self.asks
         link = asks.usable("claim", "claim")
         view = asks.view
         if link is None or view is None:
             return
-        if row is None:
+        if not isinstance(row, GpuRow):
             asks.refuse("claim", "select a GPU (or a host) first")
             return
-        known = {g.uuid for g in view.gpus}
-        holders = self.model.holders
-        if isinstance(row, GpuRow):
-            gpu = self.model.gpu(row)
-            if gpu is None or gpu.uuid not in known:
-                asks.refuse("claim", f"the head does not know {row.host} GPU {row.index}")
-                return
-            holder = holders.get(gpu.uuid)
-            if holder is not None:
-                whose = "yours" if holder.user == view.me.user else f"{holder.user}'s"
-                asks.refuse(
-                    "claim",
-                    f"{row.host} GPU {row.index} is held by {holder.ref} ({whose});"
-                    " C claims any free GPUs",
-                )
-                return
-            uuids = [gpu.uuid]
-            what = f"{row.host} GPU {row.index}"
-        else:
-            entry = self.model.hosts.get(row.host)
-            gpus = entry.gpus.values() if entry is not None else ()
-            uuids = [g.uuid for g in gpus if g.uuid in known and g.uuid not in holders]
-            if not uuids:
-                asks.refuse("claim", f"no free GPU on {row.host}")
-                return
-            what = f"{len(uuids)} GPU(s) on {row.host}"
-        asks.request(f"claim {what}", self._claim(link, what, uuids))
+        gpu = self.model.gpu(row)
+        if gpu is None or gpu.uuid not in {g.uuid for g in view.gpus}:
+            asks.refuse("claim", f"the head does not know {row.host} GPU {row.index}")
+            return
+        holder = self.model.holders.get(gpu.uuid)
+        if holder is not None:
+            whose = "yours" if holder.user == view.me.user else f"{holder.user}'s"
+            asks.refuse(
+                "claim",
+                f"{row.host} GPU {row.index} is held by {holder.ref} ({whose});"
+                " C claims any free GPUs",
+            )
+            return
+        what = f"{row.host} GPU {row.index}"
+        asks.request(f"claim {what}", self._claim(link, what, [gpu.uuid]))
 
     async def _claim(self, link: HeadLink, what: str, uuids: list[str]) -> None:
         result = await self.asks.call(
@@ -87,15 +79,7 @@ class ClaimActions:
         if claim.get("state") == "active":
             host = clean(claim.get("host") or "", 64)
             env = await self._env_text(link, host, claim.get("gpu_uuids") or [])
-            if env:
-                self.app.copy_to_clipboard(env)
-            copied = f"Copied to the clipboard:\n{env}" if env else "No valid GPU UUIDs to copy."
-            self.app.notify(
-                f"claim {claim.get('id')} granted: {what}. {copied}",
-                title=f"claimed on {host}",
-                timeout=20,
-                markup=False,
-            )
+            await self.tell_copied(f"claim {claim.get('id')} granted", env, what)
         else:
             self.app.notify(
                 f"claim {claim.get('id')} waits in line ({clean(claim.get('reason') or '', 80)})",
@@ -103,6 +87,24 @@ class ClaimActions:
                 timeout=8,
                 markup=False,
             )
+
+    async def tell_copied(self, title: str, env: str, what: str) -> None:
+        """Copy ``env`` and say what that did, the line itself alone on a line of the
+        notice (``N`` shows it whole, for a mouse), then ``what``."""
+        if not env:
+            self.app.notify(
+                f"no valid GPU UUIDs to copy\n{what}", title=title, severity="warning", markup=False
+            )
+            return
+        copied = await copy_line(self.app, env)
+        # The same line without a clipboard: what `gputui env` prints on the host.
+        shell = "" if copied.sure else '\nor, in a shell on the host: eval "$(gputui env)"'
+        self.app.notify(
+            f"{copied.how}\n{env}\n{what}{shell}",
+            title=title,
+            severity="information" if copied.sure else "warning",
+            markup=False,
+        )
 
     def release_row(self, row: Row | None) -> None:
         asks = self.asks
@@ -174,7 +176,4 @@ class ClaimActions:
                 "show the env line", f"no active claim of yours on {host or 'any host'}"
             )
             return
-        self.app.copy_to_clipboard(line)
-        self.app.notify(
-            f"Copied to the clipboard:\n{line}", title=f"env on {host}", timeout=15, markup=False
-        )
+        await self.tell_copied(f"env line of {host or 'every host'}", line, "N shows the line")

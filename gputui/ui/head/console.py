@@ -26,7 +26,7 @@ from textual.css.query import NoMatches
 from gputui.common.text import clean
 from gputui.config.models import Config
 from gputui.health.board import HealthBoard
-from gputui.ui.gpu_view import GpuRow, Row
+from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head.audit import AuditActions
 from gputui.ui.head.claims import ClaimActions
 from gputui.ui.head.drains import DrainActions
@@ -73,7 +73,7 @@ class HeadConsole:
         self.model = model
         self.asks = HeadRequests(app)
         self.claims = ClaimActions(app, self.asks, model)
-        self.forms = FormActions(app, self.asks, self.claims)
+        self.forms = FormActions(app, self.asks, self.claims, model)
         self.jobs = JobActions(app, self.asks, clock)
         self.drains = DrainActions(app, self.asks, model)
         self.force_free = ForceFreeActions(app, self.asks)
@@ -148,6 +148,7 @@ class HeadConsole:
         if rows:
             main.holders_changed(rows)
         self.jobs.show_view(view)
+        self.forms.settle.view_changed(view)
 
     def _show_summary(self, main: MainScreen) -> None:
         with contextlib.suppress(NoMatches):  # the app is closing: its widgets are gone
@@ -190,6 +191,9 @@ class HeadConsole:
             self.forms.open_submit()
         elif action == "claim_n":
             self.forms.open_claim(row.host if isinstance(row, GpuRow) else None)
+        elif action == "claim" and isinstance(row, HostRow):
+            # A host line asks how many (1 unless changed), never takes them all.
+            self.forms.open_claim(row.host)
         else:
             handler = {
                 "claim": self.claims.claim_row,

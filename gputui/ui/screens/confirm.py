@@ -43,7 +43,6 @@ class ConfirmScreen(_Asking[bool]):
                 yield Button("Cancel (n)", variant="default", id="confirm-no")
 
     def on_mount(self) -> None:
-        self.app.clear_notifications()  # toasts sit on top: in 80 columns they hide it
         self.query_one("#confirm-no", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -75,7 +74,6 @@ class ReasonScreen(_Asking[str | None]):
                 yield Button("Cancel (Esc)", variant="default", id="confirm-no")
 
     def on_mount(self) -> None:
-        self.app.clear_notifications()  # toasts sit on top: in 80 columns they hide it
         self.query_one("#reason-input", Input).focus()
 
     def _send(self) -> None:

@@ -20,9 +20,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Static
+from textual.widgets import Button, Input, Label, Static
 
 from gputui.common.durations import parse_duration
+from gputui.ui.widgets.form_input import FormInput
+from gputui.ui.widgets.tickbox import TickBox
 
 
 class FormProblem(ValueError):
@@ -34,8 +36,11 @@ class FormProblem(ValueError):
 
 
 def _count(text: str, field: str, what: str) -> int:
+    """A whole number from 1 to 64; an empty field is a problem, never a silent 1."""
+    if not text.strip():
+        raise FormProblem(field, f"{what}: required, a whole number from 1 to 64 (e.g. 1)")
     try:
-        value = int(text.strip() or "1")
+        value = int(text.strip())
     except ValueError:
         raise FormProblem(field, f"{what}: {text.strip()!r} is not a whole number") from None
     if not 1 <= value <= 64:
@@ -58,6 +63,8 @@ class FormScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", tooltip="Close the form, nothing is sent"),
         Binding("ctrl+s", "send", "Send", tooltip="Send the form to the head"),
+        Binding("tab", "app.focus_next", "Next field", show=False, priority=True),
+        Binding("shift+tab", "app.focus_previous", "Previous field", show=False, priority=True),
     ]
     TITLE_TEXT = ""
     SEND_LABEL = "Send"
@@ -91,7 +98,6 @@ class FormScreen(ModalScreen[None]):
                 yield Button("Cancel (Esc)", id="form-cancel")
 
     def on_mount(self) -> None:
-        self.app.clear_notifications()  # toasts sit on top: in 80 columns they hide the form
         first = self.query(Input).first()
         first.focus()
 
@@ -162,20 +168,22 @@ class SubmitScreen(FormScreen):
     def fields(self) -> ComposeResult:
         yield from _row(
             "command",
-            Input(self.command, placeholder="python train.py --epochs 3", id="f-command"),
+            FormInput(self.command, placeholder="python train.py --epochs 3", id="f-command"),
         )
-        yield from _row("GPUs", Input("1", id="f-gpus", restrict=r"[0-9]*"))
-        yield from _row("pool", Input(placeholder="any", id="f-pool"))
-        yield from _row("host", Input(placeholder="any", id="f-host"))
-        yield from _row("name", Input(placeholder="the command's name", id="f-name"))
-        yield from _row("cwd", Input(self.cwd, id="f-cwd"))
-        yield from _row("time limit", Input(placeholder="none (e.g. 30m, 2h)", id="f-time"))
-        yield from _row("priority", Input(placeholder="the default class", id="f-priority"))
-        yield from _row("project", Input(placeholder="none (for accounting)", id="f-project"))
-        yield from _row("after", Input(placeholder="job ids, e.g. 12,13", id="f-after"))
+        yield from _row(
+            "GPUs", FormInput("1", placeholder="required (e.g. 1)", id="f-gpus", restrict=r"[0-9]*")
+        )
+        yield from _row("pool", FormInput(placeholder="any", id="f-pool"))
+        yield from _row("host", FormInput(placeholder="any", id="f-host"))
+        yield from _row("name", FormInput(placeholder="the command's name", id="f-name"))
+        yield from _row("cwd", FormInput(self.cwd, id="f-cwd"))
+        yield from _row("time limit", FormInput(placeholder="none (e.g. 30m, 2h)", id="f-time"))
+        yield from _row("priority", FormInput(placeholder="the default class", id="f-priority"))
+        yield from _row("project", FormInput(placeholder="none (for accounting)", id="f-project"))
+        yield from _row("after", FormInput(placeholder="job ids, e.g. 12,13", id="f-after"))
         with Horizontal(classes="form-row"):
             yield Label("", classes="form-label")
-            yield Checkbox("preemptible (may be stopped and requeued)", id="f-preemptible")
+            yield TickBox("preemptible (may be stopped and requeued)", id="f-preemptible")
 
     def build(self) -> tuple[str, dict[str, Any]]:
         line = self.value("f-command")
@@ -188,7 +196,7 @@ class SubmitScreen(FormScreen):
         args: dict[str, Any] = {
             "argv": argv,
             "gpus": _count(self.value("f-gpus"), "f-gpus", "GPUs"),
-            "preemptible": self.query_one("#f-preemptible", Checkbox).value,
+            "preemptible": self.query_one("#f-preemptible", TickBox).value,
         }
         cwd = self.value("f-cwd")
         if cwd:
@@ -220,28 +228,32 @@ class SubmitScreen(FormScreen):
 class ClaimScreen(FormScreen):
     """Claim N free GPUs, optionally of a pool, model or host, for a while."""
 
-    TITLE_TEXT = "Claim free GPUs"
+    TITLE_TEXT = "Claim free GPUs (more than one: you see which first)"
     SEND_LABEL = "Claim"
 
     def __init__(self, host: str | None = None) -> None:
         super().__init__()
         self.host = host or ""
+        if host:
+            self.TITLE_TEXT = f"Claim free GPUs on {host} (more than one: you see which first)"
 
     def fields(self) -> ComposeResult:
-        yield from _row("GPUs", Input("1", id="f-gpus", restrict=r"[0-9]*"))
-        yield from _row("pool", Input(placeholder="any", id="f-pool"))
-        yield from _row("model", Input(placeholder="any (e.g. a100)", id="f-model"))
-        yield from _row("host", Input(self.host, placeholder="any", id="f-host"))
-        yield from _row("for", Input(placeholder="until released (e.g. 2h)", id="f-for"))
-        yield from _row("note", Input(placeholder="what for (shown to others)", id="f-note"))
+        yield from _row(
+            "GPUs", FormInput("1", placeholder="required (e.g. 1)", id="f-gpus", restrict=r"[0-9]*")
+        )
+        yield from _row("pool", FormInput(placeholder="any", id="f-pool"))
+        yield from _row("model", FormInput(placeholder="any (e.g. a100)", id="f-model"))
+        yield from _row("host", FormInput(self.host, placeholder="any", id="f-host"))
+        yield from _row("for", FormInput(placeholder="until released (e.g. 2h)", id="f-for"))
+        yield from _row("note", FormInput(placeholder="what for (shown to others)", id="f-note"))
         with Horizontal(classes="form-row"):
             yield Label("", classes="form-label")
-            yield Checkbox("wait in line if not free now", value=True, id="f-wait")
+            yield TickBox("wait in line if not free now", value=True, id="f-wait")
 
     def build(self) -> tuple[str, dict[str, Any]]:
         args: dict[str, Any] = {
             "gpus": _count(self.value("f-gpus"), "f-gpus", "GPUs"),
-            "wait": self.query_one("#f-wait", Checkbox).value,
+            "wait": self.query_one("#f-wait", TickBox).value,
             "note": self.value("f-note"),
         }
         for field, key in (("f-pool", "pool"), ("f-model", "model"), ("f-host", "host")):

@@ -84,7 +84,7 @@ class MainScreen(Screen[None]):
             "c",
             "scheduler('claim')",
             "Claim",
-            tooltip="Claim the selected GPU (host line: its free ones)",
+            tooltip="Claim the selected GPU (host line: asks how many)",
         ),
         Binding(
             "C",
@@ -328,6 +328,8 @@ class MainScreen(Screen[None]):
             grouped=self.grouped,
             collapsed=self.folded,
         )
+        query = self.query_text
+        self.grid.empty_text = f"no GPU matches {query!r} (Esc clears the filter)" if query else ""
         self.grid.set_rows(rows, folded=self.folded, grouped=self.grouped)
         self.refresh_summary()
 

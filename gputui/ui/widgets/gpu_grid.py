@@ -121,6 +121,8 @@ class GpuGrid(ScrollView, can_focus=True):
         self._highlighted: Row | None = None
         self.held = False
         """Show the HELD column (a scheduler is configured); the screen sets it."""
+        self.empty_text = ""
+        """The line shown when there are no rows (a filter that matches nothing)."""
         self.renders = 0
         """Rows rendered from scratch (cache misses): lets tests check the cache works."""
 
@@ -290,6 +292,9 @@ class GpuGrid(ScrollView, can_focus=True):
             return self._fit(column_header(self.columns, palette), width, palette.base)
         index = int(self.scroll_offset.y) + y - 1
         if index >= len(self.rows):
+            if index == 0 and self.empty_text:
+                line = Strip([Segment(f" {self.empty_text}", palette.muted)])
+                return self._fit(line, width, palette.base)
             return Strip.blank(width, palette.base)
         row = self.rows[index]
         lines = self._cache.get(row.host)

@@ -81,7 +81,8 @@ class ProcessTable(RowTable[Text]):
         ``flagged``: (GPU uuid, pid) of the processes the head flags (its owner holds
         no job or claim there): their PID is marked ``!`` (the detail pane says why).
         """
-        set_border_title(self, title)  # the border line only, not every row
+        # The border line only, not every row; an empty list says so there.
+        set_border_title(self, title if entries else f"no {title}")
         marks = frozenset(flagged)
         key = (int(now // 10), marks, *((gpu.uuid, process) for gpu, process in entries))
         if key == self._shown:

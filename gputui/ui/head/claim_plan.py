@@ -1,0 +1,136 @@
+"""Which GPUs a claim of more than one GPU takes, shown before it is sent.
+
+A claim for N > 1 GPUs is planned here from what the console knows: the head's
+GPUs (free, not drained or fenced, on a live host, of the pool and host asked
+for) and the console's own samples (the model, processes, memory in use). The
+cleanest cards come first: no process, then the least memory in use. The plan
+names the GPUs, the question shows them, and the claim sent names them too
+(``gpu_refs``), so what is taken is what was shown; if one went meanwhile the
+head refuses in its own words and nothing is taken. When no host has N free,
+the plan is empty: the claim can only wait in line, and the question says so.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+
+from gputui.ui.gpu_view import GpuRow
+from gputui.ui.head.view import HeadGpu, HeadView
+from gputui.ui.model import ClusterModel
+
+SHOWN = 8
+"""GPUs listed one per line in the question (it fits 80x24); more are counted."""
+MODEL_W = 18
+"""A model name's room on a GPU's line of the question (72 columns wide)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """One GPU of the plan."""
+
+    gpu: HeadGpu
+    model: str
+    processes: int
+    mem_used_mib: int
+
+    @property
+    def rank(self) -> tuple[int, int, int]:
+        return (self.processes > 0, self.mem_used_mib, self.gpu.index)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPlan:
+    """The GPUs a claim of ``count`` takes now (empty: none fit; it waits in line)."""
+
+    count: int
+    picks: tuple[Pick, ...]
+    where: str
+    """The constraints in words ("in pool a100, model a100"), or ""."""
+
+    @property
+    def host(self) -> str | None:
+        return self.picks[0].gpu.host if self.picks else None
+
+    def request(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The claim's arguments: the planned GPUs by UUID, taken now or refused."""
+        if not self.picks:
+            return args
+        keep = {k: v for k, v in args.items() if k not in ("gpus", "pool", "model", "host")}
+        return {**keep, "gpu_refs": [p.gpu.uuid for p in self.picks], "wait": False}
+
+    def question(self, args: dict[str, Any]) -> Text:
+        """What the confirmation asks: which GPUs on which host, and for how long."""
+        text = Text()
+        if not self.picks:
+            text.append(f"No host has {self.count} free GPUs{self.where} now.\n", style="bold")
+            text.append(
+                f"The claim waits in line and takes the first {self.count} that come free"
+                " on one host."
+            )
+        else:
+            indices = ", ".join(str(p.gpu.index) for p in self.picks)
+            text.append(f"Claim {self.count} GPUs on {self.host}: ", style="bold")
+            text.append(f"GPU {indices}\n", style="bold")
+            for pick in self.picks[:SHOWN]:
+                busy = " (busy)" if pick.processes else ""
+                model = (pick.model or "?")[:MODEL_W]
+                text.append(f"  {pick.gpu.index:>2}  {pick.gpu.uuid}  {model}{busy}\n")
+            if len(self.picks) > SHOWN:
+                text.append(f"  … and {len(self.picks) - SHOWN} more\n")
+        duration = args.get("duration_s")
+        text.append(
+            f"\nFor {_duration(duration)}" if duration else "\nUntil released (u)",
+        )
+        if args.get("note"):
+            text.append(f"; note: {args['note']}")
+        text.append(". Take them? y/N" if self.picks else ". Wait in line? y/N")
+        return text
+
+
+def _duration(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{max(1, minutes)} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if minutes else f"{hours} h"
+
+
+def plan_claim(view: HeadView, model: ClusterModel, args: dict[str, Any]) -> ClaimPlan:
+    """The GPUs a claim with ``args`` (the form's: ``gpus``, ``pool``, ``model``,
+    ``host``) would take now: the best host's cleanest free cards."""
+    count = int(args.get("gpus") or 1)
+    pool, want_model, host = args.get("pool"), args.get("model"), args.get("host")
+    where = "".join(
+        f" {label} {value}"
+        for label, value in (("on", host), ("in pool", pool), ("model", want_model))
+        if value
+    )
+    by_host: dict[str, list[Pick]] = defaultdict(list)
+    for gpu in view.gpus:
+        if gpu.holder is not None or gpu.state != "ok" or gpu.index < 0:
+            continue
+        if not view.hosts_live.get(gpu.host, True):
+            continue
+        if (host and gpu.host != host) or (pool and gpu.pool != pool):
+            continue
+        seen = model.gpu(GpuRow(gpu.host, gpu.index))
+        name = seen.model if seen is not None else ""
+        if want_model and str(want_model).lower() not in name.lower():
+            continue
+        processes = len(seen.processes) if seen is not None else 0
+        used = (seen.mem_used if seen is not None else None) or 0
+        by_host[gpu.host].append(Pick(gpu, name, processes, int(used)))
+    best: tuple[Pick, ...] = ()
+    best_key: tuple[Any, ...] | None = None
+    for name, picks in by_host.items():
+        if len(picks) < count:
+            continue
+        chosen = tuple(sorted(picks, key=lambda p: p.rank)[:count])
+        key = (sum(p.processes > 0 for p in chosen), sum(p.mem_used_mib for p in chosen), name)
+        if best_key is None or key < best_key:
+            best, best_key = chosen, key
+    return ClaimPlan(count, tuple(sorted(best, key=lambda p: p.gpu.index)), where)

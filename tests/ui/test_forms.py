@@ -1,0 +1,112 @@
+"""The enqueue and claim forms: keys typed in a burst, a GPU count that must be
+given, and checkboxes that read on and off without colour (80x24 and 200x50)."""
+
+from __future__ import annotations
+
+import pytest
+from textual import events
+from textual.message import Message
+from textual.widgets import Input
+from ui_helpers import screen_text, until
+
+from gputui.ui.app import GpuTuiApp
+from gputui.ui.screens.forms import ClaimScreen, FormScreen, SubmitScreen
+from gputui.ui.widgets.tickbox import TickBox
+
+SIZES = [(80, 24), (200, 50)]
+
+
+def burst(app: GpuTuiApp, keys: list[str]) -> None:
+    """Post ``keys`` at once, the way a terminal read of a fast typist's keys arrives
+    (Pilot.press waits between keys, which hides what is lost in a burst)."""
+    for key in keys:
+        app.post_message(events.Key(key, key if len(key) == 1 else None))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("form", [ClaimScreen, SubmitScreen])
+async def test_keys_typed_in_a_burst_after_tab_reach_the_next_field(
+    app: GpuTuiApp, size: tuple[int, int], form: type[FormScreen]
+) -> None:
+    async with app.run_test(size=size) as pilot:
+        await app.push_screen(form())
+        await until(pilot, lambda: isinstance(app.focused, Input), "the form's first field")
+        first = app.focused
+        assert isinstance(first, Input)
+        first.value = ""
+        # Claim: GPUs then pool; submit: command then GPUs (digits only: the letters
+        # would be refused by a GPU field that still had the focus).
+        typed = ["2", "tab", "x", "y"] if form is ClaimScreen else ["a", "tab", "7", "tab", "x"]
+        burst(app, typed)
+        want = (
+            {"f-gpus": "2", "f-pool": "xy"}
+            if form is ClaimScreen
+            else {"f-command": "a", "f-gpus": "7", "f-pool": "x"}
+        )
+
+        def values() -> dict[str, str]:
+            return {f: app.screen.query_one(f"#{f}", Input).value for f in want}
+
+        await until(pilot, lambda: values() == want, f"every key in its field: {want}")
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_editing_keys_in_a_burst_act_on_the_field_they_were_typed_in(
+    app: GpuTuiApp, size: tuple[int, int]
+) -> None:
+    # Backspace (a binding, not text) typed before Tab must not reach the next field.
+    async with app.run_test(size=size) as pilot:
+        screen = ClaimScreen("gpu01")
+        await app.push_screen(screen)
+        await until(pilot, lambda: app.focused is screen.query_one("#f-gpus"), "the GPUs field")
+        gpus = screen.query_one("#f-gpus", Input)
+        gpus.cursor_position = len(gpus.value)  # after the "1"
+        burst(app, ["backspace", "3", "tab", "x", "y", "backspace", "z", "left", "w"])
+
+        def values() -> tuple[str, str]:
+            return gpus.value, screen.query_one("#f-pool", Input).value
+
+        await until(pilot, lambda: values() == ("3", "xwz"), "each key on its own field")
+        await pilot.pause(0.1)
+        assert values() == ("3", "xwz")
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("form", [ClaimScreen, SubmitScreen])
+async def test_an_empty_gpu_field_is_refused_not_taken_for_one(
+    app: GpuTuiApp, size: tuple[int, int], form: type[FormScreen]
+) -> None:
+    messages: list[Message] = []
+    async with app.run_test(size=size, message_hook=messages.append) as pilot:
+        screen = form()
+        await app.push_screen(screen)
+        await pilot.pause()
+        gpus = screen.query_one("#f-gpus", Input)
+        assert gpus.placeholder == "required (e.g. 1)"
+        if isinstance(screen, SubmitScreen):
+            screen.query_one("#f-command", Input).value = "python train.py"
+        gpus.value = ""
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: "GPUs: required" in screen_text(app), "the field's problem")
+        assert app.screen is screen and not screen.sending
+        assert app.focused is gpus
+        assert not any(isinstance(m, FormScreen.Requested) for m in messages)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_checkboxes_read_on_and_off_without_colour(
+    app: GpuTuiApp, size: tuple[int, int]
+) -> None:
+    async with app.run_test(size=size) as pilot:
+        screen = ClaimScreen()
+        await app.push_screen(screen)
+        await pilot.pause()
+        assert "[x] wait in line if not free now" in screen_text(app)
+        box = screen.query_one("#f-wait", TickBox)
+        box.focus()
+        await pilot.press("space")
+        await until(pilot, lambda: "[ ] wait in line" in screen_text(app), "the box unticked")
+        assert box.value is False
+        await app.push_screen(SubmitScreen())
+        await pilot.pause()
+        assert "[ ] preemptible" in screen_text(app)
