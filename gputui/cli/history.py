@@ -159,7 +159,7 @@ def history_table(jobs: Sequence[dict[str, Any]], width: int) -> list[str]:
     room = max(width, MIN_WIDTH) - 2 * (len(HEADER) - 1)
     fixed = sum(w for i, w in enumerate(widths) if i not in FLEXIBLE)
     left = max(8, room - fixed)
-    user = min(widths[1], max(4, left // 3))
+    user = min(widths[1], max(8, left // 3))
     widths[2] = min(widths[2], max(4, left - user))
     widths[1] = min(widths[1], max(4, left - widths[2]))
     return [
