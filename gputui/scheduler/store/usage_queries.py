@@ -78,7 +78,8 @@ class SqliteUsage:
 
     def charge(self, now: float, *, job_id: int | None, claim_id: int | None) -> list[str]:
         """Charge the allocated GPU-seconds of a job's or a claim's live allocations,
-        about to end at ``now``, split by hour; their GPUs' uuids."""
+        about to end at ``now``, split by hour (and a job's, the same seconds, to the
+        job's own ``alloc_gpu_s``); their GPUs' uuids."""
         self._conn.s.flush()
         cursor = self._conn.cursor()
         which = "a.job_id" if job_id is not None else "a.claim_id"
