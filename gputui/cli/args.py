@@ -53,6 +53,7 @@ VERBS: dict[str, Verb] = {
     "quota": Verb("policy", ("quota",)),
     "usage": Verb("usage", ("usage",)),
     "report": Verb("usage", ("report",)),
+    "history": Verb("history", ("history",)),
     "drain": Verb("drain", ("drain",)),
     "undrain": Verb("drain", ("undrain",)),
     "unfence": Verb("drain", ("unfence",)),
@@ -275,6 +276,23 @@ def _usage_parsers(sub: Any) -> None:
     r = sub.add_parser("report", help="a weekly summary to paste into a chat")
     r.add_argument("--week", action="store_true", help="the last 7 days (the default)")
     r.add_argument("--json", action="store_true")
+
+    h = sub.add_parser(
+        "history", help="finished jobs: exit, GPU-hours, busy share, energy (like sacct)"
+    )
+    h.add_argument(
+        "--user", help="this user's (default: yours; another's: an admin, or private_data off)"
+    )
+    h.add_argument("-a", "--all-users", action="store_true", help="everyone's (the same rule)")
+    h.add_argument(
+        "--state",
+        metavar="STATE[,STATE...]",
+        help="completed, failed, timeout, killed, cancelled (or Slurm's CD, F, TO, CA)",
+    )
+    h.add_argument("--since", help="ended after: YYYY-MM-DD (local) or 7d, 12h, 2w ago (7d)")
+    h.add_argument("--until", help="ended before: YYYY-MM-DD (that whole day) or 1d ago (now)")
+    h.add_argument("--limit", metavar="N", help="the newest N (default 100, at most 10000)")
+    h.add_argument("--json", action="store_true")
 
 
 def _drain_parsers(sub: Any) -> None:

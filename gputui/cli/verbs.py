@@ -58,6 +58,10 @@ def handler(verb: str) -> Handler:
         from gputui.cli import usage
 
         return usage.HANDLERS[verb]
+    if module == "history":
+        from gputui.cli import history
+
+        return history.run
     if module == "drain":
         from gputui.cli import drain
 

@@ -143,10 +143,15 @@ class ScriptedHosts:
         return HostAnswer(True, value=job)
 
     def finish(
-        self, host: str, key: int, exit_code: int | None = 0, signal: str | None = None
+        self,
+        host: str,
+        key: int,
+        exit_code: int | None = 0,
+        signal: str | None = None,
+        ended_at: float = 2.0,
     ) -> None:
         self.runs[host][key] = HostJob(
-            key=key, state="exited", exit_code=exit_code, signal=signal, ended_at=2.0
+            key=key, state="exited", exit_code=exit_code, signal=signal, ended_at=ended_at
         )
         self._publish(host)
 

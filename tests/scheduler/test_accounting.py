@@ -145,7 +145,7 @@ class Day:
                 with self.store.transaction() as tx:
                     events[t](tx, t)
                 with self.store.snapshot() as tx:  # the daemon's refresh after a commit
-                    self.holders = holders_of(tx.usage.open_allocations())
+                    self.holders = holders_of(tx.usage.open_holders())
             if (t - D) % 600 == 0:
                 taken = self.meter.take()
                 with self.store.transaction() as tx:

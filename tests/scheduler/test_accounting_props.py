@@ -270,3 +270,64 @@ def test_any_date_text_is_a_time_in_range_or_one_line_naming_the_option(text: st
         assert exc.message.isprintable() and len(exc.message) < 200
     else:
         assert got is not None and math.isfinite(got) and got <= 2e9
+
+
+# -- per job (``gputui history``) -------------------------------------------------------------
+
+run = st.tuples(
+    st.integers(1, 4),  # the job
+    st.sampled_from(["GPU-a", "GPU-b", "GPU-c"]),
+    st.floats(0, 3 * HOUR),  # start, after T0
+    st.floats(0, 2 * HOUR),  # length
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    runs=st.lists(run, min_size=1, max_size=8),
+    gaps=st.lists(st.floats(0.5, 60), min_size=1, max_size=60),
+    loads=st.lists(st.tuples(st.floats(0, 100), st.floats(0, 800)), min_size=1, max_size=6),
+    claim=st.booleans(),
+)
+def test_per_job_figures_add_up_to_the_usage_totals(
+    runs: list[tuple[int, str, float, float]],
+    gaps: list[float],
+    loads: list[tuple[float, float]],
+    claim: bool,
+) -> None:
+    """Whatever the runs (several per job, over hour boundaries) and the samples, each
+    job's allocated seconds (``charges`` then ``charged_seconds``, as the store adds
+    them) and its busy seconds and joules (``Metered.jobs``) add up to what the usage
+    rows get for the same hours; a claim's share goes to no job."""
+    usage_alloc = 0.0
+    job_alloc: dict[int, float] = {}
+    for job, uuid, start, length in runs:
+        row = (uuid, T0 + start, f"u{job % 2}", "ml", f"p{job}", "a100")
+        charged, hours = accounting.charges([row], T0 + start + length)
+        job_alloc[job] = job_alloc.get(job, 0.0) + accounting.charged_seconds(charged)
+        usage_alloc += sum(charged.values())
+        assert sum(charged.values()) == pytest.approx(sum(s for _, s in hours))
+    assert math.fsum(job_alloc.values()) == pytest.approx(usage_alloc, rel=1e-9, abs=1e-6)
+
+    meter = Meter()
+    t = T0
+    claimed = Holder("carol", "ml", "", "a100", since=T0) if claim else None
+    for i, gap in enumerate(gaps):
+        t += gap * 60
+        holders = {
+            uuid: Holder(f"u{job % 2}", "ml", f"p{job}", "a100", T0 + s, T0 + s + n, job=job)
+            for job, uuid, s, n in runs
+            if T0 + s <= t
+        }
+        if claimed is not None:
+            holders["GPU-d"] = claimed
+        util, watts = loads[i % len(loads)]
+        readings = [Reading(u, util, watts) for u in ("GPU-a", "GPU-b", "GPU-c", "GPU-d")]
+        meter.observe("h", object(), readings, t, holders, max_gap_s=MAX_GAP_S)
+    jobs_busy = math.fsum(b for b, _ in meter.pending.jobs.values())
+    jobs_energy = math.fsum(e for _, e in meter.pending.jobs.values())
+    of_jobs = [v for k, v in meter.pending.usage.items() if k[1] != "carol"]
+    assert jobs_busy == pytest.approx(math.fsum(v[0] for v in of_jobs), rel=1e-9, abs=1e-6)
+    assert jobs_energy == pytest.approx(math.fsum(v[1] for v in of_jobs), rel=1e-9, abs=1e-3)
+    assert set(meter.pending.jobs) <= {job for job, *_ in runs}
+    assert all(busy >= 0 and energy >= 0 for busy, energy in meter.pending.jobs.values())

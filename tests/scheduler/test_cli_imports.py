@@ -103,7 +103,7 @@ VERB_MODULES = frozenset(
     f"gputui.cli.{name}"
     for name in (
         "verbs", "jobs", "claims", "run", "records", "policy", "usage", "drain", "forcefree",
-        "head", "console", "check_config", "demo", "health", "incident",
+        "history", "head", "console", "check_config", "demo", "health", "incident",
     )
 )  # fmt: skip
 """The modules of ``gputui.cli`` that run a verb or a group of verbs (the shared ones,
@@ -150,6 +150,8 @@ def top_level(modules: set[str]) -> set[str]:
         (["queue"], {"verbs", "jobs"}),
         (["claims"], {"verbs", "claims"}),
         (["usage"], {"verbs", "usage"}),
+        (["history", "--help"], {"verbs"}),
+        (["history"], {"verbs", "history"}),
         (["force-free", "gpu01:0", "--reason", "stuck"], {"verbs", "forcefree"}),
     ],
 )

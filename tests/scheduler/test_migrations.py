@@ -16,7 +16,7 @@ from sqlmodel import SQLModel
 from gputui.scheduler.store.api import StoreError
 from gputui.scheduler.store.engine import MIGRATIONS, alembic_config, make_engine, upgrade
 
-HEAD = "0008"
+HEAD = "0009"
 """The newest revision gputui ships."""
 
 REVISION_0900 = '''"""Add a column to job and one to host (a test's revision, not gputui's).
@@ -406,5 +406,56 @@ def test_0008_keeps_the_request_log_in_order_without_its_disk_index(tmp_path: Pa
         pk = inspect(conn).get_pk_constraint("requestlog")["constrained_columns"]
         assert pk == ["uid", "request_id"]
         assert conn.exec_driver_sql("SELECT count(*) FROM requestlog").scalar() == 3
+        conn.rollback()
+    engine.dispose()
+
+
+def test_0009_gives_each_job_its_gpu_hours_and_marks_older_runs_unmetered(
+    tmp_path: Path,
+) -> None:
+    """A file at 0008: each job's allocated GPU-seconds are summed from its ended
+    allocations; a job that ever ran has unknown (null) busy time and energy, one
+    still queued starts at 0. Downgraded, the columns and the index go, the rows stay."""
+    db = tmp_path / "old.db"
+    engine = make_engine(db)
+    assert upgrade(engine, alembic_config(migrations_up_to(tmp_path, "0008"))) == "0008"
+    with engine.begin() as conn:
+        for job_id, state, started in ((1, "completed", 10.0), (2, "queued", "NULL")):
+            conn.exec_driver_sql(
+                'INSERT INTO job (id, uid, user, "group", name, argv, env, gpus, priority,'
+                " preemptible, submitted_at, started_at, state, reason, requeues, gpu_uuids,"
+                f" launches) VALUES ({job_id}, 1000, 'ana', '', '', '[]', '{{}}', 2, 'normal',"
+                f" 0, 1.0, {started}, '{state}', '', 1, '[]', 2)"
+            )
+        for uuid, start, end in (
+            ("GPU-a", 10.0, 70.0),
+            ("GPU-b", 10.0, 40.0),
+            ("GPU-a", 100.0, 130.0),
+        ):
+            conn.exec_driver_sql(
+                "INSERT INTO allocation (gpu_uuid, host, job_id, start_at, end_at)"
+                f" VALUES ('{uuid}', 'gpu1', 1, {start}, {end})"
+            )
+    assert upgrade(engine) == HEAD
+    with engine.begin() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT id, alloc_gpu_s, busy_gpu_s, energy_j FROM job ORDER BY id"
+        ).all()
+        assert rows == [(1, 120.0, None, None), (2, 0.0, 0.0, 0.0)]
+        assert "ix_job_ended" in {i["name"] for i in inspect(conn).get_indexes("job")}
+    cfg = alembic_config()
+    with engine.connect() as conn:
+        # As upgrade() does: the copy of job would fire allocation's foreign key.
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        raw.execute("PRAGMA foreign_keys = OFF")
+        with conn.begin():
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0008")
+    with engine.connect() as conn:
+        columns = {c["name"] for c in inspect(conn).get_columns("job")}
+        assert not columns & {"alloc_gpu_s", "busy_gpu_s", "energy_j"}
+        assert "ix_job_ended" not in {i["name"] for i in inspect(conn).get_indexes("job")}
+        assert conn.exec_driver_sql("SELECT count(*) FROM job").scalar() == 2
         conn.rollback()
     engine.dispose()

@@ -56,6 +56,7 @@ CAPABILITIES: Final[dict[str, str]] = {
     "quota": "count quotas",
     "usage": "count usage",
     "report": "write a usage report",
+    "history": "list finished jobs",
     "drain": "drain",
     "undrain": "undrain",
     "unfence": "unfence",
@@ -227,6 +228,20 @@ class SchedulerBackend(Capable, Protocol[R_co, P_co]):
     def report(
         self, *, since: float, until: float, timeout: float | None = ANSWER_WITHIN_S
     ) -> R_co: ...
+    def history(
+        self,
+        *,
+        since: float,
+        until: float,
+        user: str | None = None,
+        all_users: bool = False,
+        states: Sequence[str] = (),
+        limit: int | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co:
+        """Finished jobs that ended in ``[since, until)``, newest first: the caller's,
+        ``user``'s or everyone's, each with its exit, GPU-hours, busy share and energy."""
+        ...
 
     # -- the cards (admins) --------------------------------------------------------------
 

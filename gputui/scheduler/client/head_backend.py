@@ -255,6 +255,28 @@ class HeadBackend(Generic[R_co, P_co]):
     ) -> R_co:
         return self._send("report", {"since": since, "until": until}, timeout)
 
+    def history(
+        self,
+        *,
+        since: float,
+        until: float,
+        user: str | None = None,
+        all_users: bool = False,
+        states: Sequence[str] = (),
+        limit: int | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co:
+        body: Answer = {"since": float(since), "until": float(until)}
+        if user is not None:
+            body["user"] = user
+        if all_users:
+            body["all_users"] = True
+        if states:
+            body["states"] = list(states)
+        if limit is not None:
+            body["limit"] = limit
+        return self._send("history", body, timeout)
+
     # -- the cards (admins) --------------------------------------------------------------
 
     def drain(

@@ -385,7 +385,7 @@ class Batches:
         elif kind == "call":  # a step of a longer request (force-free): its own store work
             payload(tx, ctx)
         elif kind == "meter":  # busy time and energy counted from samples (metering)
-            tx.usage.add_metered(payload.usage_rows(), payload.cluster_rows())
+            tx.usage.add_metered(payload.usage_rows(), payload.cluster_rows(), payload.job_rows())
         elif kind == "notices-read":  # pushed to an open console: delivered
             uid, ids = payload
             tx.mark_read(uid, ids, ctx.now)

@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX = 1024
 INBOX_MAX = 20_000
-READS = frozenset({"explain", "quota", "usage", "report", "gpus"})
+READS = frozenset({"explain", "quota", "usage", "report", "gpus", "history"})
 """Read-only requests answered from a snapshot on the reader thread."""
 
 
@@ -247,7 +247,7 @@ class Head:
             self._restored_sessions = {
                 c.session for c in tx.claims(("active", "waiting")) if c.session is not None
             }
-            self.meter.load(tx.usage.open_allocations())
+            self.meter.load(tx.usage.open_holders())
             self.health.load(*tx.health.rows())
             self.health.seen_gpus(tx.gpus())
             self.readings.load(tx)

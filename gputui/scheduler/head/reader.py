@@ -1,5 +1,5 @@
 """The head's read-only requests that never wait for the writer: ``explain``,
-``quota``, ``usage``, ``report``, ``gpus`` and ``logs``, each read from a WAL snapshot on the
+``quota``, ``usage``, ``report``, ``gpus``, ``history`` and ``logs``, each read from a WAL snapshot on the
 reader thread (``logs`` then asks the job's host for its output).
 
 ``SnapshotReads`` is one part of ``daemon.Head``, given what it reads from (the store,
@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from gputui.scheduler.head import actions, explain_reads, gpu_table, usage_reads
+from gputui.scheduler.head import actions, explain_reads, gpu_table, history_reads, usage_reads
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
 
@@ -54,19 +54,24 @@ class SnapshotReads:
         """Runs a snapshot read on the head's reader thread (``Head._read``)."""
 
     async def snapshot_read(self, conn: Connection, request: wire.Request) -> None:
-        """``explain``, ``quota``, ``usage``, ``report`` and ``gpus``: from a snapshot, off
-        the writer."""
+        """``explain``, ``quota``, ``usage``, ``report``, ``gpus`` and ``history``: from a
+        snapshot, off the writer."""
         rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
         problems = self.watch.card_problems() if request.op == "explain" else {}
         exempt = rules.sched.ownership.exempt_users
         seen = gpu_table.Seen.now(self.watch, exempt) if request.op == "gpus" else None
-        counted = self.meter.pending() if request.op in usage_reads.OPS else None
+        metered = request.op in usage_reads.OPS or request.op == "history"
+        counted = self.meter.pending() if metered else None
         standing = self.batch.standings.current  # the scheduler's own figures
 
         def answer() -> dict[str, Any]:
             with self.store.snapshot() as tx:
                 if seen is not None:
                     return gpu_table.answer(tx, request.args, seen, rules.sched.placement)
+                if counted is not None and request.op == "history":
+                    private = rules.sched.private_data
+                    args, caller = request.args, conn.caller
+                    return history_reads.history(tx, caller, args, counted, now, private=private)
                 if counted is not None and request.op == "usage":
                     return usage_reads.usage(tx, request.args, rules.sched, counted, now)
                 if counted is not None:

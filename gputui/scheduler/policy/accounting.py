@@ -31,6 +31,8 @@ ClusterRow = tuple[int, float, float, float, float]
 """A ``ClusterHour`` row: hour, GPU-seconds present, allocated, busy, energy (J)."""
 OpenAllocation = tuple[str, float, str, str, str, str]
 """A live allocation: GPU uuid, start, then its holder's user, group, project, pool."""
+OpenHolder = tuple[str, float, str, str, str, str, int | None]
+"""An ``OpenAllocation`` and the job it is allocated to (None: a claim)."""
 
 
 def hour_of(t: float) -> int:
@@ -165,6 +167,12 @@ def charges(
             usage[key] = usage.get(key, 0.0) + seconds
             cluster[hour] = cluster.get(hour, 0.0) + seconds
     return usage, sorted(cluster.items())
+
+
+def charged_seconds(usage: Mapping[UsageKey, float]) -> float:
+    """One job's allocated GPU-seconds from what ``charges`` adds for its ending run:
+    the very seconds its usage rows get, so per-job GPU-hours add up to ``usage``'s."""
+    return math.fsum(usage.values())
 
 
 # -- summing up ---------------------------------------------------------------------------

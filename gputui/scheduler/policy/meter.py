@@ -3,8 +3,10 @@
 Per GPU, the time since that GPU's previous sample (``dt``) is counted once: to the
 cluster (present; busy when its utilisation is above zero; its power times ``dt`` as
 energy), and to whoever holds the GPU then (a job or a claim), from the later of the
-previous sample and the allocation's start. A gap longer than the host's stale limit
-(at most ``MAX_GAP_S``) counts only that much: the head was not watching. Sample
+previous sample and the allocation's start; a job's own share is also added to that
+job (``Metered.jobs``: its busy seconds and joules, whatever the hour). A gap longer
+than the host's stale limit (at most ``MAX_GAP_S``) counts only that much: the head
+was not watching. Sample
 values are untrusted: utilisation is clamped to 0..100, power to 0..5000 W, and NaN
 or infinity count as nothing. What is counted waits here, by UTC hour, until the
 daemon takes it (``take``) and writes it to the store in one batch.
@@ -39,6 +41,8 @@ class Holder:
     since: float
     until: float | None = None
     """When the allocation ended (None: it is held still); nothing is charged past it."""
+    job: int | None = None
+    """The job it is allocated to (None: a claim)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +57,15 @@ class Reading:
 @dataclass(slots=True)
 class Metered:
     """Counted and not yet stored: usage by key -> [busy_s, energy_j]; the cluster by
-    hour -> [present_s, busy_s, energy_j]."""
+    hour -> [present_s, busy_s, energy_j]; per job id -> [busy_s, energy_j] (the same
+    seconds and joules as the job's usage keys)."""
 
     usage: dict[UsageKey, list[float]] = field(default_factory=dict)
     cluster: dict[int, list[float]] = field(default_factory=dict)
+    jobs: dict[int, list[float]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.usage or self.cluster)
+        return bool(self.usage or self.cluster or self.jobs)
 
     def merge(self, other: Metered) -> None:
         for key, (busy, energy) in other.usage.items():
@@ -70,6 +76,10 @@ class Metered:
             into = self.cluster.setdefault(hour, [0.0, 0.0, 0.0])
             for i, v in enumerate(values):
                 into[i] += v
+        for job, (busy, energy) in other.jobs.items():
+            cell = self.jobs.setdefault(job, [0.0, 0.0])
+            cell[0] += busy
+            cell[1] += energy
 
     def copy(self) -> Metered:
         out = Metered()
@@ -81,6 +91,9 @@ class Metered:
 
     def cluster_rows(self) -> list[tuple[int, float, float, float]]:
         return [(hour, p, b, e) for hour, (p, b, e) in self.cluster.items()]
+
+    def job_rows(self) -> list[tuple[int, float, float]]:
+        return [(job, busy, energy) for job, (busy, energy) in self.jobs.items()]
 
 
 def clamp_util(value: float | None) -> float | None:
@@ -162,11 +175,18 @@ class Meter:
             return
         key_tail = (holder.user, holder.group, holder.project, holder.pool)
         until = end if holder.until is None else min(end, holder.until)
+        held = 0.0
         for hour, seconds in split_hours(max(start, holder.since), until):
             cell = self.pending.usage.setdefault((hour, *key_tail), [0.0, 0.0])
             if busy:
                 cell[0] += seconds
             cell[1] += watts * seconds
+            held += seconds
+        if holder.job is not None and held > 0:
+            cell = self.pending.jobs.setdefault(holder.job, [0.0, 0.0])
+            if busy:
+                cell[0] += held
+            cell[1] += watts * held
 
     def take(self) -> Metered:
         """What was counted since the last ``take``, handed over (and forgotten here)."""

@@ -351,6 +351,34 @@ class ReportArgs(_Args):
     top: Annotated[int, Field(ge=1, le=100, strict=True)] = 5
 
 
+MAX_HISTORY = 10_000
+"""Finished jobs one ``history`` answer lists at most."""
+HistoryState = Literal["completed", "failed", "timeout", "killed", "cancelled"]
+
+
+class HistoryArgs(_Plain):
+    """Finished jobs that ended in ``[since, until)``, newest first, with each one's
+    GPU-hours, busy time and energy (``gputui history``, Slurm's ``sacct``)."""
+
+    user: Name | None = None
+    """Whose (default: the caller's own); another's needs an admin when the head's
+    ``private_data`` is on."""
+    all_users: bool = False
+    """Everyone's (the same rule as naming another)."""
+    states: Annotated[list[HistoryState], Field(max_length=5)] = Field(default_factory=list)
+    """Only these end states (default: every one)."""
+    since: Epoch | None = None
+    """Default: seven days before ``until``."""
+    until: Epoch | None = None
+    """Default: now."""
+    limit: Annotated[int, Field(ge=1, le=MAX_HISTORY, strict=True)] = 100
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str | None) -> str | None:
+        return None if value is None else plain(value, "user")
+
+
 ARGS: dict[str, type[_Args]] = {
     "whoami": Empty,
     "submit": SubmitArgs,
@@ -372,6 +400,7 @@ ARGS: dict[str, type[_Args]] = {
     "wait": WaitArgs,
     "usage": UsageArgs,
     "report": ReportArgs,
+    "history": HistoryArgs,
     "subscribe": Empty,
     "cluster": Empty,
     "explain": ExplainArgs,

@@ -30,7 +30,13 @@ from typing import Any, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from gputui.scheduler.policy.accounting import ClusterRow, OpenAllocation, UsageKey, UsageRow
+from gputui.scheduler.policy.accounting import (
+    ClusterRow,
+    OpenAllocation,
+    OpenHolder,
+    UsageKey,
+    UsageRow,
+)
 from gputui.scheduler.store.tables import (
     Allocation,
     Audit,
@@ -73,13 +79,34 @@ class Usage(Protocol):
         of its host, else "default")."""
         ...
 
+    def open_holders(self) -> list[OpenHolder]:
+        """``open_allocations``, each with the job it is allocated to (None: a claim)."""
+        ...
+
     def add_metered(
         self,
         usage: Sequence[tuple[UsageKey, float, float]],
         cluster: Sequence[tuple[int, float, float, float]],
+        jobs: Sequence[tuple[int, float, float]] = (),
     ) -> None:
         """Add the meter's busy seconds and joules (by usage key, and by hour: present
-        seconds, busy seconds, joules) to what is stored."""
+        seconds, busy seconds, joules; by job id: busy seconds, joules) to what is
+        stored."""
+        ...
+
+    def finished(
+        self,
+        states: Sequence[str],
+        since: float,
+        until: float,
+        limit: int,
+        *,
+        user: str | None = None,
+        uid: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` jobs in ``states`` that ended in ``[since, until)``
+        (of ``user``, of ``uid``, when given), newest first: their columns by name, with
+        ``alloc_gpu_s``, ``busy_gpu_s`` and ``energy_j``."""
         ...
 
     def hours(self, since: float, until: float) -> list[UsageRow]:

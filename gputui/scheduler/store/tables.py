@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import Boolean, Column, Index, Text, text
+from sqlalchemy import Boolean, Column, Float, Index, Text, text
 from sqlmodel import Field, SQLModel
 
 # Named constraints, so a later migration can drop or alter one by name: SQLite's
@@ -106,7 +106,16 @@ class Job(SQLModel, table=True):
 
     # AUTOINCREMENT: a job id names the job's directory on its host (``<ns>/<id>``), so
     # an id must never be handed out twice, even after the newest job row is deleted.
-    __table_args__ = (Index("ix_job_state", "state"), {"sqlite_autoincrement": True})
+    __table_args__ = (
+        Index("ix_job_state", "state"),
+        Index(
+            "ix_job_ended",
+            "ended_at",
+            sqlite_where=text("ended_at IS NOT NULL"),
+            postgresql_where=text("ended_at IS NOT NULL"),
+        ),
+        {"sqlite_autoincrement": True},
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     uid: int
@@ -166,6 +175,20 @@ class Job(SQLModel, table=True):
     """Why its last run was preempted ("preempted for job N (class, user)")."""
     preempted_at: float | None = None
     """When its last run was preempted."""
+    alloc_gpu_s: float = Field(
+        default=0.0, sa_column=Column(Float, nullable=False, server_default="0")
+    )
+    """GPU-seconds allocated over all its runs (added as each run's allocations end)."""
+    busy_gpu_s: float | None = Field(
+        default=0.0, sa_column=Column(Float, nullable=True, server_default="0")
+    )
+    """GPU-seconds its GPUs were busy while allocated to it, from the meter's samples
+    (null: it ran before the head kept this, so it is not known)."""
+    energy_j: float | None = Field(
+        default=0.0, sa_column=Column(Float, nullable=True, server_default="0")
+    )
+    """Joules its GPUs drew while allocated to it, from the meter's samples (null as
+    ``busy_gpu_s``)."""
 
 
 class Claim(SQLModel, table=True):

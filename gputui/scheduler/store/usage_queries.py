@@ -8,23 +8,37 @@ is ``policy.accounting``'s.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from gputui.scheduler.policy.accounting import (
     ClusterRow,
     OpenAllocation,
+    OpenHolder,
     UsageKey,
     UsageRow,
+    charged_seconds,
     charges,
 )
 from gputui.scheduler.store.api import AllocSpan
 from gputui.scheduler.store.txconn import TxConn
 
-HOLDER = """SELECT a.gpu_uuid, a.start_at, COALESCE(j."user", c."user", ''),
+_WHO = """a.gpu_uuid, a.start_at, COALESCE(j."user", c."user", ''),
     COALESCE(j."group", c."group", ''), COALESCE(j.project, c.project, ''),
-    COALESCE(g.pool, h.pool, 'default')
-    FROM allocation a LEFT JOIN job j ON j.id = a.job_id
+    COALESCE(g.pool, h.pool, 'default')"""
+_LIVE = """ FROM allocation a LEFT JOIN job j ON j.id = a.job_id
     LEFT JOIN claim c ON c.id = a.claim_id LEFT JOIN gpu g ON g.uuid = a.gpu_uuid
     LEFT JOIN host h ON h.name = a.host WHERE a.end_at IS NULL"""
+HOLDER = f"SELECT {_WHO}{_LIVE}"
+HOLDER_JOB = f"SELECT {_WHO}, a.job_id{_LIVE}"
+ADD_JOB_ALLOC = "UPDATE job SET alloc_gpu_s = alloc_gpu_s + ? WHERE id = ?"
+ADD_JOB_METERED = "UPDATE job SET busy_gpu_s = busy_gpu_s + ?, energy_j = energy_j + ? WHERE id = ?"
+"""(A job metered before it kept these holds NULL there, and keeps it: unknown.)"""
+FINISHED_COLUMNS = (
+    "id", "uid", '"user"', '"group"', "name", "state", "reason", "exit_code",
+    "exit_signal", "gpus", "pool", "host", "project", "submitted_at", "started_at",
+    "ended_at", "requeues", "preempted_at", "alloc_gpu_s", "busy_gpu_s", "energy_j",
+)  # fmt: skip
+"""What ``finished`` reads of a job (``gputui history``'s row)."""
 ADD_USAGE = """INSERT INTO usage (hour, "user", "group", project, pool,
     alloc_gpu_s, busy_gpu_s, energy_j) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (hour, "user", "group", project, pool) DO UPDATE SET
@@ -53,9 +67,19 @@ class SqliteUsage:
         cursor.execute(HOLDER)
         return [(str(u), float(t), str(a), str(b), str(c), str(d)) for u, t, a, b, c, d in cursor]
 
+    def open_holders(self) -> list[OpenHolder]:
+        self._conn.s.flush()
+        cursor = self._conn.cursor()
+        cursor.execute(HOLDER_JOB)
+        return [
+            (str(u), float(t), str(a), str(b), str(c), str(d), None if j is None else int(j))
+            for u, t, a, b, c, d, j in cursor
+        ]
+
     def charge(self, now: float, *, job_id: int | None, claim_id: int | None) -> list[str]:
         """Charge the allocated GPU-seconds of a job's or a claim's live allocations,
-        about to end at ``now``, split by hour; their GPUs' uuids."""
+        about to end at ``now``, split by hour (and a job's, the same seconds, to the
+        job's own ``alloc_gpu_s``); their GPUs' uuids."""
         self._conn.s.flush()
         cursor = self._conn.cursor()
         which = "a.job_id" if job_id is not None else "a.claim_id"
@@ -65,18 +89,54 @@ class SqliteUsage:
         if usage:
             cursor.executemany(ADD_USAGE, [(*k, s, 0.0, 0.0) for k, s in usage.items()])
             cursor.executemany(ADD_CLUSTER, [(h, 0.0, s, 0.0, 0.0) for h, s in cluster])
+            if job_id is not None:
+                cursor.execute(ADD_JOB_ALLOC, (charged_seconds(usage), job_id))
         return [str(row[0]) for row in rows]
 
     def add_metered(
         self,
         usage: Sequence[tuple[UsageKey, float, float]],
         cluster: Sequence[tuple[int, float, float, float]],
+        jobs: Sequence[tuple[int, float, float]] = (),
     ) -> None:
         cursor = self._conn.cursor()
         if usage:
             cursor.executemany(ADD_USAGE, [(*k, 0.0, b, e) for k, b, e in usage])
         if cluster:
             cursor.executemany(ADD_CLUSTER, [(h, p, 0.0, b, e) for h, p, b, e in cluster])
+        if jobs:
+            cursor.executemany(ADD_JOB_METERED, [(b, e, j) for j, b, e in jobs])
+
+    def finished(
+        self,
+        states: Sequence[str],
+        since: float,
+        until: float,
+        limit: int,
+        *,
+        user: str | None = None,
+        uid: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` jobs in ``states`` that ended in ``[since, until)``,
+        newest first: a range scan of ``ix_job_ended``."""
+        where = ["ended_at IS NOT NULL", "ended_at >= ?", "ended_at < ?"]
+        params: list[Any] = [since, until]
+        where.append(f"state IN ({', '.join('?' * len(states))})")
+        params += list(states)
+        if user is not None:
+            where.append('"user" = ?')
+            params.append(user)
+        if uid is not None:
+            where.append("uid = ?")
+            params.append(uid)
+        cursor = self._conn.cursor()
+        cursor.execute(
+            f"SELECT {', '.join(FINISHED_COLUMNS)} FROM job WHERE {' AND '.join(where)}"  # noqa: S608 (only ? marks)
+            " ORDER BY ended_at DESC, id DESC LIMIT ?",
+            (*params, limit),
+        )
+        names = [c.strip('"') for c in FINISHED_COLUMNS]
+        return [dict(zip(names, row, strict=True)) for row in cursor]
 
     def hours(self, since: float, until: float) -> list[UsageRow]:
         """The primary key starts with the hour: a range scan of its index."""

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from gputui.scheduler.head.batch import Item
-from gputui.scheduler.policy.accounting import OpenAllocation
+from gputui.scheduler.policy.accounting import OpenHolder
 from gputui.scheduler.policy.meter import Holder, Meter, Metered, Reading
 from gputui.scheduler.store.api import Store, StoreFailure
 from gputui.telemetry import HostSnapshot
@@ -26,10 +26,10 @@ log = logging.getLogger("gputui.scheduler.head.daemon")
 FLUSH_S = 60.0
 
 
-def holders_of(rows: Iterable[OpenAllocation]) -> dict[str, Holder]:
+def holders_of(rows: Iterable[OpenHolder]) -> dict[str, Holder]:
     return {
-        uuid: Holder(user, group, project, pool, start)
-        for uuid, start, user, group, project, pool in rows
+        uuid: Holder(user, group, project, pool, start, job=job)
+        for uuid, start, user, group, project, pool, job in rows
     }
 
 
@@ -55,7 +55,7 @@ class HeadMeter:
         self._refresh: asyncio.Task[None] | None = None
         self._stale = False
 
-    def load(self, rows: Iterable[OpenAllocation]) -> None:
+    def load(self, rows: Iterable[OpenHolder]) -> None:
         self.holders = holders_of(rows)
 
     def ended(self, ends: Iterable[tuple[str, float]]) -> None:
@@ -98,9 +98,9 @@ class HeadMeter:
             self._refresh = asyncio.get_running_loop().create_task(self._read_holders())
 
     async def _read_holders(self) -> None:
-        def read() -> list[OpenAllocation]:
+        def read() -> list[OpenHolder]:
             with self.store.snapshot() as tx:
-                return tx.usage.open_allocations()
+                return tx.usage.open_holders()
 
         while self._stale:
             self._stale = False
@@ -145,6 +145,6 @@ class HeadMeter:
             return
         try:
             with self.store.transaction() as tx:
-                tx.usage.add_metered(taken.usage_rows(), taken.cluster_rows())
+                tx.usage.add_metered(taken.usage_rows(), taken.cluster_rows(), taken.job_rows())
         except (StoreFailure, OSError) as exc:
             log.error("head: the last minute of GPU use was not stored: %s", exc)
