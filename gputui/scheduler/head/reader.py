@@ -1,6 +1,6 @@
 """The head's read-only requests that never wait for the writer: ``explain``,
-``quota``, ``usage``, ``report``, ``gpus``, ``history`` and ``logs``, each read from a WAL snapshot on the
-reader thread (``logs`` then asks the job's host for its output).
+``quota``, ``usage``, ``report``, ``gpus``, ``history`` and ``logs``, each read from a
+WAL snapshot on the reader thread (``logs`` then asks the job's host for its output).
 
 ``SnapshotReads`` is one part of ``daemon.Head``, given what it reads from (the store,
 the head's reader thread, its host watch, meter, hosts and standing figures) and
