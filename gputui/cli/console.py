@@ -39,6 +39,7 @@ scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
                 fenced, unhealthy), holder, use, why it is unavailable
   submit, queue, show, logs, wait
                 queue a job, list the queue, one job, its output, wait for it
+  history       finished jobs: exit code, GPU-hours, busy share, energy (as sacct)
   cancel, kill, preempt, requeue, hold, release-hold
                 act on jobs (--reason when an admin acts on another's)
   explain, quota

@@ -26,7 +26,7 @@ _QUALIFIERS = {"ti": "Ti", "super": "S", "ada": "Ada"}
 """Words after the family that make a different card: kept, short."""
 _SIZED = frozenset({"A100", "A800", "H100", "H800", "V100", "P100"})
 """Families sold with more than one memory size: the label says which."""
-_GB = re.compile(r"^(\d{1,4})GB?$", re.IGNORECASE)
+_GB = re.compile(r"(\d{1,4})GB?", re.IGNORECASE)
 _WORDS = re.compile(r"[\s\-_/]+")
 MAX_MEMORY_MIB = 16 * 1024 * 1024
 """A reported memory size above this (16 TiB) is not believed."""
@@ -51,7 +51,7 @@ def model_label(name: str | None, memory_mib: int | None = None) -> str:
         qualifier = _QUALIFIERS.get(word.lower())
         if qualifier is not None:
             family += qualifier
-        match = _GB.match(word)
+        match = _GB.fullmatch(word)
         if match is not None and size is None:
             size = int(match.group(1))
     if size is None and family.upper() in _SIZED:

@@ -170,7 +170,7 @@ def test_at_80_columns_what_matters_stays() -> None:
     tables = _every_table(80)
     # The audit keeps OWNER and OUTCOME (cut), the time to the minute.
     assert tables["audit"][0].split() == [
-        "TIME", "ADMIN", "ACTION", "TARGET", "OWNER", "REASON", "OUTCOME"
+        "TIME", "ACTOR", "ACTION", "TARGET", "OWNER", "REASON", "OUTCOME"
     ]  # fmt: skip
     assert time.strftime("%m-%d %H:%M", time.localtime(NOW - 60)) in tables["audit"][1]
     # The queue keeps the job, its user, state, GPUs, time and why it waits.
