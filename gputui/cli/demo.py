@@ -92,6 +92,8 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
     return app.return_code or EXIT_OK
 
 
+DEMO_OPENING = "welcome: Esc closes this, N shows it again"
+"""The intro's first line (its toast shows only that much at 80 columns)."""
 DEMO_WELCOME = (
     "This demo has a scheduler. c claims the selected GPU (the export line is copied),"
     " u releases it, n enqueues a job (Ctrl+S sends it), Q shows the queue with each"
@@ -123,6 +125,12 @@ async def _seed_demo(cluster: object, app: object) -> None:
     problems = [
         line for line in done if "stopped" in line or "refused" in line or "did not" in line
     ]
-    app.notify(text, title="gputui demo", timeout=40, markup=False)
     for line in problems:
         app.notify(line, title="demo head", severity="warning", timeout=20, markup=False)
+    app.notify(f"{DEMO_OPENING}\n{text}", title="gputui demo", markup=False)
+
+    def intro() -> None:  # the intro whole, on the notices screen; never over a form
+        if app.screen is app.main:
+            app.action_notices()
+
+    app.call_later(intro)  # on the app's own loop turn (this task is not the app's)

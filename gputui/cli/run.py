@@ -60,12 +60,12 @@ def run(backend: SessionBackend, a: argparse.Namespace) -> int:
     note = one_line(" ".join(command))[:200]
     claim = backend.hold_claim(gpus=a.gpus, host=host, note=note, pool=a.pool)["claim"]
     if claim["state"] != "active":
-        print(
-            f"gputui run: waiting for {a.gpus} GPU(s) on {host} ({claim['reason']})…",
-            file=sys.stderr,
-            flush=True,
-        )
-        try:
+        try:  # a Ctrl+C the moment the line is out is an interrupted wait too
+            print(
+                f"gputui run: waiting for {a.gpus} GPU(s) on {host} ({claim['reason']})…",
+                file=sys.stderr,
+                flush=True,
+            )
             claim = _wait_for_grant(backend, claim)
         except KeyboardInterrupt:
             return _cancelled(backend, claim["id"])

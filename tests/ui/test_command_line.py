@@ -15,7 +15,7 @@ import pytest
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Input
 from ui_fakes import FakeSource, fixed_clock
-from ui_helpers import until
+from ui_helpers import told, until
 
 from gputui.config.models import Config
 from gputui.ui.app import GpuTuiApp
@@ -35,7 +35,8 @@ UTIL = [k.name for k in SORT_KEYS].index("util")
 
 
 def notes(app: GpuTuiApp) -> list[str]:
-    return [str(n.message) for n in app._notifications]
+    """Every notice's text so far (the history ``N`` shows)."""
+    return [text for _, text in told(app)]
 
 
 def palette_hits(app: GpuTuiApp) -> list[str]:

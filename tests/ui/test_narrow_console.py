@@ -136,7 +136,7 @@ async def test_the_audit_screen_keeps_owner_and_outcome(size: tuple[int, int]) -
         await pilot.pause()
         text = screen_text(app)
         header = next(line for line in text.splitlines() if "TIME" in line)
-        for column in ("USER", "ACTION", "TARGET", "OWNER", "OUTCOME", "REASON"):
+        for column in ("ACTOR", "ACTION", "TARGET", "OWNER", "OUTCOME", "REASON"):
             assert column in header, header
         row = next(line for line in text.splitlines() if "preempt" in line)
         assert "bob" in row and "sent" in row
