@@ -151,11 +151,7 @@ class CommandRunner:
         asks.request(what, claim())
 
     def _sort(self, key: str) -> None:
-        main = self.console.main
-        names = [k.name for k in SORT_KEYS]
-        main.sort_index = names.index(key)
-        main.rebuild()
-        self.app.notify(f"sort: {SORT_KEYS[main.sort_index].label}", timeout=1.5, markup=False)
+        self.console.main.sort_by([k.name for k in SORT_KEYS].index(key))
 
     def _filter(self, text: str) -> None:
         main = self.console.main

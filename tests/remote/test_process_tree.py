@@ -82,8 +82,8 @@ def test_a_real_process_reports_its_parent_chain_nearest_first(tree: list[int]) 
 
 def test_a_re_parented_process_is_described_afresh(tree: list[int]) -> None:
     """The cache is keyed by start time and parent: a process whose parent died shows
-    its new parent on the next sample, with no extra read when nothing changed."""
-    launcher, worker, leaf = tree
+    its new parent on the next sample."""
+    _, worker, leaf = tree
     table = ProcessTable()
     assert table.lookup(leaf)["ppid"] == worker
     os.kill(worker, 9)  # the leaf is re-parented (to init or a subreaper)

@@ -307,9 +307,7 @@ def test_a_process_tree_is_kept_where_sound_and_never_costs_the_process(
     sound = [
         a
         for a in (ancestors if isinstance(ancestors, list) else [])[:MAX_ANCESTORS]
-        if isinstance(a, dict)
-        and type(a.get("pid")) is int
-        and 1 <= a["pid"] <= 2**22
+        if isinstance(a, dict) and type(a.get("pid")) is int and 1 <= a["pid"] <= 2**22
     ]
     if isinstance(ancestors, list):
         assert [a.pid for a in kept.ancestors or ()] == [a["pid"] for a in sound]

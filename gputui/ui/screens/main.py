@@ -314,7 +314,9 @@ class MainScreen(Screen[None]):
             grouped=self.grouped,
             collapsed=self.folded,
         )
-        self.grid.set_rows(rows, folded=self.folded, grouped=self.grouped)
+        self.grid.set_rows(
+            rows, folded=self.folded, grouped=self.grouped, sort=SORT_KEYS[self.sort_index].name
+        )
         self.refresh_summary()
 
     def _schedule_rebuild(self, *, immediate: bool = False) -> None:
@@ -425,9 +427,14 @@ class MainScreen(Screen[None]):
             self.rebuild()
 
     def action_sort(self) -> None:
-        self.sort_index = (self.sort_index + 1) % len(SORT_KEYS)
+        self.sort_by((self.sort_index + 1) % len(SORT_KEYS))
+
+    def sort_by(self, index: int) -> None:
+        """Sort by ``SORT_KEYS[index]``: ``s``, the palette's and ``:sort KEY`` all come
+        here. The rows, the header's marker (``UTIL▼``) and the summary follow."""
+        self.sort_index = index
         self.rebuild()
-        self.notify(f"sort: {SORT_KEYS[self.sort_index].label}", timeout=1.5)
+        self.notify(f"sort: {SORT_KEYS[index].label}", timeout=1.5, markup=False)
 
     def action_group(self) -> None:
         self.grouped = not self.grouped
