@@ -66,6 +66,13 @@ class MainScreen(Screen[None]):
             tooltip="Reconnect the selected host now, not after the wait",
         ),
         Binding("h", "app.health", "Health", tooltip="Every problem in the cluster, ranked"),
+        Binding(
+            "p",
+            "tree",
+            "Tree",
+            show=False,
+            tooltip="Processes as a tree per GPU: parents, container (again: flat)",
+        ),
         Binding("T", "signal('TERM')", "SIGTERM", tooltip="SIGTERM the selected process (asks)"),
         Binding("K", "signal('KILL')", "SIGKILL", tooltip="SIGKILL the selected process (asks)"),
     ]
@@ -436,6 +443,11 @@ class MainScreen(Screen[None]):
         self.rebuild()
         self.notify(f"sort: {SORT_KEYS[index].label}", timeout=1.5, markup=False)
 
+    def action_tree(self) -> None:
+        """``p``: the processes as a tree per GPU (parents, container), or flat again."""
+        table = self.query_one(ProcessTable)
+        table.set_tree(not table.as_tree)
+
     def action_group(self) -> None:
         self.grouped = not self.grouped
         self.rebuild()
@@ -454,9 +466,15 @@ class MainScreen(Screen[None]):
         self.post_message(self.RetryRequested(row.host))
 
     def action_signal(self, signal: Signal) -> None:
-        selected = self.query_one(ProcessTable).selected
+        table = self.query_one(ProcessTable)
+        selected = table.selected
         if selected is None:
-            self.notify("No process selected: pick a GPU with processes first.", severity="warning")
+            why = (
+                "a parent line holds nothing on the GPU: pick a process under it"
+                if table.row_count
+                else "No process selected: pick a GPU with processes first."
+            )
+            self.notify(why, severity="warning")
             return
         gpu, process = selected
         question = Text("Send ")
