@@ -83,6 +83,14 @@ def ident(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(*([good] * 8), any_json)
 
 
+def ancestor() -> st.SearchStrategy[dict[str, Any]]:
+    """One parent up a process's chain: pid and ``comm`` name."""
+    return st.fixed_dictionaries(
+        {"pid": ident(st.integers(1, 4_194_304))},
+        optional={"name": field(hostile_text)},
+    )
+
+
 def process() -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {"pid": ident(st.integers(1, 4_194_304))},
@@ -94,6 +102,8 @@ def process() -> st.SearchStrategy[dict[str, Any]]:
             "start_ticks": field(st.integers(0, 10**12)),
             "start_time": field(st.floats(1.6e9, 1.8e9)),
             "container": field(hostile_text),
+            "ppid": field(st.integers(0, 4_194_304)),
+            "ancestors": field(st.lists(ancestor(), max_size=10)),
             "kind": field(st.sampled_from(["compute", "graphics"])),
         },
     )

@@ -1,4 +1,4 @@
-"""What /proc says about a process: owner, command line, start time, container.
+"""What /proc says about a process: owner, command line, start time, container, parents.
 
 Every reader returns what it could learn; a pid that vanished or is not readable
 gives ``None`` fields, never an exception. ``ProcessTable`` caches the static facts
@@ -19,6 +19,10 @@ except ImportError:  # pragma: no cover - not Linux
 
 PROC = "/proc"
 COMMAND_MAX = 512
+ANCESTOR_DEPTH = 4
+"""Parents named per process (parent, grandparent, ...): enough for a launcher's chain."""
+NAME_MAX = 64
+PID_MAX = 2**22
 _CONTAINER_RE = re.compile(
     r"(?:docker|containerd|podman|libpod|kubepods|crio)[^\n]*?([0-9a-f]{64})"
 )
@@ -40,17 +44,58 @@ def read_start_ticks(pid: int, proc: str = PROC) -> int | None:
 
 def parse_stat_start_ticks(data: bytes) -> int | None:
     """Parse after the last ')' so a command name with spaces or ')' cannot shift fields."""
+    return parse_stat(data)[1]
+
+
+def parse_stat(data: bytes) -> tuple[int | None, int | None]:
+    """(parent pid, start ticks) from a /proc/PID/stat line; None where unreadable.
+
+    Fields are read after the last ')' so a name with spaces or ')' cannot shift them.
+    """
     close = data.rfind(b")")
     if close < 0:
-        return None
+        return None, None
     fields = data[close + 1 :].split()
-    # fields[0] is field 3 (state); field 22 (starttime) is fields[19].
-    if len(fields) < 20:
-        return None
+    # fields[0] is field 3 (state), fields[1] field 4 (ppid), fields[19] field 22.
+    ppid = _number(fields[1]) if len(fields) > 1 else None
+    ticks = _number(fields[19]) if len(fields) > 19 else None
+    return (ppid if ppid is not None and ppid <= PID_MAX else None), ticks
+
+
+def _number(field: bytes) -> int | None:
     try:
-        return int(fields[19])
+        value = int(field)
     except ValueError:
         return None
+    return value if value >= 0 else None
+
+
+def stat_name(data: bytes) -> str:
+    """The name between the first '(' and the last ')' of a stat line (``comm``), cleaned."""
+    open_, close = data.find(b"("), data.rfind(b")")
+    if open_ < 0 or close <= open_:
+        return ""
+    raw = data[open_ + 1 : close].decode("utf-8", errors="replace")
+    return "".join(ch if ch.isprintable() else "?" for ch in raw)[:NAME_MAX]
+
+
+def read_ancestors(ppid: int | None, proc: str = PROC) -> list[dict[str, Any]]:
+    """The parent chain from ``ppid`` up, nearest first: ``{"pid", "name"}`` each.
+
+    At most ``ANCESTOR_DEPTH``; it stops at pid 0 (the kernel, or a parent outside this
+    pid namespace), at a parent that vanished, and at a loop (a pid seen twice).
+    """
+    chain: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    pid = ppid
+    while pid and pid not in seen and len(chain) < ANCESTOR_DEPTH:
+        seen.add(pid)
+        data = _read(f"{proc}/{pid}/stat", 4096)
+        if not data:
+            break
+        chain.append({"pid": pid, "name": stat_name(data)})
+        pid = parse_stat(data)[0]
+    return chain
 
 
 def read_uid(pid: int, proc: str = PROC) -> int | None:
@@ -147,10 +192,15 @@ def start_time(ticks: int | None, proc: str = PROC) -> float | None:
 
 
 def describe(pid: int, proc: str = PROC) -> dict[str, Any]:
-    """Everything /proc tells about ``pid``; fields it could not read are None."""
-    ticks = read_start_ticks(pid, proc)
+    """Everything /proc tells about ``pid``; fields it could not read are None.
+
+    ``ppid`` and ``ancestors`` (the parent chain, see ``read_ancestors``) are there only
+    when the stat line could be read: a client takes their absence for an older helper.
+    """
+    data = _read(f"{proc}/{pid}/stat", 4096)
+    ppid, ticks = parse_stat(data) if data else (None, None)
     uid = read_uid(pid, proc)
-    return {
+    info: dict[str, Any] = {
         "pid": pid,
         "uid": uid,
         "user": user_name(uid),
@@ -159,19 +209,30 @@ def describe(pid: int, proc: str = PROC) -> dict[str, Any]:
         "start_time": start_time(ticks, proc),
         "container": read_container(pid, proc),
     }
+    if ppid is not None:
+        info["ppid"] = ppid
+        info["ancestors"] = read_ancestors(ppid, proc)
+    return info
 
 
 class ProcessTable:
-    """Caches ``describe`` per pid; a changed start time (pid reused) re-reads it."""
+    """Caches ``describe`` per pid; a changed start time (pid reused) or parent (the
+    parent died and the process was re-parented) re-reads it. One stat read per lookup."""
 
     def __init__(self, proc: str = PROC) -> None:
         self.proc = proc
         self._cache: dict[int, dict[str, Any]] = {}
 
     def lookup(self, pid: int) -> dict[str, Any]:
-        ticks = read_start_ticks(pid, self.proc)
+        data = _read(f"{self.proc}/{pid}/stat", 4096)
+        ppid, ticks = parse_stat(data) if data else (None, None)
         cached = self._cache.get(pid)
-        if cached is not None and ticks is not None and cached["start_ticks"] == ticks:
+        if (
+            cached is not None
+            and ticks is not None
+            and cached["start_ticks"] == ticks
+            and cached.get("ppid") == ppid
+        ):
             return dict(cached)
         info = describe(pid, self.proc)
         if info["start_ticks"] is not None:

@@ -96,7 +96,8 @@ class CommandRunner:
 
     async def run(self, order: Order) -> None:
         verb, app, console = order.verb, self.app, self.console
-        if verb in VIEWS or verb in ROW_KEYS or verb in ("claim", "sort", "filter", "group"):
+        on_main = ("claim", "sort", "filter", "group", "tree")
+        if verb in VIEWS or verb in ROW_KEYS or verb in on_main:
             await self._to_main()
         head = console.head
         if verb in ("queue", "usage", "audit"):
@@ -116,6 +117,8 @@ class CommandRunner:
             self._filter(order.arg)
         elif verb == "group":
             console.main.action_group()
+        elif verb == "tree":
+            console.main.action_tree()
         elif verb == "retry":
             console.main.action_retry()
         elif verb == "theme":
@@ -151,11 +154,7 @@ class CommandRunner:
         asks.request(what, claim())
 
     def _sort(self, key: str) -> None:
-        main = self.console.main
-        names = [k.name for k in SORT_KEYS]
-        main.sort_index = names.index(key)
-        main.rebuild()
-        self.app.notify(f"sort: {SORT_KEYS[main.sort_index].label}", timeout=1.5, markup=False)
+        self.console.main.sort_by([k.name for k in SORT_KEYS].index(key))
 
     def _filter(self, text: str) -> None:
         main = self.console.main

@@ -95,6 +95,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("sort", "Sort the GPUs by KEY", takes="KEY"),
     Verb("filter", "Filter the GPUs by host, pool, model or user", takes="[TEXT]"),
     Verb("group", "Group by host, or one list across all hosts"),
+    Verb("tree", "The processes as a tree per GPU (parents, container), or flat"),
     Verb("retry", "Reconnect the selected host now"),
     Verb("theme", "Next theme, or the one named", takes="[NAME]"),
     Verb("help", "Every key and command", ("h", "?")),

@@ -44,6 +44,8 @@ MHz = Annotated[int, Field(ge=0, le=100_000, strict=True)]
 PcieGen = Annotated[int, Field(ge=0, le=16, strict=True)]
 PcieWidth = Annotated[int, Field(ge=0, le=64, strict=True)]
 Pid = Annotated[int, Field(ge=1, le=2**22, strict=True)]  # Linux's pid_max ceiling
+ParentPid = Annotated[int, Field(ge=0, le=2**22, strict=True)]
+"""0: no parent this host can name (pid 1, or a parent outside the pid namespace)."""
 Uid = Annotated[int, Field(ge=0, le=2**32 - 2, strict=True)]
 XidCode = Annotated[int, Field(ge=0, le=100_000, strict=True)]
 Watts = Annotated[float, Field(ge=0, le=10_000, strict=True, allow_inf_nan=False)]

@@ -41,6 +41,7 @@ from gputui.wire.fields import (
     MHz,
     MiB,
     Notes,
+    ParentPid,
     PcieGen,
     PcieWidth,
     Percent,
@@ -85,6 +86,7 @@ from gputui.wire.ops import (
 
 __all__ = [
     "JOB_ID_MAX",
+    "MAX_ANCESTORS",
     "MAX_ERRORS",
     "MAX_GPUS",
     "MAX_JOBS",
@@ -97,6 +99,7 @@ __all__ = [
     "NAMESPACE",
     "NVLINK_MAX_LINKS",
     "PROTOCOL_VERSION",
+    "Ancestor",
     "Event",
     "GpuInfo",
     "GpuSample",
@@ -141,6 +144,8 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_PROCESSES = 512
 """Processes kept per GPU; a helper listing more is cut, with a note."""
 MAX_THROTTLE_REASONS = 32
+MAX_ANCESTORS = 8
+"""Parents kept per process (a helper sends 4); a longer chain is cut, with a note."""
 
 
 class GpuInfo(_Wire):
@@ -183,8 +188,19 @@ class Hello(_Wire):
     _notes_are_the_decoders = field_validator("notes", mode="plain")(_decoder_only)
 
 
+class Ancestor(_Wire):
+    """One process up a GPU process's parent chain: its pid and its name (``comm``)."""
+
+    pid: Pid
+    name: ShortText = ""
+
+
 class ProcessSample(_Wire):
-    """A process that holds memory on a GPU, as the host saw it."""
+    """A process that holds memory on a GPU, as the host saw it.
+
+    ``ppid`` and ``ancestors`` (parent first) came in with the tree view; an older
+    helper sends neither, so ``ancestors`` is None and the console shows a flat list.
+    """
 
     pid: Pid
     uid: Uid | None = None
@@ -194,6 +210,8 @@ class ProcessSample(_Wire):
     start_ticks: Count | None = None
     start_time: Epoch | None = None
     container: ShortText | None = None
+    ppid: ParentPid | None = None
+    ancestors: Annotated[tuple[Ancestor, ...], Field(max_length=MAX_ANCESTORS)] | None = None
     kind: Literal["compute", "graphics"] = "compute"
     errors: ErrorMap = Field(default_factory=dict)
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from gputui.wire.decode import ProtocolError, decode_helper_line
 from gputui.wire.messages import (
+    MAX_ANCESTORS,
     MAX_GPUS,
     MAX_NOTES,
     MAX_PROCESSES,
@@ -65,6 +66,10 @@ def assert_sound(message: Any) -> None:
             for proc in gpu.processes:
                 assert 1 <= proc.pid <= 2**22
                 assert proc.start_time is None or 0 <= proc.start_time <= 1e10
+                assert proc.ppid is None or 0 <= proc.ppid <= 2**22
+                assert proc.ancestors is None or len(proc.ancestors) <= MAX_ANCESTORS
+                for parent in proc.ancestors or ():
+                    assert 1 <= parent.pid <= 2**22 and len(parent.name) <= 128
             assert_health_sound(gpu)
         else:
             for name in ("temp_slowdown_c", "temp_shutdown_c"):
@@ -277,3 +282,45 @@ def test_hostile_nvlink_lists_keep_only_sound_links(links: list[Any]) -> None:
     ]
     assert mended.nvlinks is not None
     assert [link.link for link in mended.nvlinks] == sound
+
+
+@SETTINGS
+@given(
+    st.integers(1, 2**22),
+    hostile.any_json | st.integers(-(2**23), 2**23),
+    st.lists(hostile.any_json | hostile.ancestor(), max_size=12) | hostile.any_json,
+)
+def test_a_process_tree_is_kept_where_sound_and_never_costs_the_process(
+    pid: int, ppid: Any, ancestors: Any
+) -> None:
+    """The parent pid and chain are optional: bad ones go (with a note or an errors
+    entry), the process stays; every pid kept is in range, every name cleaned and capped."""
+    process = {"pid": pid, "command": "python train.py", "ppid": ppid, "ancestors": ancestors}
+    message = decode_sample(gpu(processes=[process]))
+    assert_sound(message)
+    (kept,) = message.gpus[0].processes
+    assert kept.pid == pid and kept.command == "python train.py"
+    if isinstance(ppid, int) and not isinstance(ppid, bool) and 0 <= ppid <= 2**22:
+        assert kept.ppid == ppid
+    elif ppid is not None:
+        assert kept.ppid is None and kept.errors["ppid"] in ("OutOfRange", "WrongType")
+    sound = [
+        a
+        for a in (ancestors if isinstance(ancestors, list) else [])[:MAX_ANCESTORS]
+        if isinstance(a, dict) and type(a.get("pid")) is int and 1 <= a["pid"] <= 2**22
+    ]
+    if isinstance(ancestors, list):
+        assert [a.pid for a in kept.ancestors or ()] == [a["pid"] for a in sound]
+    else:
+        assert kept.ancestors is None
+
+
+def test_an_older_helpers_process_has_no_tree_and_a_newer_ones_long_chain_is_cut() -> None:
+    old = decode_sample(gpu(processes=[{"pid": 7, "command": "x"}])).gpus[0].processes[0]
+    assert old.ppid is None and old.ancestors is None
+    chain = [{"pid": 100 + i, "name": f"p{i}\x1b[2J"} for i in range(MAX_ANCESTORS + 3)]
+    message = decode_sample(gpu(processes=[{"pid": 7, "ppid": 100, "ancestors": chain}]))
+    kept = message.gpus[0].processes[0]
+    assert [a.pid for a in kept.ancestors or ()] == list(range(100, 100 + MAX_ANCESTORS))
+    assert kept.ancestors is not None and kept.ancestors[0].name == "p0"
+    assert any("ancestor entries" in note for note in message.notes)

@@ -76,6 +76,13 @@ class MainScreen(Screen[None]):
             tooltip="Reconnect the selected host now, not after the wait",
         ),
         Binding("h", "app.health", "Health", tooltip="Every problem in the cluster, ranked"),
+        Binding(
+            "p",
+            "tree",
+            "Tree",
+            show=False,
+            tooltip="Processes as a tree per GPU: parents, container (again: flat)",
+        ),
         Binding("T", "signal('TERM')", "SIGTERM", tooltip="SIGTERM the selected process (asks)"),
         Binding("K", "signal('KILL')", "SIGKILL", tooltip="SIGKILL the selected process (asks)"),
     ]
@@ -330,7 +337,9 @@ class MainScreen(Screen[None]):
         )
         query = self.query_text
         self.grid.empty_text = f"no GPU matches {query!r} (Esc clears the filter)" if query else ""
-        self.grid.set_rows(rows, folded=self.folded, grouped=self.grouped)
+        self.grid.set_rows(
+            rows, folded=self.folded, grouped=self.grouped, sort=SORT_KEYS[self.sort_index].name
+        )
         self.refresh_summary()
 
     def _schedule_rebuild(self, *, immediate: bool = False) -> None:
@@ -441,9 +450,19 @@ class MainScreen(Screen[None]):
             self.rebuild()
 
     def action_sort(self) -> None:
-        self.sort_index = (self.sort_index + 1) % len(SORT_KEYS)
+        self.sort_by((self.sort_index + 1) % len(SORT_KEYS))
+
+    def sort_by(self, index: int) -> None:
+        """Sort by ``SORT_KEYS[index]``: ``s``, the palette's and ``:sort KEY`` all come
+        here. The rows, the header's marker (``UTIL▼``) and the summary follow."""
+        self.sort_index = index
         self.rebuild()
-        self.notify(f"sort: {SORT_KEYS[self.sort_index].label}", timeout=1.5)
+        self.notify(f"sort: {SORT_KEYS[index].label}", timeout=1.5, markup=False)
+
+    def action_tree(self) -> None:
+        """``p``: the processes as a tree per GPU (parents, container), or flat again."""
+        table = self.query_one(ProcessTable)
+        table.set_tree(not table.as_tree)
 
     def action_group(self) -> None:
         self.grouped = not self.grouped
@@ -463,9 +482,15 @@ class MainScreen(Screen[None]):
         self.post_message(self.RetryRequested(row.host))
 
     def action_signal(self, signal: Signal) -> None:
-        selected = self.query_one(ProcessTable).selected
+        table = self.query_one(ProcessTable)
+        selected = table.selected
         if selected is None:
-            self.notify("No process selected: pick a GPU with processes first.", severity="warning")
+            why = (
+                "a parent line holds nothing on the GPU: pick a process under it"
+                if table.row_count
+                else "No process selected: pick a GPU with processes first."
+            )
+            self.notify(why, severity="warning")
             return
         gpu, process = selected
         question = Text("Send ")

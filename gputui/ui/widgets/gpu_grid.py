@@ -118,6 +118,11 @@ class GpuGrid(ScrollView, can_focus=True):
         """Rendered lines by host, then row: only rows that were drawn are here."""
         self._columns: Columns | None = None
         self._palette: Palette | None = None
+        self.sort: str | None = None
+        """The sort key's name the rows are in: its column's title is marked."""
+        self._header: tuple[Columns, Strip] | None = None
+        """The column titles and the columns they were drawn for: drawn again only when
+        the sort, the columns (width, grouping, HELD) or the style change."""
         self._highlighted: Row | None = None
         self.held = False
         """Show the HELD column (a scheduler is configured); the screen sets it."""
@@ -129,10 +134,20 @@ class GpuGrid(ScrollView, can_focus=True):
     # -- data in ---------------------------------------------------------------
 
     def set_rows(
-        self, rows: list[Row], *, folded: Iterable[str] = (), grouped: bool = True
+        self,
+        rows: list[Row],
+        *,
+        folded: Iterable[str] = (),
+        grouped: bool = True,
+        sort: str | None = None,
     ) -> None:
-        """Show ``rows`` (in order); the cursor stays on the same host or GPU if it can."""
+        """Show ``rows`` (in order); the cursor stays on the same host or GPU if it can.
+
+        ``sort``: the sort key's name they are in, marked in the header (``UTIL▼``)."""
         current = self.cursor_row
+        if sort != self.sort:
+            self.sort = sort
+            self._header = None
         if grouped != self.grouped:
             self._cache.clear()
             self._columns = None
@@ -261,6 +276,7 @@ class GpuGrid(ScrollView, can_focus=True):
         super().notify_style_update()
         self._cache.clear()
         self._palette = None
+        self._header = None
 
     def on_resize(self, event: events.Resize) -> None:
         self._cache.clear()
@@ -289,7 +305,11 @@ class GpuGrid(ScrollView, can_focus=True):
         width = self.size.width
         palette = self.palette
         if y == 0:
-            return self._fit(column_header(self.columns, palette), width, palette.base)
+            columns = self.columns
+            if self._header is None or self._header[0] is not columns:
+                header = column_header(columns, palette, self.sort)
+                self._header = (columns, self._fit(header, width, palette.base))
+            return self._header[1]
         index = int(self.scroll_offset.y) + y - 1
         if index >= len(self.rows):
             if index == 0 and self.empty_text:

@@ -25,6 +25,7 @@ from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
 from gputui.ui.head.view import Holder, age_text
 from gputui.ui.model import ClusterModel, HostEntry
+from gputui.ui.widgets.sort_marker import marked
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 MARKERS: dict[Severity, str] = {"ok": "", "info": "", "muted": "", "warn": "!", "crit": "!!"}
@@ -284,14 +285,15 @@ def plan_columns(
     )
 
 
-def column_header(cols: Columns, palette: Palette) -> Strip:
-    parts = ["  " if cols.grouped else "HOST".ljust(cols.host_w) + " "]
+def column_header(cols: Columns, palette: Palette, sort: str | None = None) -> Strip:
+    """The column titles; the one ``sort`` (a sort key's name) orders is marked (``UTIL▼``)."""
+    parts = ["  " if cols.grouped else marked("HOST", sort, cols.host_w).ljust(cols.host_w) + " "]
     parts.append("#".rjust(_IDX_W) + " " + "MODEL".ljust(cols.model_w) + " ")
-    parts.append("UTIL".ljust(cols.bar_w + 1 + _PCT_W) + " ")
-    parts.append("MEMORY".ljust(cols.bar_w + 1 + _MEM_W) + " ")
-    parts.append("TEMP".rjust(_TEMP_W - 1) + "  ")
+    parts.append(marked("UTIL", sort).ljust(cols.bar_w + 1 + _PCT_W) + " ")
+    parts.append(marked("MEMORY", sort).ljust(cols.bar_w + 1 + _MEM_W) + " ")
+    parts.append(marked("TEMP", sort, _TEMP_W - 1).rjust(_TEMP_W - 1) + "  ")
     if cols.power:
-        parts.append("POWER".rjust(_POWER_W) + " ")
+        parts.append(marked("POWER", sort).rjust(_POWER_W) + " ")
     if cols.fan:
         parts.append("FAN".rjust(_FAN_W) + " ")
     if cols.clock:

@@ -1,4 +1,7 @@
-"""The processes on the selected GPU (or host): a small table with a row cursor."""
+"""The processes on the selected GPU (or host): a small table with a row cursor.
+
+Flat (the helper's order), or as a tree per GPU (``as_tree``): each process under its
+parents, as htop's tree view shows it (``gputui.ui.widgets.process_tree``)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from textual.events import Resize
 
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
+from gputui.ui.widgets.process_tree import CONTAINER_SHORT, TreeLine, has_tree, tree_lines
 from gputui.ui.widgets.rows import RowTable
 from gputui.ui.widgets.titles import set_border_title
 from gputui.wire.messages import ProcessSample
@@ -20,11 +24,13 @@ _MEM = ("MEM", 5)
 _AGE = ("AGE", 5)
 _USER_W = 8
 _NARROW_USER_W = 6
-_CONTAINER_W = 12
+_CONTAINER_W = CONTAINER_SHORT
 _COMMAND_W = 24
 """Below this the command gives way to nothing: AGE goes, then USER narrows."""
 _MIN_COMMAND_W = 12
 _PAD = 2  # a DataTable cell's padding, one each side
+NEEDS_NEWER_HELPER = "tree: needs a newer helper"
+"""Said under the table when a tree is asked for and no process came with its parents."""
 
 
 def plan_columns(
@@ -62,7 +68,12 @@ class ProcessTable(RowTable[Text]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False, show_cursor=True)
+        self.as_tree = False
+        """Each GPU's processes as a tree under their parents (``set_tree``)."""
+        self._title = "processes"
         self._entries: list[tuple[GpuView, ProcessSample]] = []
+        self._lines: list[TreeLine] = []
+        """The table's lines: a (GPU, process) each, or a parent line in a tree."""
         self._shown: tuple[object, ...] | None = None
         self._layout: tuple[object, ...] | None = None
         self._now = 0.0
@@ -81,8 +92,8 @@ class ProcessTable(RowTable[Text]):
         ``flagged``: (GPU uuid, pid) of the processes the head flags (its owner holds
         no job or claim there): their PID is marked ``!`` (the detail pane says why).
         """
-        # The border line only, not every row; an empty list says so there.
-        set_border_title(self, title if entries else f"no {title}")
+        self._title = title if entries else f"no {title}"  # an empty list says so
+        set_border_title(self, self._titled())  # the border line only, not every row
         marks = frozenset(flagged)
         key = (int(now // 10), marks, *((gpu.uuid, process) for gpu, process in entries))
         if key == self._shown:
@@ -90,14 +101,31 @@ class ProcessTable(RowTable[Text]):
         self._shown = key
         self._now = now
         self._flagged = marks
-        selected = self.selected
+        keep = self._current()
         self._entries = list(entries)
-        self._fill(selected)
+        self._fill(keep)
 
     def on_resize(self, event: Resize) -> None:
-        self._fill(self.selected)
+        self._fill(self._current())
 
-    def _fill(self, selected: tuple[GpuView, ProcessSample] | None) -> None:
+    def set_tree(self, tree: bool) -> None:
+        """Show a tree per GPU (parents, container) or the flat list; the cursor stays."""
+        if tree != self.as_tree:
+            self.as_tree = tree
+            set_border_title(self, self._titled())
+            self._fill(self._current())
+
+    def _titled(self) -> str:
+        return self._title + (" · tree" if self.as_tree else "")
+
+    def _current(self) -> tuple[str, int] | None:
+        """(GPU uuid, pid) of the line under the cursor, a parent's line included."""
+        if not self._lines:
+            return None
+        line = self._lines[max(0, min(self.cursor_row, len(self._lines) - 1))]
+        return line.gpu.uuid, line.pid
+
+    def _fill(self, keep: tuple[str, int] | None) -> None:
         gpus = len({gpu.uuid for gpu, _ in self._entries}) > 1
         columns, command_w, containers = plan_columns(
             self.size.width,
@@ -117,11 +145,29 @@ class ProcessTable(RowTable[Text]):
                 self.add_column("CONTAINER", width=_CONTAINER_W)
         else:
             self.clear()
+        tree = self.as_tree and has_tree(self._entries)
+        note = NEEDS_NEWER_HELPER if self.as_tree and self._entries and not tree else None
+        if note != self.border_subtitle:
+            self.border_subtitle = note
+        if tree:
+            self._lines = tree_lines(self._entries)
+        else:
+            self._lines = [TreeLine(g, p.pid, "", p.command, p) for g, p in self._entries]
         cursor = 0
-        for i, (gpu, process) in enumerate(self._entries):
+        for i, line in enumerate(self._lines):
+            gpu, process = line.gpu, line.process
+            cells = [Text(str(gpu.index), justify="right")] if gpus else []
+            if process is None:  # a parent of GPU processes: its pid and name only
+                cells += [Text(str(line.pid), style="dim", justify="right"), Text(""), Text("")]
+                cells += [Text("")] if ages else []
+                label = line.prefix + (line.name or "-")
+                cells.append(Text(fmt.truncate(label, command_w), style="dim", no_wrap=True))
+                cells += [Text("")] if containers else []
+                self.add_row(*cells, key=f"{gpu.uuid}:^{line.pid}:{i}")
+                cursor = i if keep == (gpu.uuid, line.pid) else cursor
+                continue
             start = process.start_time
             user = process.user or (str(process.uid) if process.uid is not None else "-")
-            cells = [Text(str(gpu.index), justify="right")] if gpus else []
             cells += [
                 Text(
                     ("!" if (gpu.uuid, process.pid) in self._flagged else "") + str(process.pid),
@@ -133,19 +179,23 @@ class ProcessTable(RowTable[Text]):
             if ages:
                 age = fmt.duration(None if start is None else self._now - start)
                 cells.append(Text(age, justify="right"))
-            cells.append(Text(fmt.truncate(process.command or "-", command_w), no_wrap=True))
+            command = process.command or "-"
+            if tree and process.container and not containers:  # no room for the column
+                command = f"[{process.container[:CONTAINER_SHORT]}] {command}"
+            label = line.prefix + command
+            cells.append(Text(fmt.truncate(label, command_w), no_wrap=True))
             if containers:
                 cells.append(Text(fmt.truncate(process.container or "-", _CONTAINER_W)))
             self.add_row(*cells, key=f"{gpu.uuid}:{process.pid}:{i}")
-            if selected is not None and selected[0].uuid == gpu.uuid:
-                cursor = i if selected[1].pid == process.pid else cursor
-        if self._entries:
+            cursor = i if keep == (gpu.uuid, process.pid) else cursor
+        if self._lines:
             self.move_cursor(row=cursor, animate=False)
 
     @property
     def selected(self) -> tuple[GpuView, ProcessSample] | None:
-        """The (GPU, process) under the cursor, or None when the table is empty."""
-        if not self._entries:
+        """The (GPU, process) under the cursor; None when the table is empty or the
+        cursor is on a tree's parent line (a process that holds nothing on the GPU)."""
+        if not self._lines:
             return None
-        row = max(0, min(self.cursor_row, len(self._entries) - 1))
-        return self._entries[row]
+        line = self._lines[max(0, min(self.cursor_row, len(self._lines) - 1))]
+        return None if line.process is None else (line.gpu, line.process)
