@@ -15,11 +15,11 @@ import argparse
 import re
 from typing import Any, NamedTuple
 
+from gputui.common.argtypes import gpu_count
 from gputui.common.durations import parse_duration
 from gputui.common.printable import shown
 from gputui.scheduler.client.errors import HeadError
 
-MAX_GPUS = 64  # the head's own limit (wire.MAX_GPUS_PER_JOB), without importing pydantic
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 """The verbs' exit statuses: done; refused (or a capability the scheduler lacks); bad
 usage; the scheduler cannot be reached."""
@@ -97,17 +97,6 @@ def _job_ids(text: str) -> list[int]:
     return [_job_id(p.strip()) for p in parts]
 
 
-def _gpu_count(text: str) -> int:
-    """-g N: a whole number of GPUs, 1 to 64 (all of a request's GPUs are on one host)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of GPUs: {text!r}") from None
-    if not 1 <= value <= MAX_GPUS:
-        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_GPUS} GPUs, not {value}")
-    return value
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gputui",
@@ -137,7 +126,7 @@ def _verb_parsers(sub: Any) -> None:
 
     c = sub.add_parser("claim", help="claim GPUs: by name (HOST:INDEX or uuid) or -g N")
     c.add_argument("gpu", nargs="*", help="GPUs to claim (HOST:INDEX or uuid)")
-    c.add_argument("-g", "--gpus", type=_gpu_count, help="how many free GPUs")
+    c.add_argument("-g", "--gpus", type=gpu_count, help="how many free GPUs")
     c.add_argument("--pool")
     c.add_argument("--model", help="GPU model, e.g. a100")
     c.add_argument("--host")
@@ -173,7 +162,7 @@ def _verb_parsers(sub: Any) -> None:
     e.add_argument("--host", help="host (default: this machine's name)")
 
     s = sub.add_parser("submit", help="queue a job: gputui submit -g 2 -- python train.py")
-    s.add_argument("-g", "--gpus", type=_gpu_count, default=1)
+    s.add_argument("-g", "--gpus", type=gpu_count, default=1)
     s.add_argument("--pool")
     s.add_argument("--host")
     s.add_argument("--name")
@@ -193,7 +182,7 @@ def _verb_parsers(sub: Any) -> None:
     s.add_argument("command", nargs=argparse.REMAINDER)
 
     run = sub.add_parser("run", help="wait for GPUs here, run CMD with them, release after")
-    run.add_argument("-g", "--gpus", type=_gpu_count, default=1)
+    run.add_argument("-g", "--gpus", type=gpu_count, default=1)
     run.add_argument("--pool")
     run.add_argument("--host", help="host name in hosts.yaml (default: this machine's)")
     run.add_argument("command", nargs=argparse.REMAINDER)

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gputui.cli.dates import when
 from gputui.cli.layout import fit_table, terminal_width
-from gputui.common.durations import ago
 from gputui.common.printable import shown as _shown
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
@@ -23,29 +23,6 @@ from gputui.scheduler.client.errors import HeadError
 KEYS = ("user", "group", "project", "pool")
 MAX_DAYS = 366  # the head's own limit (wire.MAX_USAGE_DAYS), without importing pydantic
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
-
-
-def when(text: str | None, option: str, now: float, *, end_of_day: bool) -> float | None:
-    """``--since``/``--until``: a local date (``--until``: the end of that day) or
-    ``N h|d|w`` before now; HeadError("usage") naming the option otherwise."""
-    if text is None:
-        return None
-    shown = repr(text[:40])  # escapes what a terminal would act on
-    shown = shown if len(shown) <= 60 else shown[:59] + "…"
-    relative = ago(text, now, units="hdw")
-    if relative is not None:
-        return relative
-    try:
-        day = time.strptime(text.strip(), "%Y-%m-%d")
-        bump = 1 if end_of_day else 0
-        value = time.mktime((day.tm_year, day.tm_mon, day.tm_mday + bump, 0, 0, 0, 0, 0, -1))
-    except (ValueError, OverflowError):
-        raise HeadError(
-            "usage", f"{option}: not a date: {shown} (YYYY-MM-DD, or 7d, 12h, 2w for that long ago)"
-        ) from None
-    if not 0 <= value <= 1e10:
-        raise HeadError("usage", f"{option}: {shown} is out of range")
-    return value
 
 
 def _span(a: argparse.Namespace, now: float) -> dict[str, float]:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from gputui.common.argtypes import gpu_count
 from gputui.common.durations import parse_duration
 from gputui.common.text import clean
 
@@ -30,8 +31,6 @@ MAX_CLAIM_S = 366 * 86_400.0
 """Longest ``--for`` a claim may ask (the CLI's parser has no upper bound)."""
 MAX_TEXT = 200
 """Longest pool, model, host, project or note."""
-MAX_GPUS = 64
-"""The head's limit of GPUs a request (``wire.MAX_GPUS_PER_JOB``, as the CLI's)."""
 
 
 class _Bad(Exception):
@@ -41,17 +40,6 @@ class _Bad(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise _Bad(message)
-
-
-def gpu_count(text: str) -> int:
-    """A whole number of GPUs, 1 to ``MAX_GPUS`` (the CLI's ``-g`` rule)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of GPUs: {text!r}") from None
-    if not 1 <= value <= MAX_GPUS:
-        raise argparse.ArgumentTypeError(f"must be 1 to {MAX_GPUS} GPUs, not {value}")
-    return value
 
 
 def claim_parser() -> argparse.ArgumentParser:

@@ -9,12 +9,11 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.cli.args import MAX_GPUS as CLI_MAX_GPUS
 from gputui.cli.args import parser as cli_parser
+from gputui.common.argtypes import MAX_GPUS, gpu_count
 from gputui.scheduler.server.wire import MAX_GPUS_PER_JOB
 from gputui.ui.command_history import MAX_ENTRIES, CommandHistory, history_path
 from gputui.ui.commands import (
-    MAX_GPUS,
     Order,
     Refused,
     claim_parser,
@@ -139,4 +138,5 @@ def test_the_console_claim_takes_the_clis_flags_and_limits() -> None:
     assert _flags(claim_parser()) == _flags(cli)
     types = {a.dest: a.type for a in cli._actions}
     assert {a.dest: a.type for a in claim_parser()._actions}["duration"] is types["duration"]
-    assert MAX_GPUS == CLI_MAX_GPUS == MAX_GPUS_PER_JOB
+    assert {a.dest: a.type for a in claim_parser()._actions}["gpus"] is types["gpus"] is gpu_count
+    assert MAX_GPUS == MAX_GPUS_PER_JOB
