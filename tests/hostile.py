@@ -83,11 +83,18 @@ def ident(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(*([good] * 8), any_json)
 
 
-def ancestor() -> st.SearchStrategy[dict[str, Any]]:
-    """One parent up a process's chain: pid and ``comm`` name."""
+# Pids of a parent table: often from a handful, so entries share parents and loop.
+linked_pid = st.one_of(st.integers(1, 8), st.integers(1, 4_194_304))
+
+
+def parent() -> st.SearchStrategy[dict[str, Any]]:
+    """One entry of a sample's ``parents`` table: pid, its parent's pid, ``comm`` name."""
     return st.fixed_dictionaries(
-        {"pid": ident(st.integers(1, 4_194_304))},
-        optional={"name": field(hostile_text)},
+        {
+            "pid": ident(linked_pid),
+            "ppid": ident(st.one_of(st.just(0), linked_pid)),
+            "name": ident(hostile_text),
+        }
     )
 
 
@@ -102,8 +109,7 @@ def process() -> st.SearchStrategy[dict[str, Any]]:
             "start_ticks": field(st.integers(0, 10**12)),
             "start_time": field(st.floats(1.6e9, 1.8e9)),
             "container": field(hostile_text),
-            "ppid": field(st.integers(0, 4_194_304)),
-            "ancestors": field(st.lists(ancestor(), max_size=10)),
+            "ppid": field(st.one_of(st.just(0), linked_pid)),
             "kind": field(st.sampled_from(["compute", "graphics"])),
         },
     )
@@ -213,6 +219,7 @@ def sample(seq: st.SearchStrategy[Any] | None = None) -> st.SearchStrategy[dict[
         optional={
             "time": field(st.floats(1.6e9, 1.8e9)),
             "gpus": ident(gpus(gpu)),
+            "parents": field(st.lists(parent(), max_size=10)),
             "notes": field(st.lists(hostile_text, max_size=3)),
         },
     )

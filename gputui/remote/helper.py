@@ -118,8 +118,13 @@ class Helper:
                         "message": (f"{type(exc).__name__}: {exc}")[:512],
                     }
                 )
-        self.table.keep_only(p["pid"] for g in gpus for p in g.get("processes", ()))
-        return {"type": "sample", "seq": self.seq, "time": round(time.time(), 3), "gpus": gpus}
+        pids = [p["pid"] for g in gpus for p in g.get("processes", ())]
+        msg = {"type": "sample", "seq": self.seq, "time": round(time.time(), 3), "gpus": gpus}
+        parents = self.table.parents(pids)
+        if parents:
+            msg["parents"] = parents
+        self.table.keep_only(pids)
+        return msg
 
     def gpu_pids(self, uuid: str) -> set[int] | None:
         for gpu in self.gpus:

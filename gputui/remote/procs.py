@@ -22,6 +22,8 @@ COMMAND_MAX = 512
 ANCESTOR_DEPTH = 4
 """Parents named per process (parent, grandparent, ...): enough for a launcher's chain."""
 NAME_MAX = 64
+PARENTS_MAX = 1024
+"""Entries in a sample's ``parents`` table (the console keeps as many: MAX_PARENTS)."""
 PID_MAX = 2**22
 _CONTAINER_RE = re.compile(
     r"(?:docker|containerd|podman|libpod|kubepods|crio)[^\n]*?([0-9a-f]{64})"
@@ -80,7 +82,7 @@ def stat_name(data: bytes) -> str:
 
 
 def read_ancestors(ppid: int | None, proc: str = PROC) -> list[dict[str, Any]]:
-    """The parent chain from ``ppid`` up, nearest first: ``{"pid", "name"}`` each.
+    """The parent chain from ``ppid`` up, nearest first: ``{"pid", "ppid", "name"}`` each.
 
     At most ``ANCESTOR_DEPTH``; it stops at pid 0 (the kernel, or a parent outside this
     pid namespace), at a parent that vanished, and at a loop (a pid seen twice).
@@ -93,8 +95,9 @@ def read_ancestors(ppid: int | None, proc: str = PROC) -> list[dict[str, Any]]:
         data = _read(f"{proc}/{pid}/stat", 4096)
         if not data:
             break
-        chain.append({"pid": pid, "name": stat_name(data)})
-        pid = parse_stat(data)[0]
+        up = parse_stat(data)[0]
+        chain.append({"pid": pid, "ppid": up or 0, "name": stat_name(data)})
+        pid = up
     return chain
 
 
@@ -194,8 +197,9 @@ def start_time(ticks: int | None, proc: str = PROC) -> float | None:
 def describe(pid: int, proc: str = PROC) -> dict[str, Any]:
     """Everything /proc tells about ``pid``; fields it could not read are None.
 
-    ``ppid`` and ``ancestors`` (the parent chain, see ``read_ancestors``) are there only
-    when the stat line could be read: a client takes their absence for an older helper.
+    ``ppid`` is there only when the stat line could be read: a client takes its absence
+    for an older helper. The chain above it goes in the sample's ``parents`` table
+    (``ProcessTable.parents``), each parent once.
     """
     data = _read(f"{proc}/{pid}/stat", 4096)
     ppid, ticks = parse_stat(data) if data else (None, None)
@@ -211,17 +215,18 @@ def describe(pid: int, proc: str = PROC) -> dict[str, Any]:
     }
     if ppid is not None:
         info["ppid"] = ppid
-        info["ancestors"] = read_ancestors(ppid, proc)
     return info
 
 
 class ProcessTable:
-    """Caches ``describe`` per pid; a changed start time (pid reused) or parent (the
-    parent died and the process was re-parented) re-reads it. One stat read per lookup."""
+    """Caches ``describe`` and the parent chain per pid; a changed start time (pid
+    reused) or parent (the parent died and the process was re-parented) re-reads them.
+    One stat read per lookup."""
 
     def __init__(self, proc: str = PROC) -> None:
         self.proc = proc
         self._cache: dict[int, dict[str, Any]] = {}
+        self._chains: dict[int, list[dict[str, Any]]] = {}
 
     def lookup(self, pid: int) -> dict[str, Any]:
         data = _read(f"{self.proc}/{pid}/stat", 4096)
@@ -235,15 +240,30 @@ class ProcessTable:
         ):
             return dict(cached)
         info = describe(pid, self.proc)
+        chain = read_ancestors(info.get("ppid"), self.proc)
         if info["start_ticks"] is not None:
             self._cache[pid] = info
+            self._chains[pid] = chain
         else:
             self._cache.pop(pid, None)
+            self._chains[pid] = chain  # for this sample; keep_only forgets it
         return dict(info)
+
+    def parents(self, pids: Iterable[int]) -> list[dict[str, Any]]:
+        """The sample's ``parents`` table for these looked-up pids: every process up
+        their chains once, nearest levels first (a cut loses the far ones), at most
+        ``PARENTS_MAX``."""
+        chains = [self._chains.get(pid, ()) for pid in dict.fromkeys(pids)]
+        table: dict[int, dict[str, Any]] = {}
+        for level in range(ANCESTOR_DEPTH):
+            for chain in chains:
+                if level < len(chain) and len(table) < PARENTS_MAX:
+                    table.setdefault(chain[level]["pid"], chain[level])
+        return list(table.values())
 
     def keep_only(self, pids: Iterable[int]) -> None:
         """Forget pids that are no longer on any GPU, so the cache stays small."""
         live = set(pids)
-        for pid in list(self._cache):
-            if pid not in live:
-                del self._cache[pid]
+        for cache in (self._cache, self._chains):
+            for pid in [p for p in cache if p not in live]:
+                del cache[pid]

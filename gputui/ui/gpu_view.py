@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gputui.common.gpu_label import model_label
 from gputui.ui.format import short_model
-from gputui.wire.messages import GpuInfo, GpuSample, ProcessSample
+from gputui.wire.messages import GpuInfo, GpuSample, Parent, ProcessSample
 
 HISTORY_POINTS = 300
 
@@ -46,6 +46,9 @@ class GpuView:
     owners: tuple[str, ...]
     haystack: str
     """Lower-case host, pool, model and owners: what the filter searches."""
+    parents: tuple[Parent, ...] = ()
+    """The sample's parent table (``Sample.parents``, the host's, shared by its GPUs):
+    where the process tree finds the chains above the processes' ``ppid``."""
 
     @property
     def row(self) -> GpuRow:

@@ -141,11 +141,17 @@ class HostEntry:
     def _build_views(self) -> dict[int, GpuView]:
         snapshot, infos, samples, base = self.snapshot, self.infos, self.samples, self._base
         name = snapshot.name
+        parents = snapshot.sample.parents if snapshot.sample is not None else ()
         result: dict[int, GpuView] = {}
         for index in self.indices:
             info, sample = infos.get(index), samples.get(index)
             before = base.get(index)
-            if before is not None and before.info is info and before.sample is sample:
+            if (
+                before is not None
+                and before.info is info
+                and before.sample is sample
+                and before.parents is parents
+            ):
                 result[index] = before
                 continue
             procs = sample.processes if sample is not None else ()
@@ -156,7 +162,7 @@ class HostEntry:
                 model = short_model(info.name if info else None)
                 label = model_label(info.name, info.memory_total_mib) if info else ""
                 haystack = "\n".join((name, snapshot.pool, model, label, *owners)).lower()
-            result[index] = GpuView(name, index, info, sample, owners, haystack)
+            result[index] = GpuView(name, index, info, sample, owners, haystack, parents)
         return result
 
 

@@ -24,11 +24,10 @@ from gputui.common.text import clean
 from gputui.wire.fields import MAX_ERRORS, MAX_GPUS, MAX_NOTES, Wire
 from gputui.wire.health import NVLINK_MAX_LINKS, NvLinkSample
 from gputui.wire.messages import (
-    MAX_ANCESTORS,
     MAX_LINE_BYTES,
+    MAX_PARENTS,
     MAX_PROCESSES,
     MAX_THROTTLE_REASONS,
-    Ancestor,
     Event,
     GpuInfo,
     GpuSample,
@@ -37,6 +36,7 @@ from gputui.wire.messages import (
     HelperMessage,
     Jobs,
     Message,
+    Parent,
     ProcessSample,
     Result,
     Sample,
@@ -66,7 +66,7 @@ _ENTRIES: dict[tuple[type[Wire], str], tuple[type[Wire], str, int]] = {
     (Sample, "gpus"): (GpuSample, "GPU", MAX_GPUS),
     (GpuSample, "processes"): (ProcessSample, "process", MAX_PROCESSES),
     (GpuSample, "nvlinks"): (NvLinkSample, "NVLink", NVLINK_MAX_LINKS),
-    (ProcessSample, "ancestors"): (Ancestor, "ancestor", MAX_ANCESTORS),
+    (Sample, "parents"): (Parent, "parent", MAX_PARENTS),
     (Jobs, "jobs"): (JobState, "job", MAX_JOBS),
 }
 # A bad value that must not read as its default: a GPU in a state this console does

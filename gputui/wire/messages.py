@@ -93,13 +93,13 @@ __all__ = [
     "MAX_LINE_BYTES",
     "MAX_LOG_BYTES",
     "MAX_NOTES",
+    "MAX_PARENTS",
     "MAX_PROCESSES",
     "MAX_REQUEST_BYTES",
     "MAX_THROTTLE_REASONS",
     "NAMESPACE",
     "NVLINK_MAX_LINKS",
     "PROTOCOL_VERSION",
-    "Ancestor",
     "Event",
     "GpuInfo",
     "GpuSample",
@@ -128,6 +128,7 @@ __all__ = [
     "Message",
     "Namespace",
     "NvLinkSample",
+    "Parent",
     "ProcessSample",
     "Result",
     "ResultError",
@@ -145,7 +146,11 @@ MAX_PROCESSES = 512
 """Processes kept per GPU; a helper listing more is cut, with a note."""
 MAX_THROTTLE_REASONS = 32
 MAX_ANCESTORS = 8
-"""Parents kept per process (a helper sends 4); a longer chain is cut, with a note."""
+"""The deepest parent chain a console follows through ``Sample.parents`` (a helper
+names 4 levels); the walk stops there, at a pid it saw before (a loop), and at a pid
+the table does not name."""
+MAX_PARENTS = 1024
+"""Entries kept in a sample's ``parents`` table; a longer table is cut, with a note."""
 
 
 class GpuInfo(_Wire):
@@ -188,18 +193,20 @@ class Hello(_Wire):
     _notes_are_the_decoders = field_validator("notes", mode="plain")(_decoder_only)
 
 
-class Ancestor(_Wire):
-    """One process up a GPU process's parent chain: its pid and its name (``comm``)."""
+class Parent(_Wire):
+    """A process up some GPU process's parent chain: its pid, its own parent's pid and
+    its name (``comm``). ``Sample.parents`` names each such process once."""
 
     pid: Pid
-    name: ShortText = ""
+    ppid: ParentPid
+    name: ShortText
 
 
 class ProcessSample(_Wire):
     """A process that holds memory on a GPU, as the host saw it.
 
-    ``ppid`` and ``ancestors`` (parent first) came in with the tree view; an older
-    helper sends neither, so ``ancestors`` is None and the console shows a flat list.
+    ``ppid`` came in with the tree view (the chain above it is in ``Sample.parents``);
+    an older helper sends none, so ``ppid`` is None and the console shows a flat list.
     """
 
     pid: Pid
@@ -211,7 +218,6 @@ class ProcessSample(_Wire):
     start_time: Epoch | None = None
     container: ShortText | None = None
     ppid: ParentPid | None = None
-    ancestors: Annotated[tuple[Ancestor, ...], Field(max_length=MAX_ANCESTORS)] | None = None
     kind: Literal["compute", "graphics"] = "compute"
     errors: ErrorMap = Field(default_factory=dict)
 
@@ -253,6 +259,12 @@ class Sample(_Wire):
     time: Epoch | None = None
     """The helper's clock when it sampled (None when it sent nonsense)."""
     gpus: Annotated[tuple[GpuSample, ...], Field(max_length=MAX_GPUS)] = ()
+    parents: Annotated[tuple[Parent, ...], Field(max_length=MAX_PARENTS)] = ()
+    """The processes up the GPU processes' parent chains, each once however many
+    processes (on however many GPUs) share it: a launcher's workers, one shell's jobs.
+    Nearest levels first. An entry with a bad field is dropped alone, with a note.
+    Untrusted like the rest: it may name a pid twice (the first counts) or loop;
+    ``gputui.wire.chains`` follows it safely."""
     notes: Notes = ()
     """What the decoder had to do to this message (GPUs dropped, lists cut)."""
 

@@ -11,15 +11,17 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gputui.remote import procs
 from gputui.remote.procs import ANCESTOR_DEPTH, ProcessTable, describe
+from gputui.wire.chains import chain, parent_index
 from gputui.wire.decode import decode_helper_line
-from gputui.wire.messages import Sample
+from gputui.wire.messages import MAX_ANCESTORS, Sample
 
 # A launcher that starts a worker that starts the process holding the GPU; each waits.
 TREE = """
@@ -63,21 +65,50 @@ def _children(pid: int) -> list[int]:
 
 def test_a_real_process_reports_its_parent_chain_nearest_first(tree: list[int]) -> None:
     launcher, worker, leaf = tree
-    info = ProcessTable().lookup(leaf)
-    assert info["ppid"] == worker
-    chain = info["ancestors"]
-    assert [a["pid"] for a in chain[:3]] == [worker, launcher, os.getpid()]
-    assert len(chain) <= ANCESTOR_DEPTH
-    assert all(a["name"] and len(a["name"]) <= procs.NAME_MAX for a in chain)
-    assert chain[0]["name"] == Path(f"/proc/{worker}/comm").read_text().strip()
+    table = ProcessTable()
+    info = table.lookup(leaf)
+    assert info["ppid"] == worker and "ancestors" not in info
+    parents = table.parents([leaf])
+    assert [a["pid"] for a in parents[:3]] == [worker, launcher, os.getpid()]
+    assert [a["ppid"] for a in parents[:2]] == [launcher, os.getpid()]
+    assert len(parents) <= ANCESTOR_DEPTH
+    assert all(a["name"] and len(a["name"]) <= procs.NAME_MAX for a in parents)
+    assert parents[0]["name"] == Path(f"/proc/{worker}/comm").read_text().strip()
     # What the helper prints, the console decodes: the chain comes through whole.
     gpu = {"index": 0, "uuid": "GPU-0", "processes": [info]}
-    line = json.dumps({"type": "sample", "seq": 1, "gpus": [gpu]})
+    line = json.dumps({"type": "sample", "seq": 1, "gpus": [gpu], "parents": parents})
     message = decode_helper_line(line)
     assert isinstance(message, Sample)
     process = message.gpus[0].processes[0]
     assert process.ppid == worker
-    assert [a.pid for a in process.ancestors or ()] == [a["pid"] for a in chain]
+    found = chain(process.pid, process.ppid, parent_index(message.parents))
+    assert [a.pid for a in found] == [a["pid"] for a in parents]
+
+
+def test_processes_that_share_parents_send_each_parent_once(tree: list[int]) -> None:
+    """The worker and the leaf (as two GPU processes) share the launcher and everything
+    above it: the table names each once, nearest levels first, and both chains decode
+    whole from it."""
+    launcher, worker, leaf = tree
+    table = ProcessTable()
+    infos = [table.lookup(leaf), table.lookup(worker)]
+    parents = table.parents([leaf, worker])
+    pids = [a["pid"] for a in parents]
+    assert len(pids) == len(set(pids))
+    assert pids[:3] == [worker, launcher, os.getpid()]  # level 1 of each, then level 2 ...
+    gpus = [{"index": i, "uuid": f"GPU-{i}", "processes": [info]} for i, info in enumerate(infos)]
+    line = json.dumps({"type": "sample", "seq": 1, "gpus": gpus, "parents": parents})
+    message = decode_helper_line(line)
+    assert isinstance(message, Sample)
+    index = parent_index(message.parents)
+    leaf_chain, worker_chain = (
+        [a.pid for a in chain(g.processes[0].pid, g.processes[0].ppid, index)] for g in message.gpus
+    )
+    assert leaf_chain[:3] == [worker, launcher, os.getpid()]
+    assert worker_chain[:2] == [launcher, os.getpid()]
+    assert len(leaf_chain) <= MAX_ANCESTORS and len(worker_chain) <= MAX_ANCESTORS
+    table.keep_only([leaf])  # the worker left the GPUs: its chain goes from the table
+    assert table.parents([worker]) == []
 
 
 def test_a_re_parented_process_is_described_afresh(tree: list[int]) -> None:
@@ -94,7 +125,7 @@ def test_a_re_parented_process_is_described_afresh(tree: list[int]) -> None:
             break
         os.sched_yield()
     assert info["ppid"] != worker
-    assert worker not in [a["pid"] for a in info["ancestors"]]
+    assert worker not in [a["pid"] for a in table.parents([leaf])]
 
 
 def _fake(root: Path, pid: int, ppid: int, name: str, cgroup: str = "0::/user.slice\n") -> None:
@@ -111,19 +142,43 @@ def test_the_chain_is_capped_stops_at_a_loop_and_cleans_names(tmp_path: Path) ->
     _fake(tmp_path, 10, 9, "leaf")
     for pid in range(9, 1, -1):
         _fake(tmp_path, pid, pid - 1, f"p{pid} \x1b[2J)(x")
-    info = describe(10, str(tmp_path))
-    assert [a["pid"] for a in info["ancestors"]] == [9, 8, 7, 6][:ANCESTOR_DEPTH]
-    assert all("\x1b" not in a["name"] for a in info["ancestors"])
-    assert info["ancestors"][0]["name"].startswith("p9 ?[2J)(x")
+    table = ProcessTable(str(tmp_path))
+
+    def parents(pid: int) -> list[dict[str, Any]]:
+        table.lookup(pid)
+        return table.parents([pid])
+
+    chain10 = parents(10)
+    assert [a["pid"] for a in chain10] == [9, 8, 7, 6][:ANCESTOR_DEPTH]
+    assert [a["ppid"] for a in chain10] == [8, 7, 6, 5][:ANCESTOR_DEPTH]
+    assert all("\x1b" not in a["name"] for a in chain10)
+    assert chain10[0]["name"].startswith("p9 ?[2J)(x")
     _fake(tmp_path, 20, 21, "a")
     _fake(tmp_path, 21, 20, "b")  # a loop (a corrupt or racing /proc)
-    assert [a["pid"] for a in describe(20, str(tmp_path))["ancestors"]] == [21, 20]
+    assert [a["pid"] for a in parents(20)] == [21, 20]
     _fake(tmp_path, 30, 0, "outside")  # parent outside the pid namespace
-    assert describe(30, str(tmp_path))["ancestors"] == []
+    assert parents(30) == []
     _fake(tmp_path, 40, 99, "orphan")  # the parent vanished mid-read
-    assert describe(40, str(tmp_path))["ancestors"] == []
+    assert parents(40) == []
     (tmp_path / "50").mkdir()  # no stat at all: no tree fields (as an older helper)
-    assert "ancestors" not in describe(50, str(tmp_path))
+    assert "ppid" not in describe(50, str(tmp_path)) and parents(50) == []
+
+
+def test_the_table_is_capped_nearest_levels_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the cap, the far levels go first: every process keeps its own parent."""
+    (tmp_path / "stat").write_text("btime 1700000000\n")
+    for i in range(3):  # three processes, each under its own three-level chain
+        base = 100 * (i + 1)
+        _fake(tmp_path, base, base + 1, "leaf")
+        for level in range(1, 4):
+            _fake(tmp_path, base + level, base + level + 1, f"up{level}")
+    monkeypatch.setattr(procs, "PARENTS_MAX", 4)
+    table = ProcessTable(str(tmp_path))
+    for pid in (100, 200, 300):
+        table.lookup(pid)
+    assert [a["pid"] for a in table.parents([100, 200, 300])] == [101, 201, 301, 102]
 
 
 @pytest.mark.parametrize(
@@ -145,3 +200,32 @@ def test_the_container_id_is_twelve_hex_from_the_cgroup_or_none(
 ) -> None:
     _fake(tmp_path, 10, 1, "leaf", cgroup)
     assert describe(10, str(tmp_path))["container"] == container
+
+
+def test_the_helpers_sample_names_a_shared_parent_once(
+    sim_process: Callable[..., subprocess.Popen[bytes]],
+    run_once: Callable[..., tuple[int, list[dict[str, Any]]]],
+) -> None:
+    """Two processes of this test's, on two simulated GPUs: each sends its ``ppid``;
+    the sample's ``parents`` table names this test's process (their parent) once."""
+    ours = {sim_process("0").pid, sim_process("1").pid}
+    code, messages = run_once(["--sim", "2xa100-80gb"])
+    assert code == 0
+    sample = next(m for m in messages if m["type"] == "sample")
+    procs = [p for g in sample["gpus"] for p in g["processes"] if p["pid"] in ours]
+    assert sorted(p["pid"] for p in procs) == sorted(ours)
+    assert {p["ppid"] for p in procs} == {os.getpid()}
+    assert all("ancestors" not in p for p in procs)
+    pids = [a["pid"] for a in sample["parents"]]
+    assert pids.count(os.getpid()) == 1 and len(pids) == len(set(pids))
+    message = decode_helper_line(json.dumps(sample))
+    assert isinstance(message, Sample)
+    index = parent_index(message.parents)
+    chains = {
+        p.pid: [a.pid for a in chain(p.pid, p.ppid, index)]
+        for g in message.gpus
+        for p in g.processes
+        if p.pid in ours
+    }
+    first, second = chains.values()
+    assert first == second and first[0] == os.getpid()

@@ -1,7 +1,9 @@
 """The process table as a tree per GPU (``p``, ``:tree``), at 80x24 and 200x50.
 
-Each GPU process hangs under its parents as the helper named them; a parent that
-holds nothing on the GPU is a line of its own; a container shows by 12 characters.
+Each GPU process hangs under its parents as the helper named them (its ``ppid``, and
+the chain above it from the sample's ``parents`` table, which names a parent shared by
+several processes, on several GPUs, once); a parent that holds nothing on the GPU is a
+line of its own; a container shows by 12 characters.
 A host whose helper sends no parents keeps its flat list, with one line saying why.
 """
 
@@ -22,22 +24,36 @@ from gputui.ui.widgets.process_tree import tree_lines
 
 SIZES = [(80, 24), (200, 50)]
 CONTAINER = "0123456789ab" + "c" * 52
-CHAIN = [{"pid": 100, "name": "torchrun"}, {"pid": 90, "name": "bash"}, {"pid": 1, "name": "init"}]
+PARENTS = [
+    {"pid": 100, "ppid": 90, "name": "torchrun"},
+    {"pid": 90, "ppid": 1, "name": "bash"},
+    {"pid": 1, "ppid": 0, "name": "init"},
+]
 
 
 def worker(pid: int, rank: int, **extra: Any) -> dict[str, Any]:
     found = process(pid, "alice", f"python worker.py --rank {rank}", 9_000, NOW - 60)
-    return {**found, "ppid": 100, "ancestors": CHAIN, **extra}
+    return {**found, "ppid": 100, **extra}
 
 
-def host(name: str, processes: list[dict[str, Any]]) -> HostSnapshot:
+def host(
+    name: str, processes: list[dict[str, Any]], parents: list[dict[str, Any]] | None = None
+) -> HostSnapshot:
+    """GPU 0 runs ``processes``; GPU 1 runs one more worker of the same launcher when
+    the host sends a parent table."""
+    others = [worker(103, 2)] if parents else []
     return HostSnapshot(
         name=name,
         address="10.0.0.9",
         status=HostStatus.LIVE,
         pool="a100",
         hello=hello(name, "NVIDIA A100-SXM4-80GB", 2, 81_920, 400.0),
-        sample=sample(1, NOW - 1, [gpu(name, 0, processes=processes), gpu(name, 1)]),
+        sample=sample(
+            1,
+            NOW - 1,
+            [gpu(name, 0, processes=processes), gpu(name, 1, processes=others)],
+            parents,
+        ),
         received_at=NOW - 1,
     )
 
@@ -46,10 +62,10 @@ def cluster() -> list[HostSnapshot]:
     tree = [
         worker(101, 0),
         worker(102, 1, container=CONTAINER[:12]),
-        {**process(200, "bob", "jupyter-kernel", 1_000, NOW - 60), "ppid": 0, "ancestors": []},
+        {**process(200, "bob", "jupyter-kernel", 1_000, NOW - 60), "ppid": 0},
     ]
-    old = [process(300, "carol", "python old.py", 1_000, NOW - 60)]  # no ppid, no chain
-    return [host("new01", tree), host("old01", old)]
+    old = [process(300, "carol", "python old.py", 1_000, NOW - 60)]  # no ppid, no table
+    return [host("new01", tree, PARENTS), host("old01", old)]
 
 
 def table_text(app: GpuTuiApp) -> str:
@@ -108,20 +124,34 @@ async def test_an_older_helper_keeps_the_flat_list_and_says_so(size: tuple[int, 
         await select(pilot, app, HostRow("new01"))
         await until(pilot, lambda: "└─" in table_text(app), "the newer host's tree")
         assert not table.border_subtitle
+        # The launcher, sent once, tops its workers on both GPUs.
+        rows = table_text(app).splitlines()
+        assert sum("torchrun" in row for row in rows) == 2
+        assert sum(row.split()[:2] == ["1", "103"] for row in rows) == 1
 
 
 def test_chains_merge_by_pid_and_a_loop_or_a_gpu_parent_is_placed_once() -> None:
     processes = [
-        {**worker(101, 0), "ancestors": [{"pid": 100, "name": "torchrun"}]},
+        worker(101, 0),
         # the launcher holds memory too: its line is the process's, not a parent's
-        {**process(100, "alice", "torchrun --nproc 2", 500, NOW), "ancestors": []},
+        {**process(100, "alice", "torchrun --nproc 2", 500, NOW), "ppid": 0},
         # a loop from a racing /proc read: 7 -> 8 -> 7
-        {**process(7, "x", "a", 1, NOW), "ancestors": [{"pid": 8, "name": "b"}]},
-        {**process(8, "x", "b", 1, NOW), "ancestors": [{"pid": 7, "name": "a"}]},
+        {**process(7, "x", "a", 1, NOW), "ppid": 8},
+        {**process(8, "x", "b", 1, NOW), "ppid": 7},
+        # a loop in the table above a process: 9 -> 50 -> 51 -> 50
+        {**process(9, "x", "c", 1, NOW), "ppid": 50},
     ]
-    decoded = sample(1, NOW, [gpu("h", 0, processes=processes)]).gpus[0]
-    view = GpuView("h", 0, None, decoded, (), "h")
-    lines = tree_lines([(view, p) for p in decoded.processes])
+    parents = [
+        {"pid": 100, "ppid": 0, "name": "torchrun"},
+        {"pid": 8, "ppid": 7, "name": "b"},
+        {"pid": 7, "ppid": 8, "name": "a"},
+        {"pid": 50, "ppid": 51, "name": "d"},
+        {"pid": 51, "ppid": 50, "name": "e"},
+    ]
+    decoded = sample(1, NOW, [gpu("h", 0, processes=processes)], parents)
+    view = GpuView("h", 0, None, decoded.gpus[0], (), "h", decoded.parents)
+    lines = tree_lines([(view, p) for p in decoded.gpus[0].processes])
     shown = [(line.prefix, line.pid, line.process is not None) for line in lines]
     assert (shown[0], shown[1]) == (("", 100, True), ("└─ ", 101, True))
-    assert sorted(pid for _, pid, _ in shown) == [7, 8, 100, 101]  # each once
+    assert sorted(pid for _, pid, _ in shown) == [7, 8, 9, 50, 51, 100, 101]  # each once
+    assert [pid for _, pid, _ in shown[-3:]] == [51, 50, 9]

@@ -101,8 +101,12 @@ def gpu(host: str, index: int, **fields: Any) -> dict[str, Any]:
     return base
 
 
-def sample(seq: int, when: float, gpus: list[dict[str, Any]]) -> Sample:
-    result = decode({"type": "sample", "seq": seq, "time": when, "gpus": gpus})
+def sample(
+    seq: int, when: float, gpus: list[dict[str, Any]], parents: list[dict[str, Any]] | None = None
+) -> Sample:
+    """A decoded sample; ``parents``: its parent table (the tree view's chains)."""
+    extra = {"parents": parents} if parents is not None else {}
+    result = decode({"type": "sample", "seq": seq, "time": when, "gpus": gpus, **extra})
     assert isinstance(result, Sample)
     return result
 

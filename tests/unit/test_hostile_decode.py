@@ -13,11 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from gputui.wire.chains import chain, parent_index
 from gputui.wire.decode import ProtocolError, decode_helper_line
 from gputui.wire.messages import (
     MAX_ANCESTORS,
     MAX_GPUS,
     MAX_NOTES,
+    MAX_PARENTS,
     MAX_PROCESSES,
     NVLINK_MAX_LINKS,
     Event,
@@ -67,14 +69,13 @@ def assert_sound(message: Any) -> None:
                 assert 1 <= proc.pid <= 2**22
                 assert proc.start_time is None or 0 <= proc.start_time <= 1e10
                 assert proc.ppid is None or 0 <= proc.ppid <= 2**22
-                assert proc.ancestors is None or len(proc.ancestors) <= MAX_ANCESTORS
-                for parent in proc.ancestors or ():
-                    assert 1 <= parent.pid <= 2**22 and len(parent.name) <= 128
             assert_health_sound(gpu)
         else:
             for name in ("temp_slowdown_c", "temp_shutdown_c"):
                 value = getattr(gpu, name)
                 assert value is None or -40 <= value <= 200
+    if isinstance(message, Sample):
+        assert_parents_sound(message)
     if isinstance(message, Hello):
         assert message.boot_time is None or 0 <= message.boot_time <= 1e10
     for job in getattr(message, "jobs", ()):
@@ -84,6 +85,23 @@ def assert_sound(message: Any) -> None:
     assert len(getattr(message, "notes", ())) <= MAX_NOTES
     if isinstance(message, Event | Sample):
         assert message.time is None or 0 <= message.time <= 1e10
+
+
+def assert_parents_sound(message: Sample) -> None:
+    """The parent table is capped and in range, and every chain built from it is
+    loop-free, capped, and follows the table link by link."""
+    assert len(message.parents) <= MAX_PARENTS
+    for parent in message.parents:
+        assert 1 <= parent.pid <= 2**22 and 0 <= parent.ppid <= 2**22
+        assert len(parent.name) <= 128
+    index = parent_index(message.parents)
+    for gpu in message.gpus:
+        for proc in gpu.processes:
+            found = chain(proc.pid, proc.ppid, index)
+            pids = [p.pid for p in found]
+            assert len(found) <= MAX_ANCESTORS
+            assert len(set(pids)) == len(pids) and proc.pid not in pids
+            assert [proc.ppid, *(p.ppid for p in found)][: len(found)] == pids
 
 
 HEALTH_COUNTS = (
@@ -284,19 +302,32 @@ def test_hostile_nvlink_lists_keep_only_sound_links(links: list[Any]) -> None:
     assert [link.link for link in mended.nvlinks] == sound
 
 
+def sound_parent(entry: Any) -> bool:
+    """Whether a parent-table entry passes as sent (the decoder keeps exactly these)."""
+    return (
+        isinstance(entry, dict)
+        and type(entry.get("pid")) is int
+        and 1 <= entry["pid"] <= 2**22
+        and type(entry.get("ppid")) is int
+        and 0 <= entry["ppid"] <= 2**22
+        and isinstance(entry.get("name"), str)
+    )
+
+
 @SETTINGS
 @given(
     st.integers(1, 2**22),
     hostile.any_json | st.integers(-(2**23), 2**23),
-    st.lists(hostile.any_json | hostile.ancestor(), max_size=12) | hostile.any_json,
+    st.lists(hostile.any_json | hostile.parent(), max_size=12) | hostile.any_json,
 )
 def test_a_process_tree_is_kept_where_sound_and_never_costs_the_process(
-    pid: int, ppid: Any, ancestors: Any
+    pid: int, ppid: Any, parents: Any
 ) -> None:
-    """The parent pid and chain are optional: bad ones go (with a note or an errors
-    entry), the process stays; every pid kept is in range, every name cleaned and capped."""
-    process = {"pid": pid, "command": "python train.py", "ppid": ppid, "ancestors": ancestors}
-    message = decode_sample(gpu(processes=[process]))
+    """The parent pid and the sample's parent table are optional: a bad ppid goes
+    (with an errors entry), a bad table entry is dropped alone (with a note), the
+    process stays; every pid kept is in range, every name cleaned and capped."""
+    process = {"pid": pid, "command": "python train.py", "ppid": ppid}
+    message = decode_sample(gpu(processes=[process]), parents=parents)
     assert_sound(message)
     (kept,) = message.gpus[0].processes
     assert kept.pid == pid and kept.command == "python train.py"
@@ -304,23 +335,67 @@ def test_a_process_tree_is_kept_where_sound_and_never_costs_the_process(
         assert kept.ppid == ppid
     elif ppid is not None:
         assert kept.ppid is None and kept.errors["ppid"] in ("OutOfRange", "WrongType")
-    sound = [
-        a
-        for a in (ancestors if isinstance(ancestors, list) else [])[:MAX_ANCESTORS]
-        if isinstance(a, dict) and type(a.get("pid")) is int and 1 <= a["pid"] <= 2**22
+    entries = parents if isinstance(parents, list) else []
+    sound = [p for p in entries if sound_parent(p)]
+    assert [(p.pid, p.ppid) for p in message.parents] == [(p["pid"], p["ppid"]) for p in sound]
+    if len(sound) < len(entries):
+        assert any("parent entry" in note for note in message.notes)
+
+
+def test_an_older_helper_sends_no_tree() -> None:
+    message = decode_sample(gpu(processes=[{"pid": 7, "command": "x"}]))
+    assert message.gpus[0].processes[0].ppid is None and message.parents == ()
+
+
+def test_a_parent_shared_by_processes_on_two_gpus_is_sent_once_and_used_by_both() -> None:
+    parents = [
+        {"pid": 100, "ppid": 50, "name": "torchrun\x1b[2J"},
+        {"pid": 50, "ppid": 1, "name": "bash"},
+        {"pid": 1, "ppid": 0, "name": "systemd"},
     ]
-    if isinstance(ancestors, list):
-        assert [a.pid for a in kept.ancestors or ()] == [a["pid"] for a in sound]
-    else:
-        assert kept.ancestors is None
+    message = decode_sample(
+        gpu(processes=[{"pid": 7, "ppid": 100}]),
+        gpu(index=1, uuid="GPU-1", processes=[{"pid": 8, "ppid": 100}]),
+        parents=parents,
+    )
+    index = parent_index(message.parents)
+    chains = [chain(g.processes[0].pid, g.processes[0].ppid, index) for g in message.gpus]
+    assert [[p.pid for p in c] for c in chains] == [[100, 50, 1], [100, 50, 1]]
+    assert chains[0][0].name == "torchrun" and chains[0][0] is chains[1][0]
 
 
-def test_an_older_helpers_process_has_no_tree_and_a_newer_ones_long_chain_is_cut() -> None:
-    old = decode_sample(gpu(processes=[{"pid": 7, "command": "x"}])).gpus[0].processes[0]
-    assert old.ppid is None and old.ancestors is None
-    chain = [{"pid": 100 + i, "name": f"p{i}\x1b[2J"} for i in range(MAX_ANCESTORS + 3)]
-    message = decode_sample(gpu(processes=[{"pid": 7, "ppid": 100, "ancestors": chain}]))
-    kept = message.gpus[0].processes[0]
-    assert [a.pid for a in kept.ancestors or ()] == list(range(100, 100 + MAX_ANCESTORS))
-    assert kept.ancestors is not None and kept.ancestors[0].name == "p0"
-    assert any("ancestor entries" in note for note in message.notes)
+def test_a_loop_in_the_table_is_cut_and_a_long_chain_capped() -> None:
+    loop = [{"pid": 100, "ppid": 101, "name": "a"}, {"pid": 101, "ppid": 100, "name": "b"}]
+    index = parent_index(decode_sample(parents=loop).parents)
+    assert [p.pid for p in chain(7, 100, index)] == [100, 101]
+    back = parent_index(decode_sample(parents=[{"pid": 100, "ppid": 7, "name": "a"}]).parents)
+    assert [p.pid for p in chain(7, 100, back)] == [100]  # its own pid above it: cut
+    self_loop = [{"pid": 100, "ppid": 100, "name": "a"}]
+    assert [
+        p.pid for p in chain(7, 100, parent_index(decode_sample(parents=self_loop).parents))
+    ] == [100]
+    long = [{"pid": 100 + i, "ppid": 101 + i, "name": f"p{i}"} for i in range(MAX_ANCESTORS + 3)]
+    index = parent_index(decode_sample(parents=long).parents)
+    assert [p.pid for p in chain(7, 100, index)] == list(range(100, 100 + MAX_ANCESTORS))
+    assert chain(7, 999, index) == [] and chain(7, 0, index) == [] and chain(7, None, index) == []
+
+
+def test_a_pid_named_twice_keeps_its_first_entry_and_a_bad_one_goes_alone() -> None:
+    parents = [
+        {"pid": 100, "ppid": 50, "name": "first"},
+        {"pid": 100, "ppid": 60, "name": "second"},
+        {"pid": 50, "ppid": -3, "name": "bad ppid"},
+        {"pid": 60, "ppid": 1, "name": "kept"},
+        "not an object",
+    ]
+    message = decode_sample(parents=parents)
+    assert [p.name for p in message.parents] == ["first", "second", "kept"]
+    assert any("parent entry 2: ppid: OutOfRange" in note for note in message.notes)
+    assert [p.name for p in chain(7, 100, parent_index(message.parents))] == ["first"]
+
+
+def test_an_over_long_table_is_cut_with_a_note() -> None:
+    parents = [{"pid": 1 + i, "ppid": 0, "name": "x"} for i in range(MAX_PARENTS + 5)]
+    message = decode_sample(parents=parents)
+    assert len(message.parents) == MAX_PARENTS
+    assert any(f"{MAX_PARENTS + 5} parent entries" in note for note in message.notes)

@@ -95,7 +95,12 @@ class ProcessTable(RowTable[Text]):
         self._title = title if entries else f"no {title}"  # an empty list says so
         set_border_title(self, self._titled())  # the border line only, not every row
         marks = frozenset(flagged)
-        key = (int(now // 10), marks, *((gpu.uuid, process) for gpu, process in entries))
+        key = (
+            int(now // 10),
+            marks,
+            *((gpu.uuid, process) for gpu, process in entries),
+            *{id(gpu.parents): gpu.parents for gpu, _ in entries}.values(),
+        )
         if key == self._shown:
             return
         self._shown = key

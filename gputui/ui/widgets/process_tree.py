@@ -1,11 +1,12 @@
 """The processes of each GPU as a tree, as htop's tree view: parents above children.
 
-A helper names each GPU process's parent chain (``ProcessSample.ancestors``, nearest
-first, a few levels); the chains of one GPU's processes are merged by pid, so a
-launcher's workers hang under one launcher line. A parent that holds nothing on the
-GPU is a line of its own (pid and name), for context; pid 1 (the top of every chain)
-is left out. An older helper sends no chains:
-``has_tree`` says so, and the table stays flat.
+A helper names each GPU process's parent (``ProcessSample.ppid``) and, once per
+sample, the processes up those chains (``Sample.parents``, a few levels); the chains
+(``gputui.wire.chains``: loop-safe, capped) of one GPU's processes are merged by pid,
+so a launcher's workers hang under one launcher line. A parent that holds nothing on
+the GPU is a line of its own (pid and name), for context; pid 1 (the top of every
+chain) is left out. An older helper sends no ``ppid``: ``has_tree`` says so, and the
+table stays flat.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gputui.ui.gpu_view import GpuView
-from gputui.wire.messages import ProcessSample
+from gputui.wire.chains import chain, parent_index
+from gputui.wire.messages import Parent, ProcessSample
 
 __all__ = ["CONTAINER_SHORT", "TreeLine", "has_tree", "tree_lines"]
 
@@ -47,8 +49,8 @@ class _Node:
 
 
 def has_tree(entries: list[tuple[GpuView, ProcessSample]]) -> bool:
-    """Whether any process came with a parent chain (from a helper that sends them)."""
-    return any(process.ancestors is not None for _, process in entries)
+    """Whether any process came with its parent (from a helper that sends them)."""
+    return any(process.ppid is not None for _, process in entries)
 
 
 def tree_lines(entries: list[tuple[GpuView, ProcessSample]]) -> list[TreeLine]:
@@ -57,12 +59,18 @@ def tree_lines(entries: list[tuple[GpuView, ProcessSample]]) -> list[TreeLine]:
     for gpu, process in entries:
         by_gpu.setdefault(gpu.uuid, (gpu, []))[1].append(process)
     lines: list[TreeLine] = []
+    indices: dict[int, dict[int, Parent]] = {}  # a host's GPUs share one table
     for gpu, processes in by_gpu.values():
-        lines += _one_gpu(gpu, processes)
+        index = indices.get(id(gpu.parents))
+        if index is None:
+            index = indices[id(gpu.parents)] = parent_index(gpu.parents)
+        lines += _one_gpu(gpu, processes, index)
     return lines
 
 
-def _one_gpu(gpu: GpuView, processes: list[ProcessSample]) -> list[TreeLine]:
+def _one_gpu(
+    gpu: GpuView, processes: list[ProcessSample], index: dict[int, Parent]
+) -> list[TreeLine]:
     nodes: dict[int, _Node] = {}
 
     def node(pid: int, name: str) -> _Node:
@@ -75,7 +83,7 @@ def _one_gpu(gpu: GpuView, processes: list[ProcessSample]) -> list[TreeLine]:
         node(process.pid, process.command).process = process
     for process in processes:
         child = nodes[process.pid]
-        for parent in process.ancestors or ():
+        for parent in chain(process.pid, process.ppid, index):
             up = node(parent.pid, parent.name)
             if child.parent is not None or up.pid == child.pid or _above(nodes, up, child):
                 break  # already placed (a chain seen before), or a loop
