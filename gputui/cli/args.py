@@ -19,7 +19,7 @@ from gputui.common.durations import parse_duration
 from gputui.common.printable import shown
 from gputui.scheduler.client.errors import HeadError
 
-MAX_GPUS = 64  # the head's own limit (wire.MAX_GPUS_PER_JOB), without importing pydantic
+MAX_GPUS = 64  # the head's own limit (arg_types.MAX_GPUS_PER_JOB), without importing pydantic
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 """The verbs' exit statuses: done; refused (or a capability the scheduler lacks); bad
 usage; the scheduler cannot be reached."""

@@ -31,7 +31,7 @@ MAX_CLAIM_S = 366 * 86_400.0
 MAX_TEXT = 200
 """Longest pool, model, host, project or note."""
 MAX_GPUS = 64
-"""The head's limit of GPUs a request (``wire.MAX_GPUS_PER_JOB``, as the CLI's)."""
+"""The head's limit of GPUs a request (``arg_types.MAX_GPUS_PER_JOB``, as the CLI's)."""
 
 
 class _Bad(Exception):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gputui.cli.args import MAX_GPUS as CLI_MAX_GPUS
 from gputui.cli.args import parser as cli_parser
-from gputui.scheduler.server.wire import MAX_GPUS_PER_JOB
+from gputui.scheduler.server.arg_types import MAX_GPUS_PER_JOB
 from gputui.ui.command_history import MAX_ENTRIES, CommandHistory, history_path
 from gputui.ui.commands import (
     MAX_GPUS,
