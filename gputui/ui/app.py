@@ -63,7 +63,7 @@ from gputui.ui.themes import (
     resolve_theme,
 )
 from gputui.ui.widgets.gpu_grid import GpuGrid
-from gputui.ui.widgets.grid_render import GRID_LEGEND
+from gputui.ui.widgets.grid_columns import GRID_LEGEND
 from gputui.ui.widgets.rows import ROW_KEYS
 
 CLOSE_TIMEOUT_S = 5.0
