@@ -10,7 +10,7 @@ import time
 from gputui.common.durations import ago
 from gputui.scheduler.client.errors import HeadError
 
-MAX_DAYS = 366  # the head's own limit (wire.MAX_USAGE_DAYS), without importing pydantic
+MAX_DAYS = 366  # the head's own limit (read_args.MAX_USAGE_DAYS), without importing pydantic
 DEFAULT_DAYS = 7
 
 

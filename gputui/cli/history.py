@@ -23,7 +23,7 @@ from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
 
-MAX_LIMIT = 10_000  # the head's own cap (wire.MAX_HISTORY), without importing pydantic
+MAX_LIMIT = 10_000  # the head's own cap (read_args.MAX_HISTORY), without importing pydantic
 DEFAULT_LIMIT = 100
 STATES = ("completed", "failed", "timeout", "killed", "cancelled")
 CODES = {

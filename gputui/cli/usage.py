@@ -21,7 +21,7 @@ from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
 
 KEYS = ("user", "group", "project", "pool")
-MAX_DAYS = 366  # the head's own limit (wire.MAX_USAGE_DAYS), without importing pydantic
+MAX_DAYS = 366  # the head's own limit (read_args.MAX_USAGE_DAYS), without importing pydantic
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 

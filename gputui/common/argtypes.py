@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 MAX_GPUS = 64
-"""The head's limit of GPUs in one request (``wire.MAX_GPUS_PER_JOB``: all of a
+"""The head's limit of GPUs in one request (``arg_types.MAX_GPUS_PER_JOB``: all of a
 request's GPUs are on one host); a test holds the two equal."""
 
 

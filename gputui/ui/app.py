@@ -1,13 +1,15 @@
 """The Textual app: owns the telemetry source, the model, the themes and the workers.
 
 Data flows one way. The source (any ``TelemetrySource``) calls back with a
-``HostSnapshot``; the app posts a ``HostsSampled`` message (a burst from many hosts
-is one message), applies it to the ``ClusterModel`` and tells the main screen what
-changed. The app holds its other parts as objects, not base classes: ``hosts``
-(``HostActions``: signals and retries through a ``HostControl``, an interface apart
-from the telemetry), ``rounds`` (``HealthRounds``: the console's own health checks)
-and ``head`` (``HeadConsole``: the scheduler side); it keeps the ``on_*`` and
-``action_*`` handlers Textual looks for and hands them on. Anything that waits
+``HostSnapshot``; the app's ``intake`` (``SnapshotIntake``) posts a ``HostsSampled``
+message (a burst from many hosts is one message) and applies it to the
+``ClusterModel``, and the app tells the main screen what changed. The app holds its
+other parts as objects, not base classes: ``intake``, ``hosts`` (``HostActions``:
+signals and retries through a ``HostControl``, an interface apart from the
+telemetry), ``rounds`` (``HealthRounds``: the console's own health checks) and
+``head`` (``HeadConsole``: the scheduler side); it keeps the ``on_*`` and
+``action_*`` handlers Textual looks for and hands them on (what ``?`` lists comes
+from ``help_contents``). Anything that waits
 (starting the fleet, signalling a process, asking the head) runs in an app-owned
 worker, and every worker failure ends up in one place: a notification.
 """
@@ -17,10 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,7 +28,6 @@ from textual import on
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.content import Content
-from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.theme import BUILTIN_THEMES
@@ -37,20 +36,20 @@ from textual.worker import Worker, WorkerState
 from gputui.config.models import Config
 from gputui.health.board import HealthBoard
 from gputui.health.staleness import stale_limit
-from gputui.telemetry import HostControl, HostSnapshot, ReadOnly, TelemetrySource
+from gputui.telemetry import HostControl, ReadOnly, TelemetrySource
+from gputui.ui import intake
 from gputui.ui.command_run import CommandRunner
 from gputui.ui.head.console import HeadConsole
 from gputui.ui.head.link import HeadForceFreeStep, HeadNotice, HeadState, HeadUnreachable
 from gputui.ui.health_rounds import HealthRounds
+from gputui.ui.help_contents import help_sections
 from gputui.ui.host_actions import HostActions
-from gputui.ui.model import ClusterModel, HostChange
+from gputui.ui.model import ClusterModel
 from gputui.ui.notices import NoticeLog, show_for
 from gputui.ui.palette import GpuTuiCommands
 from gputui.ui.screens.audit import AuditScreen
-from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.forms import FormScreen
-from gputui.ui.screens.health import HealthScreen
-from gputui.ui.screens.help import HelpScreen, HelpSection, section
+from gputui.ui.screens.help import HelpScreen
 from gputui.ui.screens.main import MainScreen
 from gputui.ui.screens.notices import NoticesScreen
 from gputui.ui.screens.queue import QueueScreen
@@ -62,40 +61,12 @@ from gputui.ui.themes import (
     packaged_themes,
     resolve_theme,
 )
-from gputui.ui.widgets.gpu_grid import GpuGrid
-from gputui.ui.widgets.grid_render import GRID_LEGEND
-from gputui.ui.widgets.rows import ROW_KEYS
 
 CLOSE_TIMEOUT_S = 5.0
 HEALTH_EVERY_S = 2.0
 """How often the health checks run on the snapshots that came meanwhile (no head)."""
-SLICE_S = 0.005
-"""Longest the app applies snapshots in one go; input waiting is handled before the rest."""
-SLICE_CHECK_EVERY = 4
-"""Snapshots applied between two looks at the clock: a host of 8 GPUs takes 0.1-0.2 ms,
-so a slice ends within a millisecond of ``SLICE_S``, not up to 32 hosts (5 ms) late."""
-SLICE_GAP_S = 0.001
-"""Pause between two slices of a burst, for input."""
 FREEZE_AFTER_S = 3.0
 """When start-up is over: the first screenful is drawn and the first data is in."""
-TICK_WITH_DATA = 0.9
-"""A batch of data also refreshes ages and totals when the last refresh is this old (ticks)."""
-TICK_ALONE_AFTER = 1.25
-"""Without data for this long (ticks), the timer refreshes ages and totals itself."""
-
-
-@dataclass
-class HostsSampled(Message):
-    """Hosts have new snapshots: the latest of each, by host name.
-
-    The app posts one of these for a burst of snapshots, not one per snapshot, and
-    keeps filling its ``snapshots`` until it is handled, so a thousand hosts that
-    sample in the same second cost one message (and one repaint), and a host that
-    sampled twice meanwhile is applied once, with its newest state. A burst too big
-    to apply at once is applied in slices, with key presses handled in between.
-    """
-
-    snapshots: dict[str, HostSnapshot]
 
 
 class GpuTuiApp(App[None]):
@@ -176,15 +147,21 @@ class GpuTuiApp(App[None]):
             wanted = fallback
         self.theme = resolve_theme(wanted, themes)
         self._unsubscribe: Callable[[], None] | None = None
-        self._pending: dict[str, HostSnapshot] = {}
-        self._changes: list[HostChange] = []
-        """Applied to the model, not yet shown: the rest of their burst is still coming."""
-        self._last_tick = self._last_data = -math.inf
         self.health = HealthBoard(config.health, {h.name: h.gpus for h in config.hosts})
         """Every problem in the cluster (the ``h`` view without a head), fed the latest
         snapshots."""
-        self.rounds = HealthRounds(self.health, clock, slice_s=SLICE_S, gap_s=SLICE_GAP_S)
+        self.rounds = HealthRounds(
+            self.health, clock, slice_s=intake.SLICE_S, gap_s=intake.SLICE_GAP_S
+        )
         """Feed ``health`` the snapshots that came meanwhile (``judge_health``)."""
+        self.intake = intake.SnapshotIntake(
+            self.post_message,
+            self.model,
+            self.rounds,
+            judge_health=config.head is None,
+            tick_interval=tick_interval,
+        )
+        """The snapshots' way in: batched, applied to the model in slices."""
         self.head = HeadConsole(self, config, self.model, clock, self.health)
         """The scheduler side: the link to the head, and every request to it."""
         self.commands = CommandRunner(self, self)
@@ -213,9 +190,9 @@ class GpuTuiApp(App[None]):
     def on_mount(self) -> None:
         for error in self.theme_errors:
             self.notify(error, title="theme skipped", severity="warning", markup=False)
-        self._unsubscribe = self.source.subscribe(self._on_snapshot)
+        self._unsubscribe = self.source.subscribe(self.intake.on_snapshot)
         for snapshot in self.source.snapshots().values():
-            self._on_snapshot(snapshot)
+            self.intake.on_snapshot(snapshot)
         self.run_worker(
             self._start_source(),
             name="telemetry",
@@ -224,7 +201,7 @@ class GpuTuiApp(App[None]):
             exclusive=True,
             exit_on_error=False,
         )
-        self._last_tick = time.monotonic()
+        self.intake.last_tick = time.monotonic()
         self.set_interval(self.tick_interval, self._on_tick_timer, name="ages")
         self.set_interval(HEALTH_EVERY_S, self.judge_health, name="health")
         self.head.start()
@@ -245,12 +222,6 @@ class GpuTuiApp(App[None]):
     async def _start_source(self) -> None:
         await self.source.start()
 
-    def _on_snapshot(self, snapshot: HostSnapshot) -> None:
-        pending = self._pending
-        if not pending:  # the first since the last batch was taken: announce the batch
-            self.post_message(HostsSampled(pending))
-        pending[snapshot.name] = snapshot
-
     async def on_unmount(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
@@ -260,50 +231,12 @@ class GpuTuiApp(App[None]):
 
     # -- data ------------------------------------------------------------------------
 
-    @on(HostsSampled)
-    def _on_hosts_sampled(self, message: HostsSampled) -> None:
-        snapshots = message.snapshots
-        if snapshots is self._pending:
-            self._pending = {}
-        apply, changes = self.model.apply, self._changes
-        deadline = time.perf_counter() + SLICE_S
-        left = iter(snapshots.values())
-        # With a head, the health view shows the head's board: nothing to judge here.
-        health = self.rounds.pending if self.config.head is None else {}
-        for snapshot in left:
-            changes.append(apply(snapshot))
-            health[snapshot.name] = snapshot
-            if not len(changes) % SLICE_CHECK_EVERY and time.perf_counter() > deadline:
-                break
-        rest = {snapshot.name: snapshot for snapshot in left}
-        if rest:
-            # The rest follows after a short pause in which the event loop reads the
-            # terminal and a key press goes all the way to the screen (several hops
-            # between message queues); a newer snapshot that came meanwhile
-            # replaces its host's older one.
-            pending = self._pending
-            if not pending:
-                self._pending = rest
-                asyncio.get_running_loop().call_later(
-                    SLICE_GAP_S, self.post_message, HostsSampled(rest)
-                )
-            else:
-                for name, snapshot in rest.items():
-                    pending.setdefault(name, snapshot)
-            return
-        if not self.screen_stack:
-            # A snapshot that lands while the app starts or shuts down: the changes
-            # stay for the first batch after the main screen is there.
-            return
-        self._changes = []
-        now = time.monotonic()
-        self._last_data = now
-        # The once-a-second refresh of ages and totals rides along with the data, so
-        # they are one repaint, not two.
-        tick = now - self._last_tick >= self.tick_interval * TICK_WITH_DATA
-        if tick:
-            self._last_tick = now
-        self.main.hosts_changed(changes, tick=tick)
+    @on(intake.HostsSampled)
+    def _on_hosts_sampled(self, message: intake.HostsSampled) -> None:
+        batch = self.intake.apply(message, shown=bool(self.screen_stack))
+        if batch is not None:
+            changes, tick = batch
+            self.main.hosts_changed(changes, tick=tick)
 
     def judge_health(self, *, at_once: bool = False) -> None:
         """Run the health checks on the snapshots that came since the last round
@@ -318,11 +251,7 @@ class GpuTuiApp(App[None]):
         self.rounds.run(at_once=at_once)
 
     def _on_tick_timer(self) -> None:
-        now = time.monotonic()
-        if now - self._last_data < self.tick_interval * TICK_ALONE_AFTER:
-            return  # data is flowing: the batches tick
-        self._last_tick = now
-        if self.screen_stack:
+        if self.intake.tick_alone() and self.screen_stack:
             self.main.tick()
 
     # -- workers ---------------------------------------------------------------------
@@ -377,30 +306,7 @@ class GpuTuiApp(App[None]):
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(HelpScreen(self.help_sections()))
-
-    def help_sections(self) -> list[HelpSection]:
-        title, confirm = section("Confirmation (SIGTERM / SIGKILL)", ConfirmScreen.BINDINGS)
-        return [
-            section("Anywhere", type(self).BINDINGS),
-            section(
-                "Main screen",
-                [b for b in MainScreen.BINDINGS if b not in MainScreen.SCHEDULER_BINDINGS],
-            ),
-            section("GPU grid", GpuGrid.BINDINGS),
-            section("Any table (processes, queue, audit, health)", ROW_KEYS),
-            ("GPU grid columns (narrow panes leave out POWER, OWNERS, FAN, SM)", GRID_LEGEND),
-            section("Health view (h)", HealthScreen.BINDINGS),
-            *self.head.help_sections(),
-            (title, [*confirm, ("Enter", "Press the focused button (Cancel at first)")]),
-            (
-                "Mouse and focus",
-                [
-                    ("Tab", "Move between the grid, processes and filter"),
-                    ("Click", "Select a row; click ▾/▸ or double-click to fold a host"),
-                ],
-            ),
-        ]
+        self.push_screen(HelpScreen(help_sections(type(self).BINDINGS, self.head.help_sections())))
 
     def action_command_line(self) -> None:
         self.commands.open_line()

@@ -25,7 +25,7 @@ from gputui.scheduler.head.claims import end_claim
 from gputui.scheduler.head.watch.meter import HeadMeter, holders_of
 from gputui.scheduler.policy import accounting
 from gputui.scheduler.policy.meter import Meter, Metered, Reading
-from gputui.scheduler.server.wire import ReportArgs, UsageArgs
+from gputui.scheduler.server.read_args import ReportArgs, UsageArgs
 from gputui.scheduler.store.queries import SqliteTx
 from gputui.scheduler.store.sqlite import SqliteStore
 from gputui.scheduler.store.tables import Claim, Gpu, Host, Job

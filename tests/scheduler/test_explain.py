@@ -17,8 +17,9 @@ from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.head import actions, standings
 from gputui.scheduler.head.actions import Rules
 from gputui.scheduler.policy import explain, model
+from gputui.scheduler.server.op_args import SubmitArgs
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import Refusal, SubmitArgs
+from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.sqlite import SqliteStore
 

@@ -30,16 +30,14 @@ from gputui.scheduler.head.actions import Context, Rules
 from gputui.scheduler.head.lifecycle import HostJob
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy import passes
+from gputui.scheduler.server.op_args import JobArgs, RequeueArgs, SubmitArgs
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import (
     FINAL_JOB_STATES,
     LIVE_JOB_STATES,
     PENDING_JOB_STATES,
-    JobArgs,
     JobStateName,
     Refusal,
-    RequeueArgs,
-    SubmitArgs,
 )
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.queries import SqliteTx

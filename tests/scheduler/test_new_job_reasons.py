@@ -25,8 +25,9 @@ from gputui.scheduler.head import actions, lifecycle
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy import passes
 from gputui.scheduler.policy.model import ClusterView, Decisions, Want
+from gputui.scheduler.server.op_args import SubmitArgs
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import Refusal, SubmitArgs
+from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.sqlite import SqliteStore
 

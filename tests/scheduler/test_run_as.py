@@ -8,8 +8,8 @@ from pathlib import Path
 
 from gputui.scheduler.head import actions, lifecycle
 from gputui.scheduler.policy import model, passes
+from gputui.scheduler.server.op_args import SubmitArgs
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import SubmitArgs
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.sqlite import SqliteStore
 

@@ -19,8 +19,8 @@ from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.head import actions, explain_reads
 from gputui.scheduler.head.actions import Rules
 from gputui.scheduler.policy import model, passes, shares
+from gputui.scheduler.server.op_args import SubmitArgs
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import SubmitArgs
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.sqlite import SqliteStore
 

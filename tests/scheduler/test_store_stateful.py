@@ -39,16 +39,9 @@ from gputui.scheduler.head.actions import SELF_AUDITED, Context, Rules
 from gputui.scheduler.head.lifecycle import HostJob
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy import passes
+from gputui.scheduler.server.op_args import ClaimArgs, JobArgs, ReleaseArgs, RequeueArgs, SubmitArgs
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import (
-    LIVE_JOB_STATES,
-    ClaimArgs,
-    JobArgs,
-    Refusal,
-    ReleaseArgs,
-    RequeueArgs,
-    SubmitArgs,
-)
+from gputui.scheduler.server.wire import LIVE_JOB_STATES, Refusal
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.queries import SqliteTx
 from gputui.scheduler.store.sqlite import SqliteStore

@@ -16,9 +16,10 @@ from ui_helpers import grid, grid_line, help_text, lines, screen_text, shown, to
 from gputui.config.models import Config
 from gputui.fleet.fleet import Fleet
 from gputui.telemetry import HostStatus, ReadOnly, RequestOutcome
-from gputui.ui import app as app_module
-from gputui.ui.app import GpuTuiApp, HostsSampled
+from gputui.ui import intake
+from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow, HostRow
+from gputui.ui.intake import HostsSampled
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.health import HealthScreen
 from gputui.ui.screens.help import HelpScreen, key_label
@@ -510,7 +511,7 @@ async def test_4096_gpus_render_only_what_is_visible() -> None:
 async def test_a_big_burst_is_applied_in_slices_and_the_newest_wins(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(app_module, "SLICE_S", 0.0)  # every 32 hosts, let input through
+    monkeypatch.setattr(intake, "SLICE_S", 0.0)  # every 32 hosts, let input through
     template = fakes.cluster()[0]
     hosts = [template.with_changes(name=f"n{i:03d}") for i in range(100)]
     source = FakeSource(hosts)
@@ -526,7 +527,7 @@ async def test_a_big_burst_is_applied_in_slices_and_the_newest_wins(
         source.push(hosts[99].with_changes(sample=fakes.sample(3, NOW, fakes.gpu01_gpus(77))))
 
         def settled() -> bool:  # every host got the burst and no slice is left to apply
-            return not app._pending and all(
+            return not app.intake.pending and all(
                 entry.gpus[0].util != 97 for entry in app.model.hosts.values()
             )
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gputui.cli.args import parser as cli_parser
 from gputui.common.argtypes import MAX_GPUS, gpu_count
-from gputui.scheduler.server.wire import MAX_GPUS_PER_JOB
+from gputui.scheduler.server.arg_types import MAX_GPUS_PER_JOB
 from gputui.ui.command_history import MAX_ENTRIES, CommandHistory, history_path
 from gputui.ui.commands import (
     Order,

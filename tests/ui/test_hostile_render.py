@@ -25,13 +25,13 @@ from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow, HostRow
 from gputui.ui.model import ClusterModel
+from gputui.ui.widgets.grid_columns import plan_columns
 from gputui.ui.widgets.grid_render import (
     Palette,
     _fitting,
     column_header,
     gpu_line,
     host_line,
-    plan_columns,
 )
 from gputui.wire.decode import ProtocolError, decode_helper_line
 from gputui.wire.messages import Event, Hello, Sample

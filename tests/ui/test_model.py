@@ -13,13 +13,8 @@ from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuRow, HostRow
 from gputui.ui.head.view import Holder
 from gputui.ui.model import SORT_KEYS, ClusterModel
-from gputui.ui.widgets.grid_render import (
-    Palette,
-    column_header,
-    gpu_line,
-    host_line,
-    plan_columns,
-)
+from gputui.ui.widgets.grid_columns import plan_columns
+from gputui.ui.widgets.grid_render import Palette, column_header, gpu_line, host_line
 from gputui.ui.widgets.process_table import plan_columns as plan_process_columns
 from gputui.wire import decode, messages
 

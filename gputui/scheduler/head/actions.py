@@ -26,15 +26,14 @@ from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy.line import preemptible
 from gputui.scheduler.policy.lookup import no_host
 from gputui.scheduler.policy.naming import job_name
+from gputui.scheduler.server.op_args import JobArgs, SubmitArgs
 from gputui.scheduler.server.peer import Caller
+from gputui.scheduler.server.read_args import ListArgs
 from gputui.scheduler.server.wire import (
     FINAL_JOB_STATES,
     LIVE_JOB_STATES,
     PENDING_JOB_STATES,
-    JobArgs,
-    ListArgs,
     Refusal,
-    SubmitArgs,
 )
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Claim, Job, Notice, owned_by

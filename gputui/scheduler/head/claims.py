@@ -16,8 +16,10 @@ from gputui.scheduler.head import privacy
 from gputui.scheduler.head.actions import Context, authorize, check_feasible, new_want, next_after
 from gputui.scheduler.head.views import claim_view
 from gputui.scheduler.policy import model as policy
+from gputui.scheduler.server.op_args import ClaimArgs, ReleaseArgs
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import ClaimArgs, ListArgs, Refusal, ReleaseArgs
+from gputui.scheduler.server.read_args import ListArgs
+from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Claim
 

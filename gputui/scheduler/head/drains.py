@@ -22,8 +22,9 @@ from gputui.scheduler.head.holder_notices import tell_holders
 from gputui.scheduler.head.views import gpu_view
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.policy.lookup import gpus_named, no_gpu, no_host
+from gputui.scheduler.server.op_args import DrainArgs
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import DrainArgs, Refusal
+from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Gpu, Host
 

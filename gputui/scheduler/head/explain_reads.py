@@ -15,7 +15,8 @@ from gputui.scheduler.policy import cards, explain, line, model, passes, shares
 from gputui.scheduler.policy.cards import CardProblem
 from gputui.scheduler.policy.shares import Standing
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import FINAL_JOB_STATES, ExplainArgs, Refusal
+from gputui.scheduler.server.read_args import ExplainArgs
+from gputui.scheduler.server.wire import FINAL_JOB_STATES, Refusal
 from gputui.scheduler.store.api import Tx
 
 AHEAD_SHOWN = 20

@@ -18,8 +18,9 @@ from gputui.scheduler.head import actions, claims, drains
 from gputui.scheduler.head.actions import Context
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.server.listener import Connection
+from gputui.scheduler.server.op_args import DrainArgs, JobArgs, ReleaseArgs
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import DrainArgs, JobArgs, Refusal, ReleaseArgs
+from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Notice, owners_text
 

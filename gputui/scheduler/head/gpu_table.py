@@ -25,7 +25,8 @@ from gputui.scheduler.head.watch.cards import counts
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.policy import cards
 from gputui.scheduler.policy.cards import CardProblem
-from gputui.scheduler.server.wire import LIVE_JOB_STATES, GpusArgs, Refusal
+from gputui.scheduler.server.read_args import GpusArgs
+from gputui.scheduler.server.wire import LIVE_JOB_STATES, Refusal
 from gputui.scheduler.store.api import Tx
 from gputui.wire.messages import GpuSample
 

@@ -19,7 +19,8 @@ from typing import Any
 from gputui.scheduler.head.usage_reads import window
 from gputui.scheduler.policy.meter import Metered
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import FINAL_JOB_STATES, HistoryArgs, Refusal
+from gputui.scheduler.server.read_args import HistoryArgs
+from gputui.scheduler.server.wire import FINAL_JOB_STATES, Refusal
 from gputui.scheduler.store.api import Tx
 
 HOUR = 3600.0

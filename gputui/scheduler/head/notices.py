@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from gputui.scheduler.head.views import notice_view
+from gputui.scheduler.server.op_args import NoticesArgs
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import NoticesArgs
 from gputui.scheduler.store.api import Tx
 
 ON_CONNECT_MAX = 200

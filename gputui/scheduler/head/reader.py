@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gputui.scheduler.head import actions, explain_reads, gpu_table, history_reads, usage_reads
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
+from gputui.scheduler.server.read_args import LogArgs
 
 if TYPE_CHECKING:
     from gputui.scheduler.head.batch import Batches
@@ -105,7 +106,7 @@ class SnapshotReads:
         conn.send(wire.response(request.id, body))
 
     async def logs(self, conn: Connection, request: wire.Request) -> None:
-        args: wire.LogArgs = request.args
+        args: LogArgs = request.args
 
         def target() -> tuple[str | None, int, int, str]:
             with self.store.snapshot() as tx:

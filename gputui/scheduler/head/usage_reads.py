@@ -15,7 +15,8 @@ from gputui.scheduler.policy import accounting
 from gputui.scheduler.policy.accounting import Prices
 from gputui.scheduler.policy.meter import Metered
 from gputui.scheduler.policy.shares import Standing
-from gputui.scheduler.server.wire import MAX_USAGE_DAYS, Refusal, ReportArgs, UsageArgs
+from gputui.scheduler.server.read_args import MAX_USAGE_DAYS, ReportArgs, UsageArgs
+from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.api import Tx
 
 DEFAULT_DAYS = 7.0

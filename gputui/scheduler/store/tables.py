@@ -1,9 +1,10 @@
 """The head's tables (SQLModel): what is stored, and nothing about how it is queried.
 
 All SQL lives in the store's queries; the wire models the head speaks are in
-``gputui.scheduler.server.wire``. The one rule the database enforces by itself: a
-partial unique index on ``allocation.gpu_uuid WHERE end_at IS NULL`` makes two live
-allocations of one GPU impossible, whatever the scheduler's code does.
+``gputui.scheduler.server`` (``wire``, ``op_args``, ``read_args``). The one rule the
+database enforces by itself: a partial unique index on ``allocation.gpu_uuid WHERE
+end_at IS NULL`` makes two live allocations of one GPU impossible, whatever the
+scheduler's code does.
 
 Times are epoch seconds (float, UTC). Lists and maps are stored as JSON text.
 """

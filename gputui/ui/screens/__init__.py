@@ -1,4 +1,5 @@
-"""The console's screens: ``main`` (summary, grid, processes, detail), ``queue``,
+"""The console's screens: ``main`` (summary, grid, processes, detail; its keys in
+``main_keys``, what its side panes show in ``main_selection``), ``queue``,
 ``health``, ``usage`` and ``audit``, and the modals (``confirm``, ``forms``,
 ``forcefree``, ``help``).
 

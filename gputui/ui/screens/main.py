@@ -2,8 +2,9 @@
 
 The app owns the data (``ClusterModel``) and tells this screen what changed; the
 screen decides which rows to show (filter, sort, folds) and keeps its widgets in
-step. Signalling a process is confirmed here and then asked of the app with a
-``SignalConfirmed`` message: the screen itself never talks to a host. The
+step. Its keys are ``main_keys``; what the side panes say of the selection is
+``main_selection``. Signalling a process is confirmed here and then asked of the app
+with a ``SignalConfirmed`` message: the screen itself never talks to a host. The
 scheduler's keys (claim, release, queue, submit) are passed up the same way, as a
 ``SchedulerKey`` message with the selected row; the app talks to the head.
 """
@@ -18,7 +19,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Container, Vertical
 from textual.events import Resize
 from textual.message import Message
@@ -27,13 +28,14 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input
 
 from gputui.telemetry import HostStatus
-from gputui.ui.gpu_view import GpuRow, GpuView, HostRow, Row
+from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head.view import age_text
 from gputui.ui.model import FREE_WORD, SORT_KEYS, ClusterModel, HostChange
+from gputui.ui.screens import main_keys
 from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.main_selection import show_selection
 from gputui.ui.widgets.detail import DetailPane
 from gputui.ui.widgets.gpu_grid import GpuGrid
-from gputui.ui.widgets.grid_render import held_text
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.summary import SummaryBar
 from gputui.wire.messages import ProcessSample, Signal
@@ -47,113 +49,10 @@ REBUILD_EVERY_S = 0.5
 class MainScreen(Screen[None]):
     """Summary line, GPU grid, processes and detail of the selection, filter input."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "slash",
-            "filter",
-            "Filter",
-            tooltip="Filter by host, pool, model or user; the word free: unclaimed and idle",
-        ),
-        Binding("escape", "clear_filter", "Clear filter", show=False),
-        Binding(
-            "s",
-            "sort",
-            "Sort",
-            tooltip="Sort: host, util, mem, temp, power, free (unclaimed and idle) first",
-        ),
-        Binding(
-            "g",
-            "group",
-            "Group by host",
-            show=False,
-            tooltip="Group by host, or sort one list across all hosts",
-        ),
-        Binding(
-            "r",
-            "retry",
-            "Retry",
-            show=False,
-            tooltip="Reconnect the selected host now, not after the wait",
-        ),
-        Binding("h", "app.health", "Health", tooltip="Every problem in the cluster, ranked"),
-        Binding(
-            "p",
-            "tree",
-            "Tree",
-            show=False,
-            tooltip="Processes as a tree per GPU: parents, container (again: flat)",
-        ),
-        Binding("T", "signal('TERM')", "SIGTERM", tooltip="SIGTERM the selected process (asks)"),
-        Binding("K", "signal('KILL')", "SIGKILL", tooltip="SIGKILL the selected process (asks)"),
-    ]
-    SCHEDULER_BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "c",
-            "scheduler('claim')",
-            "Claim",
-            tooltip="Claim the selected GPU (host line: asks how many)",
-        ),
-        Binding(
-            "C",
-            "scheduler('claim_n')",
-            "Claim N",
-            tooltip="Claim N free GPUs (asks how many, pool, model)",
-        ),
-        Binding(
-            "u",
-            "scheduler('release')",
-            "Release",
-            tooltip="Release your claim on it (host line: all there)",
-        ),
-        Binding(
-            "e",
-            "scheduler('env')",
-            "Env",
-            show=False,
-            tooltip="Copy the CUDA_VISIBLE_DEVICES line for this host",
-        ),
-        Binding("Q", "scheduler('queue')", "Queue", tooltip="The job queue, logs and actions"),
-        Binding("n", "scheduler('submit')", "Submit", tooltip="Enqueue a job (a form)"),
-        Binding(
-            "U",
-            "scheduler('usage')",
-            "Usage",
-            tooltip="GPU-hours per user and group, utilisation by hour",
-        ),
-        Binding("A", "scheduler('audit')", "Audit", tooltip="Who did what, when and why"),
-        Binding(
-            "D",
-            "scheduler('drain')",
-            "Drain",
-            show=False,
-            tooltip="Drain the selected GPU or host (admins; asks why), or undrain it",
-        ),
-        Binding(
-            "F",
-            "scheduler('force_free')",
-            "Force-free",
-            show=False,
-            tooltip="Take the selected GPU back: drain, kill, check memory (admins; asks why)",
-        ),
-    ]
-    """Offered when hosts.yaml has a head: section (``check_action``). In the footer they
-    come before the health and signal keys (which ``?`` always lists), so that an 80-column pane
-    shows claim, release and the queue."""
-    BINDINGS = [*BINDINGS[:-3], *SCHEDULER_BINDINGS, *BINDINGS[-3:]]
-    SCHEDULER_ACTIONS = frozenset(
-        {
-            "claim",
-            "claim_n",
-            "release",
-            "env",
-            "queue",
-            "submit",
-            "usage",
-            "audit",
-            "drain",
-            "force_free",
-        }
-    )
+    BINDINGS: ClassVar[list[BindingType]] = main_keys.BINDINGS
+    SCHEDULER_BINDINGS: ClassVar[list[BindingType]] = main_keys.SCHEDULER_BINDINGS
+    """Offered when hosts.yaml has a head: section (``check_action``)."""
+    SCHEDULER_ACTIONS = main_keys.SCHEDULER_ACTIONS
 
     @dataclass
     class SignalConfirmed(Message):
@@ -359,54 +258,15 @@ class MainScreen(Screen[None]):
         self._show_selection(event.row)
 
     def _show_selection(self, row: Row | None) -> None:
-        now = self.clock()
-        table = self.query_one(ProcessTable)
-        detail = self.query_one(DetailPane)
-        if row is None:
-            table.show([], now, "processes")
-            detail.clear_detail()
-            return
-        entry = self.model.hosts.get(row.host)
-        if entry is None:
-            return
-        # A host that is down has nothing running to list: its detail (a host key's
-        # two fingerprints, say) gets the whole width below the grid.
-        down = isinstance(row, HostRow) and entry.snapshot.status.is_problem
-        self.query_one("#side").set_class(down, "-host-down")
-        if isinstance(row, GpuRow):
-            gpu = self.model.gpu(row)
-            if gpu is None:
-                return
-            table.show(
-                [(gpu, p) for p in gpu.processes],
-                now,
-                f"processes on {row.host} GPU {row.index}",
-                flagged=self.model.flagged([gpu]),
-            )
-            detail.show_gpu(
-                gpu,
-                entry,
-                self.model.history(row),
-                self.model.events(row),
-                now,
-                flags=self.model.flags(gpu, now),
-                held=self._held_detail(gpu, now),
-                flagged=[f.line(now) for f in self.model.owner_flags.get(gpu.uuid, ())],
-            )
-        else:
-            processes = [(g, p) for g in entry.gpus.values() for p in g.processes]
-            flagged = self.model.flagged(entry.gpus.values())
-            table.show(processes, now, f"processes on {row.host}", flagged=flagged)
-            detail.show_host(entry, now)
-
-    def _held_detail(self, gpu: GpuView, now: float) -> str | None:
-        if not self.scheduler:
-            return None
-        holder = self.model.holders.get(gpu.uuid)
-        if holder is None:
-            return "nobody (free to claim: c)"
-        text = held_text(holder, gpu, now, long=True)
-        return text + (f"  ({holder.name})" if holder.name else "")
+        show_selection(
+            self.model,
+            row,
+            self.clock(),
+            table=self.query_one(ProcessTable),
+            detail=self.query_one(DetailPane),
+            side=self.query_one("#side"),
+            scheduler=self.scheduler,
+        )
 
     @on(GpuGrid.FoldRequested)
     def _on_fold(self, event: GpuGrid.FoldRequested) -> None:

@@ -24,14 +24,8 @@ from textual.strip import Strip
 
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.model import ClusterModel, HostChange
-from gputui.ui.widgets.grid_render import (
-    Columns,
-    Palette,
-    column_header,
-    gpu_line,
-    host_line,
-    plan_columns,
-)
+from gputui.ui.widgets.grid_columns import Columns, plan_columns
+from gputui.ui.widgets.grid_render import Palette, column_header, gpu_line, host_line
 
 _PALETTE_CLASSES = {
     "header": "gpu-grid--header",

@@ -1,10 +1,11 @@
-"""How one grid line looks: column planning for a width, and GPU / host lines as strips.
+"""How one grid line looks: the column header, and GPU / host lines as strips.
 
 Kept apart from the widget so the look can be read (and tested) without Textual's
-machinery. Lines are built as segments with ready-made styles, straight into the
-``Strip`` the widget caches (no Rich ``Text`` and no second styling pass: the
-visible lines are redrawn every second). Every string from a host goes in as
-plain text, never as markup, with control characters removed.
+machinery. Lines are built as segments with ready-made styles (``line_builder``),
+straight into the ``Strip`` the widget caches (no Rich ``Text`` and no second
+styling pass: the visible lines are redrawn every second). Which columns show at a
+width, and how wide, is the column plan (``grid_columns``). Every string from a host
+goes in as plain text, never as markup, with control characters removed.
 """
 
 from __future__ import annotations
@@ -12,19 +13,27 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
-from rich.cells import cell_len, set_cell_size
-from rich.control import strip_control_codes
-from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from gputui.common.gpu_label import LABEL_MAX
 from gputui.health import Flag, Severity, data_notes, host_message, host_severity
 from gputui.telemetry import HostStatus
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
 from gputui.ui.head.view import Holder, age_text
 from gputui.ui.model import ClusterModel, HostEntry
+from gputui.ui.widgets.grid_columns import (
+    CLOCK_W,
+    FAN_W,
+    IDX_W,
+    MEM_W,
+    PCT_W,
+    POWER_W,
+    PROC_W,
+    TEMP_W,
+    Columns,
+)
+from gputui.ui.widgets.line_builder import LineBuilder
 from gputui.ui.widgets.sort_marker import marked
 
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -75,236 +84,26 @@ class Palette:
         return style
 
 
-class _Line:
-    """A line being built: segments and how many cells they take.
-
-    Pieces in the same style (the same ``Style`` object) one after the other are
-    joined into one segment: a GPU line is some twenty pieces in a handful of
-    styles, and every segment costs again in Textual's compositor each frame.
-    """
-
-    __slots__ = ("_style", "_text", "base", "cells", "segments")
-
-    def __init__(self, base: Style) -> None:
-        self.base = base
-        self.segments: list[Segment] = []
-        self.cells = 0
-        self._text: list[str] = []
-        self._style: Style | None = None
-
-    def add(self, text: str, style: Style) -> None:
-        if text:
-            if style is not self._style:
-                self._flush()
-                self._style = style
-            self._text.append(text)
-
-    def used(self) -> int:
-        """Cells taken so far, pieces not yet joined included."""
-        return self.cells + sum(cell_len(text) for text in self._text)
-
-    def _flush(self) -> None:
-        if self._text:
-            text = strip_control_codes("".join(self._text))
-            self._text = []
-            if text:
-                self.segments.append(Segment(text, self._style))
-                self.cells += cell_len(text)
-
-    def strip(
-        self, width: int, fill: Style, *, ellipsis: bool = False, over: Style | None = None
-    ) -> Strip:
-        """Exactly ``width`` cells: cut (with "…" if ``ellipsis``) or padded with ``fill``.
-
-        ``over`` is laid over the text (not the padding), as Rich's ``stylize`` would.
-        """
-        self._flush()
-        segments = self.segments
-        if self.cells > width:
-            segments = _cut(segments, width, ellipsis=ellipsis)
-        if over is not None:
-            segments = [Segment(t, over if s is None else s + over) for t, s, _ in segments]
-        if self.cells < width:
-            segments.append(Segment(" " * (width - self.cells), fill))
-        return Strip(segments, width)
-
-
-def _cut(segments: list[Segment], width: int, *, ellipsis: bool) -> list[Segment]:
-    keep = width - 1 if ellipsis else width
-    result: list[Segment] = []
-    used = 0
-    tail = Style()
-    for segment in segments:
-        text, style, _ = segment
-        cells = cell_len(text)
-        if used + cells <= keep:
-            result.append(segment)
-            used += cells
-            continue
-        if keep > used:
-            result.append(Segment(set_cell_size(text, keep - used), style))
-        tail = style or tail  # the style of the first cell cut off
-        break
-    if ellipsis:
-        # As Rich's ``Text.truncate``: "…" takes the style of the cell it replaces.
-        result.append(Segment("…", tail))
-    return result
-
-
-@dataclass(frozen=True, slots=True)
-class Columns:
-    """Which columns fit in ``width`` cells and how wide each is."""
-
-    width: int
-    grouped: bool
-    host_w: int
-    model_w: int
-    bar_w: int
-    fan: bool
-    clock: bool
-    owners_w: int
-    state_w: int
-    held_w: int = 0
-    """The HELD column (which job or claim holds the GPU); 0 without a scheduler."""
-    power: bool = True
-
-
-_IDX_W = 2
-_PCT_W = 4
-_MEM_W = 10
-_TEMP_W = 6
-_POWER_W = 8
-_FAN_W = 4
-_CLOCK_W = 7
-_PROC_W = 5
-"""``PROCS``: how many processes the GPU runs (not nvidia-smi's performance state)."""
-_MODEL_MIN = LABEL_MAX
-"""``A100-80G``: the model's short label (the whole name from 14 cells)."""
-_HELD_W = 18
-"""``c12 bob 3h05m idle`` fits; a longer user name is cut (the detail pane has it whole)."""
-_HELD_MIN = 12
-"""``j12 alice 3m``: the HELD column of a pane that has no room for the full one."""
-
-COLUMN_PRIORITY = (
-    "# MODEL UTIL MEMORY TEMP PROCS STATE",
-    "HELD",
-    "POWER",
-    "wider gauges, STATE, whole model names",
-    "OWNERS",
-    "FAN",
-    "SM clock",
-)
-"""What the grid shows as it gets narrower, most important first: at 80 columns the
-first two (HELD whole: job or claim, user, age) and the model as a short label; POWER
-from about 90, then the rest as they fit."""
-
-GRID_LEGEND: tuple[tuple[str, str], ...] = (
-    ("MODEL", "Model; a short label (A100-80G, 3090) where the name does not fit"),
-    ("UTIL", "GPU utilisation, gauge and percent"),
-    ("MEMORY", "Memory used / total"),
-    ("PROCS", "How many processes run on the GPU (- for none)"),
-    ("HELD", "The job (j12) or claim (c4) holding it, its user and age; idle: no process"),
-    ("OWNERS", "Users of the processes on it (wide panes)"),
-    ("STATE", "ok, or its problems worst first (+N: more in the detail pane)"),
-)
-"""The grid's columns, for the help screen (``?``)."""
-
-
-def plan_columns(
-    width: int, grouped: bool = True, host_w: int = 0, *, held: bool = False
-) -> Columns:
-    """Fit the columns to ``width`` in ``COLUMN_PRIORITY`` order: nothing wraps.
-
-    ``held``: a scheduler is there, so a HELD column (job or claim, owner, age) is
-    wanted; whole, it comes before the power, the owners, fan and clocks.
-    """
-    lead = 2 if grouped else min(max(host_w, 4), 14) + 1
-    plan = {
-        "model": _MODEL_MIN,
-        "bar": 4,
-        "owners": 0,
-        "state": 8,
-        "power": 0,
-        "fan": 0,
-        "clock": 0,
-        "held": 0,
-    }
-
-    def room() -> int:
-        cells = lead + _IDX_W + 1 + plan["model"] + 1
-        cells += 2 * plan["bar"] + 1 + _PCT_W + 1 + 1 + _MEM_W + 1
-        cells += _TEMP_W + 1 + _PROC_W + 1
-        cells += (_POWER_W + 1) * plan["power"]
-        cells += (_FAN_W + 1) * plan["fan"] + (_CLOCK_W + 1) * plan["clock"]
-        cells += (plan["owners"] + 1) if plan["owners"] else 0
-        cells += (plan["held"] + 1) if plan["held"] else 0
-        return width - cells - plan["state"]
-
-    def grow(key: str, upto: int, step: int = 1) -> None:
-        while plan[key] < upto and room() >= step:
-            plan[key] += 1
-
-    def add(key: str, cells: int, value: int = 1) -> None:
-        if not plan[key] and room() >= cells:
-            plan[key] = value
-
-    if held:
-        add("held", _HELD_MIN + 1, _HELD_MIN)
-        grow("held", _HELD_W)
-    add("power", _POWER_W + 1)
-    grow("bar", 8, 2)
-    grow("state", 12)
-    grow("model", 14)
-    add("owners", 11, 10)
-    add("fan", _FAN_W + 1)
-    grow("bar", 12, 2)
-    grow("state", 16)
-    if plan["owners"]:
-        grow("owners", 16)
-    add("clock", _CLOCK_W + 1)
-    grow("bar", 20, 2)
-    if plan["owners"]:
-        grow("owners", 24)
-    grow("model", 18)
-    grow("bar", 24, 2)
-    if plan["owners"]:
-        grow("owners", 32)
-    plan["state"] += max(0, room())
-    return Columns(
-        width=width,
-        grouped=grouped,
-        host_w=0 if grouped else lead - 1,
-        model_w=plan["model"],
-        bar_w=plan["bar"],
-        fan=bool(plan["fan"]),
-        clock=bool(plan["clock"]),
-        owners_w=plan["owners"],
-        state_w=plan["state"],
-        held_w=plan["held"],
-        power=bool(plan["power"]),
-    )
-
-
 def column_header(cols: Columns, palette: Palette, sort: str | None = None) -> Strip:
     """The column titles; the one ``sort`` (a sort key's name) orders is marked (``UTIL▼``)."""
     parts = ["  " if cols.grouped else marked("HOST", sort, cols.host_w).ljust(cols.host_w) + " "]
-    parts.append("#".rjust(_IDX_W) + " " + "MODEL".ljust(cols.model_w) + " ")
-    parts.append(marked("UTIL", sort).ljust(cols.bar_w + 1 + _PCT_W) + " ")
-    parts.append(marked("MEMORY", sort).ljust(cols.bar_w + 1 + _MEM_W) + " ")
-    parts.append(marked("TEMP", sort, _TEMP_W - 1).rjust(_TEMP_W - 1) + "  ")
+    parts.append("#".rjust(IDX_W) + " " + "MODEL".ljust(cols.model_w) + " ")
+    parts.append(marked("UTIL", sort).ljust(cols.bar_w + 1 + PCT_W) + " ")
+    parts.append(marked("MEMORY", sort).ljust(cols.bar_w + 1 + MEM_W) + " ")
+    parts.append(marked("TEMP", sort, TEMP_W - 1).rjust(TEMP_W - 1) + "  ")
     if cols.power:
-        parts.append(marked("POWER", sort).rjust(_POWER_W) + " ")
+        parts.append(marked("POWER", sort).rjust(POWER_W) + " ")
     if cols.fan:
-        parts.append("FAN".rjust(_FAN_W) + " ")
+        parts.append("FAN".rjust(FAN_W) + " ")
     if cols.clock:
-        parts.append("SM".rjust(_CLOCK_W) + " ")
-    parts.append("PROCS".rjust(_PROC_W) + " ")
+        parts.append("SM".rjust(CLOCK_W) + " ")
+    parts.append("PROCS".rjust(PROC_W) + " ")
     if cols.held_w:
         parts.append("HELD".ljust(cols.held_w) + " ")
     if cols.owners_w:
         parts.append("OWNERS".ljust(cols.owners_w) + " ")
     parts.append("STATE")
-    line = _Line(palette.base)
+    line = LineBuilder(palette.base)
     line.add("".join(parts), palette.base)  # the look it has always had (not ``header``)
     return line.strip(cols.width, palette.base)
 
@@ -321,7 +120,7 @@ def _right(text: str, width: int) -> str:
     return text.rjust(width) if len(text) <= width else text[: width - 1] + "…"
 
 
-def bar(line: _Line, fraction: float | None, width: int, fill: Style, empty: Style) -> None:
+def bar(line: LineBuilder, fraction: float | None, width: int, fill: Style, empty: Style) -> None:
     """A horizontal gauge in eighth-blocks over a trough; unknown is an empty trough.
 
     ``fill`` and ``empty`` are palette styles, ``line.base`` the style under both.
@@ -365,14 +164,14 @@ def gpu_line(
 ) -> Strip:
     """One GPU: index, model, util and memory gauges, temp, power, fan, procs, owners, state."""
     base = palette.base
-    line = _Line(palette.base)
+    line = LineBuilder(palette.base)
     add = line.add
     if cols.grouped:
         add("  ", base)
     else:
         add(fmt.fit(gpu.host, cols.host_w) + " ", palette.host)
     model_name = _fit_model(gpu.model, gpu.label, cols.model_w)
-    add(_right(str(gpu.index), _IDX_W) + " " + model_name + " ", base)
+    add(_right(str(gpu.index), IDX_W) + " " + model_name + " ", base)
 
     util = gpu.util
     bar(
@@ -382,7 +181,7 @@ def gpu_line(
         _util_style(util or 0, palette),
         palette.gauge_empty,
     )
-    add(" " + _right(fmt.percent(util), _PCT_W) + " ", base)
+    add(" " + _right(fmt.percent(util), PCT_W) + " ", base)
 
     mem_pct = gpu.mem_pct
     mem_style = palette.gauge_mem
@@ -390,12 +189,12 @@ def gpu_line(
         mem_style = palette.gauge_high
     mem_fraction = None if mem_pct is None else mem_pct / 100
     bar(line, mem_fraction, cols.bar_w, mem_style, palette.gauge_empty)
-    add(" " + _right(fmt.mem_pair(gpu.mem_used, gpu.mem_total), _MEM_W) + " ", base)
+    add(" " + _right(fmt.mem_pair(gpu.mem_used, gpu.mem_total), MEM_W) + " ", base)
 
     temp_sev = model.temp_severity(gpu.temp)
     temp = fmt.temperature(gpu.temp) + MARKERS[temp_sev][:1]
     temp_style = palette.severity(temp_sev) if temp_sev != "ok" else base
-    add(_right(temp, _TEMP_W - 1).ljust(_TEMP_W), temp_style)
+    add(_right(temp, TEMP_W - 1).ljust(TEMP_W), temp_style)
     add(" ", base)
     if cols.power:
         power = gpu.power
@@ -403,15 +202,15 @@ def gpu_line(
         power_style = base
         if power is not None and limit and 100 * power / limit >= model.health.power_warn_pct:
             power_style = palette.warn
-        add(_right(fmt.power_pair(power, limit), _POWER_W), power_style)
+        add(_right(fmt.power_pair(power, limit), POWER_W), power_style)
         add(" ", base)
     if cols.fan:
-        add(_right(fmt.percent(gpu.fan), _FAN_W) + " ", palette.muted if gpu.fan is None else base)
+        add(_right(fmt.percent(gpu.fan), FAN_W) + " ", palette.muted if gpu.fan is None else base)
     if cols.clock:
         sm = gpu.sample.clock_sm_mhz if gpu.sample is not None else None
-        add(_right("-" if sm is None else f"{sm}MHz", _CLOCK_W) + " ", base)
+        add(_right("-" if sm is None else f"{sm}MHz", CLOCK_W) + " ", base)
     procs = len(gpu.processes)
-    add(_right(str(procs) if procs else "-", _PROC_W) + " ", base if procs else palette.muted)
+    add(_right(str(procs) if procs else "-", PROC_W) + " ", base if procs else palette.muted)
     if cols.held_w:
         holder = model.holders.get(gpu.uuid)
         if holder is None:
@@ -480,7 +279,7 @@ def host_line(
     snap = entry.snapshot
     severity = host_severity(snap, now, model.health)
     base, muted = palette.base, palette.muted
-    line = _Line(palette.base)
+    line = LineBuilder(palette.base)
     add = line.add
     add("▸ " if folded else "▾ ", palette.host)
     add(snap.name, palette.host)

@@ -31,8 +31,9 @@ from gputui.scheduler.head.views import json_list
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.policy.lookup import no_host
 from gputui.scheduler.policy.ownership import Flag
+from gputui.scheduler.server.op_args import HealthAckArgs
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.wire import HealthAckArgs, Refusal
+from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Gpu, HealthAck, HealthTrack
 from gputui.telemetry import HostSnapshot

@@ -24,6 +24,7 @@ from typing import Any
 from gputui.scheduler.head.watch.readings import KEEP_S, Flush, History, incident_view
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
+from gputui.scheduler.server.read_args import IncidentArgs
 from gputui.scheduler.store.api import Store, StoreFailure, Tx
 
 log = logging.getLogger("gputui.scheduler.head.daemon")
@@ -128,7 +129,7 @@ class HeadHistory:
 
     async def answer(self, conn: Connection, request: wire.Request) -> None:
         """``incident``: the stored readings and those held, from a snapshot, off the writer."""
-        args: wire.IncidentArgs = request.args
+        args: IncidentArgs = request.args
         kept = self.history.kept(args.host, args.gpu)  # the loop's own, copied here
         cutoff = self.cutoff()
 
