@@ -68,13 +68,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def isolated_home(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Path]:
-    """A fresh HOME with no ssh config, gputui config or themes of the person running tests."""
+    """A fresh HOME with no ssh config, gputui config or themes of the person running
+    tests, and none of their terminal width or head socket."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.delenv("GPUTUI_HOSTS", raising=False)
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    # The person's (or CI's) terminal width is not the tests': a CLI table fits COLUMNS
+    # only where a test sets it.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("GPUTUI_HEAD_SOCKET", raising=False)
     yield home
 
 

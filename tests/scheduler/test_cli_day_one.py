@@ -107,8 +107,9 @@ def _line(stream: subprocess.Popen[str], within: float = 20.0) -> str:
 
 
 def test_run_interrupted_while_waiting_gives_its_claim_up_and_says_so(
-    th: ThreadedHead, capsys: pytest.CaptureFixture[str]
+    th: ThreadedHead, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # into a pipe: rows whole, whatever ran before
     with LineClient(th.sock) as holder:
         holder.ok("claim", {"gpus": 2, "host": "gpu01"})  # nothing left: run must wait
         run = subprocess.Popen(
