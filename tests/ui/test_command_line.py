@@ -166,9 +166,21 @@ async def test_claim_views_and_quit_from_the_colon_line(
                 view = link.view
                 return [c for c in view.claims if c.state == "active"] if view else []
 
+            # More than one GPU: which ones is shown first, as from the claim form.
             await pilot.press("colon", *"claim 2 --pool a100", "enter")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "which GPUs")
+            question = app.screen.question.plain  # type: ignore[attr-defined]
+            assert "Claim 2 GPUs on" in question
+            assert not claimed()  # nothing taken before the yes
+            await pilot.press("n")
+            await until(pilot, lambda: any("nothing was claimed" in n for n in notes(app)), "no")
+            assert not claimed()
+            await pilot.press("colon", *"claim 2 --pool a100", "enter")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "which GPUs")
+            await pilot.press("y")
             await until(pilot, claimed, "the claim granted")
             assert len(claimed()[0].gpu_uuids) == 2
+            assert all(u in question for u in claimed()[0].gpu_uuids)  # those shown
             await pilot.press("colon", *"claim 99", "enter")
             await until(pilot, lambda: any("must be 1 to 64" in n for n in notes(app)), "why")
             await pilot.press("colon", *"queue", "enter")
