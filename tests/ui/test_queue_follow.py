@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Log, Static
 from ui_helpers import until
 
 from gputui.ui.app import GpuTuiApp
@@ -125,3 +125,37 @@ async def test_why_a_job_waits_follows_the_line(tmp_path: Path, size: tuple[int,
             assert table.cursor_row == 0
             await pilot.press("j", "j")
             assert table.cursor_row == 2
+
+
+def output(app: GpuTuiApp) -> list[str]:
+    screen = app.screen
+    assert isinstance(screen, QueueScreen)
+    return list(screen.query_one("#job-log", Log).lines)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_output_of_a_requeued_job_is_its_new_runs(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    # Seen in tmux: after P (preempt, requeued, started again at once) the pane kept
+    # the first run's output and showed the new run's only once it had outgrown the
+    # first one's (the offset into the old log was kept for the new one).
+    async with running_head(tmp_path, LAYOUT) as (_head, hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=size) as pilot:
+            await connected(pilot, app)
+            link = app.head.link
+            assert link is not None
+            answer = await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1))
+            job_id = answer["job"]["id"]
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            await until(pilot, lambda: bool(hosts.launches), "the job launched")
+            first = hosts.launches[0]
+            hosts.logs[first.key] = "".join(f"first run, step {i}\n" for i in range(40))
+            await until(pilot, lambda: "first run, step 39" in output(app), "the first run")
+            await link.ask("preempt", lambda b: b.preempt(job_id))
+            await until(pilot, lambda: len(hosts.launches) == 2, "the job started again")
+            hosts.logs[hosts.launches[1].key] = "second run, step 0\n"
+            await until(pilot, lambda: "second run, step 0" in output(app), "the new run")
+            assert not any("first run" in line for line in output(app))
