@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable, Log, Static
-from ui_helpers import until
+from ui_helpers import told, until
 
 from gputui.ui.app import GpuTuiApp
+from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.queue import QueueScreen
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -159,3 +160,32 @@ async def test_the_output_of_a_requeued_job_is_its_new_runs(
             hosts.logs[hosts.launches[1].key] = "second run, step 0\n"
             await until(pilot, lambda: "second run, step 0" in output(app), "the new run")
             assert not any("first run" in line for line in output(app))
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_an_ended_job_is_said_to_have_ended_not_asked_about(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    # Seen in tmux: K on a completed job asked "Kill job 8 (root: train.py), completed
+    # on gpu04? Its work so far is lost. y/N", and only the head's answer said no.
+    async with running_head(tmp_path, LAYOUT) as (_head, hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=size) as pilot:
+            await connected(pilot, app)
+            link = app.head.link
+            assert link is not None
+            await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1))
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            await until(pilot, lambda: bool(hosts.launches), "the job launched")
+            launch = hosts.launches[0]
+            hosts.finish(launch.host, launch.key, exit_code=0)
+            await until(pilot, lambda: "completed" in state_line(app), "the job completed")
+            for key in ("K", "x", "P"):
+                await pilot.press(key)
+                await pilot.pause()
+                assert isinstance(app.screen, QueueScreen), key
+            said = [text for _, text in told(app) if "already ended" in text]
+            assert said == ["job 1 already ended (completed); R requeues it"] * 3
+            await pilot.press("R")  # a requeue of an ended job is still asked
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
