@@ -251,9 +251,11 @@ def test_a_team_day_at_80x24(tmux: Tmux, tmp_path: Path) -> None:
     tmux.see("day", r"^ gputui usage ", "the usage view")
     tmux.see("day", r"by user: allocated GPU-h", "usage by user")
     colon(tmux, "health")
-    tmux.see("day", r"^ SEV +HOST +GPU +PROBLEM", "the health view")
+    tmux.see("day", r"^ gputui health  ", "the health view")
+    tmux.see("day", r"^ SEV +HOST +GPU +PROBLEM", "the health view's table")
     colon(tmux, "audit")
-    tmux.see("day", r"^ TIME +ACTOR +ACTION +TARGET +OWNER", "the audit view")
+    tmux.see("day", r"^ gputui audit  ", "the audit view")
+    tmux.see("day", r"^ TIME +ACTOR +ACTION +TARGET +OWNER", "the audit view's table")
     tmux.see("day", rf"kill +job {job}\b", "the kill in the audit")
     tmux.see("day", rf"preempt +job {job}\b", "the preempt in the audit")
 

@@ -127,7 +127,8 @@ async def test_the_filter_keeps_rows_with_every_word() -> None:
         # No head configured: said in one line.
         assert screen.problem is not None and "no head" in screen.problem
         screen.show_rows(screen.token, [])  # answered, with nothing: said so
-        assert "no audit rows yet" in str(screen.query_one("#audit-status", Static).render())
+        status = str(screen.query_one("#audit-status", Static).render())
+        assert status.startswith(" gputui audit ") and "no audit rows yet" in status
         screen.show_rows(screen.token, sorted(ROWS, key=lambda r: -r.time))
         await pilot.press("slash")
         await pilot.press(*"root xid")
