@@ -143,9 +143,12 @@ def following(screen: str) -> str | None:
 
 
 def claims(screen: str) -> int | None:
-    """The header's count of active claims."""
-    found = re.search(r"^ gputui .* (\d+) claims?\b", screen, re.MULTILINE)
-    return int(found[1]) if found else None
+    """The header's count of active claims (None: no header with the head's part)."""
+    header = re.search(r"^ gputui .* head \d+ run.*$", screen, re.MULTILINE)
+    if header is None:
+        return None
+    found = re.search(r"(\d+) claims?\b", header[0])
+    return int(found[1]) if found else 0
 
 
 def granted(tmux: Tmux, count: int) -> str:
@@ -181,7 +184,8 @@ def test_a_team_day_at_80x24(tmux: Tmux, tmp_path: Path) -> None:
     tmux.keys("day", "Escape")
     tmux.see("day", r"^ gputui .* head \d+ run", "the main screen")
     tmux.see("day", r"^─processes on gpu01─", "the cursor on the first host")
-    seeded = tmux.until("day", claims, "the claims in the header")
+    counted = tmux.until("day", lambda s: None if claims(s) is None else [claims(s)], "claims")
+    seeded = counted[0] or 0
 
     # c on a host line asks how many; 2 is shown before it is taken, then held.
     walk_to(tmux, lambda t, _: t[2] == "gpu02", "the line of host gpu02")
