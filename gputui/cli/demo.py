@@ -95,10 +95,25 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
 DEMO_OPENING = "welcome: Esc closes this, N shows it again"
 """The intro's first line (its toast shows only that much at 80 columns)."""
 DEMO_WELCOME = (
-    "This demo has a scheduler. c claims the selected GPU (the export line is copied),"
-    " u releases it, n enqueues a job (Ctrl+S sends it), Q shows the queue with each"
-    " job's output."
+    "This demo has a scheduler. On a GPU line, c claims that GPU; on a host line,",
+    "it asks how many. u releases. n enqueues a job (Ctrl+S sends it), and Q shows",
+    "the queue with each job's output. : opens a command line (:usage, :health,",
+    ":audit, :claim 2), Ctrl+P the palette, ? every key.",
 )
+"""The intro, a line each: the notices screen shows each whole at 80 columns."""
+WELCOME_W = 78
+"""The longest line of the intro (the notices screen never wraps a line)."""
+
+
+def welcome_text(quick: str | None, export: str | None) -> str:
+    """The intro after its opening line: what to try, the seeded quick job to watch,
+    and the ``export`` line for the CLI (alone on its line, for a mouse)."""
+    lines = list(DEMO_WELCOME)
+    if quick:
+        lines.append(f"Watch {clean(quick, WELCOME_W - 7)}.")
+    if export:
+        lines += ["The CLI, in another shell:", export]
+    return "\n".join(lines)
 
 
 async def _seed_demo(cluster: object, app: object) -> None:
@@ -119,9 +134,8 @@ async def _seed_demo(cluster: object, app: object) -> None:
         command = f"python3 train.py --model mine --steps 20 --pause 1 --demo-pid {os.getpid()}"
         app.head.forms.submit_defaults = (here, command)
     quick = [line for line in done if "quick-test" in line]
-    text = DEMO_WELCOME + (f" Watch {quick[0]}." if quick else "")
-    if cluster.head is not None:
-        text += f"\nThe CLI, in another shell:\n{export_line(cluster.head.socket)}"
+    export = export_line(cluster.head.socket) if cluster.head is not None else None
+    text = welcome_text(quick[0] if quick else None, export)
     problems = [
         line for line in done if "stopped" in line or "refused" in line or "did not" in line
     ]

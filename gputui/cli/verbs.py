@@ -86,10 +86,23 @@ def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator
         yield session
 
 
+BEFORE_THE_VERB = {"--socket": "PATH", "--hosts": "FILE"}
+"""Options of ``gputui`` itself, not of a verb: given after one, the error says where."""
+
+
 def main(argv: Sequence[str], backend: SessionBackend | None = None) -> int:
     """``gputui VERB …`` for a scheduler verb; ``backend``: the scheduler to ask
     (default: the head, found as ``--socket`` and ``--hosts`` say)."""
-    args = parser().parse_args(list(argv))
+    front = parser()
+    args, extra = front.parse_known_args(list(argv))
+    if extra:
+        misplaced = [e for e in extra if e.split("=")[0] in BEFORE_THE_VERB]
+        if misplaced:
+            name = misplaced[0].split("=")[0]
+            front.error(
+                f"{name} goes before the verb: gputui {name} {BEFORE_THE_VERB[name]} {args.verb}"
+            )
+        front.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         with _reached(args, backend) as scheduler:
             require(scheduler, VERBS[args.verb].needs)

@@ -29,8 +29,9 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.notifications import SeverityLevel
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.theme import BUILTIN_THEMES
+from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from gputui.config.models import Config
@@ -92,6 +93,10 @@ class GpuTuiApp(App[None]):
             "Command",
             show=False,
             tooltip="Command line: queue, claim 2 --pool a100, sort util, q (Tab, ↑↓)",
+            # Priority: the line opens as the key is read, so the keys typed right after
+            # it (":audit" Enter in one burst) reach the line, not the screen below
+            # (check_action: never over a question or a form, nor in a text field).
+            priority=True,
         ),
     ]
 
@@ -307,6 +312,11 @@ class GpuTuiApp(App[None]):
         if isinstance(self.screen, HelpScreen):
             return
         self.push_screen(HelpScreen(help_sections(type(self).BINDINGS, self.head.help_sections())))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "command_line":
+            return not isinstance(self.screen, ModalScreen) and not isinstance(self.focused, Input)
+        return True
 
     def action_command_line(self) -> None:
         self.commands.open_line()

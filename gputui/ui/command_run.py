@@ -21,9 +21,11 @@ from textual.widgets import Input
 from gputui.common.text import clean
 from gputui.ui.command_history import CommandHistory, history_path
 from gputui.ui.commands import Order, Refused, parse
+from gputui.ui.head.claim_plan import plan_claim
 from gputui.ui.head.console import HeadConsole
 from gputui.ui.model import SORT_KEYS
 from gputui.ui.screens.command_line import CommandLine
+from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.main import MainScreen
 
 VIEWS = ("queue", "usage", "audit", "health")
@@ -138,20 +140,39 @@ class CommandRunner:
             await app.screen.dismiss(None)
 
     def _claim(self, request: dict[str, Any]) -> None:
-        asks = self.console.head.asks
+        """``:claim``: as ``gputui claim``; a count of more than one shows which GPUs
+        it takes and asks first, as the claim form does (named GPUs are taken as named)."""
+        head = self.console.head
+        asks = head.asks
         count = request.get("gpus") or len(request.get("gpu_refs") or ())
         what = f"claim {count} GPU{'s' if count != 1 else ''}"
         link = asks.usable(what, "claim")
         if link is None:
             return
 
-        async def claim() -> None:
-            result = await asks.call(link, what, "claim", lambda b: b.claim(**request))
+        async def claim(sent: dict[str, Any]) -> None:
+            result = await asks.call(link, what, "claim", lambda b: b.claim(**sent))
             if result is not None:
                 answer = result.get("claim") or {}
-                await self.console.head.claims.answered(link, f"{count} GPU(s)", answer)
+                await head.claims.answered(link, f"{count} GPU(s)", answer)
 
-        asks.request(what, claim())
+        view = link.view
+        if request.get("gpus", 1) <= 1 or view is None:
+            asks.request(what, claim(request))
+            return
+        plan = plan_claim(view, head.model, request)
+        if not plan.picks and not request.get("wait", True):
+            asks.refuse(what, f"no host has {plan.count} free GPUs{plan.where} now (--no-wait)")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                asks.request(what, claim(plan.request(request)))
+            else:
+                self.app.notify("not sent: nothing was claimed", title=what, markup=False)
+
+        label = f"Claim {plan.count} GPUs" if plan.picks else "Wait in line"
+        self.app.push_screen(ConfirmScreen(plan.question(request), label), answered)
 
     def _sort(self, key: str) -> None:
         self.console.main.sort_by([k.name for k in SORT_KEYS].index(key))

@@ -74,6 +74,8 @@ class ScriptedHosts:
     """host -> the events (Xids) its snapshots carry."""
     sample_time: dict[str, float] = field(default_factory=dict)
     """host -> the helper's clock in its samples (none: not sent; ``sample_at``)."""
+    logs: dict[int, str] = field(default_factory=dict)
+    """run key -> the output of that run (none: one line, "hello from the job")."""
     _queue: asyncio.Queue[HostSnapshot] | None = None
     _reports: dict[str, tuple[HostJob, ...]] = field(default_factory=dict)
 
@@ -198,10 +200,11 @@ class ScriptedHosts:
         return self.signal_answer
 
     async def job_log(self, host: str, key: int, offset: int, max_bytes: int) -> HostAnswer:
-        data = "hello from the job\n"[offset : offset + max_bytes]
-        return HostAnswer(
-            True, value={"data": data, "offset": offset + len(data), "size": 19, "ended": True}
-        )
+        text = self.logs.get(key, "hello from the job\n")
+        start = min(offset, len(text))  # as the helper answers an offset past the end
+        data = text[start : start + max_bytes]
+        value = {"data": data, "offset": start + len(data), "size": len(text), "ended": True}
+        return HostAnswer(True, value=value)
 
     async def forget(self, host: str, keys: Sequence[int]) -> HostAnswer:
         return HostAnswer(True, value={"forgotten": list(keys)})

@@ -6,6 +6,7 @@ row. The parsing of the head's answer takes anything without raising.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hypothesis import given, settings
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 from ui_fakes import NOW, FakeSource, fixed_clock
-from ui_helpers import grid_line, select, until
+from ui_helpers import grid_line, screen_text, select, until
 
 from gputui.config.models import Config
 from gputui.demo.cluster import DemoCluster
@@ -127,7 +128,8 @@ async def test_the_filter_keeps_rows_with_every_word() -> None:
         # No head configured: said in one line.
         assert screen.problem is not None and "no head" in screen.problem
         screen.show_rows(screen.token, [])  # answered, with nothing: said so
-        assert "no audit rows yet" in str(screen.query_one("#audit-status", Static).render())
+        status = str(screen.query_one("#audit-status", Static).render())
+        assert status.startswith(" gputui audit ") and "no audit rows yet" in status
         screen.show_rows(screen.token, sorted(ROWS, key=lambda r: -r.time))
         await pilot.press("slash")
         await pilot.press(*"root xid")
@@ -182,3 +184,18 @@ def test_any_answer_parses_to_clean_rows_or_none(answer: Any) -> None:
             assert isinstance(text, str) and "\x1b" not in text and "\n" not in text
         assert len(row.reason) <= 512
     assert [r.time for r in rows] == sorted((r.time for r in rows), reverse=True)
+
+
+async def test_a_cell_cut_at_80_columns_ends_in_an_ellipsis() -> None:
+    # Seen in tmux at 80x24: OUTCOME "it gets S" (of "it gets SIGTERM now, ..."), cut
+    # where a reader takes it for the whole word.
+    app = GpuTuiApp(FakeSource(), Config(), clock=fixed_clock)
+    long = "it gets SIGTERM now, SIGKILL after the grace period, and is requeued"
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = AuditScreen(clock=fixed_clock)
+        await app.push_screen(screen)
+        await pilot.pause()
+        screen.show_rows(screen.token, [AuditRow(NOW, "root", "preempt", "job 8", "", long)])
+        await pilot.pause()
+        line = next(s for s in screen_text(app).splitlines() if "preempt" in s)
+        assert re.search(r" it gets \S*…", line), line

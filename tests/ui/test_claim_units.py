@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gputui.ui.clipboard import outcome, tmux_setting
-from gputui.ui.head.claim_plan import plan_claim
+from gputui.ui.head.claim_plan import QUESTION_W, ClaimPlan, Pick, plan_claim
 from gputui.ui.head.view import HeadView
 from gputui.ui.model import ClusterModel
 
@@ -90,6 +90,29 @@ def test_a_plan_takes_only_free_cards_of_one_host_or_none(
     question = plan.question(args).plain
     assert f"Claim {count} GPUs on {plan.host}" in question
     assert all(u in question for u in uuids[:8])
+
+
+def test_each_gpu_of_the_question_is_one_line_that_fits_80_columns() -> None:
+    # Seen in tmux at 80x24: "1  GPU-<uuid>  A100-SXM4-80GB" then "(busy)" alone on
+    # the next line (the full model name pushed it past the dialog's edge).
+    uuid = "GPU-09302d25-3242-2dd9-c17c-3981e1f79594"
+    view = HeadView.parse(
+        {
+            "me": {"uid": 0, "user": "root"},
+            "gpus": [
+                {"uuid": uuid[:-1] + str(i), "host": "gpu01", "index": i, "state": "ok"}
+                for i in (1, 4)
+            ],
+        }
+    )
+    names = ["NVIDIA A100-SXM4-80GB", "NVIDIA GeForce RTX 4080 SUPER Founders Edition"]
+    picks = tuple(Pick(g, n, 2, 12_000) for g, n in zip(view.gpus, names, strict=True))
+    text = ClaimPlan(2, picks, "").question({"duration_s": 7200, "note": "x"}).plain
+    lines = text.splitlines()
+    for pick in picks:
+        (line,) = [line for line in lines if pick.gpu.uuid in line]
+        assert line.endswith("(busy)") and len(line) <= QUESTION_W, line
+    assert "A100-80G" in text and "4080S" in text
 
 
 def test_what_a_copy_did_is_said_for_each_tmux_setting() -> None:

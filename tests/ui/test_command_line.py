@@ -12,15 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.text import Text
 from textual.command import CommandList, CommandPalette
 from textual.widgets import Input
 from ui_fakes import FakeSource, fixed_clock
-from ui_helpers import told, until
+from ui_helpers import burst, told, until
 
 from gputui.config.models import Config
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.model import SORT_KEYS
 from gputui.ui.screens.command_line import CommandLine
+from gputui.ui.screens.confirm import ConfirmScreen
+from gputui.ui.screens.help import HelpScreen
 from gputui.ui.screens.queue import QueueScreen
 from gputui.ui.screens.usage import UsageScreen
 
@@ -113,6 +116,42 @@ async def test_the_colon_line_completes_keeps_history_and_says_what_it_cannot_do
 
 
 @pytest.mark.parametrize("size", SIZES)
+async def test_a_colon_line_typed_in_one_burst_is_run_whole(size: tuple[int, int]) -> None:
+    # ":sort util" Enter as fast as a k9s user types it (or a paste): the keys after
+    # ":" came before the line was open and went to the screen below (s: sort, u:
+    # release...), and the line closed empty. Seen in tmux on the health view.
+    app = GpuTuiApp(FakeSource(), Config(), clock=fixed_clock)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        burst(app, ["colon", *"sort", "space", *"util", "enter"])
+        await until(pilot, lambda: app.main.sort_index == UTIL, "sorted by utilisation")
+        assert app.screen is app.main
+        assert notes(app) == ["sort: utilisation"]  # nothing else was done
+        await pilot.press("N")  # the notices screen, a view over the main screen
+        burst(app, ["colon", *"help", "enter"])
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_colon_is_text_in_a_field_and_nothing_over_a_question(
+    size: tuple[int, int],
+) -> None:
+    app = GpuTuiApp(FakeSource(), Config(), clock=fixed_clock)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press("slash", *"gpu", "colon")
+        field = app.main.query_one("#filter", Input)
+        assert field.value == "gpu:"
+        assert not isinstance(app.screen, CommandLine)
+        await pilot.press("escape")
+        app.push_screen(ConfirmScreen(Text("Really?")))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
+        await pilot.press("colon")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+
+
+@pytest.mark.parametrize("size", SIZES)
 async def test_claim_views_and_quit_from_the_colon_line(
     tmp_path: Path, size: tuple[int, int]
 ) -> None:
@@ -127,9 +166,21 @@ async def test_claim_views_and_quit_from_the_colon_line(
                 view = link.view
                 return [c for c in view.claims if c.state == "active"] if view else []
 
+            # More than one GPU: which ones is shown first, as from the claim form.
             await pilot.press("colon", *"claim 2 --pool a100", "enter")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "which GPUs")
+            question = app.screen.question.plain  # type: ignore[attr-defined]
+            assert "Claim 2 GPUs on" in question
+            assert not claimed()  # nothing taken before the yes
+            await pilot.press("n")
+            await until(pilot, lambda: any("nothing was claimed" in n for n in notes(app)), "no")
+            assert not claimed()
+            await pilot.press("colon", *"claim 2 --pool a100", "enter")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "which GPUs")
+            await pilot.press("y")
             await until(pilot, claimed, "the claim granted")
             assert len(claimed()[0].gpu_uuids) == 2
+            assert all(u in question for u in claimed()[0].gpu_uuids)  # those shown
             await pilot.press("colon", *"claim 99", "enter")
             await until(pilot, lambda: any("must be 1 to 64" in n for n in notes(app)), "why")
             await pilot.press("colon", *"queue", "enter")

@@ -4,23 +4,15 @@ given, and checkboxes that read on and off without colour (80x24 and 200x50)."""
 from __future__ import annotations
 
 import pytest
-from textual import events
 from textual.message import Message
 from textual.widgets import Input
-from ui_helpers import screen_text, until
+from ui_helpers import burst, screen_text, until
 
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.screens.forms import ClaimScreen, FormScreen, SubmitScreen
 from gputui.ui.widgets.tickbox import TickBox
 
 SIZES = [(80, 24), (200, 50)]
-
-
-def burst(app: GpuTuiApp, keys: list[str]) -> None:
-    """Post ``keys`` at once, the way a terminal read of a fast typist's keys arrives
-    (Pilot.press waits between keys, which hides what is lost in a burst)."""
-    for key in keys:
-        app.post_message(events.Key(key, key if len(key) == 1 else None))
 
 
 @pytest.mark.parametrize("size", SIZES)

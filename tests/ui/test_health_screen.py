@@ -134,7 +134,8 @@ async def test_h_opens_it_from_the_main_screen_fed_by_the_hosts() -> None:
         screen = app.screen
         assert isinstance(screen, HealthScreen) and screen.board is app.health
         status = str(screen.query_one("#health-status", Static).render())
-        assert status  # totals, or "No problems"
+        # Which screen this is, as the queue and usage screens say, then the totals.
+        assert status.startswith(" gputui health  ") and status.split("  ", 2)[2]
 
 
 async def test_one_who_may_not_acknowledge_is_told_and_nothing_changes() -> None:

@@ -12,10 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from textual.widgets import DataTable, Static
-from ui_helpers import until
+from textual.widgets import DataTable, Log, Static
+from ui_helpers import told, until
 
 from gputui.ui.app import GpuTuiApp
+from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.queue import QueueScreen
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -125,3 +126,66 @@ async def test_why_a_job_waits_follows_the_line(tmp_path: Path, size: tuple[int,
             assert table.cursor_row == 0
             await pilot.press("j", "j")
             assert table.cursor_row == 2
+
+
+def output(app: GpuTuiApp) -> list[str]:
+    screen = app.screen
+    assert isinstance(screen, QueueScreen)
+    return list(screen.query_one("#job-log", Log).lines)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_output_of_a_requeued_job_is_its_new_runs(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    # Seen in tmux: after P (preempt, requeued, started again at once) the pane kept
+    # the first run's output and showed the new run's only once it had outgrown the
+    # first one's (the offset into the old log was kept for the new one).
+    async with running_head(tmp_path, LAYOUT) as (_head, hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=size) as pilot:
+            await connected(pilot, app)
+            link = app.head.link
+            assert link is not None
+            answer = await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1))
+            job_id = answer["job"]["id"]
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            await until(pilot, lambda: bool(hosts.launches), "the job launched")
+            first = hosts.launches[0]
+            hosts.logs[first.key] = "".join(f"first run, step {i}\n" for i in range(40))
+            await until(pilot, lambda: "first run, step 39" in output(app), "the first run")
+            await link.ask("preempt", lambda b: b.preempt(job_id))
+            await until(pilot, lambda: len(hosts.launches) == 2, "the job started again")
+            hosts.logs[hosts.launches[1].key] = "second run, step 0\n"
+            await until(pilot, lambda: "second run, step 0" in output(app), "the new run")
+            assert not any("first run" in line for line in output(app))
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_an_ended_job_is_said_to_have_ended_not_asked_about(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    # Seen in tmux: K on a completed job asked "Kill job 8 (root: train.py), completed
+    # on gpu04? Its work so far is lost. y/N", and only the head's answer said no.
+    async with running_head(tmp_path, LAYOUT) as (_head, hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=size) as pilot:
+            await connected(pilot, app)
+            link = app.head.link
+            assert link is not None
+            await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1))
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            await until(pilot, lambda: bool(hosts.launches), "the job launched")
+            launch = hosts.launches[0]
+            hosts.finish(launch.host, launch.key, exit_code=0)
+            await until(pilot, lambda: "completed" in state_line(app), "the job completed")
+            for key in ("K", "x", "P"):
+                await pilot.press(key)
+                await pilot.pause()
+                assert isinstance(app.screen, QueueScreen), key
+            said = [text for _, text in told(app) if "already ended" in text]
+            assert said == ["job 1 already ended (completed); R requeues it"] * 3
+            await pilot.press("R")  # a requeue of an ended job is still asked
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")

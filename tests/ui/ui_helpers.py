@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from textual import events
 from textual.pilot import Pilot
 from textual.widget import Widget
 
@@ -36,6 +37,14 @@ def help_text(app: GpuTuiApp) -> str:
         lines.append(title)
         lines += [f"{keys}  {description}" for keys, description in rows]
     return "\n".join(lines)
+
+
+def burst(app: GpuTuiApp, keys: list[str]) -> None:
+    """Post ``keys`` at once, the way a terminal read of a fast typist's keys arrives
+    (Pilot.press waits between keys, which hides what is lost in a burst)."""
+    for key in keys:
+        character = " " if key == "space" else key if len(key) == 1 else None
+        app.post_message(events.Key(key, character))
 
 
 def told(app: GpuTuiApp) -> list[tuple[str, str]]:

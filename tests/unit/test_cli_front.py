@@ -116,3 +116,21 @@ def test_health_and_incident_say_it_with_their_could_not_run_status(
     missing = tmp_path / "hsots.yaml"
     assert entry.main(["--hosts", str(missing), *command]) == 3
     assert capsys.readouterr().err == f"gputui {command[0]}: {missing}: no such file\n"
+
+
+@pytest.mark.parametrize("late", [["--socket", "/x/head.sock"], ["--hosts=h.yaml"]])
+def test_a_global_option_after_the_verb_is_said_to_go_before_it(
+    late: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Seen as a new user: `gputui claims --socket PATH` answered only "unrecognized
+    # arguments: --socket PATH".
+    with pytest.raises(SystemExit) as ended:
+        entry.main(["claims", *late])
+    assert ended.value.code == 2
+    name = late[0].split("=")[0]
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert f"error: {name} goes before the verb: gputui {name} " in said
+    assert said.endswith(" claims")
+    with pytest.raises(SystemExit):
+        entry.main(["claims", "--nonsense"])
+    assert capsys.readouterr().err.splitlines()[-1].endswith("unrecognized arguments: --nonsense")

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import io
 import shlex
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gputui.cli.demo import DEMO_WELCOME, WELCOME_W, welcome_text
 from gputui.demo.progress import MANY, SOCKET_ENV, StartLines, export_line
 
 
@@ -53,3 +55,18 @@ def test_a_big_demo_gets_a_count_at_each_quarter(order: list[int]) -> None:
 @given(st.text(st.characters(blacklist_characters="\0"), min_size=1, max_size=200))
 def test_the_export_line_gives_the_shell_back_the_socket_path(path: str) -> None:
     assert shlex.split(export_line(path)) == ["export", f"{SOCKET_ENV}={path}"]
+
+
+def test_the_intro_is_whole_at_80_columns() -> None:
+    # Seen in tmux at 80x24: the intro was one long line on the notices screen,
+    # which never wraps: "... c claims the selected GPU (the export line is copie".
+    export = export_line(Path("/tmp/gputui-demo-abcdefgh/head/head.sock"))
+    quick = "job 6 (quick-test) of yours ends in ~20 s"
+    text = welcome_text(quick, export)
+    lines = text.splitlines()
+    assert all(len(line) <= WELCOME_W <= 80 for line in lines), lines
+    assert lines[-1] == export  # alone on its line, for a mouse
+    assert f"Watch {quick}." in lines
+    for key in ("c claims", "n enqueues", "Q shows", ":usage", "Ctrl+P"):
+        assert key in text
+    assert welcome_text(None, None).splitlines() == list(DEMO_WELCOME)

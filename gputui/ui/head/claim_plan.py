@@ -18,14 +18,17 @@ from typing import Any
 
 from rich.text import Text
 
+from gputui.common.gpu_label import LABEL_MAX, model_label
 from gputui.ui.gpu_view import GpuRow
 from gputui.ui.head.view import HeadGpu, HeadView
 from gputui.ui.model import ClusterModel
 
 SHOWN = 8
 """GPUs listed one per line in the question (it fits 80x24); more are counted."""
-MODEL_W = 18
-"""A model name's room on a GPU's line of the question (72 columns wide)."""
+QUESTION_W = 66
+"""A line of the question's room in its dialog at 80 columns: a GPU's line (index,
+UUID, the model's short label, busy) fits it, never leaving ``(busy)`` on a line of
+its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +80,8 @@ class ClaimPlan:
             text.append(f"GPU {indices}\n", style="bold")
             for pick in self.picks[:SHOWN]:
                 busy = " (busy)" if pick.processes else ""
-                model = (pick.model or "?")[:MODEL_W]
-                text.append(f"  {pick.gpu.index:>2}  {pick.gpu.uuid}  {model}{busy}\n")
+                model = model_label(pick.model) if pick.model else "?"
+                text.append(f"  {pick.gpu.index:>2}  {pick.gpu.uuid}  {model:<{LABEL_MAX}}{busy}\n")
             if len(self.picks) > SHOWN:
                 text.append(f"  … and {len(self.picks) - SHOWN} more\n")
         duration = args.get("duration_s")

@@ -60,18 +60,19 @@ def logs_request(job_id: int, offset: int) -> Callable[[AsyncBackend], Awaitable
     return lambda b: b.logs(job_id, offset=offset, max_bytes=LOG_CHUNK_BYTES, timeout=LOG_TIMEOUT_S)
 
 
-Seen = tuple[int, str, str, int]
+Seen = tuple[int, str, str, int, tuple[int, float | None]]
 
 
 def seen(screen: QueueScreen) -> Seen | None:
-    """The selected job as the queue screen sees it now: (id, state, reason, and a
-    hash of every job that has not ended, with its state: the line it waits in);
+    """The selected job as the queue screen sees it now: (id, state, reason, a hash
+    of every job that has not ended, with its state: the line it waits in, and its
+    run: requeues and start, which change when it is requeued and starts again);
     None when nothing is selected."""
     job, view = screen.selected, screen.view
     if job is None or view is None:
         return None
     line = hash(tuple((j.id, j.state) for j in view.jobs if j.state not in FINAL_STATES))
-    return job.id, job.state, job.reason, line
+    return job.id, job.state, job.reason, line, (job.requeues, job.started_at)
 
 
 class JobActions:
@@ -111,13 +112,14 @@ class JobActions:
             return
         screen.show_view(view)
         job, link = screen.selected, self.asks.link
-        before, self._seen = self._seen, seen(screen)
-        if job is None or link is None or before is None or before[0] != job.id:
+        before, now = self._seen, seen(screen)
+        self._seen = now
+        if job is None or link is None or before is None or now is None or before[0] != job.id:
             return
-        if before == self._seen:
+        if before == now:
             return
-        if before[1] in FINAL_STATES and job.state not in FINAL_STATES:
-            self.select(job.id)  # requeued: its output starts again
+        if before[4] != now[4] or (before[1] in FINAL_STATES and job.state not in FINAL_STATES):
+            self.select(job.id)  # requeued, or started again: a new run, a new output
         elif job.pending:
             self.app.run_worker(
                 self._explain(link, screen, job.id),

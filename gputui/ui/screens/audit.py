@@ -199,15 +199,16 @@ class AuditScreen(Screen[None]):
 
     def _status(self) -> None:
         status = self.query_one("#audit-status", Static)
+        title = Text(" gputui audit ", "bold reverse", no_wrap=True, overflow="ellipsis", end="")
+        title.append("  ")
         if self.problem is not None:
-            status.update(Text(self.problem, "bold red"))
+            status.update(title + Text(self.problem, "bold red"))
             return
         if not self.rows:
             said = "no audit rows yet" if self.answered else "asking the head…"
-            status.update(Text(said, "dim"))
+            status.update(title + Text(said, "dim"))
             return
-        text = Text(f"{len(self.shown)} of {len(self.rows)} rows, newest first", "")
-        status.update(text)
+        status.update(title + Text(f"{len(self.shown)} of {len(self.rows)} rows, newest first"))
 
     def action_filter(self) -> None:
         box = self.query_one("#audit-filter", Input)

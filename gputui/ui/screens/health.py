@@ -169,9 +169,11 @@ class HealthScreen(Screen[None]):
     def _show_status(self) -> None:
         """The counts of the rows listed (one count per row, so they add up to the list)."""
         ready, said = self.note() if self.note is not None else (True, "")
+        title = Text(" gputui health ", "bold reverse", no_wrap=True, overflow="ellipsis", end="")
+        title.append("  ")
         line = Text()
         if not ready:
-            self.query_one("#health-status", Static).update(Text(said, "dim"))
+            self.query_one("#health-status", Static).update(title + Text(said, "dim"))
             return
         counts = {s: sum(1 for p in self.problems if p.finding.severity == s) for s in _WORD}
         if not self.problems:
@@ -194,7 +196,7 @@ class HealthScreen(Screen[None]):
             line.append(f"   not checked on {gpus} GPUs (unknown, not ok): {listed}", "dim")
         if said:
             line.append(f"   ({said})", "dim")
-        self.query_one("#health-status", Static).update(line)
+        self.query_one("#health-status", Static).update(title + line)
 
     def _show_detail(self) -> None:
         detail = self.query_one("#health-detail", Static)

@@ -358,10 +358,16 @@ class QueueScreen(Screen[None]):
         if job is None:
             self.notify("No job selected.", severity="warning")
             return
+        title = f"cannot {op.replace('_', '-')} job {job.id}"
         lacking = self.lacks(op)
         if lacking is not None:
-            title = f"cannot {op.replace('_', '-')} job {job.id}"
             self.notify(lacking, title=title, severity="error", timeout=8, markup=False)
+            return
+        if job.state in FINAL_STATES and op in ("cancel", "kill", "preempt"):
+            # Said at once, not after a question about work that is no longer there
+            # (the head answers the others in its own words).
+            ended = f"job {job.id} already ended ({job.state}); R requeues it"
+            self.notify(ended, title=title, severity="warning", markup=False)
             return
         label = _DESTRUCTIVE.get(op)
         if op == "cancel" and job.live:

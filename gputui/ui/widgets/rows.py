@@ -4,14 +4,19 @@ A ``RowTable`` is a ``DataTable`` with a row cursor that also moves as in less, 
 and htop: ``j``/``k`` down and up, ``Home``/``End`` to the first and last row
 (Textual's own Home/End scroll sideways). The queue, audit and health tables and
 the process table are ``RowTable``s, so a key learnt on one works on all.
+
+A text cell of a one-line row that does not fit its column ends in ``…``: Textual
+cut it mid-word where nothing showed it was cut ("it gets S" of "it gets SIGTERM").
 """
 
 from __future__ import annotations
 
 from typing import ClassVar, TypeVar
 
+from rich.text import Text, TextType
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
 
 CellType = TypeVar("CellType")
 
@@ -28,3 +33,16 @@ class RowTable(DataTable[CellType]):
     """A ``DataTable`` that answers ``ROW_KEYS`` as well as the arrows."""
 
     BINDINGS: ClassVar[list[BindingType]] = ROW_KEYS
+
+    def add_row(
+        self,
+        *cells: CellType,
+        height: int | None = 1,
+        key: str | None = None,
+        label: TextType | None = None,
+    ) -> RowKey:
+        if height == 1:
+            for cell in cells:
+                if isinstance(cell, Text):
+                    cell.no_wrap, cell.overflow = True, "ellipsis"
+        return super().add_row(*cells, height=height, key=key, label=label)
