@@ -232,7 +232,7 @@ def _gpus_parser(sub: Any) -> None:
         "gpus",
         help="every GPU: its state, holder, use, and why it is unavailable",
         description=(
-            "Every GPU with its state (free, claimed, job, rogue, drained, fenced,"
+            "Every GPU with its state (free, claimed, job, rogue, stray, drained, fenced,"
             " unhealthy), its holder (job or claim id and user, or the pid and user of"
             " a process nobody was given the card for), utilisation, memory used/total,"
             " and why it is unavailable. Free means unclaimed and idle: no job, no"

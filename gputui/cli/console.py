@@ -35,7 +35,7 @@ scheduler (a `head:` in hosts.yaml; `gputui VERB --help` for each):
                 claim GPUs, give them back, list claims, print CUDA_VISIBLE_DEVICES
   run           wait for N GPUs here, run a command with them, release them
   gpus [--free] [--pool P]
-                every GPU: its state (free, claimed, job, rogue, drained,
+                every GPU: its state (free, claimed, job, rogue, stray, drained,
                 fenced, unhealthy), holder, use, why it is unavailable
   submit, queue, show, logs, wait
                 queue a job, list the queue, one job, its output, wait for it

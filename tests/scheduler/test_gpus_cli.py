@@ -126,3 +126,37 @@ def test_the_table_fits_the_width_it_is_given() -> None:
         assert all(len(line) <= width for line in lines), (width, lines)
     assert "+2" in gpus.table([row], 80, pools=True)[1]
     assert gpus.holder_text({"kind": "job", "id": 3, "user": "\x1b[31mx"}) == "j3 ?[31mx"
+
+
+def _card(uuid: str) -> Any:
+    from gputui.scheduler.head.gpufacts import GpuFacts
+
+    blank: dict[str, Any] = dict.fromkeys(
+        ("drained_by", "drain_reason", "drained_at", "fence_code", "fence_reason", "fenced_at")
+    )
+    blank.update(fence_clears=None, fence_waived=None, fence_waived_at=None)
+    return GpuFacts(uuid, "node1", 0, "A100", 81920, "a100", present=True, **blank)
+
+
+def test_a_card_with_only_a_jobs_stray_process_is_stray_as_the_console_says() -> None:
+    """The ownership flags judge a process of a job outside its GPUs STRAY and one of
+    nobody's ROGUE; ``gpus`` names the card's state the same way."""
+    from gputui.config.scheduler import Placement
+    from gputui.scheduler.head import gpu_table
+    from gputui.scheduler.policy.cards import ROGUE, CardProblem
+    from gputui.wire.messages import GpuSample
+
+    sample = GpuSample(index=0, uuid="GPU-a", processes=(ProcessSample(pid=7, user="bob"),))
+    found = {"GPU-a": (CardProblem(ROGUE, "pid 7 (bob) on no job or claim"),)}
+
+    def seen(strays: frozenset[str]) -> Any:
+        live, samples = {"node1": True}, {"GPU-a": sample}
+        return gpu_table.Seen(
+            (_card("GPU-a"),), frozenset(), live, samples, found, frozenset(), strays
+        )
+
+    rules = Placement()
+    assert gpu_table.card_state(_card("GPU-a"), seen(frozenset()), None, rules)[0] == "rogue"
+    assert (
+        gpu_table.card_state(_card("GPU-a"), seen(frozenset({"GPU-a"})), None, rules)[0] == "stray"
+    )

@@ -9,7 +9,9 @@ loop (``Seen.now``); the holders are read from a WAL snapshot on the reader thre
 A GPU's state is the first of: ``fenced`` (the head's fence), ``drained`` (it or its
 host), ``unhealthy`` (its host does not answer, the card is lost or in error, or it
 shows a problem placement never uses), ``job``, ``claimed``, ``rogue`` (a process
-on it that nobody was given it for), ``free``: unclaimed and idle.
+on it that nobody was given it for), ``stray`` (only processes of jobs placed on
+other GPUs: the console's STRAY, as the ownership flags judge them), ``free``:
+unclaimed and idle.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from gputui.scheduler.head.watch.cards import counts
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.policy import cards
 from gputui.scheduler.policy.cards import CardProblem
+from gputui.scheduler.policy.ownership import Flag
 from gputui.scheduler.server.read_args import GpusArgs
 from gputui.scheduler.server.wire import LIVE_JOB_STATES, Refusal
 from gputui.scheduler.store.api import Tx
@@ -32,7 +35,7 @@ from gputui.wire.messages import GpuSample
 
 MAX_ROWS = 4096
 """GPUs one answer lists at most (then ``total`` says how many matched)."""
-STATES = ("free", "claimed", "job", "rogue", "drained", "fenced", "unhealthy")
+STATES = ("free", "claimed", "job", "rogue", "stray", "drained", "fenced", "unhealthy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +49,21 @@ class Seen:
     """GPU uuid -> its live host's latest sample of it."""
     problems: Mapping[str, tuple[CardProblem, ...]]
     exempt_users: frozenset[str]
+    strays: frozenset[str] = frozenset()
+    """GPUs whose flagged processes are all a job's, outside its GPUs (``STRAY``)."""
 
     @classmethod
-    def now(cls, watch: HostWatch, exempt_users: Sequence[str]) -> Seen:
+    def now(cls, watch: HostWatch, exempt_users: Sequence[str], flags: Sequence[Flag] = ()) -> Seen:
         gpus = tuple(sorted(watch.present_gpus(), key=lambda g: (g.host, g.index)))
         drained = frozenset(g.host for g in gpus if watch.host_drained(g.host))
         samples = {g.uuid: g for _, sample in watch.samples().values() for g in sample.gpus}
         problems = watch.card_problems()
-        return cls(gpus, drained, watch.live(), samples, problems, frozenset(exempt_users))
+        outside = {f.proc.gpu_uuid for f in flags if f.kind == "outside-allocation"}
+        strays = outside - {f.proc.gpu_uuid for f in flags if f.kind == "no-allocation"}
+        live = watch.live()
+        return cls(
+            gpus, drained, live, samples, problems, frozenset(exempt_users), frozenset(strays)
+        )
 
 
 def _holders(tx: Tx) -> dict[str, dict[str, Any]]:
@@ -77,7 +87,7 @@ def _rogue_holder(sample: GpuSample | None, exempt_users: frozenset[str]) -> dic
     return {"kind": "process", "pid": p.pid, "user": p.user, "processes": len(procs)}
 
 
-def _state(
+def card_state(
     gpu: GpuFacts, seen: Seen, holder: dict[str, Any] | None, rules: Placement
 ) -> tuple[str, str]:
     """(state, why it is unavailable, or what placement makes of a free one)."""
@@ -100,6 +110,8 @@ def _state(
     if holder is not None:
         return ("job" if holder["kind"] == "job" else "claimed"), ""
     if any(p.kind == cards.ROGUE for p in found):
+        if gpu.uuid in seen.strays:
+            return "stray", "a job's process outside the GPUs it was given"
         return "rogue", "no job or claim on it"  # the holder names the process
     if level == cards.LAST:
         avoid = set(rules.avoid)
@@ -121,14 +133,14 @@ def answer(tx: Tx, args: GpusArgs, seen: Seen, rules: Placement) -> dict[str, An
         if args.pool is not None and gpu.pool != args.pool:
             continue
         holder = holders.get(gpu.uuid)
-        state, why = _state(gpu, seen, holder, rules)
+        state, why = card_state(gpu, seen, holder, rules)
         if args.free and state != "free":
             continue
         total += 1
         if len(rows) >= MAX_ROWS:
             continue
         sample = seen.samples.get(gpu.uuid)
-        if holder is None and state == "rogue":
+        if holder is None and state in ("rogue", "stray"):
             holder = _rogue_holder(sample, seen.exempt_users)
         rows.append(
             {

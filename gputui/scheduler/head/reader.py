@@ -60,7 +60,8 @@ class SnapshotReads:
         rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
         problems = self.watch.card_problems() if request.op == "explain" else {}
         exempt = rules.sched.ownership.exempt_users
-        seen = gpu_table.Seen.now(self.watch, exempt) if request.op == "gpus" else None
+        flags = self.batch.flags.flags
+        seen = gpu_table.Seen.now(self.watch, exempt, flags) if request.op == "gpus" else None
         metered = request.op in usage_reads.OPS or request.op == "history"
         counted = self.meter.pending() if metered else None
         standing = self.batch.standings.current  # the scheduler's own figures
