@@ -102,3 +102,19 @@ async def test_checkboxes_read_on_and_off_without_colour(
         await app.push_screen(SubmitScreen())
         await pilot.pause()
         assert "[ ] preemptible" in screen_text(app)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_typing_in_the_offered_command_adds_to_it(
+    app: GpuTuiApp, size: tuple[int, int]
+) -> None:
+    """The demo offers its own job's command: typing goes after it, not over it (a
+    field that selected all on focus replaced the command with the first key)."""
+    async with app.run_test(size=size) as pilot:
+        screen = SubmitScreen(command="python3 train.py --steps 20")
+        await app.push_screen(screen)
+        field = screen.query_one("#f-command", Input)
+        await until(pilot, lambda: app.focused is field, "the command field")
+        burst(app, ["space", "-", "-", "x"])
+        await until(pilot, lambda: field.value.endswith("--x"), "the typed keys")
+        assert field.value == "python3 train.py --steps 20 --x"

@@ -168,7 +168,12 @@ class SubmitScreen(FormScreen):
     def fields(self) -> ComposeResult:
         yield from _row(
             "command",
-            FormInput(self.command, placeholder="python train.py --epochs 3", id="f-command"),
+            FormInput(
+                self.command,
+                placeholder="python train.py --epochs 3",
+                id="f-command",
+                select_on_focus=False,  # typing adds to the offered command, not over it
+            ),
         )
         yield from _row(
             "GPUs", FormInput("1", placeholder="required (e.g. 1)", id="f-gpus", restrict=r"[0-9]*")
@@ -176,7 +181,7 @@ class SubmitScreen(FormScreen):
         yield from _row("pool", FormInput(placeholder="any", id="f-pool"))
         yield from _row("host", FormInput(placeholder="any", id="f-host"))
         yield from _row("name", FormInput(placeholder="the command's name", id="f-name"))
-        yield from _row("cwd", FormInput(self.cwd, id="f-cwd"))
+        yield from _row("cwd", FormInput(self.cwd, id="f-cwd", select_on_focus=False))
         yield from _row("time limit", FormInput(placeholder="none (e.g. 30m, 2h)", id="f-time"))
         yield from _row("priority", FormInput(placeholder="the default class", id="f-priority"))
         yield from _row("project", FormInput(placeholder="none (for accounting)", id="f-project"))
