@@ -28,7 +28,7 @@ from textual import on
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.content import Content
-from textual.notifications import SeverityLevel
+from textual.notifications import Notify, SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.theme import BUILTIN_THEMES
 from textual.widgets import Input
@@ -301,6 +301,13 @@ class GpuTuiApp(App[None]):
         super().notify(
             notice.line, severity=severity, timeout=show_for(severity, timeout), markup=False
         )
+
+    @on(Notify)
+    def _one_toast(self) -> None:
+        """One toast at a time, the newest (the history keeps every one): two on the
+        one row were seen drawn over each other, and left there. Runs before
+        Textual's own handler adds the new one."""
+        self.clear_notifications()
 
     def action_notices(self) -> None:
         if not isinstance(self.screen, NoticesScreen):
