@@ -204,7 +204,13 @@ def _verb_parsers(sub: Any) -> None:
 
     lg = sub.add_parser("logs", help="a job's output")
     lg.add_argument("job", type=_job_id)
-    lg.add_argument("-f", "--follow", action="store_true")
+    lg.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep reading as it grows; a requeued job's new run is shown from its start, "
+        "after a line '--- job J: run N (requeued) ---'",
+    )
 
     w = sub.add_parser("wait", help="wait for a job; exit with its exit code")
     w.add_argument("job", type=_job_id)

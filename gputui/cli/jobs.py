@@ -196,15 +196,41 @@ def act(backend: SyncBackend, a: argparse.Namespace) -> int:
     return code
 
 
+def run_of(result: Answer) -> int | None:
+    """Which run of the job a ``logs`` answer read (0: none yet); None from a head that
+    does not say (older heads), or says something that is not a run number."""
+    run = result.get("run")
+    if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run <= 2**31:
+        return None
+    return run
+
+
 def logs(backend: SyncBackend, a: argparse.Namespace) -> int:
+    """A job's output; with ``-f`` as it grows. A requeued job's next run has a log of
+    its own: read from its start, after one line saying where the new run begins."""
     offset = 0
+    run: int | None = None
     out = sys.stdout
+    at_line_start = True
     while True:
         result = backend.logs(a.job, offset=offset)
+        now = run_of(result)
+        if now is not None and run is not None and now != run:
+            if run > 0 and now > 0:
+                mark = f"--- job {a.job}: run {now} (requeued) ---\n"
+                out.write(mark if at_line_start else "\n" + mark)
+                out.flush()
+                at_line_start = True
+            if offset:  # read past the new run's start: ask again from it
+                run, offset = now, 0
+                continue
+        if now is not None:
+            run = now
         data = result.get("data", "")
         if data:
             out.write(data)
             out.flush()
+            at_line_start = data.endswith("\n")
         offset = int(result.get("offset", offset))
         if not a.follow:
             if data and result.get("size", 0) > offset:

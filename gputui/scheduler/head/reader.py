@@ -138,6 +138,7 @@ class SnapshotReads:
                         "ended": state in wire.FINAL_JOB_STATES,
                         "size": 0,
                         "state": state,
+                        "run": launch,
                     },
                 )
             )
@@ -150,5 +151,6 @@ class SnapshotReads:
             return
         body = dict(answer.value)
         body["state"] = state
+        body["run"] = launch  # which run's log this is: a requeued job's next run starts at 0
         conn.send(wire.response(request.id, body))
         await conn.drain()
