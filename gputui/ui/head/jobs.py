@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from textual.app import App
+from textual.worker import Worker
 
 from gputui.common.text import clean
 from gputui.scheduler.client.backend import Answer, AsyncBackend
@@ -173,8 +174,14 @@ class JobActions:
             return
         self._seen = seen(screen)
         screen.reset_log(job_id)
-        self.app.run_worker(
-            self._follow(link, screen, job_id),
+
+        async def follow() -> None:
+            await self._follow(link, screen, job_id)
+
+        # A function, not a coroutine: it is made when the worker starts, so an
+        # exclusive worker cancelled before it ran leaves no coroutine never awaited.
+        _worker: Worker[None] = self.app.run_worker(
+            follow,
             name=f"job-log-{job_id}",
             group="job-log",
             description=f"output of job {job_id}",
