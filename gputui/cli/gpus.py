@@ -12,11 +12,12 @@ aside).
 from __future__ import annotations
 
 import argparse
-import shutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gputui.cli.args import EXIT_OK
+from gputui.cli.layout import cells as cells_of
+from gputui.cli.layout import cut, pad, terminal_width
 from gputui.cli.tables import print_json
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
@@ -65,8 +66,9 @@ def util_text(value: Any) -> str:
     return "-" if number is None else f"{number:.0f}%"
 
 
-def table(rows: Sequence[dict[str, Any]], width: int, *, pools: bool) -> list[str]:
-    """The lines of the table, none longer than ``width``."""
+def table(rows: Sequence[dict[str, Any]], width: int | None, *, pools: bool) -> list[str]:
+    """The lines of the table, none wider than ``width`` terminal cells (None: into a
+    pipe or a file, rows whole)."""
     names = ["GPU", *(["POOL"] if pools else []), "STATE", "HOLDER", "UTIL", "MEMORY", "WHY"]
     cells: list[list[str]] = []
     for r in rows:
@@ -78,10 +80,12 @@ def table(rows: Sequence[dict[str, Any]], width: int, *, pools: bool) -> list[st
             shown(holder_text(r.get("holder")), _CAPS["HOLDER"]),
             util_text(r.get("util")),
             memory_text(r.get("mem_used_mib"), r.get("mem_total_mib")),
-            str(r.get("why") or ""),
+            shown(str(r.get("why") or ""), 4096),
         ]
         cells.append(line)
-    widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names[:-1])]
+    widths = [max([len(n), *(cells_of(c[i]) for c in cells)]) for i, n in enumerate(names[:-1])]
+    if width is None:
+        width = sum(widths) + 2 * len(widths) + max([WHY_MIN, *(cells_of(c[-1]) for c in cells)])
     width = max(MIN_WIDTH, width)
     # Too narrow for WHY_MIN of WHY: the widest of GPU, POOL and HOLDER give way.
     give = [i for i, n in enumerate(names) if n in ("GPU", "POOL", "HOLDER")]
@@ -93,9 +97,9 @@ def table(rows: Sequence[dict[str, Any]], width: int, *, pools: bool) -> list[st
     left = width - sum(widths) - 2 * len(widths)
     out = []
     for line in [names, *cells]:
-        why = shown(line[-1], left) if left > 0 else ""
+        why = cut(line[-1], left) if left > 0 else ""
         shape = zip(line[:-1], widths, names[:-1], strict=True)
-        fixed = [shown(c, w).rjust(w) if n == "UTIL" else shown(c, w).ljust(w) for c, w, n in shape]
+        fixed = [pad(cut(c, w), w, right=n == "UTIL") for c, w, n in shape]
         out.append("  ".join([*fixed, why]).rstrip())
     return out
 
@@ -113,8 +117,7 @@ def run(backend: SyncBackend, a: argparse.Namespace) -> int:
         print(f"no free GPU{scope} now" if a.free else f"no GPU{scope} known to the head yet")
         return EXIT_OK
     many = isinstance(answer.get("pools"), list) and len(answer["pools"]) > 1
-    width = shutil.get_terminal_size((80, 24)).columns
-    for line in table(rows, width, pools=many and not a.pool):
+    for line in table(rows, terminal_width(), pools=many and not a.pool):
         print(line)
     if total > len(rows):
         print(f"… and {total - len(rows)} more")

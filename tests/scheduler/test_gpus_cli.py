@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from headkit import ScriptedHosts
 from headthread import LineClient, ThreadedHead, poll
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gputui.cli import gpus, verbs
 from gputui.config.models import HealthThresholds
@@ -160,3 +162,37 @@ def test_a_card_with_only_a_jobs_stray_process_is_stray_as_the_console_says() ->
     assert (
         gpu_table.card_state(_card("GPU-a"), seen(frozenset({"GPU-a"})), None, rules)[0] == "stray"
     )
+
+
+@given(
+    names=st.lists(
+        st.text(st.characters(categories=("L", "N")), min_size=1, max_size=30),
+        min_size=1,
+        max_size=6,
+    ),
+    width=st.integers(60, 200),
+)
+def test_any_table_fits_its_width_in_cells_wide_characters_too(
+    names: list[str], width: int
+) -> None:
+    """A user or reason in CJK takes two cells a character: the table counts cells, not
+    characters (it counted characters, and such a line ran past the terminal)."""
+    from gputui.cli.layout import cells
+
+    rows = [
+        {
+            "host": f"node{i}",
+            "index": i,
+            "state": "job",
+            "holder": {"kind": "job", "id": i, "user": name},
+            "util": 50,
+            "mem_used_mib": 1024,
+            "mem_total_mib": 81920,
+            "why": "数据 " * 20 + name,
+        }
+        for i, name in enumerate(names)
+    ]
+    for line in gpus.table(rows, width, pools=False):
+        assert cells(line) <= width, line
+    whole = gpus.table(rows, None, pools=False)
+    assert all(r["why"] in line for r, line in zip(rows, whole[1:], strict=True))
