@@ -157,7 +157,10 @@ class HelperSession:
         """
         session = cls()
         session.transport = await LocalTransport.open(python, session)
-        session.transport.write(helper_payload(list(argv)))
+        # Gone before reading it (a python that fails at once): not a failure to
+        # start; the handshake reports how it ended (its status, its stderr).
+        with contextlib.suppress(BrokenPipeError):
+            session.transport.write(helper_payload(list(argv)))
         return session
 
     def next_id(self) -> int:

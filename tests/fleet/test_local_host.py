@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import sys
+from typing import Any
 
 import pytest
 from test_fleet_stream import find_process, start_gpu_process
@@ -133,3 +134,28 @@ async def test_a_local_host_launches_jobs_with_the_same_protocol(kit, monkeypatc
         lambda: [j for j in kit.snap(fleet, "here").jobs if j.ended], what="the job's end"
     )
     assert (done[0].job_id, done[0].state, done[0].exit_code) == (1, "exited", 7)
+
+
+async def test_a_local_helper_gone_before_its_payload_says_how_it_ended(
+    kit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race under load, made certain: the child has exited (its input closed)
+    before the payload is written. That is no failure to start: its status and stderr
+    say why, as when it exits later (it read "the local helper's input is closed")."""
+    from gputui.fleet import transport
+
+    opened = transport.LocalTransport.open.__func__  # type: ignore[attr-defined]
+
+    async def open_and_let_it_exit(cls: Any, python: str, owner: Any) -> Any:
+        local = await opened(cls, python, owner)
+        await local.wait_closed()
+        return local
+
+    monkeypatch.setattr(transport.LocalTransport, "open", classmethod(open_and_let_it_exit))
+    python = kit.fake_python("python-fails", "sys.stderr.write('no zlib\\n'); sys.exit(3)")
+    fleet = await kit.start_fleet(kit.config([{"name": "here", "local": True, "python": python}]))
+    snap = await kit.wait_for(
+        lambda: (s := kit.snap(fleet, "here")).status is HostStatus.HELPER_ERROR and s,
+        what="a helper error",
+    )
+    assert snap.message.startswith("helper exited with status 3: no zlib"), snap.message
