@@ -387,8 +387,11 @@ async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
             await until(pilot, lambda: table.row_count == 3, "the jobs listed")
             row = [str(k.value) for k in table.rows].index(str(job_id + 1))
             table.move_cursor(row=row)
-            await until(pilot, lambda: "2 of 2: " in screen_text(app), "why the last waits")
-            assert "starts    " in screen_text(app)
+            await until(
+                pilot,
+                lambda: "2 of 2: " in (t := screen_text(app)) and "starts    " in t,
+                "why the last waits, and when it starts",
+            )
             row = [str(k.value) for k in table.rows].index(str(job_id))
             table.move_cursor(row=row)
             await until(pilot, lambda: "1 of 2: Resources" in screen_text(app), "why it waits")
