@@ -14,31 +14,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gputui.cli.dates import when
+from gputui.cli.dates import span, stamp
 from gputui.cli.layout import fit_table, terminal_width
 from gputui.common.printable import shown as _shown
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
 
 KEYS = ("user", "group", "project", "pool")
-MAX_DAYS = 366  # the head's own limit (read_args.MAX_USAGE_DAYS), without importing pydantic
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _span(a: argparse.Namespace, now: float) -> dict[str, float]:
-    since = when(a.since, "--since", now, end_of_day=False)
-    until = when(a.until, "--until", now, end_of_day=True)
-    end = now if until is None else until
-    start = end - 7 * 86400 if since is None else since
-    if end <= start:
-        raise HeadError("usage", f"--until {_stamp(end)} is not after --since {_stamp(start)}")
-    if end - start > MAX_DAYS * 86400:
-        raise HeadError("usage", f"--since to --until spans over {MAX_DAYS} days")
-    return {"since": start, "until": end}
-
-
-def _stamp(epoch: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(epoch))
 
 
 def _cell(text: Any) -> str:
@@ -113,14 +96,14 @@ def run_usage(backend: SyncBackend, a: argparse.Namespace) -> int:
         raise HeadError("usage", f"--by: {_shown(a.by, 40)!r} is not one of {', '.join(KEYS)}")
     if a.csv and a.json:
         raise HeadError("usage", "--csv or --json, not both")
-    span = _span(a, time.time())
-    result = backend.usage(since=span["since"], until=span["until"], by=a.by)
+    since, until = span(a.since, a.until, time.time())
+    result = backend.usage(since=since, until=until, by=a.by)
     if a.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     elif a.csv:
         csv.writer(sys.stdout, lineterminator="\n").writerows(usage_csv(result, a.daily))
     else:
-        print(f"GPU usage by {a.by}, {_stamp(result['since'])} to {_stamp(result['until'])}")
+        print(f"GPU usage by {a.by}, {stamp(result['since'])} to {stamp(result['until'])}")
         if not result["totals"]:
             print("no GPU was allocated then")
         else:
@@ -148,7 +131,7 @@ def report_text(result: dict[str, Any]) -> list[str]:
     present = float(cluster["gpu_h"])
     currency = _shown(result["currency"], 8)
     lines = [
-        f"**GPU report, {_stamp(result['since'])} to {_stamp(result['until'])}**"
+        f"**GPU report, {stamp(result['since'])} to {stamp(result['until'])}**"
         f" ({float(result['days']):g} days)",
         f"- GPU-hours: {alloc:.1f} allocated, {busy:.1f} busy ({_pct(busy, alloc)} of allocated)"
         + (f"; {present:.1f} present, {_pct(alloc, present)} allocated" if present > 0 else ""),

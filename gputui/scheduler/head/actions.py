@@ -117,17 +117,9 @@ def authorize(
     if caller.owns(item.uid):
         if action not in SELF_AUDITED:
             return None
-        row = Audit(
-            time=ctx.now,
-            uid=caller.uid,
-            user=caller.user,
-            action=action,
-            target=target,
-            owner=item.user,
-            reason=" ".join((reason or "").split())[:512],
+        return _audited(
+            tx, ctx, caller, action, target, item.user, " ".join((reason or "").split())
         )
-        tx.audit(row)
-        return row
     if not caller.admin:
         raise Refusal(
             "denied", f"{target} belongs to {item.user}; only they or an admin may {action} it"
@@ -137,19 +129,28 @@ def authorize(
             "reason-required",
             f"{target} belongs to {item.user}: an admin must give --reason to {action} it",
         )
+    row = _audited(tx, ctx, caller, action, target, item.user, reason.strip())
+    ids = {"job_id": item.id} if kind == "job" else {"claim_id": item.id}
+    text = f"{target}: {action} by {caller.user} (admin): {' '.join(reason.split())}"
+    notice(tx, ctx, item.uid, "admin", text, **ids)
+    return row
+
+
+def _audited(
+    tx: Tx, ctx: Context, caller: Caller, action: str, target: str, owner: str, reason: str
+) -> Audit:
+    """The audit row of ``caller``'s ``action`` on ``owner``'s ``target``, written in
+    this transaction (its ``outcome`` is the caller's to fill in)."""
     row = Audit(
         time=ctx.now,
         uid=caller.uid,
         user=caller.user,
         action=action,
         target=target,
-        owner=item.user,
-        reason=reason.strip(),
+        owner=owner,
+        reason=reason[:512],
     )
     tx.audit(row)
-    ids = {"job_id": item.id} if kind == "job" else {"claim_id": item.id}
-    text = f"{target}: {action} by {caller.user} (admin): {' '.join(reason.split())}"
-    notice(tx, ctx, item.uid, "admin", text, **ids)
     return row
 
 
