@@ -117,9 +117,8 @@ def authorize(
     if caller.owns(item.uid):
         if action not in SELF_AUDITED:
             return None
-        return _audited(
-            tx, ctx, caller, action, target, item.user, " ".join((reason or "").split())
-        )
+        words = " ".join((reason or "").split())
+        return _audited(tx, ctx, caller, action, target=target, owner=item.user, reason=words)
     if not caller.admin:
         raise Refusal(
             "denied", f"{target} belongs to {item.user}; only they or an admin may {action} it"
@@ -129,7 +128,7 @@ def authorize(
             "reason-required",
             f"{target} belongs to {item.user}: an admin must give --reason to {action} it",
         )
-    row = _audited(tx, ctx, caller, action, target, item.user, reason.strip())
+    row = _audited(tx, ctx, caller, action, target=target, owner=item.user, reason=reason.strip())
     ids = {"job_id": item.id} if kind == "job" else {"claim_id": item.id}
     text = f"{target}: {action} by {caller.user} (admin): {' '.join(reason.split())}"
     notice(tx, ctx, item.uid, "admin", text, **ids)
@@ -137,7 +136,7 @@ def authorize(
 
 
 def _audited(
-    tx: Tx, ctx: Context, caller: Caller, action: str, target: str, owner: str, reason: str
+    tx: Tx, ctx: Context, caller: Caller, action: str, *, target: str, owner: str, reason: str
 ) -> Audit:
     """The audit row of ``caller``'s ``action`` on ``owner``'s ``target``, written in
     this transaction (its ``outcome`` is the caller's to fill in)."""
