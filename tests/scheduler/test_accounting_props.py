@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.cli import usage as cli_usage
+from gputui.cli import dates as cli_dates
 from gputui.scheduler.client import HeadError
 from gputui.scheduler.policy import accounting
 from gputui.scheduler.policy.accounting import HOUR, MAX_SPAN_S, split_hours
@@ -244,8 +244,8 @@ def test_stored_totals_stay_sane_whatever_the_samples(
 @given(day=st.dates(min_value=date(1971, 1, 2), max_value=date(2200, 12, 30)))
 def test_until_a_date_means_to_the_end_of_that_local_day(day: date) -> None:
     text = day.isoformat()
-    start = cli_usage.when(text, "--since", 0.0, end_of_day=False)
-    end = cli_usage.when(text, "--until", 0.0, end_of_day=True)
+    start = cli_dates.when(text, "--since", 0.0, end_of_day=False)
+    end = cli_dates.when(text, "--until", 0.0, end_of_day=True)
     assert start is not None and end is not None
     assert time.strftime("%Y-%m-%d %H:%M", time.localtime(start)) == f"{text} 00:00"
     after = time.localtime(end)
@@ -256,14 +256,14 @@ def test_until_a_date_means_to_the_end_of_that_local_day(day: date) -> None:
 @given(n=st.integers(0, 99_999), unit=st.sampled_from("hdw"))
 def test_a_relative_date_is_that_long_before_now(n: int, unit: str) -> None:
     now = 2e9
-    got = cli_usage.when(f"{n}{unit}", "--since", now, end_of_day=False)
+    got = cli_dates.when(f"{n}{unit}", "--since", now, end_of_day=False)
     assert got == now - n * {"h": 3600, "d": 86400, "w": 604800}[unit]
 
 
 @given(text=st.text(max_size=60))
 def test_any_date_text_is_a_time_in_range_or_one_line_naming_the_option(text: str) -> None:
     try:
-        got = cli_usage.when(text, "--since", 2e9, end_of_day=False)
+        got = cli_dates.when(text, "--since", 2e9, end_of_day=False)
     except HeadError as exc:
         assert exc.code == "usage"
         assert exc.message.startswith("--since: ")
