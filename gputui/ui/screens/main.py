@@ -172,7 +172,10 @@ class MainScreen(Screen[None]):
         summary = self.model.summary(self.clock())
         if self.board_problems is not None:
             summary = replace(summary, problems=self.board_problems)
-        self.query_one(SummaryBar).show(
+        bars = self.query(SummaryBar)
+        if not bars:
+            return  # the app is closing: a last batch of samples came after its widgets went
+        bars.first().show(
             summary,
             now=self.clock(),
             sort=SORT_KEYS[self.sort_index].name,
