@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from headkit import SettableClock
 from headthread import LineClient, ThreadedHead, poll
 
 from gputui.config.scheduler import Ownership, SchedulerConfig
@@ -98,8 +99,11 @@ def test_a_process_is_flagged_until_its_owner_holds_its_gpu_and_is_told_once(
 def test_enforce_audits_a_refused_signal_and_sends_sigkill_once_after_a_further_grace(
     tmp_path: Path,
 ) -> None:
+    # The head's clock is the test's: each grace passes only when the test moves it,
+    # so no tick can send SIGKILL before the test has looked at SIGTERM.
+    clock = SettableClock()
     with (
-        ThreadedHead(tmp_path, LAYOUT, rules=rules("enforce", grace_s=0.0)) as th,
+        ThreadedHead(tmp_path, LAYOUT, rules=rules("enforce", grace_s=60.0), clock=clock) as th,
         LineClient(th.sock) as client,
     ):
         assert th.hosts is not None
@@ -108,6 +112,11 @@ def test_enforce_audits_a_refused_signal_and_sends_sigkill_once_after_a_further_
         put(th, 2, proc(600, user="gtu_bob", uid=4321))
         poll(lambda: flag(client, 600), what="the flag")
         sample_again(th)
+        notices = "SELECT text FROM notice WHERE uid = 4321 AND kind = 'ownership'"
+        poll(lambda: th.rows(notices), what="the owner told")
+        ticked(th)
+        assert th.hosts.process_signals == [], "not before its grace"
+        th.in_loop(lambda: clock.advance(60.0))
         audits = "SELECT target, owner, outcome, uid, user FROM audit WHERE action = 'enforce'"
         first = poll(
             lambda: [r for r in th.rows(audits) if "not delivered" in r[2]], what="the outcome"
@@ -122,11 +131,13 @@ def test_enforce_audits_a_refused_signal_and_sends_sigkill_once_after_a_further_
             )
         ]
         uuid = th.hosts.uuid("gpu01", 2)
+        ticked(th)
         assert th.hosts.process_signals == [("gpu01", GpuProcess(uuid, 600, 4321, 1600), "TERM")]
         # Still there a grace later: SIGKILL, once; then nothing more, however long it stays.
-        sample_again(th)
+        th.in_loop(lambda: clock.advance(60.0))
         poll(lambda: len(th.hosts.process_signals) == 2, what="SIGKILL")  # type: ignore[union-attr]
         assert th.hosts.process_signals[1][2] == "KILL"
+        th.in_loop(lambda: clock.advance(3600.0))
         sample_again(th)
         ticked(th)
         assert len(th.hosts.process_signals) == 2
@@ -134,10 +145,9 @@ def test_enforce_audits_a_refused_signal_and_sends_sigkill_once_after_a_further_
         assert shown is not None and shown["signalled"] == "KILL" and shown["signal_at"] is None
         outcomes = sorted(r[2].split(":")[0] for r in th.rows(audits))
         assert outcomes == ["SIGKILL not delivered", "SIGTERM not delivered"]
-        notices = th.rows("SELECT text FROM notice WHERE uid = 4321 AND kind = 'ownership'")
-        assert [t.split(":")[0] for (t,) in notices] == [
+        assert [t.split(":")[0] for (t,) in th.rows(notices)] == [
             "pid 600 on gpu01 GPU 2 (python train.py) runs with no job or claim of gtu_bob there;"
-            " each gets SIGTERM 0s after it was first seen",
+            " each gets SIGTERM 1m after it was first seen",
             "pid 600 on gpu01 GPU 2 (python train.py) was sent SIGTERM",
             "pid 600 on gpu01 GPU 2 (python train.py) was sent SIGKILL",
         ]
