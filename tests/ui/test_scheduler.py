@@ -394,7 +394,13 @@ async def test_a_waiting_jobs_detail_says_why_it_waits(tmp_path: Path) -> None:
             )
             row = [str(k.value) for k in table.rows].index(str(job_id))
             table.move_cursor(row=row)
-            await until(pilot, lambda: "1 of 2: Resources" in screen_text(app), "why it waits")
+            # The whole detail, not its first frame: the pane grows to the new lines
+            # at the next layout, so a frame between may show only the first of them.
+            await until(
+                pilot,
+                lambda: "1 of 2: Resources" in (t := screen_text(app)) and "class     " in t,
+                "why it waits",
+            )
             text = screen_text(app)
             assert "why       no host has enough free GPUs" in text
             assert "class     normal (2 of 4)" in text

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from gputui.scheduler.server.connection import DEFAULT_LIMITS, MAX_CONNECTIONS, Connection, Limits
-from gputui.scheduler.server.peer import caller_for, peer_ids
+from gputui.scheduler.server.peer import caller_for, peer_ids, user_name
 from gputui.scheduler.server.wire import MAX_REQUEST_BYTES, encode, error
 
 __all__ = ["MAX_CONNECTIONS", "Connection", "Limits", "LineHandler", "SocketServer"]
@@ -65,6 +65,9 @@ class SocketServer:
         self.mode = mode
         self.connections: set[Connection] = set()
         self._per_user: Counter[int] = Counter()
+        """uid -> its connections, counted from before its caller is looked up."""
+        self._names: dict[int, str] = {}
+        """uid -> its user's name, while it has a connection served."""
         self._large: dict[int, Connection] = {}
         """uid -> its connection now buffering a line over ``line_buffer``."""
         self._large_freed = asyncio.Event()
@@ -121,24 +124,54 @@ class SocketServer:
             return
         try:
             pid, uid, gid = peer_ids(sock)
+        except (OSError, ValueError) as exc:
+            _refuse(writer, "identity", f"could not tell who is calling: {exc}")
+            await _close(writer)
+            return
+        # The cap is checked, and a place taken, before the caller is looked up (in a
+        # thread): connections are counted in the order they came, and one user's
+        # flood of connections costs no lookups beyond the cap (a refusal names the
+        # user from a connection already served, and looks it up only while none is).
+        if self._per_user[uid] >= limits.per_user:
+            held = self._per_user[uid]
+            name = self._names.get(uid)
+            if name is None:
+                name = await asyncio.to_thread(user_name, uid)
+            _refuse(
+                writer,
+                "busy",
+                f"{name} already holds {held} connections to the head,"
+                " the most one user may (head.max_connections_per_user)",
+            )
+            await _close(writer)
+            return
+        self._per_user[uid] += 1
+        try:
+            await self._serve_as(reader, writer, pid, uid, gid)
+        finally:
+            self._per_user[uid] -= 1
+            if self._per_user[uid] <= 0:
+                del self._per_user[uid]
+                self._names.pop(uid, None)
+
+    async def _serve_as(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        pid: int,
+        uid: int,
+        gid: int,
+    ) -> None:
+        try:
             caller = await asyncio.to_thread(caller_for, pid, uid, gid, self.admin_group)
         except (OSError, ValueError) as exc:
             _refuse(writer, "identity", f"could not tell who is calling: {exc}")
             await _close(writer)
             return
-        if self._per_user[uid] >= limits.per_user:
-            _refuse(
-                writer,
-                "busy",
-                f"{caller.user} already holds {self._per_user[uid]} connections to the head,"
-                f" the most one user may (head.max_connections_per_user)",
-            )
-            await _close(writer)
-            return
+        self._names[uid] = caller.user
         self._numbers += 1
-        conn = Connection(caller, writer, self._numbers, limits)
+        conn = Connection(caller, writer, self._numbers, self.limits)
         self.connections.add(conn)
-        self._per_user[uid] += 1
         try:
             await self._read(conn, reader)
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
@@ -146,9 +179,6 @@ class SocketServer:
         finally:
             conn.closed = True
             self.connections.discard(conn)
-            self._per_user[uid] -= 1
-            if self._per_user[uid] <= 0:
-                del self._per_user[uid]
             self._give_large(conn)
             with contextlib.suppress(Exception):
                 self.on_close(conn)

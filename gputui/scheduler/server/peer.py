@@ -42,6 +42,14 @@ def peer_ids(sock: socket.socket) -> tuple[int, int, int]:
     return pid, uid, gid
 
 
+def user_name(uid: int) -> str:
+    """The name of ``uid`` as ``caller_for`` gives it (``uid1234`` without an entry)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid{uid}"
+
+
 def caller_for(pid: int, uid: int, gid: int, admin_group: str | None) -> Caller:
     """The ``Caller`` for a peer's ids: name and groups from the system, admin by group.
 
