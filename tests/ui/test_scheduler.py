@@ -519,3 +519,16 @@ async def test_what_the_scheduler_lacks_is_said_in_one_line_and_nothing_is_sent(
             await pilot.press("y")
             await until(pilot, lambda: hosts.signals != [], "the kill to reach the host")
             assert "kill" in scheduler.asked
+
+
+def test_news_for_a_queue_screen_whose_widgets_are_gone_is_dropped_not_raised() -> None:
+    """The head's news (a new run's output, its detail, why it waits) can reach the
+    queue screen while it closes, or the app does, after its widgets went: each
+    such call is a no-op then (seen once as NoMatches ending a console's test)."""
+    screen = QueueScreen(None)  # never mounted: no widgets, as after it was removed
+    screen.reset_log(7, "note")
+    screen.append_log(7, "a line\n")
+    screen.log_note(7, "following")
+    screen._selected = 7
+    screen.show_detail(7, {"argv": ["train"]})
+    screen.show_explain(7, [("place", "1 of 2: Resources")])

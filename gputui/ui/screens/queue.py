@@ -15,7 +15,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from rich.text import Text
 from textual import on
@@ -25,6 +25,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Log, Static
 
 from gputui.common.durations import elapsed_text
@@ -43,6 +44,8 @@ _DESTRUCTIVE = {
     "preempt": "Preempt",
 }
 ACTIONS = ("cancel", "kill", "preempt", "requeue", "hold", "release_hold")
+
+W = TypeVar("W", bound=Widget)
 
 
 def job_cells(job: HeadJob, now: float, idle_after_s: float | None = None) -> tuple[str, ...]:
@@ -185,9 +188,19 @@ class QueueScreen(Screen[None]):
         self._explain = pairs
         self._draw_detail()
 
+    def _widget(self, selector: str, kind: type[W]) -> W | None:
+        """One of this screen's widgets, or None once they are gone (the screen is
+        closing, or the app is: news from the head may still arrive then)."""
+        try:
+            return self.query_one(selector, kind)
+        except NoMatches:
+            return None
+
     def reset_log(self, job_id: int, note: str = "") -> None:
         self._log_job = job_id
-        log = self.query_one("#job-log", Log)
+        log = self._widget("#job-log", Log)
+        if log is None:
+            return
         log.clear()
         log.border_title = f"output of job {job_id}"
         if note:
@@ -199,13 +212,17 @@ class QueueScreen(Screen[None]):
             return
         lines = data.split("\n")
         safe = "\n".join(clean(line, 2000) for line in lines)
-        self.query_one("#job-log", Log).write(safe)
+        log = self._widget("#job-log", Log)
+        if log is not None:
+            log.write(safe)
 
     def log_note(self, job_id: int, note: str) -> None:
         """A word on the output's title line: following, ended, or why it is not coming."""
         if job_id == self._log_job:
             title = f"output of job {job_id}" + (f" · {note}" if note else "")
-            self.query_one("#job-log", Log).border_title = title
+            log = self._widget("#job-log", Log)
+            if log is not None:
+                log.border_title = title
 
     @property
     def selected(self) -> HeadJob | None:
@@ -290,9 +307,11 @@ class QueueScreen(Screen[None]):
 
     def _draw_detail(self) -> None:
         job_id = self._selected
-        self.query_one("#job-detail", Static).update(
-            self._detail_text(job_id, self._problem) if job_id is not None else Text("no jobs")
-        )
+        detail = self._widget("#job-detail", Static)
+        if detail is not None:
+            detail.update(
+                self._detail_text(job_id, self._problem) if job_id is not None else Text("no jobs")
+            )
 
     def _detail_text(self, job_id: int, problem: str = "") -> Text:
         """The selected job as the head's latest state has it; its command, directory
