@@ -38,9 +38,11 @@ from gputui.scheduler.head.forcefree import ForceFrees, TxCall, TxFn
 from gputui.scheduler.head.hostops import HostOps
 from gputui.scheduler.head.inbox import Inbox
 from gputui.scheduler.head.liveness import HeadDied, Liveness
+from gputui.scheduler.head.proc_signals import ProcessSignals
 from gputui.scheduler.head.reader import SnapshotReads
 from gputui.scheduler.head.settings import HeadSettings
 from gputui.scheduler.head.subscribers import Subscribers
+from gputui.scheduler.head.telemetry import TelemetryHub
 from gputui.scheduler.head.watch.flags import ProcSignal
 from gputui.scheduler.head.watch.health import HeadHealth
 from gputui.scheduler.head.watch.history import HeadHistory
@@ -160,6 +162,17 @@ class Head:
             allow_reset=settings.allow_gpu_reset,
             clock=clock,
         )
+        self.telemetry = TelemetryHub(
+            list(host_pools),
+            private=lambda: self.settings.rules.sched.private_data,
+            min_interval_s=lambda: self.settings.state_push_min_s,
+            spawn=self._spawn,
+            progress=lambda: self.liveness.progress("telemetry"),
+        )
+        """The consoles' telemetry subscriptions (``telemetry``), fed every snapshot."""
+        self.signals = ProcessSignals(
+            watch=self.watch, hosts=hosts, call_tx=self.call_tx, clock=clock
+        )
 
     # -- running ----------------------------------------------------------------------
 
@@ -197,6 +210,7 @@ class Head:
             live.start("hosts", self._watch_hosts()),
             live.start("timer", self._ticker()),
             live.start("pusher", self.subscribers.run()),
+            live.start("telemetry", self.telemetry.run()),
         ]
         live.part("scheduler", within="writer")  # a pass ends every batch
         self._post(Item("resume"))
@@ -268,6 +282,13 @@ class Head:
         if request.op == "force_free":
             self._spawn(conn.counted(self.force_frees.run(conn, request)))
             return
+        if request.op == "telemetry":  # answered from the last collection, then pushed
+            body = self.telemetry.subscribe(conn, request.id, request.args.detail)
+            conn.send(wire.response(request.id, body))
+            return
+        if request.op == "signal":
+            self._spawn(conn.counted(self.signals.run(conn, request)))
+            return
         if request.op == "incident":
             self._spawn(conn.counted(self.readings.answer(conn, request)))
             return
@@ -303,6 +324,7 @@ class Head:
 
     def _on_close(self, conn: Connection) -> None:
         self._inbox.gone(conn)
+        self.telemetry.drop(conn)
         self.batch.sessions_alive.discard(conn.session)
         for waiters in self.batch.waits.values():
             waiters[:] = [w for w in waiters if w[0] is not conn]
@@ -439,6 +461,7 @@ class Head:
         for kind, payload in self.watch.observe(snap, self.health.board.findings_of(snap.name)):
             self._post(Item(kind, payload=payload))
         self.meter.observe(snap)
+        self.telemetry.observe(snap)
         self.force_frees.sampled()
 
     async def _ticker(self) -> None:

@@ -3,10 +3,11 @@ log path, and a claim's note (for a ``gputui run`` claim, its command).
 
 Off (the default), everyone sees them, as Slurm shows them. On, like Slurm's
 ``PrivateData=jobs``, only the owner and admins do, in every read that carries them:
-``show``, ``claims`` and the state pushed to consoles (its claims and the holders
-of GPUs). ``queue``, ``explain`` and ``wait`` carry none of them (a job's name, which
-defaults to its command's file name, stays public as in Slurm); ``logs`` and ``audit``
-are already the owner's and admins' alone.
+``show``, ``claims``, the state pushed to consoles (its claims and the holders
+of GPUs) and the telemetry pushed to them (the command line of another user's
+process on a GPU: ``hide_commands``). ``queue``, ``explain`` and ``wait`` carry
+none of them (a job's name, which defaults to its command's file name, stays
+public as in Slurm); ``logs`` and ``audit`` are already the owner's and admins' alone.
 """
 
 from __future__ import annotations
@@ -14,9 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gputui.scheduler.client.deltas import HostView
 from gputui.scheduler.server.peer import Caller
 
-__all__ = ["PRIVATE_JOB_FIELDS", "hide_claim", "hide_job", "sees", "state_for"]
+__all__ = [
+    "PRIVATE_JOB_FIELDS",
+    "hide_claim",
+    "hide_commands",
+    "hide_job",
+    "sees",
+    "state_for",
+]
 
 PRIVATE_JOB_FIELDS = ("argv", "cwd", "log_path")
 """A job view's fields that ``private_data`` keeps to the owner and admins."""
@@ -72,3 +81,24 @@ def _gpus(gpus: Iterable[dict[str, Any]], hidden: set[int]) -> Iterable[dict[str
             yield {**gpu, "holder": {**holder, "name": HIDDEN}}
         else:
             yield gpu
+
+
+def hide_commands(view: HostView, caller: Caller, private: bool) -> HostView:
+    """A host's telemetry view (``deltas.HostView``) with the command line of every
+    process ``caller`` may not see replaced by ``HIDDEN``: the rule of job commands,
+    applied to the processes a sample lists (one whose owner is unknown is hidden)."""
+    if not private or caller.admin:
+        return view
+    hidden = False
+    procs = []
+    for listed in view.procs:
+        shown = []
+        for proc in listed:
+            uid = proc.get("uid")
+            if proc.get("command") and not (isinstance(uid, int) and caller.owns(uid)):
+                shown.append({**proc, "command": HIDDEN})
+                hidden = True
+            else:
+                shown.append(proc)
+        procs.append(tuple(shown))
+    return HostView(view.top, view.gpus, tuple(procs)) if hidden else view

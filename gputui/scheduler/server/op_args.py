@@ -1,6 +1,8 @@
 """The argument models of the ops that change something (``ops.MUTATING``): submit,
 the job actions, claim and release, drain and force-free, acknowledging a health
-problem, and ``notices`` (which marks what it reads as read).
+problem, and ``notices`` (which marks what it reads as read); and ``signal`` (a
+process on a GPU, through the head), which changes something but is not retried
+under a request id: a lost answer says it may have been delivered.
 
 What the head's decoder (``wire.ARGS``) checks a mutating request's ``args`` against;
 the read-only ops' models are in ``read_args``, the types and limits they share in
@@ -10,7 +12,7 @@ the read-only ops' models are in ``read_args``, the types and limits they share 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, field_validator
 
@@ -201,3 +203,20 @@ class HealthAckArgs(PlainArgs):
         if not value.strip():
             raise ValueError("give a note (why it may wait, for the audit)")
         return value
+
+
+class SignalArgs(PlainArgs):
+    """A process on a GPU, as the console saw it in a sample, and the signal."""
+
+    host: Name
+    gpu_uuid: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    pid: Annotated[int, Field(ge=1, le=2**22, strict=True)]
+    start_ticks: Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)] | None = None
+    signal: Literal["TERM", "KILL", "INT", "HUP", "STOP", "CONT"]
+    reason: Short | None = None
+    """Why (an admin's signal to another user's process: into its audit row)."""
+
+    @field_validator("gpu_uuid")
+    @classmethod
+    def _plain_uuid(cls, value: str) -> str:
+        return plain(value, "gpu_uuid")

@@ -147,3 +147,11 @@ class HistoryArgs(PlainArgs):
     @classmethod
     def _user(cls, value: str | None) -> str | None:
         return None if value is None else plain(value, "user")
+
+
+class TelemetryArgs(ArgsModel):
+    """``telemetry``: subscribe to the head's samples of every host, as deltas."""
+
+    detail: Annotated[list[Name], Field(max_length=4096)] | None = None
+    """The hosts this console shows in full (processes, health readings); None: all.
+    Accepted for the viewers to come: every host is sent in full today."""

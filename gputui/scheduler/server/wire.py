@@ -6,7 +6,10 @@ required on every mutating op and makes a retry after a dropped connection apply
 once. The answer is ``{"id": N, "ok": true, "result": {...}}`` or ``{"id": N,
 "ok": false, "error": {"code": C, "message": M}}``. After ``subscribe`` the head
 also pushes ``{"push": "state", "seq": S, "state": {...}}`` whenever the queue,
-claims or GPUs change, and ``{"push": "notice", "notice": {...}}``.
+claims or GPUs change, and ``{"push": "notice", "notice": {...}}``. After
+``telemetry`` it pushes ``{"push": "telemetry", "n": N, "hosts": [DELTA, ...]}``:
+per host, what changed in its samples since this connection's last push
+(``client.deltas``; push 0 carries every host in full).
 
 Everything a client sends is untrusted: the argument models forbid unknown keys,
 range-check every number and cap every size. Identity is never part of a request;
@@ -37,6 +40,7 @@ from gputui.scheduler.server.op_args import (
     NoticesArgs,
     ReleaseArgs,
     RequeueArgs,
+    SignalArgs,
     SubmitArgs,
 )
 from gputui.scheduler.server.read_args import (
@@ -51,6 +55,7 @@ from gputui.scheduler.server.read_args import (
     LogArgs,
     ReportArgs,
     ShowArgs,
+    TelemetryArgs,
     UsageArgs,
     WaitArgs,
 )
@@ -109,6 +114,8 @@ ARGS: dict[str, type[ArgsModel]] = {
     "health": HealthArgs,
     "health_ack": HealthAckArgs,
     "gpus": GpusArgs,
+    "telemetry": TelemetryArgs,
+    "signal": SignalArgs,
 }
 
 

@@ -1,0 +1,277 @@
+"""Telemetry deltas: a host's snapshot as the head sends it to a console, and back.
+
+The head keeps, for each subscribed console, the view of each host it last sent
+(``HostView``: plain JSON values) and sends only what differs from it (``diff``): the
+host's own fields that changed (status, message, the hello, events, the sample's
+number and time ...), each GPU's fields that changed (one that did not is not sent),
+and the process list of a GPU whose list changed. The first push of a subscription
+is a diff from nothing: everything. The console keeps the same views (``HostBook``)
+and rebuilds a ``HostSnapshot`` from them, decoding again only the GPUs that changed.
+
+GPUs are keyed by their place in the sample (``"0"``, ``"1"`` ...), which a host keeps
+from sample to sample; ``n`` says how many there are when that changes. Pure: no I/O,
+shared by the head (``diff``) and the console (``HostBook.apply``). What the head
+sends is untrusted here like every wire message: a bad delta raises ``DeltaError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gputui.common.text import clean
+from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.fields import MAX_GPUS, Epoch, Notes, Seconds, ShortText
+from gputui.wire.messages import Event, GpuSample, Hello, Parent, ProcessSample, Sample
+
+MAX_EVENTS = 256
+"""Events kept per host in a delta (a host's snapshot keeps fewer)."""
+MAX_LABELS = 64
+_MISSING = object()
+
+
+class DeltaError(ValueError):
+    """A delta the console cannot apply (malformed, or about a GPU it never had)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostView:
+    """A host's snapshot as plain JSON values: its own fields, and per GPU (by place in
+    the sample) its fields and its process list."""
+
+    top: Mapping[str, Any]
+    gpus: tuple[Mapping[str, Any], ...] = ()
+    procs: tuple[tuple[Mapping[str, Any], ...], ...] = ()
+
+
+def host_view(snap: HostSnapshot) -> HostView:
+    """``snap`` as plain values (its ``jobs`` stay with the head: they are the head's
+    own runs, which the console reads from the head's state)."""
+    sample = snap.sample
+    top: dict[str, Any] = {
+        "address": snap.address,
+        "status": snap.status.value,
+        "message": snap.message,
+        "pool": snap.pool,
+        "labels": dict(snap.labels),
+        "received_at": snap.received_at,
+        "next_retry_at": snap.next_retry_at,
+        "stale_after_s": snap.stale_after_s,
+        "notes": list(snap.notes),
+        "hello": None if snap.hello is None else _hello_view(snap.hello),
+        "events": [e.model_dump(mode="json") for e in snap.events],
+        "sample": None,
+    }
+    if sample is None:
+        return HostView(top)
+    top["sample"] = {
+        "seq": sample.seq,
+        "time": sample.time,
+        "parents": [p.model_dump(mode="json") for p in sample.parents],
+        "notes": list(sample.notes),
+    }
+    gpus = tuple(g.model_dump(mode="json", exclude={"processes"}) for g in sample.gpus)
+    procs = tuple(tuple(p.model_dump(mode="json") for p in g.processes) for g in sample.gpus)
+    return HostView(top, gpus, procs)
+
+
+def _hello_view(hello: Hello) -> dict[str, Any]:
+    # ``notes`` by hand: the decoder's own field, whose plain validator leaves the
+    # serializer unsure of its type (a warning on every dump).
+    return {**hello.model_dump(mode="json", exclude={"notes"}), "notes": list(hello.notes)}
+
+
+def diff(name: str, old: HostView | None, new: HostView) -> dict[str, Any] | None:
+    """What turns ``old`` (None: nothing yet) into ``new``, for host ``name``; None when
+    nothing changed."""
+    out: dict[str, Any] = {}
+    before_top: Mapping[str, Any] = {} if old is None else old.top
+    top = {k: v for k, v in new.top.items() if before_top.get(k, _MISSING) != v}
+    if top:
+        out["top"] = top
+    before_n = -1 if old is None else len(old.gpus)
+    if before_n != len(new.gpus):
+        out["n"] = len(new.gpus)
+    gpus: dict[str, Any] = {}
+    procs: dict[str, Any] = {}
+    for i, fields in enumerate(new.gpus):
+        base: Mapping[str, Any] = old.gpus[i] if old is not None and i < len(old.gpus) else {}
+        changed = {k: v for k, v in fields.items() if base.get(k, _MISSING) != v}
+        if changed:
+            gpus[str(i)] = changed
+        had = old.procs[i] if old is not None and i < len(old.procs) else None
+        if had is None or had != new.procs[i]:
+            procs[str(i)] = list(new.procs[i])
+    if gpus:
+        out["gpus"] = gpus
+    if procs:
+        out["procs"] = procs
+    if not out:
+        return None
+    return {"host": name, **out}
+
+
+class _Top(BaseModel):
+    """A host's own fields as a delta carries them (checked: the head is a peer)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    address: ShortText = ""
+    status: HostStatus = HostStatus.CONNECTING
+    message: Annotated[str, Field(max_length=4096)] = ""
+    pool: ShortText = "default"
+    labels: Annotated[dict[ShortText, ShortText], Field(max_length=MAX_LABELS)] = {}
+    received_at: Epoch | None = None
+    next_retry_at: Epoch | None = None
+    stale_after_s: Seconds | None = None
+    notes: Notes = ()
+
+
+@dataclass(slots=True)
+class _Host:
+    top: dict[str, Any] = field(default_factory=dict)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    procs: list[list[Any]] = field(default_factory=list)
+    decoded: list[GpuSample | None] = field(default_factory=list)
+    hello: tuple[Any, Hello | None] = (None, None)
+    events: tuple[Any, tuple[Event, ...]] = (None, ())
+
+
+class HostBook:
+    """The console's side: each host's views as the head sent them, and the snapshot
+    rebuilt from them after each delta."""
+
+    def __init__(self) -> None:
+        self._hosts: dict[str, _Host] = {}
+
+    def views(self, name: str) -> HostView | None:
+        """Host ``name`` as the deltas so far left it (for tests: equals the head's)."""
+        host = self._hosts.get(name)
+        if host is None:
+            return None
+        return HostView(
+            dict(host.top),
+            tuple(dict(g) for g in host.gpus),
+            tuple(tuple(p) for p in host.procs),
+        )
+
+    def apply(self, delta: Any) -> HostSnapshot:
+        """Apply one host's delta; the host's snapshot as it now stands."""
+        if not isinstance(delta, dict) or not isinstance(delta.get("host"), str):
+            raise DeltaError("a telemetry delta without a host name")
+        name = clean(delta["host"], 128)
+        host = self._hosts.setdefault(name, _Host())
+        top, n = delta.get("top", {}), delta.get("n")
+        gpus, procs = delta.get("gpus", {}), delta.get("procs", {})
+        if not isinstance(top, dict) or not isinstance(gpus, dict) or not isinstance(procs, dict):
+            raise DeltaError(f"{name}: a telemetry delta of the wrong shape")
+        host.top.update(top)
+        if n is not None:
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_GPUS:
+                raise DeltaError(f"{name}: GPU count {str(n)[:20]!r} out of range")
+            del host.gpus[n:], host.procs[n:], host.decoded[n:]
+            while len(host.gpus) < n:
+                host.gpus.append({})
+                host.procs.append([])
+                host.decoded.append(None)
+        for key, fields in gpus.items():
+            i = _place(name, key, len(host.gpus))
+            if not isinstance(fields, dict):
+                raise DeltaError(f"{name}: GPU {i}'s fields are not an object")
+            host.gpus[i].update(fields)
+            host.decoded[i] = None
+        for key, listed in procs.items():
+            i = _place(name, key, len(host.gpus))
+            if not isinstance(listed, list):
+                raise DeltaError(f"{name}: GPU {i}'s processes are not a list")
+            host.procs[i] = listed
+            host.decoded[i] = None
+        return self._snapshot(name, host)
+
+    def _snapshot(self, name: str, host: _Host) -> HostSnapshot:
+        try:
+            top = _Top.model_validate(host.top)
+            for i, known in enumerate(host.decoded):
+                if known is None:
+                    procs = [ProcessSample.model_validate(p) for p in host.procs[i]]
+                    host.decoded[i] = GpuSample.model_validate({**host.gpus[i], "processes": procs})
+            sample = _sample(host.top.get("sample"), host.decoded)
+            hello = _hello(host)
+            events = _events(host)
+        except ValidationError as exc:
+            raise DeltaError(f"{name}: {_first(exc)}") from None
+        return HostSnapshot(
+            name=name,
+            address=top.address,
+            status=top.status,
+            message=top.message,
+            pool=top.pool,
+            labels=top.labels,
+            hello=hello,
+            sample=sample,
+            received_at=top.received_at,
+            next_retry_at=top.next_retry_at,
+            events=events,
+            stale_after_s=top.stale_after_s,
+            notes=top.notes,
+        )
+
+
+def _place(name: str, key: Any, count: int) -> int:
+    if not isinstance(key, str) or not key.isdigit() or int(key) >= count:
+        raise DeltaError(f"{name}: a delta for GPU {str(key)[:20]!r}, which it does not have")
+    return int(key)
+
+
+def _notes(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(clean(str(n), 128) for n in raw[:16])
+
+
+def _sample(raw: Any, gpus: list[GpuSample | None]) -> Sample | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise DeltaError("a sample that is not an object")
+    parents = raw.get("parents", [])
+    body = {
+        "seq": raw.get("seq"),
+        "time": raw.get("time"),
+        "gpus": gpus,
+        "parents": [Parent.model_validate(p) for p in parents] if isinstance(parents, list) else [],
+    }
+    return Sample.model_validate(body).model_copy(update={"notes": _notes(raw.get("notes"))})
+
+
+def _hello(host: _Host) -> Hello | None:
+    raw = host.top.get("hello")
+    if host.hello[0] is raw:
+        return host.hello[1]
+    hello = None
+    if raw is not None:
+        hello = Hello.model_validate(raw)
+        hello = hello.model_copy(update={"notes": _notes(raw.get("notes"))})
+    host.hello = (raw, hello)
+    return hello
+
+
+def _events(host: _Host) -> tuple[Event, ...]:
+    raw = host.top.get("events")
+    if host.events[0] is raw:
+        return host.events[1]
+    listed = raw if isinstance(raw, list) else []
+    events = tuple(Event.model_validate(e) for e in listed[-MAX_EVENTS:])
+    host.events = (raw, events)
+    return events
+
+
+def _first(exc: ValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return "invalid"
+    where = ".".join(str(p) for p in errors[0].get("loc", ()))
+    return clean(f"{where}: {errors[0].get('msg', 'invalid')}", 200)

@@ -1,0 +1,223 @@
+"""``HeadTelemetry``: the console's ``TelemetrySource`` (and ``HostControl``) fed by the
+head's ``telemetry`` subscription instead of an SSH session to every host.
+
+One connection to the head (its socket here, or through SSH to ``head.host``), one
+``telemetry`` request, then the head's pushes: per host, what changed since the last
+push (``deltas``), rebuilt into ``HostSnapshot`` objects. Pushes are numbered; one
+missing (the connection's push queue keeps only the newest when it overflows) is met
+by subscribing again, which starts from a full push. When the head cannot be reached
+every host shows it (``unreachable``, the reason, and how to fall back to SSH of
+one's own: the key ``D`` or ``gputui --direct``) and the source tries again with a
+growing wait.
+
+Acting on hosts goes to the head too (``signal``): it checks that the caller owns the
+process (admins: anyone's) before it acts as root. What only a direct session can do
+(a helper request, the sampling interval) says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from gputui.common.text import clean
+from gputui.config.models import Config
+from gputui.scheduler.client.aio import AsyncHeadClient
+from gputui.scheduler.client.deltas import DeltaError, HostBook
+from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.ssh import is_local, open_head_ssh
+from gputui.telemetry import HostSnapshot, HostStatus, Listener, RequestOutcome
+from gputui.wire.messages import (
+    HelperRequest,
+    IntervalResult,
+    ProcessSample,
+    Signal,
+    SignalResult,
+)
+
+FALLBACK_HINT = "D: watch the hosts over SSH directly (or start with gputui --direct)"
+"""What every host says while the head's stream is away."""
+BACKOFF_FIRST_S = 0.5
+BACKOFF_CAP_S = 30.0
+SUBSCRIBE_TIMEOUT_S = 15.0
+SIGNAL_TIMEOUT_S = 30.0
+
+Opener = Callable[[], Awaitable[AsyncHeadClient]]
+
+
+class HeadTelemetry:
+    """Every host's telemetry from the head's stream; signals through the head."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        opener: Opener | None = None,
+        backoff_first: float = BACKOFF_FIRST_S,
+        backoff_cap: float = BACKOFF_CAP_S,
+    ) -> None:
+        if config.head is None:
+            raise ValueError("hosts.yaml has no head: section")
+        self.config = config
+        self._opener = opener
+        self._backoff = (backoff_first, backoff_cap)
+        self._snaps: dict[str, HostSnapshot] = {
+            h.name: HostSnapshot(name=h.name, address=h.address, pool=h.pool, labels=h.labels)
+            for h in config.resolved()
+        }
+        self._listeners: tuple[Listener, ...] = ()
+        self._task: asyncio.Task[None] | None = None
+        self._client: AsyncHeadClient | None = None
+        self._wake = asyncio.Event()
+        self._closer: Callable[[], Awaitable[None]] | None = None
+        self._socket = Path(config.head.socket).expanduser()
+        self.problem: str | None = None
+        """Why the stream is away (None while it flows)."""
+        self.pushes = 0
+        """Pushes applied (for tests and the benchmark)."""
+
+    # -- TelemetrySource -----------------------------------------------------------
+
+    def snapshots(self) -> Mapping[str, HostSnapshot]:
+        return dict(self._snaps)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        self._listeners = (*self._listeners, listener)
+
+        def unsubscribe() -> None:
+            self._listeners = tuple(x for x in self._listeners if x is not listener)
+
+        return unsubscribe
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+            self._task = None
+        await self._drop_client()
+
+    # -- the stream ----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        first, cap = self._backoff
+        delay = first
+        while True:
+            try:
+                client = await self._open()
+                self._client = client
+                await self._follow(client)
+                why = client.closed_reason or "the head closed the connection"
+                delay = first
+            except HeadError as exc:
+                why = exc.message
+            except DeltaError as exc:
+                why = f"the head sent a bad delta: {exc}"
+            except OSError as exc:
+                why = str(exc) or type(exc).__name__
+            await self._drop_client()
+            self._away(clean(why, 300))
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), random.uniform(delay / 2, delay))
+            delay = min(cap, delay * 2)
+
+    async def _follow(self, client: AsyncHeadClient) -> None:
+        """Subscribe and apply pushes until the connection ends (returns) or a push is
+        missed (subscribes again, from a full push)."""
+        while True:
+            await client.call("telemetry", {}, timeout=SUBSCRIBE_TIMEOUT_S)
+            book, expected = HostBook(), 0
+            async for push in client.pushes():
+                if push.get("push") != "telemetry":
+                    continue
+                if push.get("n") != expected:
+                    break  # one was dropped on the way: start again from a full push
+                expected += 1
+                hosts = push.get("hosts")
+                for delta in hosts if isinstance(hosts, list) else ():
+                    snap = book.apply(delta)
+                    if snap.name in self._snaps:
+                        self._publish(snap)
+                self.problem = None
+                self.pushes += 1
+            else:
+                return
+
+    def _publish(self, snap: HostSnapshot) -> None:
+        self._snaps[snap.name] = snap
+        for listener in self._listeners:
+            listener(snap)
+
+    def _away(self, why: str) -> None:
+        self.problem = why
+        message = f"head unreachable: {why} — {FALLBACK_HINT}"
+        for snap in list(self._snaps.values()):
+            self._publish(snap.with_changes(status=HostStatus.UNREACHABLE, message=message))
+
+    async def _open(self) -> AsyncHeadClient:
+        if self._opener is not None:
+            return await self._opener()
+        head = self.config.head
+        assert head is not None
+        if is_local(head):
+            return await AsyncHeadClient.open_local(self._socket)
+        reader, writer, closer = await open_head_ssh(self.config)
+        client = AsyncHeadClient(reader, writer)
+        client.start()
+        self._closer = closer
+        return client
+
+    async def _drop_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await closer()
+
+    # -- HostControl -----------------------------------------------------------------
+
+    def retry_now(self, host: str | None = None) -> None:
+        self._wake.set()
+
+    async def signal_process(
+        self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal
+    ) -> RequestOutcome[SignalResult]:
+        client = self._client
+        if client is None:
+            return RequestOutcome(False, f"not sent: head unreachable ({self.problem})", "offline")
+        args: dict[str, Any] = {
+            "host": host,
+            "gpu_uuid": gpu_uuid,
+            "pid": process.pid,
+            "start_ticks": process.start_ticks,
+            "signal": signal,
+        }
+        try:
+            result = await client.call("signal", args, timeout=SIGNAL_TIMEOUT_S)
+        except HeadError as exc:
+            return RequestOutcome(False, exc.message, exc.code)
+        method = result.get("method")
+        value = SignalResult(method=clean(method, 32) if isinstance(method, str) else "head")
+        return RequestOutcome(True, f"SIG{signal} sent to {process.pid} by the head", value=value)
+
+    async def request(self, host: str, request: HelperRequest[Any]) -> RequestOutcome[Any]:
+        return RequestOutcome(
+            False, "not through the head: this needs a direct session (gputui --direct)",
+            "unsupported",
+        )  # fmt: skip
+
+    async def set_refresh_interval(
+        self, seconds: float
+    ) -> dict[str, RequestOutcome[IntervalResult]]:
+        return {}
