@@ -1,0 +1,146 @@
+"""The telemetry deltas' round trip: for any sequence of a host's snapshots, the
+deltas the head makes (each from the view it sent before) rebuild every snapshot
+exactly on the console's side; a field that did not change is never sent."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gputui.scheduler.client.deltas import DeltaError, HostBook, diff, host_view
+from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, Parent, ProcessSample, Sample
+
+small = st.one_of(st.none(), st.integers(0, 100))
+procs = st.lists(
+    st.builds(
+        ProcessSample,
+        pid=st.integers(1, 50),
+        uid=st.one_of(st.none(), st.integers(0, 3)),
+        user=st.sampled_from([None, "alice", "bob"]),
+        command=st.sampled_from(["", "python train.py", "a\tb ✓"]),
+        gpu_mem_mib=small,
+        start_ticks=small,
+    ),
+    max_size=3,
+).map(tuple)
+
+
+@st.composite
+def gpu(draw: st.DrawFn, index: int) -> GpuSample:
+    return GpuSample(
+        index=index,
+        uuid=f"GPU-{index}",
+        state=draw(st.sampled_from(["ok", "lost"])),
+        util_gpu=draw(small),
+        mem_used_mib=draw(small),
+        temp_c=draw(small),
+        power_w=draw(st.one_of(st.none(), st.floats(0, 700, allow_nan=False))),
+        throttle=draw(st.one_of(st.none(), st.just(("sw_power_cap",)))),
+        health_read=draw(st.booleans()),
+        remapped_correctable=draw(small),
+        processes=draw(procs),
+        errors=draw(st.sampled_from([{}, {"fan_pct": "NotSupported"}])),
+    )
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> HostSnapshot:
+    count = draw(st.integers(0, 3))
+    status = draw(st.sampled_from(list(HostStatus)))
+    sample = None
+    if draw(st.booleans()):
+        sample = Sample(
+            seq=draw(st.integers(0, 5)),
+            time=draw(st.one_of(st.none(), st.floats(0, 1e9, allow_nan=False))),
+            gpus=tuple(draw(gpu(i)) for i in range(count)),
+            parents=draw(st.sampled_from([(), (Parent(pid=7, ppid=1, name="bash"),)])),
+        )
+    hello = draw(
+        st.sampled_from(
+            [
+                None,
+                Hello(protocol=1, helper_version="1", hostname="h"),
+                Hello(
+                    protocol=1,
+                    helper_version="2",
+                    hostname="h",
+                    gpus=(GpuInfo(index=0, uuid="GPU-0", name="A100"),),
+                ),
+            ]
+        )
+    )
+    events = draw(
+        st.sampled_from([(), (Event(kind="xid", xid=79, gpu_index=0, text="fell off the bus"),)])
+    )
+    return HostSnapshot(
+        name="gpu01",
+        address="10.0.0.1",
+        status=status,
+        message=draw(st.sampled_from(["", "connection refused"])),
+        pool=draw(st.sampled_from(["default", "a100"])),
+        labels=draw(st.sampled_from([{}, {"rack": "r1"}])),
+        hello=hello,
+        sample=sample,
+        received_at=draw(st.one_of(st.none(), st.floats(0, 1e9, allow_nan=False))),
+        next_retry_at=draw(st.one_of(st.none(), st.floats(0, 1e9, allow_nan=False))),
+        events=events,
+        stale_after_s=draw(st.one_of(st.none(), st.floats(0, 60, allow_nan=False))),
+        notes=draw(st.sampled_from([(), ("dropped 1 process",)])),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(snapshots(), min_size=1, max_size=6))
+def test_applying_the_deltas_rebuilds_every_snapshot(sequence: list[HostSnapshot]) -> None:
+    book, sent = HostBook(), None
+    for snap in sequence:
+        view = host_view(snap)
+        delta = diff(snap.name, sent, view)
+        sent = view
+        if delta is None:  # nothing changed: nothing sent
+            assert book.views(snap.name) == view
+            continue
+        rebuilt = book.apply(delta)
+        assert rebuilt == snap
+        assert book.views(snap.name) == view
+
+
+@settings(max_examples=100, deadline=None)
+@given(snapshots(), st.floats(0, 1e9, allow_nan=False))
+def test_a_sample_that_changed_no_gpu_sends_no_gpu_field(snap: HostSnapshot, at: float) -> None:
+    again = snap.with_changes(received_at=at)
+    delta = diff(snap.name, host_view(snap), host_view(again))
+    assert delta is None or set(delta) <= {"host", "top"}
+
+
+def test_the_first_delta_carries_every_field_of_every_gpu() -> None:
+    snap = HostSnapshot(
+        name="h", address="h", sample=Sample(seq=1, gpus=(GpuSample(index=0, uuid="u"),))
+    )
+    delta = diff("h", None, host_view(snap))
+    assert delta is not None
+    assert delta["n"] == 1
+    assert delta["gpus"]["0"] == host_view(snap).gpus[0]
+    assert delta["procs"] == {"0": []}
+
+
+@pytest.mark.parametrize(
+    ("delta", "words"),
+    [
+        ({}, "without a host name"),
+        ({"host": "h", "top": []}, "wrong shape"),
+        ({"host": "h", "n": 65}, "out of range"),
+        ({"host": "h", "n": True}, "out of range"),
+        ({"host": "h", "gpus": {"3": {}}}, "which it does not have"),
+        ({"host": "h", "n": 1, "gpus": {"0": {"util_gpu": 900}}}, "h: "),
+        ({"host": "h", "top": {"status": "exploded"}}, "h: status"),
+        ({"host": "h", "top": {"received_at": float("inf")}}, "h: received_at"),
+    ],
+)
+def test_a_bad_delta_is_one_clear_error(delta: dict[str, object], words: str) -> None:
+    with pytest.raises(DeltaError) as caught:
+        HostBook().apply(delta)
+    assert words in str(caught.value)
+    assert "\n" not in str(caught.value)
