@@ -88,6 +88,15 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="colour theme (gputui-dark, gputui-light, gputui-high-contrast, ...)",
     )
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help=(
+            "console: watch the hosts over SSH from this console (a helper per host per"
+            " console) even with a head in hosts.yaml; without it the console reads the"
+            " head's stream (one connection), and offers this (key S) when the head is away"
+        ),
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     sub.add_parser("console", help="open the console (the default)")
@@ -233,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from gputui.cli import incident as cli_incident
 
             return cli_incident.main(args)
-        return run_console(args.hosts, args.theme)
+        return run_console(args.hosts, args.theme, direct=args.direct)
     except ConfigError as exc:
         for line in exc.lines:
             print(f"gputui: {line}", file=sys.stderr)
@@ -248,7 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-def run_console(hosts_file: str | None, theme: str | None) -> int:
+def run_console(hosts_file: str | None, theme: str | None, *, direct: bool = False) -> int:
+    """The console: over the head's stream when hosts.yaml has a head (``direct``:
+    over SSH of its own all the same), else over SSH to every host."""
     config = load_config(find_config(hosts_file))
     require_hosts(config)
     theme_name = theme_for(config, theme)
@@ -256,7 +267,14 @@ def run_console(hosts_file: str | None, theme: str | None) -> int:
     from gputui.ui.app import GpuTuiApp
     from gputui.ui.terminal_exit import SignalExit
 
-    app = GpuTuiApp(Fleet(config), config, theme=theme_name)
+    if config.head is None or direct:
+        app = GpuTuiApp(Fleet(config), config, theme=theme_name)
+    else:
+        from gputui.scheduler.client.telemetry import HeadTelemetry
+
+        stream = HeadTelemetry(config)
+        app = GpuTuiApp(stream, config, theme=theme_name, direct=lambda: Fleet(config))
+        stream.on_problem = app.fallback.heard
 
     async def console() -> None:
         # SIGTERM, SIGHUP and SIGINT end the console as `q` does, the terminal restored.

@@ -40,6 +40,7 @@ from gputui.health.staleness import stale_limit
 from gputui.telemetry import HostControl, ReadOnly, TelemetrySource
 from gputui.ui import intake
 from gputui.ui.command_run import CommandRunner
+from gputui.ui.direct import DirectFallback
 from gputui.ui.head.console import HeadConsole
 from gputui.ui.head.link import HeadForceFreeStep, HeadNotice, HeadState, HeadUnreachable
 from gputui.ui.health_rounds import HealthRounds
@@ -85,6 +86,9 @@ class GpuTuiApp(App[None]):
         Binding("t", "next_theme", "Theme", tooltip="Next theme (all themes: Ctrl+P)"),
         Binding("N", "notices", "Notices", show=False, tooltip="Every notice so far, in full"),
         Binding(
+            "S", "direct", "Direct SSH", show=False, tooltip="Head unreachable: watch over SSH"
+        ),
+        Binding(
             "ctrl+p", "command_palette", "Palette", show=False, tooltip="Command palette: theme..."
         ),
         Binding(
@@ -110,6 +114,7 @@ class GpuTuiApp(App[None]):
         clock: Callable[[], float] = time.time,
         theme_dir: Path | None = None,
         tick_interval: float = 1.0,
+        direct: Callable[[], TelemetrySource] | None = None,
     ) -> None:
         """``theme`` overrides ``config.theme``; an unknown name raises ``ValueError``.
 
@@ -117,7 +122,8 @@ class GpuTuiApp(App[None]):
         ``HostControl`` too (the fleet is), else every action says it cannot be done.
 
         ``clock`` gives "now" for ages and the header clock (tests pass a fixed one);
-        ``theme_dir`` replaces ``~/.config/gputui/themes``.
+        ``theme_dir`` replaces ``~/.config/gputui/themes``; ``direct`` makes the
+        console's own SSH source, for ``S`` when the head's stream is the source.
         """
         super().__init__()
         self.source = source
@@ -173,6 +179,8 @@ class GpuTuiApp(App[None]):
         """The ``:`` line and the palette's gputui commands."""
         self.notices = NoticeLog()
         """Every notice of this session, in full (``N`` shows them)."""
+        self.fallback = DirectFallback(self, direct)
+        """From the head's stream to SSH of the console's own (``S``)."""
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -223,6 +231,20 @@ class GpuTuiApp(App[None]):
         """
         gc.collect()
         gc.freeze()
+
+    def replace_source(self, source: TelemetrySource, control: HostControl) -> None:
+        """Show ``source`` from now on (``DirectFallback``); the caller closes the old
+        one and starts the new."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        self.source = source
+        self.hosts.control = control
+        self._unsubscribe = source.subscribe(self.intake.on_snapshot)
+        for snapshot in source.snapshots().values():
+            self.intake.on_snapshot(snapshot)
+
+    def action_direct(self) -> None:
+        self.fallback.switch()
 
     async def _start_source(self) -> None:
         await self.source.start()

@@ -144,3 +144,26 @@ def test_a_bad_delta_is_one_clear_error(delta: dict[str, object], words: str) ->
         HostBook().apply(delta)
     assert words in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_private_data_hides_other_users_process_commands_in_the_stream() -> None:
+    from gputui.scheduler.head.privacy import HIDDEN, hide_commands
+    from gputui.scheduler.server.peer import Caller
+
+    mine = ProcessSample(pid=1, uid=1000, user="alice", command="python mine.py")
+    theirs = ProcessSample(pid=2, uid=1001, user="bob", command="python secret.py")
+    unknown = ProcessSample(pid=3, command="who knows")
+    snap = HostSnapshot(
+        name="h",
+        address="h",
+        sample=Sample(
+            seq=1, gpus=(GpuSample(index=0, uuid="u", processes=(mine, theirs, unknown)),)
+        ),
+    )
+    view = host_view(snap)
+    alice = Caller(1000, "alice", "alice", frozenset(), admin=False)
+    admin = Caller(1002, "carol", "carol", frozenset(), admin=True)
+    commands = [p["command"] for p in hide_commands(view, alice, True).procs[0]]
+    assert commands == ["python mine.py", HIDDEN, HIDDEN]
+    assert hide_commands(view, admin, True) is view
+    assert hide_commands(view, alice, False) is view

@@ -7,7 +7,7 @@ push (``deltas``), rebuilt into ``HostSnapshot`` objects. Pushes are numbered; o
 missing (the connection's push queue keeps only the newest when it overflows) is met
 by subscribing again, which starts from a full push. When the head cannot be reached
 every host shows it (``unreachable``, the reason, and how to fall back to SSH of
-one's own: the key ``D`` or ``gputui --direct``) and the source tries again with a
+one's own: the key ``S`` or ``gputui --direct``) and the source tries again with a
 growing wait.
 
 Acting on hosts goes to the head too (``signal``): it checks that the caller owns the
@@ -39,7 +39,7 @@ from gputui.wire.messages import (
     SignalResult,
 )
 
-FALLBACK_HINT = "D: watch the hosts over SSH directly (or start with gputui --direct)"
+FALLBACK_HINT = "S: watch the hosts over SSH directly (or start with gputui --direct)"
 """What every host says while the head's stream is away."""
 BACKOFF_FIRST_S = 0.5
 BACKOFF_CAP_S = 30.0
@@ -77,6 +77,8 @@ class HeadTelemetry:
         self._socket = Path(config.head.socket).expanduser()
         self.problem: str | None = None
         """Why the stream is away (None while it flows)."""
+        self.on_problem: Callable[[str | None], None] = lambda why: None
+        """Told why when the stream goes away, and None when it flows again."""
         self.pushes = 0
         """Pushes applied (for tests and the benchmark)."""
 
@@ -147,7 +149,9 @@ class HeadTelemetry:
                     snap = book.apply(delta)
                     if snap.name in self._snaps:
                         self._publish(snap)
-                self.problem = None
+                if self.problem is not None:
+                    self.problem = None
+                    self.on_problem(None)
                 self.pushes += 1
             else:
                 return
@@ -159,6 +163,7 @@ class HeadTelemetry:
 
     def _away(self, why: str) -> None:
         self.problem = why
+        self.on_problem(why)
         message = f"head unreachable: {why} — {FALLBACK_HINT}"
         for snap in list(self._snaps.values()):
             self._publish(snap.with_changes(status=HostStatus.UNREACHABLE, message=message))

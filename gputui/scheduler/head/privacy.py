@@ -90,9 +90,9 @@ def hide_commands(view: HostView, caller: Caller, private: bool) -> HostView:
     if not private or caller.admin:
         return view
     hidden = False
-    procs = []
+    procs: list[tuple[Mapping[str, Any], ...]] = []
     for listed in view.procs:
-        shown = []
+        shown: list[Mapping[str, Any]] = []
         for proc in listed:
             uid = proc.get("uid")
             if proc.get("command") and not (isinstance(uid, int) and caller.owns(uid)):

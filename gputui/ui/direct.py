@@ -1,0 +1,78 @@
+"""Falling back from the head's stream to SSH sessions of the console's own.
+
+With a head configured the console reads the head's telemetry stream. When the head
+cannot be reached the source says so (``offer``: one notice, and every host's row
+says why), and ``S`` switches this console to direct SSH for the rest of its life:
+the source the CLI left ready (``make``: the fleet, which this package does not
+import) replaces the head's, and acts on the hosts too. ``gputui --direct`` starts
+that way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from gputui.telemetry import HostControl, ReadOnly, TelemetrySource
+
+if TYPE_CHECKING:
+    from gputui.ui.app import GpuTuiApp
+
+OFFER = (
+    "head unreachable ({why}): press S to watch the hosts over SSH directly"
+    " (or start with gputui --direct)"
+)
+CLOSE_TIMEOUT_S = 5.0
+
+
+class DirectFallback:
+    """The console's way from the head's stream to its own SSH sessions (once)."""
+
+    def __init__(self, app: GpuTuiApp, make: Callable[[], TelemetrySource] | None) -> None:
+        self.app = app
+        self._make = make
+        self._offered = False
+        self.switched = False
+
+    @property
+    def available(self) -> bool:
+        return self._make is not None and not self.switched
+
+    def heard(self, why: str | None) -> None:
+        """The head's stream is away (``why``) or back (None): said once per outage."""
+        if why is None:
+            self._offered = False
+            return
+        if not self.available or self._offered:
+            return
+        self._offered = True
+        self.app.notify(OFFER.format(why=why), severity="warning", timeout=15, markup=False)
+
+    def switch(self) -> None:
+        """``S``: replace the head's stream with the console's own SSH sessions."""
+        if self._make is None or self.switched:
+            self.app.notify(
+                "no head stream to leave: this console watches the hosts directly",
+                timeout=3,
+                markup=False,
+            )
+            return
+        self.switched = True
+        app, old, new = self.app, self.app.source, self._make()
+        app.replace_source(new, new if isinstance(new, HostControl) else ReadOnly())
+        app.notify("watching the hosts over SSH directly", timeout=3, markup=False)
+        app.run_worker(
+            _swap(old, new),
+            name="telemetry",
+            group="telemetry",
+            description="connecting to the GPU hosts",
+            exit_on_error=False,
+        )
+
+
+async def _swap(old: TelemetrySource, new: TelemetrySource) -> None:
+    with contextlib.suppress(asyncio.TimeoutError, OSError):
+        await asyncio.wait_for(old.close(), CLOSE_TIMEOUT_S)
+    await new.start()
