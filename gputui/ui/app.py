@@ -20,9 +20,9 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import App
@@ -85,9 +85,6 @@ class GpuTuiApp(App[None]):
         Binding("question_mark", "help", "Help"),
         Binding("t", "next_theme", "Theme", tooltip="Next theme (all themes: Ctrl+P)"),
         Binding("N", "notices", "Notices", show=False, tooltip="Every notice so far, in full"),
-        Binding(
-            "S", "direct", "Direct SSH", show=False, tooltip="Head unreachable: watch over SSH"
-        ),
         Binding(
             "ctrl+p", "command_palette", "Palette", show=False, tooltip="Command palette: theme..."
         ),
@@ -181,6 +178,8 @@ class GpuTuiApp(App[None]):
         """Every notice of this session, in full (``N`` shows them)."""
         self.fallback = DirectFallback(self, direct)
         """From the head's stream to SSH of the console's own (``S``)."""
+        if direct is not None:  # only a console on the head's stream has it
+            self.bind("S", "direct", description="Direct SSH", show=False)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -206,14 +205,7 @@ class GpuTuiApp(App[None]):
         self._unsubscribe = self.source.subscribe(self.intake.on_snapshot)
         for snapshot in self.source.snapshots().values():
             self.intake.on_snapshot(snapshot)
-        self.run_worker(
-            self._start_source(),
-            name="telemetry",
-            group="telemetry",
-            description="connecting to the GPU hosts",
-            exclusive=True,
-            exit_on_error=False,
-        )
+        self.run_source(self._start_source())
         self.intake.last_tick = time.monotonic()
         self.set_interval(self.tick_interval, self._on_tick_timer, name="ages")
         self.set_interval(HEALTH_EVERY_S, self.judge_health, name="health")
@@ -242,6 +234,16 @@ class GpuTuiApp(App[None]):
         self._unsubscribe = source.subscribe(self.intake.on_snapshot)
         for snapshot in source.snapshots().values():
             self.intake.on_snapshot(snapshot)
+
+    def run_source(self, work: Coroutine[Any, Any, None]) -> None:
+        """Start (or swap) the telemetry source in the app's worker for it."""
+        self.run_worker(
+            work,
+            name="telemetry",
+            group="telemetry",
+            description="connecting to the GPU hosts",
+            exit_on_error=False,
+        )
 
     def action_direct(self) -> None:
         self.fallback.switch()

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from gputui.telemetry import HostControl, ReadOnly, TelemetrySource
-
-if TYPE_CHECKING:
-    from gputui.ui.app import GpuTuiApp
 
 OFFER = (
     "head unreachable ({why}): press S to watch the hosts over SSH directly"
@@ -27,10 +24,24 @@ OFFER = (
 CLOSE_TIMEOUT_S = 5.0
 
 
+class Console(Protocol):
+    """What the fallback needs of the app."""
+
+    source: TelemetrySource
+
+    def notify(
+        self, message: str, *, severity: Any = ..., timeout: float | None = ..., markup: bool = ...
+    ) -> None: ...
+
+    def replace_source(self, source: TelemetrySource, control: HostControl) -> None: ...
+
+    def run_source(self, work: Coroutine[Any, Any, None]) -> None: ...
+
+
 class DirectFallback:
     """The console's way from the head's stream to its own SSH sessions (once)."""
 
-    def __init__(self, app: GpuTuiApp, make: Callable[[], TelemetrySource] | None) -> None:
+    def __init__(self, app: Console, make: Callable[[], TelemetrySource] | None) -> None:
         self.app = app
         self._make = make
         self._offered = False
@@ -63,13 +74,7 @@ class DirectFallback:
         app, old, new = self.app, self.app.source, self._make()
         app.replace_source(new, new if isinstance(new, HostControl) else ReadOnly())
         app.notify("watching the hosts over SSH directly", timeout=3, markup=False)
-        app.run_worker(
-            _swap(old, new),
-            name="telemetry",
-            group="telemetry",
-            description="connecting to the GPU hosts",
-            exit_on_error=False,
-        )
+        app.run_source(_swap(old, new))
 
 
 async def _swap(old: TelemetrySource, new: TelemetrySource) -> None:
