@@ -120,7 +120,11 @@ class HeadTelemetry:
                 why = client.closed_reason or "the head closed the connection"
                 delay = first
             except HeadError as exc:
+                # "head unreachable at PATH: why" -> "why (PATH)": the row says the rest.
+                prefix = f"head unreachable at {self._socket}: "
                 why = exc.message
+                if why.startswith(prefix):
+                    why = f"{why.removeprefix(prefix)} ({self._socket})"
             except DeltaError as exc:
                 why = f"the head sent a bad delta: {exc}"
             except OSError as exc:
