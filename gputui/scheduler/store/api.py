@@ -59,6 +59,12 @@ StoreFailure = SQLAlchemyError
 """What a store's operation raises when the database fails. Every store is built on
 SQLAlchemy, whose errors are the same whatever the database behind it."""
 
+SNAPSHOT = "gputui_snapshot"
+"""Execution option of a store's read-only engine view: its transactions are a
+snapshot that never waits for the writer (SQLite: a deferred ``BEGIN`` in WAL mode
+instead of ``BEGIN IMMEDIATE``; PostgreSQL: ``REPEATABLE READ, READ ONLY`` without
+the writer's lock)."""
+
 ReadingRow = tuple[
     int, str, int, str, float, str, int | None, int | None, int | None, int | None, str, int | None
 ]
