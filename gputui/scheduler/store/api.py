@@ -1,10 +1,10 @@
 """The store's interface: what the head asks of its database, and nothing of how.
 
 ``Store`` is the database as a whole (a write transaction, a read snapshot, the jobs
-namespace, close); ``Tx`` is one open transaction's operations. ``SqliteStore``
-(``store.sqlite``) is the one implementation today; the head, its watchers and its
-readers see only these types, so another database (PostgreSQL) is another class
-that implements them, with no change outside ``store``.
+namespace, close); ``Tx`` is one open transaction's operations. ``SqlStore``
+(``store.sqlstore``) implements them on SQLite and on PostgreSQL alike (what differs
+is the engine's: ``engine``, ``pgengine``); the head, its watchers and its readers
+see only these types.
 
 The contract every implementation keeps:
 
