@@ -14,12 +14,14 @@ Where no server binaries are installed, the tests that need one skip, saying so.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import os
 import pwd
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,15 +47,26 @@ def _run_as() -> dict[str, Any]:
     """``subprocess`` arguments that run the server's tools as a user other than root."""
     if os.geteuid() != 0:
         return {}
-    try:
-        pwd.getpwnam(PG_USER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
-            check=True,
-            capture_output=True,
-        )
-    entry = pwd.getpwnam(PG_USER)
+    # Test processes start at once: one makes the user, under a lock of ours (useradd
+    # may still find /etc/passwd locked by the tests that make users: it is tried again).
+    with open(os.path.join(tempfile.gettempdir(), "gputui-pg-user.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for attempt in range(10):
+            try:
+                entry = pwd.getpwnam(PG_USER)
+                break
+            except KeyError:
+                made = subprocess.run(
+                    ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                     PG_USER],
+                    capture_output=True, text=True, check=False,
+                )  # fmt: skip
+                if made.returncode not in (0, 9) and attempt == 9:
+                    raise RuntimeError(f"useradd {PG_USER}: {made.stderr.strip()}") from None
+                if made.returncode not in (0, 9):
+                    time.sleep(0.5)  # /etc/passwd held by another useradd: a bounded retry
+        else:
+            raise RuntimeError(f"useradd {PG_USER} made no user")
     return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
 
