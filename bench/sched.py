@@ -1,6 +1,7 @@
 """Head benchmark: durable submissions per second, group commit against one commit each.
 
     python bench/sched.py [--clients 16] [--seconds 5] [--cli-runs 20] [--fsync-seconds 2]
+                          [--database postgresql]
 
 Starts a real ``gputui head`` subprocess (its own SQLite file, WAL, synchronous=FULL)
 twice: once as shipped, once with ``--commit-per-request`` (the baseline), and
@@ -12,7 +13,10 @@ scheduling pass over 10,000 waiting jobs against the plain reference pass
 (``policy_pass.py``). Beside the two heads, the same disk's own rate of single-row
 durable commits (``fsync_commits_per_s``: WAL, ``synchronous=FULL``, like the head),
 which bounds any server that commits each request alone; the target is at least twice
-it. The last line printed is one JSON object.
+it. With ``--database postgresql``, the same head (group commit) once more on a
+PostgreSQL server the benchmark starts for itself (the test suite's ``pgserver``:
+Debian's ``postgresql`` package, fsync and synchronous commit on, a Unix socket),
+beside SQLite's in the same run. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -38,12 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 GPUTUI = [sys.executable, "-m", "gputui.entry"]
 
 
-def _config(tmp: Path) -> Path:
+def _config(tmp: Path, database: str | None = None) -> Path:
     path = tmp / "hosts.yaml"
     path.write_text(
         "head:\n"
         f"  socket: {tmp}/run/head.sock\n"
-        f"  database: {tmp}/db/gputui.db\n"
+        f"  database: {database or f'{tmp}/db/gputui.db'}\n"
         "hosts:\n"
         "  - name: gpu01\n"
         "    address: 127.0.0.1\n"
@@ -54,8 +58,8 @@ def _config(tmp: Path) -> Path:
     return path
 
 
-def start_head(tmp: Path, *extra: str) -> subprocess.Popen[bytes]:
-    config = _config(tmp)
+def start_head(tmp: Path, *extra: str, database: str | None = None) -> subprocess.Popen[bytes]:
+    config = _config(tmp, database)
     proc = subprocess.Popen(
         [*GPUTUI, "head", "--hosts", str(config), *extra],
         cwd=ROOT,
@@ -113,14 +117,32 @@ async def _drive(sock: str, clients: int, seconds: float) -> float:
     return sum(counts) / (time.monotonic() - start)
 
 
-def submit_rate(clients: int, seconds: float, *extra: str) -> float:
+def submit_rate(clients: int, seconds: float, *extra: str, database: str | None = None) -> float:
     tmp = Path(tempfile.mkdtemp(prefix="gputui-bench-"))
-    proc = start_head(tmp, *extra)
+    proc = start_head(tmp, *extra, database=database)
     try:
         return asyncio.run(_drive(str(tmp / "run" / "head.sock"), clients, seconds))
     finally:
         stop_head(proc)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def postgres_rate(clients: int, seconds: float) -> float:
+    """``submit_rate`` of the head (group commit) on a PostgreSQL server of its own."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from pgserver import PgServer, server_bin
+
+    bindir = server_bin()
+    if bindir is None:
+        raise SystemExit(
+            "--database postgresql: no PostgreSQL server installed (apt install postgresql)"
+        )
+    server = PgServer(bindir)
+    try:
+        server.start()
+        return submit_rate(clients, seconds, database=server.database())
+    finally:
+        server.stop()
 
 
 def fsync_commits_per_s(seconds: float) -> float:
@@ -347,6 +369,12 @@ def main() -> None:
     parser.add_argument(
         "--fsync-seconds", type=float, default=2.0, help="each of the two disk measurements"
     )
+    parser.add_argument(
+        "--database",
+        choices=["sqlite", "postgresql"],
+        default="sqlite",
+        help="postgresql: also measure the head on a PostgreSQL server started for the run",
+    )
     args = parser.parse_args()
     passes = policy_pass.pass_figures(args.pass_jobs, 128, args.passes, naive_passes=1)
     print(
@@ -370,6 +398,12 @@ def main() -> None:
     print(f"group commit:       {grouped:8.0f} durable submissions/s ({args.clients} clients)")
     baseline = submit_rate(args.clients, args.seconds, "--commit-per-request")
     print(f"commit per request: {baseline:8.0f} durable submissions/s (baseline)")
+    postgres = postgres_rate(args.clients, args.seconds) if args.database == "postgresql" else None
+    if postgres is not None:
+        print(
+            f"on PostgreSQL:      {postgres:8.0f} durable submissions/s"
+            f" ({postgres / grouped:.2f}x SQLite's group commit)"
+        )
     disk.append(fsync_commits_per_s(args.fsync_seconds))
     fsync = statistics.mean(disk)
     print(
@@ -391,6 +425,9 @@ def main() -> None:
         "jobs": args.jobs,
         **passes,
     }
+    if postgres is not None:
+        result["postgres_submit_per_s"] = round(postgres, 1)
+        result["postgres_ratio_vs_sqlite"] = round(postgres / grouped, 2) if grouped else None
     print(json.dumps(result))
 
 

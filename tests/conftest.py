@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 WaitFor = Callable[..., Awaitable[Any]]
 StartFleet = Callable[..., Awaitable["Fleet"]]
 
-# migrate_once: a new store's schema, migrated once; pytester: tests of the hooks here
-pytest_plugins = ["storetemplate", "pytester"]
+# migrate_once: a new store's schema, migrated once; pg_server: a real PostgreSQL
+# server for the store suite (started only by a test that asks); pytester: tests of
+# the hooks here
+pytest_plugins = ["storetemplate", "pgserver", "pytester"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

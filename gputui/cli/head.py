@@ -32,7 +32,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gputui head", description="the scheduler daemon")
     p.add_argument("--hosts", metavar="FILE", help="hosts.yaml (default: the usual search)")
     p.add_argument("--socket", metavar="PATH", help="override head.socket")
-    p.add_argument("--database", metavar="PATH", help="override head.database")
+    p.add_argument(
+        "--database",
+        metavar="PATH|URL",
+        help="override head.database: a SQLite file, or postgresql+psycopg://USER@HOST/DB",
+    )
     p.add_argument("--print-unit", action="store_true", help="print the systemd unit and exit")
     p.add_argument("--print-tmpfiles", action="store_true", help="print the tmpfiles.d rule")
     p.add_argument(
@@ -65,14 +69,19 @@ def unit_text(name: str) -> str:
     return text.replace("{gputui}", exe)
 
 
-def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, object]:
+def _database(text: str) -> Path | str:
+    """A SQLite file's path, or a database URL (PostgreSQL) as it is."""
+    return text if "://" in text else Path(text).expanduser()
+
+
+def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path | str, object]:
     from gputui.scheduler.head.actions import Rules
     from gputui.scheduler.head.settings import HeadSettings
     from gputui.scheduler.server.connection import Limits
 
     head = config.head
     socket_path = Path(args.socket or (head.socket if head else DEFAULT_SOCKET))
-    database = Path(args.database or (head.database if head else "/var/lib/gputui/gputui.db"))
+    database = _database(args.database or (head.database if head else "/var/lib/gputui/gputui.db"))
     group_commit = not args.commit_per_request
     if head is None:
         settings = HeadSettings(
@@ -107,7 +116,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path, obj
             expected_gpus={h.name: h.gpus for h in config.hosts},
             host_places={h.name: (h.address or h.name, h.local) for h in config.hosts},
         )
-    return socket_path.expanduser(), database.expanduser(), settings
+    return socket_path.expanduser(), database, settings
 
 
 def _prepare_socket_dir(path: Path) -> None:
@@ -121,18 +130,20 @@ def _prepare_socket_dir(path: Path) -> None:
         raise OSError(problem)
 
 
-async def serve(config: Config, settings: object, database: Path) -> int:
+async def serve(config: Config, settings: object, database: Path | str) -> int:
     from gputui.scheduler.head.daemon import Head
     from gputui.scheduler.head.fleet_hostops import FleetHosts
     from gputui.scheduler.head.liveness import HeadDied
     from gputui.scheduler.head.settings import HeadSettings
+    from gputui.scheduler.store.engine import describe
     from gputui.scheduler.store.location import hold_exclusively, prepare_location
-    from gputui.scheduler.store.sqlite import SqliteStore
+    from gputui.scheduler.store.sqlstore import SqlStore
 
     assert isinstance(settings, HeadSettings)
-    prepare_location(database)
-    hold_exclusively(database)  # before the database is checked or upgraded; until exit
-    store = await asyncio.to_thread(SqliteStore.open, database)
+    if isinstance(database, Path):  # a SQLite file (a URL: the server keeps its data)
+        prepare_location(database)
+        hold_exclusively(database)  # before the database is checked or upgraded; until exit
+    store = await asyncio.to_thread(SqlStore.open, database)
     namespace = store.jobs_namespace()
     hosts = FleetHosts(config, namespace)
     pools = {h.name: h.pool for h in config.resolved()}
@@ -143,7 +154,8 @@ async def serve(config: Config, settings: object, database: Path) -> int:
         loop.add_signal_handler(sig, stop.set)
     await head.start()  # a socket another head serves is refused here, before a word
     print(
-        f"gputui head: serving {settings.socket} for {len(pools)} host(s); database {database}",
+        f"gputui head: serving {settings.socket} for {len(pools)} host(s);"
+        f" database {describe(store.engine)}",
         file=sys.stderr,
         flush=True,
     )
@@ -178,9 +190,16 @@ def check(socket_path: Path) -> int:
     return EXIT_OK
 
 
-def backup(database: Path, dest: str | None) -> int:
+def backup(database: Path | str, dest: str | None) -> int:
     from gputui.scheduler.store.backup import backup as copy
 
+    if not isinstance(database, Path):
+        print(
+            "gputui head backup: the database is on a PostgreSQL server: back it up there"
+            " (pg_dump, or the server's own backups)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     if not dest:
         print(
             "gputui head backup: give the file to write: gputui head backup PATH", file=sys.stderr

@@ -210,7 +210,8 @@ class HeadConfig(_Model):
     socket: str = DEFAULT_SOCKET
     """The head daemon's Unix socket on that host, reached through SSH."""
     database: str = "/var/lib/gputui/gputui.db"
-    """The head's SQLite file (on local disk)."""
+    """The head's SQLite file (on local disk), or a PostgreSQL server's database:
+    ``postgresql+psycopg://USER@HOST/DB`` (needs ``gputui[postgres]``)."""
     admin_group: str = "gputui-admin"
     """Unix group whose members may act on anyone's jobs, claims and processes."""
     claim_idle_minutes: Annotated[float, Field(gt=0, le=10080)] = 30.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
-from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.engine import open_database
 from gputui.scheduler.store.sqlite import SqliteStore
 
 
 @pytest.fixture
-def log(store: Engine) -> Iterator[SqliteStore]:
+def log(store_on_both: Engine) -> Iterator[SqliteStore]:
+    kept = SqliteStore(store_on_both)
+    yield kept
+    kept.close()
+
+
+@pytest.fixture
+def sqlite_log(store: Engine) -> Iterator[SqliteStore]:
     kept = SqliteStore(store)
     yield kept
     kept.close()
@@ -44,9 +51,9 @@ def _disk_rows(engine: Engine) -> int:
 
 
 def test_a_retry_gets_the_first_answer_in_a_later_batch_and_after_a_restart(
-    store: Engine, db: Path, mountinfo: Path
+    store_on_both: Engine, database: Path | str, mountinfo: Path
 ) -> None:
-    first = SqliteStore(store)
+    first = SqliteStore(store_on_both)
     with first.batch() as tx:
         tx.remember_many([(1000, "r1", _answer(1)), (1001, "r1", _answer(2))], 10.0)
     assert _replay(first, [(1000, "r1"), (1001, "r1"), (1000, "r2")]) == {
@@ -55,7 +62,7 @@ def test_a_retry_gets_the_first_answer_in_a_later_batch_and_after_a_restart(
     }
     assert _replay(first, [(1002, "r1")]) == {}  # another user's id is another key
     first.close()
-    again = SqliteStore(open_store(db, mountinfo=mountinfo))  # a restarted head
+    again = SqliteStore(open_database(database, mountinfo=mountinfo))  # a restarted head
     try:
         assert _replay(again, [(1000, "r1")]) == {(1000, "r1"): _answer(1)}
     finally:
@@ -73,7 +80,7 @@ def test_a_batch_rolled_back_leaves_nothing_a_retry_could_take(log: SqliteStore)
 
 
 def test_the_bound_and_the_keep_time_leave_memory_and_disk_together(
-    log: SqliteStore, store: Engine
+    log: SqliteStore, store_on_both: Engine
 ) -> None:
     log.requests.limit = 4
     for n in range(6):
@@ -81,10 +88,10 @@ def test_the_bound_and_the_keep_time_leave_memory_and_disk_together(
             tx.remember_many([(1000, f"r{n}", _answer(n))], float(n))
     assert len(log.requests) == 4
     assert _replay(log, [(1000, "r0"), (1000, "r1")]) == {}  # past the bound
-    assert _disk_rows(store) == 6  # until the next tick
+    assert _disk_rows(store_on_both) == 6  # until the next tick
     with log.batch() as tx:
         assert tx.forget_requests_before(3.0) == 3  # r0, r1 (bound) and r2 (age)
-    assert _disk_rows(store) == 3
+    assert _disk_rows(store_on_both) == 3
     assert set(_replay(log, [(1000, f"r{n}") for n in range(6)])) == {
         (1000, "r3"),
         (1000, "r4"),
@@ -98,12 +105,12 @@ def _wal_frames(db: Path) -> int:
 
 
 def test_a_batch_of_random_ids_writes_the_logs_last_pages_not_a_leaf_each(
-    log: SqliteStore, store: Engine, db: Path
+    sqlite_log: SqliteStore, db: Path
 ) -> None:
     """With a disk index on the (random) ids, each of 16 new rows lands on a leaf of
     its own: 16 or more pages in the commit. Appended, they fill the last one or two."""
     for start in range(0, 20_000, 2_000):
-        with log.batch() as tx:
+        with sqlite_log.batch() as tx:
             rows = [(1000, uuid.uuid4().hex, _answer(n)) for n in range(start, start + 2_000)]
             tx.remember_many(rows, 1.0)
     raw = sqlite3.connect(db)
@@ -112,7 +119,7 @@ def test_a_batch_of_random_ids_writes_the_logs_last_pages_not_a_leaf_each(
     finally:
         raw.close()
     assert _wal_frames(db) == 0
-    with log.batch() as tx:
+    with sqlite_log.batch() as tx:
         tx.remember_many([(1000, uuid.uuid4().hex, _answer(n)) for n in range(16)], 2.0)
     assert _wal_frames(db) <= 4
 
@@ -128,19 +135,21 @@ def test_a_batch_of_random_ids_writes_the_logs_last_pages_not_a_leaf_each(
     )
 )
 def test_the_log_answers_as_a_dict_of_committed_first_answers_would(
-    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, list[tuple[int, int]]]]
+    tmp_path_factory: pytest.TempPathFactory,
+    fresh_database: Callable[[], Path | str],
+    steps: list[tuple[str, list[tuple[int, int]]]],
 ) -> None:
     root = tmp_path_factory.mktemp("log")
     (root / "mountinfo").write_text("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n")
-    db = root / "state" / "gputui.db"
-    jobs = SqliteStore(open_store(db, mountinfo=root / "mountinfo"))
+    db = fresh_database()
+    jobs = SqliteStore(open_database(db, mountinfo=root / "mountinfo"))
     model: dict[tuple[int, str], tuple[dict[str, Any], float]] = {}
     try:
         for now, (action, keys) in enumerate(steps):
             wanted = [(uid, f"r{n}") for uid, n in keys]
             if action == "restart":
                 jobs.close()
-                jobs = SqliteStore(open_store(db, mountinfo=root / "mountinfo"))
+                jobs = SqliteStore(open_database(db, mountinfo=root / "mountinfo"))
             elif action == "forget":
                 with jobs.batch() as tx:
                     tx.forget_requests_before(float(now - 3))

@@ -1,5 +1,6 @@
 """The writer's transactions (``SqliteStore.batch``): one connection kept from batch to
-batch, each batch all or nothing, and no row outliving its batch.
+batch, each batch all or nothing, and no row outliving its batch; on SQLite and on
+PostgreSQL.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from gputui.scheduler.store.tables import Host
 
 
 @pytest.fixture
-def jobs(store: Engine) -> Iterator[SqliteStore]:
-    kept = SqliteStore(store)
+def jobs(store_on_both: Engine) -> Iterator[SqliteStore]:
+    kept = SqliteStore(store_on_both)
     yield kept
     kept.close()
 
@@ -26,12 +27,14 @@ def _hosts(jobs: SqliteStore) -> list[str]:
         return [h.name for h in tx.hosts()]
 
 
-def test_batches_keep_one_connection_and_each_commits(store: Engine, jobs: SqliteStore) -> None:
+def test_batches_keep_one_connection_and_each_commits(
+    store_on_both: Engine, jobs: SqliteStore
+) -> None:
     for name in ("a", "b", "c"):
         with jobs.batch() as tx:
             tx.put_host(Host(name=name, pool="p"))
         assert _hosts(jobs)[-1] == name  # committed: another connection sees it
-        assert store.pool.checkedout() == 1  # kept, not given back
+        assert store_on_both.pool.checkedout() == 1  # kept, not given back
 
 
 def test_a_failed_batch_stores_nothing_and_the_next_starts_afresh(jobs: SqliteStore) -> None:
@@ -56,10 +59,10 @@ def test_no_row_outlives_its_batch(jobs: SqliteStore) -> None:
         assert again is not None and again.pool == "p"
 
 
-def test_closing_the_store_gives_the_writers_connection_back(store: Engine) -> None:
-    jobs = SqliteStore(store)
+def test_closing_the_store_gives_the_writers_connection_back(store_on_both: Engine) -> None:
+    jobs = SqliteStore(store_on_both)
     with jobs.batch() as tx:
         tx.put_host(Host(name="h", pool="p"))
-    assert store.pool.checkedout() == 1
+    assert store_on_both.pool.checkedout() == 1
     jobs.close()
-    assert store.pool.checkedout() == 0
+    assert store_on_both.pool.checkedout() == 0

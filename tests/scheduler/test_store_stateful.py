@@ -1,7 +1,9 @@
 """The store, policy and life cycle driven through random histories (no sockets).
 
 A hypothesis state machine plays users, admins and hosts against the real
-``actions`` and ``lifecycle`` functions on a real SQLite file, each step in one
+``actions`` and ``lifecycle`` functions on a real SQLite file, and again on a real
+PostgreSQL server (``TestStoreHistoriesOnPostgres``: fewer histories, each step
+costs a durable commit there too), each step in one
 ``SqliteStore.transaction()`` the way the daemon runs a batch, with requests in
 savepoints. The hosts are a small model (runs they were given, and how each
 ended), and the head restarts now and then (engine disposed, the same file
@@ -32,6 +34,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from gputui.scheduler.head import actions, claims, lifecycle
@@ -42,7 +45,7 @@ from gputui.scheduler.policy import passes
 from gputui.scheduler.server.op_args import ClaimArgs, JobArgs, ReleaseArgs, RequeueArgs, SubmitArgs
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import LIVE_JOB_STATES, Refusal
-from gputui.scheduler.store.engine import open_store
+from gputui.scheduler.store.engine import open_database
 from gputui.scheduler.store.queries import SqliteTx
 from gputui.scheduler.store.sqlite import SqliteStore
 
@@ -88,14 +91,21 @@ def place_now(tx: SqliteTx, ctx: Context) -> Callable[[policy.Want], policy.Plac
     return place
 
 
+def _sqlite_file(directory: Path) -> Path | str:
+    return directory / "state" / "gputui.db"
+
+
 class StoreMachine(RuleBasedStateMachine):
+    new_database: Callable[[Path], Path | str] = staticmethod(_sqlite_file)
+    """Where each history's database is (a PostgreSQL URL: see the class below)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="gputui-stateful-"))
         self.mountinfo = self.dir / "mountinfo"
         self.mountinfo.write_text(LOCAL_MOUNTS)
-        self.path = self.dir / "state" / "gputui.db"
-        self.store = SqliteStore(open_store(self.path, mountinfo=self.mountinfo))
+        self.path = StoreMachine.new_database(self.dir)
+        self.store = SqliteStore(open_database(self.path, mountinfo=self.mountinfo))
         self.now = 1000.0
         self.down: set[str] = set()
         self.launched: set[int] = set()
@@ -144,7 +154,9 @@ class StoreMachine(RuleBasedStateMachine):
 
     def ids(self, sql: str, *params: Any) -> list[int]:
         with self.store.transaction() as tx:
-            return [int(r[0]) for r in tx.s.connection().exec_driver_sql(sql, params).all()]
+            query = text(sql.replace("?", ":p")) if params else text(sql)
+            bound = {"p": params[0]} if params else {}
+            return [int(r[0]) for r in tx.s.connection().execute(query, bound).all()]
 
     def report(self, tx: SqliteTx, ctx: Context, host: str) -> None:
         """The host's whole list of runs, as its next ``jobs`` push would give it."""
@@ -399,7 +411,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def head_restart(self) -> None:
         self.store.close()
-        self.store = SqliteStore(open_store(self.path, mountinfo=self.mountinfo))
+        self.store = SqliteStore(open_database(self.path, mountinfo=self.mountinfo))
 
     @precondition(lambda self: bool(self.ids("SELECT id FROM allocation WHERE end_at IS NULL")))
     @rule(data=st.data())
@@ -463,12 +475,22 @@ StoreMachine.TestCase.settings = settings(
 TestStoreHistories = StoreMachine.TestCase
 
 
-def test_the_partial_unique_index_refuses_a_busy_gpu(tmp_path: Path) -> None:
+class TestStoreHistoriesOnPostgres(StoreMachine.TestCase):  # type: ignore[name-defined,misc]
+    """The same histories on PostgreSQL: each history on an emptied database."""
+
+    settings = settings(StoreMachine.TestCase.settings, max_examples=8)
+
+    @pytest.fixture(autouse=True)
+    def _on_postgres(self, pg_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(
+            StoreMachine, "new_database", staticmethod(lambda _dir: pg_server.database())
+        )
+
+
+def test_the_partial_unique_index_refuses_a_busy_gpu(database: Path | str, mountinfo: Path) -> None:
     """Whatever the scheduler's code believed: the database itself says no, and says
     yes again once the first allocation has ended."""
-    mountinfo = tmp_path / "mountinfo"
-    mountinfo.write_text(LOCAL_MOUNTS)
-    store = SqliteStore(open_store(tmp_path / "state" / "gputui.db", mountinfo=mountinfo))
+    store = SqliteStore(open_database(database, mountinfo=mountinfo))
     try:
         with store.transaction() as tx:
             tx.allocate(["GPU-h1-0"], "h1", 1.0)

@@ -1,10 +1,10 @@
 """The store's interface: what the head asks of its database, and nothing of how.
 
 ``Store`` is the database as a whole (a write transaction, a read snapshot, the jobs
-namespace, close); ``Tx`` is one open transaction's operations. ``SqliteStore``
-(``store.sqlite``) is the one implementation today; the head, its watchers and its
-readers see only these types, so another database (PostgreSQL) is another class
-that implements them, with no change outside ``store``.
+namespace, close); ``Tx`` is one open transaction's operations. ``SqlStore``
+(``store.sqlstore``) implements them on SQLite and on PostgreSQL alike (what differs
+is the engine's: ``engine``, ``pgengine``); the head, its watchers and its readers
+see only these types.
 
 The contract every implementation keeps:
 
@@ -58,6 +58,12 @@ class StoreError(Exception):
 StoreFailure = SQLAlchemyError
 """What a store's operation raises when the database fails. Every store is built on
 SQLAlchemy, whose errors are the same whatever the database behind it."""
+
+SNAPSHOT = "gputui_snapshot"
+"""Execution option of a store's read-only engine view: its transactions are a
+snapshot that never waits for the writer (SQLite: a deferred ``BEGIN`` in WAL mode
+instead of ``BEGIN IMMEDIATE``; PostgreSQL: ``REPEATABLE READ, READ ONLY`` without
+the writer's lock)."""
 
 ReadingRow = tuple[
     int, str, int, str, float, str, int | None, int | None, int | None, int | None, str, int | None

@@ -25,12 +25,13 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 from sqlmodel import Session
 
-from gputui.scheduler.store.api import StoreError
+from gputui.scheduler.store.api import SNAPSHOT, StoreError
 from gputui.scheduler.store.location import MOUNTINFO, prepare_location
+from gputui.scheduler.store.pgengine import postgres_engine
 from gputui.scheduler.store.tables import Meta
 from gputui.wire.ops import NAMESPACE
 
@@ -53,8 +54,12 @@ def make_engine(url_or_path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_
     transaction but a ``SNAPSHOT`` one (pysqlite's own BEGIN handling is switched off).
     """
     url = _url(url_or_path)
+    if url.get_backend_name() == "postgresql":
+        return postgres_engine(url)
     if url.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        raise StoreError(
+            f"database {url.render_as_string(hide_password=True)}: not SQLite nor PostgreSQL"
+        )
     engine = create_engine(
         url,
         poolclass=QueuePool,
@@ -68,8 +73,11 @@ def make_engine(url_or_path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_
 
 
 def _url(url_or_path: str | Path) -> URL:
-    if isinstance(url_or_path, str) and "://" in url_or_path:
-        return make_url(url_or_path)
+    if isinstance(url_or_path, str) and is_url(url_or_path):
+        try:
+            return make_url(url_or_path)
+        except ArgumentError as e:  # not its words: the URL may hold a password
+            raise StoreError("database URL is not one SQLAlchemy can read") from e
     return URL.create("sqlite+pysqlite", database=os.fspath(url_or_path))
 
 
@@ -85,11 +93,6 @@ def _sqlite_connect(busy_timeout_ms: int, dbapi_connection: Any, _record: Any) -
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
-
-
-SNAPSHOT = "gputui_snapshot"
-"""Execution option of a read-only engine view: its transactions are a deferred
-``BEGIN`` (a WAL snapshot) instead of ``BEGIN IMMEDIATE`` (``SqliteStore.snapshot``)."""
 
 
 def _begin_immediate(conn: Connection) -> None:
@@ -259,6 +262,26 @@ def open_store(path: Path, *, mountinfo: Path = MOUNTINFO) -> Engine:
     try:
         if _has_content(path):
             check_integrity(engine, path)
+        upgrade(engine)
+        _ensure_namespace(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
+
+
+def is_url(target: str | Path) -> bool:
+    """A database given as a URL (PostgreSQL), not a SQLite file's path."""
+    return isinstance(target, str) and "://" in target
+
+
+def open_database(target: str | Path, *, mountinfo: Path = MOUNTINFO) -> Engine:
+    """``open_store`` for a path; for a PostgreSQL URL, its engine, upgraded and
+    given its namespace (the server keeps the data safe: no file checks)."""
+    if not is_url(target):
+        return open_store(Path(target), mountinfo=mountinfo)
+    engine = make_engine(target)
+    try:
         upgrade(engine)
         _ensure_namespace(engine)
     except BaseException:

@@ -1,4 +1,5 @@
-"""``SqliteTx``: one SQLite transaction's operations, the ``Tx`` of ``store.api``.
+"""``SqliteTx``: one transaction's operations, the ``Tx`` of ``store.api``, on SQLite
+and on PostgreSQL (the fast paths' qmark SQL runs on both: ``TxConn``).
 
 Every query the head makes, and nothing else of the head's logic. Its writes happen in
 the head's one writer (on the event loop's thread); a snapshot's reads on any thread

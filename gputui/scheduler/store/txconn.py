@@ -1,4 +1,4 @@
-"""``TxConn``: one SQLite transaction's session and its one DB-API cursor, shared by
+"""``TxConn``: one transaction's session and its one DB-API cursor, shared by
 ``SqliteTx`` and its parts (usage, health board, readings)."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from typing import Any
 
 from sqlmodel import Session
 
+from gputui.scheduler.store.pgengine import QmarkCursor
+
 
 class TxConn:
     """The session of one transaction, and a DB-API cursor on its connection.
@@ -14,7 +16,8 @@ class TxConn:
     The fast paths (the request log, the submission path, accounting's upserts,
     readings) run plain SQL with qmark parameters straight on the cursor: SQLAlchemy's
     statement building cost more than the statements. One cursor serves the whole
-    transaction, made at its first use (the session's one connection)."""
+    transaction, made at its first use (the session's one connection); on PostgreSQL
+    it takes that SQL through ``QmarkCursor``."""
 
     __slots__ = ("_raw", "s")
 
@@ -24,5 +27,7 @@ class TxConn:
 
     def cursor(self) -> Any:
         if self._raw is None:
-            self._raw = self.s.connection().connection.cursor()
+            conn = self.s.connection()
+            cursor = conn.connection.cursor()
+            self._raw = cursor if conn.dialect.name == "sqlite" else QmarkCursor(cursor)
         return self._raw

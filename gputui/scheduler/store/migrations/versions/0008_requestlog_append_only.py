@@ -18,7 +18,15 @@ branch_labels: str | None = None
 depends_on: str | None = None
 
 
+def _free_pk_name() -> None:
+    """PostgreSQL names constraints per schema, not per table: the table being
+    replaced gives its key's name up for the new one (SQLite needs nothing)."""
+    if op.get_bind().dialect.name != "sqlite":
+        op.execute("ALTER TABLE requestlog RENAME CONSTRAINT pk_requestlog TO pk_requestlog_gone")
+
+
 def upgrade() -> None:
+    _free_pk_name()
     op.create_table(
         "requestlog_new",
         sa.Column("seq", sa.Integer(), nullable=False),
@@ -28,9 +36,11 @@ def upgrade() -> None:
         sa.Column("result", sa.Text(), nullable=False),
         sa.PrimaryKeyConstraint("seq", name=op.f("pk_requestlog")),
     )
+    # (rowid: SQLite's order of insertion; PostgreSQL has none, and no log before 0008.)
+    order = "time, rowid" if op.get_bind().dialect.name == "sqlite" else "time"
     op.execute(
-        "INSERT INTO requestlog_new (uid, request_id, time, result)"
-        " SELECT uid, request_id, time, result FROM requestlog ORDER BY time, rowid"
+        "INSERT INTO requestlog_new (uid, request_id, time, result)"  # noqa: S608
+        f" SELECT uid, request_id, time, result FROM requestlog ORDER BY {order}"
     )
     op.drop_index(op.f("ix_requestlog_time"), table_name="requestlog")
     op.drop_table("requestlog")
@@ -38,6 +48,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    _free_pk_name()
     op.create_table(
         "requestlog_old",
         sa.Column("uid", sa.Integer(), nullable=False),
@@ -47,9 +58,11 @@ def downgrade() -> None:
         sa.PrimaryKeyConstraint("uid", "request_id", name=op.f("pk_requestlog")),
     )
     # The first answer of each id wins, as it did.
+    sqlite = op.get_bind().dialect.name == "sqlite"
     op.execute(
-        "INSERT OR IGNORE INTO requestlog_old (uid, request_id, time, result)"
-        " SELECT uid, request_id, time, result FROM requestlog ORDER BY seq"
+        f"INSERT {'OR IGNORE ' if sqlite else ''}INTO requestlog_old"  # noqa: S608
+        " (uid, request_id, time, result) SELECT uid, request_id, time, result"
+        f" FROM requestlog ORDER BY seq{'' if sqlite else ' ON CONFLICT DO NOTHING'}"
     )
     op.drop_table("requestlog")
     op.rename_table("requestlog_old", "requestlog")

@@ -27,8 +27,9 @@ def upgrade() -> None:
         batch.add_column(sa.Column("alloc_gpu_s", sa.Float(), nullable=False, server_default="0"))
         batch.add_column(sa.Column("busy_gpu_s", sa.Float(), nullable=True, server_default="0"))
         batch.add_column(sa.Column("energy_j", sa.Float(), nullable=True, server_default="0"))
+    least = "MIN" if op.get_bind().dialect.name == "sqlite" else "LEAST"  # of two values
     op.execute(
-        "UPDATE job SET alloc_gpu_s = (SELECT COALESCE(SUM(MIN(a.end_at - a.start_at,"
+        f"UPDATE job SET alloc_gpu_s = (SELECT COALESCE(SUM({least}(a.end_at - a.start_at,"  # noqa: S608
         " 34560000.0)), 0) FROM allocation a WHERE a.job_id = job.id"
         " AND a.end_at > a.start_at)"
     )
