@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import cast
 
 from prometheus_client.metrics_core import Metric
@@ -236,14 +237,13 @@ def render(view: FleetView, cache: LabelCache | None = None) -> bytes:
     for spec in GPU_FIELDS:
         values = spec.values(series)
         starts = cache.prefixes(rows, spec.name)
-        lines = [
-            p + (get(v) or _tail(v, tails))
-            for p, v in zip(starts, values, strict=True)
-            if v is not None
-        ]
-        if lines:
+        if None in values:  # (a reading some GPUs lack: only theirs are left out)
+            kept = [i for i, v in enumerate(values) if v is not None]
+            starts, values = [starts[i] for i in kept], [values[i] for i in kept]
+        if values:
+            ends = [get(v) or _tail(v, tails) for v in values]
             parts.append(_head(spec.name, spec.help, spec.kind))
-            parts.extend(lines)
+            parts.extend(chain.from_iterable(zip(starts, ends, strict=True)))
     for family in queue_families(view):
         name = family.name + ("_total" if family.kind == "counter" else "")
         parts.append(_head(name, family.help, family.kind))
