@@ -237,11 +237,11 @@ def render(view: FleetView, cache: LabelCache | None = None) -> bytes:
     for spec in GPU_FIELDS:
         values = spec.values(series)
         starts = cache.prefixes(rows, spec.name)
-        if None in values:  # (a reading some GPUs lack: only theirs are left out)
-            kept = [i for i, v in enumerate(values) if v is not None]
-            starts, values = [starts[i] for i in kept], [values[i] for i in kept]
-        if values:
-            ends = [get(v) or _tail(v, tails) for v in values]
+        present = [v for v in values if v is not None]
+        if len(present) < len(values):  # (a reading some GPUs lack: theirs are left out)
+            starts = [p for p, v in zip(starts, values, strict=True) if v is not None]
+        if present:
+            ends = [get(v) or _tail(v, tails) for v in present]
             parts.append(_head(spec.name, spec.help, spec.kind))
             parts.extend(chain.from_iterable(zip(starts, ends, strict=True)))
     for family in queue_families(view):
