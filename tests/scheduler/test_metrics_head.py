@@ -85,6 +85,17 @@ def test_every_gpu_has_dcgm_series_with_its_labels_and_readings(th: ThreadedHead
         assert sample.labels["instance"] == host
         assert sample.labels["Hostname"] == sample.labels["hostname"] == host
         assert sample.labels["modelName"] == "NVIDIA A100"
+    # Energy: counted by the head from the power samples (two so far: some joules).
+    energy = poll(
+        lambda: (
+            (e := by_uuid(scrape(th), "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"))
+            and len(e) == len(want)
+            and all(s.value > 0 for s in e.values())
+            and e
+        ),
+        what="energy on every GPU",
+    )
+    assert set(energy) == set(want)
     # What the samples do not carry has no series (dcgm-exporter leaves them out too).
     assert "DCGM_FI_DEV_MEMORY_TEMP" not in families
     assert "DCGM_FI_DEV_FB_USED" not in families

@@ -188,6 +188,6 @@ class HeadMetrics:
             self.feed.changed()
 
     async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        if self.server is not None:  # (its shutdown waits up to half a second: not here)
+            await asyncio.to_thread(self.server.close)
         await self.feed.close()
