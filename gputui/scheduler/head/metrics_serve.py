@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, ThreadingWSGIServer
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from gputui.common.listen import listen_text
 from gputui.scheduler.head.metrics import LabelCache, render
@@ -29,6 +29,8 @@ from gputui.telemetry import HostSnapshot
 
 log = logging.getLogger("gputui.scheduler.head.daemon")
 
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""The text format ``render`` writes (prometheus_client's ``generate_latest``'s)."""
 VIEW_TIMEOUT_S = 10.0
 """How long a scrape waits for the loop to hand out a view before it answers 503."""
 
@@ -139,7 +141,7 @@ class MetricsServer:
             log.exception("head: /metrics failed")
             start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
             return [b"internal error\n"]
-        headers = [("Content-Type", CONTENT_TYPE_PLAIN_0_0_4), ("Content-Length", str(len(data)))]
+        headers = [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(data)))]
         start_response("200 OK", headers)
         return [b""] if environ.get("REQUEST_METHOD") == "HEAD" else [data]
 
