@@ -142,6 +142,21 @@ BENCHES: dict[str, tuple[list[str], list[Target]]] = {
             Target("sched: naive pass / ours", _key("pass_ratio"), ">=", 5.0, "x"),
         ],
     ),
+    "metrics": (
+        ["metrics.py", "--hosts", "1000", "--gpus", "8", "--runs", "7"],
+        [
+            Target(
+                "metrics: /metrics scrape (1,000 hosts)",
+                _key("metrics_scrape_ms"),
+                "<=",
+                50.0,
+                " ms",
+            ),
+            Target(
+                "metrics: the loop's share of a scrape", _key("loop_view_ms"), "<=", 10.0, " ms"
+            ),
+        ],
+    ),
     "nvml_real": (["nvml_real.py", "--samples", "3"], []),
 }
 

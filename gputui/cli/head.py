@@ -20,6 +20,7 @@ from collections.abc import Coroutine
 from importlib import resources
 from pathlib import Path
 
+from gputui.common.listen import listen_text, parse_listen
 from gputui.common.locations import DEFAULT_SOCKET, HostsMissing, named_hosts, socket_dir_problem
 from gputui.common.text import clean
 from gputui.config.loader import ConfigError, find_config, load_config
@@ -36,6 +37,13 @@ def parser() -> argparse.ArgumentParser:
         "--database",
         metavar="PATH|URL",
         help="override head.database: a SQLite file, or postgresql+psycopg://USER@HOST/DB",
+    )
+    p.add_argument(
+        "--metrics",
+        metavar="ADDR:PORT",
+        help="serve Prometheus metrics at http://ADDR:PORT/metrics (dcgm-exporter's names,"
+        " one instance label per GPU host; overrides head.metrics; off by default),"
+        " e.g. 127.0.0.1:9400, [::1]:9400 or :9400 for every interface",
     )
     p.add_argument("--print-unit", action="store_true", help="print the systemd unit and exit")
     p.add_argument("--print-tmpfiles", action="store_true", help="print the tmpfiles.d rule")
@@ -83,8 +91,11 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path | st
     socket_path = Path(args.socket or (head.socket if head else DEFAULT_SOCKET))
     database = _database(args.database or (head.database if head else "/var/lib/gputui/gputui.db"))
     group_commit = not args.commit_per_request
+    listen = args.metrics if args.metrics is not None else (head.metrics if head else None)
+    metrics = None if listen is None else parse_listen(listen)  # (checked in main)
     if head is None:
         settings = HeadSettings(
+            metrics=metrics,
             socket=socket_path.expanduser(),
             rules=Rules(sched=config.scheduler),
             group_commit=group_commit,
@@ -111,6 +122,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path | st
                 send_stall_s=head.client_stall_s,
             ),
             session_grace_s=head.session_grace_s,
+            metrics=metrics,
             group_commit=group_commit,
             health=config.health,
             expected_gpus={h.name: h.gpus for h in config.hosts},
@@ -159,6 +171,9 @@ async def serve(config: Config, settings: object, database: Path | str) -> int:
         file=sys.stderr,
         flush=True,
     )
+    if head.metrics.server is not None:
+        where = listen_text(head.metrics.server.addr, head.metrics.server.port)
+        print(f"gputui head: metrics on http://{where}/metrics", file=sys.stderr, flush=True)
     try:
         await head.serve(stop)
     except HeadDied as exc:
@@ -231,6 +246,12 @@ def _run(main: Coroutine[None, None, int]) -> int:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if args.metrics is not None:
+        try:
+            parse_listen(args.metrics)
+        except ValueError as exc:
+            print(f"gputui head: --metrics: {clean(str(exc), 300)}", file=sys.stderr)
+            return EXIT_USAGE
     if args.print_unit:
         print(unit_text("gputui-head.service"), end="")
         return EXIT_OK
@@ -242,6 +263,7 @@ def main(argv: list[str]) -> int:
         format="gputui head: %(levelname)s %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    from gputui.scheduler.head.metrics_serve import MetricsBindError
     from gputui.scheduler.store.api import StoreError
 
     try:
@@ -265,6 +287,9 @@ def main(argv: list[str]) -> int:
     except StoreError as exc:
         print(f"gputui head: {clean(str(exc), 400)}", file=sys.stderr)
         return EXIT_FAIL
+    except MetricsBindError as exc:
+        print(f"gputui head: {clean(str(exc), 400)}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as exc:
         print(f"gputui head: {clean(str(exc), 400)}", file=sys.stderr)
         return EXIT_FAIL

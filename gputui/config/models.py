@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from gputui.common.listen import parse_listen
 from gputui.common.locations import DEFAULT_SOCKET
 from gputui.config.scheduler import SchedulerConfig
 from gputui.config.sshjump import parse_chain
@@ -49,6 +50,11 @@ class _Model(BaseModel):
 
 
 Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+def _listen(value: str) -> str:
+    parse_listen(value)  # its ValueError is the field's one line
+    return value
 
 
 def _proxy_jump(value: str) -> str:
@@ -241,6 +247,9 @@ class HeadConfig(_Model):
     session_grace_s: Annotated[float, Field(ge=1, le=3600)] = 30.0
     """After the head starts again, a ``gputui run`` has this long to reconnect and
     take its claim back; then the claim is released."""
+    metrics: Annotated[str, AfterValidator(_listen)] | None = None
+    """``ADDR:PORT`` to serve Prometheus metrics on (``/metrics``); off when left out.
+    ``gputui head --metrics`` overrides it."""
 
 
 class Config(_Model):

@@ -38,6 +38,8 @@ from gputui.scheduler.head.forcefree import ForceFrees, TxCall, TxFn
 from gputui.scheduler.head.hostops import HostOps
 from gputui.scheduler.head.inbox import Inbox
 from gputui.scheduler.head.liveness import HeadDied, Liveness
+from gputui.scheduler.head.metrics_serve import HeadMetrics
+from gputui.scheduler.head.metrics_state import FleetView, MetricsFeed
 from gputui.scheduler.head.proc_signals import ProcessSignals
 from gputui.scheduler.head.reader import SnapshotReads
 from gputui.scheduler.head.settings import HeadSettings
@@ -154,6 +156,10 @@ class Head:
         )
         self.batches = 0
         """Commits made (for tests and the benchmark)."""
+        feed = MetricsFeed(store, self._read, self.meter.pending, clock)
+        self.metrics = HeadMetrics(
+            settings.metrics, feed, self._metrics_view, settings.metrics_refresh_s, clock
+        )
         self.force_frees = ForceFrees(
             call_tx=self.call_tx,
             watch=self.watch,
@@ -202,6 +208,7 @@ class Head:
         if problem is not None:
             raise OSError(problem)
         self._load()
+        self.metrics.start()  # a port in use is refused here, before the socket is taken
         await self._server.start()
         await self.hosts.start()
         live = self.liveness
@@ -218,6 +225,7 @@ class Head:
     async def close(self) -> None:
         self._closing = True
         self.liveness.closing()
+        await self.metrics.close()
         await self._server.close()
         for task in self._tasks:
             task.cancel()
@@ -240,6 +248,11 @@ class Head:
             log.error("head: could not store the health board: %s", exc)
             return
         self.health.committed(written)
+
+    def _metrics_view(self) -> FleetView:
+        """What ``/metrics`` shows now (on the loop; the HTTP thread renders it)."""
+        gpus, drained = self.watch.inventory()
+        return self.metrics.feed.view(self.watch.fleet(), gpus, drained, self.host_pools)
 
     async def _read(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` (which reads through ``store.snapshot()``) on the reader thread."""
@@ -412,6 +425,7 @@ class Head:
             self.meter.allocations_changed()
         if after.changed:
             self.subscribers.changed()
+            self.metrics.changed()
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` in the background, keeping a reference until it ends."""
@@ -462,6 +476,7 @@ class Head:
             self._post(Item(kind, payload=payload))
         self.meter.observe(snap)
         self.telemetry.observe(snap)
+        self.metrics.observe(snap)
         self.force_frees.sampled()
 
     async def _ticker(self) -> None:
@@ -479,6 +494,7 @@ class Head:
             self._post(Item("health"))
             self.meter.tick()
             self.readings.tick()
+            self.metrics.tick()
             self.liveness.progress("timer")
 
 

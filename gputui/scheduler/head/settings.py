@@ -17,6 +17,7 @@ from gputui.scheduler.server.connection import Limits
 TICK_S = 1.0
 SESSION_GRACE_S = 30.0
 STATE_PUSH_MIN_S = 0.1
+METRICS_REFRESH_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +54,8 @@ class HeadSettings:
     back before the claim is released (hosts.yaml's ``head: session_grace_s``)."""
     state_push_min_s: float = STATE_PUSH_MIN_S
     """The least time between two state pushes to subscribed consoles."""
+    metrics: tuple[str, int] | None = None
+    """Where ``/metrics`` is served (address, port; port 0: any free one); None: off."""
+    metrics_refresh_s: float = METRICS_REFRESH_S
+    """How often the queue's and the accounting's figures of ``/metrics`` are read
+    again (they are also read after every commit that changed the state)."""

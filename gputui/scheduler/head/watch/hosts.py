@@ -36,7 +36,7 @@ from gputui.scheduler.policy.cards import CardProblem, judged
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Gpu, Host
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.wire.messages import Sample
+from gputui.wire.messages import GpuSample, Sample
 
 
 @dataclass(slots=True)
@@ -151,6 +151,17 @@ class HostWatch:
             for name, h in self._hosts.items()
             if h.live and h.sample is not None
         }
+
+    def fleet(self) -> dict[str, tuple[bool, Sample | None, dict[str, GpuSample]]]:
+        """Every host -> whether it answers, its latest sample (frozen) and a copy of
+        its GPUs' latest health readings (frozen): for ``/metrics``."""
+        return {
+            name: (h.live, h.sample, dict(h.readings.as_map())) for name, h in self._hosts.items()
+        }
+
+    def inventory(self) -> tuple[dict[str, GpuFacts], frozenset[str]]:
+        """A copy of the GPU inventory (frozen facts) and the drained hosts' names."""
+        return dict(self._gpus), frozenset(self._drained_hosts)
 
     def gpu_processes(self) -> list[ownership.GpuProc]:
         """Every process on every GPU of the live hosts, as their latest samples say."""

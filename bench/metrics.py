@@ -1,0 +1,228 @@
+"""Scrape cost: ``/metrics`` rendered from the head's memory at 1,000 hosts x 8 GPUs.
+
+Builds the view a head hands its HTTP thread (``FleetView``: every host's latest
+sample with every reading a helper sends, a health reading per GPU, an Xid on some,
+half the GPUs held by jobs or claims) and times a full render of ``/metrics``
+(``metrics.render``, with the label cache a running head keeps between scrapes),
+median of ``--runs``. Beside it, once, prometheus_client's own ``generate_latest``
+over the same collector (the baseline; the two texts are checked equal). The loop's
+own share (handing out the view) is timed too.
+
+    python bench/metrics.py [--hosts 1000] [--gpus 8] [--runs 7]
+
+Importable: ``measure(hosts, gpus, runs)`` returns the figures (for bench/consoles.py).
+The last line of output is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import replace
+from typing import Any, cast
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from gputui.scheduler.head.gpufacts import GpuFacts
+from gputui.scheduler.head.metrics import FleetCollector, LabelCache, render
+from gputui.scheduler.head.metrics_state import (
+    FleetView,
+    Holding,
+    HostView,
+    MetricsFeed,
+    QueueFacts,
+    link_totals,
+)
+from gputui.scheduler.head.watch.hosts import HostWatch
+from gputui.scheduler.policy.meter import Metered
+from gputui.scheduler.store.tables import Gpu
+from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.health import NvLinkSample
+from gputui.wire.messages import GpuInfo, GpuSample, Hello, ProcessSample, Sample
+
+TARGET_MS = 50.0
+
+
+def _gpu(h: int, i: int, uuid: str) -> GpuSample:
+    busy = (h + i) % 3 != 0
+    return GpuSample(
+        index=i,
+        uuid=uuid,
+        util_gpu=87 if busy else 0,
+        util_mem=41 if busy else 0,
+        mem_used_mib=61_440 if busy else 3,
+        mem_total_mib=81_920,
+        temp_c=64 if busy else 33,
+        power_w=312.5 if busy else 61.25,
+        power_limit_w=400.0,
+        fan_pct=None,
+        clock_sm_mhz=1410,
+        clock_mem_mhz=1593,
+        ecc_corrected=0,
+        ecc_uncorrected=0,
+        pcie_gen=4,
+        pcie_width=16,
+        processes=(ProcessSample(pid=4000 + i, uid=1000, user="alice", command="python train.py"),)
+        if busy
+        else (),
+    )
+
+
+def _health(uuid: str, i: int) -> GpuSample:
+    links = tuple(
+        NvLinkSample(link=n, active=True, replay_errors=0, recovery_errors=0,
+                     crc_flit_errors=0, crc_data_errors=0)
+        for n in range(12)
+    )  # fmt: skip
+    return GpuSample(
+        index=i,
+        uuid=uuid,
+        health_read=True,
+        remapped_correctable=0,
+        remapped_uncorrectable=0,
+        remap_pending=False,
+        remap_failed=False,
+        ecc_corrected_total=2,
+        ecc_uncorrected_total=0,
+        pcie_replays=0,
+        nvlinks=links,
+    )
+
+
+def fleet_view(hosts: int = 1000, gpus: int = 8) -> FleetView:
+    """A fleet of ``hosts`` x ``gpus`` as a head holds it, half the GPUs held."""
+    views, facts, holders, xids, energy = [], {}, {}, {}, {}
+    for h in range(hosts):
+        name = f"gpu{h:04d}"
+        uuids = [f"GPU-{h:08x}-{i:04x}-4c3b-9a3e-5d1f0e2b7a6c" for i in range(gpus)]
+        sample = Sample(seq=1, time=1.0, gpus=tuple(_gpu(h, i, u) for i, u in enumerate(uuids)))
+        readings = {u: _health(u, i) for i, u in enumerate(uuids)}
+        views.append(HostView(name, f"{name}.example.org", True, sample, readings))
+        for i, uuid in enumerate(uuids):
+            facts[uuid] = GpuFacts(
+                uuid=uuid, host=name, index=i, model="NVIDIA A100-SXM4-80GB", memory_mib=81_920,
+                pool="a100", drained_by=None, drain_reason=None, drained_at=None,
+                fence_code=None, fence_reason=None, fenced_at=None, fence_clears=None,
+                fence_waived=None, fence_waived_at=None, present=True,
+            )  # fmt: skip
+            energy[uuid] = 1.25e9 + h * 1000.0 + i
+            if (h + i) % 2 == 0:
+                holders[uuid] = Holding("job", h * gpus + i, f"user{h % 40}")
+        if h % 50 == 0:
+            xids[uuids[0]] = 79
+    queue = QueueFacts(
+        at=1.0,
+        waiting={("normal", "Resources"): 120, ("high", "Priority"): 7},
+        running=len(holders),
+        claims_active=0,
+        claims_waiting=0,
+        holders=holders,
+        alloc_gpu_h=123456.5,
+        busy_gpu_h=98765.25,
+        energy_kwh=4321.125,
+    )
+    return FleetView(
+        hosts=tuple(views),
+        gpus=facts,
+        drained_hosts=frozenset(),
+        last_xid=xids,
+        energy_mj=energy,
+        queue=queue,
+        pools={v.name: "a100" for v in views},
+        links={u: link_totals(r) for v in views for u, r in v.readings.items()},
+    )
+
+
+def loop_view_ms(view: FleetView, runs: int) -> float:
+    """The loop's share of a scrape: a head's ``HostWatch`` and ``MetricsFeed`` that took
+    every host's snapshot hand out the view (median of ``runs``, in ms)."""
+    pools = {h.name: "a100" for h in view.hosts}
+    watch = HostWatch(pools, lambda _snap: None)
+    watch.load(
+        Gpu(uuid=g.uuid, host=g.host, index=g.index, model=g.model, pool=g.pool)
+        for g in view.gpus.values()
+    )
+    feed = MetricsFeed(cast(Any, None), cast(Any, None), Metered, time.time)
+    for host in view.hosts:
+        assert host.sample is not None
+        infos = tuple(GpuInfo(index=g.index, uuid=g.uuid, name="A100") for g in host.sample.gpus)
+        hello = Hello(protocol=1, helper_version="x", hostname=host.hostname, gpus=infos)
+        snap = HostSnapshot(
+            name=host.name, address=host.name, status=HostStatus.LIVE, hello=hello,
+            sample=host.sample, received_at=time.time(),
+        )  # fmt: skip
+        watch.observe(snap)
+        feed.observe(snap)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        gpus, drained = watch.inventory()
+        feed.view(watch.fleet(), gpus, drained, pools)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def measure(hosts: int = 1000, gpus: int = 8, runs: int = 7) -> dict[str, Any]:
+    """The scrape's figures at ``hosts`` x ``gpus`` (``metrics_scrape_ms``: median)."""
+    view = fleet_view(hosts, gpus)
+    cache = LabelCache()
+    body = render(view, cache)  # the first scrape builds the label blocks
+    first_ms = 0.0
+    times = []
+    for n in range(runs + 1):
+        # Between two scrapes every GPU has counted more energy (a fresh value each).
+        view = replace(view, energy_mj={u: e + 1e5 + n for u, e in view.energy_mj.items()})
+        start = time.perf_counter()
+        body = render(view, cache)
+        took = (time.perf_counter() - start) * 1000
+        if n == 0:
+            first_ms = took
+        else:
+            times.append(took)
+    cold = time.perf_counter()
+    render(view, LabelCache())
+    cold_ms = (time.perf_counter() - cold) * 1000
+    registry = CollectorRegistry()
+    registry.register(FleetCollector(lambda: view))
+    start = time.perf_counter()
+    baseline = generate_latest(registry)
+    baseline_ms = (time.perf_counter() - start) * 1000
+    series = sum(1 for line in body.splitlines() if not line.startswith(b"#"))
+    loop_ms = loop_view_ms(view, runs)
+    return {
+        "hosts": hosts,
+        "gpus": hosts * gpus,
+        "runs": runs,
+        "metrics_scrape_ms": round(statistics.median(times), 2),
+        "metrics_scrape_max_ms": round(max(times), 2),
+        "metrics_scrape_cold_ms": round(cold_ms, 2),
+        "metrics_scrape_warm_first_ms": round(first_ms, 2),
+        "loop_view_ms": round(loop_ms, 2),
+        "generate_latest_ms": round(baseline_ms, 1),
+        "same_text_as_generate_latest": baseline == body,
+        "series": series,
+        "bytes": len(body),
+        "target_ms": TARGET_MS,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    report = measure(args.hosts, args.gpus, args.runs)
+    print(
+        f"/metrics at {report['hosts']} hosts x {args.gpus} GPUs: {report['series']:,} series,"
+        f" {report['bytes'] / 1e6:.1f} MB; render {report['metrics_scrape_ms']} ms (median of"
+        f" {args.runs}), generate_latest {report['generate_latest_ms']} ms; the loop's share"
+        f" (the view) {report['loop_view_ms']} ms"
+    )
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
