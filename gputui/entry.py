@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-_TAKES_VALUE = ("--hosts", "--socket", "--theme", "--database")
+_TAKES_VALUE = ("--hosts", "--socket", "--theme", "--database", "--metrics")
 """Every option before the verb that takes a value, in any of the parsers this picks
 from (``cli.console``, ``cli.args``, ``cli.head``): a test holds them to it."""
 
