@@ -32,6 +32,8 @@ _HEALTH = [p for p, s in enumerate(GPU_FIELDS) if s.attr is not None and s.sourc
 _DERIVED = [p for p, s in enumerate(GPU_FIELDS) if s.attr is None]
 _LINKS = [(p, LINK_COUNTERS.index(s.attr or "")) for p, s in enumerate(GPU_FIELDS)
           if s.source == "links"]  # fmt: skip
+_LINK_AT = tuple(p for p, _ in _LINKS)
+_LINK_OF = tuple(k for _, k in _LINKS)
 _OWN = {s.attr: p for p, s in enumerate(GPU_FIELDS) if s.source == "series"}
 _ENERGY, _XID = _OWN.pop("energy_mj"), _OWN.pop("last_xid")
 assert not _OWN, f"a GPU field read off the series the cache does not follow: {_OWN}"
@@ -133,33 +135,36 @@ class ScrapeCache:
                 e.key, e.block = key, block(GPU_LABELS, row).encode()
                 dirty.update(_ALL)  # (its values' text stands)
             health = readings.get(uuid, NO_HEALTH)
-            fresh = False
+            moved = False
             if gpu is not e.now:
-                e.now, fresh = gpu, True
+                e.now = gpu
                 got = _now_values(gpu)
                 if got != e.now_values:
-                    e.now_values = got
+                    e.now_values, moved = got, True
                     _update(e, _NOW, got, dirty, tails)
             if health is not e.health:
-                e.health, fresh = health, True
+                e.health = health
                 got = _health_values(health)
                 if got != e.health_values:
-                    e.health_values = got
+                    e.health_values, moved = got, True
                     _update(e, _HEALTH, got, dirty, tails)
-            if fresh and _DERIVED:
+            if moved and _DERIVED:
                 series = GpuSeries(name, hostname, gpu.index, uuid, model, gpu, health,
                                    None, None, NO_LINKS)  # fmt: skip
                 _update(e, _DERIVED, [GPU_FIELDS[p].read(series) for p in _DERIVED], dirty, tails)
             summed = links.get(uuid, NO_LINKS)
             if summed != e.links:
                 e.links = summed
-                _update(e, [p for p, _ in _LINKS], [summed[k] for _, k in _LINKS], dirty, tails)
-            v = energy.get(uuid)
-            if v != e.values[_ENERGY]:
-                _set(e, _ENERGY, v, dirty, tails)
+                _update(e, _LINK_AT, [summed[k] for k in _LINK_OF], dirty, tails)
+            values = e.values
+            v = energy.get(uuid)  # (new with every sample: no call for it)
+            if v != values[_ENERGY]:
+                values[_ENERGY] = v
+                e.tails[_ENERGY] = b"" if v is None else f" {number(v + 0.0)}\n".encode()
+                dirty.add(_ENERGY)
             v = xids.get(uuid)
-            if v != e.values[_XID]:
-                _set(e, _XID, v, dirty, tails)
+            if v != values[_XID]:
+                _update(e, (_XID,), (v,), dirty, tails)
         chunks, lines = entry.chunks, entry.lines
         for p in dirty:
             head = _NAMES[p]
@@ -176,18 +181,14 @@ Tails = dict[Value, bytes]
 def _update(
     e: _Gpu, at: Sequence[int], got: Sequence[Value], dirty: set[int], tails: Tails
 ) -> None:
+    """The values of families ``at``: the lines of those that changed written again
+    (values that compare equal write the same text: ``_tail`` writes -0.0 as 0.0)."""
+    values, out = e.values, e.tails
     for p, v in zip(at, got, strict=True):
-        _set(e, p, v, dirty, tails)
-
-
-def _set(e: _Gpu, p: int, v: Value, dirty: set[int], tails: Tails) -> None:
-    """The value of family ``p``: its line written again when it changed (values that
-    compare equal write the same text: ``tail`` writes -0.0 as 0.0)."""
-    if v == e.values[p]:
-        return
-    e.values[p] = v
-    e.tails[p] = b"" if v is None else (tails.get(v) or _tail(v, tails))
-    dirty.add(p)
+        if v != values[p]:
+            values[p] = v
+            out[p] = b"" if v is None else (tails.get(v) or _tail(v, tails))
+            dirty.add(p)
 
 
 def _tail(value: float | int | bool, into: dict[Value, bytes]) -> bytes:
