@@ -2,11 +2,15 @@
 
 Builds the view a head hands its HTTP thread (``FleetView``: every host's latest
 sample with every reading a helper sends, a health reading per GPU, an Xid on some,
-half the GPUs held by jobs or claims) and times a full render of ``/metrics``
-(``metrics.render``, with the label cache a running head keeps between scrapes),
-median of ``--runs``. Beside it, once, prometheus_client's own ``generate_latest``
-over the same collector (the baseline; the two texts are checked equal). The loop's
-own share (handing out the view) is timed too.
+half the GPUs held by jobs or claims) and times a full scrape of ``/metrics``
+(``metrics.render_parts``, what the server sends, with the ``ScrapeCache`` a running
+head keeps between scrapes; fresh energy figures between scrapes), median of
+``--runs``. Beside it: the same joined into one ``bytes`` (``metrics_scrape_joined_ms``),
+a scrape after every host sent a new sample with the busy GPUs' readings moved
+(``metrics_scrape_new_samples_ms``, as with a scrape every 15 s), the first scrape
+(``metrics_scrape_cold_ms``), and once, prometheus_client's own ``generate_latest``
+over the same collector (the baseline; the texts are checked equal). The loop's own
+share (handing out the view) is timed too.
 
     python bench/metrics.py [--hosts 1000] [--gpus 8] [--runs 7]
 
@@ -26,7 +30,7 @@ from typing import Any, cast
 from prometheus_client import CollectorRegistry, generate_latest
 
 from gputui.scheduler.head.gpufacts import GpuFacts
-from gputui.scheduler.head.metrics import FleetCollector, LabelCache, render
+from gputui.scheduler.head.metrics import FleetCollector, ScrapeCache, render, render_parts
 from gputui.scheduler.head.metrics_state import (
     FleetView,
     Holding,
@@ -164,25 +168,59 @@ def loop_view_ms(view: FleetView, runs: int) -> float:
     return statistics.median(times)
 
 
+def resampled(view: FleetView, n: int) -> FleetView:
+    """``view`` with a new sample from every host, as after 15 s of a live fleet: the
+    busy GPUs' utilisation, power, temperature and memory moved, the rest did not."""
+    hosts = []
+    for host in view.hosts:
+        assert host.sample is not None
+        gpus = tuple(
+            g.model_copy(update={"util_gpu": 80 + n % 20, "power_w": 300.0 + n,
+                                 "temp_c": 60 + n % 9, "mem_used_mib": 61_000 + n})
+            if g.util_gpu else g.model_copy()
+            for g in host.sample.gpus
+        )  # fmt: skip
+        hosts.append(replace(host, sample=Sample(seq=n, time=float(n), gpus=gpus)))
+    energy = {u: e + 1e5 + n for u, e in view.energy_mj.items()}
+    return replace(view, hosts=tuple(hosts), energy_mj=energy)
+
+
+def fresh_ms(view: FleetView, runs: int) -> float:
+    """Median ``render_parts`` when every host sent a new sample since the last scrape."""
+    cache = ScrapeCache()
+    render_parts(view, cache)
+    times = []
+    for n in range(1, runs + 1):
+        later = resampled(view, n)
+        start = time.perf_counter()
+        render_parts(later, cache)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def measure(hosts: int = 1000, gpus: int = 8, runs: int = 7) -> dict[str, Any]:
     """The scrape's figures at ``hosts`` x ``gpus`` (``metrics_scrape_ms``: median)."""
     view = fleet_view(hosts, gpus)
-    cache = LabelCache()
-    body = render(view, cache)  # the first scrape builds the label blocks
+    cache = ScrapeCache()
+    render_parts(view, cache)  # the first scrape writes every line
     first_ms = 0.0
-    times = []
+    times, joined = [], []
     for n in range(runs + 1):
         # Between two scrapes every GPU has counted more energy (a fresh value each).
         view = replace(view, energy_mj={u: e + 1e5 + n for u, e in view.energy_mj.items()})
         start = time.perf_counter()
-        body = render(view, cache)
+        parts = render_parts(view, cache)  # what the server does: it sends the pieces
         took = (time.perf_counter() - start) * 1000
+        start = time.perf_counter()
+        body = b"".join(parts)
+        join_ms = (time.perf_counter() - start) * 1000
         if n == 0:
             first_ms = took
         else:
             times.append(took)
+            joined.append(took + join_ms)
     cold = time.perf_counter()
-    render(view, LabelCache())
+    render(view, ScrapeCache())
     cold_ms = (time.perf_counter() - cold) * 1000
     registry = CollectorRegistry()
     registry.register(FleetCollector(lambda: view))
@@ -191,12 +229,15 @@ def measure(hosts: int = 1000, gpus: int = 8, runs: int = 7) -> dict[str, Any]:
     baseline_ms = (time.perf_counter() - start) * 1000
     series = sum(1 for line in body.splitlines() if not line.startswith(b"#"))
     loop_ms = loop_view_ms(view, runs)
+    new_samples_ms = fresh_ms(view, runs)
     return {
         "hosts": hosts,
         "gpus": hosts * gpus,
         "runs": runs,
         "metrics_scrape_ms": round(statistics.median(times), 2),
         "metrics_scrape_max_ms": round(max(times), 2),
+        "metrics_scrape_new_samples_ms": round(new_samples_ms, 2),
+        "metrics_scrape_joined_ms": round(statistics.median(joined), 2),
         "metrics_scrape_cold_ms": round(cold_ms, 2),
         "metrics_scrape_warm_first_ms": round(first_ms, 2),
         "loop_view_ms": round(loop_ms, 2),
@@ -217,8 +258,9 @@ def main() -> None:
     report = measure(args.hosts, args.gpus, args.runs)
     print(
         f"/metrics at {report['hosts']} hosts x {args.gpus} GPUs: {report['series']:,} series,"
-        f" {report['bytes'] / 1e6:.1f} MB; render {report['metrics_scrape_ms']} ms (median of"
-        f" {args.runs}), generate_latest {report['generate_latest_ms']} ms; the loop's share"
+        f" {report['bytes'] / 1e6:.1f} MB; scrape {report['metrics_scrape_ms']} ms (median of"
+        f" {args.runs}; {report['metrics_scrape_new_samples_ms']} ms after new samples),"
+        f" generate_latest {report['generate_latest_ms']} ms; the loop's share"
         f" (the view) {report['loop_view_ms']} ms"
     )
     print(json.dumps(report))

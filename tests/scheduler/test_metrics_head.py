@@ -29,7 +29,10 @@ def scrape(th: ThreadedHead, path: str = "/metrics") -> dict[str, list[Sample]]:
     with urllib.request.urlopen(url, timeout=15) as answer:
         assert answer.status == 200
         assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        text = answer.read().decode()
+        raw = answer.read()
+        assert int(answer.headers["Content-Length"]) == len(raw)  # (sent in pieces)
+        assert raw.endswith(b"\n")
+        text = raw.decode()
     return {f.name: list(f.samples) for f in text_string_to_metric_families(text)}
 
 
@@ -258,4 +261,8 @@ def test_other_paths_and_methods(th: ThreadedHead) -> None:
     with pytest.raises(urllib.error.HTTPError) as posted:
         urllib.request.urlopen(request, timeout=10)
     assert posted.value.code == 405
+    head = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", method="HEAD")
+    with urllib.request.urlopen(head, timeout=10) as answer:
+        assert int(answer.headers["Content-Length"]) > 1000
+        assert answer.read() == b""
     assert th.problems == []

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.scheduler.head.gpufacts import GpuFacts
-from gputui.scheduler.head.metrics import FleetCollector, LabelCache, number, render
+from gputui.scheduler.head.metrics import FleetCollector, ScrapeCache, number, render
 from gputui.scheduler.head.metrics_state import (
     FleetView,
     Holding,
@@ -133,7 +133,7 @@ def test_render_is_generate_latest_and_labels_round_trip(view: FleetView) -> Non
 @settings(max_examples=60, deadline=None)
 @given(fleets(), st.data())
 def test_the_label_cache_follows_the_holders(view: FleetView, data: st.DataObject) -> None:
-    cache = LabelCache()
+    cache = ScrapeCache()
     assert render(view, cache) == library_text(view)
     if view.queue is None:
         return
@@ -149,3 +149,83 @@ def test_numbers_as_prometheus_client_writes_them(value: float) -> None:
     from prometheus_client.utils import floatToGoString
 
     assert number(value) == floatToGoString(value)
+
+
+def changed(view: FleetView, data: st.DataObject) -> FleetView:
+    """``view`` a scrape later: some readings changed (to -0.0 too), some hosts gone,
+    went down or came back, some GPUs taken, freed or dropped from their sample."""
+    hosts = []
+    for host in view.hosts:
+        assert host.sample is not None
+        if data.draw(st.integers(0, 5)) == 0:
+            continue  # gone from hosts.yaml
+        gpus = list(host.sample.gpus)
+        if gpus and data.draw(st.integers(0, 4)) == 0:
+            gpus.pop(data.draw(st.integers(0, len(gpus) - 1)))
+        gpus = [
+            g.model_copy(
+                update={
+                    "util_gpu": data.draw(st.none() | st.integers(0, 100)),
+                    "power_w": data.draw(st.none() | st.sampled_from([-0.0, 0.0, 1.5, 300.0])),
+                }
+            )
+            if data.draw(st.booleans())
+            else g
+            for g in gpus
+        ]
+        sample = host.sample if data.draw(st.booleans()) else Sample(seq=2, gpus=tuple(gpus))
+        readings = {u: r for u, r in host.readings.items() if data.draw(st.booleans())}
+        live = host.live if data.draw(st.booleans()) else not host.live
+        hosts.append(replace(host, sample=sample, readings=readings, live=live))
+    uuids = sorted(view.gpus)
+    pick = st.sets(st.sampled_from(uuids)) if uuids else st.just(set[str]())
+    energy = {u: e + data.draw(st.sampled_from([0.0, 1.0, 1e6])) for u, e in view.energy_mj.items()}
+    xids = dict.fromkeys(data.draw(pick), 43)
+    queue = view.queue
+    if queue is not None:
+        holders = {u: Holding("claim", 3, "bob") for u in data.draw(pick)}
+        queue = replace(queue, holders=holders)
+    return replace(
+        view, hosts=tuple(hosts), energy_mj=energy, last_xid=xids, queue=queue,
+        links=dict.fromkeys(data.draw(pick), (1, None, 2, 0)),
+    )  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fleets(), st.data())
+def test_a_kept_cache_writes_what_changed_between_scrapes(
+    view: FleetView, data: st.DataObject
+) -> None:
+    cache = ScrapeCache()
+    for _ in range(4):
+        assert render(view, cache) == library_text(view)
+        view = changed(view, data)
+    assert render(view, cache) == library_text(view)
+
+
+def test_the_cache_drops_the_hosts_that_left() -> None:
+    gpu = GpuSample(index=0, uuid="GPU-a", util_gpu=5)
+    one = HostView("a", "a", True, Sample(seq=1, gpus=(gpu,)), {})
+    two = HostView("b", "b", True, Sample(seq=1, gpus=(replace_uuid(gpu, "GPU-b"),)), {})
+    view = FleetView(
+        hosts=(one, two), gpus={}, drained_hosts=frozenset(), last_xid={}, energy_mj={}
+    )
+    cache = ScrapeCache()
+    render(view, cache)
+    assert len(cache) == 2
+    fewer = replace(view, hosts=(two, replace(one, live=False)))
+    assert render(fewer, cache) == library_text(fewer)
+    assert len(cache) == 1
+
+
+def replace_uuid(gpu: GpuSample, uuid: str) -> GpuSample:
+    return gpu.model_copy(update={"uuid": uuid})
+
+
+def test_minus_zero_is_written_as_zero_by_both_writers() -> None:
+    gpu = GpuSample(index=0, uuid="GPU-a", power_w=-0.0, util_gpu=0)
+    host = HostView("a", "a", True, Sample(seq=1, gpus=(gpu,)), {})
+    view = FleetView(hosts=(host,), gpus={}, drained_hosts=frozenset(), last_xid={}, energy_mj={})
+    assert b"DCGM_FI_DEV_POWER_USAGE{" in render(view)
+    assert render(view) == library_text(view)
+    assert b"-0.0" not in render(view)

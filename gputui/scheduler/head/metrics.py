@@ -14,32 +14,25 @@ one to every counter, so they are exposed untyped, under their own names.
 
 ``FleetCollector`` is a prometheus_client ``Collector``; ``render`` writes the same
 text as prometheus_client's ``generate_latest`` over it (the tests hold them equal)
-an order of magnitude faster: each GPU's label block is built once and kept while
-its labels stay the same (``LabelCache``).
+far faster, the more so with a ``ScrapeCache`` kept between scrapes: each GPU's label
+block is built once and kept while its labels stay the same, and each line is written
+again only when its value changed (``metrics_cache``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import chain
-from typing import cast
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
+from gputui.scheduler.head.metrics_cache import ScrapeCache, tail
 from gputui.scheduler.head.metrics_dcgm import GPU_FIELDS, GpuSeries
 from gputui.scheduler.head.metrics_state import FleetView
+from gputui.scheduler.head.metrics_text import GPU_LABELS, block, head, number
 
-go_string = cast("Callable[[float], str]", floatToGoString)
-"""prometheus_client's number format (untyped there)."""
-
-GPU_LABELS = (
-    "gpu", "UUID", "modelName", "Hostname", "hostname", "instance", "job", "user", "pool",
-)  # fmt: skip
-_SORTED = sorted(range(len(GPU_LABELS)), key=lambda i: GPU_LABELS[i])
-"""The labels in the order prometheus_client writes them (sorted by name)."""
+__all__ = ["FleetCollector", "ScrapeCache", "families", "number", "render", "render_parts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +69,16 @@ def families(view: FleetView) -> list[Family]:
     out = []
     for spec in GPU_FIELDS:
         samples = [
-            (row, float(v))
+            (row, float(v) + 0.0)
             for row, v in zip(labels, spec.values(series), strict=True)
             if v is not None
         ]
         if samples:
             out.append(Family(spec.name, spec.help, spec.kind, samples))
     for f in queue_families(view):  # (their figures are counts: ints)
-        out.append(Family(f.name, f.help, f.kind, [(k, float(v)) for k, v in f.samples], f.labels))
+        out.append(
+            Family(f.name, f.help, f.kind, [(k, float(v) + 0.0) for k, v in f.samples], f.labels)
+        )
     return out
 
 
@@ -168,91 +163,28 @@ class FleetCollector(Collector):
             yield metric
 
 
-def escape(value: str) -> str:
-    """A label value as the text format writes it (as prometheus_client does)."""
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+_HEADS = [head(spec.name, spec.help, spec.kind) for spec in GPU_FIELDS]
 
 
-def block(names: Sequence[str], values: Sequence[str]) -> str:
-    """``{name="value",...}`` in prometheus_client's order (sorted by name)."""
-    if not names:
-        return ""
-    if tuple(names) == GPU_LABELS:
-        order = _SORTED
-    else:
-        order = sorted(range(len(names)), key=names.__getitem__)
-    return "{" + ",".join(f'{names[i]}="{escape(values[i])}"' for i in order) + "}"
-
-
-def number(value: float) -> str:
-    """prometheus_client's ``floatToGoString``, for a bool or an int too."""
-    return go_string(float(value))
-
-
-class LabelCache:
-    """What a scrape writes again and again, kept between scrapes: each GPU's label
-    block (its labels change only when it is taken or released) and the line's start
-    before its value in every family, and the text of each value seen (`` 42.0\n``)."""
-
-    MAX_TAILS = 100_000
-
-    def __init__(self) -> None:
-        self._rows: list[tuple[str, ...]] = []
-        self._prefixes: dict[str, list[bytes]] = {}
-        self._tails: dict[float | int | bool, bytes] = {}
-
-    def prefixes(self, rows: list[tuple[str, ...]], name: str) -> list[bytes]:
-        """``name{labels}`` of each GPU row (kept while the rows stay the same)."""
-        if rows != self._rows:
-            self._rows, self._prefixes = rows, {}
-        found = self._prefixes.get(name)
-        if found is None:
-            blocks = self._prefixes.get("")
-            if blocks is None:
-                blocks = self._prefixes[""] = [block(GPU_LABELS, r).encode() for r in rows]
-            found = self._prefixes[name] = [name.encode() + b for b in blocks]
-        return found
-
-    def tails(self) -> dict[float | int | bool, bytes]:
-        if len(self._tails) >= self.MAX_TAILS:
-            self._tails = {}
-        return self._tails
-
-
-def _tail(value: float | int | bool, into: dict[float | int | bool, bytes]) -> bytes:
-    # (True == 1 == 1.0 share a key: all three are written "1.0")
-    found = into[value] = f" {number(value)}\n".encode()
-    return found
-
-
-def render(view: FleetView, cache: LabelCache | None = None) -> bytes:
+def render(view: FleetView, cache: ScrapeCache | None = None) -> bytes:
     """The text exposition of ``view``: byte for byte ``generate_latest`` of a registry
-    holding ``FleetCollector`` over it."""
-    cache = cache or LabelCache()
-    series = list(GpuSeries.of_view(view))
-    rows = [_gpu_labels(view, s) for s in series]
-    tails = cache.tails()
-    get = tails.get
-    parts: list[bytes] = []
-    for spec in GPU_FIELDS:
-        values = spec.values(series)
-        starts = cache.prefixes(rows, spec.name)
-        present = [v for v in values if v is not None]
-        if len(present) < len(values):  # (a reading some GPUs lack: theirs are left out)
-            starts = [p for p, v in zip(starts, values, strict=True) if v is not None]
-        if present:
-            ends = [get(v) or _tail(v, tails) for v in present]
-            parts.append(_head(spec.name, spec.help, spec.kind))
-            parts.extend(chain.from_iterable(zip(starts, ends, strict=True)))
+    holding ``FleetCollector`` over it (a ``cache`` kept between scrapes makes the
+    next one write again only what changed)."""
+    return b"".join(render_parts(view, cache))
+
+
+def render_parts(view: FleetView, cache: ScrapeCache | None = None) -> list[bytes]:
+    """``render``'s text in pieces (one per family: sent as they are, never joined)."""
+    cache = cache if cache is not None else ScrapeCache()
+    parts = list(cache.bodies(view, _HEADS))
+    tails = cache.tails
     for family in queue_families(view):
         name = family.name + ("_total" if family.kind == "counter" else "")
-        parts.append(_head(name, family.help, family.kind))
-        parts.extend(
-            (name + block(family.labels, k)).encode() + _tail(v, tails) for k, v in family.samples
+        parts.append(head(name, family.help, family.kind))
+        parts.append(
+            b"".join(
+                (name + block(family.labels, k)).encode() + tail(v, tails)
+                for k, v in family.samples
+            )
         )
-    return b"".join(parts)
-
-
-def _head(name: str, help_text: str, kind: str) -> bytes:
-    doc = help_text.replace("\\", r"\\").replace("\n", r"\n")
-    return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n".encode()
+    return parts

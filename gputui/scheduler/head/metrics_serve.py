@@ -4,7 +4,8 @@ prometheus_client's threading WSGI server answers on its own threads, so a scrap
 never holds the head's event loop up for longer than it takes the loop to hand out
 a view (``FleetView``: frozen values and copies, made by a call the HTTP thread
 schedules on the loop with ``call_soon_threadsafe``). The text is rendered on the
-HTTP thread (``metrics.render``), one scrape at a time. The server is bound when the
+HTTP thread (``metrics.render_parts``, from what the last scrape kept), one scrape
+at a time, and sent in pieces with its length. The server is bound when the
 head starts (a port in use is an error then, not later) and shut down when it stops.
 """
 
@@ -23,7 +24,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from gputui.common.listen import listen_text
-from gputui.scheduler.head.metrics import LabelCache, render
+from gputui.scheduler.head.metrics import ScrapeCache, render_parts
 from gputui.scheduler.head.metrics_state import FleetView, MetricsFeed
 from gputui.telemetry import HostSnapshot
 
@@ -56,7 +57,7 @@ class MetricsServer:
         self._server: ThreadingWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._render_lock = threading.Lock()
-        self._labels = LabelCache()
+        self._cache = ScrapeCache()
         self.scrapes = 0
 
     def start(self) -> None:
@@ -118,11 +119,12 @@ class MetricsServer:
         finally:
             done.cancel()
 
-    def body(self) -> bytes:
+    def body(self) -> list[bytes]:
+        """The text, in pieces (one per family: sent one after the other, not joined)."""
         view = self.fetch_view()
         with self._render_lock:
             self.scrapes += 1
-            return render(view, self._labels)
+            return render_parts(view, self._cache)
 
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") not in ("/metrics", "/"):
@@ -132,7 +134,7 @@ class MetricsServer:
             start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
             return [b""]
         try:
-            data = self.body()
+            parts = [p for p in self.body() if p]
         except (RuntimeError, TimeoutError, concurrent.futures.TimeoutError) as exc:
             log.warning("head: /metrics not answered: %s", _why(exc))
             start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
@@ -141,9 +143,10 @@ class MetricsServer:
             log.exception("head: /metrics failed")
             start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
             return [b"internal error\n"]
-        headers = [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(data)))]
+        size = sum(map(len, parts))
+        headers = [("Content-Type", CONTENT_TYPE), ("Content-Length", str(size))]
         start_response("200 OK", headers)
-        return [b""] if environ.get("REQUEST_METHOD") == "HEAD" else [data]
+        return [b""] if environ.get("REQUEST_METHOD") == "HEAD" else parts
 
 
 def _why(exc: BaseException) -> str:
