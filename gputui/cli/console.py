@@ -263,18 +263,10 @@ def run_console(hosts_file: str | None, theme: str | None, *, direct: bool = Fal
     config = load_config(find_config(hosts_file))
     require_hosts(config)
     theme_name = theme_for(config, theme)
-    from gputui.fleet.fleet import Fleet
-    from gputui.ui.app import GpuTuiApp
+    from gputui.cli.console_app import console_app
     from gputui.ui.terminal_exit import SignalExit
 
-    if config.head is None or direct:
-        app = GpuTuiApp(Fleet(config), config, theme=theme_name)
-    else:
-        from gputui.scheduler.client.telemetry import HeadTelemetry
-
-        stream = HeadTelemetry(config)
-        app = GpuTuiApp(stream, config, theme=theme_name, direct=lambda: Fleet(config))
-        stream.on_problem = app.fallback.heard
+    app = console_app(config, theme_name, direct=direct)
 
     async def console() -> None:
         # SIGTERM, SIGHUP and SIGINT end the console as `q` does, the terminal restored.

@@ -40,11 +40,10 @@ def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
 
 
 async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
+    from gputui.cli.console_app import console_app
     from gputui.demo.cluster import DemoCluster
     from gputui.demo.limits import start_error
     from gputui.demo.progress import StartLines, export_line
-    from gputui.fleet.fleet import Fleet
-    from gputui.ui.app import GpuTuiApp
     from gputui.ui.terminal_exit import SignalExit
 
     cluster = DemoCluster(hosts=hosts, gpus=gpus, faults=True, head=True)
@@ -80,7 +79,7 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
         try:
             config = cluster.config()
             theme_name = theme_for(config, theme)
-            app = GpuTuiApp(Fleet(config), config, theme=theme_name)
+            app = console_app(config, theme_name)
             seeding = asyncio.get_running_loop().create_task(_seed_demo(cluster, app))
             await signals.run(app)
         finally:

@@ -168,7 +168,7 @@ class HeadTelemetry:
     def _away(self, why: str) -> None:
         self.problem = why
         self.on_problem(why)
-        message = f"head unreachable: {why} — {FALLBACK_HINT}"
+        message = f"through the head, which is away ({why}) — {FALLBACK_HINT}"
         for snap in list(self._snaps.values()):
             self._publish(snap.with_changes(status=HostStatus.UNREACHABLE, message=message))
 
