@@ -118,7 +118,7 @@ def authorize(
         if action not in SELF_AUDITED:
             return None
         words = " ".join((reason or "").split())
-        return _audited(tx, ctx, caller, action, target=target, owner=item.user, reason=words)
+        return audited(tx, ctx, caller, action, target=target, owner=item.user, reason=words)
     if not caller.admin:
         raise Refusal(
             "denied", f"{target} belongs to {item.user}; only they or an admin may {action} it"
@@ -128,14 +128,14 @@ def authorize(
             "reason-required",
             f"{target} belongs to {item.user}: an admin must give --reason to {action} it",
         )
-    row = _audited(tx, ctx, caller, action, target=target, owner=item.user, reason=reason.strip())
+    row = audited(tx, ctx, caller, action, target=target, owner=item.user, reason=reason.strip())
     ids = {"job_id": item.id} if kind == "job" else {"claim_id": item.id}
     text = f"{target}: {action} by {caller.user} (admin): {' '.join(reason.split())}"
     notice(tx, ctx, item.uid, "admin", text, **ids)
     return row
 
 
-def _audited(
+def audited(
     tx: Tx, ctx: Context, caller: Caller, action: str, *, target: str, owner: str, reason: str
 ) -> Audit:
     """The audit row of ``caller``'s ``action`` on ``owner``'s ``target``, written in

@@ -176,9 +176,7 @@ class Head:
             progress=lambda: self.liveness.progress("telemetry"),
         )
         """The consoles' telemetry subscriptions (``telemetry``), fed every snapshot."""
-        self.signals = ProcessSignals(
-            watch=self.watch, hosts=hosts, call_tx=self.call_tx, clock=clock
-        )
+        self.signals = ProcessSignals(watch=self.watch, hosts=hosts, call_tx=self.call_tx)
 
     # -- running ----------------------------------------------------------------------
 

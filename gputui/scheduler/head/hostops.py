@@ -26,6 +26,13 @@ class HostAnswer:
     message: str = ""
 
 
+def signal_outcome(name: str, answer: HostAnswer) -> str:
+    """An audit row's outcome for signal ``name`` (``SIGTERM``) as its host answered."""
+    if answer.ok:
+        return f"{name} delivered"
+    return f"{name} not delivered: {answer.code}: {answer.message}"[:256]
+
+
 @dataclass(frozen=True, slots=True)
 class GpuProcess:
     """A process on a GPU as a sample showed it: what its host checks before a signal."""

@@ -16,16 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gputui.scheduler.head.actions import Context
+from gputui.scheduler.head.actions import Context, audited
 from gputui.scheduler.head.forcefree import CallTx
-from gputui.scheduler.head.hostops import GpuProcess, HostAnswer, HostOps
+from gputui.scheduler.head.hostops import GpuProcess, HostAnswer, HostOps, signal_outcome
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
 from gputui.scheduler.server.op_args import SignalArgs
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.store.api import Tx
-from gputui.scheduler.store.tables import Audit
 from gputui.wire.messages import GpuSample, ProcessSample
 
 ACTION = "signal"
@@ -40,12 +39,10 @@ class ProcessSignals:
         watch: HostWatch,
         hosts: HostOps,
         call_tx: CallTx,
-        clock: Callable[[], float],
     ) -> None:
         self.watch = watch
         self.hosts = hosts
         self.call_tx = call_tx
-        self.clock = clock
 
     async def run(self, conn: Connection, request: wire.Request) -> None:
         try:
@@ -76,7 +73,7 @@ class ProcessSignals:
         target = f"{args.host}:{gpu.index} pid {proc.pid}"
         audit_id = None
         if not mine:
-            audit_id = await self.call_tx(_audit(caller, target, owner, args, self.clock()))
+            audit_id = await self.call_tx(_audit(caller, target, owner, args))
         answer = await self.hosts.signal_process(
             args.host,
             GpuProcess(gpu.uuid, proc.pid, proc.uid, proc.start_ticks),
@@ -107,20 +104,12 @@ class ProcessSignals:
 
 
 def _audit(
-    caller: Caller, target: str, owner: str, args: SignalArgs, now: float
+    caller: Caller, target: str, owner: str, args: SignalArgs
 ) -> Callable[[Tx, Context], int | None]:
     def write(tx: Tx, ctx: Context) -> int | None:
-        row = Audit(
-            time=now,
-            uid=caller.uid,
-            user=caller.user[:64],
-            action=ACTION,
-            target=target[:128],
-            owner=owner[:64],
-            reason=(args.reason or "from the console")[:512],
-            outcome=f"SIG{args.signal} sending",
-        )
-        tx.audit(row)
+        reason = args.reason or "from the console"
+        row = audited(tx, ctx, caller, ACTION, target=target, owner=owner, reason=reason)
+        row.outcome = f"SIG{args.signal} sending"
         tx.flush()
         return row.id
 
@@ -130,11 +119,7 @@ def _audit(
 def _outcome(audit_id: int, signal: str, answer: HostAnswer) -> Callable[[Tx, Context], None]:
     def write(tx: Tx, ctx: Context) -> None:
         row = tx.audit_row(audit_id)
-        if row is None:
-            return
-        if answer.ok:
-            row.outcome = f"SIG{signal} delivered"
-        else:
-            row.outcome = f"SIG{signal} not delivered: {answer.code}: {answer.message}"[:256]
+        if row is not None:
+            row.outcome = signal_outcome(f"SIG{signal}", answer)
 
     return write

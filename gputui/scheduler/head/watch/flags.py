@@ -23,7 +23,7 @@ from typing import Any
 from gputui.common.durations import coarse_text
 from gputui.config.scheduler import Ownership
 from gputui.scheduler.head.actions import Context
-from gputui.scheduler.head.hostops import GpuProcess, HostAnswer
+from gputui.scheduler.head.hostops import GpuProcess, HostAnswer, signal_outcome
 from gputui.scheduler.head.views import json_list
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.policy import ownership
@@ -130,12 +130,10 @@ class FlagWatch:
         row = tx.audit_row(sig.audit_id)
         if row is None:
             return
-        name = _SIGNAL_NAMES.get(sig.signal, sig.signal)
-        if answer.ok:
-            method = answer.value.get("method") if isinstance(answer.value, dict) else None
-            row.outcome = f"{name} delivered" + (f" (verified by {method})" if method else "")
-        else:
-            row.outcome = f"{name} not delivered: {answer.code}: {answer.message}"[:256]
+        row.outcome = signal_outcome(_SIGNAL_NAMES.get(sig.signal, sig.signal), answer)
+        method = answer.value.get("method") if isinstance(answer.value, dict) else None
+        if answer.ok and method:
+            row.outcome += f" (verified by {method})"
 
     # -- idle jobs ------------------------------------------------------------------
 
