@@ -21,7 +21,7 @@ from gputui.scheduler.head.lifecycle import HostJob, Launch
 from gputui.scheduler.head.settings import HeadSettings
 from gputui.scheduler.policy import model
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
 
@@ -234,7 +234,7 @@ async def running_head(
     hosts = scripted or ScriptedHosts(layout)
     sock = tmp / "head.sock"
     head = Head(
-        SqliteStore(engine),
+        SqlStore(engine),
         hosts,
         HeadSettings(socket=sock, **settings),
         host_pools=dict.fromkeys(layout, "a100"),

@@ -26,8 +26,8 @@ from gputui.scheduler.head.watch.meter import HeadMeter, holders_of
 from gputui.scheduler.policy import accounting
 from gputui.scheduler.policy.meter import Meter, Metered, Reading
 from gputui.scheduler.server.read_args import ReportArgs, UsageArgs
-from gputui.scheduler.store.queries import SqliteTx
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.queries import SqlTx
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.scheduler.store.tables import Claim, Gpu, Host, Job
 
 H = 3600
@@ -83,7 +83,7 @@ class Day:
     """The store and the meter, driven through the day."""
 
     def __init__(self, engine: Engine) -> None:
-        self.store = SqliteStore(engine)
+        self.store = SqlStore(engine)
         self.meter = Meter()
         self.holders: dict[str, Any] = {}
         with self.store.transaction() as tx:
@@ -97,7 +97,7 @@ class Day:
             self.bob = self._claim(tx, "bob", "vision", None)
             self.carol = self._claim(tx, "carol", "ml", "p1")
 
-    def _job(self, tx: SqliteTx, user: str, group: str, project: str) -> int:
+    def _job(self, tx: SqlTx, user: str, group: str, project: str) -> int:
         job = Job(uid=1, user=user, group=group, project=project, argv="[]", gpus=1)
         job.submitted_at = D
         tx.s.add(job)
@@ -105,7 +105,7 @@ class Day:
         assert job.id is not None
         return job.id
 
-    def _claim(self, tx: SqliteTx, user: str, group: str, project: str | None) -> int:
+    def _claim(self, tx: SqlTx, user: str, group: str, project: str | None) -> int:
         claim = Claim(uid=2, user=user, group=group, project=project, gpus=1, created_at=D)
         claim.state = "active"
         claim_id = tx.add_claim(claim).id
@@ -114,7 +114,7 @@ class Day:
 
     def events(self) -> dict[float, Any]:
         def end(claim_id: int) -> Any:
-            def act(tx: SqliteTx, t: float) -> None:
+            def act(tx: SqlTx, t: float) -> None:
                 item = tx.claim(claim_id)
                 assert item is not None
                 end_claim(tx, item, Context(now=t, slots=()), "expired", "idle")
@@ -328,7 +328,7 @@ def test_an_allocation_is_charged_to_its_gpus_pool_else_its_hosts(store: Engine)
     """The GPU's pool is the one its host's last inventory gave it; the host's row
     keeps the pool it was first stored with, so it only stands in for a GPU with no
     row; with neither, "default"."""
-    js = SqliteStore(store)
+    js = SqlStore(store)
     with js.transaction() as tx:
         tx.put_host(Host(name="h1", pool="stale"))
         tx.put_host(Host(name="h2", pool="v100"))
@@ -350,7 +350,7 @@ def test_the_usage_range_is_read_through_the_primary_key(store: Engine) -> None:
     """The hour leads the primary key: the store's range read (``usage``'s) is an
     index search, not a scan, with no index of its own."""
     statements: list[str] = []
-    with SqliteStore(store).snapshot() as tx:
+    with SqlStore(store).snapshot() as tx:
         cursor = tx._cursor()
         cursor.connection.set_trace_callback(statements.append)
         tx.usage.hours(D, NOW)
@@ -399,7 +399,7 @@ async def test_counts_the_writer_could_not_take_are_kept_and_stored_at_the_stop(
 ) -> None:
     """A flush into a full inbox keeps the counts for the next one; at the stop, the
     counts and the ``meter`` items still waiting in the inbox all go to the store."""
-    js = SqliteStore(store)
+    js = SqlStore(store)
     offered: list[Item] = []
     full = True
 

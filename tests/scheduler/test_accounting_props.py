@@ -20,7 +20,7 @@ from gputui.scheduler.policy import accounting
 from gputui.scheduler.policy.accounting import HOUR, MAX_SPAN_S, split_hours
 from gputui.scheduler.policy.meter import MAX_GAP_S, MAX_POWER_W, Holder, Meter, Reading
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 
 T0 = 1_700_000_000.0
 times = st.floats(T0 - 10 * 86400, T0 + 10 * 86400, allow_nan=False)
@@ -195,11 +195,11 @@ def test_a_holder_is_never_charged_past_its_allocations_end(
 
 
 @pytest.fixture(scope="module")
-def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
+def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlStore]:
     path: Path = tmp_path_factory.mktemp("acct") / "state" / "gputui.db"
     mounts = path.parent.parent / "mountinfo"
     mounts.write_text("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n")
-    store = SqliteStore(open_store(path, mountinfo=mounts))
+    store = SqlStore(open_store(path, mountinfo=mounts))
     yield store
     store.close()
 
@@ -207,7 +207,7 @@ def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteSto
 @settings(max_examples=60, deadline=None)
 @given(steps=st.lists(step, min_size=1, max_size=20))
 def test_stored_totals_stay_sane_whatever_the_samples(
-    shared_store: SqliteStore,
+    shared_store: SqlStore,
     steps: list[
         tuple[float, list[tuple[str, float | None, float | None]], dict[str, Holder], float | None]
     ],

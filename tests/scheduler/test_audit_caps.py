@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gputui.scheduler.store.caps import text_caps
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.scheduler.store.tables import Audit
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40).flatmap(
@@ -22,11 +22,11 @@ _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_si
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlStore]:
     path: Path = tmp_path_factory.mktemp("audit") / "state" / "gputui.db"
     mounts = path.parent.parent / "mountinfo"
     mounts.write_text("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n")
-    store = SqliteStore(open_store(path, mountinfo=mounts))
+    store = SqlStore(open_store(path, mountinfo=mounts))
     yield store
     store.close()
 
@@ -40,7 +40,7 @@ def test_every_text_column_of_the_audit_table_has_its_cap() -> None:
 @settings(max_examples=40, deadline=None)
 @given(user=_TEXT, action=_TEXT, target=_TEXT, owner=_TEXT, reason=_TEXT, outcome=_TEXT)
 def test_an_audit_row_is_stored_within_its_columns(
-    shared: SqliteStore, user: str, action: str, target: str, owner: str, reason: str, outcome: str
+    shared: SqlStore, user: str, action: str, target: str, owner: str, reason: str, outcome: str
 ) -> None:
     given_row = {
         "user": user, "action": action, "target": target,

@@ -16,7 +16,7 @@ from sqlmodel import Session
 from gputui.scheduler.store.api import StoreError
 from gputui.scheduler.store.backup import JOB_ID_GAP, MAX_RESTARTS, backup
 from gputui.scheduler.store.engine import jobs_namespace, make_engine, open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.scheduler.store.tables import Meta, Notice
 
 JOB_ROW = {
@@ -149,7 +149,7 @@ def test_jobs_made_after_a_restore_never_take_the_ids_of_jobs_made_after_the_bac
     tmp_path: Path, store: Engine, mountinfo: Path
 ) -> None:
     def submit(engine: Engine, name: str) -> int:
-        with SqliteStore(engine).transaction() as tx:
+        with SqlStore(engine).transaction() as tx:
             (job_id,) = tx.insert_jobs([{**JOB_ROW, "name": name}])
         return job_id
 
@@ -160,7 +160,7 @@ def test_jobs_made_after_a_restore_never_take_the_ids_of_jobs_made_after_the_bac
     restored = open_store(dest, mountinfo=mountinfo)
     try:
         new = submit(restored, "after the restore")
-        with SqliteStore(restored).snapshot() as tx:
+        with SqlStore(restored).snapshot() as tx:
             kept = [j.name for j in map(tx.job, before) if j is not None]
         assert kept == [f"before-{n}" for n in range(3)]
     finally:

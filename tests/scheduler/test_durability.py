@@ -35,7 +35,7 @@ from gputui.scheduler.head.daemon import Head
 from gputui.scheduler.head.settings import HeadSettings
 from gputui.scheduler.policy import model, passes
 from gputui.scheduler.store.engine import open_database
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 
 WaitFor = Callable[..., Awaitable[Any]]
 CLIENTS = 16
@@ -257,7 +257,7 @@ async def test_a_bug_met_by_one_batch_does_not_leave_the_head_deaf(
 
     hosts = ScriptedHosts({"gpu01": 2})
     head = Head(
-        SqliteStore(open_database(database)),
+        SqlStore(open_database(database)),
         hosts,
         HeadSettings(socket=tmp_path / "head.sock"),
         host_pools={"gpu01": "a100"},
@@ -288,7 +288,7 @@ async def test_a_burst_shares_one_commit_and_each_answer_names_its_own_job(
     sock = tmp_path / "head.sock"
     # Its one host has not answered yet: every job stays queued, nothing else commits.
     head = Head(
-        SqliteStore(open_database(database)),
+        SqlStore(open_database(database)),
         ScriptedHosts({}),
         HeadSettings(socket=sock),
         host_pools={"gpu01": "a100"},
@@ -339,7 +339,7 @@ async def test_a_wait_in_a_batch_that_fails_is_answered_once_and_not_kept(
     hosts = ScriptedHosts({"gpu01": 2})
     sock = tmp_path / "head.sock"
     head = Head(
-        SqliteStore(open_database(database)),
+        SqlStore(open_database(database)),
         hosts,
         HeadSettings(socket=sock),
         host_pools={"gpu01": "a100"},

@@ -39,7 +39,7 @@ from gputui.scheduler.head.daemon import Head
 from gputui.scheduler.head.fleet_hostops import FleetHosts
 from gputui.scheduler.head.settings import HeadSettings
 from gputui.scheduler.store.engine import jobs_namespace, open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 
 SIM = "4xa100-80gb,name=sim01"
 
@@ -157,7 +157,7 @@ class Cluster:
         rules = Rules(kill_grace_s=grace, sched=sched or SchedulerConfig())
         settings = HeadSettings(socket=self.sock, rules=rules, tick_s=FAST_TICK_S)
         timed = {} if clock is None else {"clock": clock}
-        self.head = Head(SqliteStore(engine), hosts, settings, host_pools={"sim01": "sim"}, **timed)
+        self.head = Head(SqlStore(engine), hosts, settings, host_pools={"sim01": "sim"}, **timed)
         await self.head.start()
         self.client = await AsyncHeadClient.open_local(self.sock)
         head = self.head
@@ -403,7 +403,7 @@ async def test_a_job_the_head_never_confirmed_is_not_launched_twice(cluster: Clu
     await cluster.stop()
     # Make the store believe the launch was never confirmed.
     engine = open_store(cluster.tmp / "db" / "gputui.db")
-    store = SqliteStore(engine)
+    store = SqlStore(engine)
     with store.transaction() as tx:
         row = tx.job(job_id)
         assert row is not None

@@ -21,7 +21,7 @@ from gputui.scheduler.server.op_args import SubmitArgs
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 
 SCHED = SchedulerConfig.model_validate(
     {
@@ -93,7 +93,7 @@ SLOTS = tuple(model.GpuSlot(f"GPU-{i}", "gpu01", i, pool="a100") for i in range(
 
 
 def _submit(tmp_path: Path, caller: Caller, **args: object) -> dict[str, object]:
-    store = SqliteStore(open_store(tmp_path / "db" / "g.db"))
+    store = SqlStore(open_store(tmp_path / "db" / "g.db"))
     ctx = actions.Context(
         now=1.0,
         slots=SLOTS,

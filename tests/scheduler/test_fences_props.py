@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 from gputui.health.fencing import CONDITIONS, Fence, Verdict, rank
 from gputui.scheduler.head import fences
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.scheduler.store.tables import Gpu
 
 NOW = 1_000_000.0
@@ -88,7 +88,7 @@ def test_the_plan_settles_and_keeps_its_promises(
 ) -> None:
     gpu, verdict, boot, xids = case
     before = gpu.model_copy()
-    store = SqliteStore(engine)
+    store = SqlStore(engine)
     with store.transaction() as tx:
         for row in tx.gpus():
             tx.s.delete(row)
@@ -198,7 +198,7 @@ class Model:
 def test_sequences_of_conditions_and_unfences_keep_to_the_model(
     engine: Engine, steps: list[tuple[str, frozenset[str], frozenset[str]]]
 ) -> None:
-    store = SqliteStore(engine)
+    store = SqlStore(engine)
     model = Model()
     with store.transaction() as tx:
         for row in tx.gpus():

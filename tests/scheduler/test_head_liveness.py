@@ -30,7 +30,7 @@ from gputui.scheduler.head.liveness import Liveness, problems
 from gputui.scheduler.head.settings import HeadSettings
 from gputui.scheduler.policy import model, passes
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.scheduler.store.tables import Gpu
 
 HOST = "gpu01"
@@ -106,7 +106,7 @@ def test_drains_and_releases_every_few_milliseconds_never_stop_the_writer(
 def test_a_row_kept_past_its_transaction_fails_at_its_first_use(tmp_path: Path) -> None:
     """The guard: every row is expired as its transaction ends, so keeping one (rather
     than a ``GpuFacts`` copy) fails in the first test that uses it, not by chance."""
-    store = SqliteStore(open_store(tmp_path / "gputui.db"))
+    store = SqlStore(open_store(tmp_path / "gputui.db"))
     try:
         with store.transaction() as tx:
             tx.put_gpu(Gpu(uuid="GPU-a", host="h", index=0))
@@ -222,7 +222,7 @@ async def test_a_drain_in_a_batch_that_is_not_committed_leaves_no_trace_in_the_w
 
     hosts = ScriptedHosts({HOST: 2})
     head = Head(
-        SqliteStore(open_store(tmp_path / "db" / "gputui.db")),
+        SqlStore(open_store(tmp_path / "db" / "gputui.db")),
         hosts,
         HeadSettings(socket=tmp_path / "head.sock"),
         host_pools={HOST: "a100"},

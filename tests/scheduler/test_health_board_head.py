@@ -18,7 +18,7 @@ from gputui.config.models import HealthThresholds
 from gputui.health.board import HealthBoard
 from gputui.scheduler.head.watch.health import LAST_SEEN_S, HeadHealth
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import GpuInfo, GpuSample, Hello, ProcessSample, Sample
 
@@ -139,7 +139,7 @@ _STEPS = st.lists(
 def test_any_observe_and_restart_sequence_keeps_the_in_memory_tracks(
     tmp_path_factory: Any, steps: list[tuple[str, frozenset[int] | None, float]]
 ) -> None:
-    store = SqliteStore(open_store(tmp_path_factory.mktemp("h") / "gputui.db"))
+    store = SqlStore(open_store(tmp_path_factory.mktemp("h") / "gputui.db"))
     thresholds = HealthThresholds(stale_after_s=3600)
     now = 1_800_000_000.0
 

@@ -21,7 +21,7 @@ from sqlalchemy import Engine
 from gputui.scheduler.head.watch.history import write
 from gputui.scheduler.head.watch.readings import MIN_SHARE, PER_GPU, Flush, History, incident_view
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import GpuSample, Sample
 
@@ -156,7 +156,7 @@ def test_a_bad_incident_request_is_refused_in_one_line(tmp_path: Path) -> None:
 
 
 def test_retention_prunes_by_count_and_age_a_bounded_batch_at_a_time(store: Engine) -> None:
-    jobs = SqliteStore(store)
+    jobs = SqlStore(store)
     h = History(every_s=0, budget=40)  # 2 GPUs: 20 readings each
     for t in range(50):
         h.record(snap("a", 1000.0 + t))
@@ -199,7 +199,7 @@ def test_every_host_has_its_turn_to_be_cut_to_its_share_once_in_16_turns() -> No
 
 
 def test_a_flush_is_stored_once_even_when_handed_over_again(store: Engine) -> None:
-    jobs = SqliteStore(store)
+    jobs = SqlStore(store)
     h = History(every_s=0)
     h.record(snap("a", 5.0))
     first = h.take(None)
@@ -219,7 +219,7 @@ def test_a_read_between_the_commit_and_its_acknowledgement_counts_each_reading_o
 ) -> None:
     """The writer committed a flush, the loop has not heard yet: the readings are in
     the snapshot and still held here; the answer has each once."""
-    jobs = SqliteStore(store)
+    jobs = SqlStore(store)
     h = History(every_s=0)
     h.record(snap("a", 5.0))
     with jobs.transaction() as tx:
@@ -292,8 +292,8 @@ class ReadingsMachine(RuleBasedStateMachine):
         self.in_flight: Flush | None = None
         self.restarted = False
 
-    def _open(self) -> SqliteStore:
-        return SqliteStore(open_store(self.path, mountinfo=self.dir / "mountinfo"))
+    def _open(self) -> SqlStore:
+        return SqlStore(open_store(self.path, mountinfo=self.dir / "mountinfo"))
 
     def teardown(self) -> None:
         self.store.close()

@@ -40,8 +40,8 @@ from gputui.scheduler.server.wire import (
     Refusal,
 )
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.queries import SqliteTx
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.queries import SqlTx
+from gputui.scheduler.store.sqlstore import SqlStore
 
 LOCAL_MOUNTS = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
 HOST = "h1"
@@ -87,7 +87,7 @@ class Host:
 
     def __init__(self, root: Path) -> None:
         (root / "mountinfo").write_text(LOCAL_MOUNTS)
-        self.store = SqliteStore(
+        self.store = SqlStore(
             open_store(root / "state" / "gputui.db", mountinfo=root / "mountinfo")
         )
         self.now = 1000.0
@@ -97,7 +97,7 @@ class Host:
         self.stops: list[int] = []
 
     @contextmanager
-    def batch(self, *, schedule: bool = True) -> Iterator[tuple[SqliteTx, Context]]:
+    def batch(self, *, schedule: bool = True) -> Iterator[tuple[SqlTx, Context]]:
         """One committed transaction, as the head's writer runs one (a pass after it)."""
         self.now += 1.0
         ctx = Context(

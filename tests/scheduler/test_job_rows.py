@@ -16,7 +16,7 @@ from pydantic_core import PydanticUndefined
 from gputui.scheduler.head.views import job_row_view, job_view
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.jobrow import JOB_COLUMNS, JOB_NULLABLE
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.scheduler.store.tables import Job
 
 _TEXT = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FFF), max_size=12)
@@ -48,11 +48,11 @@ def rows(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqliteStore]:
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlStore]:
     path: Path = tmp_path_factory.mktemp("rows") / "state" / "gputui.db"
     mounts = path.parent.parent / "mountinfo"
     mounts.write_text("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n")
-    store = SqliteStore(open_store(path, mountinfo=mounts))
+    store = SqlStore(open_store(path, mountinfo=mounts))
     yield store
     store.close()
 
@@ -62,7 +62,7 @@ def test_the_fast_path_writes_every_column_of_the_table() -> None:
 
 
 def test_a_column_an_insert_may_leave_out_is_null_in_the_database_unless_set(
-    shared: SqliteStore,
+    shared: SqlStore,
 ) -> None:
     """The fast path leaves out a column that is None in every row it writes: in the
     migrated database each such column takes NULL and has no default of its own."""
@@ -77,7 +77,7 @@ def test_a_column_an_insert_may_leave_out_is_null_in_the_database_unless_set(
     assert nullable - {"id"} == JOB_NULLABLE
 
 
-def test_an_insert_leaves_out_only_what_is_null_in_every_row(shared: SqliteStore) -> None:
+def test_an_insert_leaves_out_only_what_is_null_in_every_row(shared: SqlStore) -> None:
     required = dict.fromkeys(_required(), 1) | {"argv": "[]", "user": "u"}
     batch = [required | {"pool": "p"}, required | {"pool": None, "pid": 7}, required]
     with shared.transaction() as tx:
@@ -94,7 +94,7 @@ def test_an_insert_leaves_out_only_what_is_null_in_every_row(shared: SqliteStore
 @settings(max_examples=80, deadline=None)
 @given(batch=st.lists(rows(), min_size=1, max_size=3))
 def test_a_fast_path_row_reads_back_as_written_and_shows_as_the_table_does(
-    shared: SqliteStore, batch: list[dict[str, Any]]
+    shared: SqlStore, batch: list[dict[str, Any]]
 ) -> None:
     with shared.transaction() as tx:
         ids = tx.insert_jobs(batch)
@@ -107,7 +107,7 @@ def test_a_fast_path_row_reads_back_as_written_and_shows_as_the_table_does(
             assert job_row_view({**row, "id": job_id}) == job_view(back)
 
 
-def test_a_row_with_a_key_the_table_lacks_is_refused(shared: SqliteStore) -> None:
+def test_a_row_with_a_key_the_table_lacks_is_refused(shared: SqlStore) -> None:
     row = dict.fromkeys(_required(), 1) | {"no_such_column": 1}
     with pytest.raises(ValueError, match="no_such_column"), shared.transaction() as tx:
         tx.insert_jobs([row])

@@ -29,7 +29,7 @@ from gputui.scheduler.server.op_args import SubmitArgs
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 
 SLOTS = (
     *(policy.GpuSlot(f"GPU-root-{i}", "rootbox", i, "p", drained=True) for i in range(2)),
@@ -85,7 +85,7 @@ def test_new_jobs_get_their_reasons_from_one_stand_in_of_each_kind(tmp_path: Pat
         seen.append(len(view.waiting))
         return passes.decide(view)
 
-    store = SqliteStore(open_store(tmp_path / "db" / "g.db"))
+    store = SqlStore(open_store(tmp_path / "db" / "g.db"))
     ctx = actions.Context(
         now=1.0,
         slots=SLOTS,

@@ -19,19 +19,19 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from gputui.scheduler.store.engine import open_database
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 
 
 @pytest.fixture
-def log(store_on_both: Engine) -> Iterator[SqliteStore]:
-    kept = SqliteStore(store_on_both)
+def log(store_on_both: Engine) -> Iterator[SqlStore]:
+    kept = SqlStore(store_on_both)
     yield kept
     kept.close()
 
 
 @pytest.fixture
-def sqlite_log(store: Engine) -> Iterator[SqliteStore]:
-    kept = SqliteStore(store)
+def sqlite_log(store: Engine) -> Iterator[SqlStore]:
+    kept = SqlStore(store)
     yield kept
     kept.close()
 
@@ -40,7 +40,7 @@ def _answer(n: int) -> dict[str, Any]:
     return {"id": n, "ok": True, "result": {"job": {"id": n}}}
 
 
-def _replay(jobs: SqliteStore, keys: list[tuple[int, str]]) -> dict[tuple[int, str], Any]:
+def _replay(jobs: SqlStore, keys: list[tuple[int, str]]) -> dict[tuple[int, str], Any]:
     with jobs.batch() as tx:
         return tx.replay_many(keys)
 
@@ -53,7 +53,7 @@ def _disk_rows(engine: Engine) -> int:
 def test_a_retry_gets_the_first_answer_in_a_later_batch_and_after_a_restart(
     store_on_both: Engine, database: Path | str, mountinfo: Path
 ) -> None:
-    first = SqliteStore(store_on_both)
+    first = SqlStore(store_on_both)
     with first.batch() as tx:
         tx.remember_many([(1000, "r1", _answer(1)), (1001, "r1", _answer(2))], 10.0)
     assert _replay(first, [(1000, "r1"), (1001, "r1"), (1000, "r2")]) == {
@@ -62,14 +62,14 @@ def test_a_retry_gets_the_first_answer_in_a_later_batch_and_after_a_restart(
     }
     assert _replay(first, [(1002, "r1")]) == {}  # another user's id is another key
     first.close()
-    again = SqliteStore(open_database(database, mountinfo=mountinfo))  # a restarted head
+    again = SqlStore(open_database(database, mountinfo=mountinfo))  # a restarted head
     try:
         assert _replay(again, [(1000, "r1")]) == {(1000, "r1"): _answer(1)}
     finally:
         again.close()
 
 
-def test_a_batch_rolled_back_leaves_nothing_a_retry_could_take(log: SqliteStore) -> None:
+def test_a_batch_rolled_back_leaves_nothing_a_retry_could_take(log: SqlStore) -> None:
     with pytest.raises(RuntimeError), log.batch() as tx:
         tx.remember_many([(1000, "lost", _answer(1))], 10.0)
         raise RuntimeError("the batch fails before its commit")
@@ -80,7 +80,7 @@ def test_a_batch_rolled_back_leaves_nothing_a_retry_could_take(log: SqliteStore)
 
 
 def test_the_bound_and_the_keep_time_leave_memory_and_disk_together(
-    log: SqliteStore, store_on_both: Engine
+    log: SqlStore, store_on_both: Engine
 ) -> None:
     log.requests.limit = 4
     for n in range(6):
@@ -105,7 +105,7 @@ def _wal_frames(db: Path) -> int:
 
 
 def test_a_batch_of_random_ids_writes_the_logs_last_pages_not_a_leaf_each(
-    sqlite_log: SqliteStore, db: Path
+    sqlite_log: SqlStore, db: Path
 ) -> None:
     """With a disk index on the (random) ids, each of 16 new rows lands on a leaf of
     its own: 16 or more pages in the commit. Appended, they fill the last one or two."""
@@ -142,14 +142,14 @@ def test_the_log_answers_as_a_dict_of_committed_first_answers_would(
     root = tmp_path_factory.mktemp("log")
     (root / "mountinfo").write_text("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n")
     db = fresh_database()
-    jobs = SqliteStore(open_database(db, mountinfo=root / "mountinfo"))
+    jobs = SqlStore(open_database(db, mountinfo=root / "mountinfo"))
     model: dict[tuple[int, str], tuple[dict[str, Any], float]] = {}
     try:
         for now, (action, keys) in enumerate(steps):
             wanted = [(uid, f"r{n}") for uid, n in keys]
             if action == "restart":
                 jobs.close()
-                jobs = SqliteStore(open_database(db, mountinfo=root / "mountinfo"))
+                jobs = SqlStore(open_database(db, mountinfo=root / "mountinfo"))
             elif action == "forget":
                 with jobs.batch() as tx:
                     tx.forget_requests_before(float(now - 3))

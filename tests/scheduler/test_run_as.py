@@ -11,7 +11,7 @@ from gputui.scheduler.policy import model, passes
 from gputui.scheduler.server.op_args import SubmitArgs
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 
 SLOTS = tuple(
     model.GpuSlot(uuid=f"GPU-{host}-{i}", host=host, index=i, pool="p")
@@ -24,7 +24,7 @@ LOGINS = {"rootbox": "root", "alicebox": "alice"}
 
 
 def _run(tmp_path: Path, jobs: list[tuple[Caller, str]], **kw: bool) -> dict[str, tuple]:
-    store = SqliteStore(open_store(tmp_path / "db" / "g.db"))
+    store = SqlStore(open_store(tmp_path / "db" / "g.db"))
     ctx = actions.Context(now=1.0, slots=SLOTS, pools=frozenset({"p"}), hosts=frozenset(LOGINS))
     with store.transaction() as tx:
         ids = {}
@@ -57,7 +57,7 @@ def test_run_as_login_user_runs_everyone_as_the_login_user_there(tmp_path: Path)
 
 
 def test_a_job_only_a_host_of_another_login_user_could_take_says_so(tmp_path: Path) -> None:
-    store = SqliteStore(open_store(tmp_path / "db" / "g.db"))
+    store = SqlStore(open_store(tmp_path / "db" / "g.db"))
     ctx = actions.Context(now=1.0, slots=SLOTS, pools=frozenset({"p"}), hosts=frozenset(LOGINS))
     with store.transaction() as tx:
         there = actions.submit(tx, BOB, SubmitArgs(argv=["t"], gpus=1, host="alicebox"), ctx)

@@ -22,7 +22,7 @@ from gputui.scheduler.policy import model, passes, shares
 from gputui.scheduler.server.op_args import SubmitArgs
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.store.engine import open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 
 GROUPS = ("ga", "gb", "gc")
 SLOTS = tuple(model.GpuSlot(f"GPU-gpu01-{i:04d}", "gpu01", i, pool="a100") for i in range(4))
@@ -58,7 +58,7 @@ def _seed(
 ) -> list[int]:
     """The history's allocations (ended), one 1-GPU job of ga and gb that the head
     starts, and a job of each group waiting on it; the waiting jobs' ids."""
-    store = SqliteStore(open_store(db))
+    store = SqlStore(open_store(db))
     ctx = actions.Context(
         now=now,
         slots=SLOTS,
@@ -154,7 +154,7 @@ def _pass_since(seen: list[model.ClusterView], moment: float) -> model.ClusterVi
 def _standing(db: Path, config: SchedulerConfig, now: float) -> shares.Standing:
     """The figures of the stored history, worked out here (before the head starts:
     ended allocations only, whose factors do not change as they age)."""
-    store = SqliteStore(open_store(db))
+    store = SqlStore(open_store(db))
     try:
         with store.snapshot() as tx:
             return explain_reads.standing_of(tx, config, now)

@@ -1,4 +1,4 @@
-"""The writer's transactions (``SqliteStore.batch``): one connection kept from batch to
+"""The writer's transactions (``SqlStore.batch``): one connection kept from batch to
 batch, each batch all or nothing, and no row outliving its batch; on SQLite and on
 PostgreSQL.
 """
@@ -11,24 +11,24 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm.exc import DetachedInstanceError
 
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.scheduler.store.tables import Host
 
 
 @pytest.fixture
-def jobs(store_on_both: Engine) -> Iterator[SqliteStore]:
-    kept = SqliteStore(store_on_both)
+def jobs(store_on_both: Engine) -> Iterator[SqlStore]:
+    kept = SqlStore(store_on_both)
     yield kept
     kept.close()
 
 
-def _hosts(jobs: SqliteStore) -> list[str]:
+def _hosts(jobs: SqlStore) -> list[str]:
     with jobs.snapshot() as tx:
         return [h.name for h in tx.hosts()]
 
 
 def test_batches_keep_one_connection_and_each_commits(
-    store_on_both: Engine, jobs: SqliteStore
+    store_on_both: Engine, jobs: SqlStore
 ) -> None:
     for name in ("a", "b", "c"):
         with jobs.batch() as tx:
@@ -37,7 +37,7 @@ def test_batches_keep_one_connection_and_each_commits(
         assert store_on_both.pool.checkedout() == 1  # kept, not given back
 
 
-def test_a_failed_batch_stores_nothing_and_the_next_starts_afresh(jobs: SqliteStore) -> None:
+def test_a_failed_batch_stores_nothing_and_the_next_starts_afresh(jobs: SqlStore) -> None:
     with jobs.batch() as tx:
         tx.put_host(Host(name="kept", pool="p"))
     with pytest.raises(RuntimeError), jobs.batch() as tx:
@@ -49,7 +49,7 @@ def test_a_failed_batch_stores_nothing_and_the_next_starts_afresh(jobs: SqliteSt
     assert _hosts(jobs) == ["after", "kept"]
 
 
-def test_no_row_outlives_its_batch(jobs: SqliteStore) -> None:
+def test_no_row_outlives_its_batch(jobs: SqlStore) -> None:
     with jobs.batch() as tx:
         host = tx.put_host(Host(name="h", pool="p"))
     with pytest.raises(DetachedInstanceError):
@@ -60,7 +60,7 @@ def test_no_row_outlives_its_batch(jobs: SqliteStore) -> None:
 
 
 def test_closing_the_store_gives_the_writers_connection_back(store_on_both: Engine) -> None:
-    jobs = SqliteStore(store_on_both)
+    jobs = SqlStore(store_on_both)
     with jobs.batch() as tx:
         tx.put_host(Host(name="h", pool="p"))
     assert store_on_both.pool.checkedout() == 1

@@ -4,7 +4,7 @@ A hypothesis state machine plays users, admins and hosts against the real
 ``actions`` and ``lifecycle`` functions on a real SQLite file, and again on a real
 PostgreSQL server (``TestStoreHistoriesOnPostgres``: fewer histories, each step
 costs a durable commit there too), each step in one
-``SqliteStore.transaction()`` the way the daemon runs a batch, with requests in
+``SqlStore.transaction()`` the way the daemon runs a batch, with requests in
 savepoints. The hosts are a small model (runs they were given, and how each
 ended), and the head restarts now and then (engine disposed, the same file
 reopened). After every step: no GPU is given twice, claimed GPUs are never a
@@ -46,8 +46,8 @@ from gputui.scheduler.server.op_args import ClaimArgs, JobArgs, ReleaseArgs, Req
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import LIVE_JOB_STATES, Refusal
 from gputui.scheduler.store.engine import open_database
-from gputui.scheduler.store.queries import SqliteTx
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.queries import SqlTx
+from gputui.scheduler.store.sqlstore import SqlStore
 
 LOCAL_MOUNTS = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
 HOSTS = {"h1": 4, "h2": 2, "h3": 1}
@@ -78,7 +78,7 @@ ROLES = st.sampled_from(["owner", "owner", "other", "admin", "admin"])
 REASONS = st.sampled_from([None, "", "  ", *["maintenance window"] * 3])
 
 
-def place_now(tx: SqliteTx, ctx: Context) -> Callable[[policy.Want], policy.Place | None]:
+def place_now(tx: SqlTx, ctx: Context) -> Callable[[policy.Want], policy.Place | None]:
     """The daemon's immediate placement for a claim (best fit over what is free now)."""
 
     def place(want: policy.Want) -> policy.Place | None:
@@ -105,7 +105,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.mountinfo = self.dir / "mountinfo"
         self.mountinfo.write_text(LOCAL_MOUNTS)
         self.path = StoreMachine.new_database(self.dir)
-        self.store = SqliteStore(open_database(self.path, mountinfo=self.mountinfo))
+        self.store = SqlStore(open_database(self.path, mountinfo=self.mountinfo))
         self.now = 1000.0
         self.down: set[str] = set()
         self.launched: set[int] = set()
@@ -132,7 +132,7 @@ class StoreMachine(RuleBasedStateMachine):
         )
 
     @contextmanager
-    def batch(self) -> Iterator[tuple[SqliteTx, Context]]:
+    def batch(self) -> Iterator[tuple[SqlTx, Context]]:
         """One committed transaction, as the daemon's writer runs a batch: the step's
         work, then a scheduling pass; once durable, the launches go to the hosts."""
         self.now += 1.0
@@ -158,7 +158,7 @@ class StoreMachine(RuleBasedStateMachine):
             bound = {"p": params[0]} if params else {}
             return [int(r[0]) for r in tx.s.connection().execute(query, bound).all()]
 
-    def report(self, tx: SqliteTx, ctx: Context, host: str) -> None:
+    def report(self, tx: SqlTx, ctx: Context, host: str) -> None:
         """The host's whole list of runs, as its next ``jobs`` push would give it."""
         relaunch: list[lifecycle.Launch] = []
         ended = {k for k, r in self.runs[host].items() if r.state != "running"}
@@ -174,7 +174,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert spec.key in self.launched
             self.runs[host].setdefault(spec.key, HostJob(spec.key, "running", pid=spec.job_id))
 
-    def audited(self, tx: SqliteTx) -> int:
+    def audited(self, tx: SqlTx) -> int:
         return len(tx.audits(None, 1_000_000))
 
     def actor(self, role: str, kind: str, item_id: int) -> Caller:
@@ -194,7 +194,7 @@ class StoreMachine(RuleBasedStateMachine):
         item_id: int,
         action: str,
         reason: str | None,
-        fn: Callable[[SqliteTx, Context], Any],
+        fn: Callable[[SqlTx, Context], Any],
     ) -> None:
         """Run a user's action in a savepoint; check who may and what the audit shows."""
         with self.batch() as (tx, ctx):
@@ -340,7 +340,7 @@ class StoreMachine(RuleBasedStateMachine):
     def _running(self, host: str) -> list[int]:
         return sorted(k for k, r in self.runs[host].items() if r.state == "running")
 
-    def _check_preempted_return(self, tx: SqliteTx, ctx: Context, host: str) -> None:
+    def _check_preempted_return(self, tx: SqlTx, ctx: Context, host: str) -> None:
         """Report the host's list; a job being preempted whose run ended is back in
         the queue, or held past the requeue limit."""
         preempting = {
@@ -411,7 +411,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def head_restart(self) -> None:
         self.store.close()
-        self.store = SqliteStore(open_database(self.path, mountinfo=self.mountinfo))
+        self.store = SqlStore(open_database(self.path, mountinfo=self.mountinfo))
 
     @precondition(lambda self: bool(self.ids("SELECT id FROM allocation WHERE end_at IS NULL")))
     @rule(data=st.data())
@@ -490,7 +490,7 @@ class TestStoreHistoriesOnPostgres(StoreMachine.TestCase):  # type: ignore[name-
 def test_the_partial_unique_index_refuses_a_busy_gpu(database: Path | str, mountinfo: Path) -> None:
     """Whatever the scheduler's code believed: the database itself says no, and says
     yes again once the first allocation has ended."""
-    store = SqliteStore(open_database(database, mountinfo=mountinfo))
+    store = SqlStore(open_database(database, mountinfo=mountinfo))
     try:
         with store.transaction() as tx:
             tx.allocate(["GPU-h1-0"], "h1", 1.0)

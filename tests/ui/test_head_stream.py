@@ -29,7 +29,7 @@ from gputui.scheduler.head.daemon import Head
 from gputui.scheduler.head.fleet_hostops import FleetHosts
 from gputui.scheduler.head.settings import HeadSettings
 from gputui.scheduler.store.engine import jobs_namespace, open_store
-from gputui.scheduler.store.sqlite import SqliteStore
+from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.app import GpuTuiApp
 
@@ -60,7 +60,7 @@ async def head(tmp_path: Path) -> AsyncIterator[tuple[Head, Config]]:
     fleet = Fleet(config, jobs_namespace=namespace)
     hosts = FleetHosts(config, namespace, fleet=fleet)
     daemon = Head(
-        SqliteStore(engine),
+        SqlStore(engine),
         hosts,
         HeadSettings(socket=sock),
         host_pools=dict.fromkeys(HOSTS, "sim"),

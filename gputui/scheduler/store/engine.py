@@ -48,7 +48,7 @@ def make_engine(url_or_path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_
     """An engine for a path (SQLite) or a SQLAlchemy URL; nothing connects until used.
 
     SQLite: a pooled connection for the head's writer, which keeps it
-    (``SqliteStore.batch``), and up to three more for snapshot reads, other
+    (``SqlStore.batch``), and up to three more for snapshot reads, other
     transactions and backups, usable from any thread, WAL + ``synchronous=FULL`` + foreign
     keys + a busy timeout on every connection, ``BEGIN IMMEDIATE`` for every
     transaction but a ``SNAPSHOT`` one (pysqlite's own BEGIN handling is switched off).

@@ -1,5 +1,5 @@
 """The health board's rows and the GPU readings in SQLite: the ``health`` and
-``readings`` parts of ``SqliteTx``, run in its transaction, on its session and cursor.
+``readings`` parts of ``SqlTx``, run in its transaction, on its session and cursor.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _READING = "id, host, gpu, uuid, time, state, util, mem_mib, temp_c, power_mw, t
 _READING += " ecc_uncorrected"
 
 
-class SqliteHealthRows:
+class SqlHealthRows:
     """The ``HealthRows`` part of a SQLite transaction."""
 
     __slots__ = ("_s",)
@@ -46,7 +46,7 @@ class SqliteHealthRows:
                 self._s.execute(delete(table).where(col(table.key).in_(chunk)))
 
 
-class SqliteReadings:
+class SqlReadings:
     """The ``Readings`` part of a SQLite transaction (``history``: gputui incident):
     batches on the transaction's cursor; every prune is bounded (``limit`` rows), so
     one never holds the writer up for long."""

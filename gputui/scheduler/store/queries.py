@@ -1,9 +1,9 @@
-"""``SqliteTx``: one transaction's operations, the ``Tx`` of ``store.api``, on SQLite
+"""``SqlTx``: one transaction's operations, the ``Tx`` of ``store.api``, on SQLite
 and on PostgreSQL (the fast paths' qmark SQL runs on both: ``TxConn``).
 
 Every query the head makes, and nothing else of the head's logic. Its writes happen in
 the head's one writer (on the event loop's thread); a snapshot's reads on any thread
-(``SqliteStore``). Each request inside a batch runs in its own savepoint, so one
+(``SqlStore``). Each request inside a batch runs in its own savepoint, so one
 refusal never undoes the others. Accounting's rows, the health board's and the
 readings are its parts (``usage_queries``, ``health_queries``), on the same session
 and cursor.
@@ -21,7 +21,7 @@ from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
 from gputui.scheduler.store.caps import capped
-from gputui.scheduler.store.health_queries import SqliteHealthRows, SqliteReadings
+from gputui.scheduler.store.health_queries import SqlHealthRows, SqlReadings
 from gputui.scheduler.store.jobrow import JOB_COLUMNS, JOB_DEFAULTS, JOB_NULLABLE, unknown_columns
 from gputui.scheduler.store.requestlog import RequestIndex
 from gputui.scheduler.store.tables import (
@@ -34,7 +34,7 @@ from gputui.scheduler.store.tables import (
     Notice,
 )
 from gputui.scheduler.store.txconn import TxConn
-from gputui.scheduler.store.usage_queries import SqliteUsage
+from gputui.scheduler.store.usage_queries import SqlUsage
 
 _JOB_KEYS = frozenset(JOB_COLUMNS) | {"id"}
 """The keys a fast-path row may have (``unknown_columns`` names any other)."""
@@ -50,7 +50,7 @@ def _job_insert(count: int, columns: tuple[str, ...]) -> str:
     return f"INSERT INTO job ({names}) VALUES {', '.join([one] * count)} RETURNING id"  # noqa: S608
 
 
-class SqliteTx:
+class SqlTx:
     """One open SQLite transaction: the queries, bound to its session."""
 
     def __init__(self, session: Session, requests: RequestIndex) -> None:
@@ -63,9 +63,9 @@ class SqliteTx:
         """The time those answers were logged at."""
         conn = TxConn(session)
         self._cursor = conn.cursor
-        self.usage = SqliteUsage(conn)
-        self.health = SqliteHealthRows(session)
-        self.readings = SqliteReadings(conn)
+        self.usage = SqlUsage(conn)
+        self.health = SqlHealthRows(session)
+        self.readings = SqlReadings(conn)
         self.moved = False
         """An allocation was made or ended in this transaction."""
         self.ended: list[tuple[str, float]] = []

@@ -24,7 +24,7 @@ from sqlmodel import Session
 from gputui.scheduler.store.api import SNAPSHOT, Store
 from gputui.scheduler.store.engine import jobs_namespace, open_database
 from gputui.scheduler.store.location import MOUNTINFO
-from gputui.scheduler.store.queries import SqliteTx
+from gputui.scheduler.store.queries import SqlTx
 from gputui.scheduler.store.requestlog import RequestIndex
 
 
@@ -51,16 +51,16 @@ class SqlStore:
     # a later batch happens to expire it.
 
     @contextmanager
-    def transaction(self) -> Iterator[SqliteTx]:
+    def transaction(self) -> Iterator[SqlTx]:
         """``BEGIN IMMEDIATE`` … ``COMMIT``; rolled back when the block raises."""
         with Session(self.engine, expire_on_commit=True) as session:
             with session.begin():
-                tx = SqliteTx(session, self.requests)
+                tx = SqlTx(session, self.requests)
                 yield tx
             self.requests.publish(tx.remembered, tx.at)  # committed: a retry may find them
 
     @contextmanager
-    def batch(self) -> Iterator[SqliteTx]:
+    def batch(self) -> Iterator[SqlTx]:
         """``transaction()`` for the head's writer, which makes one every batch, only
         ever from its one thread and never two at once: on a session and connection
         kept from one batch to the next (a fresh session, and taking a connection from
@@ -71,7 +71,7 @@ class SqlStore:
             session = self._writer = Session(self.engine.connect(), expire_on_commit=True)
         try:
             with session.begin():
-                tx = SqliteTx(session, self.requests)
+                tx = SqlTx(session, self.requests)
                 yield tx
             self.requests.publish(tx.remembered, tx.at)  # committed: a retry may find them
         except BaseException:
@@ -89,12 +89,12 @@ class SqlStore:
                 bind.close()  # back to the pool, rolled back
 
     @contextmanager
-    def snapshot(self) -> Iterator[SqliteTx]:
+    def snapshot(self) -> Iterator[SqlTx]:
         """A read-only view: a deferred ``BEGIN`` (in WAL mode it never blocks the
         writer, nor waits for it), on a connection of its own; nothing is committed."""
         with Session(self._reader, expire_on_commit=False) as session:
             try:
-                yield SqliteTx(session, self.requests)  # closing it rolls the read back
+                yield SqlTx(session, self.requests)  # closing it rolls the read back
             finally:
                 session.expire_all()
 
@@ -106,5 +106,5 @@ class SqlStore:
         self.engine.dispose()
 
 
-if TYPE_CHECKING:  # mypy holds SqlStore, and so SqliteTx and its parts, to the protocols
+if TYPE_CHECKING:  # mypy holds SqlStore, and so SqlTx and its parts, to the protocols
     _IS_A_STORE: type[Store] = SqlStore

@@ -1,5 +1,5 @@
 """``TxConn``: one transaction's session and its one DB-API cursor, shared by
-``SqliteTx`` and its parts (usage, health board, readings)."""
+``SqlTx`` and its parts (usage, health board, readings)."""
 
 from __future__ import annotations
 

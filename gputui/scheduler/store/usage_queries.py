@@ -1,4 +1,4 @@
-"""``SqliteUsage``: accounting's rows in SQLite, the ``usage`` part of ``SqliteTx``.
+"""``SqlUsage``: accounting's rows in SQLite, the ``usage`` part of ``SqlTx``.
 
 Upserts that add to a row, straight on the transaction's cursor like the submission
 path (``usage.x + excluded.x`` is the same in SQLite and PostgreSQL); the arithmetic
@@ -53,7 +53,7 @@ ADD_CLUSTER = """INSERT INTO clusterhour (hour, gpu_s, alloc_gpu_s, busy_gpu_s, 
     energy_j = clusterhour.energy_j + excluded.energy_j"""
 
 
-class SqliteUsage:
+class SqlUsage:
     """The ``Usage`` part of a SQLite transaction."""
 
     __slots__ = ("_conn",)
