@@ -266,3 +266,26 @@ def test_other_paths_and_methods(th: ThreadedHead) -> None:
         assert int(answer.headers["Content-Length"]) > 1000
         assert answer.read() == b""
     assert th.problems == []
+
+
+def test_the_waiting_jobs_are_counted_whole_however_long_the_queue(tmp_path: Path) -> None:
+    """More waiting jobs than a page of job rows (10,000): each is counted, by class
+    and reason, and the live ones give the holders."""
+    from gputui.scheduler.head.metrics_state import read_queue
+    from gputui.scheduler.policy.meter import Metered
+    from gputui.scheduler.store.engine import open_store
+    from gputui.scheduler.store.sqlstore import SqlStore
+
+    store = SqlStore(open_store(tmp_path / "db" / "gputui.db"))
+    row = {"uid": 0, "user": "root", "group": "root", "name": "x", "argv": "[]", "env": "{}",
+           "gpus": 1, "priority": "normal", "submitted_at": 1.0, "state": "queued",
+           "reason": "Resources", "gpu_uuids": "[]"}  # fmt: skip
+    with store.transaction() as tx:
+        tx.insert_jobs([row] * 10_040 + [{**row, "priority": "high", "reason": "Priority"}] * 3)
+        tx.insert_jobs([{**row, "state": "held", "reason": ""}] * 2)
+        tx.insert_jobs([{**row, "state": "running", "reason": "", "gpu_uuids": '["GPU-a"]'}])
+    with store.snapshot() as tx:
+        facts = read_queue(tx, Metered(), 10.0)
+    assert facts.waiting == {("normal", "Resources"): 10_040, ("high", "Priority"): 3,
+                             ("normal", "held"): 2}  # fmt: skip
+    assert facts.running == 1 and facts.holders["GPU-a"].kind == "job"

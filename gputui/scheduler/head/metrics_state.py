@@ -105,19 +105,19 @@ def link_totals(health: GpuSample) -> tuple[int | None, ...]:
 
 def read_queue(tx: Tx, pending: Metered, now: float) -> QueueFacts:
     """The queue, the holders and the accounting, in one snapshot of the store."""
-    jobs = tx.jobs(wire.PENDING_JOB_STATES | wire.LIVE_JOB_STATES)
-    claims = tx.claims(("waiting", "active"))
+    # Waiting jobs are counted by the database (a queue may hold a million); the live
+    # ones, which hold GPUs, are at most one a GPU.
     waiting: dict[tuple[str, str], int] = {}
+    for (state, priority, reason), n in tx.job_counts(wire.PENDING_JOB_STATES).items():
+        key = (priority, (reason or state)[:MAX_REASON])
+        waiting[key] = waiting.get(key, 0) + n
+    claims = tx.claims(("waiting", "active"))
     holders: dict[str, Holding] = {}
     running = 0
-    for job in jobs:
-        if job.state in wire.PENDING_JOB_STATES:
-            key = (job.priority, (job.reason or job.state)[:MAX_REASON])
-            waiting[key] = waiting.get(key, 0) + 1
-        else:
-            running += 1
-            for uuid in json_list(job.gpu_uuids):
-                holders[uuid] = Holding("job", job.id or 0, job.user)
+    for job in tx.jobs(wire.LIVE_JOB_STATES):
+        running += 1
+        for uuid in json_list(job.gpu_uuids):
+            holders[uuid] = Holding("job", job.id or 0, job.user)
     active = 0
     for claim in claims:
         if claim.state == "active":

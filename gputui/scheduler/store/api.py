@@ -245,6 +245,11 @@ class Tx(Protocol):
         """These jobs, those in ``states``, oldest first."""
         ...
 
+    def job_counts(self, states: Iterable[str]) -> dict[tuple[str, str, str], int]:
+        """(state, priority, reason) -> how many jobs, of every job in ``states``
+        (counted by the database, however many there are)."""
+        ...
+
     def set_job_reasons(self, reasons: Mapping[int, str]) -> None:
         """Set these jobs' reasons (rows not loaded in this transaction)."""
         ...

@@ -171,6 +171,14 @@ class SqlTx:
         query = query.order_by(col(Job.id).desc()).limit(limit)
         return list(reversed(self.s.exec(query).all()))
 
+    def job_counts(self, states: Iterable[str]) -> dict[tuple[str, str, str], int]:
+        query = (
+            select(Job.state, Job.priority, Job.reason, func.count())
+            .where(col(Job.state).in_(list(states)))
+            .group_by(col(Job.state), col(Job.priority), col(Job.reason))
+        )
+        return {(st, pr, rs or ""): int(n) for st, pr, rs, n in self.s.exec(query).all()}
+
     def jobs_by_id(self, ids: Sequence[int], states: Iterable[str]) -> list[Job]:
         """These jobs, those in ``states``, oldest first."""
         found: list[Job] = []
