@@ -194,14 +194,15 @@ def start_time(ticks: int | None, proc: str = PROC) -> float | None:
     return round(btime + ticks / float(_CLK_TCK), 2)
 
 
-def describe(pid: int, proc: str = PROC) -> dict[str, Any]:
+def describe(pid: int, proc: str = PROC, *, stat: bytes | None = None) -> dict[str, Any]:
     """Everything /proc tells about ``pid``; fields it could not read are None.
 
     ``ppid`` is there only when the stat line could be read: a client takes its absence
     for an older helper. The chain above it goes in the sample's ``parents`` table
-    (``ProcessTable.parents``), each parent once.
+    (``ProcessTable.parents``), each parent once. ``stat``: its stat line, where the
+    caller has just read it (not read twice).
     """
-    data = _read(f"{proc}/{pid}/stat", 4096)
+    data = stat if stat is not None else _read(f"{proc}/{pid}/stat", 4096)
     ppid, ticks = parse_stat(data) if data else (None, None)
     uid = read_uid(pid, proc)
     info: dict[str, Any] = {
@@ -239,14 +240,12 @@ class ProcessTable:
             and cached.get("ppid") == ppid
         ):
             return dict(cached)
-        info = describe(pid, self.proc)
-        chain = read_ancestors(info.get("ppid"), self.proc)
+        info = describe(pid, self.proc, stat=data)  # the stat line read above, once
+        self._chains[pid] = read_ancestors(info.get("ppid"), self.proc)
         if info["start_ticks"] is not None:
             self._cache[pid] = info
-            self._chains[pid] = chain
-        else:
+        else:  # its chain is for this sample only; keep_only forgets it
             self._cache.pop(pid, None)
-            self._chains[pid] = chain  # for this sample; keep_only forgets it
         return dict(info)
 
     def parents(self, pids: Iterable[int]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import re
 import signal as _signal
 from typing import Any, Callable, Optional, Set
 
-from .procs import read_start_ticks, read_uid, user_name
+from .procs import PID_MAX, read_start_ticks, read_uid, user_name
 
 SIGNALS = {
     "TERM": _signal.SIGTERM,
@@ -27,7 +27,6 @@ SIGNALS = {
 UUID_RE = re.compile(
     r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
-PID_MAX = 1 << 22
 
 # gpu uuid -> pids NVML lists on it now, or None when that GPU is unknown or lost.
 GpuPids = Callable[[str], Optional[Set[int]]]

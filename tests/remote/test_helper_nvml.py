@@ -198,7 +198,9 @@ def test_gpu_reader_direct_table_cache(
     described: list[int] = []
     describe = procs.describe
     monkeypatch.setattr(
-        procs, "describe", lambda pid, proc: described.append(pid) or describe(pid, proc)
+        procs,
+        "describe",
+        lambda pid, proc, **kw: described.append(pid) or describe(pid, proc, **kw),
     )
     _fake_proc(tmp_path, 4242, 1000, "python train.py")
     gpu = Gpu(pynvml, 0)

@@ -21,7 +21,6 @@ MAX_IDS = 256
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Short = Annotated[str, StringConstraints(max_length=512)]
-RequestId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 JobId = Annotated[int, Field(ge=1, le=2**53, strict=True)]
 ClaimId = Annotated[int, Field(ge=1, le=2**53, strict=True)]
 Seconds = Annotated[float, Field(gt=0, le=MAX_TIME_S, allow_inf_nan=False)]

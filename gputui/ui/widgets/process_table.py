@@ -99,9 +99,11 @@ class ProcessTable(RowTable[Text]):
             int(now // 10),
             marks,
             *((gpu.uuid, process) for gpu, process in entries),
-            *{id(gpu.parents): gpu.parents for gpu, _ in entries}.values(),
         )
+        if self.as_tree:  # the parents shape only the tree: flat, they are not compared
+            key += tuple({id(gpu.parents): gpu.parents for gpu, _ in entries}.values())
         if key == self._shown:
+            self._entries = list(entries)  # the same rows; newest parents for a tree later
             return
         self._shown = key
         self._now = now
