@@ -152,3 +152,32 @@ async def test_any_answer_of_tmux_is_one_of_three_or_unknown(tmp_path: Path, ans
     assert got in (None, "on", "external", "off")
     if got is not None:
         assert answer.strip().lower().decode() == got
+
+
+def test_the_question_names_each_card_as_the_grid_does() -> None:
+    """Its short label with its memory (``H100-80G``: NVML's name has no size), the
+    grid's, not the bare family."""
+    from ui_fakes import gpu, hello, sample
+
+    from gputui.telemetry import HostSnapshot, HostStatus
+
+    model = ClusterModel()
+    model.apply(
+        HostSnapshot(
+            name="gpu01",
+            address="10.0.0.1",
+            status=HostStatus.LIVE,
+            hello=hello("gpu01", "NVIDIA H100 PCIe", 2, 81_559, 350.0),
+            sample=sample(1, time.time(), [gpu("gpu01", 0), gpu("gpu01", 1)]),
+        )
+    )
+    seen = [g for g in model.iter_gpus() if g.host == "gpu01"]
+    gpus = [{"uuid": g.uuid, "host": "gpu01", "index": g.index, "state": "ok"} for g in seen]
+    view = HeadView.parse({"me": {"uid": 1, "user": "me"}, "gpus": gpus})
+    plan = plan_claim(view, model, {"gpus": 2})
+    assert len(plan.picks) == 2
+    labels = {g.uuid: g.label for g in seen}
+    assert set(labels.values()) == {"H100-80G"}
+    for line in plan.question({}).plain.splitlines()[1:3]:
+        uuid = line.split()[1]
+        assert f"{uuid}  {labels[uuid]}" in line, line

@@ -39,6 +39,8 @@ class Pick:
     model: str
     processes: int
     mem_used_mib: int
+    label: str | None = None
+    """The card's short label as the grid shows it (``H100-80G``: with its memory)."""
 
     @property
     def rank(self) -> tuple[int, int, int]:
@@ -80,7 +82,7 @@ class ClaimPlan:
             text.append(f"GPU {indices}\n", style="bold")
             for pick in self.picks[:SHOWN]:
                 busy = " (busy)" if pick.processes else ""
-                model = model_label(pick.model) if pick.model else "?"
+                model = pick.label or (model_label(pick.model) if pick.model else "?")
                 text.append(f"  {pick.gpu.index:>2}  {pick.gpu.uuid}  {model:<{LABEL_MAX}}{busy}\n")
             if len(self.picks) > SHOWN:
                 text.append(f"  … and {len(self.picks) - SHOWN} more\n")
@@ -126,7 +128,8 @@ def plan_claim(view: HeadView, model: ClusterModel, args: dict[str, Any]) -> Cla
             continue
         processes = len(seen.processes) if seen is not None else 0
         used = (seen.mem_used if seen is not None else None) or 0
-        by_host[gpu.host].append(Pick(gpu, name, processes, int(used)))
+        label = seen.label if seen is not None else None
+        by_host[gpu.host].append(Pick(gpu, name, processes, int(used), label))
     best: tuple[Pick, ...] = ()
     best_key: tuple[Any, ...] | None = None
     for name, picks in by_host.items():
