@@ -26,6 +26,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from gputui.common.text import clean
 from gputui.ui.widgets.rows import RowTable
+from gputui.ui.widgets.titles import view_title
 
 LIMIT = 500
 """Rows asked for: the newest this many."""
@@ -199,8 +200,7 @@ class AuditScreen(Screen[None]):
 
     def _status(self) -> None:
         status = self.query_one("#audit-status", Static)
-        title = Text(" gputui audit ", "bold reverse", no_wrap=True, overflow="ellipsis", end="")
-        title.append("  ")
+        title = view_title("audit")
         if self.problem is not None:
             status.update(title + Text(self.problem, "bold red"))
             return

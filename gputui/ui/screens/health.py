@@ -30,6 +30,7 @@ from gputui.common.text import clean
 from gputui.health.board import HealthBoard, Problem
 from gputui.ui.screens.confirm import ReasonScreen
 from gputui.ui.widgets.rows import RowTable
+from gputui.ui.widgets.titles import view_title
 
 
 class Board(Protocol):
@@ -169,8 +170,7 @@ class HealthScreen(Screen[None]):
     def _show_status(self) -> None:
         """The counts of the rows listed (one count per row, so they add up to the list)."""
         ready, said = self.note() if self.note is not None else (True, "")
-        title = Text(" gputui health ", "bold reverse", no_wrap=True, overflow="ellipsis", end="")
-        title.append("  ")
+        title = view_title("health")
         line = Text()
         if not ready:
             self.query_one("#health-status", Static).update(title + Text(said, "dim"))
