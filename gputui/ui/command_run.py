@@ -161,7 +161,7 @@ class CommandRunner:
             asks.request(what, claim(request))
             return
         plan = plan_claim(view, head.model, request)
-        if not plan.picks and not request.get("wait", True):
+        if plan.cannot_wait(request):
             asks.refuse(what, f"no host has {plan.count} free GPUs{plan.where} now (--no-wait)")
             return
 
@@ -171,8 +171,7 @@ class CommandRunner:
             else:
                 self.app.notify("not sent: nothing was claimed", title=what, markup=False)
 
-        label = f"Claim {plan.count} GPUs" if plan.picks else "Wait in line"
-        self.app.push_screen(ConfirmScreen(plan.question(request), label), answered)
+        self.app.push_screen(ConfirmScreen(plan.question(request), plan.label), answered)
 
     def _sort(self, key: str) -> None:
         self.console.main.sort_by([k.name for k in SORT_KEYS].index(key))

@@ -60,6 +60,15 @@ class ClaimPlan:
     def host(self) -> str | None:
         return self.picks[0].gpu.host if self.picks else None
 
+    @property
+    def label(self) -> str:
+        """The confirming button's words."""
+        return f"Claim {self.count} GPUs" if self.picks else "Wait in line"
+
+    def cannot_wait(self, args: dict[str, Any]) -> bool:
+        """Nothing fits now and the claim may not wait in line: it is not asked."""
+        return not self.picks and not args.get("wait", True)
+
     def request(self, args: dict[str, Any]) -> dict[str, Any]:
         """The claim's arguments: the planned GPUs by UUID, taken now or refused."""
         if not self.picks:

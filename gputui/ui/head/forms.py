@@ -65,7 +65,7 @@ class FormActions:
     ) -> None:
         """A claim of more than one GPU: show which it takes, and send it on a yes."""
         form, args = message.form, message.args
-        if not plan.picks and not args.get("wait", True):
+        if plan.cannot_wait(args):
             form.failed(
                 f"no host has {plan.count} free GPUs{plan.where} now;"
                 " tick 'wait in line' to queue for them"
@@ -79,8 +79,7 @@ class FormActions:
             sent = FormScreen.Requested(form, message.op, plan.request(args))
             self.asks.request(message.op, self._send(link, sent))
 
-        label = f"Claim {plan.count} GPUs" if plan.picks else "Wait in line"
-        self.app.push_screen(ConfirmScreen(plan.question(args), label), answered)
+        self.app.push_screen(ConfirmScreen(plan.question(args), plan.label), answered)
 
     async def _send(self, link: HeadLink, message: FormScreen.Requested) -> None:
         form, op, args = message.form, message.op, message.args
