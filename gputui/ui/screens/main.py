@@ -89,6 +89,7 @@ class MainScreen(Screen[None]):
         self._rebuild_pending = False
         self._last_rebuild = 0.0
         self._grid: GpuGrid | None = None
+        self._summary: SummaryBar | None = None
         self._ready = False
         self.scheduler = False
         """A head is configured: the scheduler keys and the HELD column are on."""
@@ -121,7 +122,14 @@ class MainScreen(Screen[None]):
             self._grid = self.query_one(GpuGrid)
         return self._grid
 
+    @property
+    def _live(self) -> bool:
+        """Mounted, its widgets still there: the app closing removes them while a last
+        batch of samples or a last tick may still come (then nothing is drawn)."""
+        return self._ready and self.grid.is_attached
+
     def on_mount(self) -> None:
+        self._summary = self.query_one(SummaryBar)
         self.query_one("#filter-bar").display = False
         self.query_one(DetailPane).clear_detail()
         self.grid.show_held(self.scheduler)
@@ -140,8 +148,8 @@ class MainScreen(Screen[None]):
         ``tick``: also the once-a-second refresh of ages, totals and the clock, so
         that data and ages are one repaint.
         """
-        if not self._ready:
-            return  # on_mount builds every row from the model
+        if not self._live:
+            return  # on_mount builds every row from the model; closing, nothing to draw
         grid = self.grid
         selection_changed = grid.invalidate(changes)
         if tick:
@@ -163,19 +171,17 @@ class MainScreen(Screen[None]):
 
     def tick(self) -> None:
         """Once a second: ages in host headers, the summary and the clock."""
-        if not self.query(SummaryBar):
-            return  # the app is closing and its widgets are gone: a last tick
         self.hosts_changed([], tick=True)
 
     def refresh_summary(self) -> None:
+        bar = self._summary
+        if bar is None or not self._live or not bar.is_attached:
+            return  # not mounted yet (on_mount draws it), or closing (see ``_live``)
         head, problem = self.head_line if self.head_line is not None else (None, False)
         summary = self.model.summary(self.clock())
         if self.board_problems is not None:
             summary = replace(summary, problems=self.board_problems)
-        bars = self.query(SummaryBar)
-        if not bars:
-            return  # the app is closing: a last batch of samples came after its widgets went
-        bars.first().show(
+        bar.show(
             summary,
             now=self.clock(),
             sort=SORT_KEYS[self.sort_index].name,
