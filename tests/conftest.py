@@ -47,7 +47,7 @@ StartFleet = Callable[..., Awaitable["Fleet"]]
 # migrate_once: a new store's schema, migrated once; pg_server: a real PostgreSQL
 # server for the store suite (started only by a test that asks); pytester: tests of
 # the hooks here
-pytest_plugins = ["storetemplate", "pgserver", "pytester"]
+pytest_plugins = ["storetemplate", "pgserver", "slurmcluster", "pytester"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -196,6 +196,11 @@ def act(backend: SyncBackend, a: argparse.Namespace) -> int:
     return code
 
 
+ENDED = frozenset({"completed", "failed", "timeout", "killed", "cancelled", "out_of_memory",
+                   "node_fail", "preempted", "boot_fail", "deadline"})  # fmt: skip
+"""A job's states once it has ended, the head's and Slurm's (in lower case)."""
+
+
 def run_of(result: Answer) -> int | None:
     """Which run of the job a ``logs`` answer read (0: none yet); None from a head that
     does not say (older heads), or says something that is not a run number."""
@@ -236,11 +241,7 @@ def logs(backend: SyncBackend, a: argparse.Namespace) -> int:
             if data and result.get("size", 0) > offset:
                 continue
             return EXIT_OK
-        if (
-            result.get("ended")
-            and result.get("state") in ("completed", "failed", "timeout", "killed", "cancelled")
-            and not data
-        ):
+        if result.get("ended") and str(result.get("state")).lower() in ENDED and not data:
             return EXIT_OK
         if not data:
             time.sleep(0.5)
@@ -248,12 +249,12 @@ def logs(backend: SyncBackend, a: argparse.Namespace) -> int:
 
 def wait(backend: SyncBackend, a: argparse.Namespace) -> int:
     job = backend.wait(a.job)["job"]
-    state = job["state"]
+    state = str(job["state"]).lower()  # Slurm's states are its own, in capitals
     if state == "completed":
         return 0
     if job.get("exit_code") is not None:
         return int(job["exit_code"]) or 1
-    print(f"job {job['id']} {state}: {job.get('reason') or ''}".rstrip(), file=sys.stderr)
+    print(f"job {job['id']} {job['state']}: {job.get('reason') or ''}".rstrip(), file=sys.stderr)
     return 128 + 9 if state == "killed" else 1
 
 

@@ -14,6 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import cast
 
 from gputui.cli.args import (
     EXIT_OK,
@@ -82,8 +83,41 @@ def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator
     if given is not None:
         yield given
         return
+    if args.socket is None:
+        slurm = slurm_backend(args.hosts)
+        if slurm is not None:
+            yield slurm
+            return
     with head_session(args.socket, args.hosts) as session:
         yield session
+
+
+def slurm_backend(hosts_file: str | None) -> SessionBackend | None:
+    """The Slurm backend where hosts.yaml has a ``slurm:`` section (checked by its
+    model: one line naming what is wrong), else None."""
+    from gputui.scheduler.client.place import config_section
+
+    found = config_section(hosts_file, "slurm")
+    if found is None:
+        return None
+    section, path = found
+    from pydantic import ValidationError
+
+    from gputui.config.models import SlurmConfig
+    from gputui.scheduler.client.slurm.backend import SlurmBackend
+    from gputui.scheduler.client.slurm.runner import Runner
+
+    try:
+        conf = SlurmConfig.model_validate(section)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise HeadError("config", f"{path}: slurm.{where}: {first['msg']}") from None
+    runner = Runner(conf.login, timeout_s=conf.command_timeout_s)
+    backend = SlurmBackend(runner, partitions=conf.partitions, qos=conf.qos, nodes=conf.nodes)
+    # The verbs check each capability they use first (``require``): none of a
+    # session's own (claims held for a process's life) is asked of Slurm.
+    return cast(SessionBackend, backend)
 
 
 BEFORE_THE_VERB = {"--socket": "PATH", "--hosts": "FILE"}

@@ -252,6 +252,51 @@ class HeadConfig(_Model):
     ``gputui head --metrics`` overrides it."""
 
 
+def _slurm_name(value: str) -> str:
+    if not value or len(value) > 64 or not all(c.isalnum() or c in "_.-" for c in value):
+        raise ValueError("must be a Slurm name: letters, digits, '_', '.', '-' (at most 64)")
+    return value
+
+
+def _login(value: str) -> str:
+    if value == "local":
+        return value
+    try:
+        parse_chain(value)
+    except ValueError as exc:
+        raise ValueError(str(exc).removeprefix(f"proxy_jump {value!r}: ")) from None
+    if "," in value:
+        raise ValueError("must be one [user@]host[:port], or local")
+    return value
+
+
+SlurmName = Annotated[str, AfterValidator(_slurm_name)]
+"""A partition, QOS or node name as Slurm takes it on a command line."""
+
+
+class SlurmConfig(_Model):
+    """Slurm as the scheduler: gputui shows and drives what Slurm decides."""
+
+    login: Annotated[str, AfterValidator(_login)] = "local"
+    """Where Slurm's commands run: ``local`` (this machine is a login node), or a login
+    node ``[user@]host[:port]`` reached with OpenSSH (``ssh``), as the calling user."""
+    refresh_s: Annotated[float, Field(ge=2, le=600)] = 5.0
+    """The console asks Slurm at most this often (one squeue and one sinfo a refresh)."""
+    command_timeout_s: Annotated[float, Field(ge=1, le=600)] = 30.0
+    """How long one Slurm command may take before gputui gives up on it."""
+    partitions: dict[str, SlurmName] = Field(default_factory=dict, max_length=256)
+    """Pool name -> the partition ``submit --pool`` asks for (a pool not listed is
+    taken to be a partition's name)."""
+    qos: dict[str, SlurmName] = Field(default_factory=dict, max_length=256)
+    """Priority class -> the QOS ``submit --priority`` asks for."""
+    nodes: dict[SlurmName, str] = Field(default_factory=dict, max_length=65536)
+    """Slurm node name -> the hosts.yaml host it is (a node not listed is taken to be
+    the host of the same name)."""
+
+    def host_of(self, node: str) -> str:
+        return self.nodes.get(node, node)
+
+
 class Config(_Model):
     """The whole of hosts.yaml."""
 
@@ -270,6 +315,9 @@ class Config(_Model):
     """When readings count as problems."""
     head: HeadConfig | None = None
     """The scheduler's head node; leave out for monitoring only."""
+    slurm: SlurmConfig | None = None
+    """Slurm as the scheduler instead of a head: ``gputui queue`` and the verbs run
+    Slurm's commands as the calling user."""
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     """The head's policy: priority classes, fair share, quotas, preemption, accounting."""
     connect_concurrency: Annotated[int, Field(ge=1, le=1024)] = 32
@@ -299,6 +347,12 @@ class Config(_Model):
         can name them."""
         self._source = source
         self._lines = lines
+
+    @model_validator(mode="after")
+    def _one_scheduler(self) -> Config:
+        if self.head is not None and self.slurm is not None:
+            raise ValueError("give head: or slurm:, not both (one scheduler decides)")
+        return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:

@@ -71,6 +71,12 @@ def head_place(
 def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
     """hosts.yaml's ``head:`` section and the file it is in: the file
     :func:`gputui.common.locations.find_hosts` finds (the one search order, trusted files only)."""
+    return config_section(config_file, "head")
+
+
+def config_section(config_file: str | None, name: str) -> tuple[dict[str, Any], Path] | None:
+    """hosts.yaml's section ``name`` (a mapping) and the file it is in, read with the
+    bounded YAML reader only; None where there is no such file or section."""
     try:
         path = find_hosts(config_file)
     except LocationError as exc:
@@ -97,5 +103,5 @@ def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
         raise HeadError(
             "config", f"{path} is not a valid hosts file; `gputui check-config {path}` says why"
         ) from None
-    head = data.get("head") if isinstance(data, dict) else None
-    return (head, path) if isinstance(head, dict) else None
+    section = data.get(name) if isinstance(data, dict) else None
+    return (section, path) if isinstance(section, dict) else None

@@ -1,0 +1,378 @@
+"""``SlurmBackend``: the ``SchedulerBackend`` that is an existing Slurm cluster.
+
+Slurm stays the scheduler: each verb is Slurm's own command, run as the calling user
+(``runner.Runner``), and what Slurm prints is read into the head's wire shapes
+(``parse``), so the CLI prints a Slurm job as it prints one of the head's. States and
+reasons are Slurm's own words (``PENDING``, ``Resources``). A verb Slurm cannot do the
+same way says so in one line before anything is asked (``supports``).
+
+Load on slurmctld: a listing is one ``squeue`` for the whole queue; ``show`` is one
+``squeue`` for the job and, once it has ended, one ``scontrol show job`` for its exit.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+from gputui.common.printable import shown
+from gputui.scheduler.client.backend import Answer, Unsupported
+from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.slurm import parse
+from gputui.scheduler.client.slurm.runner import Runner, code_of, said
+
+CAN: Final = frozenset(
+    {"queue", "submit", "cancel", "kill", "preempt", "hold", "release_hold", "requeue",
+     "show", "logs", "wait", "drain", "undrain", "whoami"}
+)  # fmt: skip
+"""What the Slurm backend does; every other capability is ``Unsupported``."""
+
+WAIT_POLL_S: Final = 1.0
+"""How often ``wait`` asks squeue about the job it waits for."""
+LOG_CHUNK: Final = 1 << 20
+
+
+class SlurmBackend:
+    """Slurm, reached through ``runner`` (the calling user's own commands)."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        *,
+        partitions: Mapping[str, str] | None = None,
+        qos: Mapping[str, str] | None = None,
+        nodes: Mapping[str, str] | None = None,
+    ) -> None:
+        self.runner = runner
+        self.partitions = dict(partitions or {})
+        self.qos = dict(qos or {})
+        self.nodes = dict(nodes or {})
+        self.pools = {partition: pool for pool, partition in self.partitions.items()}
+        self.dropped = 0
+        """Records of Slurm's output dropped as malformed (hostile text), so far."""
+
+    @property
+    def name(self) -> str:
+        return "Slurm"
+
+    @property
+    def local(self) -> bool:
+        return self.runner.login == "local"
+
+    def supports(self, capability: str) -> bool:
+        return capability in CAN
+
+    def __getattr__(self, capability: str) -> Any:
+        """A capability Slurm lacks: one line, whatever the arguments."""
+        if capability.startswith("_"):
+            raise AttributeError(capability)
+
+        def unsupported(*_: Any, **__: Any) -> NoReturn:
+            raise Unsupported(self.name, capability)
+
+        return unsupported
+
+    # -- reading the queue ---------------------------------------------------------------
+
+    def _squeue(self, *extra: str) -> list[dict[str, Any]]:
+        markers = parse.Markers()
+        keys = [key for key, _ in parse.JOB_FIELDS]
+        fmt = markers.format(letter for _, letter in parse.JOB_FIELDS)
+        done = self.runner.run("squeue", "--noheader", *extra, "-o", fmt)
+        if done.code != 0:
+            if "invalid job id" in done.err.lower():
+                return []
+            raise HeadError(code_of(done.err), f"squeue: {said('squeue', done.err)}")
+        parsed = parse.split_records(done.out, markers, keys)
+        self.dropped += parsed.dropped
+        views = [parse.job_view(row, self.pools) for row in parsed.rows]
+        return sorted((v for v in views if v is not None), key=lambda v: int(v["id"]))
+
+    def queue(
+        self,
+        *,
+        all: bool = False,
+        user: str | None = None,
+        limit: int | None = None,
+        after: int | None = None,
+        timeout: float | None = None,
+    ) -> Answer:
+        extra = ["--states=all"] if all else []
+        if user is not None:
+            extra += ["--user", _name_arg(user, "user")]
+        jobs = self._squeue(*extra)
+        if after is not None:
+            jobs = [j for j in jobs if j["id"] > after]
+        more = limit is not None and len(jobs) > limit
+        if limit is not None:
+            jobs = jobs[:limit]
+        answer: Answer = {"jobs": jobs, "next": jobs[-1]["id"] if more and jobs else None}
+        if self.dropped:
+            answer["dropped"] = self.dropped
+        return answer
+
+    def _job(self, job_id: int) -> dict[str, Any]:
+        jobs = [
+            j for j in self._squeue("--states=all", "--jobs", str(int(job_id))) if j["id"] == job_id
+        ]
+        if not jobs:
+            raise HeadError("unknown-job", f"no job {job_id} in Slurm's queue (ended long ago?)")
+        return jobs[0]
+
+    def show(self, job_id: int, *, timeout: float | None = None) -> Answer:
+        job = self._job(job_id)
+        detail = self._detail(job_id, job["name"])
+        job.update(detail)
+        return {"job": job}
+
+    def _detail(self, job_id: int, name: str) -> dict[str, Any]:
+        """What only ``scontrol show job`` says of one job: exit, requeues, output file."""
+        done = self.runner.run("scontrol", "show", "job", str(int(job_id)))
+        if done.code != 0:
+            return {}
+        return scontrol_detail(done.out, job_id, name)
+
+    # -- submitting -------------------------------------------------------------------
+
+    def submit(
+        self,
+        *,
+        argv: Sequence[str],
+        gpus: int = 1,
+        cwd: str | None = None,
+        preemptible: bool = False,
+        pool: str | None = None,
+        host: str | None = None,
+        name: str | None = None,
+        time_limit_s: float | None = None,
+        priority: str | None = None,
+        project: str | None = None,
+        after: Sequence[int] | None = None,
+        after_ok: bool = False,
+        timeout: float | None = None,
+    ) -> Answer:
+        if preemptible:
+            raise HeadError(
+                "usage",
+                "submit: on Slurm a job is preemptible by its QOS:"
+                " give --priority with a class that slurm.qos maps to a preemptible QOS",
+            )
+        if not argv:
+            raise HeadError("usage", "submit: give the command after --")
+        cmd = ["sbatch", "--parsable", f"--gres=gpu:{int(gpus)}"]
+        if cwd:
+            cmd.append(f"--chdir={cwd}")
+        if time_limit_s is not None:
+            cmd.append(f"--time={parse.slurm_duration(time_limit_s)}")
+        if priority is not None:
+            qos = self.qos.get(priority)
+            if qos is None:
+                known = ", ".join(sorted(self.qos)) or "none (slurm.qos is empty)"
+                raise HeadError(
+                    "usage",
+                    f"submit: no QOS for priority class {shown(priority, 40)} (known: {known})",
+                )
+            cmd.append(f"--qos={qos}")
+        if pool is not None:
+            cmd.append(f"--partition={_name_arg(self.partitions.get(pool, pool), 'pool')}")
+        if host is not None:
+            cmd.append(f"--nodelist={_name_arg(self._node_of(host), 'host')}")
+        # Slurm names a --wrap job "wrap": name it as the head would, by its program.
+        cmd.append(f"--job-name={name if name is not None else Path(argv[0]).name[:64]}")
+        if project is not None:
+            cmd.append(f"--comment={project}")
+        if after:
+            kind = "afterok" if after_ok else "afterany"
+            cmd.append(f"--dependency={kind}:" + ":".join(str(int(j)) for j in after))
+        cmd += ["--output=slurm-%j.out", "--wrap", shlex.join(argv)]
+        done = self.runner.ok(*cmd)
+        m = re.fullmatch(r"(\d{1,10})(?:;[A-Za-z0-9_.-]+)?\s*", done.out)
+        if m is None:
+            raise HeadError("protocol", f"sbatch said {shown(done.out.strip(), 80)}, not a job id")
+        return {"job": self._job(int(m.group(1)))}
+
+    def _node_of(self, host: str) -> str:
+        for node, name in self.nodes.items():
+            if name == host:
+                return node
+        return host
+
+    # -- acting on jobs ----------------------------------------------------------------
+
+    def _act(self, job_id: int, *argv: str) -> Answer:
+        self.runner.ok(*argv, str(int(job_id)))
+        return {"job": self._job(job_id)}
+
+    def cancel(
+        self, job_id: int, *, reason: str | None = None, timeout: float | None = None
+    ) -> Answer:
+        return self._act(job_id, "scancel")
+
+    def kill(
+        self, job_id: int, *, reason: str | None = None, timeout: float | None = None
+    ) -> Answer:
+        return self._act(job_id, "scancel", "--signal=KILL", "--full")
+
+    def preempt(
+        self, job_id: int, *, reason: str | None = None, timeout: float | None = None
+    ) -> Answer:
+        return self._act(job_id, "scontrol", "requeue")
+
+    def requeue(
+        self,
+        job_id: int,
+        *,
+        reason: str | None = None,
+        force: bool = False,
+        timeout: float | None = None,
+    ) -> Answer:
+        return self._act(job_id, "scontrol", "requeue")
+
+    def hold(
+        self, job_id: int, *, reason: str | None = None, timeout: float | None = None
+    ) -> Answer:
+        return self._act(job_id, "scontrol", "hold")
+
+    def release_hold(
+        self, job_id: int, *, reason: str | None = None, timeout: float | None = None
+    ) -> Answer:
+        return self._act(job_id, "scontrol", "release")
+
+    # -- output and waiting -------------------------------------------------------------
+
+    def logs(
+        self,
+        job_id: int,
+        *,
+        offset: int = 0,
+        max_bytes: int | None = None,
+        timeout: float | None = None,
+    ) -> Answer:
+        job = self._job(job_id)
+        detail = self._detail(job_id, job["name"])
+        path = detail.get("log_path")
+        if not path:
+            raise HeadError("refused", f"logs: Slurm names no output file for job {job_id}")
+        want = min(max_bytes or LOG_CHUNK, LOG_CHUNK)
+        data, size = self._read(path, max(0, int(offset)), want)
+        return {
+            "data": data.decode("utf-8", "replace"),
+            "offset": offset + len(data),
+            "size": size,
+            "ended": job["state"] in parse.FINAL_STATES,
+            "state": job["state"],
+            "run": int(detail.get("requeues", 0)) + 1,
+        }
+
+    def _read(self, path: str, offset: int, want: int) -> tuple[bytes, int]:
+        """Up to ``want`` bytes of ``path`` from ``offset``, read as the calling user."""
+        if self.local:
+            try:
+                with open(path, "rb") as f:
+                    size = f.seek(0, 2)
+                    f.seek(min(offset, size))
+                    return f.read(want), size
+            except FileNotFoundError:
+                return b"", 0
+            except OSError as exc:
+                raise HeadError("denied", f"logs: {shown(path, 200)}: {exc.strerror}") from None
+        quoted = shlex.quote(path)
+        done = self.runner.run(
+            "sh", "-c",
+            f"wc -c < {quoted} && tail -c +{offset + 1} -- {quoted} | head -c {want}",
+        )  # fmt: skip
+        if done.code != 0:
+            return b"", 0
+        head, _, rest = done.out.partition("\n")
+        return rest.encode("utf-8", "surrogateescape"), int(head) if head.strip().isdigit() else 0
+
+    def wait(self, job_id: int, *, timeout: float | None = None) -> Answer:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self._job(job_id)
+            if job["state"] in parse.FINAL_STATES:
+                job.update(self._detail(job_id, job["name"]))
+                return {"job": job}
+            if deadline is not None and time.monotonic() > deadline:
+                raise HeadError("timeout", f"job {job_id} is still {job['state']}")
+            time.sleep(WAIT_POLL_S)
+
+    # -- nodes -------------------------------------------------------------------------
+
+    def drain(
+        self, target: str, *, reason: str | None = None, timeout: float | None = None
+    ) -> Answer:
+        node = self._whole_node(target, "drain")
+        self.runner.ok(
+            "scontrol", "update", f"NodeName={node}", "State=DRAIN",
+            f"Reason={reason or 'drained with gputui'}",
+        )  # fmt: skip
+        return {"outcome": f"node {node} draining (Slurm drains whole nodes)"}
+
+    def undrain(
+        self, target: str, *, reason: str | None = None, timeout: float | None = None
+    ) -> Answer:
+        node = self._whole_node(target, "undrain")
+        self.runner.ok("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        return {"outcome": f"node {node} resumed"}
+
+    def _whole_node(self, target: str, verb: str) -> str:
+        host, sep, _ = target.partition(":")
+        if sep:
+            raise HeadError(
+                "usage",
+                f"{verb}: Slurm cannot {verb} one GPU; {verb} the node: gputui {verb} {host}",
+            )
+        return _name_arg(self._node_of(host), "host")
+
+    def whoami(self, *, timeout: float | None = None) -> Answer:
+        import getpass
+
+        return {
+            "user": getpass.getuser(),
+            "scheduler": "slurm",
+            "version": "{}.{:02d}".format(*self.runner.version()),
+        }
+
+    def pushes(self) -> Iterator[Answer]:
+        raise Unsupported(self.name, "subscribe")
+
+
+def _name_arg(value: str, what: str) -> str:
+    """A name that goes on Slurm's command line: never an option, never a list."""
+    if not value or len(value) > 256 or not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+", value):
+        raise HeadError("usage", f"not a Slurm {what} name: {shown(value, 64)}")
+    return value
+
+
+_REQUEUE = re.compile(
+    r"   Requeue=\d+ Restarts=(\d{1,6}) BatchFlag=\d+ Reboot=\d+ ExitCode=(\d{1,3}:\d{1,3})"
+)
+
+
+def scontrol_detail(out: str, job_id: int, name: str) -> dict[str, Any]:
+    """Exit, restarts and output file of one job from ``scontrol show job ID``. The
+    record's name (which squeue gave) is skipped whole; the exit line is Slurm's own,
+    before any free text; ``StdOut=`` comes after the comment and working directory
+    (anybody's text), so the last such line is Slurm's."""
+    m = parse.HEADER.match(out)
+    if m is None or int(m.group(1)) != job_id or out[m.end() :].split("\n", 1)[0] != name:
+        return {}
+    body = out[m.end() + len(name) + 1 :]
+    detail: dict[str, Any] = {}
+    fixed, _, free = body.partition("\n   MinCPUsNode=")
+    for line in fixed.split("\n"):
+        m = _REQUEUE.fullmatch(line)
+        if m is not None:
+            code, sig = parse.exit_code(m.group(2))
+            detail.update(requeues=int(m.group(1)), exit_code=code, exit_signal=sig)
+    outs = [line for line in free.split("\n") if line.startswith("   StdOut=")]
+    if outs:
+        path = outs[-1].removeprefix("   StdOut=")
+        if path.startswith("/") and "\x00" not in path:
+            detail["log_path"] = str(Path(path))
+    return detail

@@ -1,0 +1,159 @@
+"""Reading Slurm's output: captured from two versions, and hostile text generated.
+
+``fixtures/*-22.05.txt`` were printed by Debian 12's Slurm 22.05 (the test cluster;
+the squeue capture with the fixed nonce ``0123456789abcdef``): job 4's name and
+comment forge another record's header and a GPU line. ``*-24.05.txt`` is written
+after Slurm's documented ``scontrol show job`` of 23.02 and later (``ReqTRES``/
+``AllocTRES``, typed GRES, array elements, jobs on two nodes).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gputui.scheduler.client.slurm import parse
+from gputui.scheduler.client.slurm.backend import scontrol_detail
+
+FIXTURES = Path(__file__).parent / "fixtures"
+KEYS = [key for key, _ in parse.JOB_FIELDS]
+CAPTURED = parse.Markers("0123456789abcdef")
+
+
+def read(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+def test_the_22_05_queue_reads_into_job_views() -> None:
+    parsed = parse.split_records(read("squeue-22.05.txt"), CAPTURED, KEYS)
+    assert parsed.dropped == 0
+    views = {v["id"]: v for row in parsed.rows if (v := parse.job_view(row, {"a100": "gpu"}))}
+    assert sorted(views) == [2, 4, 5, 6, 7, 8]
+    assert views[4]["name"] == "train\nJobId=99 JobName=x"  # the name, whole and in place
+    assert views[4]["state"] == "RUNNING" and views[4]["gpus"] == 2
+    assert views[4]["comment"].startswith("hi\n     Nodes=node01")
+    assert views[6]["state"] == "PENDING" and views[6]["reason"] == "Resources"
+    assert views[6]["time_limit_s"] == 26 * 3600 + 3 * 60 and views[6]["started_at"] is None
+    assert views[8]["array_id"] == "7_1" and views[7]["array_id"] == "7_2"
+    assert views[8]["state"] == "COMPLETED" and views[8]["ended_at"] is not None
+    assert views[2]["state"] == "CANCELLED" and views[2]["gpus"] == 0
+
+
+def test_the_22_05_gpu_indexes_ignore_what_a_name_and_a_comment_forge() -> None:
+    parsed = parse.split_records(read("squeue-22.05.txt"), CAPTURED, KEYS)
+    names = {int(row["id"]): row["name"] for row in parsed.rows}
+    found = parse.gpu_indexes(read("scontrol-show-job-d-22.05.txt"), names)
+    assert found == {4: {"node01": [0, 1]}, 5: {"node01": [2]}}
+
+
+def test_the_24_05_record_reads_typed_gres_two_nodes_and_array_elements() -> None:
+    out = read("scontrol-show-job-d-24.05.txt")
+    found = parse.gpu_indexes(out, {71: "train", 73: "sweep"})
+    assert found == {71: {"gpu01": [0, 1], "gpu02": [2, 3]}, 73: {"gpu03": [5]}}
+    first = out.split("\n\n")[0] + "\n"
+    assert scontrol_detail(first, 71, "train") == {
+        "requeues": 0, "exit_code": 0, "exit_signal": None,
+        "log_path": "/home/alice/slurm-71.out",
+    }  # fmt: skip
+    second = out.split("\n\n")[1] + "\n"
+    assert scontrol_detail(second, 73, "sweep")["requeues"] == 2
+    assert parse.gpus_of("gres/gpu:2", "2") == 4
+    assert parse.gpus_of("gres/gpu:a100:2") == 2
+    assert parse.node_names("gpu[01-02,07],login") == ["gpu01", "gpu02", "gpu07", "login"]
+
+
+ANY_TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
+HOSTILE = st.one_of(
+    ANY_TEXT,
+    st.lists(
+        st.sampled_from(
+            ["\n", "\x1f", "\x1e", "JobId=", " JobName=", "\n   MinCPUsNode=", "%", "|",
+             "     Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:4(IDX:0-3)", "\n\n", "StdOut=/etc"]
+        ),
+        max_size=8,
+    ).map("".join),
+)  # fmt: skip
+
+
+@given(st.lists(st.fixed_dictionaries(dict.fromkeys(KEYS, HOSTILE)), max_size=6))
+def test_any_text_in_any_field_reads_back_whole_and_in_its_column(
+    rows: list[dict[str, str]],
+) -> None:
+    markers = parse.Markers()
+    out = "".join(markers.field.join(r[k] for k in KEYS) + markers.record + "\n" for r in rows)
+    parsed = parse.split_records(out, markers, KEYS)
+    assert parsed.dropped == 0
+    assert parsed.rows == rows
+
+
+@given(st.lists(st.fixed_dictionaries(dict.fromkeys(KEYS, HOSTILE)), min_size=1, max_size=4))
+def test_output_cut_short_drops_the_cut_record_and_shifts_nothing(
+    rows: list[dict[str, str]],
+) -> None:
+    markers = parse.Markers()
+    whole = [markers.field.join(r[k] for k in KEYS) + markers.record + "\n" for r in rows]
+    cut = "".join(whole[:-1]) + whole[-1][: len(whole[-1]) // 2]
+    parsed = parse.split_records(cut, markers, KEYS)
+    assert parsed.rows == rows[:-1]
+    assert parsed.dropped <= 1
+
+
+def _record(job: int, name: str, comment: str, idx: str) -> str:
+    return (
+        f"JobId={job} JobName={name}\n"
+        f"   UserId=u(1) GroupId=u(1) MCS_label=N/A\n"
+        f"   JobState=RUNNING Reason=None Dependency=(null)\n"
+        f"   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0\n"
+        f"   JOB_GRES=gpu:1\n"
+        f"     Nodes=n1 CPU_IDs=0 Mem=0 GRES=gpu:1(IDX:{idx})\n"
+        f"   MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0\n"
+        f"   Comment={comment}\n"
+        f"   StdOut=/home/u/slurm-{job}.out\n"
+        f"   \n\n"
+    )
+
+
+@given(st.lists(st.tuples(HOSTILE, HOSTILE), min_size=1, max_size=4), st.data())
+def test_hostile_names_and_comments_never_give_a_job_another_jobs_gpus(
+    jobs: list[tuple[str, str]], data: st.DataObject
+) -> None:
+    names = {10 + i: name for i, (name, _) in enumerate(jobs)}
+    records = []
+    for i, (given_name, given_comment) in enumerate(jobs):
+        name, comment = given_name, given_comment
+        if data.draw(st.booleans(), "forge"):  # a whole record of a job, GPUs and all
+            victim = data.draw(st.sampled_from(sorted(names)), "victim")
+            where = data.draw(st.sampled_from(["name", "comment"]), "in")
+            forged = _record(victim, names[victim], "", "7").removesuffix("   \n\n")
+            if where == "name":
+                names[10 + i] = name = name + "\n\n" + forged
+            else:
+                comment = comment + "\n\n" + forged
+        records.append(_record(10 + i, name, comment, str(i)))
+    found = parse.gpu_indexes("".join(records), names)
+    for job, per_node in found.items():
+        assert per_node == {"n1": [job - 10]}, (job, per_node)
+
+
+@given(st.floats(min_value=1, max_value=365 * 86400))
+def test_a_time_limit_goes_to_slurm_and_back_rounded_up_to_a_minute(seconds: float) -> None:
+    back = parse.duration_s(parse.slurm_duration(seconds))
+    assert back is not None and seconds <= back < seconds + 60
+
+
+@given(ANY_TEXT)
+def test_any_text_as_a_duration_timestamp_or_exit_is_a_value_or_none(value: str) -> None:
+    assert parse.duration_s(value) is None or parse.duration_s(value) >= 0  # type: ignore[operator]
+    parse.timestamp(value)
+    code, _sig = parse.exit_code(value)
+    assert code is None or 0 <= code <= 255
+    assert parse.job_id(value) is None or 0 < parse.job_id(value) <= parse.MAX_JOB_ID  # type: ignore[operator]
+    assert len(parse.node_names(value)) <= 4096
+
+
+def test_markers_differ_per_call() -> None:
+    assert parse.Markers().nonce != parse.Markers().nonce
+    assert len(parse.Markers().nonce) == 16 and os.urandom  # 64 random bits a call
