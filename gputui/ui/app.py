@@ -170,7 +170,14 @@ class GpuTuiApp(App[None]):
             tick_interval=tick_interval,
         )
         """The snapshots' way in: batched, applied to the model in slices."""
-        self.head = HeadConsole(self, config, self.model, clock, self.health)
+        self.head = HeadConsole(
+            self,
+            config,
+            self.model,
+            clock,
+            self.health,
+            snapshots=lambda: self.source.snapshots(),  # noqa: PLW0108 (source is swapped on fallback)
+        )
         """The scheduler side: the link to the head, and every request to it."""
         self.commands = CommandRunner(self, self)
         """The ``:`` line and the palette's gputui commands."""

@@ -18,14 +18,15 @@ Nothing is dropped without a word.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from textual.app import App
 from textual.css.query import NoMatches
 
 from gputui.common.text import clean
-from gputui.config.models import Config
+from gputui.config.models import Config, SlurmConfig
 from gputui.health.board import HealthBoard
+from gputui.telemetry import HostSnapshot
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head.audit import AuditActions
 from gputui.ui.head.claims import ClaimActions
@@ -35,7 +36,7 @@ from gputui.ui.head.forcefree import ForceFreeActions
 from gputui.ui.head.forms import FormActions
 from gputui.ui.head.health_acks import HealthActions
 from gputui.ui.head.jobs import JobActions
-from gputui.ui.head.link import HeadLink, HeadNotice, Opener
+from gputui.ui.head.link import HeadLink, HeadNotice, LinkSession, Opener
 from gputui.ui.head.requests import HeadRequests
 from gputui.ui.head.usage import UsageActions
 from gputui.ui.head.view import HeadView
@@ -66,9 +67,13 @@ class HeadConsole:
         model: ClusterModel,
         clock: Callable[[], float],
         local_health: HealthBoard,
+        *,
+        snapshots: Callable[[], Mapping[str, HostSnapshot]] = dict,
     ) -> None:
-        """``local_health`` is the console's own board (the health view without a head)."""
+        """``local_health`` is the console's own board (the health view without a head);
+        ``snapshots``: the console's telemetry now (what Slurm's holders are joined with)."""
         self.app = app
+        self.snapshots = snapshots
         self.config = config
         self.model = model
         self.asks = HeadRequests(app)
@@ -92,11 +97,19 @@ class HeadConsole:
     # -- start ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """With a ``head:`` section: connect in a worker, turn the scheduler keys on."""
-        if self.config.head is None:
+        """With a ``head:`` (or ``slurm:``) section: connect in a worker, turn the
+        scheduler keys on."""
+        if self.config.head is None and self.config.slurm is None:
             return
-        link = self.asks.link = HeadLink(self.config, self.app.post_message, opener=self.opener)
+        where = None
+        if self.config.head is None and self.config.slurm is not None and self.opener is None:
+            self.opener, where = self._slurm_opener(self.config.slurm)
+        link = self.asks.link = HeadLink(
+            self.config, self.app.post_message, opener=self.opener, where=where
+        )
         main = self._main()
+        if where is not None:
+            main.scheduler_name = "slurm"
         main.enable_scheduler()
         main.head_line = ((f"connecting to {link.where()}…", "connecting…"), False)
         self.app.run_worker(
@@ -108,13 +121,29 @@ class HeadConsole:
             exit_on_error=False,
         )
 
+    def _slurm_opener(self, conf: SlurmConfig) -> tuple[Opener, str]:
+        """Slurm as the scheduler: its state polled and joined with this console's own
+        telemetry (``gputui.ui.head.slurm``)."""
+        from gputui.ui.head.slurm import SlurmConsole
+
+        async def opener() -> LinkSession:
+            console = SlurmConsole.of(
+                conf, self.snapshots, exempt_users=self.config.scheduler.ownership.exempt_users
+            )
+            return LinkSession(console, local=console.local, backend=console.as_backend())
+
+        where = "Slurm" if conf.login == "local" else f"Slurm on {conf.login}"
+        return opener, where
+
     def _main(self) -> MainScreen:
         screen = self.app.screen_stack[0]
         assert isinstance(screen, MainScreen)
         return screen
 
     def help_sections(self) -> list[HelpSection]:
-        title = "Scheduler" if self.link is not None else "Scheduler (needs a head: section)"
+        title = (
+            "Scheduler" if self.link is not None else "Scheduler (needs a head: or slurm: section)"
+        )
         _, rows = section(title, MainScreen.SCHEDULER_BINDINGS)
         _, queue = section("Queue screen (Q)", QueueScreen.BINDINGS)
         _, usage = section("Usage screen (U)", UsageScreen.BINDINGS)
@@ -158,7 +187,7 @@ class HeadConsole:
         if not self.app.screen_stack:
             return  # as in ``show_state``
         main = self._main()
-        main.head_line = (f"head unreachable ({clean(reason, 80)})", True)
+        main.head_line = (f"{main.scheduler_name} unreachable ({clean(reason, 80)})", True)
         main.board_problems = None  # the console's own count until the head is back
         self._show_summary(main)
         self.jobs.show_unreachable(reason)

@@ -21,7 +21,7 @@ import random
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from textual.message import Message
 
@@ -80,13 +80,21 @@ class HeadUnreachable(Message):
     reason: str
 
 
+class Carrier(Protocol):
+    """What carries a link's requests: the head's client, or Slurm's console backend."""
+
+    closed_reason: str | None
+
+    async def close(self) -> None: ...
+
+
 class LinkSession:
     """One open connection to the head: the backend the console asks through, and
     what carries it (closed with it)."""
 
     def __init__(
         self,
-        client: AsyncHeadClient,
+        client: Carrier,
         *,
         local: bool,
         closer: Callable[[], Awaitable[None]] | None = None,
@@ -95,7 +103,10 @@ class LinkSession:
         """``local``: the head runs on this machine; ``backend``: the scheduler over
         ``client`` (the head's own, ``console_backend``, unless given)."""
         self.client = client
-        self.backend = console_backend(client, local=local) if backend is None else backend
+        if backend is None:
+            assert isinstance(client, AsyncHeadClient)
+            backend = console_backend(client, local=local)
+        self.backend = backend
         self._closer = closer
 
     async def close(self) -> None:
@@ -119,16 +130,20 @@ class HeadLink:
         opener: Opener | None = None,
         backoff_first: float = BACKOFF_FIRST_S,
         backoff_cap: float = BACKOFF_CAP_S,
+        where: str | None = None,
     ) -> None:
-        if config.head is None:
+        """``opener`` and ``where`` (what the status line names) for a scheduler that is
+        not a head (Slurm); else the head of hosts.yaml's ``head:`` section."""
+        if config.head is None and opener is None:
             raise ValueError("hosts.yaml has no head: section")
         self.config = config
         self.head = config.head
+        self._where = where
         self._post = post
         self._opener = opener
         self._backoff_first = backoff_first
         self._backoff_cap = backoff_cap
-        self._socket = Path(config.head.socket).expanduser()
+        self._socket = Path(config.head.socket if config.head else "").expanduser()
         self._session: LinkSession | None = None
         self._wake = asyncio.Event()
         self.reason: str | None = "connecting to the head"
@@ -141,6 +156,8 @@ class HeadLink:
         return self._session is not None and self.reason is None
 
     def where(self) -> str:
+        if self._where is not None or self.head is None:
+            return self._where or "the scheduler"
         if is_local(self.head):
             return str(Path(self.head.socket).expanduser())
         return f"{self.head.host}:{self.head.socket}"
@@ -263,6 +280,7 @@ class HeadLink:
     async def _open(self) -> LinkSession:
         if self._opener is not None:
             return await self._opener()
+        assert self.head is not None  # without a head there is always an opener
         if is_local(self.head):
             path = self._socket
             try:

@@ -24,9 +24,18 @@ from gputui.ui.head.flags import OwnerFlag, idle_for, parse_flags
 MAX_BOARD_PROBLEMS = 10_000_000
 """More problems than any board holds: a count past it is not believed."""
 
-LIVE_STATES = frozenset({"starting", "running", "killing", "preempting", "unknown"})
-PENDING_STATES = frozenset({"queued", "held"})
-FINAL_STATES = frozenset({"completed", "failed", "timeout", "killed", "cancelled"})
+LIVE_STATES = frozenset(
+    {"starting", "running", "killing", "preempting", "unknown",
+     # Slurm's own words (the Slurm backend shows its jobs in them)
+     "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "SIGNALING", "STAGE_OUT",
+     "RESIZING", "STOPPED"}
+)  # fmt: skip
+PENDING_STATES = frozenset({"queued", "held", "PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
+FINAL_STATES = frozenset(
+    {"completed", "failed", "timeout", "killed", "cancelled",
+     "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+     "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"}
+)  # fmt: skip
 
 
 def _opt_text(value: Any, limit: int = 128) -> str | None:

@@ -94,6 +94,8 @@ class MainScreen(Screen[None]):
         self.scheduler = False
         """A head is configured: the scheduler keys and the HELD column are on."""
         self.head_line: tuple[str | tuple[str, ...], bool] | None = None
+        self.scheduler_name = "head"
+        """What the summary bar calls the scheduler (``slurm`` in front of Slurm)."""
         self.board_problems: int | None = None
         """With a head: how many problems its board lists (the header shows that count,
         the one its health view lists); None: the console's own count."""
@@ -189,6 +191,7 @@ class MainScreen(Screen[None]):
             grouped=self.grouped,
             head=head,
             head_problem=problem,
+            scheduler=self.scheduler_name,
         )
 
     # -- the scheduler (set by the app) ----------------------------------------------

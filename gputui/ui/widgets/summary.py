@@ -74,11 +74,13 @@ class SummaryBar(Widget):
         grouped: bool,
         head: str | Sequence[str] | None = None,
         head_problem: bool = False,
+        scheduler: str = "head",
     ) -> None:
         """Redraw from a fresh summary; cheap (one line).
 
         ``head``: the scheduler's part (``3 running, 2 waiting`` or ``head unreachable
-        (why)``), or its forms longest first; None when no head is configured."""
+        (why)``), or its forms longest first; None when no head is configured;
+        ``scheduler``: its label (``head``, or ``slurm``)."""
         style = self.get_component_rich_style
         label = style("summary-bar--label", partial=True)
         crit = style("summary-bar--crit", partial=True)
@@ -106,7 +108,7 @@ class SummaryBar(Widget):
         )
         part("gpus", gpus)
         if heads and not head_problem:
-            part("head", *_head_forms(heads, crit, label, problem=False))
+            part("head", *_head_forms(heads, crit, label, problem=False, name=scheduler))
         all_live = summary.hosts_live == summary.hosts_total
         hosts = Text("hosts ", label)
         hosts.append(
@@ -197,7 +199,9 @@ def _pairs(label: Style, *pairs: tuple[str, str]) -> Text:
     return text
 
 
-def _head_forms(heads: list[str], crit: Style, label: Style, *, problem: bool) -> list[Text]:
+def _head_forms(
+    heads: list[str], crit: Style, label: Style, *, problem: bool, name: str = "head"
+) -> list[Text]:
     """The head's part in each of its forms, longest first: ``head 4 running, 2
     waiting`` ... ``head 4 run, 2 wait``, then that without its label; a problem, then that
     problem without its reason in brackets."""
@@ -207,7 +211,7 @@ def _head_forms(heads: list[str], crit: Style, label: Style, *, problem: bool) -
         return [Text("!! " + form, crit) for form in dict.fromkeys((reason, short))]
     forms = []
     for form in heads:
-        text = Text("head ", label)
+        text = Text(f"{name} ", label)
         text.append(form)
         forms.append(text)
     return [*forms, Text(heads[-1])]

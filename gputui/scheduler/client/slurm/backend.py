@@ -16,6 +16,7 @@ import re
 import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
@@ -34,6 +35,18 @@ CAN: Final = frozenset(
 WAIT_POLL_S: Final = 1.0
 """How often ``wait`` asks squeue about the job it waits for."""
 LOG_CHUNK: Final = 1 << 20
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a console shows of Slurm at one refresh."""
+
+    jobs: list[dict[str, Any]]
+    """Every job not ended, as the head's job views."""
+    indexes: dict[int, dict[str, list[int]]]
+    """Running job -> node -> the GPU indexes Slurm gave it there (absent: unknown)."""
+    nodes: list[dict[str, str]]
+    """``sinfo -N``'s records: name, state, gres, partition, reason."""
 
 
 class SlurmBackend:
@@ -114,6 +127,31 @@ class SlurmBackend:
         if self.dropped:
             answer["dropped"] = self.dropped
         return answer
+
+    def snapshot(self) -> Snapshot:
+        """The whole view for a console, in as few calls to slurmctld as there can be:
+        one ``squeue`` (every job not ended), one ``sinfo`` (every node), and one
+        ``scontrol show job -d`` (every job's GPU indexes) only while a job runs."""
+        jobs = self._squeue()
+        running = {j["id"]: j["name"] for j in jobs if j["state"] == "RUNNING"}
+        indexes: dict[int, dict[str, list[int]]] = {}
+        if running:
+            done = self.runner.run("scontrol", "show", "job", "-d")
+            if done.code == 0:
+                indexes = parse.gpu_indexes(done.out, running)
+        return Snapshot(jobs, indexes, self._sinfo())
+
+    def _sinfo(self) -> list[dict[str, str]]:
+        markers = parse.Markers()
+        keys = [key for key, _ in parse.NODE_FIELDS]
+        done = self.runner.run(
+            "sinfo", "--noheader", "--Node", "-o", markers.format(f for _, f in parse.NODE_FIELDS)
+        )
+        if done.code != 0:
+            raise HeadError(code_of(done.err), f"sinfo: {said('sinfo', done.err)}")
+        parsed = parse.split_records(done.out, markers, keys)
+        self.dropped += parsed.dropped
+        return parsed.rows
 
     def _job(self, job_id: int) -> dict[str, Any]:
         jobs = [
