@@ -247,6 +247,9 @@ class HeadConfig(_Model):
     session_grace_s: Annotated[float, Field(ge=1, le=3600)] = 30.0
     """After the head starts again, a ``gputui run`` has this long to reconnect and
     take its claim back; then the claim is released."""
+    lease_s: Annotated[float, Field(ge=1, le=300)] = 10.0
+    """With a PostgreSQL ``database`` two heads may share: the leader's lease. A
+    standby takes over within this plus a third of it after the leader dies."""
     metrics: Annotated[str, AfterValidator(_listen)] | None = None
     """``ADDR:PORT`` to serve Prometheus metrics on (``/metrics``); off when left out.
     ``gputui head --metrics`` overrides it."""

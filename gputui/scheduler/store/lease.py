@@ -34,9 +34,6 @@ from sqlalchemy.exc import SQLAlchemyError
 FENCE = "gputui_fence"
 """Execution option of a store's engine: its ``Fence`` (PostgreSQL only)."""
 
-LEASE_MIN_S = 1.0
-LEASE_MAX_S = 300.0
-
 _NOW = "EXTRACT(EPOCH FROM clock_timestamp())"
 _ENSURE = (
     "INSERT INTO head_lease (id, epoch, holder, expires) VALUES (1, 0, '', 0)"
@@ -57,6 +54,10 @@ _CHECK = "SELECT epoch FROM head_lease WHERE id = 1 FOR SHARE"
 
 class Fenced(SQLAlchemyError):
     """A write refused: this head no longer holds the lease (another took it)."""
+
+
+class LeaseUnreachable(SQLAlchemyError):
+    """The lease could not be read, taken or renewed (the server's words, one line)."""
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,8 @@ class HeadLease:
     a thread). ``holder`` names this head (``host:pid``)."""
 
     def __init__(self, engine: Engine, holder: str, lease_s: float) -> None:
-        if not LEASE_MIN_S <= lease_s <= LEASE_MAX_S:
-            raise ValueError(f"lease {lease_s} s: not within {LEASE_MIN_S}..{LEASE_MAX_S} s")
+        if not lease_s > 0:  # its bounds are the config's (``head.lease_s``)
+            raise ValueError(f"lease {lease_s} s: not a positive number of seconds")
         self.holder = holder[:200]
         self.lease_s = float(lease_s)
         cargs, cparams = engine.dialect.create_connect_args(engine.url)
@@ -132,13 +133,16 @@ class HeadLease:
         return self._conn.cursor()
 
     def _run(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        import psycopg
+
         try:
             with self._cursor() as cursor:
                 cursor.execute(sql, params or None)
                 return cursor.fetchone() if cursor.description is not None else None
-        except Exception:
+        except (psycopg.Error, OSError) as exc:
             self.close()  # the next call starts on a new connection
-            raise
+            why = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise LeaseUnreachable(f"the head's lease: {why}") from None
 
     def take(self) -> int | None:
         """Take the lease if it has expired (or is this head's): the new epoch; None
