@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import sys
 from collections.abc import Coroutine
 from importlib import resources
@@ -229,12 +228,11 @@ async def _lead(
 
 def _leadership(config: Config, engine: Engine) -> Leadership:
     """The lease of a head on PostgreSQL (``head.leader``), its store fenced."""
-    from gputui.scheduler.head.leader import Leadership
+    from gputui.scheduler.head.leader import Leadership, holder_name
     from gputui.scheduler.store.lease import HeadLease, fence
 
     lease_s = config.head.lease_s if config.head is not None else HeadConfig().lease_s
-    holder = f"{socket.gethostname()}:{os.getpid()}"
-    return Leadership(HeadLease(engine, holder, lease_s), fence(engine, lease_s), _say)
+    return Leadership(HeadLease(engine, holder_name(), lease_s), fence(engine, lease_s), _say)
 
 
 def _say(line: str) -> None:

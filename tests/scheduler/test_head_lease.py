@@ -4,6 +4,10 @@ one paused inside a transaction while another took over."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +18,7 @@ from headthread import poll
 from pgserver import PgServer
 from sqlalchemy.exc import SQLAlchemyError
 
+from gputui.scheduler.head.leader import Leadership
 from gputui.scheduler.store.engine import open_database
 from gputui.scheduler.store.lease import Fenced, HeadLease, fence
 from gputui.scheduler.store.sqlstore import SqlStore
@@ -144,3 +149,40 @@ def test_a_leader_paused_inside_a_transaction_is_ended_and_its_commit_fails(
         assert taken == epoch + 1
         assert time.monotonic() - started < LEASE_S * 3
     assert "paused" not in hosts(store_b)
+
+
+async def test_a_restarted_head_takes_the_lease_of_its_dead_predecessor_at_once(
+    heads: list[tuple[SqlStore, HeadLease]],
+) -> None:
+    """A holder of this machine whose process has ended is not waited out; one that
+    still runs is (with its lease of 300 s, the test would time out waiting)."""
+    (store_a, _), (store_b, _) = heads
+    dead = f"{socket.gethostname()}:{_pid_of_ended()}"
+    said: list[str] = []
+    for holder, expect_at_once in ((dead, True), (f"{socket.gethostname()}:{os.getpid()}", False)):
+        long = HeadLease(store_a.engine, holder, 300.0)
+        epoch = long.take() or poll(lambda long=long: long.take(), what="the lease")
+        leader = Leadership(
+            HeadLease(store_b.engine, "b:1", LEASE_S), fence(store_b.engine, LEASE_S), said.append
+        )
+        stop = asyncio.Event()
+        waiting = asyncio.ensure_future(leader.wait(stop))
+        done, _ = await asyncio.wait([waiting], timeout=LEASE_S)
+        assert bool(done) is expect_at_once, said
+        if expect_at_once:
+            assert waiting.result() is True and leader.epoch == epoch + 1
+            long.close()
+            leader.close()
+            continue
+        assert said[-1] == f"standby: waiting for the lease held by {holder} (epoch {epoch})"
+        stop.set()
+        assert await waiting is False
+        long.release(epoch)
+        long.close()
+        leader.close()
+
+
+def _pid_of_ended() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid

@@ -16,12 +16,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 import time
 from collections.abc import Callable
 
 from gputui.common.text import clean
 from gputui.scheduler.store.api import StoreFailure
-from gputui.scheduler.store.lease import Fence, HeadLease
+from gputui.scheduler.store.lease import Fence, HeadLease, LeaseState
+
+
+def holder_name() -> str:
+    """How the lease names this head: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def gone(holder: str) -> bool:
+    """Whether ``holder`` (``host:pid``) is a process of this machine that has ended."""
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or not 0 < int(pid) < 1 << 22:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # there, another user's
+    return False
 
 
 class Leadership:
@@ -43,6 +64,7 @@ class Leadership:
         self.epoch: int | None = None
         self.lost: str | None = None
         """Why the lease was lost (None while it is held, or never was)."""
+        self._seen: LeaseState | None = None
 
     async def wait(self, stop: asyncio.Event) -> bool:
         """Standby until this head holds the lease (True), or until ``stop`` (False)."""
@@ -50,8 +72,7 @@ class Leadership:
         problem = ""
         while not stop.is_set():
             try:
-                epoch = await asyncio.to_thread(self.lease.take)
-                state = None if epoch is not None else await asyncio.to_thread(self.lease.state)
+                epoch = await asyncio.to_thread(self._take)
             except StoreFailure as exc:
                 if str(exc) != problem:
                     problem = str(exc)
@@ -63,6 +84,7 @@ class Leadership:
                 self.epoch = self.guard.epoch = epoch
                 self.say(f"leading: took the lease (epoch {epoch})")
                 return True
+            state = self._seen
             if state is not None and (state.epoch, state.holder) != waiting_for:
                 waiting_for = (state.epoch, state.holder)
                 self.say(
@@ -71,6 +93,19 @@ class Leadership:
                 )
             await _pause(stop, self.tick_s)
         return False
+
+    def _take(self) -> int | None:
+        """Take the lease if it has expired, or at once from a head of this machine
+        whose process is gone (a head restarted after a crash need not wait out its
+        own lease; a wrong guess, a pid reused, only means waiting)."""
+        self._seen = None
+        epoch = self.lease.take()
+        if epoch is not None:
+            return epoch
+        state = self._seen = self.lease.state()
+        if state is not None and gone(state.holder):
+            return self.lease.take_from(state.epoch, state.holder)
+        return None
 
     async def keep(self, stop: asyncio.Event) -> None:
         """While leading: renew every tick; on a loss, fence and set ``stop``."""

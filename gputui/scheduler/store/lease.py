@@ -43,6 +43,10 @@ _TAKE = (
     f"UPDATE head_lease SET epoch = epoch + 1, holder = %s, expires = {_NOW} + %s"  # noqa: S608
     f" WHERE id = 1 AND (expires < {_NOW} OR holder = %s) RETURNING epoch"
 )
+_TAKE_FROM = (
+    f"UPDATE head_lease SET epoch = epoch + 1, holder = %s, expires = {_NOW} + %s"  # noqa: S608
+    " WHERE id = 1 AND epoch = %s AND holder = %s RETURNING epoch"
+)
 _RENEW = (
     f"UPDATE head_lease SET expires = {_NOW} + %s"  # noqa: S608
     " WHERE id = 1 AND epoch = %s AND holder = %s RETURNING epoch"
@@ -149,6 +153,12 @@ class HeadLease:
         when another head holds it."""
         self._run(_ENSURE)
         row = self._run(_TAKE, (self.holder, self.lease_s, self.holder))
+        return None if row is None else int(row[0])
+
+    def take_from(self, epoch: int, holder: str) -> int | None:
+        """Take the lease before it expires from a holder known to be dead (the new
+        epoch), unless it has changed hands since: None then."""
+        row = self._run(_TAKE_FROM, (self.holder, self.lease_s, epoch, holder))
         return None if row is None else int(row[0])
 
     def renew(self, epoch: int) -> bool:
