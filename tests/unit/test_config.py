@@ -331,3 +331,32 @@ def test_file_problems_name_field_path_and_expansion(tmp_path: Path, isolated_ho
         f"f.yaml:6: hosts[0](a).known_hosts: {tmp_path}: is a directory, not a file",
     ]
     assert file_problems(parse_config(f"hosts: [{{name: a, identity_file: {key}}}]")) == []
+
+
+def test_head_host_may_list_a_leader_and_its_standby() -> None:
+    one = parse_config("head: {host: head01}\n", "hosts.yaml")
+    assert one.head is not None and one.head.hosts == ("head01",)
+    two = parse_config("head:\n  host: [head01, head02]\n  lease_s: 5\n", "hosts.yaml")
+    assert two.head is not None and two.head.hosts == ("head01", "head02")
+    assert two.head.lease_s == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("head:\n  host: []\n", "hosts.yaml:2: head.host: give 1 to 8 head hosts"),
+        ("head:\n  host: [a, a]\n", "hosts.yaml:2: head.host: a head host is listed twice"),
+        ("head:\n  host: ['']\n", "hosts.yaml:2: head.host: '' is not a host name"),
+        (
+            "head:\n  lease_s: 0.5\n",
+            "hosts.yaml:2: head.lease_s: Input should be greater than or equal to 1",
+        ),
+        (
+            "head:\n  lease_s: 301\n",
+            "hosts.yaml:2: head.lease_s: Input should be less than or equal to 300",
+        ),
+    ],
+)
+def test_a_bad_head_host_or_lease_is_one_line_naming_it(text: str, problem: str) -> None:
+    lines = errors_of(text)
+    assert len(lines) == 1 and lines[0].startswith(problem), lines
