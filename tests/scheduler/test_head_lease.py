@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -186,3 +187,26 @@ def _pid_of_ended() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
     return child.pid
+
+
+async def test_a_leader_that_cannot_renew_for_a_whole_lease_stops_writing(
+    heads: list[tuple[SqlStore, HeadLease]], tmp_path: Path
+) -> None:
+    """The database out of reach (here: the lease's connection pointed at a socket
+    directory with no server in it): a lease later, the fence refuses every write
+    and the head is told to stop, saying why."""
+    (store_a, a), _ = heads
+    said: list[str] = []
+    leader = Leadership(a, fence(store_a.engine, LEASE_S), said.append)
+    stop = asyncio.Event()
+    assert await leader.wait(stop)
+    write(store_a, "leading")
+    a.close()
+    args, params = a._connect_args
+    a._connect_args = (args, {**params, "host": str(tmp_path)})  # nothing listens there
+    started = time.monotonic()
+    await asyncio.wait_for(leader.keep(stop), LEASE_S * 5)
+    assert stop.is_set() and time.monotonic() - started >= LEASE_S
+    assert leader.lost is not None and leader.lost.startswith("could not renew the lease")
+    with pytest.raises(Fenced):
+        write(store_a, "after")

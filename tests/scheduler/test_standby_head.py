@@ -303,3 +303,21 @@ def test_a_paused_leader_resumed_after_the_takeover_writes_nothing_and_stops(
     poll(lambda: ask(b.sock, "show", {"job_id": job_id})["result"]["job"]["state"]
          == "completed", timeout=30, what="the job to end")  # fmt: skip
     assert len((tmp_path / "started-0").read_text().split()) == 1, "launched twice"
+
+
+def test_a_leader_stopped_cleanly_lets_the_standby_take_over_at_its_next_look(
+    pair: tuple[HeadProcess, HeadProcess, str],
+) -> None:
+    """SIGTERM (``systemctl stop``): the leader lets its lease go as it stops, so the
+    standby need not wait the lease out (it is still there to be waited: a zombie)."""
+    a, b, url = pair
+    epoch, _ = lease(url)
+    a.signal(signal.SIGTERM)
+    stopped = time.monotonic()
+    poll(lambda: lease(url)[1] == b.holder, timeout=LEASE_S * 4, what="the takeover")
+    took_s = time.monotonic() - stopped
+    assert took_s < LEASE_S, f"took over after {took_s:.2f} s: the lease was waited out"
+    assert lease(url)[0] == epoch + 1
+    poll(b.serving, timeout=30, what="the new leader to serve")
+    assert a.process is not None and a.process.wait(10) == 0
+    assert a.said("stopped; running jobs go on running")

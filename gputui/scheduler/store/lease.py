@@ -53,7 +53,12 @@ _RENEW = (
 )
 _RELEASE = "UPDATE head_lease SET expires = 0 WHERE id = 1 AND epoch = %s AND holder = %s"
 _READ = f"SELECT epoch, holder, expires - {_NOW} FROM head_lease WHERE id = 1"  # noqa: S608
-_CHECK = "SELECT epoch FROM head_lease WHERE id = 1 FOR SHARE"
+_CHECK = (
+    "SELECT epoch, set_config('idle_in_transaction_session_timeout', '{idle_ms:d}', true)"
+    " FROM head_lease WHERE id = 1 FOR SHARE"
+)
+"""One round trip: the epoch, held; and this transaction ended by the server should
+it sit idle (its head paused) for half the lease."""
 
 
 class Fenced(SQLAlchemyError):
@@ -100,10 +105,7 @@ def check_fence(conn: Connection) -> None:
     guard = conn.get_execution_options().get(FENCE)
     if not isinstance(guard, Fence):
         return
-    conn.exec_driver_sql(
-        f"SELECT set_config('idle_in_transaction_session_timeout', '{guard.idle_ms:d}', true)"
-    )
-    row = conn.exec_driver_sql(_CHECK).first()
+    row = conn.exec_driver_sql(_CHECK.format(idle_ms=guard.idle_ms)).first()
     epoch = None if row is None else int(row[0])
     if guard.epoch is None or epoch != guard.epoch:
         raise Fenced(
