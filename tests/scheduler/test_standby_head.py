@@ -137,6 +137,8 @@ class Submitter:
         self.socks = socks
         self.tmp = tmp
         self.acked: dict[str, int] = {}
+        self.odd: list[dict[str, Any]] = []
+        """Refusals other than a fenced head's (none expected)."""
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -168,7 +170,8 @@ class Submitter:
                     with self.lock:
                         self.acked[marker] = answer["result"]["job"]["id"]
                     break
-                assert answer["error"]["code"] == "store", answer  # a head that lost its lease
+                if answer["error"]["code"] != "store":  # else: a head that lost its lease
+                    self.odd.append(answer)
                 at = (at + 1) % len(self.socks)
 
     def __enter__(self) -> Submitter:
@@ -179,6 +182,7 @@ class Submitter:
         self.stop.set()
         self.thread.join(30)
         assert not self.thread.is_alive()
+        assert self.odd == []
 
 
 @pytest.fixture
@@ -249,7 +253,9 @@ def test_the_standby_takes_over_a_killed_leader_within_the_lease_and_loses_nothi
         taken = poll(lambda: lease(url)[1] == b.holder, timeout=LEASE_S * 4, what="takeover")
         took_s = time.monotonic() - killed
         assert taken
-        assert took_s <= LEASE_S + TICK_S + 0.5, f"took over after {took_s:.2f} s"
+        # The bound: the lease, then the standby's next look (a tick), plus what a
+        # loaded machine adds to a poll.
+        assert took_s <= LEASE_S + TICK_S + 1.0, f"took over after {took_s:.2f} s"
         assert lease(url)[0] == epoch + 1
         poll(b.serving, timeout=30, what="the new leader to serve")
         goal = submitter.count() + 10
