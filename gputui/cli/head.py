@@ -5,6 +5,10 @@ The daemon's signal handlers only set a flag (the loop then stops serving, close
 the socket and its host sessions, and exits 0); jobs on the hosts go on running
 under their supervisors and are re-attached at the next start. Should a task the
 head depends on die, it stops too, but exits 1 (systemd starts it again).
+
+On PostgreSQL a head first waits as standby until it holds the lease
+(``head.leader``; a second head on another machine keeps waiting while the first
+leads), and exits 1 should it lose the lease while it leads.
 """
 
 from __future__ import annotations
