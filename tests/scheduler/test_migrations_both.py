@@ -61,3 +61,12 @@ def test_every_revision_goes_down_and_up_again(empty: Engine) -> None:
     assert upgrade(empty) == HEAD
     assert _drift(empty) == []
     empty.dispose()
+
+
+def test_0010_makes_the_head_lease_expired_at_epoch_0(empty: Engine) -> None:
+    """One row, free to take: the first head to start leads at epoch 1."""
+    upgrade(empty)
+    with empty.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT id, epoch, holder, expires FROM head_lease").all()
+    assert [tuple(r) for r in rows] == [(1, 0, "", 0.0)]
+    empty.dispose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -360,3 +361,25 @@ def test_head_host_may_list_a_leader_and_its_standby() -> None:
 def test_a_bad_head_host_or_lease_is_one_line_naming_it(text: str, problem: str) -> None:
     lines = errors_of(text)
     assert len(lines) == 1 and lines[0].startswith(problem), lines
+
+
+_NAME = st.text(
+    st.characters(min_codepoint=33, max_codepoint=0x2FF, exclude_categories=("Cc", "Cf")),
+    min_size=1,
+    max_size=20,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(names=st.lists(_NAME, min_size=0, max_size=10))
+def test_any_list_of_head_hosts_is_kept_in_order_or_refused_in_one_line(
+    names: list[str],
+) -> None:
+    text = yaml.safe_dump({"head": {"host": names}})
+    valid = all(n.strip() for n in names)  # a blank name (only spaces) is no host
+    if valid and 1 <= len(names) <= 8 and len(set(names)) == len(names):
+        config = parse_config(text, "hosts.yaml")
+        assert config.head is not None and config.head.hosts == tuple(names)
+    else:
+        lines = errors_of(text)
+        assert len(lines) == 1 and re.match(r"hosts\.yaml:\d+: head\.host: ", lines[0]), lines

@@ -133,7 +133,10 @@ class HeadLease:
 
             args, params = self._connect_args
             timeout_ms = max(500, int(self.lease_s * 500))
-            options = f"-c statement_timeout={timeout_ms} -c lock_timeout={timeout_ms}"
+            options = (
+                f"{params.get('options', '')} -c synchronous_commit=on"
+                f" -c statement_timeout={timeout_ms} -c lock_timeout={timeout_ms}"
+            ).strip()  # a taking is durable once acknowledged, as every commit of the head
             params = {**params, "options": options, "connect_timeout": max(2, int(self.lease_s))}
             self._conn = psycopg.connect(*args, **params, autocommit=True)
         return self._conn.cursor()
