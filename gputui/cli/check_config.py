@@ -52,7 +52,7 @@ def summarise(config: Config, source: Path, max_rows: int = 15) -> str:
     pools = Counter(h.pool for h in hosts)
     pool_text = ", ".join(f"{name} ({count})" for name, count in sorted(pools.items())) or "none"
     sims = sum(1 for h in hosts if h.sim)
-    head = config.head.host if config.head else "none (monitoring only)"
+    head = ", ".join(config.head.hosts) if config.head else "none (monitoring only)"
     lines = [
         f"{clean(str(source), 512)}: OK",
         f"  hosts     {len(hosts)}" + (f" ({sims} simulated)" if sims else ""),

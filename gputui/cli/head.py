@@ -5,12 +5,17 @@ The daemon's signal handlers only set a flag (the loop then stops serving, close
 the socket and its host sessions, and exits 0); jobs on the hosts go on running
 under their supervisors and are re-attached at the next start. Should a task the
 head depends on die, it stops too, but exits 1 (systemd starts it again).
+
+On PostgreSQL a head first waits as standby until it holds the lease
+(``head.leader``; a second head on another machine keeps waiting while the first
+leads), and exits 1 should it lose the lease while it leads.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -19,12 +24,20 @@ import sys
 from collections.abc import Coroutine
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gputui.common.listen import listen_text, parse_listen
 from gputui.common.locations import DEFAULT_SOCKET, HostsMissing, named_hosts, socket_dir_problem
 from gputui.common.text import clean
 from gputui.config.loader import ConfigError, find_config, load_config
-from gputui.config.models import Config
+from gputui.config.models import Config, HeadConfig
+
+if TYPE_CHECKING:  # the daemon's modules load only when it serves
+    from sqlalchemy import Engine
+
+    from gputui.scheduler.head.leader import Leadership
+    from gputui.scheduler.head.settings import HeadSettings
+    from gputui.scheduler.store.sqlstore import SqlStore
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -143,11 +156,9 @@ def _prepare_socket_dir(path: Path) -> None:
 
 
 async def serve(config: Config, settings: object, database: Path | str) -> int:
-    from gputui.scheduler.head.daemon import Head
-    from gputui.scheduler.head.fleet_hostops import FleetHosts
-    from gputui.scheduler.head.liveness import HeadDied
+    """Serve as the head; on PostgreSQL, first wait as standby until this head holds
+    the lease (``head.leader``)."""
     from gputui.scheduler.head.settings import HeadSettings
-    from gputui.scheduler.store.engine import describe
     from gputui.scheduler.store.location import hold_exclusively, prepare_location
     from gputui.scheduler.store.sqlstore import SqlStore
 
@@ -156,31 +167,80 @@ async def serve(config: Config, settings: object, database: Path | str) -> int:
         prepare_location(database)
         hold_exclusively(database)  # before the database is checked or upgraded; until exit
     store = await asyncio.to_thread(SqlStore.open, database)
-    namespace = store.jobs_namespace()
-    hosts = FleetHosts(config, namespace)
-    pools = {h.name: h.pool for h in config.resolved()}
-    head = Head(store, hosts, settings, host_pools=pools)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
-    await head.start()  # a socket another head serves is refused here, before a word
-    print(
-        f"gputui head: serving {settings.socket} for {len(pools)} host(s);"
-        f" database {describe(store.engine)}",
-        file=sys.stderr,
-        flush=True,
-    )
+    leader = None if isinstance(database, Path) else _leadership(config, store.engine)
+    if leader is not None and not await leader.wait(stop):  # standby until it leads
+        leader.close()
+        store.close()
+        _say("stopped while standby")
+        return EXIT_OK
+    try:
+        return await _lead(config, settings, store, leader, stop)
+    finally:
+        if leader is not None:
+            leader.close()
+
+
+async def _lead(
+    config: Config,
+    settings: HeadSettings,
+    store: SqlStore,
+    leader: Leadership | None,
+    stop: asyncio.Event,
+) -> int:
+    from gputui.scheduler.head.daemon import Head
+    from gputui.scheduler.head.fleet_hostops import FleetHosts
+    from gputui.scheduler.head.liveness import HeadDied
+    from gputui.scheduler.store.engine import describe
+
+    namespace = store.jobs_namespace()
+    hosts = FleetHosts(config, namespace)
+    pools = {h.name: h.pool for h in config.resolved()}
+    head = Head(store, hosts, settings, host_pools=pools)
+    keeping = None if leader is None else asyncio.ensure_future(leader.keep(stop))
+    try:
+        await head.start()  # a socket another head serves is refused here, before a word
+    except BaseException:
+        if keeping is not None:
+            keeping.cancel()
+        raise
+    _say(f"serving {settings.socket} for {len(pools)} host(s); database {describe(store.engine)}")
     if head.metrics.server is not None:
         where = listen_text(head.metrics.server.addr, head.metrics.server.port)
-        print(f"gputui head: metrics on http://{where}/metrics", file=sys.stderr, flush=True)
+        _say(f"metrics on http://{where}/metrics")
     try:
         await head.serve(stop)
     except HeadDied as exc:
-        print(f"gputui head: stopped: {clean(str(exc), 300)}", file=sys.stderr, flush=True)
+        _say(f"stopped: {clean(str(exc), 300)}")
         return EXIT_FAIL
-    print("gputui head: stopped; running jobs go on running", file=sys.stderr, flush=True)
+    finally:
+        if keeping is not None:
+            keeping.cancel()
+            with contextlib.suppress(BaseException):
+                await keeping
+    if leader is not None and leader.lost is not None:
+        _say(f"{leader.lost}: stopped writing; running jobs go on running")
+        return EXIT_FAIL
+    if leader is not None:
+        await leader.release()
+    _say("stopped; running jobs go on running")
     return EXIT_OK
+
+
+def _leadership(config: Config, engine: Engine) -> Leadership:
+    """The lease of a head on PostgreSQL (``head.leader``), its store fenced."""
+    from gputui.scheduler.head.leader import Leadership, holder_name
+    from gputui.scheduler.store.lease import HeadLease, fence
+
+    lease_s = config.head.lease_s if config.head is not None else HeadConfig().lease_s
+    return Leadership(HeadLease(engine, holder_name(), lease_s), fence(engine, lease_s), _say)
+
+
+def _say(line: str) -> None:
+    print(f"gputui head: {line}", file=sys.stderr, flush=True)
 
 
 def check(socket_path: Path) -> int:

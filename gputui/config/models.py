@@ -207,12 +207,18 @@ class HealthThresholds(_Model):
         return self
 
 
+MAX_HEADS = 8
+"""Head hosts ``head.host`` may list (a leader and its standbys)."""
+
+
 class HeadConfig(_Model):
     """Where the scheduler's head daemon runs, and the rules it keeps."""
 
-    host: str = "localhost"
+    host: str | list[str] = "localhost"
     """Host name (from ``hosts`` or any SSH destination) that runs ``gputui head``;
-    consoles elsewhere reach its socket through SSH to it."""
+    consoles elsewhere reach its socket through SSH to it. With a standby head (a
+    PostgreSQL ``database``), a list of both: clients try them in order and use the
+    one that answers, the leader (a standby does not serve its socket)."""
     socket: str = DEFAULT_SOCKET
     """The head daemon's Unix socket on that host, reached through SSH."""
     database: str = "/var/lib/gputui/gputui.db"
@@ -247,9 +253,30 @@ class HeadConfig(_Model):
     session_grace_s: Annotated[float, Field(ge=1, le=3600)] = 30.0
     """After the head starts again, a ``gputui run`` has this long to reconnect and
     take its claim back; then the claim is released."""
+    lease_s: Annotated[float, Field(ge=1, le=300)] = 10.0
+    """With a PostgreSQL ``database`` two heads may share: the leader's lease. A
+    standby takes over within this plus a third of it after the leader dies."""
     metrics: Annotated[str, AfterValidator(_listen)] | None = None
     """``ADDR:PORT`` to serve Prometheus metrics on (``/metrics``); off when left out.
     ``gputui head --metrics`` overrides it."""
+
+    @field_validator("host")
+    @classmethod
+    def _check_host(cls, value: str | list[str]) -> str | list[str]:
+        names = [value] if isinstance(value, str) else value
+        if not 1 <= len(names) <= MAX_HEADS:
+            raise ValueError(f"give 1 to {MAX_HEADS} head hosts")
+        for name in names:
+            if not name.strip() or len(name) > 255 or not name.isprintable():
+                raise ValueError(f"{name[:40]!r} is not a host name")
+        if len(set(names)) != len(names):
+            raise ValueError("a head host is listed twice")
+        return value
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The heads' hosts, in the order clients try them."""
+        return (self.host,) if isinstance(self.host, str) else tuple(self.host)
 
 
 def _slurm_name(value: str) -> str:

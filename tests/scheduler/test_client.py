@@ -127,3 +127,38 @@ def test_a_broken_hosts_file_is_one_line_naming_it(
         head_place(config_file=str(path))
     assert e.value.code == "config" and str(path) in e.value.message
     assert "\x1b" not in e.value.message and "\n" not in e.value.message
+
+
+def test_with_a_standby_listed_the_cli_tries_the_socket_here_then_the_heads_over_ssh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``head.host`` lists two heads: the socket here when one serves it (this is
+    the leader's machine), else SSH to each head in turn (this is the standby's, or
+    the leader left a dead socket behind)."""
+    from gputui.scheduler.client.session import _over_ssh
+
+    monkeypatch.delenv("GPUTUI_HEAD_SOCKET", raising=False)
+    sock = tmp_path / "head.sock"
+    path = tmp_path / "hosts.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "defaults": {"ssh_config": None, "connect_timeout": 2},
+                "head": {"host": ["localhost", "127.0.0.1:1"], "socket": str(sock)},
+            }
+        )
+    )
+    path.chmod(0o644)
+    assert head_place(config_file=str(path)) == (sock, path)
+    opener = _over_ssh(path, sock)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(sock))
+        server.listen(1)
+        here = opener()  # the leader on this machine
+        accepted, _ = server.accept()
+        accepted.close()
+        here.close()
+    assert sock.exists()  # left behind by a head that is gone
+    with pytest.raises(HeadError) as gone:
+        opener()
+    assert gone.value.code == "unreachable" and "ssh 127.0.0.1:1" in gone.value.message

@@ -155,8 +155,11 @@ def test_a_bad_incident_request_is_refused_in_one_line(tmp_path: Path) -> None:
 # -- retention on a real store -------------------------------------------------------------
 
 
-def test_retention_prunes_by_count_and_age_a_bounded_batch_at_a_time(store: Engine) -> None:
-    jobs = SqlStore(store)
+def test_retention_prunes_by_count_and_age_a_bounded_batch_at_a_time(
+    store_on_both: Engine,
+) -> None:
+    """On both databases (PostgreSQL before 16 wants the derived table named)."""
+    jobs = SqlStore(store_on_both)
     h = History(every_s=0, budget=40)  # 2 GPUs: 20 readings each
     for t in range(50):
         h.record(snap("a", 1000.0 + t))

@@ -18,7 +18,7 @@ from sqlmodel import SQLModel
 
 from gputui.scheduler.store.engine import alembic_config, make_engine, upgrade
 
-HEAD = "0009"
+HEAD = "0010"
 
 
 @pytest.fixture
@@ -60,4 +60,13 @@ def test_every_revision_goes_down_and_up_again(empty: Engine) -> None:
     cfg.attributes.pop("connection")
     assert upgrade(empty) == HEAD
     assert _drift(empty) == []
+    empty.dispose()
+
+
+def test_0010_makes_the_head_lease_expired_at_epoch_0(empty: Engine) -> None:
+    """One row, free to take: the first head to start leads at epoch 1."""
+    upgrade(empty)
+    with empty.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT id, epoch, holder, expires FROM head_lease").all()
+    assert [tuple(r) for r in rows] == [(1, 0, "", 0.0)]
     empty.dispose()

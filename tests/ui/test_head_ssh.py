@@ -245,3 +245,95 @@ async def test_the_cli_reaches_a_head_on_another_machine_through_ssh(tmp_path: P
             assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
         finally:
             server.close()
+
+
+CONNECTIONS: dict[str, list[Any]] = {}
+"""Each test server's connections, by name, to cut them as a dying host does."""
+
+
+class _Either(_Server):
+    """A head's host that serves the socket only while ``serving[name]`` (a standby
+    serves none: sshd then refuses the channel, as OpenSSH does for a missing socket)."""
+
+    def __init__(self, name: str, serving: dict[str, bool], *args: Any) -> None:
+        super().__init__(*args)
+        self.name, self.serving = name, serving
+
+    def connection_made(self, conn: Any) -> None:
+        CONNECTIONS.setdefault(self.name, []).append(conn)
+
+    def unix_connection_requested(self, dest_path: str) -> Any:
+        if not self.serving[self.name]:
+            self.asked.append(f"{self.name}: refused")
+            return False
+        self.asked.append(self.name)
+        return super().unix_connection_requested(dest_path)
+
+
+async def test_the_link_finds_the_leader_of_two_heads_and_follows_a_takeover(
+    tmp_path: Path,
+) -> None:
+    """``head.host`` lists both heads: the link tries them in order and keeps the one
+    that serves; when that one goes, it reconnects to the other once it serves."""
+    asked: list[str] = []
+    serving = {"first": False, "second": True}
+    async with running_head(tmp_path, {"gpu01": 2}) as (_head, _hosts, sock):
+        client_key = asyncssh.generate_private_key("ssh-ed25519")
+        key_path = tmp_path / "id_ed25519"
+        client_key.write_private_key(str(key_path))
+        key_path.chmod(0o600)
+        known = tmp_path / "known_hosts"
+        servers, entries = [], []
+        for name in serving:
+            host_key = asyncssh.generate_private_key("ssh-ed25519")
+            server = await asyncssh.create_server(
+                lambda name=name: _Either(name, serving, client_key, sock, asked),
+                "127.0.0.1",
+                0,
+                server_host_keys=[host_key],
+                encoding=None,
+            )
+            port = server.sockets[0].getsockname()[1]
+            with known.open("a") as f:
+                f.write(f"[127.0.0.1]:{port} {host_key.export_public_key().decode().strip()}\n")
+            servers.append(server)
+            entries.append(
+                HostConfig(
+                    name=name,
+                    address="127.0.0.1",
+                    port=port,
+                    identity_file=str(key_path),
+                    known_hosts=str(known),
+                )
+            )
+        config = Config(
+            defaults=SshDefaults(ssh_config=None, user=getpass.getuser()),
+            hosts=entries,
+            head=HeadConfig(host=["first", "second"], socket=FAR_SOCKET),
+        )
+        messages: list[Message] = []
+        link = HeadLink(config, messages.append, backoff_first=0.05, backoff_cap=0.2)
+        task = asyncio.create_task(link.run())
+        try:
+            await _until(messages, HeadState)
+            assert asked == ["first: refused", "second", FAR_SOCKET]
+            assert link.where() == f"first,second:{FAR_SOCKET}"
+            # The second head dies (its host with it); the first takes over.
+            serving.update(first=True, second=False)
+            messages.clear()
+            servers[1].close()
+            for conn in CONNECTIONS.pop("second", []):
+                conn.abort()
+            await _until(messages, HeadUnreachable)
+            state = await _until(messages, HeadState)
+            assert len(state.view.gpus) == 2
+            assert asked[-2:] == ["first", FAR_SOCKET]
+            claim = await link.ask("claim", lambda b: b.claim(gpus=1, wait=False))
+            assert claim["claim"]["state"] == "active"
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            for server in servers:
+                server.close()
+            CONNECTIONS.clear()

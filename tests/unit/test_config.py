@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -331,3 +332,54 @@ def test_file_problems_name_field_path_and_expansion(tmp_path: Path, isolated_ho
         f"f.yaml:6: hosts[0](a).known_hosts: {tmp_path}: is a directory, not a file",
     ]
     assert file_problems(parse_config(f"hosts: [{{name: a, identity_file: {key}}}]")) == []
+
+
+def test_head_host_may_list_a_leader_and_its_standby() -> None:
+    one = parse_config("head: {host: head01}\n", "hosts.yaml")
+    assert one.head is not None and one.head.hosts == ("head01",)
+    two = parse_config("head:\n  host: [head01, head02]\n  lease_s: 5\n", "hosts.yaml")
+    assert two.head is not None and two.head.hosts == ("head01", "head02")
+    assert two.head.lease_s == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("head:\n  host: []\n", "hosts.yaml:2: head.host: give 1 to 8 head hosts"),
+        ("head:\n  host: [a, a]\n", "hosts.yaml:2: head.host: a head host is listed twice"),
+        ("head:\n  host: ['']\n", "hosts.yaml:2: head.host: '' is not a host name"),
+        (
+            "head:\n  lease_s: 0.5\n",
+            "hosts.yaml:2: head.lease_s: Input should be greater than or equal to 1",
+        ),
+        (
+            "head:\n  lease_s: 301\n",
+            "hosts.yaml:2: head.lease_s: Input should be less than or equal to 300",
+        ),
+    ],
+)
+def test_a_bad_head_host_or_lease_is_one_line_naming_it(text: str, problem: str) -> None:
+    lines = errors_of(text)
+    assert len(lines) == 1 and lines[0].startswith(problem), lines
+
+
+_NAME = st.text(
+    st.characters(min_codepoint=33, max_codepoint=0x2FF, exclude_categories=("Cc", "Cf")),
+    min_size=1,
+    max_size=20,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(names=st.lists(_NAME, min_size=0, max_size=10))
+def test_any_list_of_head_hosts_is_kept_in_order_or_refused_in_one_line(
+    names: list[str],
+) -> None:
+    text = yaml.safe_dump({"head": {"host": names}})
+    valid = all(n.strip() for n in names)  # a blank name (only spaces) is no host
+    if valid and 1 <= len(names) <= 8 and len(set(names)) == len(names):
+        config = parse_config(text, "hosts.yaml")
+        assert config.head is not None and config.head.hosts == tuple(names)
+    else:
+        lines = errors_of(text)
+        assert len(lines) == 1 and re.match(r"hosts\.yaml:\d+: head\.host: ", lines[0]), lines

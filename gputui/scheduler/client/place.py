@@ -44,6 +44,8 @@ def head_place(
     """(the head's socket, the hosts.yaml to reach it over SSH with, or None when it
     is reached directly). Over SSH when ``head.host`` is another machine and the
     socket is not here; ``--socket`` or ``$GPUTUI_HEAD_SOCKET`` always mean here.
+    When ``head.host`` lists a leader and its standby, the hosts.yaml always comes
+    back: the socket here is tried first, then each head over SSH.
 
     A hosts.yaml named by ``--hosts`` or ``$GPUTUI_HOSTS`` must be there even when the
     socket is given (a usage error otherwise): a typo never reaches another head."""
@@ -63,6 +65,10 @@ def head_place(
     sock = head.get("socket")
     path = Path(sock).expanduser() if isinstance(sock, str) and sock else Path(DEFAULT_SOCKET)
     host = head.get("host")
+    if isinstance(host, list) and len(host) > 1:  # a standby: the socket here, else SSH
+        return path, source
+    if isinstance(host, list):
+        host = host[0] if host else None
     if not isinstance(host, str) or not host or is_local_name(host) or os.path.exists(path):
         return path, None
     return path, source

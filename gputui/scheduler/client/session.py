@@ -58,7 +58,7 @@ def head_session(socket_option: str | None, hosts_file: str | None) -> Iterator[
     """The head as a CLI verb reaches it (``place.head_place``): its socket here, or
     through SSH to its host (only that path loads the configuration and asyncssh)."""
     path, remote = head_place(socket_option, hosts_file)
-    opener = None if remote is None else _over_ssh(remote)
+    opener = None if remote is None else _over_ssh(remote, path)
     with HeadClient(path, opener=opener) as client:
         yield HeadSession(client)
 
@@ -72,7 +72,10 @@ def local_head(hosts_file: str | None, socket_option: str | None = None) -> Iter
         yield HeadSession(client)
 
 
-def _over_ssh(config_file: Path) -> Callable[[], socket.socket]:
+def _over_ssh(config_file: Path, path: Path) -> Callable[[], socket.socket]:
+    """Opens the head's socket here when it answers (a leader of two, on this
+    machine), else over SSH (``ssh.ssh_socket``); called again for each retry, so a
+    request a head dropped goes to whichever leads then."""
     from gputui.config.loader import ConfigError, load_config
     from gputui.scheduler.client.ssh import ssh_socket
 
@@ -80,4 +83,16 @@ def _over_ssh(config_file: Path) -> Callable[[], socket.socket]:
         config = load_config(config_file)
     except ConfigError as exc:
         raise HeadError("config", "; ".join(exc.lines[:3])) from None
-    return lambda: ssh_socket(config)
+
+    def opener() -> socket.socket:
+        if path.exists():
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(str(path))
+            except OSError:
+                sock.close()  # a socket left by a head that is gone: the next head
+            else:
+                return sock
+        return ssh_socket(config)
+
+    return opener

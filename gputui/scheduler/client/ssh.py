@@ -1,7 +1,8 @@
 """Reaching the head from another machine: its socket through SSH.
 
 On the head's machine consoles and CLIs connect to the socket directly. From
-anywhere else they open an SSH connection to ``head.host`` with the fleet's SSH
+anywhere else they open an SSH connection to ``head.host`` (with a standby, each
+head listed there in turn until one serves its socket) with the fleet's SSH
 settings (ssh_config, verified known_hosts, identity file, bastions) and ask it for
 the socket (asyncssh ``open_unix_connection``; OpenSSH serves it as
 direct-streamlocal), so the head's ``SO_PEERCRED`` names the SSH login user.
@@ -32,34 +33,59 @@ _CHUNK = 65536
 
 
 def is_local(head: HeadConfig) -> bool:
-    """Whether the head's socket is reached directly (it is on this machine)."""
-    return os.path.exists(Path(head.socket).expanduser()) or is_local_name(head.host)
+    """Whether the head's socket is reached directly (it is on this machine). With
+    a standby (``head.host`` lists both heads), only while the socket is here: on
+    the standby's machine there is none, and the leader is reached over SSH."""
+    if os.path.exists(Path(head.socket).expanduser()):
+        return True
+    return len(head.hosts) == 1 and is_local_name(head.hosts[0])
 
 
-def head_host(config: Config) -> ResolvedHost:
-    """How to SSH to the head: its entry in ``hosts`` when it has one, else the defaults."""
+def remote_heads(head: HeadConfig) -> tuple[str, ...]:
+    """The heads reached over SSH, in the order ``head.host`` lists them: every one
+    not this machine (a single head: that one, whatever it names)."""
+    if len(head.hosts) == 1:
+        return head.hosts
+    return tuple(h for h in head.hosts if not is_local_name(h))
+
+
+def head_host(config: Config, name: str | None = None) -> ResolvedHost:
+    """How to SSH to the head on ``name`` (default: the first listed): its entry in
+    ``hosts`` when it has one, else the defaults."""
     assert config.head is not None
+    name = config.head.hosts[0] if name is None else name
     for host in config.resolved():
-        if host.name == config.head.host:
+        if host.name == name:
             return host
-    return ResolvedHost.merge(
-        config.defaults, HostConfig(name="head", address=config.head.host, pool="head")
-    )
+    return ResolvedHost.merge(config.defaults, HostConfig(name="head", address=name, pool="head"))
 
 
 Closer = Callable[[], Awaitable[None]]
 
 
 async def open_head_ssh(config: Config) -> tuple[Any, Any, Closer]:
-    """(reader, writer, close) for the head's socket over SSH; ``HeadError`` with one
-    line (``ssh ADDRESS: why`` or ``no head socket …``) when it cannot be had."""
+    """(reader, writer, close) for the head's socket over SSH, trying each head of
+    ``remote_heads`` in order (a standby serves no socket: the next is tried);
+    ``HeadError`` with one line (``ssh ADDRESS: why`` or ``no head socket …``, each
+    head's) when none can be had."""
+    assert config.head is not None
+    problems = []
+    for name in remote_heads(config.head):
+        try:
+            return await _open_one(config, name)
+        except HeadError as exc:
+            problems.append(exc.message)
+    raise HeadError("unreachable", "; ".join(problems))
+
+
+async def _open_one(config: Config, name: str) -> tuple[Any, Any, Closer]:
     from gputui.fleet.connector import HostConnector
     from gputui.fleet.failures import classify
     from gputui.fleet.hostkeys import KnownHostsCache, VerifyingClient
     from gputui.fleet.jumps import JumpPool
 
     assert config.head is not None
-    host = head_host(config)
+    host = head_host(config, name)
     jumps = JumpPool()
     connector = HostConnector(
         host, gate=asyncio.Semaphore(1), known_hosts=KnownHostsCache(), jumps=jumps
@@ -132,7 +158,9 @@ def ssh_socket(config: Config) -> socket.socket:
 
 
 def _connect_timeout(config: Config) -> float:
-    return float(head_host(config).connect_timeout or 10)
+    assert config.head is not None
+    heads = remote_heads(config.head)
+    return sum(float(head_host(config, name).connect_timeout or 10) for name in heads)
 
 
 async def _pump(

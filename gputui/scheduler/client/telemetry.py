@@ -178,7 +178,11 @@ class HeadTelemetry:
         head = self.config.head
         assert head is not None
         if is_local(head):
-            return await AsyncHeadClient.open_local(self._socket)
+            try:
+                return await AsyncHeadClient.open_local(self._socket)
+            except HeadError:
+                if len(head.hosts) == 1:
+                    raise  # with a standby listed, the other head is tried over SSH
         reader, writer, closer = await open_head_ssh(self.config)
         client = AsyncHeadClient(reader, writer)
         client.start()

@@ -95,7 +95,7 @@ class SqlReadings:
         cursor.execute(
             "DELETE FROM reading WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER"
             " (PARTITION BY gpu ORDER BY time DESC, id DESC) AS n FROM reading WHERE host = ?)"
-            " WHERE n > ? LIMIT ?)",
+            " AS ranked WHERE n > ? LIMIT ?)",  # the alias: PostgreSQL before 16 needs one
             (host, keep, limit),
         )
         return int(cursor.rowcount or 0)

@@ -6,6 +6,8 @@ with every other (its first statement takes one transaction-scoped advisory lock
 the counterpart of ``BEGIN IMMEDIATE``: held until commit or rollback, so it also
 works behind a pooler), a commit is acknowledged only once it is durable
 (``synchronous_commit = on`` on every connection, whatever the server's default),
+a head that shares the database with a standby checks its lease's epoch in every
+write transaction (``lease``),
 and a ``SNAPSHOT`` read is a ``REPEATABLE READ, READ ONLY`` transaction that takes
 no lock, so it never waits for the writer. psycopg 3 is the driver.
 
@@ -24,6 +26,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection
 
 from gputui.scheduler.store.api import SNAPSHOT, StoreError
+from gputui.scheduler.store.lease import check_fence
 
 DRIVER = "postgresql+psycopg"
 WRITER_LOCK = 0x67707574_75690001
@@ -59,6 +62,7 @@ def _begin(conn: Connection) -> None:
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
     else:
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK:d})")
+        check_fence(conn)  # a head that lost its lease writes nothing (``lease``)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sqlalchemy import Boolean, Column, Float, Index, Text, text
+from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Text, text
 from sqlmodel import Field, SQLModel
 
 # Named constraints, so a later migration can drop or alter one by name: SQLite's
@@ -397,6 +397,21 @@ class GpuReading(SQLModel, table=True):
     ecc_uncorrected: int | None = None
 
 
+class HeadLease(SQLModel, table=True):
+    """Which head leads, on a database two heads share (PostgreSQL; ``store.lease``):
+    one row. ``epoch`` only grows, one step each time a head takes the lease: it is
+    the fencing token every write of the leader checks. ``expires`` is judged by
+    the database server's clock (epoch seconds), so no machine's clock matters."""
+
+    __tablename__ = "head_lease"
+
+    id: int = Field(primary_key=True)
+    epoch: int = Field(sa_column=Column(BigInteger, nullable=False, server_default="0"))
+    holder: str = Field(sa_column=Column(Text, nullable=False))
+    """``host:pid`` of the head that took it last."""
+    expires: float = Field(sa_column=Column(Float, nullable=False, server_default="0"))
+
+
 ALL_TABLES = (
     Meta,
     Host,
@@ -412,4 +427,5 @@ ALL_TABLES = (
     HealthTrack,
     HealthAck,
     GpuReading,
+    HeadLease,
 )

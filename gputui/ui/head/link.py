@@ -160,7 +160,7 @@ class HeadLink:
             return self._where or "the scheduler"
         if is_local(self.head):
             return str(Path(self.head.socket).expanduser())
-        return f"{self.head.host}:{self.head.socket}"
+        return f"{','.join(self.head.hosts)}:{self.head.socket}"
 
     # -- the worker ---------------------------------------------------------------
 
@@ -286,6 +286,8 @@ class HeadLink:
             try:
                 return LinkSession(await AsyncHeadClient.open_local(path), local=True)
             except HeadError as exc:
+                if len(self.head.hosts) > 1:  # a leader gone from here: the other head
+                    return await self._open_ssh()
                 # "head unreachable at PATH: why" -> "why (PATH)": the bar says the rest,
                 # and the reason comes before a long path that may be cut.
                 why = exc.message.removeprefix(f"head unreachable at {path}: ")
