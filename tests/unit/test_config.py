@@ -376,7 +376,8 @@ def test_any_list_of_head_hosts_is_kept_in_order_or_refused_in_one_line(
     names: list[str],
 ) -> None:
     text = yaml.safe_dump({"head": {"host": names}})
-    valid = all(n.strip() for n in names)  # a blank name (only spaces) is no host
+    # a blank name (only spaces) is no host, nor one with a character that does not print
+    valid = all(n.strip() and n.isprintable() for n in names)
     if valid and 1 <= len(names) <= 8 and len(set(names)) == len(names):
         config = parse_config(text, "hosts.yaml")
         assert config.head is not None and config.head.hosts == tuple(names)
