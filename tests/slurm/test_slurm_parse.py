@@ -16,7 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gputui.scheduler.client.slurm import parse
-from gputui.scheduler.client.slurm.backend import scontrol_detail
+from gputui.scheduler.client.slurm.backend import (
+    scontrol_detail,
+    sprio_factors,
+    sshare_standing,
+    start_estimate,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 KEYS = [key for key, _ in parse.JOB_FIELDS]
@@ -157,3 +162,28 @@ def test_any_text_as_a_duration_timestamp_or_exit_is_a_value_or_none(value: str)
 def test_markers_differ_per_call() -> None:
     assert parse.Markers().nonce != parse.Markers().nonce
     assert len(parse.Markers().nonce) == 16 and os.urandom  # 64 random bits a call
+
+
+def test_sprio_sshare_and_start_read_their_documented_lines() -> None:
+    assert sprio_factors("    10|1075|75|1000|0|0|0|0\n", 10) == {
+        "total": 1075, "age": 75, "fair_share": 1000, "job_size": 0,
+        "partition": 0, "qos": 0, "nice": 0,
+    }  # fmt: skip
+    out = "lab|alice|1|0.250000|3600|0.100000|0.750000\nlab|bob|1|0.250000|0|0.0|1.0\n"
+    standing = sshare_standing(out, "alice")
+    assert standing is not None and standing["fair_share"] == 0.75
+    assert standing["account"] == "lab"
+    assert start_estimate("12|2026-12-03T04:10:00|gpu[01-02]\n", 12)["nodes"] == "gpu[01-02]"
+    assert start_estimate("12|N/A|(null)\n", 12) == {"start": None, "nodes": None}
+
+
+@given(ANY_TEXT, st.integers(1, 2**32 - 1))
+def test_any_text_from_sprio_sshare_or_start_is_read_or_ignored(text: str, job: int) -> None:
+    factors = sprio_factors(text, job)
+    assert factors is None or set(factors) == {
+        "total", "age", "fair_share", "job_size", "partition", "qos", "nice"
+    }  # fmt: skip
+    standing = sshare_standing(text, "alice")
+    assert standing is None or isinstance(standing["fair_share"], float)
+    start = start_estimate(text, job)
+    assert start["start"] is None or isinstance(start["start"], float)

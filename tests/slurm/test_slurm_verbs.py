@@ -177,3 +177,26 @@ def test_a_bad_slurm_section_is_one_line_naming_it(slurm: SlurmCluster, tmp_path
     code, _, err = gputui(bad, "queue")
     assert code == 3
     assert len(err.strip().splitlines()) == 1 and "slurm.refresh_s" in err
+
+
+def test_explain_shows_a_pending_jobs_reason_and_its_factors(
+    slurm: SlurmCluster, hosts: Path
+) -> None:
+    blocker = submit(hosts, "-g", "4", "--time", "30m", "--", "sleep", "120")
+    until(lambda: state_of(slurm, blocker) == "RUNNING")
+    waiting = submit(hosts, "-g", "2", "--time", "10m", "--name", "waiter", "--", "sleep", "60")
+    until(
+        lambda: slurm.cmd("squeue", "-h", "-j", str(waiting), "-o", "%r").stdout.strip() != "None"
+    )
+    factors = slurm.cmd("sprio", "-h", "-j", str(waiting), "-o", "%Y|%A").stdout.strip()
+    code, out, err = gputui(hosts, "explain", str(waiting))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"job {waiting} (waiter) of root: PENDING"
+    assert "reason: Resources: no node has enough free GPUs" in lines[1]
+    total = factors.split("|")[0]
+    assert any(line.startswith(f"  priority (sprio): {total} = age ") for line in lines), out
+    assert any("fair share (sshare): not kept" in line for line in lines), out
+    assert any("estimated start (squeue --start)" in line for line in lines), out
+    code, out, _ = gputui(hosts, "explain", str(blocker))
+    assert code == 0 and f"job {blocker} (sleep) of root: RUNNING" in out

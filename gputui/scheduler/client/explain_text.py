@@ -47,6 +47,8 @@ def when(ts: float | None, now: float) -> str:
 def explain_lines(body: dict[str, Any], now: float, *, ahead: bool = True) -> list[str]:
     """The answer to ``explain`` as lines: place, reason, factors, reservation,
     estimate, and (``ahead``) the requests ahead of it."""
+    if body.get("scheduler") == "slurm":
+        return slurm_lines(body, now)
     job, f = body["job"], body["factors"]
     out = [
         f"job {job['id']} ({shown(job['name'], 60)}) of {shown(job['user'], 40)}: {job['state']}"
@@ -118,6 +120,75 @@ def explain_lines(body: dict[str, Any], now: float, *, ahead: bool = True) -> li
     return out
 
 
+SLURM_REASONS = {
+    "Resources": "no node has enough free GPUs (or CPUs, memory) for it now",
+    "Priority": "jobs of higher priority are ahead of it for these resources",
+    "Dependency": "it waits for the jobs it depends on (--dependency)",
+    "DependencyNeverSatisfied": "a job it depends on ended in a way that never satisfies it",
+    "JobHeldUser": "held by its owner: it starts only after release-hold",
+    "JobHeldAdmin": "held by an admin: it starts only after release-hold (by an admin)",
+    "BeginTime": "its start time (--begin) has not come",
+    "ReqNodeNotAvail": "a node it needs is down, drained or reserved",
+    "PartitionTimeLimit": "its time limit is over its partition's",
+    "QOSMaxGRESPerUser": "its owner is at the QOS's limit of GPUs a user",
+    "AssocGrpGRES": "its account is at its limit of GPUs",
+    "QOSGrpGRES": "its QOS is at its limit of GPUs",
+    "None": "not yet looked at by the scheduler",
+}
+"""Slurm's common pending reasons (``squeue``'s REASON), as a person reads them."""
+
+
+_SPRIO = (
+    ("age", "age"),
+    ("fair_share", "fair share"),
+    ("job_size", "job size"),
+    ("partition", "partition"),
+    ("qos", "QOS"),
+)
+
+
+def slurm_lines(body: dict[str, Any], now: float) -> list[str]:
+    """``explain`` of a Slurm job: squeue's reason, sprio's factors, sshare's fair
+    share and ``squeue --start``'s estimate, on one screen."""
+    job = body["job"]
+    out = [
+        f"job {job['id']} ({shown(job['name'], 60)}) of {shown(job['user'], 40)}:"
+        f" {shown(job['state'], 20)}"
+    ]
+    reason = str(body.get("reason") or "None")
+    out.append(f"  reason: {shown(reason, 60)}: {SLURM_REASONS.get(reason, 'as Slurm says')}")
+    prio = body.get("priority")
+    if isinstance(prio, dict):
+        parts = ", ".join(f"{label} {prio.get(key, 0)}" for key, label in _SPRIO)
+        nice = f", nice {prio['nice']}" if prio.get("nice") else ""
+        out.append(f"  priority (sprio): {prio.get('total', 0)} = {parts}{nice}")
+    elif job["state"] == "PENDING":
+        out.append("  priority (sprio): not given")
+    share = body.get("fair_share")
+    if isinstance(share, dict):
+        out.append(
+            f"  fair share (sshare): {share['fair_share']:.3f}  account"
+            f" {shown(share['account'], 40)}: shares {shown(share['raw_shares'], 16)}"
+            f" ({share['norm_shares']:.3f} of all), usage {share['effective_usage']:.3f}"
+        )
+    else:
+        out.append(f"  fair share (sshare): {shown(body.get('fair_share_why') or 'unknown', 120)}")
+    est = body.get("estimate") or {}
+    if job["state"] == "PENDING":
+        start = est.get("start")
+        where = f" on {shown(est['nodes'], 60)}" if est.get("nodes") else ""
+        if isinstance(start, (int, float)):
+            out.append(f"  estimated start (squeue --start): {when(start, now)}{where}")
+        else:
+            out.append(
+                "  estimated start (squeue --start): none yet (the backfill scheduler"
+                " gives one once it has planned the job, and only for jobs with a time limit)"
+            )
+    limit = job.get("time_limit_s")
+    out.append(f"  time limit: {elapsed_text(limit) if limit else 'none'}")
+    return out
+
+
 def passed_lines(body: dict[str, Any]) -> list[str]:
     """The cards that fit the job but were passed over (``scheduler.placement``), and why:
     ``gpu3 on node1 passed over: 20.0 GiB held by no process (used last)``."""
@@ -136,6 +207,8 @@ def passed_lines(body: dict[str, Any]) -> list[str]:
 
 def explain_pairs(body: dict[str, Any], now: float) -> list[tuple[str, str]]:
     """The answer to ``explain`` as short (label, value) pairs, for a narrow pane."""
+    if body.get("scheduler") == "slurm":
+        return slurm_pairs(body, now)
     f = body["factors"]
     reason = str(body.get("reason") or "")
     pairs: list[tuple[str, str]] = []
@@ -155,4 +228,23 @@ def explain_pairs(body: dict[str, Any], now: float) -> list[tuple[str, str]]:
         pairs.append(("starts", f"{when(est['start'], now)} on {shown(est['host'], 40)}"))
     elif body.get("position") is not None:
         pairs.append(("starts", f"unknown: {shown(est['why'], 80)}"))
+    return pairs
+
+
+def slurm_pairs(body: dict[str, Any], now: float) -> list[tuple[str, str]]:
+    """``slurm_lines`` as short (label, value) pairs, for the queue screen's pane."""
+    reason = str(body.get("reason") or "None")
+    pairs = [("reason", shown(reason, 40)), ("why", SLURM_REASONS.get(reason, "as Slurm says"))]
+    prio = body.get("priority")
+    if isinstance(prio, dict):
+        pairs.append(
+            ("priority", f"{prio.get('total', 0)} (fair share {prio.get('fair_share', 0)})")
+        )
+    share = body.get("fair_share")
+    if isinstance(share, dict):
+        pairs.append(("share", f"{share['fair_share']:.3f} ({shown(share['account'], 30)})"))
+    est = body.get("estimate") or {}
+    start = est.get("start")
+    if isinstance(start, (int, float)):
+        pairs.append(("starts", when(start, now)))
     return pairs

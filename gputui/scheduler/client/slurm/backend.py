@@ -28,7 +28,7 @@ from gputui.scheduler.client.slurm.runner import Runner, code_of, said
 
 CAN: Final = frozenset(
     {"queue", "submit", "cancel", "kill", "preempt", "hold", "release_hold", "requeue",
-     "show", "logs", "wait", "drain", "undrain", "whoami"}
+     "show", "logs", "wait", "explain", "drain", "undrain", "whoami"}
 )  # fmt: skip
 """What the Slurm backend does; every other capability is ``Unsupported``."""
 
@@ -173,6 +173,45 @@ class SlurmBackend:
         if done.code != 0:
             return {}
         return scontrol_detail(done.out, job_id, name)
+
+    # -- explain ------------------------------------------------------------------------
+
+    def explain(self, job_id: int, *, timeout: float | None = None) -> Answer:
+        """One answer from what people read three tools for: squeue's reason, sprio's
+        factors, sshare's fair-share standing and ``squeue --start``'s estimate."""
+        job = self._job(job_id)
+        body: Answer = {
+            "scheduler": "slurm",
+            "job": job,
+            "reason": job["reason"],
+            "priority": None,
+            "fair_share": None,
+            "estimate": {"start": None, "nodes": None},
+        }
+        pending = job["state"] == "PENDING"
+        if pending:
+            done = self.runner.run(
+                "sprio", "--noheader", "--jobs", str(int(job_id)), "-o", "%i|%Y|%A|%F|%J|%P|%Q|%N"
+            )
+            body["priority"] = sprio_factors(done.out, job_id) if done.code == 0 else None
+            done = self.runner.run(
+                "squeue", "--start", "--noheader", "--jobs", str(int(job_id)), "-o", "%i|%S|%Y"
+            )
+            if done.code == 0:
+                body["estimate"] = start_estimate(done.out, job_id)
+        done = self.runner.run(
+            "sshare", "--noheader", "--parsable2", "--users", _name_arg(job["user"], "user"),
+            "-o", "Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare",
+        )  # fmt: skip
+        if done.code == 0:
+            body["fair_share"] = sshare_standing(done.out, job["user"])
+        if body["fair_share"] is None:
+            body["fair_share_why"] = (
+                "not kept: Slurm has no accounting storage here (slurmdbd)"
+                if done.code == 0
+                else said("sshare", done.err)
+            )
+        return body
 
     # -- submitting -------------------------------------------------------------------
 
@@ -414,3 +453,51 @@ def scontrol_detail(out: str, job_id: int, name: str) -> dict[str, Any]:
         if path.startswith("/") and "\x00" not in path:
             detail["log_path"] = str(Path(path))
     return detail
+
+
+_FACTORS = ("total", "age", "fair_share", "job_size", "partition", "qos", "nice")
+
+
+def sprio_factors(out: str, job_id: int) -> dict[str, int] | None:
+    """``sprio -o %i|%Y|%A|%F|%J|%P|%Q|%N`` of one job: its priority and each factor
+    (numbers only; a line that is not one is ignored)."""
+    for line in out.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 1 + len(_FACTORS) or parts[0] != str(job_id):
+            continue
+        values = [p.strip().lstrip("-") for p in parts[1:]]
+        if all(v.isascii() and v.isdigit() and len(v) <= 12 for v in values):
+            signs = [-1 if p.strip().startswith("-") else 1 for p in parts[1:]]
+            return {k: sign * int(v) for k, v, sign in zip(_FACTORS, values, signs, strict=True)}
+    return None
+
+
+def start_estimate(out: str, job_id: int) -> dict[str, Any]:
+    """``squeue --start -o %i|%S|%Y``: when and where Slurm expects the job to start."""
+    for line in out.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 3 and parts[0] == str(job_id):
+            nodes = parse.text(parts[2])
+            return {"start": parse.timestamp(parts[1]), "nodes": nodes[:256] if nodes else None}
+    return {"start": None, "nodes": None}
+
+
+def sshare_standing(out: str, user: str) -> dict[str, Any] | None:
+    """``sshare -P -o Account,User,RawShares,NormShares,RawUsage,EffectvUsage,FairShare``:
+    the user's row (the first whose user is theirs)."""
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) != 7 or parts[1].strip() != user:
+            continue
+        try:
+            return {
+                "account": parts[0].strip()[:64],
+                "raw_shares": parts[2].strip()[:16],
+                "norm_shares": float(parts[3] or 0),
+                "raw_usage": float(parts[4] or 0),
+                "effective_usage": float(parts[5] or 0),
+                "fair_share": float(parts[6] or 0),
+            }
+        except ValueError:
+            continue
+    return None
