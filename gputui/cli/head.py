@@ -135,6 +135,7 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path | st
                 send_stall_s=head.client_stall_s,
             ),
             session_grace_s=head.session_grace_s,
+            slurm=config.slurm,
             metrics=metrics,
             group_commit=group_commit,
             health=config.health,

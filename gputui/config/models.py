@@ -343,8 +343,9 @@ class Config(_Model):
     head: HeadConfig | None = None
     """The scheduler's head node; leave out for monitoring only."""
     slurm: SlurmConfig | None = None
-    """Slurm as the scheduler instead of a head: ``gputui queue`` and the verbs run
-    Slurm's commands as the calling user."""
+    """Slurm as the scheduler: ``gputui queue`` and the verbs run Slurm's commands as
+    the calling user. With ``head:`` too, the head relays Slurm's state to consoles
+    (one poll of slurmctld for all of them) and schedules nothing itself."""
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     """The head's policy: priority classes, fair share, quotas, preemption, accounting."""
     connect_concurrency: Annotated[int, Field(ge=1, le=1024)] = 32
@@ -374,12 +375,6 @@ class Config(_Model):
         can name them."""
         self._source = source
         self._lines = lines
-
-    @model_validator(mode="after")
-    def _one_scheduler(self) -> Config:
-        if self.head is not None and self.slurm is not None:
-            raise ValueError("give head: or slurm:, not both (one scheduler decides)")
-        return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:

@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gputui.common.locations import socket_dir_problem
+from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.head import lifecycle
 from gputui.scheduler.head.batch import After, Batches, Item
 from gputui.scheduler.head.forcefree import ForceFrees, TxCall, TxFn
@@ -43,6 +44,7 @@ from gputui.scheduler.head.metrics_state import FleetView, MetricsFeed
 from gputui.scheduler.head.proc_signals import ProcessSignals
 from gputui.scheduler.head.reader import SnapshotReads
 from gputui.scheduler.head.settings import HeadSettings
+from gputui.scheduler.head.slurm_relay import SlurmRelay
 from gputui.scheduler.head.subscribers import Subscribers
 from gputui.scheduler.head.telemetry import TelemetryHub
 from gputui.scheduler.head.watch.flags import ProcSignal
@@ -133,6 +135,8 @@ class Head:
             health=self.health,
         )
         self._background: set[asyncio.Task[Any]] = set()
+        self.slurm = SlurmRelay(settings.slurm, clock=clock) if settings.slurm else None
+        """Slurm's state for every console (``slurm:`` in hosts.yaml), else None."""
         self._started_at = clock()
         self.meter = HeadMeter(store, self._read, self._offer, clock, settings.meter_flush_s)
         self.reads = SnapshotReads(
@@ -217,6 +221,8 @@ class Head:
             live.start("pusher", self.subscribers.run()),
             live.start("telemetry", self.telemetry.run()),
         ]
+        if self.slurm is not None:
+            self._tasks.append(live.start("slurm", self.slurm.run()))
         live.part("scheduler", within="writer")  # a pass ends every batch
         self._post(Item("resume"))
 
@@ -316,6 +322,13 @@ class Head:
         if request.op == "hosts":  # which host a client's machine is (gputui env, run)
             conn.send(wire.response(request.id, {"hosts": self._host_table()}))
             return
+        if request.op == "slurm":  # Slurm's state, polled once for every console
+            try:
+                answer = wire.response(request.id, self._slurm_relay().answer())
+            except HeadError as exc:
+                answer = wire.error(request.id, exc.code, exc.message)
+            conn.send(answer)
+            return
         if request.op == "ping":
             tasks = self.liveness.report()
             conn.send(
@@ -324,6 +337,11 @@ class Head:
             return
         conn.begin()  # in flight until the writer takes it (``_writer``)
         await self._inbox.put(Item("request", conn=conn, request=request))
+
+    def _slurm_relay(self) -> SlurmRelay:
+        if self.slurm is None:
+            raise HeadError("unsupported", "slurm: this head has no slurm: section to relay")
+        return self.slurm
 
     def _host_table(self) -> list[dict[str, Any]]:
         places = self.settings.host_places

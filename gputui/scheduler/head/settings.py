@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gputui.config.models import HealthThresholds
+from gputui.config.models import HealthThresholds, SlurmConfig
 from gputui.scheduler.head.actions import Rules
 from gputui.scheduler.head.watch import history
 from gputui.scheduler.head.watch.meter import FLUSH_S
@@ -54,6 +54,9 @@ class HeadSettings:
     back before the claim is released (hosts.yaml's ``head: session_grace_s``)."""
     state_push_min_s: float = STATE_PUSH_MIN_S
     """The least time between two state pushes to subscribed consoles."""
+    slurm: SlurmConfig | None = None
+    """With a ``slurm:`` section: the head relays Slurm's state to consoles
+    (``slurm_relay``); Slurm stays the scheduler."""
     metrics: tuple[str, int] | None = None
     """Where ``/metrics`` is served (address, port; port 0: any free one); None: off."""
     metrics_refresh_s: float = METRICS_REFRESH_S

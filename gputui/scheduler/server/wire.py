@@ -116,6 +116,7 @@ ARGS: dict[str, type[ArgsModel]] = {
     "gpus": GpusArgs,
     "telemetry": TelemetryArgs,
     "signal": SignalArgs,
+    "slurm": Empty,
 }
 
 

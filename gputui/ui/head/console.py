@@ -102,7 +102,7 @@ class HeadConsole:
         if self.config.head is None and self.config.slurm is None:
             return
         where = None
-        if self.config.head is None and self.config.slurm is not None and self.opener is None:
+        if self.config.slurm is not None and self.opener is None:
             self.opener, where = self._slurm_opener(self.config.slurm)
         link = self.asks.link = HeadLink(
             self.config, self.app.post_message, opener=self.opener, where=where
@@ -124,15 +124,22 @@ class HeadConsole:
     def _slurm_opener(self, conf: SlurmConfig) -> tuple[Opener, str]:
         """Slurm as the scheduler: its state polled and joined with this console's own
         telemetry (``gputui.ui.head.slurm``)."""
-        from gputui.ui.head.slurm import SlurmConsole
+        from gputui.ui.head.slurm import HeadRelay, SlurmConsole
+
+        relay = HeadRelay(self.config) if self.config.head is not None else None
 
         async def opener() -> LinkSession:
             console = SlurmConsole.of(
-                conf, self.snapshots, exempt_users=self.config.scheduler.ownership.exempt_users
+                conf,
+                self.snapshots,
+                exempt_users=self.config.scheduler.ownership.exempt_users,
+                relay=relay.ask if relay is not None else None,
             )
             return LinkSession(console, local=console.local, backend=console.as_backend())
 
         where = "Slurm" if conf.login == "local" else f"Slurm on {conf.login}"
+        if relay is not None:
+            where += " (through the head)"
         return opener, where
 
     def _main(self) -> MainScreen:

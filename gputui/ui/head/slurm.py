@@ -27,14 +27,18 @@ import contextlib
 import getpass
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from pathlib import Path
 from typing import Any
 
-from gputui.config.models import SlurmConfig
+from gputui.config.models import Config, SlurmConfig
+from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.client.backend import Answer, AsyncBackend, Unsupported
+from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.slurm.backend import SlurmBackend, Snapshot
 from gputui.scheduler.client.slurm.parse import node_names
 from gputui.scheduler.client.slurm.runner import Runner
+from gputui.scheduler.client.ssh import is_local, open_head_ssh
 from gputui.scheduler.policy.ownership import GpuProc, Holding, ProcKey, offences
 from gputui.telemetry import HostSnapshot, HostStatus
 
@@ -157,6 +161,46 @@ def slurm_state(
             "flags": flags}  # fmt: skip
 
 
+def _job_ok(job: Any) -> bool:
+    """A relayed job view with what ``slurm_state`` reads, of the right types."""
+    if not isinstance(job, dict):
+        return False
+    number, gpus = job.get("id"), job.get("gpus")
+    return (
+        isinstance(number, int) and not isinstance(number, bool) and 0 < number < 2**32
+        and isinstance(gpus, int) and not isinstance(gpus, bool) and 0 <= gpus < 2**20
+        and all(isinstance(job.get(k), str) for k in ("state", "user", "name"))
+        and (job.get("host") is None or isinstance(job.get("host"), str))
+        and (job.get("started_at") is None or isinstance(job.get("started_at"), (int, float)))
+    )  # fmt: skip
+
+
+def relayed(answer: Mapping[str, Any]) -> Snapshot:
+    """The head's ``slurm`` answer as a ``Snapshot``, its shape checked (a bad one:
+    ``ValueError``; every string in it is cleaned again where it is shown)."""
+    jobs, indexes, nodes = answer["jobs"], answer["indexes"], answer["nodes"]
+    if not (isinstance(jobs, list) and isinstance(indexes, dict) and isinstance(nodes, list)):
+        raise ValueError("not a snapshot of Slurm")
+    checked: dict[int, dict[str, list[int]]] = {}
+    for key, per_node in list(indexes.items())[:100_000]:
+        if not (isinstance(key, str) and key.isdigit() and isinstance(per_node, dict)):
+            raise ValueError("bad GPU indexes")
+        checked[int(key)] = {
+            str(node): [i for i in idx if isinstance(i, int) and 0 <= i < 4096][:4096]
+            for node, idx in list(per_node.items())[:4096]
+            if isinstance(idx, list)
+        }
+    good_jobs = [
+        j for j in jobs[:1_000_000] if isinstance(j, dict) and isinstance(j.get("id"), int)
+    ]
+    good_nodes = [
+        {k: str(n.get(k, "")) for k in ("name", "state", "gres", "partition", "reason")}
+        for n in nodes[:100_000]
+        if isinstance(n, dict)
+    ]
+    return Snapshot(good_jobs, checked, good_nodes)
+
+
 class SlurmConsole:
     """The console's scheduler for a ``slurm:`` section: an ``AsyncBackend`` (Slurm's
     commands in a thread) that subscribes by polling, and the carrier the link closes."""
@@ -168,7 +212,13 @@ class SlurmConsole:
         hosts: Callable[[], Mapping[str, HostSnapshot]],
         *,
         exempt_users: Collection[str] = (),
+        relay: Callable[[], Awaitable[Answer]] | None = None,
     ) -> None:
+        """``relay``: asks the head for Slurm's state (one poll of slurmctld for every
+        console); None, or while it fails: this console asks Slurm itself."""
+        self.relay = relay
+        self.relay_problem: str | None = None
+        """Why the last refresh could not come from the head (None: it did)."""
         self.backend = backend
         self.conf = conf
         self.hosts = hosts
@@ -212,9 +262,23 @@ class SlurmConsole:
 
     # -- the state, polled ------------------------------------------------------------
 
-    async def _state(self) -> dict[str, Any]:
-        snap = await asyncio.to_thread(self.backend.snapshot)
+    async def _snapshot(self) -> Snapshot:
+        if self.relay is not None:
+            try:
+                answer = await self.relay()
+                snap = relayed(answer)
+            except HeadError as exc:
+                self.relay_problem = exc.message
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                self.relay_problem = f"the head's answer: {exc}"
+            else:
+                self.relay_problem = None
+                return snap
         self.calls += 1
+        return await asyncio.to_thread(self.backend.snapshot)
+
+    async def _state(self) -> dict[str, Any]:
+        snap = await self._snapshot()
         self.seq += 1
         return slurm_state(
             snap,
@@ -256,3 +320,49 @@ class SlurmConsole:
         from typing import cast
 
         return cast(AsyncBackend, self)
+
+
+class HeadRelay:
+    """Asks the head for Slurm's state (its ``slurm`` request), over one connection
+    kept between refreshes (the local socket, or SSH to ``head.host``); opened again
+    after a failure, at the next refresh."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        assert config.head is not None
+        self._socket = Path(config.head.socket).expanduser()
+        self._client: AsyncHeadClient | None = None
+        self._closer: Callable[[], Awaitable[None]] | None = None
+
+    async def ask(self) -> Answer:
+        if self._client is None or self._client.closed_reason is not None:
+            await self._open()
+        assert self._client is not None
+        try:
+            return await self._client.call("slurm", {}, timeout=15.0)
+        except HeadError as exc:
+            if exc.code in ("unreachable", "timeout", "protocol"):
+                await self.close()
+            raise
+
+    async def _open(self) -> None:
+        await self.close()
+        head = self.config.head
+        assert head is not None
+        if is_local(head):
+            self._client = await AsyncHeadClient.open_local(self._socket)
+            return
+        reader, writer, closer = await open_head_ssh(self.config)
+        client = AsyncHeadClient(reader, writer)
+        client.start()
+        self._client, self._closer = client, closer
+
+    async def close(self) -> None:
+        client, closer = self._client, self._closer
+        self._client = self._closer = None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await closer()

@@ -1,0 +1,95 @@
+"""The head as Slurm's relay: one poll of slurmctld for every console.
+
+With both ``head:`` and ``slurm:`` in hosts.yaml, Slurm stays the scheduler and the
+head relays what consoles read of it: every ``slurm.refresh_s`` it takes one
+``SlurmBackend.snapshot`` (one ``squeue``, one ``sinfo``, one ``scontrol show job -d``
+while a job runs) and answers the ``slurm`` request from memory. N consoles then
+cost slurmctld what one does. What a user *does* (cancel, submit, hold) never goes
+through the head: the verbs and the console run Slurm's commands as that user, so
+Slurm's permissions decide.
+
+The head runs as root, and root sees every job. Where Slurm hides jobs from other
+users (``PrivateData`` with ``jobs``), the relay would show them to everyone: it
+refuses instead (one log line, and the ``slurm`` request answers ``unavailable``),
+and consoles ask Slurm themselves, as their users.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gputui.config.models import SlurmConfig
+from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.slurm.backend import SlurmBackend
+from gputui.scheduler.client.slurm.runner import Runner
+
+log = logging.getLogger(__name__)
+
+
+def private_jobs(config_text: str) -> bool:
+    """Whether ``scontrol show config`` says Slurm hides jobs from other users."""
+    m = re.search(r"(?m)^PrivateData\s*=\s*(.*)$", config_text)
+    return m is not None and bool(re.search(r"\bjobs\b", m.group(1), re.IGNORECASE))
+
+
+class SlurmRelay:
+    """Polls Slurm for every console; ``answer`` is the newest snapshot."""
+
+    def __init__(
+        self,
+        conf: SlurmConfig,
+        *,
+        backend: SlurmBackend | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.conf = conf
+        if backend is None:
+            runner = Runner(conf.login, timeout_s=conf.command_timeout_s)
+            backend = SlurmBackend(
+                runner, partitions=conf.partitions, qos=conf.qos, nodes=conf.nodes
+            )
+        self.backend = backend
+        self.clock = clock
+        self.polls = 0
+        self._latest: dict[str, Any] | None = None
+        self._why: str | None = "no answer from Slurm yet"
+
+    def answer(self) -> dict[str, Any]:
+        """The newest snapshot (``at``: when it was taken); ``HeadError`` while there
+        is none to give, saying why."""
+        if self._latest is None:
+            raise HeadError("unavailable", f"slurm: {self._why}")
+        return self._latest
+
+    async def run(self) -> None:
+        done = await asyncio.to_thread(self.backend.runner.run, "scontrol", "show", "config")
+        if done.code == 0 and private_jobs(done.out):
+            self._why = (
+                "Slurm hides jobs from other users (PrivateData=jobs): the head does not"
+                " relay them; each console asks Slurm as its own user"
+            )
+            log.warning("slurm relay off: %s", self._why)
+            return
+        while True:
+            started = time.monotonic()
+            try:
+                snap = await asyncio.to_thread(self.backend.snapshot)
+            except HeadError as exc:
+                self._why = exc.message
+                log.warning("slurm relay: %s", exc.message)
+            else:
+                self.polls += 1
+                self._why = None
+                self._latest = {
+                    "at": self.clock(),
+                    "jobs": snap.jobs,
+                    "indexes": {str(k): v for k, v in snap.indexes.items()},
+                    "nodes": snap.nodes,
+                }
+            spent = time.monotonic() - started
+            await asyncio.sleep(max(0.0, self.conf.refresh_s - spent))
