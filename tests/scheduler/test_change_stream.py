@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from alembic.script import ScriptDirectory
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pgserver import connect
 
@@ -28,8 +28,15 @@ from gputui.scheduler.store.changes import (
 )
 from gputui.scheduler.store.engine import alembic_config
 from gputui.scheduler.store.sqlstore import SqlStore
-from gputui.scheduler.store.tables import Claim, Host, Notice
+from gputui.scheduler.store.tables import Claim, Gpu, Host, Notice
 
+JOB_ROW = {
+    "uid": 1000, "user": "ann", "group": "ann", "name": "secret-name", "argv": '["x"]',
+    "cwd": "/", "env": "{}", "gpus": 1, "pool": None, "host_constraint": None,
+    "priority": "normal", "preemptible": False, "time_limit_s": None, "submitted_at": 1.0,
+    "state": "running", "reason": "", "requeues": 0, "launches": 1,
+    "gpu_uuids": "[]", "project": None,
+}  # fmt: skip
 KEY_TEXT = st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1
 )
@@ -80,15 +87,21 @@ def store(pg_url: str) -> Iterator[SqlStore]:
 def test_a_commit_notifies_each_changed_rows_key_and_nothing_of_the_row(
     pg_url: str, store: SqlStore
 ) -> None:
+    """A row of each watched table, as the head writes them: its key, and nothing else."""
     with listener(pg_url) as conn:
         with store.transaction() as tx:
             tx.put_host(Host(name="gpu01", pool="secret-pool", drain_reason="secret-why"))
+            tx.put_gpu(Gpu(uuid="GPU-secret-0", host="gpu01", index=0, model="secret-model"))
             claim = tx.add_claim(Claim(user="ann", uid=1000, gpus=1, note="x", created_at=1.0))
             claim_id = claim.id
+            (job_id,) = tx.insert_jobs([{**JOB_ROW, "argv": '["secret-argv"]'}])
+            tx.allocate(["GPU-secret-0"], "gpu01", 2.0, job_id=job_id)
             tx.notice(Notice(uid=1000, kind="k", text="secret-text", time=1.0))
         heard = heard_until(conn, mark(store, "m"))
-    assert not [p for p in heard if "secret" in p or "ann" in p]
-    assert sorted(heard[:-1]) == sorted(["host:gpu01", f"claim:{claim_id}", "notice:1"])
+    keys = ["host:gpu01", "gpu:GPU-secret-0", f"claim:{claim_id}", f"job:{job_id}"]
+    assert sorted(heard[:-1]) == sorted([*keys, "allocation:1", "notice:1"])
+    assert {p.split(":")[0] for p in heard} == set(WATCHED)
+    assert not [p for p in heard if p not in keys and ("secret" in p or "ann" in p)]
     with listener(pg_url) as conn:
         with store.transaction() as tx:  # an update, then a delete: the key again
             host = tx.host("gpu01")
@@ -157,12 +170,14 @@ def test_a_transactions_keys_are_capped_and_a_rolled_back_savepoint_gives_its_co
     with listener(pg_url) as conn:
 
         @settings(max_examples=25)
+        @example(before=KEYS_PER_TX, undone=3, after=0)  # the cap exactly: every key
+        @example(before=KEYS_PER_TX, undone=0, after=1)  # one over
         @given(
-            before=st.integers(0, KEYS_PER_TX + 30),
+            before=st.integers(0, 20) | st.integers(KEYS_PER_TX - 30, KEYS_PER_TX + 30),
             undone=st.integers(0, 40),
             after=st.integers(0, 40),
         )
-        def example(before: int, undone: int, after: int) -> None:
+        def one(before: int, undone: int, after: int) -> None:
             n = next(examples)
             with store.transaction() as tx:
                 for i in range(before):
@@ -182,7 +197,7 @@ def test_a_transactions_keys_are_capped_and_a_rolled_back_savepoint_gives_its_co
             assert sorted(heard) == sorted(want)
             assert len(heard) <= KEYS_PER_TX + 1
 
-        example()
+        one()
 
 
 def test_any_key_is_sent_as_itself_when_it_fits_else_as_its_table(pg_url: str) -> None:
@@ -201,7 +216,7 @@ def test_any_key_is_sent_as_itself_when_it_fits_else_as_its_table(pg_url: str) -
 
         @settings(max_examples=60)
         @given(key=KEY_TEXT.filter(lambda k: k != "*") | st.integers(7990, 9000).map("é".__mul__))
-        def example(key: str) -> None:
+        def one(key: str) -> None:
             done = f"done-{next(examples)}"
             with conn.transaction():
                 conn.execute("INSERT INTO scratch.host (name) VALUES (%s)", (key,))
@@ -212,7 +227,7 @@ def test_any_key_is_sent_as_itself_when_it_fits_else_as_its_table(pg_url: str) -
             assert decode(heard[0]) == Change("host", key if fits else None)
 
         try:
-            example()
+            one()
         finally:
             conn.execute("DROP SCHEMA scratch CASCADE")
 
