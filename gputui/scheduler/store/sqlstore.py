@@ -8,7 +8,9 @@ together shares one durable commit. ``snapshot()`` reads a consistent snapshot f
 any thread without waiting for the writer. What differs between the two is the
 engine's alone (``engine``, ``pgengine``); the queries are the same (``queries``).
 A SQLite file's safety, the pragmas, the integrity check and the schema are
-``engine``'s; the online backup (SQLite only) is ``backup``'s.
+``engine``'s; the online backup (SQLite only) is ``backup``'s. What other processes
+commit reaches the head through ``changes()`` (``changes``; on PostgreSQL
+``pgchanges``, which listens on a connection of its own, outside this pool).
 """
 
 from __future__ import annotations
