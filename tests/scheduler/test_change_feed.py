@@ -80,6 +80,31 @@ async def test_the_feed_hears_another_stores_commits_and_not_its_own(pg_url: str
         theirs.close()
 
 
+async def test_an_idle_listener_is_probed_and_goes_on_listening(pg_url: str) -> None:
+    theirs = SqlStore.open(pg_url)
+    engine = make_engine(pg_url)
+    feed = PgChangeFeed(engine, OwnBackends(engine), probe_s=0.05)
+    heard: list[Change] = []
+    try:
+        async with running(feed, heard):
+            await asyncio.wait_for(feed.listening.wait(), 20)
+
+            def probed() -> bool:
+                with connect(pg_url) as admin:
+                    row = admin.execute(
+                        "SELECT query FROM pg_stat_activity WHERE pid = %s", (feed.backend_pid,)
+                    ).fetchone()
+                return row is not None and row[0] == "SELECT 1"
+
+            await until(probed, "a probe")
+            put_host(theirs, "after-probes")
+            await until(lambda: heard, "a change")
+        assert heard == [Change("host", "after-probes")] and feed.attempts == 1
+    finally:
+        theirs.close()
+        engine.dispose()
+
+
 async def test_the_listener_comes_back_after_its_backend_is_terminated(
     pg_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
