@@ -76,7 +76,7 @@ class PgChangeFeed:
         self.attempts = 0
         """Connections tried (for tests)."""
         self.listening = asyncio.Event()
-        """Set while a connection is listening (for tests and ``ping``)."""
+        """Set while a connection is listening (for tests)."""
         self.backend_pid: int | None = None
         """The server process of the listening connection (None: none listens)."""
         self.ignored = 0
