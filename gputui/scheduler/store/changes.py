@@ -2,7 +2,7 @@
 
 The head signals its own commits to its subscribers in-process, at once, after each
 commit that changed the state. What another process commits to the same database (a
-standby head that took over, an admin's tool, a second head's cleanup) reaches the
+standby head that took over, an admin's tool) reaches the
 head through its store's ``ChangeFeed``: each ``Change`` names a table and the key of
 one of its rows, never the row. The head reads the rows it shows itself, from a
 snapshot, as it does for its own changes.
@@ -11,13 +11,13 @@ snapshot, as it does for its own changes.
   so the feed has nothing to say (``shared`` is False and the head runs none).
 - PostgreSQL (``pgchanges.PgChangeFeed``): every write transaction that inserts,
   updates or deletes a row of ``WATCHED`` sends ``NOTIFY gputui_changes,
-  '<table>:<key>'`` from a row trigger (migration 0010), inside the transaction, so
-  the server delivers it only if it commits, and folds repeats within it. A
-  transaction sends at most ``KEYS_PER_TX`` keys; past that, each table's further
-  rows are one ``<table>:*`` (any of its rows), well under the server's 8,000-byte
-  payload limit. The head listens on one connection of its own, outside the pool,
-  and skips what its own connections sent (``OwnBackends``: it has told its
-  subscribers already).
+  '<table>:<key>'`` from a row trigger (the ``*_change_stream`` migration), inside
+  the transaction, so the server delivers it only if it commits, and folds repeats
+  within it. A transaction sends at most ``KEYS_PER_TX`` keys; past that, each
+  table's further rows are one ``<table>:*`` (any of its rows), well under the
+  server's 8,000-byte payload limit. The head listens on one connection of its own,
+  outside the pool, and skips what its own connections sent (``OwnBackends``: it has
+  told its subscribers already).
 
 A payload is untrusted (any role that can connect may ``NOTIFY`` any channel):
 ``decode`` takes only a known table and a bounded key, and says None to the rest.
@@ -33,10 +33,10 @@ from typing import Any, Protocol
 from sqlalchemy import Engine, event
 
 CHANNEL = "gputui_changes"
-"""The channel the triggers notify and the head listens on (migration 0010)."""
+"""The channel the triggers notify and the head listens on (``*_change_stream``)."""
 KEYS_PER_TX = 200
 """The keys one transaction sends one by one; the rest go as ``<table>:*``
-(migration 0010: its own literal, as a migration keeps)."""
+(the ``*_change_stream`` migration: its own literal, as a migration keeps)."""
 PAYLOAD_MAX = 7999
 """Bytes in a payload: the server refuses 8,000 or more. A key that would not fit
 goes as ``<table>:*``."""
@@ -50,7 +50,8 @@ WATCHED: Mapping[str, str] = {
     "notice": "id",
 }
 """The tables whose rows a console is shown (queue, claims, holders, drains, fences,
-notices), and each one's key column: what migration 0010 puts a trigger on."""
+notices), and each one's key column: what the ``*_change_stream`` migration puts a
+trigger on."""
 
 
 @dataclass(frozen=True, slots=True)
