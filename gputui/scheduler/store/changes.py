@@ -1,11 +1,11 @@
 """The change stream: which rows a console cares about were committed by someone else.
 
 The head signals its own commits to its subscribers in-process, at once, after each
-commit that changed the state. What another process commits to the same database (a
-standby head that took over, an admin's tool) reaches the
-head through its store's ``ChangeFeed``: each ``Change`` names a table and the key of
-one of its rows, never the row. The head reads the rows it shows itself, from a
-snapshot, as it does for its own changes.
+commit that changed the state. What another process commits to the same database (an
+admin's script, a ``psql`` session) reaches the head through its store's
+``ChangeFeed``: each ``Change`` names a table and the key of one of its rows, never
+the row. The head reads the rows it shows itself, from a snapshot, as it does for its
+own changes.
 
 - SQLite (``SoleWriter``): the head is its file's one writer; nothing else commits,
   so the feed has nothing to say (``shared`` is False and the head runs none).
