@@ -161,6 +161,17 @@ class PgServer:
         return engine
 
 
+def connect(url: str) -> Any:
+    """A psycopg connection (autocommit) to the database a test's ``url`` names."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    parts = make_url(url)
+    return psycopg.connect(
+        host=str(parts.query["host"]), user=parts.username, dbname=parts.database, autocommit=True
+    )
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     bindir = server_bin()

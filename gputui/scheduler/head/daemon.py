@@ -18,7 +18,8 @@ and writes nothing, the state pushed to consoles and the lookup of a log request
 reads a snapshot (a deferred transaction, which in WAL mode never holds the
 writer up) on the reader thread. The pushes to subscribed consoles are a part the
 head holds (``subscribers.Subscribers``), told after each commit that changed the
-state.
+state, and of what other processes commit to a database they share (the store's
+``changes()``: on PostgreSQL, the ``changes`` task listens).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from gputui.scheduler.policy import model, passes
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection, SocketServer
 from gputui.scheduler.store.api import Store, StoreFailure
+from gputui.scheduler.store.changes import Change
 from gputui.scheduler.store.tables import Host
 from gputui.telemetry import HostSnapshot
 
@@ -181,6 +183,8 @@ class Head:
         )
         """The consoles' telemetry subscriptions (``telemetry``), fed every snapshot."""
         self.signals = ProcessSignals(watch=self.watch, hosts=hosts, call_tx=self.call_tx)
+        self.changes = store.changes()
+        """Rows other processes commit (a database another process can write to)."""
 
     # -- running ----------------------------------------------------------------------
 
@@ -223,6 +227,8 @@ class Head:
         ]
         if self.slurm is not None:
             self._tasks.append(live.start("slurm", self.slurm.run()))
+        if self.changes.shared:
+            self._tasks.append(live.start("changes", self.changes.run(self._changed_elsewhere)))
         live.part("scheduler", within="writer")  # a pass ends every batch
         self._post(Item("resume"))
 
@@ -442,6 +448,11 @@ class Head:
         if after.changed:
             self.subscribers.changed()
             self.metrics.changed()
+
+    def _changed_elsewhere(self, _change: Change) -> None:
+        """Another process committed a change a console is shown: push the state."""
+        self.subscribers.changed()
+        self.metrics.changed()
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` in the background, keeping a reference until it ends."""

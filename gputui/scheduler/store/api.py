@@ -20,6 +20,8 @@ The contract every implementation keeps:
   raises ``StoreFailure``; a database that cannot be used at all (opening it,
   checking it, upgrading its schema) raises ``StoreError``, one line for the user.
 - The parts (``usage``, ``health``, ``readings``) run in the same transaction.
+- ``changes()`` tells of the rows a console is shown that another process committed
+  (the head tells its own commits to its subscribers itself).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from gputui.scheduler.policy.accounting import (
     UsageKey,
     UsageRow,
 )
+from gputui.scheduler.store.changes import ChangeFeed
 from gputui.scheduler.store.tables import (
     Allocation,
     Audit,
@@ -345,6 +348,10 @@ class Store(Protocol):
 
     def jobs_namespace(self) -> str:
         """The token this database's jobs use on hosts (keeps two heads' jobs apart)."""
+        ...
+
+    def changes(self) -> ChangeFeed:
+        """What other processes commit to this database, as they commit (``changes``)."""
         ...
 
     def close(self) -> None: ...

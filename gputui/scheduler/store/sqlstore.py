@@ -8,7 +8,9 @@ together shares one durable commit. ``snapshot()`` reads a consistent snapshot f
 any thread without waiting for the writer. What differs between the two is the
 engine's alone (``engine``, ``pgengine``); the queries are the same (``queries``).
 A SQLite file's safety, the pragmas, the integrity check and the schema are
-``engine``'s; the online backup (SQLite only) is ``backup``'s.
+``engine``'s; the online backup (SQLite only) is ``backup``'s. What other processes
+commit reaches the head through ``changes()`` (``changes``; on PostgreSQL
+``pgchanges``, which listens on a connection of its own, outside this pool).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sqlalchemy import Connection, Engine
 from sqlmodel import Session
 
 from gputui.scheduler.store.api import SNAPSHOT, Store
+from gputui.scheduler.store.changes import ChangeFeed, OwnBackends, SoleWriter
 from gputui.scheduler.store.engine import jobs_namespace, open_database
 from gputui.scheduler.store.location import MOUNTINFO
 from gputui.scheduler.store.queries import SqlTx
@@ -38,6 +41,8 @@ class SqlStore:
         """``batch()``'s session, on a connection it keeps from one batch to the next."""
         self.requests = RequestIndex()
         """The request log's ids, in memory (``requestlog``)."""
+        self._own = OwnBackends(engine) if engine.dialect.name == "postgresql" else None
+        """The server processes of this store's connections (``changes``)."""
 
     @classmethod
     def open(cls, target: Path | str, *, mountinfo: Path = MOUNTINFO) -> SqlStore:
@@ -100,6 +105,15 @@ class SqlStore:
 
     def jobs_namespace(self) -> str:
         return jobs_namespace(self.engine)
+
+    def changes(self) -> ChangeFeed:
+        """SQLite: none but the head commits; PostgreSQL: LISTEN/NOTIFY on a connection
+        of its own (``pgchanges``)."""
+        if self._own is None:
+            return SoleWriter()
+        from gputui.scheduler.store.pgchanges import PgChangeFeed  # psycopg: the extra
+
+        return PgChangeFeed(self.engine, self._own)
 
     def close(self) -> None:
         self._drop_writer()
