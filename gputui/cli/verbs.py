@@ -27,7 +27,6 @@ from gputui.cli.args import (
 )
 from gputui.scheduler.client.backend import SessionBackend, require
 from gputui.scheduler.client.errors import HeadError
-from gputui.scheduler.client.session import head_session
 
 Handler = Callable[[SessionBackend, argparse.Namespace], int]
 
@@ -88,6 +87,8 @@ def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator
         if slurm is not None:
             yield slurm
             return
+    from gputui.scheduler.client.session import head_session
+
     with head_session(args.socket, args.hosts) as session:
         yield session
 
@@ -101,18 +102,14 @@ def slurm_backend(hosts_file: str | None) -> SessionBackend | None:
     if found is None:
         return None
     section, path = found
-    from pydantic import ValidationError
-
-    from gputui.config.models import SlurmConfig
+    from gputui.config.slurm import SlurmConfig
     from gputui.scheduler.client.slurm.backend import SlurmBackend
     from gputui.scheduler.client.slurm.runner import Runner
 
     try:
-        conf = SlurmConfig.model_validate(section)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise HeadError("config", f"{path}: slurm.{where}: {first['msg']}") from None
+        conf = SlurmConfig.parse(section)
+    except ValueError as exc:
+        raise HeadError("config", f"{path}: slurm.{exc}") from None
     runner = Runner(conf.login, timeout_s=conf.command_timeout_s)
     backend = SlurmBackend(runner, partitions=conf.partitions, qos=conf.qos, nodes=conf.nodes)
     # The verbs check each capability they use first (``require``): none of a

@@ -17,8 +17,10 @@ from typing import Annotated
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    InstanceOf,
     PrivateAttr,
     field_validator,
     model_validator,
@@ -27,6 +29,7 @@ from pydantic import (
 from gputui.common.listen import parse_listen
 from gputui.common.locations import DEFAULT_SOCKET
 from gputui.config.scheduler import SchedulerConfig
+from gputui.config.slurm import SlurmConfig
 from gputui.config.sshjump import parse_chain
 from gputui.config.where import HOST_NAME
 from gputui.wire.fields import MAX_GPUS
@@ -279,51 +282,6 @@ class HeadConfig(_Model):
         return (self.host,) if isinstance(self.host, str) else tuple(self.host)
 
 
-def _slurm_name(value: str) -> str:
-    if not value or len(value) > 64 or not all(c.isalnum() or c in "_.-" for c in value):
-        raise ValueError("must be a Slurm name: letters, digits, '_', '.', '-' (at most 64)")
-    return value
-
-
-def _login(value: str) -> str:
-    if value == "local":
-        return value
-    try:
-        parse_chain(value)
-    except ValueError as exc:
-        raise ValueError(str(exc).removeprefix(f"proxy_jump {value!r}: ")) from None
-    if "," in value:
-        raise ValueError("must be one [user@]host[:port], or local")
-    return value
-
-
-SlurmName = Annotated[str, AfterValidator(_slurm_name)]
-"""A partition, QOS or node name as Slurm takes it on a command line."""
-
-
-class SlurmConfig(_Model):
-    """Slurm as the scheduler: gputui shows and drives what Slurm decides."""
-
-    login: Annotated[str, AfterValidator(_login)] = "local"
-    """Where Slurm's commands run: ``local`` (this machine is a login node), or a login
-    node ``[user@]host[:port]`` reached with OpenSSH (``ssh``), as the calling user."""
-    refresh_s: Annotated[float, Field(ge=2, le=600)] = 5.0
-    """The console asks Slurm at most this often (one squeue and one sinfo a refresh)."""
-    command_timeout_s: Annotated[float, Field(ge=1, le=600)] = 30.0
-    """How long one Slurm command may take before gputui gives up on it."""
-    partitions: dict[str, SlurmName] = Field(default_factory=dict, max_length=256)
-    """Pool name -> the partition ``submit --pool`` asks for (a pool not listed is
-    taken to be a partition's name)."""
-    qos: dict[str, SlurmName] = Field(default_factory=dict, max_length=256)
-    """Priority class -> the QOS ``submit --priority`` asks for."""
-    nodes: dict[SlurmName, str] = Field(default_factory=dict, max_length=65536)
-    """Slurm node name -> the hosts.yaml host it is (a node not listed is taken to be
-    the host of the same name)."""
-
-    def host_of(self, node: str) -> str:
-        return self.nodes.get(node, node)
-
-
 class Config(_Model):
     """The whole of hosts.yaml."""
 
@@ -342,7 +300,7 @@ class Config(_Model):
     """When readings count as problems."""
     head: HeadConfig | None = None
     """The scheduler's head node; leave out for monitoring only."""
-    slurm: SlurmConfig | None = None
+    slurm: Annotated[InstanceOf[SlurmConfig], BeforeValidator(SlurmConfig.parse)] | None = None
     """Slurm as the scheduler: ``gputui queue`` and the verbs run Slurm's commands as
     the calling user. With ``head:`` too, the head relays Slurm's state to consoles
     (one poll of slurmctld for all of them) and schedules nothing itself."""

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from slurmcluster import SlurmCluster
 
-from gputui.config.models import Config, SlurmConfig
+from gputui.config.models import Config
+from gputui.config.slurm import SlurmConfig
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.screens.queue import QueueScreen

@@ -15,6 +15,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.client.slurm import parse
 from gputui.scheduler.client.slurm.backend import (
     scontrol_detail,
@@ -187,3 +188,29 @@ def test_any_text_from_sprio_sshare_or_start_is_read_or_ignored(text: str, job: 
     assert standing is None or isinstance(standing["fair_share"], float)
     start = start_estimate(text, job)
     assert start["start"] is None or isinstance(start["start"], float)
+
+
+SETTING = st.sampled_from(
+    ["login", "refresh_s", "command_timeout_s", "partitions", "qos", "nodes", "bogus"]
+)
+VALUE = st.one_of(
+    st.none(), st.booleans(), st.integers(-10, 10_000), st.floats(allow_nan=True),
+    st.text(max_size=20), st.dictionaries(st.text(max_size=10), st.text(max_size=10), max_size=3),
+)  # fmt: skip
+
+
+@given(st.dictionaries(SETTING, VALUE, max_size=6))
+def test_any_slurm_section_is_taken_whole_or_refused_in_one_line_naming_its_field(
+    raw: dict[str, object],
+) -> None:
+    try:
+        conf = SlurmConfig.parse(raw)
+    except ValueError as exc:
+        line = str(exc)
+        assert (
+            "\n" not in line and line.split(":", 1)[0].split(".", maxsplit=1)[0].strip("'") in raw
+        )
+        return
+    assert 2 <= conf.refresh_s <= 600 and 1 <= conf.command_timeout_s <= 600
+    for name in [*conf.partitions.values(), *conf.qos.values(), *conf.nodes]:
+        assert name and len(name) <= 64 and all(c.isalnum() or c in "_.-" for c in name)

@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from slurmcluster import SlurmCluster
 
-from gputui.config.models import Config, HeadConfig, SlurmConfig
+from gputui.config.models import Config, HeadConfig
+from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.head.slurm_relay import private_jobs

@@ -7,7 +7,6 @@ id (``rid``) that the head answers a retry of from its log.
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 from gputui.scheduler.client.errors import HeadError
@@ -17,6 +16,8 @@ MAX_LINE = 64 * 1024 * 1024
 
 
 def new_request_id() -> str:
+    import uuid  # only a mutating request needs one: most verbs never load it
+
     return uuid.uuid4().hex
 
 

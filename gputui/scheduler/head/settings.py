@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gputui.config.models import HealthThresholds, SlurmConfig
+from gputui.config.models import HealthThresholds
+from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.head.actions import Rules
 from gputui.scheduler.head.watch import history
 from gputui.scheduler.head.watch.meter import FLUSH_S

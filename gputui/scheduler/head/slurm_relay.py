@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gputui.config.models import SlurmConfig
+from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.slurm.backend import SlurmBackend
 from gputui.scheduler.client.slurm.runner import Runner

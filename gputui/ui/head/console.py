@@ -24,7 +24,8 @@ from textual.app import App
 from textual.css.query import NoMatches
 
 from gputui.common.text import clean
-from gputui.config.models import Config, SlurmConfig
+from gputui.config.models import Config
+from gputui.config.slurm import SlurmConfig
 from gputui.health.board import HealthBoard
 from gputui.telemetry import HostSnapshot
 from gputui.ui.gpu_view import GpuRow, HostRow, Row

@@ -31,7 +31,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from pathlib import Path
 from typing import Any
 
-from gputui.config.models import Config, SlurmConfig
+from gputui.config.models import Config
+from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.client.backend import Answer, AsyncBackend, Unsupported
 from gputui.scheduler.client.errors import HeadError

@@ -18,12 +18,13 @@ another job's.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 MAX_OUTPUT: Final = 64 << 20
@@ -145,13 +146,18 @@ def job_id(value: str) -> int | None:
     return number if 0 < number <= MAX_JOB_ID else None
 
 
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
+
+
+@functools.lru_cache(maxsize=4096)
 def timestamp(value: str) -> float | None:
-    """Slurm's ``2026-12-03T02:49:01`` (the local time of the command), as epoch seconds."""
-    if text(value) is None or len(value) != 19:
+    """Slurm's ``2026-12-03T02:49:01`` (the local time of the command), as epoch
+    seconds (a queue's jobs share many: each is worked out once)."""
+    if len(value) != 19 or not _STAMP.fullmatch(value):
         return None
     try:
-        return time.mktime(time.strptime(value, "%Y-%m-%dT%H:%M:%S"))
-    except (ValueError, OverflowError):
+        return datetime.fromisoformat(value).timestamp()
+    except (ValueError, OverflowError, OSError):
         return None
 
 
