@@ -76,6 +76,18 @@ def claims(backend: SyncBackend, a: argparse.Namespace) -> int:
 def env(backend: SyncBackend, a: argparse.Namespace) -> int:
     host = a.host or this_host(backend)
     result = backend.env(host)
+    job = result.get("slurm_job") if isinstance(result, dict) else None
+    if isinstance(job, int) and not isinstance(job, bool) and 0 < job < 2**32:
+        # Slurm: the claim is an allocation; srun runs in it by its job id.
+        print(f"export SLURM_JOB_ID={job}")
+        print(f"# then: srun --jobid={job} --gres=gpu:N COMMAND", file=sys.stderr)
+        return EXIT_OK
+    if isinstance(result, dict) and "slurm_job" in result:
+        print(
+            f"# no allocation of yours (gputui claim) in Slurm on {shown(host, 64)}",
+            file=sys.stderr,
+        )
+        return EXIT_REFUSED
     try:
         uuids = gpu_uuids(result.get("uuids") if isinstance(result, dict) else None)
     except ValueError:

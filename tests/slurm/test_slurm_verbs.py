@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import time
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
@@ -166,9 +167,9 @@ def test_another_user_cannot_cancel_your_job_and_sees_slurms_reason(
 
 
 def test_a_verb_slurm_cannot_do_says_so_in_one_line(slurm: SlurmCluster, hosts: Path) -> None:
-    code, _, err = gputui(hosts, "claims")
+    code, _, err = gputui(hosts, "audit")
     assert code == 1
-    assert err.strip() == "gputui claims: the Slurm scheduler cannot list claims"
+    assert err.strip() == "gputui audit: the Slurm scheduler cannot show an audit trail"
 
 
 def test_a_bad_slurm_section_is_one_line_naming_it(slurm: SlurmCluster, tmp_path: Path) -> None:
@@ -200,3 +201,28 @@ def test_explain_shows_a_pending_jobs_reason_and_its_factors(
     assert any("estimated start (squeue --start)" in line for line in lines), out
     code, out, _ = gputui(hosts, "explain", str(blocker))
     assert code == 0 and f"job {blocker} (sleep) of root: RUNNING" in out
+
+
+def test_claim_is_an_allocation_that_env_names_and_release_ends(
+    slurm: SlurmCluster, hosts: Path
+) -> None:
+    code, out, err = gputui(hosts, "claim", "-g", "2", "--note", "notebook")
+    assert code == 0, err
+    m = re.match(r"claim c(\d+): gpu(\d), gpu(\d) on (\S+)", out)
+    assert m is not None, out
+    job = int(m.group(1))
+    assert state_of(slurm, job) == "RUNNING"
+    assert slurm.cmd("squeue", "-h", "-j", str(job), "-o", "%j|%k").stdout.strip() == (
+        "gputui-claim|notebook"
+    )
+    code, out, _ = gputui(hosts, "claims")
+    assert code == 0 and f"c{job}" in out
+    code, out, err = gputui(hosts, "env")
+    assert code == 0 and out.strip() == f"export SLURM_JOB_ID={job}", (out, err)
+    code, out, err = gputui(hosts, "release", f"c{job}")
+    assert code == 0 and f"released c{job}" in out, err
+    until(lambda: state_of(slurm, job) in ("CANCELLED", "COMPLETED", ""))
+    code, out, err = gputui(hosts, "env")
+    assert code == 1 and "no allocation of yours" in err
+    code, out, err = gputui(hosts, "claim", "-g", "9", "--no-wait")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err

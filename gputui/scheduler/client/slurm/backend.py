@@ -28,10 +28,13 @@ from gputui.scheduler.client.slurm.runner import Runner, code_of, said
 
 CAN: Final = frozenset(
     {"queue", "submit", "cancel", "kill", "preempt", "hold", "release_hold", "requeue",
-     "show", "logs", "wait", "explain", "drain", "undrain", "whoami"}
+     "show", "logs", "wait", "explain", "drain", "undrain", "whoami",
+     "claim", "claims", "release", "env"}
 )  # fmt: skip
 """What the Slurm backend does; every other capability is ``Unsupported``."""
 
+CLAIM_NAME: Final = "gputui-claim"
+"""The job name of an allocation ``gputui claim`` made (``salloc --no-shell``)."""
 WAIT_POLL_S: Final = 1.0
 """How often ``wait`` asks squeue about the job it waits for."""
 LOG_CHUNK: Final = 1 << 20
@@ -173,6 +176,135 @@ class SlurmBackend:
         if done.code != 0:
             return {}
         return scontrol_detail(done.out, job_id, name)
+
+    # -- claims: allocations with no shell (salloc --no-shell) ----------------------------
+
+    def claim(
+        self,
+        *,
+        gpus: int | None = None,
+        gpu_refs: Sequence[str] = (),
+        pool: str | None = None,
+        model: str | None = None,
+        host: str | None = None,
+        project: str | None = None,
+        duration_s: float | None = None,
+        note: str = "",
+        wait: bool = True,
+        timeout: float | None = None,
+    ) -> Answer:
+        """``salloc --no-shell``: an allocation held until released or its time ends,
+        named ``gputui-claim`` so that ``claims`` and ``release`` know it."""
+        if gpu_refs:
+            raise HeadError("usage", "claim: Slurm picks the GPUs; ask for a count (-g N)")
+        if model is not None:
+            raise HeadError(
+                "usage", "claim: on Slurm a GPU model is a partition (--pool) or a GRES type"
+            )
+        cmd = ["salloc", "--no-shell", f"--gres=gpu:{int(gpus or 1)}", f"--job-name={CLAIM_NAME}"]
+        if pool is not None:
+            cmd.append(f"--partition={_name_arg(self.partitions.get(pool, pool), 'pool')}")
+        if host is not None:
+            cmd.append(f"--nodelist={_name_arg(self._node_of(host), 'host')}")
+        if duration_s is not None:
+            cmd.append(f"--time={parse.slurm_duration(duration_s)}")
+        if note or project:
+            cmd.append(f"--comment={note or project}")
+        if not wait:
+            cmd.append("--immediate=1")
+        done = self.runner.run(*cmd, timeout_s=None if wait else self.runner.timeout_s)
+        m = re.search(r"Granted job allocation (\d{1,10})", done.err)
+        if done.code != 0 or m is None:
+            raise HeadError(code_of(done.err), f"claim: {said('salloc', done.err)}")
+        number = int(m.group(1))
+        job = self._job(number)
+        done = self.runner.run("scontrol", "show", "job", "-d", str(number))
+        per_node = parse.gpu_indexes(done.out, {number: job["name"]}).get(number, {})
+        indexes = [i for node in sorted(per_node) for i in per_node[node]]
+        return {"claim": self._claim_view(job, indexes)}
+
+    def _claim_view(self, job: dict[str, Any], indexes: list[int] | None = None) -> Answer:
+        active = job["state"] == "RUNNING"
+        return {
+            "id": job["id"],
+            "user": job["user"],
+            "state": "active" if active else job["state"].lower(),
+            "reason": job["reason"],
+            "gpus": job["gpus"],
+            "pool": job["pool"],
+            "model": None,
+            "host": job["host"],
+            "gpu_uuids": [f"gpu{i}" for i in indexes or []],
+            "note": job.get("comment") or "",
+            "created_at": job["submitted_at"],
+            "granted_at": job["started_at"],
+            "expires_at": (
+                job["started_at"] + job["time_limit_s"]
+                if job["started_at"] and job["time_limit_s"]
+                else None
+            ),
+            "idle_release_s": None,
+            "last_active_at": None,
+            "released_at": None,
+            "release_reason": None,
+            "session": False,
+            "project": None,
+            "slurm_job": job["id"],
+        }
+
+    def claims(
+        self,
+        *,
+        all: bool = False,
+        user: str | None = None,
+        limit: int | None = None,
+        after: int | None = None,
+        timeout: float | None = None,
+    ) -> Answer:
+        extra = ["--name", CLAIM_NAME]
+        if not all and user is None:
+            extra.append("--me")
+        if user is not None:
+            extra += ["--user", _name_arg(user, "user")]
+        claims = [self._claim_view(j) for j in self._squeue(*extra)]
+        if after is not None:
+            claims = [c for c in claims if c["id"] > after]
+        more = limit is not None and len(claims) > limit
+        claims = claims[:limit] if limit is not None else claims
+        return {"claims": claims, "next": claims[-1]["id"] if more and claims else None}
+
+    def release(
+        self,
+        *,
+        claim_ids: Sequence[int] = (),
+        gpu_refs: Sequence[str] = (),
+        all: bool = False,
+        reason: str | None = None,
+        timeout: float | None = None,
+    ) -> Answer:
+        if gpu_refs:
+            raise HeadError("usage", "release: name the claim (cN), Slurm holds GPUs by job")
+        mine = {c["id"]: c for c in self.claims()["claims"]}
+        ids = list(mine) if all else [int(i) for i in claim_ids]
+        released = []
+        for number in ids:
+            claim = mine.get(number)
+            if claim is None:
+                raise HeadError("unknown-claim", f"release: no claim c{number} of yours in Slurm")
+            self.runner.ok("scancel", str(number))
+            released.append(claim)
+        return {"released": released}
+
+    def env(self, host: str | None = None, *, timeout: float | None = None) -> Answer:
+        """What ``srun --jobid`` needs to run in the caller's claim (on ``host``, else
+        the newest)."""
+        mine = [c for c in self.claims()["claims"] if c["state"] == "active"]
+        if host is not None:
+            here = [c for c in mine if host in parse.node_names(c["host"] or "")]
+            mine = here or mine
+        if not mine:
+            return {"uuids": [], "slurm_job": None}
+        return {"uuids": [], "slurm_job": mine[-1]["id"]}
 
     # -- explain ------------------------------------------------------------------------
 

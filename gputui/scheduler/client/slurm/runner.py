@@ -53,9 +53,11 @@ class Runner:
             ssh += ["-p", port]
         return [*ssh, "--", dest, shlex.join(argv)]
 
-    def run(self, *argv: str, input: str | None = None, timeout_s: float | None = None) -> Done:
-        """Run one command; ``HeadError`` when it cannot be run at all."""
-        limit = self.timeout_s if timeout_s is None else timeout_s
+    def run(self, *argv: str, input: str | None = None, timeout_s: float | None = -1.0) -> Done:
+        """Run one command; ``HeadError`` when it cannot be run at all. ``timeout_s``:
+        how long it may take (None: no bound, as a claim that waits for GPUs;
+        default: ``self.timeout_s``)."""
+        limit = self.timeout_s if timeout_s == -1.0 else timeout_s
         try:
             proc = subprocess.Popen(
                 self.argv(argv),
@@ -79,7 +81,7 @@ class Runner:
             proc.kill()
             proc.communicate()
             raise HeadError(
-                "timeout", f"{argv[0]} gave no answer within {limit:g} s (is slurmctld up?)"
+                "timeout", f"{argv[0]} gave no answer within {limit or 0:g} s (is slurmctld up?)"
             ) from None
         return Done(
             proc.returncode,
