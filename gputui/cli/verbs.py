@@ -110,7 +110,7 @@ def slurm_backend(hosts_file: str | None) -> SessionBackend | None:
         conf = SlurmConfig.parse(section)
     except ValueError as exc:
         raise HeadError("config", f"{path}: slurm.{exc}") from None
-    runner = Runner(conf.login, timeout_s=conf.command_timeout_s)
+    runner = Runner(conf.login, timeout_s=conf.command_timeout_s, ssh_config=conf.ssh_config)
     backend = SlurmBackend(runner, partitions=conf.partitions, qos=conf.qos, nodes=conf.nodes)
     # The verbs check each capability they use first (``require``): none of a
     # session's own (claims held for a process's life) is asked of Slurm.

@@ -84,6 +84,14 @@ def _names(raw: Mapping[str, Any], key: str, *, keys_are_names: bool) -> dict[st
     return out
 
 
+def _path(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > 4096 or not value.isprintable():
+        raise ValueError("ssh_config: give the path of an OpenSSH client config")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class SlurmConfig:
     """Slurm as the scheduler: gputui shows and drives what Slurm decides."""
@@ -96,6 +104,9 @@ class SlurmConfig:
     2 to 600 seconds."""
     command_timeout_s: float = 30.0
     """How long one Slurm command may take before gputui gives up on it (1 to 600 s)."""
+    ssh_config: str | None = None
+    """With a ``login`` node: the OpenSSH client config ``ssh -F`` reads (default: the
+    user's own, ``~/.ssh/config``)."""
     partitions: Mapping[str, str] = field(default_factory=dict)
     """Pool name -> the partition ``submit --pool`` asks for (a pool not listed is
     taken to be a partition's name)."""
@@ -111,6 +122,7 @@ class SlurmConfig:
                 "login": self.login,
                 "refresh_s": self.refresh_s,
                 "command_timeout_s": self.command_timeout_s,
+                "ssh_config": self.ssh_config,
                 "partitions": self.partitions,
                 "qos": self.qos,
                 "nodes": self.nodes,
@@ -136,6 +148,7 @@ class SlurmConfig:
             "login": _login(raw.get("login", "local")),
             "refresh_s": _seconds(raw, "refresh_s", REFRESH_S, 5.0),
             "command_timeout_s": _seconds(raw, "command_timeout_s", COMMAND_TIMEOUT_S, 30.0),
+            "ssh_config": _path(raw.get("ssh_config")),
             "partitions": _names(raw, "partitions", keys_are_names=False),
             "qos": _names(raw, "qos", keys_are_names=False),
             "nodes": _names(raw, "nodes", keys_are_names=True),

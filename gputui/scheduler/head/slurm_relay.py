@@ -49,7 +49,9 @@ class SlurmRelay:
     ) -> None:
         self.conf = conf
         if backend is None:
-            runner = Runner(conf.login, timeout_s=conf.command_timeout_s)
+            runner = Runner(
+                conf.login, timeout_s=conf.command_timeout_s, ssh_config=conf.ssh_config
+            )
             backend = SlurmBackend(
                 runner, partitions=conf.partitions, qos=conf.qos, nodes=conf.nodes
             )

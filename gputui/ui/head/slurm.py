@@ -311,7 +311,7 @@ class SlurmConsole:
     def of(
         cls, conf: SlurmConfig, hosts: Callable[[], Mapping[str, HostSnapshot]], **kw: Any
     ) -> SlurmConsole:
-        runner = Runner(conf.login, timeout_s=conf.command_timeout_s)
+        runner = Runner(conf.login, timeout_s=conf.command_timeout_s, ssh_config=conf.ssh_config)
         backend = SlurmBackend(runner, partitions=conf.partitions, qos=conf.qos, nodes=conf.nodes)
         return cls(backend, conf, hosts, **kw)
 

@@ -37,8 +37,11 @@ class Done:
 class Runner:
     """Runs Slurm's commands where ``login`` says (``local``, or ``[user@]host[:port]``)."""
 
-    def __init__(self, login: str = "local", *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, login: str = "local", *, timeout_s: float = 30.0, ssh_config: str | None = None
+    ) -> None:
         self.login = login
+        self.ssh_config = ssh_config
         self.timeout_s = timeout_s
         self._version: tuple[int, int] | None = None
 
@@ -49,6 +52,8 @@ class Runner:
             self.login.rpartition(":") if _has_port(self.login) else (self.login, "", "")
         )
         ssh = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+        if self.ssh_config is not None:
+            ssh += ["-F", os.path.expanduser(self.ssh_config)]
         if port:
             ssh += ["-p", port]
         return [*ssh, "--", dest, shlex.join(argv)]
