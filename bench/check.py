@@ -157,6 +157,25 @@ BENCHES: dict[str, tuple[list[str], list[Target]]] = {
             ),
         ],
     ),
+    "slurm": (
+        ["slurm.py", "--jobs", "2000", "--runs", "5", "--seconds", "10"],
+        [
+            Target(
+                "slurm: gputui queue - squeue (2,000 jobs)",
+                _key("queue_over_squeue_ms"),
+                "<=",
+                100.0,
+                " ms",
+            ),
+            Target(
+                "slurm: ctld RPCs, 10 consoles (head) / 1",
+                _key("ctld_ratio_10_vs_1"),
+                "<=",
+                1.5,
+                "x",
+            ),
+        ],
+    ),
     "nvml_real": (["nvml_real.py", "--samples", "3"], []),
 }
 
