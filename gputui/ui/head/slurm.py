@@ -158,8 +158,12 @@ def slurm_state(
         )
     seen.clear()
     seen.update(now_seen)
+    known = set(hosts)
+    unmapped = sorted(
+        {r["name"] for r in snap.nodes if conf.host_of(r["name"]) not in known and r["name"]}
+    )
     return {"me": dict(me), "jobs": snap.jobs, "claims": [], "gpus": gpus, "hosts": live,
-            "flags": flags}  # fmt: skip
+            "flags": flags, "unmapped": unmapped}  # fmt: skip
 
 
 def _job_ok(job: Any) -> bool:
@@ -229,6 +233,7 @@ class SlurmConsole:
         self.calls = 0
         """Snapshots asked of Slurm so far (each one squeue, one sinfo, at most one scontrol)."""
         self._first_seen: dict[ProcKey, float] = {}
+        self._unmapped: tuple[str, ...] = ()
         self._closed = asyncio.Event()
         uid = os.getuid()
         self._me = {"uid": uid, "user": getpass.getuser(), "admin": uid == 0}
@@ -291,8 +296,10 @@ class SlurmConsole:
         )
 
     async def subscribe(self, *, timeout: float | None = None) -> Answer:
+        if self.relay is None:  # the version is the login node's: asked once, here
+            await asyncio.to_thread(self.backend.runner.version)
         state = await self._state()
-        return {"state": state, "seq": self.seq, "notices": []}
+        return {"state": state, "seq": self.seq, "notices": self._news(state)}
 
     async def pushes(self) -> AsyncIterator[Answer]:
         while not self._closed.is_set():
@@ -301,7 +308,29 @@ class SlurmConsole:
             if self._closed.is_set():
                 return
             state = await self._state()
+            for notice in self._news(state):
+                yield {"push": "notice", "notice": notice}
             yield {"push": "state", "state": state, "seq": self.seq}
+
+    def _news(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A notice when the Slurm nodes that no host of hosts.yaml is change (they are
+        scheduled on but not monitored: no grid rows, no ownership check)."""
+        unmapped = tuple(state.get("unmapped", ()))
+        if unmapped == self._unmapped:
+            return []
+        self._unmapped = unmapped
+        if not unmapped:
+            return []
+        shown = ", ".join(unmapped[:20]) + (
+            f" and {len(unmapped) - 20} more" if len(unmapped) > 20 else ""
+        )
+        return [
+            {
+                "kind": "slurm",
+                "text": f"Slurm nodes that are no host of hosts.yaml (not monitored): {shown}"
+                " (map them with slurm.nodes, or add the hosts)",
+            }
+        ]
 
     async def close(self) -> None:
         self.closed_reason = self.closed_reason or "closed"
