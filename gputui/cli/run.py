@@ -50,10 +50,25 @@ def dies_with_us() -> Callable[[], None] | None:
     return arm
 
 
+def _srun(backend: SessionBackend, a: argparse.Namespace, command: list[str]) -> int:
+    """On Slurm: ``srun`` runs CMD in an allocation that ends with it; its exit is ours."""
+    srun_argv = getattr(backend, "srun_argv", None)
+    if srun_argv is None:  # pragma: no cover (only the Slurm backend says srun)
+        raise HeadError("unsupported", "run: this scheduler has no srun")
+    argv = srun_argv(command, gpus=a.gpus, pool=a.pool, host=a.host)
+    sys.stdout.flush()
+    try:
+        return subprocess.run(argv, check=False).returncode
+    except FileNotFoundError:
+        raise HeadError("unreachable", f"run: {argv[0]} is not installed here") from None
+
+
 def run(backend: SessionBackend, a: argparse.Namespace) -> int:
     """Claim GPUs for this connection, run CMD, release: the head releases them too
     when this process dies in any way (its connection to the head drops)."""
     command = command_of(a)
+    if backend.supports("srun"):
+        return _srun(backend, a, command)
     host = a.host or this_host(backend)
     # The command as a note, on one printable line (the head refuses control
     # characters, and a `python -c` script is often several lines).

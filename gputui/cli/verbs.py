@@ -136,7 +136,10 @@ def main(argv: Sequence[str], backend: SessionBackend | None = None) -> int:
         front.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         with _reached(args, backend) as scheduler:
-            require(scheduler, VERBS[args.verb].needs)
+            needs = VERBS[args.verb].needs
+            if args.verb == "run" and scheduler.supports("srun"):
+                needs = ("srun",)  # Slurm runs it: srun, in an allocation of its own
+            require(scheduler, needs)
             return handler(args.verb)(scheduler, args)
     except HeadError as exc:
         print(f"gputui {args.verb}: {said(exc, args.verb)}", file=sys.stderr)

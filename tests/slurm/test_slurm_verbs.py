@@ -226,3 +226,16 @@ def test_claim_is_an_allocation_that_env_names_and_release_ends(
     assert code == 1 and "no allocation of yours" in err
     code, out, err = gputui(hosts, "claim", "-g", "9", "--no-wait")
     assert code == 1 and len(err.strip().splitlines()) == 1, err
+
+
+def test_run_is_srun_its_exit_is_the_commands_and_its_gpus_are_slurms(
+    slurm: SlurmCluster, hosts: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = gputui(
+        hosts, "run", "-g", "2", "--", "sh", "-c", "echo CVD=$CUDA_VISIBLE_DEVICES; exit 4"
+    )
+    assert code == 4, err
+    out = capfd.readouterr().out
+    assert "CVD=0,1" in out
+    code, _, err = gputui(hosts, "run", "-g", "1", "--", "-x")
+    assert code == 2 and "not an option" in err

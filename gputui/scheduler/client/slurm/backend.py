@@ -29,9 +29,10 @@ from gputui.scheduler.client.slurm.runner import Runner, code_of, said
 CAN: Final = frozenset(
     {"queue", "submit", "cancel", "kill", "preempt", "hold", "release_hold", "requeue",
      "show", "logs", "wait", "explain", "drain", "undrain", "whoami",
-     "claim", "claims", "release", "env"}
+     "claim", "claims", "release", "env", "srun"}
 )  # fmt: skip
-"""What the Slurm backend does; every other capability is ``Unsupported``."""
+"""What the Slurm backend does; every other capability is ``Unsupported``. ``srun`` is
+Slurm's own: ``gputui run`` is ``srun`` there, not a claim held for a process's life."""
 
 CLAIM_NAME: Final = "gputui-claim"
 """The job name of an allocation ``gputui claim`` made (``salloc --no-shell``)."""
@@ -176,6 +177,30 @@ class SlurmBackend:
         if done.code != 0:
             return {}
         return scontrol_detail(done.out, job_id, name)
+
+    # -- run: srun ------------------------------------------------------------------------
+
+    def srun_argv(
+        self,
+        command: Sequence[str],
+        *,
+        gpus: int = 1,
+        pool: str | None = None,
+        host: str | None = None,
+    ) -> list[str]:
+        """``gputui run``'s command line: ``srun`` in an allocation of its own, which
+        ends with the command (here, or over SSH with a terminal on the login node)."""
+        if not command or command[0].startswith("-"):
+            raise HeadError("usage", "run: give the command after -- (not an option)")
+        cmd = ["srun", f"--gres=gpu:{int(gpus)}", f"--job-name={Path(command[0]).name[:64]}"]
+        if pool is not None:
+            cmd.append(f"--partition={_name_arg(self.partitions.get(pool, pool), 'pool')}")
+        if host is not None:
+            cmd.append(f"--nodelist={_name_arg(self._node_of(host), 'host')}")
+        argv = self.runner.argv([*cmd, *command])
+        if not self.local:  # a terminal on the login node, so ^C reaches srun
+            argv.insert(1, "-t")
+        return argv
 
     # -- claims: allocations with no shell (salloc --no-shell) ----------------------------
 
