@@ -6,7 +6,11 @@ own: a munge key and ``munged`` on a socket there, ``slurm.conf``/``gres.conf``/
 ``slurmd`` on free loopback ports, their state, spool and logs there too. The node
 is this machine (its host name, at 127.0.0.1) with four "GPUs": character device
 files made with ``mknod`` under the directory (major 195, as NVIDIA's), which is
-all ``gres.conf`` needs. No accounting database: ``sacct`` is not available here.
+all ``gres.conf`` needs. Where Debian's ``slurmdbd`` and ``mariadb-server`` are
+installed, accounting runs too: a MariaDB server of its own (a data directory made by
+``mariadb-install-db``, on a loopback port), ``slurmdbd`` on it, the cluster
+registered with ``sacctmgr``, and ``gres/gpu`` counted in every job's TRES, so that
+``sacct`` and ``sshare`` answer as on a real cluster.
 
 Where the packages are missing, the tests that need them skip, saying so (and under
 root that skip is a failure: ``tests/privileged.py``).
@@ -30,6 +34,12 @@ import pytest
 NO_SLURM = "Slurm not installed (Debian packages slurm-wlm and munge)"
 GPUS = 4
 BINARIES = ("/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/sbatch")
+ACCOUNTING = ("/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db")
+NO_ACCOUNTING = "Slurm accounting not installed (Debian packages slurmdbd and mariadb-server)"
+
+
+def accounting_installed() -> bool:
+    return all(os.access(path, os.X_OK) for path in ACCOUNTING)
 
 
 def installed() -> bool:
@@ -52,6 +62,8 @@ class SlurmCluster:
         self.conf = self.root / "slurm.conf"
         self.jobs = self.root / "jobs"
         self._pids: list[Path] = []
+        self.accounting = accounting_installed()
+        """Whether slurmdbd (and sacct) run in this cluster."""
 
     @property
     def env(self) -> dict[str, str]:
@@ -79,6 +91,15 @@ class SlurmCluster:
         )  # fmt: skip
         self._pids.append(munge / "munged.pid")
         ctld_port, slurmd_port = _free_port(), _free_port()
+        accounting = "AccountingStorageType=accounting_storage/none\n"
+        if self.accounting:
+            dbd_port = self._start_accounting(sock)
+            accounting = (
+                "AccountingStorageType=accounting_storage/slurmdbd\n"
+                f"AccountingStorageHost=127.0.0.1\nAccountingStoragePort={dbd_port}\n"
+                "AccountingStorageTRES=gres/gpu\n"
+                f"AccountingStoragePass={sock}\n"  # the munge socket slurmdbd is reached with
+            )
         self.conf.write_text(
             f"ClusterName=gputuitest\n"
             f"SlurmctldHost={self.node}(127.0.0.1)\n"
@@ -90,8 +111,9 @@ class SlurmCluster:
             f"SlurmctldPidFile={root}/slurmctld.pid\nSlurmdPidFile={root}/slurmd.pid\n"
             f"SlurmctldLogFile={root}/log/slurmctld.log\nSlurmdLogFile={root}/log/slurmd.log\n"
             "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
-            "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
-            "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nGresTypes=gpu\n"
+            "JobAcctGatherType=jobacct_gather/none\n"
+            + accounting
+            + "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nGresTypes=gpu\n"
             "SchedulerType=sched/backfill\nPriorityType=priority/multifactor\n"
             "PriorityWeightAge=1000\nPriorityWeightFairshare=10000\nPriorityWeightJobSize=100\n"
             "ReturnToService=2\nMpiDefault=none\nSwitchType=switch/none\n"
@@ -106,11 +128,59 @@ class SlurmCluster:
             f"Name=gpu File={root}/dev/nvidia[0-{GPUS - 1}]\n", encoding="utf-8"
         )
         (root / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\n", encoding="utf-8")
+        if self.accounting:
+            self._register()
         self._run("/usr/sbin/slurmctld", "-c")
         self._pids.append(root / "slurmctld.pid")
         self._run("/usr/sbin/slurmd")
         self._pids.append(root / "slurmd.pid")
         self._wait_idle()
+
+    def _start_accounting(self, munge_socket: Path) -> int:
+        """MariaDB and slurmdbd on loopback ports of their own; slurmdbd's port."""
+        db = self.root / "db"
+        db.mkdir()
+        done = subprocess.run(
+            ["mariadb-install-db", "--no-defaults", f"--datadir={db}/data", "--user=root",
+             "--auth-root-authentication-method=normal", "--skip-test-db"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"mariadb-install-db failed: {done.stderr.strip()[-300:]}")
+        sql_port = _free_port()
+        self._mariadb = subprocess.Popen(
+            ["mariadbd", "--no-defaults", f"--datadir={db}/data", "--user=root",
+             "--bind-address=127.0.0.1", f"--port={sql_port}", f"--socket={db}/mysql.sock",
+             f"--pid-file={db}/mysqld.pid", "--innodb-buffer-pool-size=64M"],
+            stdout=subprocess.DEVNULL, stderr=open(db / "mysqld.log", "w"),  # noqa: SIM115
+        )  # fmt: skip
+        _wait_port(sql_port, "mariadbd", self._mariadb)
+        dbd_port = _free_port()
+        conf = self.root / "slurmdbd.conf"  # beside slurm.conf, where slurmdbd looks
+        conf.write_text(
+            f"AuthType=auth/munge\nAuthInfo=socket={munge_socket}\n"
+            f"DbdAddr=127.0.0.1\nDbdHost=localhost\nDbdPort={dbd_port}\nSlurmUser=root\n"
+            f"StorageType=accounting_storage/mysql\nStorageHost=127.0.0.1\nStoragePort={sql_port}\n"
+            f"StorageUser=root\nStorageLoc=slurm_acct_db\n"
+            f"PidFile={self.root}/slurmdbd.pid\nLogFile={self.root}/log/slurmdbd.log\n",
+            encoding="utf-8",
+        )
+        os.chmod(conf, 0o600)
+        self._run("/usr/sbin/slurmdbd")
+        self._pids.append(self.root / "slurmdbd.pid")
+        _wait_port(dbd_port, "slurmdbd", None)
+        return dbd_port
+
+    def _register(self) -> None:
+        """The cluster, an account and root in slurmdbd (before slurmctld starts)."""
+        for argv in (
+            ("sacctmgr", "-i", "add", "cluster", "gputuitest"),
+            ("sacctmgr", "-i", "add", "account", "lab", "Cluster=gputuitest"),
+            ("sacctmgr", "-i", "add", "user", "root", "Account=lab", "Cluster=gputuitest"),
+        ):
+            done = self.cmd(*argv, check=False)
+            if done.returncode != 0 and "Nothing new added" not in done.stdout + done.stderr:
+                raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip()}{self._logs()}")
 
     def _run(self, *argv: str) -> None:
         done = subprocess.run(
@@ -168,6 +238,7 @@ class SlurmCluster:
             time.sleep(0.05)  # polling slurmctld until a deadline
 
     def stop(self) -> None:
+        mariadb = getattr(self, "_mariadb", None)
         for pidfile in reversed(self._pids):
             with contextlib.suppress(OSError, ValueError):
                 os.kill(int(pidfile.read_text().strip()), signal.SIGTERM)
@@ -179,7 +250,27 @@ class SlurmCluster:
                 except (OSError, ValueError):
                     break
                 time.sleep(0.05)  # waiting for a daemon we signalled to exit
+        if mariadb is not None:
+            mariadb.terminate()
+            try:
+                mariadb.wait(15)
+            except subprocess.TimeoutExpired:
+                mariadb.kill()
+                mariadb.wait()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _wait_port(port: int, what: str, proc: subprocess.Popen[bytes] | None) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        with contextlib.suppress(OSError):
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not listen on port {port} in 60 s")
+        time.sleep(0.05)  # polling a daemon's port until a deadline
 
 
 @pytest.fixture(scope="session")

@@ -51,7 +51,12 @@ def usage_table(result: dict[str, Any], daily: bool, width: int | None = None) -
     for r in items:
         day = [str(r["day"])] if daily else []
         rows.append((*day, _key(r["key"], by), *_numbers(r)))
-    sums = {f: sum(float(r[f]) for r in result["totals"]) for f in _FIELDS}
+    sums = {
+        f: None
+        if any(r[f] is None for r in result["totals"])
+        else sum(float(r[f]) for r in result["totals"])
+        for f in _FIELDS
+    }
     rows.append((*([""] if daily else []), "TOTAL", *_numbers(sums)))
     first = len(lead) + 1
     numbers = range(first, len(rows[0]))
@@ -63,14 +68,23 @@ _FIELDS = ("alloc_gpu_h", "busy_gpu_h", "energy_kwh", "cost")
 
 
 def _numbers(r: dict[str, Any]) -> tuple[str, ...]:
-    alloc, busy = float(r["alloc_gpu_h"]), float(r["busy_gpu_h"])
+    """A row's figures; one the scheduler does not keep (None: Slurm has no busy
+    hours, energy or cost) is ``-``, never 0."""
+    alloc = float(r["alloc_gpu_h"])
+    if r["busy_gpu_h"] is None:
+        return (f"{alloc:.2f}", "-", "-", _opt(r["energy_kwh"]), _opt(r["cost"]))
+    busy = float(r["busy_gpu_h"])
     return (
         f"{alloc:.2f}",
         f"{busy:.2f}",
         _pct(busy, alloc),
-        f"{float(r['energy_kwh']):.2f}",
-        f"{float(r['cost']):.2f}",
+        _opt(r["energy_kwh"]),
+        _opt(r["cost"]),
     )
+
+
+def _opt(value: Any) -> str:
+    return "-" if value is None else f"{float(value):.2f}"
 
 
 def usage_csv(result: dict[str, Any], daily: bool) -> list[list[str]]:
@@ -84,7 +98,7 @@ def usage_csv(result: dict[str, Any], daily: bool) -> list[list[str]]:
             [
                 *day,
                 _cell(r["key"]),
-                *(repr(float(r[f])) for f in _FIELDS),
+                *("" if r[f] is None else repr(float(r[f])) for f in _FIELDS),
                 _cell(result["currency"]),
             ]
         )
@@ -109,6 +123,8 @@ def run_usage(backend: SyncBackend, a: argparse.Namespace) -> int:
         else:
             for line in usage_table(result, a.daily, terminal_width()):
                 print(line)
+            if result.get("unknown"):
+                print(f"not known: {_shown(result['unknown'], 200)}")
     return 0
 
 
@@ -124,8 +140,32 @@ def _people(items: Sequence[dict[str, Any]]) -> str:
     return ", ".join(parts) or "none"
 
 
+def slurm_report_text(result: dict[str, Any]) -> list[str]:
+    """The weekly summary from Slurm's accounting: what sacct knows (GPU-hours
+    allocated, by user and by account); utilisation and energy are not kept there."""
+    return [
+        f"**GPU report (Slurm), {stamp(result['since'])} to {stamp(result['until'])}**"
+        f" ({float(result['days']):g} days)",
+        f"- GPU-hours allocated: {float(result['alloc_gpu_h']):.1f}"
+        f" in {int(result['jobs'])} allocations",
+        f"- Top users: {_alloc_only(result['users'])}",
+        f"- Top accounts: {_alloc_only(result['accounts'])}",
+        "- Busy hours and energy: not kept by Slurm (a gputui head with the hosts' helpers"
+        " counts them)",
+    ]
+
+
+def _alloc_only(items: Sequence[dict[str, Any]]) -> str:
+    parts = [
+        f"{_shown(r['key'] or '(none)', 24)} {float(r['alloc_gpu_h']):.1f} GPU-h" for r in items
+    ]
+    return ", ".join(parts) or "none"
+
+
 def report_text(result: dict[str, Any]) -> list[str]:
     """A short summary a team lead can paste into a chat (Markdown-ish)."""
+    if result.get("scheduler") == "slurm":
+        return slurm_report_text(result)
     total, cluster = result["total"], result["cluster"]
     alloc, busy = float(total["alloc_gpu_h"]), float(total["busy_gpu_h"])
     present = float(cluster["gpu_h"])

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gputui.config.slurm import SlurmConfig
-from gputui.scheduler.client.slurm import parse
+from gputui.scheduler.client.slurm import accounting, parse
 from gputui.scheduler.client.slurm.backend import (
     scontrol_detail,
     sprio_factors,
@@ -214,3 +214,36 @@ def test_any_slurm_section_is_taken_whole_or_refused_in_one_line_naming_its_fiel
     assert 2 <= conf.refresh_s <= 600 and 1 <= conf.command_timeout_s <= 600
     for name in [*conf.partitions.values(), *conf.qos.values(), *conf.nodes]:
         assert name and len(name) <= 64 and all(c.isalnum() or c in "_.-" for c in name)
+
+
+ALLOC = st.builds(
+    accounting.Allocation,
+    job=st.integers(1, 10**6).map(str),
+    user=st.sampled_from(["alice", "bob"]),
+    account=st.sampled_from(["lab", "ml"]),
+    partition=st.sampled_from(["gpu", "a100"]),
+    gpus=st.integers(1, 8),
+    start=st.floats(1.7e9, 1.7e9 + 30 * 86400),
+    end=st.none() | st.floats(1.7e9, 1.7e9 + 40 * 86400),
+)
+
+
+@given(st.lists(ALLOC, max_size=8), st.floats(1.7e9, 1.7e9 + 20 * 86400), st.floats(0, 15 * 86400))
+def test_gpu_hours_split_by_day_add_up_and_stay_inside_the_span(
+    allocs: list[accounting.Allocation], since: float, length: float
+) -> None:
+    until, now = since + length, since + length + 3600
+    body = accounting.usage(allocs, since, until, "user", pools={}, now=now)
+    total = sum(r["alloc_gpu_h"] for r in body["totals"])
+    assert abs(total - sum(r["alloc_gpu_h"] for r in body["rows"])) < 1e-6
+    assert total <= sum(a.gpus for a in allocs) * length / 3600 + 1e-6
+    assert all(r["alloc_gpu_h"] >= 0 and r["busy_gpu_h"] is None for r in body["totals"])
+
+
+@given(st.lists(st.lists(ANY_TEXT, min_size=8, max_size=8), max_size=5))
+def test_any_sacct_text_is_read_or_dropped(lines: list[list[str]]) -> None:
+    markers = parse.Markers()
+    out = "\n".join(markers.field.join(parts) for parts in lines)
+    found, dropped = accounting.allocations(out, markers)
+    assert len(found) + dropped <= len(out.splitlines())
+    assert all(0 < a.gpus < 10**6 for a in found)

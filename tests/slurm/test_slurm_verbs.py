@@ -9,6 +9,7 @@ real Unix user's ``gputui cancel`` of the first user's job is refused by Slurm.
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import time
@@ -197,7 +198,8 @@ def test_explain_shows_a_pending_jobs_reason_and_its_factors(
     assert "reason: Resources: no node has enough free GPUs" in lines[1]
     total = factors.split("|")[0]
     assert any(line.startswith(f"  priority (sprio): {total} = age ") for line in lines), out
-    assert any("fair share (sshare): not kept" in line for line in lines), out
+    share = "fair share (sshare): 1.000  account root" if slurm.accounting else "not kept"
+    assert any(share in line for line in lines), out
     assert any("estimated start (squeue --start)" in line for line in lines), out
     code, out, _ = gputui(hosts, "explain", str(blocker))
     assert code == 0 and f"job {blocker} (sleep) of root: RUNNING" in out
@@ -239,3 +241,32 @@ def test_run_is_srun_its_exit_is_the_commands_and_its_gpus_are_slurms(
     assert "CVD=0,1" in out
     code, _, err = gputui(hosts, "run", "-g", "1", "--", "-x")
     assert code == 2 and "not an option" in err
+
+
+def test_usage_and_report_count_gpu_hours_from_slurms_accounting(
+    slurm: SlurmCluster, hosts: Path
+) -> None:
+    if not slurm.accounting:
+        pytest.skip("Slurm accounting not installed (Debian packages slurmdbd and mariadb-server)")
+    job = submit(hosts, "-g", "2", "--", "sleep", "2")
+    code, _, err = gputui(hosts, "wait", str(job))
+    assert code == 0, err
+
+    def recorded() -> bool:
+        out = slurm.cmd("sacct", "-X", "-n", "-P", "-j", str(job), "-o", "State,Elapsed").stdout
+        return out.startswith("COMPLETED|")
+
+    until(recorded)
+    elapsed = slurm.cmd("sacct", "-X", "-n", "-P", "-j", str(job), "-o", "ElapsedRaw").stdout
+    want = 2 * int(elapsed.strip()) / 3600
+    code, out, err = gputui(hosts, "usage", "--json", "--since", "1d")
+    assert code == 0, err
+    body = json.loads(out)
+    root = next(r for r in body["totals"] if r["key"] == "root")
+    assert root["alloc_gpu_h"] >= want - 1e-6 and root["busy_gpu_h"] is None
+    code, out, err = gputui(hosts, "usage", "--since", "1d")
+    assert code == 0 and "not known: busy hours" in out, err
+    line = next(line for line in out.splitlines() if line.startswith("root"))
+    assert line.split()[2] == "-"  # busy: not kept by Slurm, never a 0
+    code, out, err = gputui(hosts, "report")
+    assert code == 0 and "GPU report (Slurm)" in out and "Top users: root" in out, err

@@ -23,13 +23,13 @@ from typing import Any, Final, NoReturn
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import Answer, Unsupported
 from gputui.scheduler.client.errors import HeadError
-from gputui.scheduler.client.slurm import parse
+from gputui.scheduler.client.slurm import accounting, parse
 from gputui.scheduler.client.slurm.runner import Runner, code_of, said
 
 CAN: Final = frozenset(
     {"queue", "submit", "cancel", "kill", "preempt", "hold", "release_hold", "requeue",
      "show", "logs", "wait", "explain", "drain", "undrain", "whoami",
-     "claim", "claims", "release", "env", "srun"}
+     "claim", "claims", "release", "env", "srun", "usage", "report"}
 )  # fmt: skip
 """What the Slurm backend does; every other capability is ``Unsupported``. ``srun`` is
 Slurm's own: ``gputui run`` is ``srun`` there, not a claim held for a process's life."""
@@ -177,6 +177,38 @@ class SlurmBackend:
         if done.code != 0:
             return {}
         return scontrol_detail(done.out, job_id, name)
+
+    # -- accounting: sacct ---------------------------------------------------------------
+
+    def _allocations(self, since: float, until: float) -> list[accounting.Allocation]:
+        if not 0 <= until - since <= accounting.MAX_SPAN_S:
+            raise HeadError("usage", "usage: give a span of at most a year, since before until")
+        markers = parse.Markers()
+        done = self.runner.run(*accounting.sacct_argv(since, until, markers))
+        if done.code != 0:
+            raise HeadError(code_of(done.err), f"sacct: {said('sacct', done.err)}")
+        found, dropped = accounting.allocations(done.out, markers)
+        self.dropped += dropped
+        return found
+
+    def usage(
+        self,
+        *,
+        since: float,
+        until: float,
+        by: str = "user",
+        hourly: bool = False,
+        timeout: float | None = None,
+    ) -> Answer:
+        if by not in ("user", "group", "project", "pool"):
+            raise HeadError(
+                "usage", f"usage: --by {shown(by, 20)} is not user, group, project or pool"
+            )
+        allocs = self._allocations(since, until)
+        return accounting.usage(allocs, since, until, by, pools=self.pools, now=time.time())
+
+    def report(self, *, since: float, until: float, timeout: float | None = None) -> Answer:
+        return accounting.report(self._allocations(since, until), since, until, time.time())
 
     # -- run: srun ------------------------------------------------------------------------
 
