@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,44 @@ def test_any_answer_from_the_head_is_a_snapshot_or_refused(answer: object) -> No
         return
     for job in snap.jobs:
         assert isinstance(job["id"], int) and isinstance(job["state"], str)
+
+
+async def test_a_fence_drains_the_slurm_node_and_its_lift_resumes_it(
+    slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    conf = SlurmConfig(refresh_s=2)
+
+    def node() -> tuple[str, str]:
+        state, _, reason = (
+            slurm.cmd("sinfo", "-h", "-N", "-o", "%T|%E").stdout.strip().partition("|")
+        )
+        return state, reason
+
+    async def until_node(check: Callable[[tuple[str, str]], bool], what: str) -> tuple[str, str]:
+        deadline = time.monotonic() + 30
+        while not check(now := node()):
+            assert time.monotonic() < deadline, f"{what}: {now}"
+            await asyncio.sleep(0.1)  # polling Slurm until a deadline
+        return now
+
+    async with running_head(tmp_path, {slurm.node: 4}, slurm=conf, tick_s=0.1) as (head, hosts, _):
+        deadline = time.monotonic() + 30
+        while len(head.watch.present_gpus()) < 4:  # the head knows the node's GPUs
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)  # polling the head until a deadline
+        hosts.put_fault(slurm.node, 2, ecc_uncorrected=3)  # the card goes bad: fenced
+        _, reason = await until_node(lambda n: "drain" in n[0], "drained for the fence")
+        assert reason.startswith("gputui fence: gpu2")
+        hosts.put_fault(slurm.node, 2, ecc_uncorrected=0)  # the condition clears: lifted
+        await until_node(lambda n: n[0] == "idle", "resumed once the fence lifted")
+        slurm.cmd(
+            "scontrol", "update", f"NodeName={slurm.node}", "State=DRAIN", "Reason=admin: fan"
+        )
+        for _ in range(2):  # two of the relay's refreshes: the admin's drain stays
+            polls = head.slurm.polls if head.slurm else 0
+            deadline = time.monotonic() + 30
+            while head.slurm and head.slurm.polls == polls:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.1)  # polling the head until a deadline
+        assert node()[1] == "admin: fan"  # an admin's drain: never lifted by the head

@@ -137,7 +137,11 @@ class Head:
             health=self.health,
         )
         self._background: set[asyncio.Task[Any]] = set()
-        self.slurm = SlurmRelay(settings.slurm, clock=clock) if settings.slurm else None
+        self.slurm = (
+            SlurmRelay(settings.slurm, clock=clock, fences=self._fenced_hosts)
+            if settings.slurm
+            else None
+        )
         """Slurm's state for every console (``slurm:`` in hosts.yaml), else None."""
         self._started_at = clock()
         self.meter = HeadMeter(store, self._read, self._offer, clock, settings.meter_flush_s)
@@ -343,6 +347,14 @@ class Head:
             return
         conn.begin()  # in flight until the writer takes it (``_writer``)
         await self._inbox.put(Item("request", conn=conn, request=request))
+
+    def _fenced_hosts(self) -> dict[str, str]:
+        """Host -> why, for each host with a GPU the head fenced (Slurm drains it)."""
+        out: dict[str, str] = {}
+        for gpu in self.watch.present_gpus():
+            if gpu.fenced and gpu.host not in out:
+                out[gpu.host] = f"gpu{gpu.index} {gpu.fence_reason or gpu.fence_code}"
+        return out
 
     def _slurm_relay(self) -> SlurmRelay:
         if self.slurm is None:

@@ -8,6 +8,13 @@ cost slurmctld what one does. What a user *does* (cancel, submit, hold) never go
 through the head: the verbs and the console run Slurm's commands as that user, so
 Slurm's permissions decide.
 
+A fence becomes a node drain: the head's health rules fence a GPU that fails (an Xid,
+a lost card); in front of Slurm, each refresh drains every node with a fenced GPU
+(``scontrol update State=DRAIN Reason="gputui fence: ..."``, as the head: Slurm's
+admin) and resumes a node it drained once no fence is left there, never a node an
+admin drained (a drain whose reason is not the head's is left alone). Slurm cannot
+drain one GPU: the whole node stops taking work until the card is back.
+
 The head runs as root, and root sees every job. Where Slurm hides jobs from other
 users (``PrivateData`` with ``jobs``), the relay would show them to everyone: it
 refuses instead (one log line, and the ``slurm`` request answers ``unavailable``),
@@ -20,7 +27,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gputui.config.slurm import SlurmConfig
@@ -29,6 +36,9 @@ from gputui.scheduler.client.slurm.backend import SlurmBackend
 from gputui.scheduler.client.slurm.runner import Runner
 
 log = logging.getLogger(__name__)
+
+FENCE_MARK = "gputui fence:"
+"""How a drain the head made for a fence begins its reason (the head lifts only those)."""
 
 
 def private_jobs(config_text: str) -> bool:
@@ -46,8 +56,11 @@ class SlurmRelay:
         *,
         backend: SlurmBackend | None = None,
         clock: Callable[[], float] = time.time,
+        fences: Callable[[], Mapping[str, str]] = dict,
     ) -> None:
+        """``fences``: host -> why, for each host with a GPU the head fenced."""
         self.conf = conf
+        self.fences = fences
         if backend is None:
             runner = Runner(
                 conf.login, timeout_s=conf.command_timeout_s, ssh_config=conf.ssh_config
@@ -68,6 +81,32 @@ class SlurmRelay:
             raise HeadError("unavailable", f"slurm: {self._why}")
         return self._latest
 
+    async def _drain_fenced(self, nodes: list[dict[str, str]]) -> None:
+        fenced = {self._node(host): why for host, why in self.fences().items()}
+        for record in nodes:
+            name, state, reason = record["name"], record["state"].lower(), record["reason"]
+            ours = reason.startswith(FENCE_MARK)
+            if name in fenced and "drain" not in state:
+                why = f"{FENCE_MARK} {fenced[name]}"[:200]
+                await self._scontrol(name, "State=DRAIN", f"Reason={why}")
+            elif name not in fenced and "drain" in state and ours:
+                await self._scontrol(name, "State=RESUME")
+
+    async def _scontrol(self, node: str, *change: str) -> None:
+        done = await asyncio.to_thread(
+            self.backend.runner.run, "scontrol", "update", f"NodeName={node}", *change
+        )
+        if done.code == 0:
+            log.info("slurm: node %s %s", node, " ".join(change))
+        else:
+            log.warning("slurm: node %s %s refused: %s", node, change[0], done.err.strip()[:200])
+
+    def _node(self, host: str) -> str:
+        for node, name in self.conf.nodes.items():
+            if name == host:
+                return node
+        return host
+
     async def run(self) -> None:
         done = await asyncio.to_thread(self.backend.runner.run, "scontrol", "show", "config")
         if done.code == 0 and private_jobs(done.out):
@@ -87,6 +126,7 @@ class SlurmRelay:
             else:
                 self.polls += 1
                 self._why = None
+                await self._drain_fenced(snap.nodes)
                 self._latest = {
                     "at": self.clock(),
                     "jobs": snap.jobs,
