@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import cast
+from typing import Any, cast
 
 from gputui.cli.args import (
     EXIT_OK,
@@ -111,7 +111,17 @@ def slurm_backend(hosts_file: str | None) -> SessionBackend | None:
     except ValueError as exc:
         raise HeadError("config", f"{path}: slurm.{exc}") from None
     runner = Runner(conf.login, timeout_s=conf.command_timeout_s, ssh_config=conf.ssh_config)
-    backend = SlurmBackend(runner, partitions=conf.partitions, qos=conf.qos, nodes=conf.nodes)
+    head = None
+    if config_section(hosts_file, "head") is not None:  # force-free's last steps go there
+
+        def head() -> Any:
+            from gputui.scheduler.client.session import head_session
+
+            return head_session(None, hosts_file)
+
+    backend = SlurmBackend(
+        runner, partitions=conf.partitions, qos=conf.qos, nodes=conf.nodes, head=head
+    )
     # The verbs check each capability they use first (``require``): none of a
     # session's own (claims held for a process's life) is asked of Slurm.
     return cast(SessionBackend, backend)

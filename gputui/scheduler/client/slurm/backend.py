@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 import shlex
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -29,7 +30,7 @@ from gputui.scheduler.client.slurm.runner import Runner, code_of, said
 CAN: Final = frozenset(
     {"queue", "submit", "cancel", "kill", "preempt", "hold", "release_hold", "requeue",
      "show", "logs", "wait", "explain", "drain", "undrain", "whoami",
-     "claim", "claims", "release", "env", "srun", "usage", "report"}
+     "claim", "claims", "release", "env", "srun", "usage", "report", "force_free"}
 )  # fmt: skip
 """What the Slurm backend does; every other capability is ``Unsupported``. ``srun`` is
 Slurm's own: ``gputui run`` is ``srun`` there, not a claim held for a process's life."""
@@ -63,7 +64,11 @@ class SlurmBackend:
         partitions: Mapping[str, str] | None = None,
         qos: Mapping[str, str] | None = None,
         nodes: Mapping[str, str] | None = None,
+        head: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> None:
+        """``head``: opens a session with the gputui head of hosts.yaml, where there is
+        one (force-free's last steps go through its helpers)."""
+        self.head = head
         self.runner = runner
         self.partitions = dict(partitions or {})
         self.qos = dict(qos or {})
@@ -177,6 +182,87 @@ class SlurmBackend:
         if done.code != 0:
             return {}
         return scontrol_detail(done.out, job_id, name)
+
+    # -- force-free ------------------------------------------------------------------------
+
+    def force_free(
+        self,
+        *,
+        host: str,
+        gpu: str,
+        reason: str,
+        reset: bool = False,
+        on_step: Callable[[Any], None] | None = None,
+        timeout: float | None = None,
+    ) -> Answer:
+        """Take a stuck GPU back on a Slurm node, step by step: drain the node (Slurm
+        drains nodes, not GPUs), cancel the Slurm jobs Slurm gave that GPU, then (with
+        a head) its helpers stop what is still on the card, as force-free does there.
+        Each of Slurm's steps runs as the caller: Slurm decides who may."""
+        tell = on_step or (lambda _step: None)
+        steps: list[Answer] = []
+
+        def step(name: str, ok: bool, outcome: str) -> bool:
+            steps.append({"step": name, "ok": ok, "outcome": outcome})
+            tell(steps[-1])
+            return ok
+
+        target = f"{host}:{gpu}"
+        answer: Answer = {"target": target, "steps": steps, "free": False}
+        if not gpu.isdigit() or len(gpu) > 4:
+            raise HeadError("usage", f"force-free: {shown(gpu, 20)} is not a GPU index")
+        index = int(gpu)
+        node = _name_arg(self._node_of(host), "host")
+        why = f"force-free {target}: {reason}"[:200]
+        done = self.runner.run(
+            "scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={why}"
+        )
+        if not step(
+            "drain",
+            done.code == 0,
+            f"node {node} drained" if done.code == 0 else said("scontrol", done.err),
+        ):
+            return answer
+        snap = self.snapshot()
+        on_card = [
+            j for j in snap.jobs
+            if index in snap.indexes.get(int(j["id"]), {}).get(node, [])
+        ]  # fmt: skip
+        unknown = [
+            j["id"] for j in snap.jobs
+            if j["state"] == "RUNNING" and node in parse.node_names(j.get("host") or "")
+            and int(j["id"]) not in snap.indexes
+        ]  # fmt: skip
+        cancelled = []
+        for job in on_card:
+            done = self.runner.run("scancel", str(int(job["id"])))
+            if done.code != 0:
+                step("cancel", False, f"job {job['id']}: {said('scancel', done.err)}")
+                return answer
+            cancelled.append(str(job["id"]))
+        note = (
+            f"; jobs {', '.join(map(str, unknown))} hold {node} with no GPU indexes: left"
+            if unknown
+            else ""
+        )
+        step(
+            "cancel",
+            True,
+            (f"cancelled Slurm jobs {', '.join(cancelled)}" if cancelled else "no Slurm job on it")
+            + note,
+        )
+        if self.head is None:
+            step(
+                "stop",
+                False,
+                "what is still on the card needs a head: section (its helpers stop it)",
+            )
+            return answer
+        with self.head() as head:
+            result = head.force_free(host=host, gpu=gpu, reason=reason, reset=reset, on_step=tell)
+        steps.extend(s for s in result.get("steps", []) if isinstance(s, dict))
+        answer["free"] = result.get("free") is True
+        return answer
 
     # -- accounting: sacct ---------------------------------------------------------------
 
