@@ -25,7 +25,7 @@ from gputui.config.models import Config
 from gputui.scheduler.client.deltas import HostBook, diff, host_view, summary_view
 from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
 from gputui.scheduler.client.telemetry import HeadTelemetry
-from gputui.telemetry import HostSnapshot
+from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import ProcessSample
 
 KNOWN = ("gpu01", "gpu02")
@@ -137,19 +137,21 @@ def test_a_console_that_never_says_gets_every_host_in_full(tmp_path: Path) -> No
 
 
 _NAME = st.text(min_size=1, max_size=40)
+_INT = st.integers(-(2**63), 2**63 - 1)
+"""JSON numbers the head reads as numbers (a longer one makes the line not JSON)."""
 _NOT_A_LIST = st.one_of(
-    st.integers(), st.text(max_size=20), st.none(), st.booleans(),
-    st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+    _INT, st.text(max_size=20), st.none(), st.booleans(),
+    st.dictionaries(st.text(max_size=5), _INT, max_size=3),
 )  # fmt: skip
 _NOT_A_NAME = st.one_of(
-    st.integers(), st.none(), st.booleans(), st.floats(allow_nan=False),
+    _INT, st.none(), st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
     st.just(""), st.text(min_size=129, max_size=300),
-    st.lists(st.integers(), max_size=2),
+    st.lists(_INT, max_size=2),
 )  # fmt: skip
 _BAD_GPU = st.one_of(
-    st.integers(), st.text(max_size=10), st.lists(st.integers(), max_size=2),
-    st.fixed_dictionaries({"host": st.sampled_from(KNOWN), "index": st.integers(64, 2**70)}),
-    st.fixed_dictionaries({"host": st.sampled_from(KNOWN), "index": st.integers(-(2**70), -1)}),
+    _INT, st.text(max_size=10), st.lists(_INT, max_size=2),
+    st.fixed_dictionaries({"host": st.sampled_from(KNOWN), "index": st.integers(64, 2**63 - 1)}),
+    st.fixed_dictionaries({"host": st.sampled_from(KNOWN), "index": st.integers(-(2**63), -1)}),
     st.fixed_dictionaries({"host": st.sampled_from(KNOWN), "index": st.text(max_size=3)}),
     st.fixed_dictionaries({"host": _NAME.filter(lambda n: n not in KNOWN), "index": st.just(0)}),
 )  # fmt: skip
@@ -224,5 +226,50 @@ def test_a_view_without_a_subscription_is_refused(tmp_path: Path) -> None:
             answer = stream.next(lambda m: m.get("id") == 3)
             assert answer["ok"] is False
             assert answer["error"]["code"] == "not-subscribed"
+        finally:
+            stream.close()
+
+
+def test_summaries_come_once_a_turn_and_a_status_change_at_once(tmp_path: Path) -> None:
+    with ThreadedHead(tmp_path, {"gpu01": 1, "gpu02": 1}) as th:
+        assert th.head is not None and th.hosts is not None
+        hub, hosts = th.head.telemetry, th.hosts
+
+        def every(seconds: float) -> None:
+            hub.summary_every_s = seconds
+
+        th.in_loop(lambda: every(3600.0))
+        stream = Stream(th.sock)
+        try:
+            stream.subscribe({"detail": ["gpu01"]})
+            book = HostBook()
+            for delta in stream.push()["hosts"]:
+                book.apply(delta)
+            # gpu02 (a summary) moves, then gpu01 (in full): gpu01's push leaves gpu02 out.
+            th.in_loop(lambda: hosts.put_processes("gpu02", 0, (BOB,), util=55))
+            th.in_loop(lambda: hosts.put_processes("gpu01", 0, (ALICE,), util=77))
+            while True:
+                deltas = {d["host"]: d for d in stream.push()["hosts"]}
+                assert "gpu02" not in deltas, deltas
+                if deltas.get("gpu01", {}).get("gpus", {}).get("0", {}).get("util_gpu") == 77:
+                    break
+            # A status change is not held back.
+            latest = hub.latest("gpu02")
+            assert latest is not None
+            gone = latest.with_changes(status=HostStatus.UNREACHABLE, message="timed out")
+            th.in_loop(lambda: hub.observe(gone))
+            while True:
+                deltas = {d["host"]: d for d in stream.push()["hosts"]}
+                if "gpu02" in deltas:
+                    break
+            assert deltas["gpu02"]["top"]["status"] == "unreachable"
+            # Its turn come, the summary is sent.
+            th.in_loop(lambda: hosts.put_processes("gpu02", 0, (BOB,), util=66))
+            th.in_loop(lambda: every(0.2))
+            while True:
+                deltas = {d["host"]: d for d in stream.push()["hosts"]}
+                util = deltas.get("gpu02", {}).get("gpus", {}).get("0", {}).get("util_gpu")
+                if util == 66:
+                    break
         finally:
             stream.close()

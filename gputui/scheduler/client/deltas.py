@@ -174,6 +174,8 @@ class _Host:
     gpus: list[dict[str, Any]] = field(default_factory=list)
     procs: list[list[Any]] = field(default_factory=list)
     decoded: list[GpuSample | None] = field(default_factory=list)
+    top_model: _Top | None = None
+    """``top`` checked, kept until a field other than the sample's changes."""
     hello: tuple[Any, Hello | None] = (None, None)
     events: tuple[Any, tuple[Event, ...]] = (None, ())
 
@@ -207,6 +209,8 @@ class HostBook:
         if not isinstance(top, dict) or not isinstance(gpus, dict) or not isinstance(procs, dict):
             raise DeltaError(f"{name}: a telemetry delta of the wrong shape")
         host.top.update(top)
+        if any(key != "sample" for key in top):
+            host.top_model = None
         if n is not None:
             if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_GPUS:
                 raise DeltaError(f"{name}: GPU count {str(n)[:20]!r} out of range")
@@ -231,7 +235,9 @@ class HostBook:
 
     def _snapshot(self, name: str, host: _Host) -> HostSnapshot:
         try:
-            top = _Top.model_validate(host.top)
+            top = host.top_model
+            if top is None:
+                top = host.top_model = _Top.model_validate(host.top)
             for i, known in enumerate(host.decoded):
                 if known is None:
                     procs = [ProcessSample.model_validate(p) for p in host.procs[i]]

@@ -19,13 +19,20 @@ Viewers: a console says which hosts it shows (``telemetry`` ``detail``, then
 comes as its summary (``deltas.summary_view``: the grid's rows, no processes' detail or
 health readings). A host that comes into view is sent what turns its summary into the
 full view at the next push, and one that leaves it what turns it back. A console that
-never says gets every host in full.
+never says gets every host in full. A summary is sent at most once every
+``summary_every_s`` (at once when the host's status changes): the rows off screen are
+that old at most, and a console of a thousand hosts decodes a fifth of them a second.
+Each host's turn comes at the same moment for every console (its ``_phase``), so the
+consoles that were sent the same summary share one delta.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
+import zlib
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +49,8 @@ log = logging.getLogger(__name__)
 
 _Key = tuple[int, bool]
 """Whose view: (uid, admin) — the privacy rule depends on nothing else."""
+SUMMARY_EVERY_S = 5.0
+"""How often a host a console does not show is sent to it (its status: at once)."""
 
 
 @dataclass(slots=True)
@@ -52,8 +61,8 @@ class _Subscriber:
     """The hosts this console shows in full (None: all); the rest get their summary."""
     gpu: tuple[str, int] | None = None
     """The GPU the console has selected (its host is in ``detail``)."""
-    sent: dict[str, tuple[int, bool, HostView]] = field(default_factory=dict)
-    """host -> (its version, whether in full, the view) last pushed to this console."""
+    sent: dict[str, tuple[int, bool, HostView, int]] = field(default_factory=dict)
+    """host -> (its version, whether in full, the view, the summary turn) last pushed."""
     pushes: int = 0
     catching_up: bool = False
 
@@ -81,6 +90,11 @@ class TelemetryHub:
         self._known_hosts: frozenset[str] | None = None
         self._subs: dict[Connection, _Subscriber] = {}
         self._event = asyncio.Event()
+        self._phase: dict[str, float] = {}
+        """host -> where its summary turns fall in ``summary_every_s`` (spread evenly)."""
+        self._deferred = False
+        """The last push held back a summary: look again within ``summary_every_s``."""
+        self.summary_every_s = SUMMARY_EVERY_S
         self.pushed = 0
         """Pushes sent (for tests and the benchmark)."""
 
@@ -150,7 +164,9 @@ class TelemetryHub:
     async def run(self) -> None:
         """The pusher: on news, every subscriber's deltas, at most once an interval."""
         while True:
-            await self._event.wait()
+            wait = self.summary_every_s if self._deferred else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), wait)
             self._event.clear()
             try:
                 self.push()
@@ -162,6 +178,8 @@ class TelemetryHub:
     def push(self) -> None:
         """One round: each subscriber that took what it had gets what changed since."""
         private = self._private()
+        every, now, phases = self.summary_every_s, time.monotonic(), self._phase
+        self._deferred = False
         shown: dict[tuple[str, bool, _Key], HostView] = {}
         diffs: dict[tuple[str, int, bool, int, bool, _Key], dict[str, Any] | None] = {}
         for conn, sub in list(self._subs.items()):
@@ -176,11 +194,25 @@ class TelemetryHub:
             key: _Key = (conn.caller.uid, conn.caller.admin)
             detail = sub.detail
             deltas = []
-            for name, (version, _) in self._latest.items():
+            for name, (version, snap) in self._latest.items():
                 full = detail is None or name in detail
                 had = sub.sent.get(name)
                 if had is not None and had[0] == version and had[1] == full:
                     continue
+                turn = 0
+                if not full:
+                    phase = phases.get(name)
+                    if phase is None:
+                        phase = phases[name] = (zlib.crc32(name.encode()) % 997) / 997 * every
+                    turn = int((now + phase) // every)
+                    if (
+                        had is not None
+                        and not had[1]
+                        and had[3] == turn
+                        and had[2].top.get("status") == snap.status.value
+                    ):
+                        self._deferred = True
+                        continue  # its summary was sent this turn
                 # A summary has no command lines: nothing of it depends on the caller.
                 who = key if full else (-1, False)
                 view = shown.get((name, full, who))
@@ -196,7 +228,7 @@ class TelemetryHub:
                 if memo not in diffs:
                     diffs[memo] = diff(name, None if had is None else had[2], view)
                 delta = diffs[memo]
-                sub.sent[name] = (version, full, view)
+                sub.sent[name] = (version, full, view, turn)
                 if delta is not None:
                     deltas.append(delta)
             if deltas or sub.pushes == 0:
