@@ -54,6 +54,7 @@ import yaml
 from gputui.config.models import Config, HostConfig, SshDefaults
 from gputui.fleet.fleet import Fleet
 from gputui.scheduler.client.aio import AsyncHeadClient
+from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.telemetry import HeadTelemetry
 from gputui.telemetry import HostSnapshot, HostStatus
 
@@ -488,6 +489,11 @@ async def measure_consoles(head: Head, count: int, view: int, seconds: float) ->
 # -- the run ---------------------------------------------------------------------------
 
 
+def _progress(report: dict[str, Any]) -> None:
+    """What is measured so far, on stderr (a long run shows where it is)."""
+    print(json.dumps(report), file=sys.stderr, flush=True)
+
+
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"bench": "consoles", "hosts": args.hosts, "gpus_per_host": GPUS}
     with tempfile.TemporaryDirectory(prefix="gputui-consoles-") as tmp:
@@ -499,7 +505,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             direct = {}
             for count in args.direct_hosts:
                 direct[str(count)] = await measure_direct(replay, count, args.seconds)
-            report["direct"] = direct
+                report["direct"] = direct
+                _progress(report)
             head = Head(d, replay, args.hosts)
             report["head_start_s"] = round(await head.ready(), 2)
             connect_s, live = await probe_connect(head, args.hosts)
@@ -516,11 +523,22 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             scrape, size = await asyncio.to_thread(head.scrape_ms, args.scrapes)
             report["metrics_scrape_ms"] = round(scrape, 1)
             report["metrics_bytes"] = size
+            _progress(report)
             one = await measure_consoles(head, 1, args.view, args.seconds)
+            report["one_console"] = one
+            _progress(report)
             many = await measure_consoles(head, args.consoles, args.view, args.seconds)
-            report["one_console"], report["many_consoles"] = one, many
-            _, live_end = await probe_connect(head, args.hosts)
+            report["many_consoles"] = many
+            _progress(report)
+            try:
+                _, live_end = await probe_connect(head, args.hosts)
+            except HeadError as exc:
+                live_end = set()
+                report["head_lost"] = exc.message
             report["failures"] = args.hosts - len(live & live_end)
+            if head.process.poll() is not None:
+                report["head_exit"] = head.process.returncode
+                report["head_log"] = head.log.read_text()[-800:]
         finally:
             if head is not None:
                 head.stop()
