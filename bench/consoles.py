@@ -545,10 +545,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             replay.stop()
     one, many = report["one_console"], report["many_consoles"]
     report["p99_on_screen_staleness_s"] = max(
-        v for v in (one["staleness_p99_s"], many["staleness_p99_s"], 0.0) if v is not None
+        (v for v in (one["staleness_p99_s"], many["staleness_p99_s"]) if v is not None),
+        default=None,
     )
     report["p99_sample_to_console_s"] = max(
-        v for v in (one["latency_p99_s"], many["latency_p99_s"]) if v is not None
+        (v for v in (one["latency_p99_s"], many["latency_p99_s"]) if v is not None), default=None
     )
     report["console_cpu_cores"] = max(
         one["console_cpu_cores_max"], many["console_cpu_cores_median"]
