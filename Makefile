@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/model_rows.py
 	$(BIN)/python bench/nvml_real.py
 	$(BIN)/python bench/sched.py
+	$(BIN)/python bench/consoles.py --hosts 1000 --consoles 50
 
 # Every benchmark, smaller (about three minutes on 2 cores), each figure against its
 # target (a ratio to its same-run baseline, or README's absolute one); exit 1 on a miss.

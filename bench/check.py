@@ -176,6 +176,44 @@ BENCHES: dict[str, tuple[list[str], list[Target]]] = {
             ),
         ],
     ),
+    "consoles": (
+        [
+            "consoles.py",
+            "--hosts",
+            "100",
+            "--consoles",
+            "8",
+            "--seconds",
+            "4",
+            "--direct-hosts",
+            "100",
+        ],
+        [
+            Target("consoles: failures (100 hosts)", _key("failures"), "<=", 0),
+            Target("consoles: head p99 staleness", _key("p99_staleness_s"), "<=", 1.5, " s"),
+            Target(
+                "consoles: sample to console p99 (on screen)",
+                _key("p99_sample_to_console_s"),
+                "<=",
+                1.0,
+                " s",
+            ),
+            Target(
+                "consoles: direct console CPU / through the head (same hosts)",
+                _key("direct_over_console"),
+                ">=",
+                3.0,
+                "x",
+            ),
+            Target(
+                "consoles: head CPU for 49 more consoles",
+                _key("head_extra_cpu_cores_50_consoles"),
+                "<=",
+                0.25,
+                " cores",
+            ),
+        ],
+    ),
     "nvml_real": (["nvml_real.py", "--samples", "3"], []),
 }
 

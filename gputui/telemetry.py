@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
@@ -131,6 +131,19 @@ class TelemetrySource(Protocol):
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Viewing(Protocol):
+    """A source that sends in full only what the console shows (the head's stream):
+    the console tells it which hosts are on screen and which GPU is selected. A
+    source without it (the SSH fleet) has every host in full anyway."""
+
+    def view(self, hosts: Sequence[str], gpu: tuple[str, int] | None) -> None:
+        """The console now shows ``hosts`` (screen order) with ``gpu`` (host, index)
+        selected; cheap, called whenever the view may have changed (the source
+        debounces and sends only a change)."""
+        ...
 
 
 @runtime_checkable

@@ -37,7 +37,7 @@ from textual.worker import Worker, WorkerState
 from gputui.config.models import Config
 from gputui.health.board import HealthBoard
 from gputui.health.staleness import stale_limit
-from gputui.telemetry import HostControl, ReadOnly, TelemetrySource
+from gputui.telemetry import HostControl, ReadOnly, TelemetrySource, Viewing
 from gputui.ui import intake
 from gputui.ui.command_run import CommandRunner
 from gputui.ui.direct import DirectFallback
@@ -313,6 +313,12 @@ class GpuTuiApp(App[None]):
     @on(MainScreen.RetryRequested)
     def _on_retry_requested(self, message: MainScreen.RetryRequested) -> None:
         self.hosts.retry(message.host)
+
+    @on(MainScreen.ViewChanged)
+    def _on_view_changed(self, message: MainScreen.ViewChanged) -> None:
+        # The head's stream sends in full only what is on screen; the SSH fleet has all.
+        if isinstance(self.source, Viewing):
+            self.source.view(message.hosts, message.gpu)
 
     # -- notices ---------------------------------------------------------------------
 

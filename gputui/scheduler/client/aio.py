@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+
+import orjson
 
 from gputui.scheduler.client.backend import Call
 from gputui.scheduler.client.errors import HeadError, may_still_apply, unreachable
@@ -51,7 +52,7 @@ class AsyncHeadClient:
                 if not line:
                     break
                 try:
-                    message = json.loads(line)
+                    message = orjson.loads(line)
                 except ValueError:
                     continue
                 if not isinstance(message, dict):

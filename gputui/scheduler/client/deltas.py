@@ -8,6 +8,12 @@ and the process list of a GPU whose list changed. The first push of a subscripti
 is a diff from nothing: everything. The console keeps the same views (``HostBook``)
 and rebuilds a ``HostSnapshot`` from them, decoding again only the GPUs that changed.
 
+A host a console does not show (``summary_view``) is sent as the grid needs it and no
+more: the host's fields and every GPU's readings, each process as its pid and user
+(the PROCS and OWNERS columns, busy and free), without the processes' commands,
+memory and start times, the parent chains or the health readings. Those come when
+the console says it shows the host (``telemetry_view``).
+
 GPUs are keyed by their place in the sample (``"0"``, ``"1"`` ...), which a host keeps
 from sample to sample; ``n`` says how many there are when that changes. Pure: no I/O,
 shared by the head (``diff``) and the console (``HostBook.apply``). What the head
@@ -25,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gputui.common.text import clean
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.fields import MAX_GPUS, Epoch, Notes, Seconds, ShortText
+from gputui.wire.health import HealthReadings
 from gputui.wire.messages import Event, GpuSample, Hello, Parent, ProcessSample, Sample
 
 MAX_EVENTS = 256
@@ -76,6 +83,37 @@ def host_view(snap: HostSnapshot) -> HostView:
     gpus = tuple(g.model_dump(mode="json", exclude={"processes"}) for g in sample.gpus)
     procs = tuple(tuple(p.model_dump(mode="json") for p in g.processes) for g in sample.gpus)
     return HostView(top, gpus, procs)
+
+
+_HEALTH_DEFAULTS: dict[str, Any] = {
+    name: info.get_default(call_default_factory=True)
+    for name, info in HealthReadings.model_fields.items()
+}
+"""The health readings as a sample without them has them (``health_read`` false)."""
+_SUMMARY_PROCESS = ("pid", "user")
+"""What a summary keeps of each process: enough to count them and name their users."""
+
+
+def summary_view(view: HostView) -> HostView:
+    """``view`` as a console that does not show the host gets it: the grid's row of
+    each GPU (its readings, its processes' pids and users) and nothing else."""
+    top = view.top
+    sample = top.get("sample")
+    if isinstance(sample, dict) and sample.get("parents"):
+        top = {**top, "sample": {**sample, "parents": []}}
+    gpus = tuple(_summary_gpu(fields) for fields in view.gpus)
+    procs = tuple(
+        tuple({k: p[k] for k in _SUMMARY_PROCESS if k in p} for p in listed)
+        for listed in view.procs
+    )
+    return HostView(top, gpus, procs)
+
+
+def _summary_gpu(fields: Mapping[str, Any]) -> Mapping[str, Any]:
+    errors = fields.get("errors")
+    if isinstance(errors, dict) and any(k in _HEALTH_DEFAULTS for k in errors):
+        errors = {k: v for k, v in errors.items() if k not in _HEALTH_DEFAULTS}
+    return {**fields, **_HEALTH_DEFAULTS, "errors": errors if errors is not None else {}}
 
 
 def _hello_view(hello: Hello) -> dict[str, Any]:
@@ -136,6 +174,8 @@ class _Host:
     gpus: list[dict[str, Any]] = field(default_factory=list)
     procs: list[list[Any]] = field(default_factory=list)
     decoded: list[GpuSample | None] = field(default_factory=list)
+    top_model: _Top | None = None
+    """``top`` checked, kept until a field other than the sample's changes."""
     hello: tuple[Any, Hello | None] = (None, None)
     events: tuple[Any, tuple[Event, ...]] = (None, ())
 
@@ -169,6 +209,8 @@ class HostBook:
         if not isinstance(top, dict) or not isinstance(gpus, dict) or not isinstance(procs, dict):
             raise DeltaError(f"{name}: a telemetry delta of the wrong shape")
         host.top.update(top)
+        if any(key != "sample" for key in top):
+            host.top_model = None
         if n is not None:
             if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_GPUS:
                 raise DeltaError(f"{name}: GPU count {str(n)[:20]!r} out of range")
@@ -193,7 +235,9 @@ class HostBook:
 
     def _snapshot(self, name: str, host: _Host) -> HostSnapshot:
         try:
-            top = _Top.model_validate(host.top)
+            top = host.top_model
+            if top is None:
+                top = host.top_model = _Top.model_validate(host.top)
             for i, known in enumerate(host.decoded):
                 if known is None:
                     procs = [ProcessSample.model_validate(p) for p in host.procs[i]]

@@ -13,3 +13,7 @@ MUTATING = frozenset(
         "release", "drain", "undrain", "unfence", "force_free", "health_ack", "notices",
     }
 )  # fmt: skip
+
+MAX_VIEWED_HOSTS = 256
+"""Hosts a console may say it shows (``telemetry`` ``detail``, ``telemetry_view``):
+more than a screen holds; the head refuses a longer list."""

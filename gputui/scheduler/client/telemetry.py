@@ -10,6 +10,12 @@ every host shows it (``unreachable``, the reason, and how to fall back to SSH of
 one's own: the key ``S`` or ``gputui --direct``) and the source tries again with a
 growing wait.
 
+The console says what it shows (``view``: the hosts on screen, the selected GPU);
+the head then sends those hosts in full and the others as summaries (the grid's rows,
+without the processes' detail or health readings). The view goes with the
+subscription and, when it changes, as ``telemetry_view``: debounced, only names the
+head watches, at most ``MAX_VIEWED_HOSTS``.
+
 Acting on hosts goes to the head too (``signal``): it checks that the caller owns the
 process (admins: anyone's) before it acts as root. What only a direct session can do
 (a helper request, the sampling interval) says so.
@@ -20,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +35,10 @@ from gputui.config.models import Config
 from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.client.deltas import DeltaError, HostBook
 from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
 from gputui.scheduler.client.ssh import is_local, open_head_ssh
 from gputui.telemetry import HostSnapshot, HostStatus, Listener, RequestOutcome
+from gputui.wire.fields import MAX_GPUS
 from gputui.wire.messages import (
     HelperRequest,
     IntervalResult,
@@ -45,6 +53,8 @@ BACKOFF_FIRST_S = 0.5
 BACKOFF_CAP_S = 30.0
 SUBSCRIBE_TIMEOUT_S = 15.0
 SIGNAL_TIMEOUT_S = 30.0
+VIEW_DEBOUNCE_S = 0.2
+"""A view is sent this long after it changed (a held arrow key sends one)."""
 
 Opener = Callable[[], Awaitable[AsyncHeadClient]]
 
@@ -81,6 +91,15 @@ class HeadTelemetry:
         """Told why when the stream goes away, and None when it flows again."""
         self.pushes = 0
         """Pushes applied (for tests and the benchmark)."""
+        self._wanted: tuple[tuple[str, ...], tuple[str, int] | None] | None = None
+        """What the console shows (``view``); None: it never said (every host in full)."""
+        self._head_hosts: frozenset[str] = frozenset()
+        """The hosts the head named when this console subscribed."""
+        self._sent_view: dict[str, Any] | None = None
+        """The view the head has for this subscription (None: not subscribed)."""
+        self._view_task: asyncio.Task[None] | None = None
+        self.view_problem: str | None = None
+        """Why the head refused the last view (None: it took it)."""
 
     # -- TelemetrySource -----------------------------------------------------------
 
@@ -99,7 +118,55 @@ class HeadTelemetry:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def view(self, hosts: Sequence[str], gpu: tuple[str, int] | None) -> None:
+        """``Viewing``: the console shows ``hosts`` with ``gpu`` selected."""
+        wanted = (tuple(hosts), gpu)
+        if wanted == self._wanted:
+            return
+        self._wanted = wanted
+        self._kick_view()
+
+    def _kick_view(self) -> None:
+        if self._view_task is None or self._view_task.done():
+            self._view_task = asyncio.get_running_loop().create_task(self._send_view())
+
+    def _view_args(self) -> dict[str, Any] | None:
+        """The view as the head takes it: names it watches only, capped, checked."""
+        if self._wanted is None:
+            return None
+        known = self._head_hosts
+        hosts, gpu = self._wanted
+        shown: list[str] = []
+        for name in dict.fromkeys(hosts):
+            if name in known and len(shown) < MAX_VIEWED_HOSTS - 1:
+                shown.append(name)
+        args: dict[str, Any] = {"hosts": shown}
+        if gpu is not None and gpu[0] in known and 0 <= gpu[1] < MAX_GPUS:
+            args["gpu"] = {"host": gpu[0], "index": gpu[1]}
+        return args
+
+    async def _send_view(self) -> None:
+        await asyncio.sleep(VIEW_DEBOUNCE_S)
+        while True:  # again if the view moved while the last one was on its way
+            client, args = self._client, self._view_args()
+            if client is None or self._sent_view is None or args is None:
+                return
+            if args == self._sent_view:
+                return
+            self._sent_view = args
+            try:
+                await client.call("telemetry_view", args, timeout=SUBSCRIBE_TIMEOUT_S)
+            except HeadError as exc:
+                self.view_problem = exc.message
+                return
+            self.view_problem = None
+
     async def close(self) -> None:
+        if self._view_task is not None:
+            self._view_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._view_task
+            self._view_task = None
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(BaseException):
@@ -140,7 +207,17 @@ class HeadTelemetry:
         """Subscribe and apply pushes until the connection ends (returns) or a push is
         missed (subscribes again, from a full push)."""
         while True:
-            await client.call("telemetry", {}, timeout=SUBSCRIBE_TIMEOUT_S)
+            self._sent_view = None
+            args = self._view_args()
+            detail = {} if args is None else {"detail": [*args["hosts"], *self._gpu_host(args)]}
+            answer = await client.call("telemetry", detail, timeout=SUBSCRIBE_TIMEOUT_S)
+            hosts = answer.get("hosts")
+            self._head_hosts = frozenset(
+                h for h in (hosts if isinstance(hosts, list) else ()) if isinstance(h, str)
+            )
+            self._sent_view = {} if args is None else args
+            if self._view_args() != self._sent_view:
+                self._kick_view()  # the view moved, or the head's hosts were not known yet
             book, expected = HostBook(), 0
             async for push in client.pushes():
                 if push.get("push") != "telemetry":
@@ -159,6 +236,11 @@ class HeadTelemetry:
                 self.pushes += 1
             else:
                 return
+
+    @staticmethod
+    def _gpu_host(args: dict[str, Any]) -> list[str]:
+        gpu = args.get("gpu")
+        return [gpu["host"]] if isinstance(gpu, dict) and gpu["host"] not in args["hosts"] else []
 
     def _publish(self, snap: HostSnapshot) -> None:
         self._snaps[snap.name] = snap
@@ -190,6 +272,7 @@ class HeadTelemetry:
         return client
 
     async def _drop_client(self) -> None:
+        self._sent_view = None
         client, self._client = self._client, None
         if client is not None:
             await client.close()

@@ -313,6 +313,9 @@ class Head:
             body = self.telemetry.subscribe(conn, request.id, request.args.detail)
             conn.send(wire.response(request.id, body))
             return
+        if request.op == "telemetry_view":  # what this console shows: those hosts in full
+            self._telemetry_view(conn, request)
+            return
         if request.op == "signal":
             self._spawn(conn.counted(self.signals.run(conn, request)))
             return
@@ -360,6 +363,16 @@ class Head:
         if self.slurm is None:
             raise HeadError("unsupported", "slurm: this head has no slurm: section to relay")
         return self.slurm
+
+    def _telemetry_view(self, conn: Connection, request: wire.Request) -> None:
+        gpu = request.args.gpu
+        try:
+            where = None if gpu is None else (gpu.host, gpu.index)
+            self.telemetry.view(conn, request.args.hosts, where)
+        except wire.Refusal as refusal:
+            conn.send(wire.error(request.id, refusal.code, refusal.message))
+            return
+        conn.send(wire.response(request.id, {}))
 
     def _host_table(self) -> list[dict[str, Any]]:
         places = self.settings.host_places

@@ -13,18 +13,35 @@ one push brings it from what it had to the latest (a diff against what it was la
 sent, however many samples came meanwhile), so a slow console costs one push and
 never a backlog; one that takes nothing for ``send_stall_s`` is dropped (as for the
 state push). Process command lines follow ``scheduler.private_data`` (``privacy``).
+
+Viewers: a console says which hosts it shows (``telemetry`` ``detail``, then
+``telemetry_view`` whenever its view changes) and gets those in full; every other host
+comes as its summary (``deltas.summary_view``: the grid's rows, no processes' detail or
+health readings). A host that comes into view is sent what turns its summary into the
+full view at the next push, and one that leaves it what turns it back. A console that
+never says gets every host in full. A summary is sent at most once every
+``summary_every_s`` (at once when the host's status changes): the rows off screen are
+that old at most, and a console of a thousand hosts decodes a fifth of them a second.
+Each host's turn comes at the same moment for every console (its ``_phase``), so the
+consoles that were sent the same summary share one delta.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
+import zlib
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.scheduler.client.deltas import HostView, diff, host_view
+from gputui.common.text import clean
+from gputui.scheduler.client.deltas import HostView, diff, host_view, summary_view
+from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
 from gputui.scheduler.head import privacy
+from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
 from gputui.telemetry import HostSnapshot
 
@@ -32,6 +49,8 @@ log = logging.getLogger(__name__)
 
 _Key = tuple[int, bool]
 """Whose view: (uid, admin) — the privacy rule depends on nothing else."""
+SUMMARY_EVERY_S = 5.0
+"""How often a host a console does not show is sent to it (its status: at once)."""
 
 
 @dataclass(slots=True)
@@ -39,9 +58,11 @@ class _Subscriber:
     conn: Connection
     request_id: int
     detail: frozenset[str] | None
-    """The hosts this console shows in full (None: all); kept for the viewers to come."""
-    sent: dict[str, tuple[int, HostView]] = field(default_factory=dict)
-    """host -> (its version, the view) last pushed to this console."""
+    """The hosts this console shows in full (None: all); the rest get their summary."""
+    gpu: tuple[str, int] | None = None
+    """The GPU the console has selected (its host is in ``detail``)."""
+    sent: dict[str, tuple[int, bool, HostView, int]] = field(default_factory=dict)
+    """host -> (its version, whether in full, the view, the summary turn) last pushed."""
     pushes: int = 0
     catching_up: bool = False
 
@@ -64,10 +85,16 @@ class TelemetryHub:
         self._spawn = spawn
         self._progress = progress
         self._latest: dict[str, tuple[int, HostSnapshot]] = {}
-        self._views: dict[str, tuple[int, HostView]] = {}
-        """host -> (version, its view), encoded once per version, on demand."""
+        self._views: dict[tuple[str, bool], tuple[int, HostView]] = {}
+        """(host, in full) -> (version, its view), made once per version, on demand."""
+        self._known_hosts: frozenset[str] | None = None
         self._subs: dict[Connection, _Subscriber] = {}
         self._event = asyncio.Event()
+        self._phase: dict[str, float] = {}
+        """host -> where its summary turns fall in ``summary_every_s`` (spread evenly)."""
+        self._deferred = False
+        """The last push held back a summary: look again within ``summary_every_s``."""
+        self.summary_every_s = SUMMARY_EVERY_S
         self.pushed = 0
         """Pushes sent (for tests and the benchmark)."""
 
@@ -94,11 +121,42 @@ class TelemetryHub:
     ) -> dict[str, Any]:
         """``conn`` subscribes (again: from nothing); the answer names the hosts, in
         the configured order. Pushes follow, the first with every host in full."""
-        self._subs[conn] = _Subscriber(
-            conn, request_id, None if detail is None else frozenset(detail)
-        )
+        shown = None if detail is None else self._known(detail, "telemetry")
+        self._subs[conn] = _Subscriber(conn, request_id, shown)
         self._event.set()
         return {"hosts": list(self._order)}
+
+    def view(self, conn: Connection, hosts: Sequence[str], gpu: tuple[str, int] | None) -> None:
+        """``conn`` now shows ``hosts`` and has ``gpu`` selected: those hosts in full from
+        the next push, the others as summaries. A bad view (not subscribed, a host the
+        head does not watch) raises ``wire.Refusal`` and changes nothing."""
+        sub = self._subs.get(conn)
+        if sub is None:
+            raise wire.Refusal("not-subscribed", "telemetry_view: no telemetry subscription here")
+        wanted = list(hosts) if gpu is None else [*hosts, gpu[0]]
+        shown = self._known(wanted, "telemetry_view")
+        if shown != sub.detail or gpu != sub.gpu:
+            sub.detail, sub.gpu = shown, gpu
+            self._event.set()
+
+    def _known(self, hosts: Sequence[str], op: str) -> frozenset[str]:
+        shown = frozenset(hosts)
+        if len(shown) > MAX_VIEWED_HOSTS:
+            raise wire.Refusal("bad-args", f"{op}: more than {MAX_VIEWED_HOSTS} hosts in view")
+        unknown = shown - self._watched()
+        if unknown:
+            name = clean(min(unknown), 64)
+            raise wire.Refusal("bad-args", f"{op}: {name!r} is no host of this head")
+        return shown
+
+    def _watched(self) -> frozenset[str]:
+        if self._known_hosts is None or len(self._known_hosts) != len(self._order):
+            self._known_hosts = frozenset(self._order)
+        return self._known_hosts
+
+    def viewers(self) -> list[tuple[frozenset[str] | None, tuple[str, int] | None]]:
+        """Each subscriber's view: the hosts it gets in full (None: all), its GPU."""
+        return [(sub.detail, sub.gpu) for sub in self._subs.values()]
 
     def drop(self, conn: Connection) -> None:
         self._subs.pop(conn, None)
@@ -106,7 +164,9 @@ class TelemetryHub:
     async def run(self) -> None:
         """The pusher: on news, every subscriber's deltas, at most once an interval."""
         while True:
-            await self._event.wait()
+            wait = self.summary_every_s if self._deferred else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), wait)
             self._event.clear()
             try:
                 self.push()
@@ -118,8 +178,10 @@ class TelemetryHub:
     def push(self) -> None:
         """One round: each subscriber that took what it had gets what changed since."""
         private = self._private()
-        shown: dict[tuple[str, _Key], HostView] = {}
-        diffs: dict[tuple[str, int, int, _Key], dict[str, Any] | None] = {}
+        every, now, phases = self.summary_every_s, time.monotonic(), self._phase
+        self._deferred = False
+        shown: dict[tuple[str, bool, _Key], HostView] = {}
+        diffs: dict[tuple[str, int, bool, int, bool, _Key], dict[str, Any] | None] = {}
         for conn, sub in list(self._subs.items()):
             if conn.closed:
                 self._subs.pop(conn, None)
@@ -130,21 +192,43 @@ class TelemetryHub:
                     self._spawn(self._catch_up(sub))
                 continue
             key: _Key = (conn.caller.uid, conn.caller.admin)
+            detail = sub.detail
             deltas = []
-            for name, (version, _) in self._latest.items():
+            for name, (version, snap) in self._latest.items():
+                full = detail is None or name in detail
                 had = sub.sent.get(name)
-                if had is not None and had[0] == version:
+                if had is not None and had[0] == version and had[1] == full:
                     continue
-                view = shown.get((name, key))
+                turn = 0
+                if not full:
+                    phase = phases.get(name)
+                    if phase is None:
+                        phase = phases[name] = (zlib.crc32(name.encode()) % 997) / 997 * every
+                    turn = int((now + phase) // every)
+                    if (
+                        had is not None
+                        and not had[1]
+                        and had[3] == turn
+                        and had[2].top.get("status") == snap.status.value
+                    ):
+                        self._deferred = True
+                        continue  # its summary was sent this turn
+                # A summary has no command lines: nothing of it depends on the caller.
+                who = key if full else (-1, False)
+                view = shown.get((name, full, who))
                 if view is None:
-                    view = privacy.hide_commands(self._view(name), conn.caller, private)
-                    shown[(name, key)] = view
+                    view = self._view(name, full)
+                    if full:
+                        view = privacy.hide_commands(view, conn.caller, private)
+                    shown[(name, full, who)] = view
                 # Consoles that were sent the same view get the same delta, made once.
-                memo = (name, -1 if had is None else had[0], version, key)
+                memo = (name, -1, False, version, full, who)
+                if had is not None:
+                    memo = (name, had[0], had[1], version, full, key if had[1] else who)
                 if memo not in diffs:
-                    diffs[memo] = diff(name, None if had is None else had[1], view)
+                    diffs[memo] = diff(name, None if had is None else had[2], view)
                 delta = diffs[memo]
-                sub.sent[name] = (version, view)
+                sub.sent[name] = (version, full, view, turn)
                 if delta is not None:
                     deltas.append(delta)
             if deltas or sub.pushes == 0:
@@ -152,13 +236,13 @@ class TelemetryHub:
                 sub.pushes += 1
                 self.pushed += 1
 
-    def _view(self, name: str) -> HostView:
+    def _view(self, name: str, full: bool) -> HostView:
         version, snap = self._latest[name]
-        cached = self._views.get(name)
+        cached = self._views.get((name, full))
         if cached is not None and cached[0] == version:
             return cached[1]
-        view = host_view(snap)
-        self._views[name] = (version, view)
+        view = host_view(snap) if full else summary_view(self._view(name, True))
+        self._views[(name, full)] = (version, view)
         return view
 
     async def _catch_up(self, sub: _Subscriber) -> None:

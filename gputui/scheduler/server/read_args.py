@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
 from gputui.scheduler.server.arg_types import (
     MAX_IDS,
     ArgsModel,
@@ -22,6 +23,7 @@ from gputui.scheduler.server.arg_types import (
     PlainArgs,
     plain,
 )
+from gputui.wire.fields import GpuIndex
 
 
 class ShowArgs(ArgsModel):
@@ -152,6 +154,20 @@ class HistoryArgs(PlainArgs):
 class TelemetryArgs(ArgsModel):
     """``telemetry``: subscribe to the head's samples of every host, as deltas."""
 
-    detail: Annotated[list[Name], Field(max_length=4096)] | None = None
-    """The hosts this console shows in full (processes, health readings); None: all.
-    Accepted for the viewers to come: every host is sent in full today."""
+    detail: Annotated[list[Name], Field(max_length=MAX_VIEWED_HOSTS)] | None = None
+    """The hosts this console shows in full (processes, health readings); the others
+    come as summaries (``deltas.summary_view``). None: every host in full."""
+
+
+class ViewedGpu(ArgsModel):
+    host: Name
+    index: GpuIndex
+
+
+class TelemetryViewArgs(ArgsModel):
+    """``telemetry_view``: what this console now shows (after ``telemetry``): those
+    hosts in full from the next push, the rest as summaries."""
+
+    hosts: Annotated[list[Name], Field(max_length=MAX_VIEWED_HOSTS)]
+    gpu: ViewedGpu | None = None
+    """The selected GPU; its host is shown in full too."""

@@ -9,7 +9,8 @@ also pushes ``{"push": "state", "seq": S, "state": {...}}`` whenever the queue,
 claims or GPUs change, and ``{"push": "notice", "notice": {...}}``. After
 ``telemetry`` it pushes ``{"push": "telemetry", "n": N, "hosts": [DELTA, ...]}``:
 per host, what changed in its samples since this connection's last push
-(``client.deltas``; push 0 carries every host in full).
+(``client.deltas``; push 0 carries every host, in full or, outside the ``detail`` the
+console named, as a summary). ``telemetry_view`` changes which hosts are in full.
 
 Everything a client sends is untrusted: the argument models forbid unknown keys,
 range-check every number and cap every size. Identity is never part of a request;
@@ -56,6 +57,7 @@ from gputui.scheduler.server.read_args import (
     ReportArgs,
     ShowArgs,
     TelemetryArgs,
+    TelemetryViewArgs,
     UsageArgs,
     WaitArgs,
 )
@@ -115,6 +117,7 @@ ARGS: dict[str, type[ArgsModel]] = {
     "health_ack": HealthAckArgs,
     "gpus": GpusArgs,
     "telemetry": TelemetryArgs,
+    "telemetry_view": TelemetryViewArgs,
     "signal": SignalArgs,
     "slurm": Empty,
 }

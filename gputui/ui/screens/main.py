@@ -71,6 +71,14 @@ class MainScreen(Screen[None]):
         host: str | None
 
     @dataclass
+    class ViewChanged(Message):
+        """What the screen shows changed: ``hosts`` on screen (in order, the selected
+        row's host among them) and the selected GPU (host, index), if one is."""
+
+        hosts: tuple[str, ...]
+        gpu: tuple[str, int] | None
+
+    @dataclass
     class SchedulerKey(Message):
         """A scheduler key was pressed (``claim``, ``release``, ...) with ``row`` selected."""
 
@@ -101,6 +109,8 @@ class MainScreen(Screen[None]):
         the one its health view lists); None: the console's own count."""
         """The summary's scheduler part and whether it is a problem; None: no head."""
         self._held_ages: dict[GpuRow, str] = {}
+        self._view: tuple[tuple[str, ...], tuple[str, int] | None] | None = None
+        """What the last ``ViewChanged`` said."""
 
     def compose(self) -> ComposeResult:
         yield SummaryBar(id="summary")
@@ -172,8 +182,24 @@ class MainScreen(Screen[None]):
             self._schedule_rebuild()
 
     def tick(self) -> None:
-        """Once a second: ages in host headers, the summary and the clock."""
+        """Once a second: ages in host headers, the summary and the clock (and what is
+        on screen, which a scroll of the mouse wheel moves without a message)."""
         self.hosts_changed([], tick=True)
+        self._check_view()
+
+    def _check_view(self) -> None:
+        """Say what is on screen when it changed (``ViewChanged``)."""
+        if not self._live:
+            return
+        grid = self.grid
+        row = grid.cursor_row
+        hosts = grid.visible_hosts()
+        if row is not None and row.host not in hosts:
+            hosts = (*hosts, row.host)
+        gpu = (row.host, row.index) if isinstance(row, GpuRow) else None
+        if (hosts, gpu) != self._view:
+            self._view = (hosts, gpu)
+            self.post_message(self.ViewChanged(hosts, gpu))
 
     def refresh_summary(self) -> None:
         bar = self._summary
@@ -252,6 +278,7 @@ class MainScreen(Screen[None]):
             rows, folded=self.folded, grouped=self.grouped, sort=SORT_KEYS[self.sort_index].name
         )
         self.refresh_summary()
+        self._check_view()
 
     def _schedule_rebuild(self, *, immediate: bool = False) -> None:
         if self._rebuild_pending:
@@ -268,6 +295,7 @@ class MainScreen(Screen[None]):
     @on(GpuGrid.Highlighted)
     def _on_highlighted(self, event: GpuGrid.Highlighted) -> None:
         self._show_selection(event.row)
+        self._check_view()
 
     def _show_selection(self, row: Row | None) -> None:
         show_selection(

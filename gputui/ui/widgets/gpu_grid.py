@@ -252,6 +252,12 @@ class GpuGrid(ScrollView, can_focus=True):
             previous = index
         self.refresh_lines(start + 1, previous - start + 1)
 
+    def visible_hosts(self) -> tuple[str, ...]:
+        """The hosts with a line on screen now, top to bottom."""
+        top = int(self.scroll_offset.y)
+        shown = self.rows[top : top + max(1, self.size.height - 1)]
+        return tuple(dict.fromkeys(row.host for row in shown))
+
     @property
     def cursor_row(self) -> Row | None:
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None

@@ -1,0 +1,275 @@
+"""Viewers: a console says which hosts it shows and gets only those in full.
+
+A real head (``ThreadedHead``: the head's loop, socket and hub, its hosts scripted)
+and the console's own source (``HeadTelemetry`` on the head's socket): the hosts a
+console shows come with their processes' detail and health readings, the others as
+the grid's rows (each process's pid and user); a new view brings the detail of the
+hosts that came into it. A view no console would send (too long, names the head does
+not watch, wrong types) is refused in one line and changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from headthread import ThreadedHead
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_telemetry_stream import Stream
+
+from gputui.config.models import Config
+from gputui.scheduler.client.deltas import HostBook, diff, host_view, summary_view
+from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
+from gputui.scheduler.client.telemetry import HeadTelemetry
+from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.messages import ProcessSample
+
+KNOWN = ("gpu01", "gpu02")
+ALICE = ProcessSample(
+    pid=4242, uid=1000, user="alice", command="python train.py", gpu_mem_mib=4096,
+    start_ticks=123456, start_time=1_700_000_000.0,
+)  # fmt: skip
+BOB = ProcessSample(
+    pid=5151, uid=1001, user="bob", command="python eval.py", gpu_mem_mib=2048,
+    start_ticks=654321, start_time=1_700_000_100.0,
+)  # fmt: skip
+
+
+def _load(th: ThreadedHead) -> None:
+    """gpu01 GPU 0 runs alice's process; gpu02 GPU 1 bob's, with a health reading."""
+
+    def put() -> None:
+        hosts = th.hosts
+        assert hosts is not None
+        hosts.put_processes("gpu01", 0, (ALICE,), util=90)
+        hosts.put_fault("gpu02", 1, health_read=True, remapped_correctable=3, pcie_replays=7)
+        hosts.put_processes("gpu02", 1, (BOB,), util=40)
+
+    th.in_loop(put)
+
+
+def _full(snap: HostSnapshot | None, th: ThreadedHead) -> bool:
+    assert th.head is not None
+    latest = th.head.telemetry.latest(snap.name) if snap is not None else None
+    return snap is not None and latest is not None and host_view(snap) == host_view(latest)
+
+
+def _summary(snap: HostSnapshot | None, th: ThreadedHead) -> bool:
+    assert th.head is not None
+    latest = th.head.telemetry.latest(snap.name) if snap is not None else None
+    if snap is None or latest is None:
+        return False
+    # The summary as a console decodes it (each process's other fields at their defaults).
+    summary = HostBook().apply(diff(snap.name, None, summary_view(host_view(latest))))
+    return host_view(snap) == host_view(summary) and host_view(snap) != host_view(latest)
+
+
+async def _until(condition: Any, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def test_the_console_gets_detail_only_for_the_hosts_it_shows(tmp_path: Path) -> None:
+    with ThreadedHead(tmp_path, {"gpu01": 2, "gpu02": 2}) as th:
+        _load(th)
+        config = Config.model_validate(
+            {"hosts": [{"name": n} for n in KNOWN], "head": {"socket": str(th.sock)}}
+        )
+        source = HeadTelemetry(config)
+        source.view(["gpu01"], ("gpu01", 0))
+        await source.start()
+        try:
+            snaps = source.snapshots
+            await _until(
+                lambda: _full(snaps()["gpu01"], th) and _summary(snaps()["gpu02"], th),
+                "gpu01 in full, gpu02 as its summary",
+            )
+            # The summary still draws gpu02's grid: readings, how many processes, whose.
+            sample = snaps()["gpu02"].sample
+            assert sample is not None
+            gpu = sample.gpus[1]
+            assert gpu.util_gpu == 40
+            assert gpu.processes == (ProcessSample(pid=BOB.pid, user="bob"),)
+            assert gpu.health_read is False and gpu.remapped_correctable is None
+            assert source.view_problem is None
+
+            source.view(["gpu02"], ("gpu02", 1))
+            await _until(
+                lambda: _full(snaps()["gpu02"], th) and _summary(snaps()["gpu01"], th),
+                "the new view: gpu02 in full, gpu01 as its summary",
+            )
+            sample = snaps()["gpu02"].sample
+            assert sample is not None
+            assert sample.gpus[1].processes == (BOB,)
+            assert sample.gpus[1].remapped_correctable == 3
+            assert th.head is not None
+            viewers: list[Any] = []
+            th.in_loop(lambda: viewers.extend(th.head.telemetry.viewers()))  # type: ignore[union-attr]
+            assert viewers == [(frozenset({"gpu02"}), ("gpu02", 1))]
+        finally:
+            await source.close()
+
+
+def test_a_console_that_never_says_gets_every_host_in_full(tmp_path: Path) -> None:
+    with ThreadedHead(tmp_path, {"gpu01": 2, "gpu02": 2}) as th:
+        _load(th)
+        stream = Stream(th.sock)
+        try:
+            stream.subscribe()
+            book = HostBook()
+            assert th.head is not None
+            while True:  # until both hosts carry the processes _load put there
+                for delta in stream.push()["hosts"]:
+                    book.apply(delta)
+                views = [book.views(n) for n in KNOWN]
+                latest = [th.head.telemetry.latest(n) for n in KNOWN]
+                if all(v is not None and any(v.procs) for v in views):
+                    break
+            assert views == [host_view(s) for s in latest if s is not None]
+        finally:
+            stream.close()
+
+
+_NAME = st.text(min_size=1, max_size=40)
+_INT = st.integers(-(2**63), 2**63 - 1)
+"""JSON numbers the head reads as numbers (a longer one makes the line not JSON)."""
+_NOT_A_LIST = st.one_of(
+    _INT, st.text(max_size=20), st.none(), st.booleans(),
+    st.dictionaries(st.text(max_size=5), _INT, max_size=3),
+)  # fmt: skip
+_NOT_A_NAME = st.one_of(
+    _INT, st.none(), st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
+    st.just(""), st.text(min_size=129, max_size=300),
+    st.lists(_INT, max_size=2),
+)  # fmt: skip
+_BAD_GPU = st.one_of(
+    _INT, st.text(max_size=10), st.lists(_INT, max_size=2),
+    st.fixed_dictionaries({"host": st.sampled_from(KNOWN), "index": st.integers(64, 2**63 - 1)}),
+    st.fixed_dictionaries({"host": st.sampled_from(KNOWN), "index": st.integers(-(2**63), -1)}),
+    st.fixed_dictionaries({"host": st.sampled_from(KNOWN), "index": st.text(max_size=3)}),
+    st.fixed_dictionaries({"host": _NAME.filter(lambda n: n not in KNOWN), "index": st.just(0)}),
+)  # fmt: skip
+HOSTILE = st.one_of(
+    # a host the head does not watch, among ones it does
+    st.builds(
+        lambda known, bad, at: {"hosts": [*known[:at], bad, *known[at:]]},
+        st.lists(st.sampled_from(KNOWN), max_size=4),
+        _NAME.filter(lambda n: n not in KNOWN),
+        st.integers(0, 4),
+    ),
+    # more names than a screen holds (the known ones, over and over)
+    st.builds(lambda n: {"hosts": list(KNOWN) * n}, st.integers(MAX_VIEWED_HOSTS // 2 + 1, 5000)),
+    st.builds(lambda bad: {"hosts": bad}, _NOT_A_LIST),
+    st.builds(lambda bad: {"hosts": ["gpu01", bad]}, _NOT_A_NAME),
+    st.builds(lambda gpu: {"hosts": ["gpu01"], "gpu": gpu}, _BAD_GPU),
+    st.builds(
+        lambda key: {"hosts": ["gpu01"], key: 1},
+        st.text(min_size=1, max_size=20).filter(lambda k: k not in ("hosts", "gpu")),
+    ),
+    st.just({}),
+)
+
+
+def test_a_hostile_view_is_refused_in_one_line_and_changes_nothing(tmp_path: Path) -> None:
+    with ThreadedHead(tmp_path, {"gpu01": 2, "gpu02": 2}) as th:
+        stream = Stream(th.sock)
+        try:
+            assert stream.subscribe({"detail": ["gpu01"]})["ok"] is True
+            stream.push()
+            assert th.head is not None
+            hub = th.head.telemetry
+            before: list[Any] = []
+            th.in_loop(lambda: before.extend(hub.viewers()))
+            assert before == [(frozenset({"gpu01"}), None)]
+            ids = iter(range(100, 10_000_000))
+
+            @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+            @given(args=HOSTILE)
+            def refused(args: dict[str, Any]) -> None:
+                request_id = next(ids)
+                line = {"id": request_id, "op": "telemetry_view", "args": args}
+                stream.sock.sendall(json.dumps(line).encode() + b"\n")
+                answer = stream.next(lambda m: m.get("id") == request_id)
+                assert answer["ok"] is False, args
+                error = answer["error"]
+                assert error["code"] == "bad-args"
+                assert error["message"].startswith("telemetry_view: ")
+                assert "\n" not in error["message"] and len(error["message"]) < 300
+                after: list[Any] = []
+                th.in_loop(lambda: after.extend(hub.viewers()))
+                assert after == before
+
+            refused()
+            # Still subscribed, still served: a good view is taken.
+            good = {"id": 7, "op": "telemetry_view", "args": {"hosts": ["gpu02"]}}
+            stream.sock.sendall(json.dumps(good).encode() + b"\n")
+            assert stream.next(lambda m: m.get("id") == 7)["ok"] is True
+            after: list[Any] = []
+            th.in_loop(lambda: after.extend(hub.viewers()))
+            assert after == [(frozenset({"gpu02"}), None)]
+        finally:
+            stream.close()
+
+
+def test_a_view_without_a_subscription_is_refused(tmp_path: Path) -> None:
+    with ThreadedHead(tmp_path, {"gpu01": 1}) as th:
+        stream = Stream(th.sock)
+        try:
+            line = {"id": 3, "op": "telemetry_view", "args": {"hosts": ["gpu01"]}}
+            stream.sock.sendall(json.dumps(line).encode() + b"\n")
+            answer = stream.next(lambda m: m.get("id") == 3)
+            assert answer["ok"] is False
+            assert answer["error"]["code"] == "not-subscribed"
+        finally:
+            stream.close()
+
+
+def test_summaries_come_once_a_turn_and_a_status_change_at_once(tmp_path: Path) -> None:
+    with ThreadedHead(tmp_path, {"gpu01": 1, "gpu02": 1}) as th:
+        assert th.head is not None and th.hosts is not None
+        hub, hosts = th.head.telemetry, th.hosts
+
+        def every(seconds: float) -> None:
+            hub.summary_every_s = seconds
+
+        th.in_loop(lambda: every(3600.0))
+        stream = Stream(th.sock)
+        try:
+            stream.subscribe({"detail": ["gpu01"]})
+            book = HostBook()
+            for delta in stream.push()["hosts"]:
+                book.apply(delta)
+            # gpu02 (a summary) moves, then gpu01 (in full): gpu01's push leaves gpu02 out.
+            th.in_loop(lambda: hosts.put_processes("gpu02", 0, (BOB,), util=55))
+            th.in_loop(lambda: hosts.put_processes("gpu01", 0, (ALICE,), util=77))
+            while True:
+                deltas = {d["host"]: d for d in stream.push()["hosts"]}
+                assert "gpu02" not in deltas, deltas
+                if deltas.get("gpu01", {}).get("gpus", {}).get("0", {}).get("util_gpu") == 77:
+                    break
+            # A status change is not held back.
+            latest = hub.latest("gpu02")
+            assert latest is not None
+            gone = latest.with_changes(status=HostStatus.UNREACHABLE, message="timed out")
+            th.in_loop(lambda: hub.observe(gone))
+            while True:
+                deltas = {d["host"]: d for d in stream.push()["hosts"]}
+                if "gpu02" in deltas:
+                    break
+            assert deltas["gpu02"]["top"]["status"] == "unreachable"
+            # Its turn come, the summary is sent.
+            th.in_loop(lambda: hosts.put_processes("gpu02", 0, (BOB,), util=66))
+            th.in_loop(lambda: every(0.2))
+            while True:
+                deltas = {d["host"]: d for d in stream.push()["hosts"]}
+                util = deltas.get("gpu02", {}).get("gpus", {}).get("0", {}).get("util_gpu")
+                if util == 66:
+                    break
+        finally:
+            stream.close()

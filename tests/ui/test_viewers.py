@@ -1,0 +1,126 @@
+"""Viewers in the console: what the screen shows is what the head sends in full.
+
+A real head over simulated hosts (the simulator's helpers, run by the head's own
+fleet) and a console on its stream (``HeadTelemetry``): the console says which hosts
+are on screen, the head sends those in full and the rest as summaries, and when the
+user goes to the last host (``end``) the console says so again and that host's
+detail (its health readings here) comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ui_fakes import fixed_clock
+from ui_helpers import grid, until
+
+from gputui.config.models import Config
+from gputui.fleet.fleet import Fleet
+from gputui.scheduler.client.deltas import host_view
+from gputui.scheduler.client.telemetry import HeadTelemetry
+from gputui.scheduler.head.daemon import Head
+from gputui.scheduler.head.fleet_hostops import FleetHosts
+from gputui.scheduler.head.settings import HeadSettings
+from gputui.scheduler.store.engine import jobs_namespace, open_store
+from gputui.scheduler.store.sqlstore import SqlStore
+from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.ui.app import GpuTuiApp
+
+SIZES = [(80, 24), (200, 50)]
+HOSTS = [f"sim{i:02d}" for i in range(12)]
+
+
+@pytest.fixture
+async def head(tmp_path: Path) -> AsyncIterator[tuple[Head, Config]]:
+    sock = tmp_path / "head.sock"
+    config = Config.model_validate(
+        {
+            "refresh_interval": 60,  # the helpers' first sample (with its health reading)
+            "hosts": [
+                {"name": n, "local": True, "sim": f"4xa100-80gb,name={n}", "python": sys.executable}
+                for n in HOSTS
+            ],
+            "head": {"socket": str(sock)},
+        }
+    )
+    engine = open_store(tmp_path / "db" / "gputui.db")
+    namespace = jobs_namespace(engine)
+    hosts = FleetHosts(config, namespace, fleet=Fleet(config, jobs_namespace=namespace))
+    daemon = Head(
+        SqlStore(engine), hosts, HeadSettings(socket=sock), host_pools=dict.fromkeys(HOSTS, "sim")
+    )
+    await daemon.start()
+    try:
+        yield daemon, config
+    finally:
+        await daemon.close()
+
+
+def _sampled(snap: HostSnapshot | None) -> bool:
+    return snap is not None and snap.status is HostStatus.LIVE and snap.sample is not None
+
+
+def _in_full(daemon: Head, stream: HeadTelemetry, name: str) -> bool:
+    made, got = daemon.telemetry.latest(name), stream.snapshots().get(name)
+    return made is not None and got is not None and host_view(got) == host_view(made)
+
+
+def _health_read(snap: HostSnapshot | None) -> bool:
+    return snap is not None and snap.sample is not None and snap.sample.gpus[0].health_read
+
+
+async def _wait(condition: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_screen_decides_which_hosts_come_in_full(
+    head: tuple[Head, Config], size: tuple[int, int]
+) -> None:
+    daemon, config = head
+    for name in HOSTS:
+        await _wait(lambda n=name: _sampled(daemon.telemetry.latest(n)), f"{name} sampled")
+    assert all(_health_read(daemon.telemetry.latest(n)) for n in HOSTS)
+    stream = HeadTelemetry(config)
+    app = GpuTuiApp(stream, config, clock=fixed_clock)
+    async with app.run_test(size=size) as pilot:
+
+        def told_head() -> frozenset[str] | None:
+            viewers = daemon.telemetry.viewers()
+            return viewers[0][0] if len(viewers) == 1 else None
+
+        await until(pilot, lambda: len(grid(app).rows) == len(HOSTS) * 5, "every row")
+        on_screen = grid(app).visible_hosts()
+        assert HOSTS[0] in on_screen and HOSTS[-1] not in on_screen
+        await until(pilot, lambda: told_head() == frozenset(on_screen), "the view at the head")
+        await until(
+            pilot,
+            lambda: all(_in_full(daemon, stream, n) for n in on_screen),
+            "the hosts on screen in full",
+        )
+        # Off screen: the grid's rows, without the health readings.
+        last = stream.snapshots()[HOSTS[-1]]
+        assert _sampled(last) and not _health_read(last)
+        assert not _in_full(daemon, stream, HOSTS[-1])
+
+        await pilot.press("end")
+        await until(pilot, lambda: HOSTS[-1] in grid(app).visible_hosts(), "the last host shown")
+        await until(pilot, lambda: _in_full(daemon, stream, HOSTS[-1]), "the last host in full")
+        assert _health_read(stream.snapshots()[HOSTS[-1]])
+        now_shown = grid(app).visible_hosts()
+        await until(pilot, lambda: told_head() == frozenset(now_shown), "the new view at the head")
+        if HOSTS[0] not in now_shown:
+            await until(
+                pilot,
+                lambda: not _health_read(stream.snapshots()[HOSTS[0]]),
+                "the first host back to its summary",
+            )
