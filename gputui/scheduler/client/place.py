@@ -7,6 +7,7 @@ here never loads the configuration's models.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from pathlib import Path
@@ -80,6 +81,27 @@ def _config_head(config_file: str | None) -> tuple[dict[str, Any], Path] | None:
     return config_section(config_file, "head")
 
 
+@functools.lru_cache(maxsize=4)
+def _document(path: str, mtime_ns: int, size: int) -> Any:
+    """hosts.yaml's document, read once a process for each version of the file (a verb
+    asks for its ``slurm:`` and its ``head:`` sections: one parse)."""
+    raw = Path(path).read_bytes()
+    try:
+        from gputui.config.yamlbounds import Composer, Constructor
+
+        composer = Composer(raw, path)
+        root = composer.compose()
+        if root is None:
+            return None  # empty: no section there
+        if composer.problems:
+            raise ValueError
+        return Constructor().construct_document(root)
+    except Exception:  # said in one line; the full loader says what is wrong, and where
+        raise HeadError(
+            "config", f"{path} is not a valid hosts file; `gputui check-config {path}` says why"
+        ) from None
+
+
 def config_section(config_file: str | None, name: str) -> tuple[dict[str, Any], Path] | None:
     """hosts.yaml's section ``name`` (a mapping) and the file it is in, read with the
     bounded YAML reader only; None where there is no such file or section."""
@@ -90,24 +112,11 @@ def config_section(config_file: str | None, name: str) -> tuple[dict[str, Any], 
     if path is None:
         return None
     try:
-        if path.stat().st_size > (1 << 20):
+        st = path.stat()
+        if st.st_size > (1 << 20):
             raise HeadError("config", f"{path} is over 1 MiB; not a hosts file")
-        raw = path.read_bytes()
+        data = _document(str(path), st.st_mtime_ns, st.st_size)
     except OSError as exc:
         raise HeadError("config", f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        from gputui.config.yamlbounds import Composer, Constructor
-
-        composer = Composer(raw, str(path))
-        root = composer.compose()
-        if root is None:
-            return None  # empty: no head there
-        if composer.problems:
-            raise ValueError
-        data = Constructor().construct_document(root)
-    except Exception:  # said in one line; the full loader says what is wrong, and where
-        raise HeadError(
-            "config", f"{path} is not a valid hosts file; `gputui check-config {path}` says why"
-        ) from None
     section = data.get(name) if isinstance(data, dict) else None
     return (section, path) if isinstance(section, dict) else None
