@@ -175,6 +175,8 @@ def cli_submit_ms(runs: int) -> float:
     proc = start_head(tmp)
     exe = shutil.which("gputui", path=str(Path(sys.executable).parent)) or "gputui"
     env = dict(os.environ, GPUTUI_HEAD_SOCKET=str(tmp / "run" / "head.sock"))
+    # An installed gputui runs from bytecode pip compiled: let the first run write it.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     times = []
     try:
         for _ in range(runs):

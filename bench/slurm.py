@@ -6,7 +6,8 @@ Starts the tests' single-node Slurm (Debian's slurm-wlm and munge, as root; see
 tests/slurmcluster.py), submits ``--jobs`` held jobs plus a few running ones, then
 measures, side by side in one run:
 
-* ``queue_ms``: ``gputui queue`` (the CLI, a new process each run) against
+* ``queue_ms``: ``gputui queue`` (the CLI, a new process each run, from bytecode as
+  an installed gputui runs: the warm-up run writes it) against
   ``squeue_ms``, ``squeue`` alone printing the same queue (median of ``--runs``,
   the two alternating);
 * ``console_refresh_ms``: one console refresh (one ``squeue``, one ``sinfo``, one
@@ -85,6 +86,8 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 
 def cli_ms(cluster: SlurmCluster, hosts: Path, runs: int) -> tuple[float, float]:
     env = {**os.environ, **cluster.env, "COLUMNS": "120"}
+    # An installed gputui runs from bytecode pip compiled: the warm-up run writes it.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     gputui = [*GPUTUI, "--hosts", str(hosts), "queue"]
     squeue = ["squeue"]
     timed(gputui, env), timed(squeue, env)  # warm both (page cache, imports)

@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from gputui.cli.args import (
     EXIT_OK,
@@ -27,6 +27,9 @@ from gputui.cli.args import (
 )
 from gputui.scheduler.client.backend import SessionBackend, require
 from gputui.scheduler.client.errors import HeadError
+
+if TYPE_CHECKING:
+    from gputui.scheduler.client.slurm.backend import SlurmBackend
 
 Handler = Callable[[SessionBackend, argparse.Namespace], int]
 
@@ -85,7 +88,11 @@ def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator
     if args.socket is None:
         slurm = slurm_backend(args.hosts)
         if slurm is not None:
-            yield slurm
+            if args.verb == "queue":  # the listing runs while the verb's code loads
+                slurm.prefetch_queue(all=args.all, user=args.user)
+            # The verbs check each capability they use first (``require``): none of a
+            # session's own (claims held for a process's life) is asked of Slurm.
+            yield cast(SessionBackend, slurm)
             return
     from gputui.scheduler.client.session import head_session
 
@@ -93,7 +100,7 @@ def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator
         yield session
 
 
-def slurm_backend(hosts_file: str | None) -> SessionBackend | None:
+def slurm_backend(hosts_file: str | None) -> SlurmBackend | None:
     """The Slurm backend where hosts.yaml has a ``slurm:`` section (checked by its
     model: one line naming what is wrong), else None."""
     from gputui.scheduler.client.place import config_section
@@ -119,12 +126,9 @@ def slurm_backend(hosts_file: str | None) -> SessionBackend | None:
 
             return head_session(None, hosts_file)
 
-    backend = SlurmBackend(
+    return SlurmBackend(
         runner, partitions=conf.partitions, qos=conf.qos, nodes=conf.nodes, head=head
     )
-    # The verbs check each capability they use first (``require``): none of a
-    # session's own (claims held for a process's life) is asked of Slurm.
-    return cast(SessionBackend, backend)
 
 
 BEFORE_THE_VERB = {"--socket": "PATH", "--hosts": "FILE"}

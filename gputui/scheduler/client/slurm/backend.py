@@ -19,13 +19,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import Answer, Unsupported
 from gputui.scheduler.client.errors import HeadError
-from gputui.scheduler.client.slurm import accounting, parse
+from gputui.scheduler.client.slurm import parse
 from gputui.scheduler.client.slurm.runner import Runner, code_of, said
+
+if TYPE_CHECKING:
+    from gputui.scheduler.client.slurm.accounting import Allocation
 
 CAN: Final = frozenset(
     {"queue", "submit", "cancel", "kill", "preempt", "hold", "release_hold", "requeue",
@@ -75,6 +78,7 @@ class SlurmBackend:
         self.nodes = dict(nodes or {})
         self.pools = {partition: pool for pool, partition in self.partitions.items()}
         self.dropped = 0
+        self._prefetched: tuple[tuple[str, ...], parse.Markers, Any] | None = None
         """Records of Slurm's output dropped as malformed (hostile text), so far."""
 
     @property
@@ -100,11 +104,25 @@ class SlurmBackend:
 
     # -- reading the queue ---------------------------------------------------------------
 
-    def _squeue(self, *extra: str) -> list[dict[str, Any]]:
+    def prefetch_queue(self, *, all: bool = False, user: str | None = None) -> None:
+        """Start the ``squeue`` that ``queue(all=, user=)`` will read, now: it runs while
+        the rest of the verb loads (``gputui queue``)."""
+        extra = self._queue_args(all, user)
         markers = parse.Markers()
-        keys = [key for key, _ in parse.JOB_FIELDS]
         fmt = markers.format(letter for _, letter in parse.JOB_FIELDS)
-        done = self.runner.run("squeue", "--noheader", *extra, "-o", fmt)
+        proc = self.runner.start("squeue", "--noheader", *extra, "-o", fmt)
+        self._prefetched = (extra, markers, proc)
+
+    def _squeue(self, *extra: str) -> list[dict[str, Any]]:
+        keys = [key for key, _ in parse.JOB_FIELDS]
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None and prefetched[0] == extra:
+            markers = prefetched[1]
+            done = self.runner.finish(prefetched[2], "squeue", timeout_s=self.runner.timeout_s)
+        else:
+            markers = parse.Markers()
+            fmt = markers.format(letter for _, letter in parse.JOB_FIELDS)
+            done = self.runner.run("squeue", "--noheader", *extra, "-o", fmt)
         if done.code != 0:
             if "invalid job id" in done.err.lower():
                 return []
@@ -123,10 +141,7 @@ class SlurmBackend:
         after: int | None = None,
         timeout: float | None = None,
     ) -> Answer:
-        extra = ["--states=all"] if all else []
-        if user is not None:
-            extra += ["--user", _name_arg(user, "user")]
-        jobs = self._squeue(*extra)
+        jobs = self._squeue(*self._queue_args(all, user))
         if after is not None:
             jobs = [j for j in jobs if j["id"] > after]
         more = limit is not None and len(jobs) > limit
@@ -161,6 +176,13 @@ class SlurmBackend:
         parsed = parse.split_records(done.out, markers, keys)
         self.dropped += parsed.dropped
         return parsed.rows
+
+    @staticmethod
+    def _queue_args(all: bool, user: str | None) -> tuple[str, ...]:
+        extra = ["--states=all"] if all else []
+        if user is not None:
+            extra += ["--user", _name_arg(user, "user")]
+        return tuple(extra)
 
     def _job(self, job_id: int) -> dict[str, Any]:
         jobs = [
@@ -266,7 +288,9 @@ class SlurmBackend:
 
     # -- accounting: sacct ---------------------------------------------------------------
 
-    def _allocations(self, since: float, until: float) -> list[accounting.Allocation]:
+    def _allocations(self, since: float, until: float) -> list[Allocation]:
+        from gputui.scheduler.client.slurm import accounting  # usage and report only
+
         if not 0 <= until - since <= accounting.MAX_SPAN_S:
             raise HeadError("usage", "usage: give a span of at most a year, since before until")
         markers = parse.Markers()
@@ -290,10 +314,14 @@ class SlurmBackend:
             raise HeadError(
                 "usage", f"usage: --by {shown(by, 20)} is not user, group, project or pool"
             )
+        from gputui.scheduler.client.slurm import accounting
+
         allocs = self._allocations(since, until)
         return accounting.usage(allocs, since, until, by, pools=self.pools, now=time.time())
 
     def report(self, *, since: float, until: float, timeout: float | None = None) -> Answer:
+        from gputui.scheduler.client.slurm import accounting
+
         return accounting.report(self._allocations(since, until), since, until, time.time())
 
     # -- run: srun ------------------------------------------------------------------------
@@ -701,9 +729,7 @@ def _name_arg(value: str, what: str) -> str:
     return value
 
 
-_REQUEUE = re.compile(
-    r"   Requeue=\d+ Restarts=(\d{1,6}) BatchFlag=\d+ Reboot=\d+ ExitCode=(\d{1,3}:\d{1,3})"
-)
+_REQUEUE = r"   Requeue=\d+ Restarts=(\d{1,6}) BatchFlag=\d+ Reboot=\d+ ExitCode=(\d{1,3}:\d{1,3})"
 
 
 def scontrol_detail(out: str, job_id: int, name: str) -> dict[str, Any]:
@@ -711,14 +737,14 @@ def scontrol_detail(out: str, job_id: int, name: str) -> dict[str, Any]:
     record's name (which squeue gave) is skipped whole; the exit line is Slurm's own,
     before any free text; ``StdOut=`` comes after the comment and working directory
     (anybody's text), so the last such line is Slurm's."""
-    m = parse.HEADER.match(out)
+    m = re.match(parse.HEADER, out)
     if m is None or int(m.group(1)) != job_id or out[m.end() :].split("\n", 1)[0] != name:
         return {}
     body = out[m.end() + len(name) + 1 :]
     detail: dict[str, Any] = {}
     fixed, _, free = body.partition("\n   MinCPUsNode=")
     for line in fixed.split("\n"):
-        m = _REQUEUE.fullmatch(line)
+        m = re.fullmatch(_REQUEUE, line)
         if m is not None:
             code, sig = parse.exit_code(m.group(2))
             detail.update(requeues=int(m.group(1)), exit_code=code, exit_signal=sig)

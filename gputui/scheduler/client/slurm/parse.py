@@ -125,7 +125,9 @@ def split_records(out: str, markers: Markers, keys: Sequence[str]) -> Parsed:
         if len(values) != len(keys):
             parsed.dropped += 1
             continue
-        parsed.rows.append({k: v[:MAX_FIELD] for k, v in zip(keys, values, strict=True)})
+        if len(body) > MAX_FIELD:  # only then can a field be over the cap
+            values = [v[:MAX_FIELD] for v in values]
+        parsed.rows.append(dict(zip(keys, values, strict=True)))
     return parsed
 
 
@@ -212,6 +214,9 @@ def exit_code(value: str) -> tuple[int | None, int | None]:
     return c, s or None
 
 
+_JOB_REF = re.compile(r"(?<![\d])(\d{1,10})(?![\d])")
+
+
 def job_view(row: Mapping[str, str], pools: Mapping[str, str]) -> dict[str, Any] | None:
     """A squeue record as the head's job view (None for a record with no job id)."""
     number = job_id(row["id"])
@@ -220,7 +225,8 @@ def job_view(row: Mapping[str, str], pools: Mapping[str, str]) -> dict[str, Any]
     state = row["state"].split()[0] if row["state"].split() else "UNKNOWN"
     partition = text(row["partition"])
     started = timestamp(row["started"]) if state not in ("PENDING",) else None
-    after = [int(x) for x in re.findall(r"(?<![\d])(\d{1,10})(?![\d])", row["dependency"])][:64]
+    dependency = text(row["dependency"])
+    after = [int(x) for x in _JOB_REF.findall(dependency)][:64] if dependency else []
     return {
         "id": number,
         "array_id": row["display_id"] if row["display_id"] != row["id"] else None,
@@ -247,8 +253,8 @@ def job_view(row: Mapping[str, str], pools: Mapping[str, str]) -> dict[str, Any]
         "requeues": 0,
         "run_as": None,
         "project": None,
-        "after": after if text(row["dependency"]) else [],
-        "after_ok": "afterok" in row["dependency"],
+        "after": after,
+        "after_ok": dependency is not None and "afterok" in dependency,
         "over_quota": False,
         "idle_since": None,
         "cwd": text(row["cwd"]),
@@ -258,11 +264,11 @@ def job_view(row: Mapping[str, str], pools: Mapping[str, str]) -> dict[str, Any]
 
 # -- scontrol show job -d ----------------------------------------------------------
 
-_DETAIL = re.compile(
+_DETAIL = (
     r"     Nodes=(?P<nodes>[A-Za-z0-9_.,\[\]-]{1,256}) CPU_IDs=\S* Mem=\d+ "
     r"GRES=(?P<gres>\S*)"
 )
-_IDX = re.compile(r"gpu(?::[A-Za-z0-9_.-]{1,64})?(?::\d{1,6})?\(IDX:(?P<idx>[0-9,\-]{0,256})\)")
+_IDX = r"gpu(?::[A-Za-z0-9_.-]{1,64})?(?::\d{1,6})?\(IDX:(?P<idx>[0-9,\-]{0,256})\)"
 
 
 def index_list(spec: str) -> list[int]:
@@ -281,7 +287,7 @@ def index_list(spec: str) -> list[int]:
     return out
 
 
-HEADER: Final = re.compile(
+HEADER: Final = (
     r"(?m)^JobId=(\d{1,10})(?: ArrayJobId=\d{1,10} ArrayTaskId=[0-9\[\]%,-]{1,64})?"
     r"(?: HetJobId=\d{1,10} HetJobOffset=\d{1,10})? JobName="
 )
@@ -299,7 +305,7 @@ def gpu_indexes(out: str, names: Mapping[int, str]) -> dict[int, dict[str, list[
     job's name or comment forging it) gets nothing."""
     out = out[:MAX_OUTPUT]
     starts: dict[int, list[int]] = {}
-    for m in HEADER.finditer(out):
+    for m in re.finditer(HEADER, out):
         number = int(m.group(1))
         name = names.get(number)
         if name is None:
@@ -316,10 +322,10 @@ def gpu_indexes(out: str, names: Mapping[int, str]) -> dict[int, dict[str, list[
         body = out[at : stop if stop >= 0 else at]
         per_node: dict[str, list[int]] = {}
         for line in body.split("\n"):
-            detail = _DETAIL.fullmatch(line)
+            detail = re.fullmatch(_DETAIL, line)
             if detail is None:
                 continue
-            for g in _IDX.finditer(detail.group("gres")):
+            for g in re.finditer(_IDX, detail.group("gres")):
                 per_node.setdefault(detail.group("nodes"), []).extend(index_list(g.group("idx")))
         if per_node:
             found[number] = per_node

@@ -63,8 +63,13 @@ class Runner:
         how long it may take (None: no bound, as a claim that waits for GPUs;
         default: ``self.timeout_s``)."""
         limit = self.timeout_s if timeout_s == -1.0 else timeout_s
+        return self.finish(self.start(*argv, input=input), argv[0], input=input, timeout_s=limit)
+
+    def start(self, *argv: str, input: str | None = None) -> subprocess.Popen[bytes]:
+        """Start one command (``finish`` collects it): a listing can run while the rest
+        of the verb loads."""
         try:
-            proc = subprocess.Popen(
+            return subprocess.Popen(
                 self.argv(argv),
                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -78,6 +83,17 @@ class Runner:
             ) from None
         except OSError as exc:
             raise HeadError("unreachable", f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+    def finish(
+        self,
+        proc: subprocess.Popen[bytes],
+        command: str,
+        *,
+        input: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Done:
+        """What a started command printed, once it ends (within ``timeout_s``)."""
+        limit = timeout_s
         try:
             out, err = proc.communicate(
                 input.encode() if input is not None else None, timeout=limit
@@ -86,7 +102,7 @@ class Runner:
             proc.kill()
             proc.communicate()
             raise HeadError(
-                "timeout", f"{argv[0]} gave no answer within {limit or 0:g} s (is slurmctld up?)"
+                "timeout", f"{command} gave no answer within {limit or 0:g} s (is slurmctld up?)"
             ) from None
         return Done(
             proc.returncode,
