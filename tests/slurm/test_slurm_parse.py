@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.client.slurm import accounting, parse
 from gputui.scheduler.client.slurm.backend import (
+    _page,
     scontrol_detail,
     sprio_factors,
     sshare_standing,
@@ -247,3 +248,17 @@ def test_any_sacct_text_is_read_or_dropped(lines: list[list[str]]) -> None:
     found, dropped = accounting.allocations(out, markers)
     assert len(found) + dropped <= len(out.splitlines())
     assert all(0 < a.gpus < 10**6 for a in found)
+
+
+@given(st.sets(st.integers(1, 10**6), max_size=40), st.integers(1, 7))
+def test_paging_a_listing_gives_every_row_once_in_order(ids: set[int], limit: int) -> None:
+    rows = [{"id": i} for i in sorted(ids)]
+    seen: list[int] = []
+    after = None
+    for _ in range(len(rows) + 2):
+        page = _page("jobs", rows, limit, after)
+        seen += [r["id"] for r in page["jobs"]]
+        after = page["next"]
+        if after is None:
+            break
+    assert seen == sorted(ids)

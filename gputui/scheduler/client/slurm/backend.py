@@ -142,12 +142,7 @@ class SlurmBackend:
         timeout: float | None = None,
     ) -> Answer:
         jobs = self._squeue(*self._queue_args(all, user))
-        if after is not None:
-            jobs = [j for j in jobs if j["id"] > after]
-        more = limit is not None and len(jobs) > limit
-        if limit is not None:
-            jobs = jobs[:limit]
-        answer: Answer = {"jobs": jobs, "next": jobs[-1]["id"] if more and jobs else None}
+        answer: Answer = _page("jobs", jobs, limit, after)
         if self.dropped:
             answer["dropped"] = self.dropped
         return answer
@@ -438,11 +433,7 @@ class SlurmBackend:
         if user is not None:
             extra += ["--user", _name_arg(user, "user")]
         claims = [self._claim_view(j) for j in self._squeue(*extra)]
-        if after is not None:
-            claims = [c for c in claims if c["id"] > after]
-        more = limit is not None and len(claims) > limit
-        claims = claims[:limit] if limit is not None else claims
-        return {"claims": claims, "next": claims[-1]["id"] if more and claims else None}
+        return _page("claims", claims, limit, after)
 
     def release(
         self,
@@ -720,6 +711,17 @@ class SlurmBackend:
 
     def pushes(self) -> Iterator[Answer]:
         raise Unsupported(self.name, "subscribe")
+
+
+def _page(key: str, rows: list[dict[str, Any]], limit: int | None, after: int | None) -> Answer:
+    """One page of ``rows`` (by id) as the head pages a listing: those after ``after``,
+    at most ``limit``, and ``next`` (the last id) when more are left."""
+    if after is not None:
+        rows = [r for r in rows if r["id"] > after]
+    more = limit is not None and len(rows) > limit
+    if limit is not None:
+        rows = rows[:limit]
+    return {key: rows, "next": rows[-1]["id"] if more and rows else None}
 
 
 def _name_arg(value: str, what: str) -> str:
