@@ -107,7 +107,15 @@ async def test_the_screen_decides_which_hosts_come_in_full(
             lambda: all(_in_full(daemon, stream, n) for n in on_screen),
             "the hosts on screen in full",
         )
-        # Off screen: the grid's rows, without the health readings.
+        # Off screen: the grid's rows, without the health readings (a host the head
+        # sent in full before it heard this console's view turns into a summary at its
+        # next summary, within the 5 s cadence).
+        await until(
+            pilot,
+            lambda: not _health_read(stream.snapshots()[HOSTS[-1]]),
+            "the last host as a summary",
+            timeout=15,
+        )
         last = stream.snapshots()[HOSTS[-1]]
         assert _sampled(last) and not _health_read(last)
         assert not _in_full(daemon, stream, HOSTS[-1])
