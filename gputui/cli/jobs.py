@@ -197,7 +197,8 @@ def act(backend: SyncBackend, a: argparse.Namespace) -> int:
 
 
 ENDED = frozenset({"completed", "failed", "timeout", "killed", "cancelled", "out_of_memory",
-                   "node_fail", "preempted", "boot_fail", "deadline"})  # fmt: skip
+                   "node_fail", "preempted", "boot_fail", "deadline", "revoked",
+                   "special_exit"})  # fmt: skip
 """A job's states once it has ended, the head's and Slurm's (in lower case)."""
 
 

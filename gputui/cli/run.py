@@ -58,9 +58,16 @@ def _srun(backend: SessionBackend, a: argparse.Namespace, command: list[str]) ->
     argv = srun_argv(command, gpus=a.gpus, pool=a.pool, host=a.host)
     sys.stdout.flush()
     try:
-        return subprocess.run(argv, check=False).returncode
+        proc = subprocess.Popen(argv)
     except FileNotFoundError:
         raise HeadError("unreachable", f"run: {argv[0]} is not installed here") from None
+    # ^C reaches srun from the terminal (it cancels its own step and allocation): this
+    # process only waits for it, never kills it.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run(backend: SessionBackend, a: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 def shown(text: object, width: int = 10_000) -> str:
     """``text`` with anything not printable shown as ``?``, cut to ``width`` with an
     ellipsis."""
-    value = str(text)
+    value = str(text)[: width + 1]  # what is cut away is never looked at
     if not value.isprintable():  # the usual text is printable whole: no pass a character
         value = "".join(ch if ch.isprintable() else "?" for ch in value)
     return value if len(value) <= width else value[: width - 1] + "…"

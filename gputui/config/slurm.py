@@ -160,3 +160,15 @@ class SlurmConfig:
 
     def host_of(self, node: str) -> str:
         return self.nodes.get(node, node)
+
+    def node_of(self, host: str) -> str:
+        return node_of(self.nodes, host)
+
+
+def node_of(nodes: Mapping[str, str], host: str) -> str:
+    """The Slurm node a hosts.yaml host is, by ``slurm.nodes`` (node -> host): the node
+    that maps to it, else the node of the same name."""
+    for node, name in nodes.items():
+        if name == host:
+            return node
+    return host

@@ -262,3 +262,18 @@ def test_paging_a_listing_gives_every_row_once_in_order(ids: set[int], limit: in
         if after is None:
             break
     assert seen == sorted(ids)
+
+
+def test_every_state_slurm_ends_a_job_in_ends_gputui_logs_follow() -> None:
+    from gputui.cli.jobs import ENDED
+
+    assert {state.lower() for state in parse.FINAL_STATES} <= ENDED
+
+
+def test_one_gpu_line_for_several_nodes_gives_each_node_its_gpus() -> None:
+    out = (
+        "JobId=9 JobName=wide\n   JobState=RUNNING Reason=None Dependency=(null)\n"
+        "   JOB_GRES=gpu:4\n     Nodes=gpu[01-02] CPU_IDs=0-1 Mem=0 GRES=gpu:2(IDX:0-1)\n"
+        "   MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0\n"
+    )
+    assert parse.gpu_indexes(out, {9: "wide"}) == {9: {"gpu01": [0, 1], "gpu02": [0, 1]}}

@@ -72,18 +72,25 @@ class SlurmRelay:
         self.clock = clock
         self.polls = 0
         self._latest: dict[str, Any] | None = None
+        self._refused: set[tuple[str, str]] = set()
+        """(node, change) Slurm refused, logged once until it is accepted."""
         self._why: str | None = "no answer from Slurm yet"
 
     def answer(self) -> dict[str, Any]:
         """The newest snapshot (``at``: when it was taken); ``HeadError`` while there
-        is none to give, saying why."""
-        if self._latest is None:
-            raise HeadError("unavailable", f"slurm: {self._why}")
-        return self._latest
+        is none to give, or the last poll failed, or the newest is older than three
+        refreshes, saying why (a console then asks Slurm itself, and says so)."""
+        latest = self._latest
+        if latest is None or self._why is not None:
+            raise HeadError("unavailable", f"slurm: {self._why or 'no answer from Slurm yet'}")
+        if self.clock() - latest["at"] > 3 * self.conf.refresh_s:
+            raise HeadError("unavailable", "slurm: the head's last answer from Slurm is stale")
+        return latest
 
     async def _drain_fenced(self, nodes: list[dict[str, str]]) -> None:
-        fenced = {self._node(host): why for host, why in self.fences().items()}
-        for record in nodes:
+        fenced = {self.conf.node_of(host): why for host, why in self.fences().items()}
+        # sinfo -N says a node once for each of its partitions: act once a node.
+        for record in {r["name"]: r for r in nodes}.values():
             name, state, reason = record["name"], record["state"].lower(), record["reason"]
             ours = reason.startswith(FENCE_MARK)
             if name in fenced and "drain" not in state:
@@ -97,27 +104,39 @@ class SlurmRelay:
             self.backend.runner.run, "scontrol", "update", f"NodeName={node}", *change
         )
         if done.code == 0:
+            self._refused.discard((node, change[0]))
             log.info("slurm: node %s %s", node, " ".join(change))
-        else:
+        elif (node, change[0]) not in self._refused:  # said once, not every refresh
+            self._refused.add((node, change[0]))
             log.warning("slurm: node %s %s refused: %s", node, change[0], done.err.strip()[:200])
 
-    def _node(self, host: str) -> str:
-        for node, name in self.conf.nodes.items():
-            if name == host:
-                return node
-        return host
-
-    async def run(self) -> None:
+    async def _public(self) -> bool:
+        """Whether Slurm shows every user's jobs to every user: only then may the head
+        (root, who sees all) relay them. Not known (Slurm not answering) is not yes."""
         done = await asyncio.to_thread(self.backend.runner.run, "scontrol", "show", "config")
-        if done.code == 0 and private_jobs(done.out):
+        if done.code != 0:
+            self._why = "cannot read Slurm's configuration yet (is slurmctld up?)"
+            return False
+        if private_jobs(done.out):
             self._why = (
                 "Slurm hides jobs from other users (PrivateData=jobs): the head does not"
                 " relay them; each console asks Slurm as its own user"
             )
-            log.warning("slurm relay off: %s", self._why)
-            return
+            return False
+        return True
+
+    async def run(self) -> None:
+        public = False
         while True:
             started = time.monotonic()
+            if not public:
+                public = await self._public()
+                if not public:
+                    log.warning("slurm relay off: %s", self._why)
+                    if "PrivateData" in (self._why or ""):
+                        return
+                    await asyncio.sleep(self.conf.refresh_s)
+                    continue
             try:
                 snap = await asyncio.to_thread(self.backend.snapshot)
             except HeadError as exc:

@@ -106,7 +106,8 @@ def slurm_state(
             on_node = whole.get(name, [])
             if holder is None and on_node:
                 holder = on_node[0]
-            for h in ([holder] if holder is not None else []) + on_node:
+            held_by = on_node if holder is None or holder in on_node else [holder, *on_node]
+            for h in held_by:
                 owner = jobs_by_id.get(int(h["id"]))
                 if owner is not None:
                     holdings.append(
@@ -195,9 +196,7 @@ def relayed(answer: Mapping[str, Any]) -> Snapshot:
             for node, idx in list(per_node.items())[:4096]
             if isinstance(idx, list)
         }
-    good_jobs = [
-        j for j in jobs[:1_000_000] if isinstance(j, dict) and isinstance(j.get("id"), int)
-    ]
+    good_jobs = [j for j in jobs[:1_000_000] if _job_ok(j)]
     good_nodes = [
         {k: str(n.get(k, "")) for k in ("name", "state", "gres", "partition", "reason")}
         for n in nodes[:100_000]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from gputui.common.printable import shown
+from gputui.config.slurm import node_of
 from gputui.scheduler.client.backend import Answer, Unsupported
 from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.slurm import parse
@@ -120,6 +121,9 @@ class SlurmBackend:
             markers = prefetched[1]
             done = self.runner.finish(prefetched[2], "squeue", timeout_s=self.runner.timeout_s)
         else:
+            if prefetched is not None:  # asked for another listing: that one is not read
+                prefetched[2].kill()
+                prefetched[2].communicate()
             markers = parse.Markers()
             fmt = markers.format(letter for _, letter in parse.JOB_FIELDS)
             done = self.runner.run("squeue", "--noheader", *extra, "-o", fmt)
@@ -226,7 +230,7 @@ class SlurmBackend:
 
         target = f"{host}:{gpu}"
         answer: Answer = {"target": target, "steps": steps, "free": False}
-        if not gpu.isdigit() or len(gpu) > 4:
+        if not (gpu.isascii() and gpu.isdigit()) or len(gpu) > 4:
             raise HeadError("usage", f"force-free: {shown(gpu, 20)} is not a GPU index")
         index = int(gpu)
         node = _name_arg(self._node_of(host), "host")
@@ -373,9 +377,9 @@ class SlurmBackend:
         if host is not None:
             cmd.append(f"--nodelist={_name_arg(self._node_of(host), 'host')}")
         if duration_s is not None:
-            cmd.append(f"--time={parse.slurm_duration(duration_s)}")
+            cmd.append(f"--time={_limit(duration_s, 'claim')}")
         if note or project:
-            cmd.append(f"--comment={note or project}")
+            cmd.append(f"--comment={'; '.join(p for p in (note, project) if p)}")
         if not wait:
             cmd.append("--immediate=1")
         done = self.runner.run(*cmd, timeout_s=None if wait else self.runner.timeout_s)
@@ -461,9 +465,9 @@ class SlurmBackend:
         """What ``srun --jobid`` needs to run in the caller's claim (on ``host``, else
         the newest)."""
         mine = [c for c in self.claims()["claims"] if c["state"] == "active"]
-        if host is not None:
-            here = [c for c in mine if host in parse.node_names(c["host"] or "")]
-            mine = here or mine
+        if host is not None:  # only a claim on that host: never one elsewhere
+            node = self._node_of(host)
+            mine = [c for c in mine if node in parse.node_names(c["host"] or "")]
         if not mine:
             return {"uuids": [], "slurm_job": None}
         return {"uuids": [], "slurm_job": mine[-1]["id"]}
@@ -538,7 +542,7 @@ class SlurmBackend:
         if cwd:
             cmd.append(f"--chdir={cwd}")
         if time_limit_s is not None:
-            cmd.append(f"--time={parse.slurm_duration(time_limit_s)}")
+            cmd.append(f"--time={_limit(time_limit_s, 'submit')}")
         if priority is not None:
             qos = self.qos.get(priority)
             if qos is None:
@@ -567,10 +571,7 @@ class SlurmBackend:
         return {"job": self._job(int(m.group(1)))}
 
     def _node_of(self, host: str) -> str:
-        for node, name in self.nodes.items():
-            if name == host:
-                return node
-        return host
+        return node_of(self.nodes, host)
 
     # -- acting on jobs ----------------------------------------------------------------
 
@@ -724,6 +725,14 @@ def _page(key: str, rows: list[dict[str, Any]], limit: int | None, after: int | 
     return {key: rows, "next": rows[-1]["id"] if more and rows else None}
 
 
+def _limit(seconds: float, verb: str) -> str:
+    """A time limit as Slurm's ``--time``; a usage error, in one line, past a year."""
+    try:
+        return parse.slurm_duration(seconds)
+    except ValueError as exc:
+        raise HeadError("usage", f"{verb}: give {exc}") from None
+
+
 def _name_arg(value: str, what: str) -> str:
     """A name that goes on Slurm's command line: never an option, never a list."""
     if not value or len(value) > 256 or not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+", value):
@@ -740,9 +749,10 @@ def scontrol_detail(out: str, job_id: int, name: str) -> dict[str, Any]:
     before any free text; ``StdOut=`` comes after the comment and working directory
     (anybody's text), so the last such line is Slurm's."""
     m = re.match(parse.HEADER, out)
-    if m is None or int(m.group(1)) != job_id or out[m.end() :].split("\n", 1)[0] != name:
+    at = None if m is None or int(m.group(1)) != job_id else parse.after_name(out, m, name)
+    if at is None:
         return {}
-    body = out[m.end() + len(name) + 1 :]
+    body = out[at:]
     detail: dict[str, Any] = {}
     fixed, _, free = body.partition("\n   MinCPUsNode=")
     for line in fixed.split("\n"):

@@ -32,6 +32,8 @@ MAX_OUTPUT: Final = 64 << 20
 MAX_FIELD: Final = 4096
 """The longest field kept (a name, a comment, a reason); longer is cut."""
 MAX_JOB_ID: Final = 2**32 - 1
+MAX_LIMIT_S: Final = 365 * 86400
+"""The longest ``--time`` gputui passes Slurm."""
 """Slurm's job ids are 32-bit."""
 
 JOB_FIELDS: Final = (
@@ -183,6 +185,8 @@ def duration_s(value: str) -> float | None:
 def slurm_duration(seconds: float) -> str:
     """Seconds as Slurm's ``--time`` (``D-HH:MM:SS``, rounded up to a minute as Slurm's
     limits are)."""
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_LIMIT_S:
+        raise ValueError(f"a time limit of at most {MAX_LIMIT_S // 86400} days")
     minutes = max(1, math.ceil(seconds / 60))
     days, rest = divmod(minutes, 24 * 60)
     hours, mins = divmod(rest, 60)
@@ -295,6 +299,18 @@ HEADER: Final = (
 heterogeneous job's component's too), up to its name."""
 
 
+def after_name(out: str, header: re.Match[str], name: str | None) -> int | None:
+    """Where a record's body starts, past ``JobId=N ... JobName=`` (``header``) and the
+    job's name as squeue gave it (newlines and all), or None when the name is not
+    that one there."""
+    if name is None:
+        return None
+    end = header.end() + len(name)
+    if out[header.end() : end] != name or out[end : end + 1] != "\n":
+        return None
+    return end + 1
+
+
 def gpu_indexes(out: str, names: Mapping[int, str]) -> dict[int, dict[str, list[int]]]:
     """Each running job's GPU indexes per node, from ``scontrol show job -d`` (all
     jobs, one call): {job id: {node: [index, ...]}}. ``names`` are the jobs' names as
@@ -307,12 +323,9 @@ def gpu_indexes(out: str, names: Mapping[int, str]) -> dict[int, dict[str, list[
     starts: dict[int, list[int]] = {}
     for m in re.finditer(HEADER, out):
         number = int(m.group(1))
-        name = names.get(number)
-        if name is None:
-            continue
-        end = m.end() + len(name)
-        if out[m.end() : end] == name and out[end : end + 1] == "\n":
-            starts.setdefault(number, []).append(end + 1)
+        at = after_name(out, m, names.get(number))
+        if at is not None:
+            starts.setdefault(number, []).append(at)
     found: dict[int, dict[str, list[int]]] = {}
     for number, positions in starts.items():
         if len(positions) != 1:
@@ -325,8 +338,14 @@ def gpu_indexes(out: str, names: Mapping[int, str]) -> dict[int, dict[str, list[
             detail = re.fullmatch(_DETAIL, line)
             if detail is None:
                 continue
-            for g in re.finditer(_IDX, detail.group("gres")):
-                per_node.setdefault(detail.group("nodes"), []).extend(index_list(g.group("idx")))
+            # One line may stand for several nodes given the same GPUs (gpu[01-02]).
+            idx = [
+                i
+                for g in re.finditer(_IDX, detail.group("gres"))
+                for i in index_list(g.group("idx"))
+            ]
+            for node in node_names(detail.group("nodes")) if idx else ():
+                per_node.setdefault(node, []).extend(idx)
         if per_node:
             found[number] = per_node
     return found
