@@ -94,10 +94,15 @@ _SUMMARY_PROCESS = ("pid", "user")
 """What a summary keeps of each process: enough to count them and name their users."""
 
 
-def summary_view(view: HostView) -> HostView:
+def summary_view(view: HostView, every_s: float = 0.0) -> HostView:
     """``view`` as a console that does not show the host gets it: the grid's row of
-    each GPU (its readings, its processes' pids and users) and nothing else."""
+    each GPU (its readings, its processes' pids and users) and nothing else. Sent only
+    every ``every_s``, so its stale limit grows by that much: a summary's age between
+    two of them is the cadence's, not the host's."""
     top = view.top
+    limit = top.get("stale_after_s")
+    if every_s and isinstance(limit, int | float) and not isinstance(limit, bool):
+        top = {**top, "stale_after_s": limit + every_s}
     sample = top.get("sample")
     if isinstance(sample, dict) and sample.get("parents"):
         top = {**top, "sample": {**sample, "parents": []}}

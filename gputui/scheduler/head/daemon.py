@@ -310,7 +310,11 @@ class Head:
             self._spawn(conn.counted(self.force_frees.run(conn, request)))
             return
         if request.op == "telemetry":  # answered from the last collection, then pushed
-            body = self.telemetry.subscribe(conn, request.id, request.args.detail)
+            try:
+                body = self.telemetry.subscribe(conn, request.id, request.args.detail)
+            except wire.Refusal as refusal:
+                conn.send(wire.error(request.id, refusal.code, refusal.message))
+                return
             conn.send(wire.response(request.id, body))
             return
         if request.op == "telemetry_view":  # what this console shows: those hosts in full

@@ -80,6 +80,7 @@ class TelemetryHub:
         progress: Callable[[], None] = lambda: None,
     ) -> None:
         self._order = list(hosts)
+        self._watched = frozenset(self._order)
         self._private = private
         self._interval = min_interval_s
         self._spawn = spawn
@@ -87,7 +88,6 @@ class TelemetryHub:
         self._latest: dict[str, tuple[int, HostSnapshot]] = {}
         self._views: dict[tuple[str, bool], tuple[int, HostView]] = {}
         """(host, in full) -> (version, its view), made once per version, on demand."""
-        self._known_hosts: frozenset[str] | None = None
         self._subs: dict[Connection, _Subscriber] = {}
         self._event = asyncio.Event()
         self._phase: dict[str, float] = {}
@@ -102,7 +102,7 @@ class TelemetryHub:
 
     def observe(self, snap: HostSnapshot) -> None:
         """The fleet's newest snapshot of a host (kept: encoded only when pushed)."""
-        if snap.name not in self._latest and snap.name not in self._order:
+        if snap.name not in self._watched:
             return
         version = self._latest.get(snap.name, (0, snap))[0] + 1
         self._latest[snap.name] = (version, snap)
@@ -121,7 +121,10 @@ class TelemetryHub:
     ) -> dict[str, Any]:
         """``conn`` subscribes (again: from nothing); the answer names the hosts, in
         the configured order. Pushes follow, the first with every host in full."""
-        shown = None if detail is None else self._known(detail, "telemetry")
+        # A name this head does not watch (one a console kept from another head, or
+        # from before hosts.yaml changed) is left out, not refused: the console would
+        # only subscribe with it again.
+        shown = None if detail is None else self._known(detail, "telemetry", strict=False)
         self._subs[conn] = _Subscriber(conn, request_id, shown)
         self._event.set()
         return {"hosts": list(self._order)}
@@ -139,20 +142,17 @@ class TelemetryHub:
             sub.detail, sub.gpu = shown, gpu
             self._event.set()
 
-    def _known(self, hosts: Sequence[str], op: str) -> frozenset[str]:
+    def _known(self, hosts: Sequence[str], op: str, *, strict: bool = True) -> frozenset[str]:
         shown = frozenset(hosts)
         if len(shown) > MAX_VIEWED_HOSTS:
             raise wire.Refusal("bad-args", f"{op}: more than {MAX_VIEWED_HOSTS} hosts in view")
-        unknown = shown - self._watched()
+        unknown = shown - self._watched
+        if unknown and not strict:
+            return shown - unknown
         if unknown:
             name = clean(min(unknown), 64)
             raise wire.Refusal("bad-args", f"{op}: {name!r} is no host of this head")
         return shown
-
-    def _watched(self) -> frozenset[str]:
-        if self._known_hosts is None or len(self._known_hosts) != len(self._order):
-            self._known_hosts = frozenset(self._order)
-        return self._known_hosts
 
     def viewers(self) -> list[tuple[frozenset[str] | None, tuple[str, int] | None]]:
         """Each subscriber's view: the hosts it gets in full (None: all), its GPU."""
@@ -241,7 +241,9 @@ class TelemetryHub:
         cached = self._views.get((name, full))
         if cached is not None and cached[0] == version:
             return cached[1]
-        view = host_view(snap) if full else summary_view(self._view(name, True))
+        view = (
+            host_view(snap) if full else summary_view(self._view(name, True), self.summary_every_s)
+        )
         self._views[(name, full)] = (version, view)
         return view
 
