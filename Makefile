@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.installed-run
 PREFIX ?= /opt/gputui
 BINDIR ?= /usr/local/bin
 
-.PHONY: demo test lint typecheck layers unit bench bench-check bench-quick clean help install-team
+.PHONY: demo test lint typecheck layers unit bench bench-check bench-quick clean help install-team locale
 
 help:
 	@echo "make demo | test | lint | bench | bench-check | install-team | clean"
@@ -30,6 +30,11 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	@touch $@
 
+# The translations: each gputui/locale/*/LC_MESSAGES/gputui.po compiled to the .mo the
+# package ships (no GNU gettext needed; a test checks the .mo is up to date).
+locale:
+	$(PYTHON) scripts/msgfmt.py
+
 demo: $(RUN_STAMP)
 	$(BIN)/gputui demo
 
@@ -47,8 +52,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The whole suite, in parallel (pytest-xdist): the tests that need root or sshd share
-# one worker (tests/privileged.py), and hypothesis runs its ci profile (every test's own
+# The whole suite, in parallel (pytest-xdist): the tests that need root or sshd run a
+# module to a worker, the Slurm ones in one (tests/privileged.py), and hypothesis runs its ci profile (every test's own
 # example counts; tests/hypoprofiles.py). Workers: one a core, at least 4 (much of the
 # suite waits on processes and sockets: on 2 cores 4 workers leave them idle some 12% of
 # the time, 3 workers 20%), at most 8. A quick local pass instead:

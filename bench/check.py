@@ -78,6 +78,20 @@ BENCHES: dict[str, tuple[list[str], list[Target]]] = {
             ),
         ],
     ),
+    "ingest": (
+        ["ingest.py", "--hosts", "200", "--seconds", "5", "--repeats", "3"],
+        [
+            # Before the ingest path kept its answers between samples: 15 to 19x here;
+            # before the health board, ownership and fencing kept theirs: 9 to 11x.
+            Target(
+                "ingest: head CPU a sample / json.loads",
+                _key("ratio_vs_json_loads"),
+                "<=",
+                12.0,
+                "x",
+            ),
+        ],
+    ),
     "model_rows": (
         ["model_rows.py", "--gpus", "4096", "--runs", "9"],
         [
@@ -117,6 +131,10 @@ BENCHES: dict[str, tuple[list[str], list[Target]]] = {
             "8",
             "--passes",
             "7",
+            "--array-passes",
+            "5",
+            "--cpu-submissions",
+            "4000",
         ],
         [
             Target(
@@ -140,6 +158,24 @@ BENCHES: dict[str, tuple[list[str], list[Target]]] = {
             Target("sched: gputui submit (CLI)", _key("cli_submit_ms"), "<=", 150.0, " ms"),
             Target("sched: scheduling pass (10,000 jobs)", _key("pass_ms"), "<=", 50.0, " ms"),
             Target("sched: naive pass / ours", _key("pass_ratio"), ">=", 5.0, "x"),
+            Target("sched: 1,000-task array acknowledged", _key("array_submit_s"), "<=", 1.0, " s"),
+            Target(
+                "sched: pass over singles / over arrays (10,000)",
+                _key("pass_arrays_ratio"),
+                ">=",
+                1.0,
+                "x",
+            ),
+        ],
+    ),
+    "estimates": (
+        ["estimates.py", "--hosts", "64", "--waiting", "500", "--limit", "100", "--runs", "5"],
+        [
+            Target(
+                "estimates: first 100 in line (512 GPUs)", _key("estimates_ms"), "<=", 250.0, " ms"
+            ),
+            Target("estimates: naive / ours", _key("ratio"), ">=", 5.0, "x"),
+            Target("estimates: same answers as naive", _key("agree_n"), ">=", 1.0),
         ],
     ),
     "metrics": (

@@ -281,7 +281,7 @@ async def probe_connect(head: Head, count: int) -> tuple[float, set[str]]:
     try:
         await client.call("telemetry", {"detail": []}, timeout=30)
         deadline = start + max(60.0, count * 0.1)
-        pushes = client.pushes().__aiter__()
+        pushes = client.pushes("telemetry").__aiter__()
         status: dict[str, str] = {}
         sampled: set[str] = set()
         while len(live) < count and time.monotonic() < deadline:
@@ -312,7 +312,7 @@ async def probe_staleness(head: Head, seconds: float) -> tuple[float | None, int
     ages: list[float] = []
 
     async def follow() -> None:
-        async for push in client.pushes():
+        async for push in client.pushes("telemetry"):
             for delta in push.get("hosts") or ():
                 sample = (delta.get("top") or {}).get("sample")
                 if isinstance(sample, dict) and isinstance(sample.get("time"), float):

@@ -4,19 +4,24 @@
                           [--database postgresql]
 
 Starts a real ``gputui head`` subprocess (its own SQLite file, WAL, synchronous=FULL)
-twice: once as shipped, once with ``--commit-per-request`` (the baseline), and
-drives each with N concurrent clients over the Unix socket, each sending one
-``submit`` at a time and waiting for its durable answer. Its one host is
-unreachable, so every job stays queued: this measures the request path and the
-commit, not launches. Then times whole ``gputui submit`` processes, and one
-scheduling pass over 10,000 waiting jobs against the plain reference pass
-(``policy_pass.py``). Beside the two heads, the same disk's own rate of single-row
-durable commits (``fsync_commits_per_s``: WAL, ``synchronous=FULL``, like the head),
-which bounds any server that commits each request alone; the target is at least twice
-it. With ``--database postgresql``, the same head (group commit) once more on a
-PostgreSQL server the benchmark starts for itself (the test suite's ``pgserver``:
-Debian's ``postgresql`` package, fsync and synchronous commit on, a Unix socket),
-beside SQLite's in the same run. The last line printed is one JSON object.
+twice: once as shipped, once with ``--commit-per-request`` (the baseline), and drives
+each with N concurrent clients over the Unix socket, each sending one ``submit`` at a
+time and waiting for its durable answer. Its one host is unreachable, so every job stays
+queued: this measures the request path and the commit, not launches. Then times whole
+``gputui submit`` processes, and one scheduling pass over 10,000 waiting jobs against
+the plain reference pass (``policy_pass.py``); one 1,000-task array submitted and
+acknowledged (``array_submit_s``), and a whole pass over 10,000 tasks in 20 arrays
+against one over as many single jobs, in the same run (``array_pass.py``). Beside the
+two heads, the head's own CPU time per acknowledged submission
+(``head_cpu_us_per_submission``: user + system time of the head process from
+``/proc``, the least of three rounds; steady where rates move with the machine's other
+load). Beside the two heads, the same disk's own rate of single-row durable commits
+(``fsync_commits_per_s``: WAL, ``synchronous=FULL``, like the head), which bounds any
+server that commits each request alone; the target is at least twice it. With
+``--database postgresql``, the same head (group commit) once more on a PostgreSQL server
+the benchmark starts for itself (the test suite's ``pgserver``: Debian's ``postgresql``
+package, fsync and synchronous commit on, a Unix socket), beside SQLite's in the same
+run. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import array_pass
 import policy_pass
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,6 +131,84 @@ def submit_rate(clients: int, seconds: float, *extra: str, database: str | None 
     finally:
         stop_head(proc)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _submit_n(sock: str, clients: int, each: int) -> None:
+    """``clients`` connections, each sending ``each`` submissions one at a time."""
+
+    async def one(index: int) -> None:
+        reader, writer = await asyncio.open_unix_connection(sock)
+        run = os.urandom(4).hex()
+        for n in range(each):
+            request = {
+                "id": n,
+                "op": "submit",
+                "rid": f"c{index}-{n}-{run}",
+                "args": {"argv": ["python", "train.py", "--seed", str(n)], "gpus": 1},
+            }
+            writer.write(json.dumps(request).encode() + b"\n")
+            answer = json.loads(await reader.readline())
+            if not answer.get("ok"):
+                raise SystemExit(f"submit refused: {answer}")
+        writer.close()
+
+    await asyncio.gather(*(one(i) for i in range(clients)))
+
+
+def head_cpu_us_per_submission(clients: int, submissions: int, repeats: int) -> float:
+    """The head's own CPU time (``/proc/PID/stat``: user + system, every thread) per
+    acknowledged submission, ``submissions`` of them from ``clients`` clients at a time;
+    the least of ``repeats`` rounds on one head. CPU time, not wall time: other load on
+    the machine barely moves it, where it moves a rate a lot."""
+    tmp = Path(tempfile.mkdtemp(prefix="gputui-bench-"))
+    proc = start_head(tmp)
+    sock = str(tmp / "run" / "head.sock")
+    each = max(1, submissions // clients)
+    try:
+        asyncio.run(_submit_n(sock, clients, max(1, 500 // clients)))  # warm up
+        best = float("inf")
+        for _ in range(repeats):
+            before = _cpu_s(proc.pid)
+            asyncio.run(_submit_n(sock, clients, each))
+            best = min(best, (_cpu_s(proc.pid) - before) / (each * clients))
+    finally:
+        stop_head(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return best * 1e6
+
+
+async def _submit_arrays(sock: str, tasks: int, times: int) -> list[float]:
+    reader, writer = await asyncio.open_unix_connection(sock, limit=1 << 24)
+    ids = [0]
+    took: list[float] = []
+    for n in range(times):
+        args = {"argv": ["python", "sweep.py", str(n)], "gpus": 1, "array": f"0-{tasks - 1}%8"}
+        start = time.perf_counter()
+        answer = await _call(reader, writer, ids, "submit", args)
+        took.append(time.perf_counter() - start)
+        if answer.get("array", {}).get("tasks") != tasks:
+            raise SystemExit(f"the array was not acknowledged whole: {answer}")
+    writer.close()
+    return took
+
+
+def array_submit_s(tasks: int, times: int) -> float:
+    """Seconds from sending one ``tasks``-task array to its durable answer (the median
+    of ``times``), on the shipped head (its one host unreachable: nothing launches)."""
+    tmp = Path(tempfile.mkdtemp(prefix="gputui-bench-"))
+    proc = start_head(tmp)
+    try:
+        took = asyncio.run(_submit_arrays(str(tmp / "run" / "head.sock"), tasks, times))
+    finally:
+        stop_head(proc)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return statistics.median(took)
 
 
 def postgres_rate(clients: int, seconds: float) -> float:
@@ -368,8 +452,18 @@ def main() -> None:
     parser.add_argument("--preempts", type=int, default=20)
     parser.add_argument("--pass-jobs", type=int, default=10_000)
     parser.add_argument("--passes", type=int, default=20)
+    parser.add_argument("--array-submits", type=int, default=3, help="1,000-task arrays sent")
+    parser.add_argument(
+        "--array-passes", type=int, default=7, help="passes over arrays and over singles"
+    )
     parser.add_argument(
         "--fsync-seconds", type=float, default=2.0, help="each of the two disk measurements"
+    )
+    parser.add_argument(
+        "--cpu-submissions",
+        type=int,
+        default=8000,
+        help="submissions per round of the head CPU measurement (3 rounds, the least kept)",
     )
     parser.add_argument(
         "--database",
@@ -412,8 +506,22 @@ def main() -> None:
         f"the disk:           {fsync:8.0f} single-row durable commits/s"
         f" ({disk[0]:.0f} before, {disk[1]:.0f} after); submissions {grouped / fsync:.2f}x that"
     )
+    cpu_us = head_cpu_us_per_submission(args.clients, args.cpu_submissions, 3)
+    print(
+        f"head CPU:           {cpu_us:8.1f} us per durable submission"
+        f" ({args.clients} clients, least of 3 rounds of {args.cpu_submissions})"
+    )
     cli = cli_submit_ms(args.cli_runs)
     print(f"gputui submit:      {cli:8.1f} ms median over {args.cli_runs} runs")
+    arrays = array_submit_s(1000, args.array_submits)
+    print(f"array submit:       {arrays:8.3f} s for 1,000 tasks, acknowledged (median of"
+          f" {args.array_submits})")  # fmt: skip
+    swept = array_pass.pass_figures(10_000, 20, 128, args.array_passes)
+    print(
+        f"pass over arrays:   {swept['pass_ms_with_arrays']:8.1f} ms (10,000 waiting in 20"
+        f" arrays); as single jobs {swept['pass_ms_same_singles']:.1f} ms"
+        f" ({swept['pass_arrays_ratio']}x)"
+    )
     result = {
         "clients": args.clients,
         "submit_per_s": round(grouped, 1),
@@ -421,11 +529,14 @@ def main() -> None:
         "ratio": round(grouped / baseline, 2) if baseline else None,
         "fsync_commits_per_s": round(fsync, 1),
         "ratio_vs_fsync": round(grouped / fsync, 2) if fsync else None,
+        "head_cpu_us_per_submission": round(cpu_us, 1),
         "cli_submit_ms": round(cli, 1),
         "submit_to_running_p99_s": round(_p99(starts), 3),
         "preempt_to_sigterm_p99_s": round(_p99(preempts), 4),
         "jobs": args.jobs,
         **passes,
+        "array_submit_s": round(arrays, 3),
+        **swept,
     }
     if postgres is not None:
         result["postgres_submit_per_s"] = round(postgres, 1)

@@ -1,6 +1,6 @@
 """Slurm: gputui in front of a real single-node Slurm loaded with N jobs.
 
-    python bench/slurm.py [--jobs 2000] [--runs 7] [--seconds 20]
+    python bench/slurm.py [--jobs 2000] [--runs 7] [--seconds 20] [--vs CHECKOUT]
 
 Starts the tests' single-node Slurm (Debian's slurm-wlm and munge, as root; see
 tests/slurmcluster.py), submits ``--jobs`` held jobs plus a few running ones, then
@@ -9,7 +9,8 @@ measures, side by side in one run:
 * ``queue_ms``: ``gputui queue`` (the CLI, a new process each run, from bytecode as
   an installed gputui runs: the warm-up run writes it) against
   ``squeue_ms``, ``squeue`` alone printing the same queue (median of ``--runs``,
-  the two alternating);
+  the two alternating; with ``--vs CHECKOUT``, the ``gputui queue`` of another
+  checkout of gputui, a before or an after, alternates with them: ``queue_vs_ms``);
 * ``console_refresh_ms``: one console refresh (one ``squeue``, one ``sinfo``, one
   ``scontrol show job -d``, and the join with the host's GPUs), median;
 * ``ctld_rpc_per_min_1``: slurmctld's RPCs a minute (``sdiag``, its own statistics
@@ -75,27 +76,39 @@ def load(cluster: SlurmCluster, jobs: int) -> None:
         list(pool.map(submit, range(jobs)))
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, check=False)
+    done = subprocess.run(argv, env=env, capture_output=True, check=False, cwd=cwd)
     spent = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{argv[0]}: {done.stderr.decode()[-300:]}")
     return spent * 1000
 
 
-def cli_ms(cluster: SlurmCluster, hosts: Path, runs: int) -> tuple[float, float]:
+def cli_ms(
+    cluster: SlurmCluster, hosts: Path, runs: int, vs: Path | None = None
+) -> tuple[float, float, float | None]:
+    """Median ms of ``gputui queue``, of ``squeue``, and of ``--vs``'s ``gputui queue``
+    (``python -m`` in that checkout: its own package comes first on the path)."""
     env = {**os.environ, **cluster.env, "COLUMNS": "120"}
     # An installed gputui runs from bytecode pip compiled: the warm-up run writes it.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     gputui = [*GPUTUI, "--hosts", str(hosts), "queue"]
     squeue = ["squeue"]
-    timed(gputui, env), timed(squeue, env)  # warm both (page cache, imports)
-    ours, theirs = [], []
+    timed(gputui, env, ROOT), timed(squeue, env)  # warm both (page cache, imports)
+    if vs is not None:
+        timed(gputui, env, vs)
+    ours, theirs, other = [], [], []
     for _ in range(runs):
-        ours.append(timed(gputui, env))
+        ours.append(timed(gputui, env, ROOT))
         theirs.append(timed(squeue, env))
-    return statistics.median(ours), statistics.median(theirs)
+        if vs is not None:
+            other.append(timed(gputui, env, vs))
+    return (
+        statistics.median(ours),
+        statistics.median(theirs),
+        statistics.median(other) if other else None,
+    )
 
 
 async def refresh_ms(runs: int) -> float:
@@ -158,6 +171,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--vs",
+        type=Path,
+        metavar="CHECKOUT",
+        help="another checkout of gputui whose `gputui queue` alternates with this one's",
+    )
     args = parser.parse_args()
     if not installed():
         raise SystemExit("bench/slurm.py: needs Debian's slurm-wlm and munge (apt install)")
@@ -174,8 +193,10 @@ def main() -> None:
         print(f"loaded {args.jobs} held jobs in {time.monotonic() - started:.1f} s")
         hosts = tmp / "hosts.yaml"
         hosts.write_text("slurm:\n  refresh_s: 2\n", encoding="utf-8")
-        queue, squeue = cli_ms(cluster, hosts, args.runs)
+        queue, squeue, queue_vs = cli_ms(cluster, hosts, args.runs, args.vs)
         print(f"gputui queue:       {queue:8.1f} ms   squeue alone: {squeue:.1f} ms")
+        if queue_vs is not None:
+            print(f"gputui queue (--vs): {queue_vs:7.1f} ms   ({args.vs})")
         refresh = asyncio.run(refresh_ms(args.runs))
         print(f"console refresh:    {refresh:8.1f} ms (squeue, sinfo, scontrol -d, the join)")
         one = rpc_per_min(
@@ -210,6 +231,8 @@ def main() -> None:
             "queue_ok": queue <= squeue + 100,
             "ctld_ok": tenfold <= 1.5 * one,
         }
+        if queue_vs is not None:
+            result["queue_vs_ms"] = round(queue_vs, 1)
         print(json.dumps(result))
     finally:
         if head is not None:

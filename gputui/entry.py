@@ -11,8 +11,12 @@ runs.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-_TAKES_VALUE = ("--hosts", "--socket", "--theme", "--database", "--metrics")
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_TAKES_VALUE = ("--hosts", "--socket", "--theme", "--database", "--metrics", "--lang")
 """Every option before the verb that takes a value, in any of the parsers this picks
 from (``cli.console``, ``cli.args``, ``cli.head``): a test holds them to it."""
 
@@ -47,26 +51,68 @@ def _usage_error(line: str) -> int:
 def unknown_verb(verb: str) -> str:
     """The line for a word that is no command: every command, and the nearest ones."""
     import difflib
-    import textwrap
 
-    from gputui.cli.args import VERBS
+    from gputui.cli.args import VERBS, wrap_cells
+    from gputui.common.i18n import _
     from gputui.common.printable import shown
 
     known = [*CONSOLE_COMMANDS, "head", *VERBS]
     near = difflib.get_close_matches(verb, known, n=3, cutoff=0.6)
-    hint = f"; did you mean: {', '.join(near)}?" if near else ""
+    word = repr(shown(verb, 40))
+    if near:
+        first = _("unknown command {word}; did you mean: {names}?").format(
+            word=word, names=", ".join(near)
+        )
+    else:
+        first = _("unknown command {word}").format(word=word)
     lists = (
-        f"console commands: {', '.join(CONSOLE_COMMANDS)}",
-        f"scheduler verbs: head, {', '.join(VERBS)}",
+        _("console commands: {names}").format(names=", ".join(CONSOLE_COMMANDS)),
+        _("scheduler verbs: {names}").format(names=", ".join(["head", *VERBS])),
     )
-    wrapped = [textwrap.fill(t, 78, initial_indent="  ", subsequent_indent="    ") for t in lists]
-    return "\n".join([f"unknown command {shown(verb, 40)!r}{hint}", *wrapped])
+    return "\n".join([first, *(_indented(t, wrap_cells) for t in lists)])
+
+
+def _indented(text: str, wrap_cells: Callable[[str, int], list[str]]) -> str:
+    """A list wrapped to 78 cells: two spaces before its first line, four before the
+    rest (English as ``textwrap`` wraps it; other languages by display cells)."""
+    if text.isascii():
+        import textwrap
+
+        return textwrap.fill(text, 78, initial_indent="  ", subsequent_indent="    ")
+    lines = wrap_cells(text, 74)
+    return "\n".join(("  " if i == 0 else "    ") + line for i, line in enumerate(lines))
+
+
+def _language(globals_: list[str]) -> tuple[list[str], str | None]:
+    """The global options without ``--lang LANG`` (or ``--lang=LANG``), and its value
+    (None: not given). Every parser lists it for its help; it is taken here, once."""
+    rest: list[str] = []
+    lang = None
+    items = iter(globals_)
+    for item in items:
+        if item == "--lang":
+            lang = next(items, "")
+        elif item.startswith("--lang="):
+            lang = item.partition("=")[2]
+        else:
+            rest.append(item)
+    return rest, lang
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     verb = verb_of(args)
     globals_ = _before(args, verb)
+    if any(a == "--lang" or a.startswith("--lang=") for a in globals_):
+        from gputui.common import i18n
+
+        rest, lang = _language(globals_)
+        try:
+            i18n.choose(lang)
+        except ValueError as exc:
+            return _usage_error(str(exc))
+        args = rest + args[len(globals_) :]
+        globals_ = rest
     if "--version" in globals_:  # before any import: the console's parser costs 0.1 s
         from gputui import __version__
 
@@ -78,9 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         if verb not in VERBS:
             return _usage_error(unknown_verb(verb))
         if "--theme" in globals_ or any(a.startswith("--theme=") for a in globals_):
+            from gputui.common.i18n import _
+
             return _usage_error(
-                f"--theme is for the console (gputui --theme NAME); `gputui {verb}` has no"
-                " colours to theme"
+                _(
+                    "--theme is for the console (gputui --theme NAME); `gputui {verb}` has no"
+                    " colours to theme"
+                ).format(verb=verb)
             )
         from gputui.cli import verbs
 

@@ -8,9 +8,9 @@ ssh-agent of the test's own).
 The suite runs in parallel (pytest-xdist) and beside other runs on one machine, so
 each test process simulates GPUs of its own (``simscope``) and takes ports no other
 can be given (``unused_port``). The tests that need root (marked ``root``) or a
-real sshd (``sshd``) run in one worker (they create and delete Unix users), and
-under root none of them may skip: a skip there is reported as a failure
-(``privileged``).
+real sshd (``sshd``) run a module to a worker, those on the test Slurm in one, and
+make and delete Unix users one process at a time (``privileged.account``); under
+root none of them may skip: a skip there is reported as a failure (``privileged``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ import pytest
 import simscope
 from hypoprofiles import scale_examples
 from privileged import fail_skips_under_root, group_privileged
+
+from gputui.common import i18n
 
 if TYPE_CHECKING:
     from gputui.config.models import Config
@@ -82,7 +84,13 @@ def isolated_home(
     # only where a test sets it.
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("GPUTUI_HEAD_SOCKET", raising=False)
+    # Nor their language: the tests read English unless a test chooses another.
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        if i18n.language_of(os.environ.get(name) or "en") not in (None, "en"):
+            monkeypatch.setenv(name, "C.UTF-8")
+    i18n.reset()
     yield home
+    i18n.reset()
 
 
 async def wait_for(
@@ -165,6 +173,17 @@ def fast_link_timing() -> LinkTiming:
 @pytest.fixture
 def fast_timing() -> LinkTiming:
     return fast_link_timing()
+
+
+@pytest.fixture
+def chinese(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The test reads gputui in Chinese, as a user whose LANG says zh_CN does."""
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    monkeypatch.delenv("LC_MESSAGES", raising=False)
+    i18n.reset()
+    yield
+    i18n.reset()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ Where no server binaries are installed, the tests that need one skip, saying so.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
 import os
 import pwd
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from privileged import accounts_lock
 
 PG_USER = "gputui-pg"
 NO_SERVER = "PostgreSQL server not installed (Debian package postgresql)"
@@ -47,10 +47,10 @@ def _run_as() -> dict[str, Any]:
     """``subprocess`` arguments that run the server's tools as a user other than root."""
     if os.geteuid() != 0:
         return {}
-    # Test processes start at once: one makes the user, under a lock of ours (useradd
-    # may still find /etc/passwd locked by the tests that make users: it is tried again).
-    with open(os.path.join(tempfile.gettempdir(), "gputui-pg-user.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # Test processes start at once: one makes the user, under the lock every test that
+    # makes users takes (useradd may still find /etc/passwd locked by another program:
+    # it is tried again).
+    with accounts_lock():
         for attempt in range(10):
             try:
                 entry = pwd.getpwnam(PG_USER)

@@ -15,7 +15,6 @@ import pwd
 import secrets
 import select
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -65,7 +64,7 @@ def _user_pids(uid: int) -> list[int]:
 
 def add_user(prefix: str = "gtl") -> User:
     name = f"{prefix}{secrets.token_hex(4)}"
-    subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True, capture_output=True)
+    privileged.account("useradd", "-m", "-s", "/bin/sh", name)
     entry = pwd.getpwnam(name)
     return User(name, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir))
 
@@ -76,7 +75,7 @@ def remove_user(name: str) -> None:
         for pid in _user_pids(uid):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-    subprocess.run(["userdel", "-r", "-f", name], check=False, capture_output=True)
+    privileged.account("userdel", "-r", "-f", name, check=False)
 
 
 @contextlib.contextmanager

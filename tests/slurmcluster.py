@@ -118,7 +118,11 @@ class SlurmCluster:
             "JobAcctGatherType=jobacct_gather/none\n"
             + accounting
             + "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nGresTypes=gpu\n"
-            "SchedulerType=sched/backfill\nPriorityType=priority/multifactor\n"
+            # Each batch job is scheduled when it comes, not up to 3 s later (Slurm
+            # gathers batch jobs for batch_sched_delay by default): the tests wait on
+            # their jobs starting, one after another.
+            "SchedulerType=sched/backfill\nSchedulerParameters=batch_sched_delay=0\n"
+            "PriorityType=priority/multifactor\n"
             "PriorityWeightAge=1000\nPriorityWeightFairshare=10000\nPriorityWeightJobSize=100\n"
             "ReturnToService=2\nMpiDefault=none\nSwitchType=switch/none\n"
             "MinJobAge=300\nKillWait=2\nInactiveLimit=0\n"

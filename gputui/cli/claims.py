@@ -19,6 +19,8 @@ from gputui.cli.layout import terminal_width
 from gputui.cli.listing import every_page, known_user, nothing_line
 from gputui.cli.tables import claims_table, print_json
 from gputui.common.gpu_env import export_line, gpu_uuids
+from gputui.common.i18n import _
+from gputui.common.job_words import reason_text
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import Answer, SyncBackend
 from gputui.scheduler.client.errors import HeadError
@@ -35,14 +37,23 @@ def claim(backend: SyncBackend, a: argparse.Namespace) -> int:
         duration_s=a.duration,
         note=a.note,
         wait=not a.no_wait,
+        mig=a.mig,
     )["claim"]
     if a.json:
         print_json(result)
     elif result["state"] == "active":
-        print(f"claim c{result['id']}: {', '.join(result['gpu_uuids'])} on {result['host']}")
-        print('use them with:  eval "$(gputui env)"')
+        print(
+            _("claim c{id}: {gpus} on {host}").format(
+                id=result["id"], gpus=", ".join(result["gpu_uuids"]), host=result["host"]
+            )
+        )
+        print(_('use them with:  eval "$(gputui env)"'))
     else:
-        print(f"claim c{result['id']} waits ({result['reason']}); see `gputui claims`")
+        print(
+            _("claim c{id} waits ({reason}); see `gputui claims`").format(
+                id=result["id"], reason=reason_text(result["reason"])
+            )
+        )
     return EXIT_OK
 
 
@@ -51,9 +62,13 @@ def release(backend: SyncBackend, a: argparse.Namespace) -> int:
     refs = [x for x in a.gpu if not re.fullmatch(r"c\d+", x)]
     released = backend.release(claim_ids=ids, gpu_refs=refs, all=a.all, reason=a.reason)["released"]
     for c in released:
-        print(f"released c{c['id']} ({', '.join(c['gpu_uuids']) or 'waiting'})")
+        if c["gpu_uuids"]:
+            said = _("released c{id} ({gpus})").format(id=c["id"], gpus=", ".join(c["gpu_uuids"]))
+        else:
+            said = _("released c{id} (waiting)").format(id=c["id"])
+        print(said)
     if not released:
-        print("nothing to release")
+        print(_("nothing to release"))
     return EXIT_OK
 
 
@@ -80,20 +95,29 @@ def env(backend: SyncBackend, a: argparse.Namespace) -> int:
     if isinstance(job, int) and not isinstance(job, bool) and 0 < job < 2**32:
         # Slurm: the claim is an allocation; srun runs in it by its job id.
         print(f"export SLURM_JOB_ID={job}")
-        print(f"# then: srun --jobid={job} --gres=gpu:N COMMAND", file=sys.stderr)
+        print(
+            "# " + _("then: {command}").format(command=f"srun --jobid={job} --gres=gpu:N COMMAND"),
+            file=sys.stderr,
+        )
         return EXIT_OK
     if isinstance(result, dict) and "slurm_job" in result:
         print(
-            f"# no allocation of yours (gputui claim) in Slurm on {shown(host, 64)}",
+            "# "
+            + _("no allocation of yours (gputui claim) in Slurm on {host}").format(
+                host=shown(host, 64)
+            ),
             file=sys.stderr,
         )
         return EXIT_REFUSED
     try:
         uuids = gpu_uuids(result.get("uuids") if isinstance(result, dict) else None)
     except ValueError:
-        raise HeadError("protocol", "the head's answer names no valid GPU UUIDs") from None
+        raise HeadError("protocol", _("the head's answer names no valid GPU UUIDs")) from None
     if not uuids:
-        print(f"# no active claim of yours on {shown(host, 64)}", file=sys.stderr)
+        print(
+            "# " + _("no active claim of yours on {host}").format(host=shown(host, 64)),
+            file=sys.stderr,
+        )
         return EXIT_REFUSED
     print(export_line(uuids))
     return EXIT_OK

@@ -26,5 +26,6 @@ def console_app(config: Config, theme: str, *, direct: bool = False) -> GpuTuiAp
 
     stream = HeadTelemetry(config)
     app = GpuTuiApp(stream, config, theme=theme, direct=lambda: Fleet(config))
+    app.head.channel = stream.channel  # one connection: the scheduler side rides it too
     stream.on_problem = app.fallback.heard
     return app

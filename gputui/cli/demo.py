@@ -8,8 +8,10 @@ import contextlib
 import os
 import sys
 
+from gputui.cli.args import wrap_cells
 from gputui.cli.errors import UsageError
 from gputui.cli.themes import theme_for, theme_named
+from gputui.common.i18n import N_, _
 from gputui.common.text import clean
 
 EXIT_OK = 0
@@ -17,14 +19,24 @@ READY_WAIT_S = 20.0
 """How long the demo waits for its hosts before it opens the console anyway."""
 
 
-def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
+def run_demo(
+    hosts: int, gpus: int, theme: str | None, *, power: str = "off", mig: bool = False
+) -> int:
     if gpus < hosts:
-        raise UsageError(f"--gpus {gpus} is fewer than --hosts {hosts}; each host needs a GPU")
+        raise UsageError(
+            _("--gpus {gpus} is fewer than --hosts {hosts}; each host needs a GPU").format(
+                gpus=gpus, hosts=hosts
+            )
+        )
     from gputui.demo.limits import DemoLimitError, check_demo_size
     from gputui.remote.sim.spec import MAX_GPUS
 
     if gpus > MAX_GPUS * hosts:
-        raise UsageError(f"--gpus {gpus} over {hosts} hosts is more than {MAX_GPUS} per host")
+        raise UsageError(
+            _("--gpus {gpus} over {hosts} hosts is more than {most} per host").format(
+                gpus=gpus, hosts=hosts, most=MAX_GPUS
+            )
+        )
     try:
         check_demo_size(hosts)
     except DemoLimitError as exc:
@@ -32,21 +44,21 @@ def run_demo(hosts: int, gpus: int, theme: str | None) -> int:
     if theme:  # before the simulated hosts start, not after
         theme_named(theme)
     # Said before the slow imports (asyncssh, Textual), so the terminal is never blank.
-    print(
-        f"gputui demo: {hosts} simulated hosts ({gpus} GPUs) on loopback SSH, and a scheduler head",
-        flush=True,
-    )
-    return asyncio.run(_demo(hosts, gpus, theme))
+    said = _("{hosts} simulated hosts ({gpus} GPUs) on loopback SSH, and a scheduler head")
+    print("gputui demo: " + said.format(hosts=hosts, gpus=gpus), flush=True)
+    return asyncio.run(_demo(hosts, gpus, theme, power, mig))
 
 
-async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
+async def _demo(
+    hosts: int, gpus: int, theme: str | None, power: str = "off", mig: bool = False
+) -> int:
     from gputui.cli.console_app import console_app
     from gputui.demo.cluster import DemoCluster
     from gputui.demo.limits import start_error
     from gputui.demo.progress import StartLines, export_line
     from gputui.ui.terminal_exit import SignalExit
 
-    cluster = DemoCluster(hosts=hosts, gpus=gpus, faults=True, head=True)
+    cluster = DemoCluster(hosts=hosts, gpus=gpus, faults=True, head=True, power=power, mig=mig)
     report = StartLines(sys.stdout, cluster.names)
     # A closed terminal or a plain kill ends the demo the same way as `q`, so the
     # simulated hosts, their helpers and the workloads are all cleaned up; during
@@ -68,13 +80,11 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
         except OSError as exc:  # too many open files, no loopback, ...
             raise UsageError(start_error(exc, hosts)) from None
         if not ready:
-            print("gputui demo: not every host is ready yet; the console shows each one's state")
+            said = _("not every host is ready yet; the console shows each one's state")
+            print(f"gputui demo: {said}")
         if cluster.head is not None:
-            print(
-                "gputui demo: in another shell, this points the CLI at the demo's head:\n"
-                f"  {export_line(cluster.head.socket)}",
-                flush=True,
-            )
+            said = _("in another shell, this points the CLI at the demo's head:")
+            print(f"gputui demo: {said}\n  {export_line(cluster.head.socket)}", flush=True)
         seeding: asyncio.Task[None] | None = None
         try:
             config = cluster.config()
@@ -91,27 +101,29 @@ async def _demo(hosts: int, gpus: int, theme: str | None) -> int:
     return app.return_code or EXIT_OK
 
 
-DEMO_OPENING = "welcome: Esc closes this, N shows it again"
+DEMO_OPENING = N_("welcome: Esc closes this, N shows it again")
 """The intro's first line (its toast shows only that much at 80 columns)."""
-DEMO_WELCOME = (
-    "This demo has a scheduler. On a GPU line, c claims that GPU; on a host line,",
-    "it asks how many. u releases. n enqueues a job (Ctrl+S sends it), and Q shows",
-    "the queue with each job's output. : opens a command line (:usage, :health,",
-    ":audit, :claim 2), Ctrl+P the palette, ? every key.",
-)
-"""The intro, a line each: the notices screen shows each whole at 80 columns."""
 WELCOME_W = 78
 """The longest line of the intro (the notices screen never wraps a line)."""
+DEMO_INTRO = N_(
+    "This demo has a scheduler. On a GPU line, c claims that GPU; on a host line,"
+    " it asks how many. u releases. n enqueues a job (Ctrl+S sends it), and Q shows"
+    " the queue with each job's output. : opens a command line (:usage, :health,"
+    " :audit, :claim 2), Ctrl+P the palette, ? every key."
+)
+"""The intro, wrapped to ``WELCOME_W`` cells in the language chosen."""
+DEMO_WELCOME = tuple(wrap_cells(DEMO_INTRO, WELCOME_W))
+"""The intro in English, a line each: the notices screen shows each whole at 80 columns."""
 
 
 def welcome_text(quick: str | None, export: str | None) -> str:
     """The intro after its opening line: what to try, the seeded quick job to watch,
     and the ``export`` line for the CLI (alone on its line, for a mouse)."""
-    lines = list(DEMO_WELCOME)
+    lines = wrap_cells(_(DEMO_INTRO), WELCOME_W)
     if quick:
-        lines.append(f"Watch {clean(quick, WELCOME_W - 7)}.")
+        lines += wrap_cells(_("Watch {job}.").format(job=clean(quick, WELCOME_W - 7)), WELCOME_W)
     if export:
-        lines += ["The CLI, in another shell:", export]
+        lines += [_("The CLI, in another shell:"), export]
     return "\n".join(lines)
 
 
@@ -122,25 +134,24 @@ async def _seed_demo(cluster: object, app: object) -> None:
     from gputui.ui.app import GpuTuiApp
 
     assert isinstance(cluster, DemoCluster) and isinstance(app, GpuTuiApp)
+    problems: list[str] = []
     try:
-        done = await cluster.seed_head()
+        await cluster.seed_head()
     except Exception as exc:  # the demo goes on without its seeded work, saying so
-        done = [f"seeding stopped: {clean(repr(exc), 200)}"]
+        problems.append(_("seeding stopped: {error}").format(error=clean(repr(exc), 200)))
     if cluster.head is not None:
         # The enqueue form offers the demo's own little job, in the directory it is in.
         here = str(cluster.head.socket.parent)
         # --demo-pid: it ends with the demo, like the seeded jobs (the demo leaves nothing).
         command = f"python3 train.py --model mine --steps 20 --pause 1 --demo-pid {os.getpid()}"
         app.head.forms.submit_defaults = (here, command)
-    quick = [line for line in done if "quick-test" in line]
+    quick = cluster.head.quick if cluster.head is not None else None
     export = export_line(cluster.head.socket) if cluster.head is not None else None
-    text = welcome_text(quick[0] if quick else None, export)
-    problems = [
-        line for line in done if "stopped" in line or "refused" in line or "did not" in line
-    ]
+    text = welcome_text(quick, export)
+    problems = [*(cluster.head.problems if cluster.head is not None else []), *problems]
     for line in problems:
-        app.notify(line, title="demo head", severity="warning", timeout=20, markup=False)
-    app.notify(f"{DEMO_OPENING}\n{text}", title="gputui demo", markup=False)
+        app.notify(line, title=_("demo head"), severity="warning", timeout=20, markup=False)
+    app.notify(f"{_(DEMO_OPENING)}\n{text}", title="gputui demo", markup=False)
 
     def intro() -> None:  # the intro whole, on the notices screen; never over a form
         if app.screen is app.main:

@@ -15,8 +15,10 @@ import time
 
 from gputui.cli.args import EXIT_OK
 from gputui.cli.tables import gpu_lines
+from gputui.common.i18n import _
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
+from gputui.wire.words import told_text
 
 
 def run(backend: SyncBackend, a: argparse.Namespace) -> int:
@@ -30,7 +32,8 @@ def run(backend: SyncBackend, a: argparse.Namespace) -> int:
         json.dump(result, sys.stdout, indent=2, sort_keys=True)
         print()
         return EXIT_OK
-    print(f"{shown(a.target, 140)}: {shown(result.get('outcome', 'done'), 200)}")
+    outcome = shown(told_text(result, "outcome"), 200) or _("done")
+    print(f"{shown(a.target, 140)}: {outcome}")
     gpus = result.get("gpus")
     if isinstance(gpus, list):
         for line in gpu_lines(gpus, time.time()):

@@ -12,13 +12,18 @@ from typing import Any
 
 from gputui.cli.layout import fit_table, wrap
 from gputui.common.durations import coarse_text
+from gputui.common.i18n import N_, _, pgettext
+from gputui.common.job_words import idle_text
+from gputui.common.printable import owner_name
 from gputui.common.printable import shown as _shown
 from gputui.common.untrusted import number as _number
 
 KINDS = {
-    "no-allocation": "no job or claim of theirs on the host",
-    "outside-allocation": "outside their jobs' and claims' GPUs",
+    "no-allocation": N_("no job or claim of theirs on the host"),
+    "outside-allocation": N_("outside their jobs' and claims' GPUs"),
 }
+"""What each kind of flag means (the kind itself is a code, shown as it is)."""
+HEADER = (N_("USER"), N_("GPU"), N_("PID"), N_("NAME"), N_("KIND"), N_("FOR"), N_("ACTION"))
 MAX_SHOWN = 200
 
 
@@ -28,7 +33,7 @@ def idle_reason(job: dict[str, Any], idle_after_s: Any, now: float) -> str | Non
     if job.get("state") != "running" or since is None or after is None:
         return None
     idle = now - since
-    return f"Idle {coarse_text(idle)}" if idle >= after else None
+    return idle_text(coarse_text(idle)) if idle >= after else None
 
 
 def action_text(flag: dict[str, Any], now: float) -> str:
@@ -36,12 +41,17 @@ def action_text(flag: dict[str, Any], now: float) -> str:
     parts = []
     signalled = flag.get("signalled")
     if signalled in ("TERM", "KILL"):
-        parts.append(f"SIG{signalled} sent")
+        parts.append(_("{signal} sent").format(signal=f"SIG{signalled}"))
     at, signal = _number(flag.get("signal_at")), flag.get("next_signal")
     if at is not None and signal in ("TERM", "KILL"):
         due = at - now
-        parts.append(f"SIG{signal} in {coarse_text(due)}" if due >= 1 else f"SIG{signal} now")
-    return ", ".join(parts) or "warn"
+        if due >= 1:
+            parts.append(
+                _("{signal} in {time}").format(signal=f"SIG{signal}", time=coarse_text(due))
+            )
+        else:
+            parts.append(_("{signal} now").format(signal=f"SIG{signal}"))
+    return ", ".join(parts) or pgettext("action", "warn")
 
 
 def flags_table(flags: Any, now: float, width: int | None = None) -> list[str]:
@@ -49,12 +59,12 @@ def flags_table(flags: Any, now: float, width: int | None = None) -> list[str]:
     in ``width`` cells NAME, ACTION, KIND, GPU and USER are cut first."""
     if not isinstance(flags, list) or not flags:
         return []
-    rows = [("USER", "GPU", "PID", "NAME", "KIND", "FOR", "ACTION")]
+    rows = [tuple(_(title) for title in HEADER)]
     for flag in flags[:MAX_SHOWN]:
         if not isinstance(flag, dict):
             continue
         since = _number(flag.get("since"))
-        user = flag.get("user") or (f"uid {flag['uid']}" if flag.get("uid") is not None else "?")
+        user = owner_name(flag.get("user"), flag.get("uid"))
         rows.append(
             (
                 _shown(user, 12),
@@ -68,13 +78,14 @@ def flags_table(flags: Any, now: float, width: int | None = None) -> list[str]:
         )
     if len(rows) == 1:
         return []
-    said = f"FLAGS: {len(rows) - 1} process(es) on GPUs their owners were not given"
+    count = len(rows) - 1
+    said = _("FLAGS: {n} process(es) on GPUs their owners were not given").format(n=count)
     lines = ["", *wrap(said, width, 2)]
     lines += fit_table(rows, width, flex={3: 8, 6: 10, 4: 10, 1: 10, 0: 8})
     if len(flags) > MAX_SHOWN:
-        lines.append(f"… and {len(flags) - MAX_SHOWN} more")
+        lines.append(_("… and {n} more").format(n=len(flags) - MAX_SHOWN))
     kinds: Sequence[str] = sorted({str(f.get("kind")) for f in flags if isinstance(f, dict)})
     for k in kinds:
         if k in KINDS:
-            lines += wrap(f"  {k}: {KINDS[k]}", width, 4)
+            lines += wrap(f"  {k}: {_(KINDS[k])}", width, 4)
     return lines

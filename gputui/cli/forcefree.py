@@ -15,29 +15,50 @@ import json
 import sys
 from typing import Any
 
+from gputui.cli.layout import pad
+from gputui.common.i18n import N_, _, language, pgettext
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
+from gputui.wire.words import told_text
 
 EXIT_OK, EXIT_FAILED = 0, 1
 _STEP_CELLS = 8
 _LINE_CELLS = 400
+_STEPS = {
+    "drain": N_("drain"),
+    "stop": N_("stop"),
+    "sigterm": "SIGTERM",
+    "sigkill": "SIGKILL",
+    "memory": N_("memory"),
+    "holders": N_("holders"),
+    "reset": N_("reset"),
+}
+"""A step's code as its line names it: the code itself in English."""
+
+
+def _step_name(code: str) -> str:
+    name = _STEPS.get(code)
+    if name is None or language() == "en":
+        return code
+    return _(name)
 
 
 def step_line(step: Any) -> str:
     """One pushed step as the line printed for it (hostile text made harmless)."""
     if not isinstance(step, dict):
-        return "?        FAILED    the head sent a step that is not an object"
-    name = shown(str(step.get("step", "?")), _STEP_CELLS)
-    mark = "ok" if step.get("ok") is True else "FAILED"
-    outcome = shown(str(step.get("outcome", "")), _LINE_CELLS)
-    return f"{name:<{_STEP_CELLS}} {mark:<6}  {outcome}"
+        bad = _("the head sent a step that is not an object")
+        return f"{pad('?', _STEP_CELLS)} {pad(_('FAILED'), 6)}    {bad}"
+    name = _step_name(shown(str(step.get("step", "?")), _STEP_CELLS))
+    mark = pgettext("step", "ok") if step.get("ok") is True else _("FAILED")
+    outcome = shown(told_text(step, "outcome"), _LINE_CELLS)
+    return f"{pad(name, _STEP_CELLS)} {pad(mark, 6)}  {outcome}"
 
 
 def run(backend: SyncBackend, a: argparse.Namespace) -> int:
     host, gpu = a.gpu
     if not a.reason.strip():
-        print("gputui force-free: --reason must say why (it is audited)", file=sys.stderr)
+        print("gputui force-free: " + _("--reason must say why (it is audited)"), file=sys.stderr)
         return 2
     printed = 0
 
@@ -67,8 +88,10 @@ def run(backend: SyncBackend, a: argparse.Namespace) -> int:
     if not a.json:
         where = shown(str(result.get("target", f"{host}:{gpu}")), 140)
         print(
-            f"{where} is free; it stays drained until `gputui undrain {where}`"
+            _("{where} is free; it stays drained until `gputui undrain {where}`").format(
+                where=where
+            )
             if free
-            else f"{where} is not free: see the step marked FAILED"
+            else _("{where} is not free: see the step marked FAILED").format(where=where)
         )
     return EXIT_OK if free else EXIT_FAILED

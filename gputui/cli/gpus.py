@@ -19,8 +19,11 @@ from gputui.cli.args import EXIT_OK
 from gputui.cli.layout import cells as cells_of
 from gputui.cli.layout import cut, pad, terminal_width
 from gputui.cli.tables import print_json
+from gputui.common.i18n import N_, _
+from gputui.common.job_words import gpu_state_text
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
+from gputui.wire.words import told_text
 
 MIN_WIDTH = 60
 """Narrower terminals still get this many columns (lines then wrap)."""
@@ -40,7 +43,9 @@ def holder_text(holder: Any) -> str:
     if kind == "process":
         more = holder.get("processes")
         extra = f"+{more - 1}" if isinstance(more, int) and more > 1 else ""
-        return f"pid {shown(holder.get('pid'), 8)}{extra} {user}"
+        return _("pid {pid}{extra} {user}").format(
+            pid=shown(holder.get("pid"), 8), extra=extra, user=user
+        )
     mark = "j" if kind == "job" else "c"
     return f"{mark}{shown(holder.get('id'), 12)} {user}"
 
@@ -69,21 +74,36 @@ def util_text(value: Any) -> str:
 def table(rows: Sequence[dict[str, Any]], width: int | None, *, pools: bool) -> list[str]:
     """The lines of the table, none wider than ``width`` terminal cells (None: into a
     pipe or a file, rows whole)."""
-    names = ["GPU", *(["POOL"] if pools else []), "STATE", "HOLDER", "UTIL", "MEMORY", "WHY"]
+    names = [
+        N_("GPU"),
+        *([N_("POOL")] if pools else []),
+        N_("STATE"),
+        N_("HOLDER"),
+        N_("UTIL"),
+        N_("MEMORY"),
+        N_("WHY"),
+    ]
     cells: list[list[str]] = []
     for r in rows:
-        line = [shown(f"{r.get('host', '?')}:{r.get('index', '?')}", _CAPS["GPU"])]
+        where = f"{r.get('host', '?')}:{r.get('index', '?')}"
+        profile = r.get("mig_profile")
+        if isinstance(profile, str):  # a MIG slice, under its card: gpu01:0 └2g.20gb
+            where += f" └{profile}"
+        line = [shown(where, _CAPS["GPU"] + 10)]
         if pools:
             line.append(shown(r.get("pool") or "-", _CAPS["POOL"]))
         line += [
-            shown(r.get("state") or "?", _CAPS["STATE"]),
+            gpu_state_text(shown(r.get("state") or "?", _CAPS["STATE"])),
             shown(holder_text(r.get("holder")), _CAPS["HOLDER"]),
             util_text(r.get("util")),
             memory_text(r.get("mem_used_mib"), r.get("mem_total_mib")),
-            shown(str(r.get("why") or ""), 4096),
+            shown(told_text(r, "why"), 4096),
         ]
         cells.append(line)
-    widths = [max([len(n), *(cells_of(c[i]) for c in cells)]) for i, n in enumerate(names[:-1])]
+    titles = [_(n) for n in names]  # in the chosen language; ``names`` say which is which
+    widths = [
+        max([cells_of(titles[i]), *(cells_of(c[i]) for c in cells)]) for i in range(len(names) - 1)
+    ]
     if width is None:
         width = sum(widths) + 2 * len(widths) + max([WHY_MIN, *(cells_of(c[-1]) for c in cells)])
     width = max(MIN_WIDTH, width)
@@ -91,12 +111,12 @@ def table(rows: Sequence[dict[str, Any]], width: int | None, *, pools: bool) -> 
     give = [i for i, n in enumerate(names) if n in ("GPU", "POOL", "HOLDER")]
     while sum(widths) + 2 * len(widths) + WHY_MIN > width:
         widest = max(give, key=lambda i: widths[i])
-        if widths[widest] <= len(names[widest]):
+        if widths[widest] <= cells_of(titles[widest]):
             break
         widths[widest] -= 1
     left = width - sum(widths) - 2 * len(widths)
     out = []
-    for line in [names, *cells]:
+    for line in [titles, *cells]:
         why = cut(line[-1], left) if left > 0 else ""
         shape = zip(line[:-1], widths, names[:-1], strict=True)
         fixed = [pad(cut(c, w), w, right=n == "UTIL") for c, w, n in shape]
@@ -113,14 +133,22 @@ def run(backend: SyncBackend, a: argparse.Namespace) -> int:
     total = answer.get("total")
     total = total if isinstance(total, int) else len(rows)
     if not rows:
-        scope = f" in pool {shown(a.pool, 40)}" if a.pool else ""
-        print(f"no free GPU{scope} now" if a.free else f"no GPU{scope} known to the head yet")
+        pool = shown(a.pool, 40) if a.pool else ""
+        if a.free:
+            line = _("no free GPU in pool {pool} now") if pool else _("no free GPU now")
+        else:
+            line = (
+                _("no GPU in pool {pool} known to the head yet")
+                if pool
+                else _("no GPU known to the head yet")
+            )
+        print(line.format(pool=pool))
         return EXIT_OK
     many = isinstance(answer.get("pools"), list) and len(answer["pools"]) > 1
     for line in table(rows, terminal_width(), pools=many and not a.pool):
         print(line)
     if total > len(rows):
-        print(f"… and {total - len(rows)} more")
+        print(_("… and {count} more").format(count=total - len(rows)))
     return EXIT_OK
 
 

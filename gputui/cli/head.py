@@ -8,7 +8,8 @@ head depends on die, it stops too, but exits 1 (systemd starts it again).
 
 On PostgreSQL a head first waits as standby until it holds the lease
 (``head.leader``; a second head on another machine keeps waiting while the first
-leads), and exits 1 should it lose the lease while it leads.
+leads), migrates the database only then, and exits 1 should it lose the lease while
+it leads.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import shutil
@@ -26,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gputui.common.i18n import _
 from gputui.common.listen import listen_text, parse_listen
 from gputui.common.locations import DEFAULT_SOCKET, HostsMissing, named_hosts, socket_dir_problem
 from gputui.common.text import clean
@@ -40,32 +43,46 @@ if TYPE_CHECKING:  # the daemon's modules load only when it serves
     from gputui.scheduler.store.sqlstore import SqlStore
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+LEADING_MODULES = (
+    "gputui.scheduler.head.daemon",
+    "gputui.scheduler.head.fleet_hostops",
+    "gputui.scheduler.head.leased_hosts",
+    "gputui.scheduler.head.liveness",
+)
+"""What a head imports to lead: a standby imports it while it waits, so the seconds
+an import takes never hold up the lease's first renewals."""
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gputui head", description="the scheduler daemon")
-    p.add_argument("--hosts", metavar="FILE", help="hosts.yaml (default: the usual search)")
-    p.add_argument("--socket", metavar="PATH", help="override head.socket")
+    from gputui.cli.args import Parser  # argparse's own words in the language chosen
+
+    p = Parser(prog="gputui head", description=_("the scheduler daemon"))
+    p.add_argument("--hosts", metavar="FILE", help=_("hosts.yaml (default: the usual search)"))
+    p.add_argument("--socket", metavar="PATH", help=_("override head.socket"))
     p.add_argument(
         "--database",
         metavar="PATH|URL",
-        help="override head.database: a SQLite file, or postgresql+psycopg://USER@HOST/DB",
+        help=_("override head.database: a SQLite file, or postgresql+psycopg://USER@HOST/DB"),
     )
     p.add_argument(
         "--metrics",
         metavar="ADDR:PORT",
-        help="serve Prometheus metrics at http://ADDR:PORT/metrics (dcgm-exporter's names,"
-        " one instance label per GPU host; overrides head.metrics; off by default),"
-        " e.g. 127.0.0.1:9400, [::1]:9400 or :9400 for every interface",
+        help=_(
+            "serve Prometheus metrics at http://ADDR:PORT/metrics (dcgm-exporter's names,"
+            " one instance label per GPU host; overrides head.metrics; off by default),"
+            " e.g. 127.0.0.1:9400, [::1]:9400 or :9400 for every interface"
+        ),
     )
-    p.add_argument("--print-unit", action="store_true", help="print the systemd unit and exit")
-    p.add_argument("--print-tmpfiles", action="store_true", help="print the tmpfiles.d rule")
+    p.add_argument("--print-unit", action="store_true", help=_("print the systemd unit and exit"))
+    p.add_argument("--print-tmpfiles", action="store_true", help=_("print the tmpfiles.d rule"))
     p.add_argument(
         "--check",
         action="store_true",
-        help="ask the running head whether its writer, scheduler, host watch and timer"
-        " are alive and moving: exit 0 when healthy, else 1 with one line for each"
-        " that is dead or stuck (or for a head that does not answer)",
+        help=_(
+            "ask the running head whether its writer, scheduler, host watch and timer"
+            " are alive and moving: exit 0 when healthy, else 1 with one line for each"
+            " that is dead or stuck (or for a head that does not answer)"
+        ),
     )
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument(
@@ -74,7 +91,7 @@ def parser() -> argparse.ArgumentParser:
         help=argparse.SUPPRESS,  # the benchmark's baseline: no group commit
     )
     p.add_argument("action", nargs="?", choices=["serve", "backup"], default="serve")
-    p.add_argument("path", nargs="?", help="backup: the file to write")
+    p.add_argument("path", nargs="?", help=_("backup: the file to write"))
     return p
 
 
@@ -110,11 +127,17 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path | st
         settings = HeadSettings(
             metrics=metrics,
             socket=socket_path.expanduser(),
-            rules=Rules(sched=config.scheduler),
+            rules=Rules(
+                sched=config.scheduler,
+                runtime=config.jobs.runtime,
+                interactive_time_s=config.jobs.interactive_time,
+                interactive_idle_s=config.jobs.interactive_idle,
+            ),
             group_commit=group_commit,
             health=config.health,
             expected_gpus={h.name: h.gpus for h in config.hosts},
             host_places={h.name: (h.address or h.name, h.local) for h in config.hosts},
+            notify=config.notify,
         )
     else:
         settings = HeadSettings(
@@ -124,7 +147,10 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path | st
                 claim_idle_s=head.claim_idle_minutes * 60,
                 requeue_limit=head.requeue_limit,
                 kill_grace_s=head.kill_grace_s,
+                runtime=config.jobs.runtime,
                 sched=config.scheduler,
+                interactive_time_s=config.jobs.interactive_time,
+                interactive_idle_s=config.jobs.interactive_idle,
             ),
             run_as_login_user=head.run_as_login_user,
             allow_gpu_reset=head.allow_gpu_reset,
@@ -141,8 +167,24 @@ def _settings(config: Config, args: argparse.Namespace) -> tuple[Path, Path | st
             health=config.health,
             expected_gpus={h.name: h.gpus for h in config.hosts},
             host_places={h.name: (h.address or h.name, h.local) for h in config.hosts},
+            notify=config.notify,
         )
     return socket_path.expanduser(), database, settings
+
+
+def _team_channels(config: Config) -> list[str]:
+    """One ``FILE:LINE: field: why`` line for each team channel (``notify:``) the head
+    would refuse: a URL no sender takes, a ``url_file`` not kept for the head alone."""
+    if not config.notify.channels:
+        return []
+    from gputui.scheduler.head.chat.channels import resolve_team
+
+    _rows, problems = resolve_team(config.notify, 0.0)
+    out = []
+    for index, why in problems:
+        field = f"notify.channels[{index}]"
+        out.append(f"{config.source}:{config.line_of(field + '.url')}: {field}: {why}")
+    return out
 
 
 def _prepare_socket_dir(path: Path) -> None:
@@ -157,32 +199,54 @@ def _prepare_socket_dir(path: Path) -> None:
 
 
 async def serve(config: Config, settings: object, database: Path | str) -> int:
-    """Serve as the head; on PostgreSQL, first wait as standby until this head holds
-    the lease (``head.leader``)."""
+    """Serve as the head. On SQLite, its file checked and held first. On PostgreSQL
+    (the engine's dialect says which), first wait as standby until this head holds
+    the lease (``head.leader``), and only then migrate the database: only the leader
+    does."""
     from gputui.scheduler.head.settings import HeadSettings
+    from gputui.scheduler.store.engine import make_engine, prepare
     from gputui.scheduler.store.location import hold_exclusively, prepare_location
     from gputui.scheduler.store.sqlstore import SqlStore
 
     assert isinstance(settings, HeadSettings)
-    if isinstance(database, Path):  # a SQLite file (a URL: the server keeps its data)
-        prepare_location(database)
-        hold_exclusively(database)  # before the database is checked or upgraded; until exit
-    store = await asyncio.to_thread(SqlStore.open, database)
+    engine = make_engine(database)  # nothing connects yet
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
-    leader = None if isinstance(database, Path) else _leadership(config, store.engine)
-    if leader is not None and not await leader.wait(stop):  # standby until it leads
-        leader.close()
-        store.close()
-        _say("stopped while standby")
-        return EXIT_OK
+    if engine.dialect.name != "postgresql":  # a SQLite file (a path, or a sqlite:// URL)
+        engine.dispose()
+        path = Path(engine.url.database or "")
+        prepare_location(path)
+        hold_exclusively(path)  # before the database is checked or upgraded; until exit
+        store = await asyncio.to_thread(SqlStore.open, path)
+        return await _lead(config, settings, store, None, stop, keeping=None)
+    leader = _leadership(config, engine)
+    for module in LEADING_MODULES:  # loaded now: once leading, the loop must renew in time
+        importlib.import_module(module)
     try:
-        return await _lead(config, settings, store, leader, stop)
+        if not await leader.wait(stop):  # standby until it leads
+            engine.dispose()
+            _say(_("stopped while standby"))
+            return EXIT_OK
+        keeping = asyncio.ensure_future(leader.keep(stop))  # renewed from now on
+        try:
+            await asyncio.to_thread(prepare, engine)  # the leader alone migrates
+        except BaseException:
+            await _stop_keeping(keeping)
+            await leader.release()  # the standby may try: it may have a newer gputui
+            engine.dispose()
+            raise
+        return await _lead(config, settings, SqlStore(engine), leader, stop, keeping=keeping)
     finally:
-        if leader is not None:
-            leader.close()
+        leader.close()
+
+
+async def _stop_keeping(keeping: asyncio.Future[None] | None) -> None:
+    if keeping is not None:
+        keeping.cancel()
+        with contextlib.suppress(BaseException):
+            await keeping
 
 
 async def _lead(
@@ -191,43 +255,49 @@ async def _lead(
     store: SqlStore,
     leader: Leadership | None,
     stop: asyncio.Event,
+    *,
+    keeping: asyncio.Future[None] | None,
 ) -> int:
-    from gputui.scheduler.head.daemon import Head
+    from gputui.scheduler.head.daemon import Head, pace_collector
     from gputui.scheduler.head.fleet_hostops import FleetHosts
+    from gputui.scheduler.head.hostops import HostOps
+    from gputui.scheduler.head.leased_hosts import LeasedHosts
     from gputui.scheduler.head.liveness import HeadDied
     from gputui.scheduler.store.engine import describe
 
+    pace_collector()
     namespace = store.jobs_namespace()
-    hosts = FleetHosts(config, namespace)
+    hosts: HostOps = FleetHosts(config, namespace)
+    if leader is not None:  # no action on a host once the lease may have gone
+        hosts = LeasedHosts(hosts, leader.may_act)
     pools = {h.name: h.pool for h in config.resolved()}
     head = Head(store, hosts, settings, host_pools=pools)
-    keeping = None if leader is None else asyncio.ensure_future(leader.keep(stop))
     try:
         await head.start()  # a socket another head serves is refused here, before a word
     except BaseException:
-        if keeping is not None:
-            keeping.cancel()
+        await _stop_keeping(keeping)
         raise
-    _say(f"serving {settings.socket} for {len(pools)} host(s); database {describe(store.engine)}")
+    _say(
+        _("serving {socket} for {hosts} host(s); database {database}").format(
+            socket=settings.socket, hosts=len(pools), database=describe(store.engine)
+        )
+    )
     if head.metrics.server is not None:
         where = listen_text(head.metrics.server.addr, head.metrics.server.port)
-        _say(f"metrics on http://{where}/metrics")
+        _say(_("metrics on {url}").format(url=f"http://{where}/metrics"))
     try:
         await head.serve(stop)
     except HeadDied as exc:
-        _say(f"stopped: {clean(str(exc), 300)}")
+        _say(_("stopped: {why}").format(why=clean(str(exc), 300)))
         return EXIT_FAIL
     finally:
-        if keeping is not None:
-            keeping.cancel()
-            with contextlib.suppress(BaseException):
-                await keeping
+        await _stop_keeping(keeping)
     if leader is not None and leader.lost is not None:
-        _say(f"{leader.lost}: stopped writing; running jobs go on running")
+        _say(_("{why}: stopped writing; running jobs go on running").format(why=leader.lost))
         return EXIT_FAIL
     if leader is not None:
         await leader.release()
-    _say("stopped; running jobs go on running")
+    _say(_("stopped; running jobs go on running"))
     return EXIT_OK
 
 
@@ -237,7 +307,9 @@ def _leadership(config: Config, engine: Engine) -> Leadership:
     from gputui.scheduler.store.lease import HeadLease, fence
 
     lease_s = config.head.lease_s if config.head is not None else HeadConfig().lease_s
-    return Leadership(HeadLease(engine, holder_name(), lease_s), fence(engine, lease_s), _say)
+    holder = holder_name()
+    _say(_("on PostgreSQL: this head is {holder} in the lease").format(holder=holder))
+    return Leadership(HeadLease(engine, holder, lease_s), fence(engine, lease_s), _say)
 
 
 def _say(line: str) -> None:
@@ -262,7 +334,7 @@ def check(socket_path: Path) -> int:
         return EXIT_FAIL
     assert isinstance(tasks, dict)
     moved = ", ".join(f"{clean(str(n), 40)} {t['idle_s']:.1f} s" for n, t in sorted(tasks.items()))
-    print(f"gputui head --check: healthy (last progress: {moved})")
+    print("gputui head --check: " + _("healthy (last progress: {tasks})").format(tasks=moved))
     return EXIT_OK
 
 
@@ -271,26 +343,35 @@ def backup(database: Path | str, dest: str | None) -> int:
 
     if not isinstance(database, Path):
         print(
-            "gputui head backup: the database is on a PostgreSQL server: back it up there"
-            " (pg_dump, or the server's own backups)",
+            "gputui head backup: "
+            + _(
+                "the database is on a PostgreSQL server: back it up there"
+                " (pg_dump, or the server's own backups)"
+            ),
             file=sys.stderr,
         )
         return EXIT_USAGE
     if not dest:
         print(
-            "gputui head backup: give the file to write: gputui head backup PATH", file=sys.stderr
+            "gputui head backup: " + _("give the file to write: gputui head backup PATH"),
+            file=sys.stderr,
         )
         return EXIT_USAGE
     if not database.is_file():
-        print(f"gputui head backup: no database at {database}", file=sys.stderr)
+        told = _("no database at {path}").format(path=database)
+        print(f"gputui head backup: {told}", file=sys.stderr)
         return EXIT_FAIL
 
     def progress(done: int, total: int) -> None:
         if total:
-            print(f"\rbackup: {done * 100 // total:3d}% of {total} pages", end="", file=sys.stderr)
+            line = _("backup: {percent}% of {total} pages").format(
+                percent=f"{done * 100 // total:3d}", total=total
+            )
+            print(f"\r{line}", end="", file=sys.stderr)
 
     pages = copy(database, Path(dest).expanduser(), progress)  # reads the file as it is
-    print(f"\rgputui head backup: {pages} pages copied to {dest} and verified", file=sys.stderr)
+    told = _("{pages} pages copied to {dest} and verified").format(pages=pages, dest=dest)
+    print(f"\rgputui head backup: {told}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -339,6 +420,11 @@ def main(argv: list[str]) -> int:
             return check(socket_path)
         if args.action == "backup":
             return backup(database, args.path)
+        refused = _team_channels(config)
+        if refused:
+            for line in refused[:20]:
+                print(clean(line, 300), file=sys.stderr)
+            return EXIT_FAIL
         _prepare_socket_dir(socket_path)
         return _run(serve(config, settings, database))
     except ConfigError as exc:
@@ -358,7 +444,8 @@ def main(argv: list[str]) -> int:
         return EXIT_OK
     except Exception as exc:  # no traceback reaches a user: one line, the details logged
         logging.getLogger(__name__).debug("internal error", exc_info=True)
-        print(f"gputui head: internal error: {clean(repr(exc), 300)}", file=sys.stderr)
+        told = _("internal error: {error}").format(error=clean(repr(exc), 300))
+        print(f"gputui head: {told}", file=sys.stderr)
         return EXIT_FAIL
 
 

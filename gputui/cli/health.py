@@ -16,13 +16,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from gputui.cli.layout import cut, fit_widths, table_lines, terminal_width, wrap
+from gputui.cli.layout import cut, fit_widths, pad, table_lines, terminal_width, wrap
+from gputui.common.i18n import N_, _, ngettext
 from gputui.common.locations import SOCKET_ENV, LocationError, find_hosts
 from gputui.common.text import clean
 from gputui.config.loader import ConfigError, find_config, load_config
 from gputui.config.models import Config
 from gputui.health.board import HealthBoard, Problem
 from gputui.health.report import not_applicable_counts, problem_json, unknown_json
+from gputui.health.words import shown
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import Sample
 
@@ -43,7 +45,9 @@ class Board(Protocol):
 def wait_refused(wait: float) -> str | None:
     """Why ``--wait`` is refused (None: it is fine): a number of seconds in (0, 3600],
     never NaN or an infinity. ``gputui health`` and ``gputui incident`` both check it."""
-    return None if 0 < wait <= MAX_WAIT_S else f"--wait must be between 0 and {MAX_WAIT_S} seconds"
+    if 0 < wait <= MAX_WAIT_S:
+        return None
+    return _("--wait must be between 0 and {limit} seconds").format(limit=MAX_WAIT_S)
 
 
 def given_socket(args: argparse.Namespace) -> str | None:
@@ -75,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"gputui health: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if not config.hosts:
-        print("gputui health: no hosts in hosts.yaml", file=sys.stderr)
+        print("gputui health: " + _("no hosts in hosts.yaml"), file=sys.stderr)
         return EXIT_ERROR
     if args.ack is not None or args.note is not None:
         return acknowledge(config, args, socket)
@@ -89,7 +93,9 @@ def main(args: argparse.Namespace) -> int:
         hosts = head_board.hosts
     else:
         if why:
-            notes.append(f"the head did not answer ({why}): probed the hosts directly")
+            notes.append(
+                _("the head did not answer ({why}): probed the hosts directly").format(why=why)
+            )
         progress = sys.stderr.isatty() and not args.json
         snapshots = asyncio.run(probe(config, args.wait, progress=progress))
         now = time.time()
@@ -125,7 +131,7 @@ def report(args: argparse.Namespace, board: Board, hosts: int, notes: list[str])
 
             print("\n" + keys_text(board.problems()))
         for note in notes:
-            print(f"note: {note}")
+            print(_("note: {note}").format(note=note))
     return exit_code(board)
 
 
@@ -159,10 +165,14 @@ def ask_head(
 def acknowledge(config: Config | None, args: argparse.Namespace, socket: str | None = None) -> int:
     """``--ack KEY --note TEXT``: 0 once the head acknowledged it, 3 otherwise."""
     if not args.ack or not (args.note or "").strip():
-        print("gputui health: --ack KEY needs --note TEXT (why it may wait)", file=sys.stderr)
+        print(
+            "gputui health: " + _("--ack KEY needs --note TEXT (why it may wait)"), file=sys.stderr
+        )
         return EXIT_ERROR
     if socket is None and (config is None or config.head is None):
-        print("gputui health: --ack needs a head (hosts.yaml has no head:)", file=sys.stderr)
+        print(
+            "gputui health: " + _("--ack needs a head (hosts.yaml has no head:)"), file=sys.stderr
+        )
         return EXIT_ERROR
     from gputui.scheduler.client.backend import require
     from gputui.scheduler.client.errors import HeadError
@@ -175,7 +185,7 @@ def acknowledge(config: Config | None, args: argparse.Namespace, socket: str | N
     except (HeadError, OSError) as exc:
         print(f"gputui health: {clean(str(exc), 300)}", file=sys.stderr)
         return EXIT_ERROR
-    print(f"acknowledged {clean(str(done.get('key', args.ack)), 256)}")
+    print(_("acknowledged {key}").format(key=clean(str(done.get("key", args.ack)), 256)))
     return EXIT_OK
 
 
@@ -186,7 +196,11 @@ def _only(config: Config, names: Sequence[str]) -> Config:
     missing = [n for n in names if n not in known]
     if missing:
         shown = ", ".join(sorted(known)[:10]) + (" ..." if len(known) > 10 else "")
-        raise ValueError(f"--host {clean(missing[0], 128)!r}: no such host (hosts: {shown})")
+        raise ValueError(
+            _("--host {name}: no such host (hosts: {hosts})").format(
+                name=repr(clean(missing[0], 128)), hosts=shown
+            )
+        )
     return config.model_copy(update={"hosts": [h for h in config.hosts if h.name in names]})
 
 
@@ -259,8 +273,11 @@ async def probe(config: Config, wait_s: float, *, progress: bool) -> dict[str, H
                 if progress and time.monotonic() - shown >= 1.0:
                     shown = time.monotonic()
                     names = ", ".join(waiting[:4]) + (" ..." if len(waiting) > 4 else "")
+                    told = _("waiting for {count} of {total} hosts ({names})").format(
+                        count=len(waiting), total=len(probed), names=names
+                    )
                     print(
-                        f"\rwaiting for {len(waiting)} of {len(probed)} hosts ({names})\x1b[K",
+                        f"\r{told}\x1b[K",
                         end="",
                         file=sys.stderr,
                         flush=True,
@@ -281,6 +298,15 @@ def _when(t: float) -> str:
     return time.strftime("%m-%d %H:%M:%S", time.localtime(t))
 
 
+SEVERITIES = {"crit": N_("CRIT"), "warn": N_("WARN"), "info": N_("INFO")}
+"""A problem's severity as the table shows it (``--json`` keeps the code)."""
+
+
+def severity_text(severity: str) -> str:
+    """``crit`` -> ``CRIT`` (in the chosen language); one not listed in capitals."""
+    return _(SEVERITIES[severity]) if severity in SEVERITIES else severity.upper()
+
+
 def as_json(board: Board, hosts: int) -> dict[str, Any]:
     unknown: Mapping[str, list[tuple[int, str, str]]] = board.unknown()
     return {
@@ -298,18 +324,27 @@ def as_text(board: Board, hosts: int, width: int | None) -> str:
     problems = board.problems()
     lines: list[str] = []
     if problems:
-        rows = [("SEV", "HOST", "GPU", "PROBLEM", "FIRST SEEN", "N", "WHAT TO DO")]
+        titles = (
+            N_("SEV"),
+            N_("HOST"),
+            N_("GPU"),
+            N_("PROBLEM"),
+            N_("FIRST SEEN"),
+            N_("N"),
+            N_("WHAT TO DO"),
+        )
+        rows = [tuple(_(t) for t in titles)]
         for p in problems:
             f = p.finding
             rows.append(
                 (
-                    f.severity.upper(),
+                    severity_text(f.severity),
                     f.host,
                     "-" if f.gpu is None else str(f.gpu),
-                    cut(f.title, 42 if p.ack else 48) + (" [ack]" if p.ack else ""),
+                    cut(shown(f.title), 42 if p.ack else 48) + (" " + _("[ack]") if p.ack else ""),
                     _when(p.first_seen),
                     str(p.count),
-                    f.action,
+                    shown(f.action),
                 )
             )
         widths = fit_widths(rows, width, flex={3: 16, 1: 8}, drop=(6,))
@@ -317,31 +352,40 @@ def as_text(board: Board, hosts: int, width: int | None) -> str:
         lines.append("")
         for p in problems:  # what each means, once, below the table
             f = p.finding
-            where = f.host + ("" if f.gpu is None else f" GPU {f.gpu}")
-            lines += wrap(f"{f.severity.upper():4}  {where}: {f.title}: {f.meaning}", width, 6)
+            where = (
+                f.host if f.gpu is None else _("{host} GPU {gpu}").format(host=f.host, gpu=f.gpu)
+            )
+            sev = pad(severity_text(f.severity), 4)
+            lines += wrap(f"{sev}  {where}: {shown(f.title)}: {shown(f.meaning)}", width, 6)
             if 6 not in widths:
-                lines += wrap(f"      what to do: {f.action}", width, 18)
+                lines += wrap(
+                    "      " + _("what to do: {action}").format(action=shown(f.action)), width, 18
+                )
         lines.append("")
     counts = {
         s: sum(1 for p in problems if p.finding.severity == s) for s in ("crit", "warn", "info")
     }
 
-    def n(count: int, noun: str) -> str:
-        return f"{count} {noun}" + ("" if count == 1 or noun == "critical" else "s")
-
-    where = f"{hosts} host" + ("" if hosts == 1 else "s")
-    summary = (
-        f"{n(counts['crit'], 'critical')}, {n(counts['warn'], 'warning')},"
-        f" {n(counts['info'], 'note')} on {where}"
-        if problems
-        else f"no problems on {where}"
-    )
+    where = ngettext("{count} host", "{count} hosts", hosts).format(count=hosts)
+    if problems:
+        crit = _("{count} critical").format(count=counts["crit"])
+        warn = ngettext("{count} warning", "{count} warnings", counts["warn"])
+        info = ngettext("{count} note", "{count} notes", counts["info"])
+        summary = _("{critical}, {warnings}, {notes} on {hosts}").format(
+            critical=crit,
+            warnings=warn.format(count=counts["warn"]),
+            notes=info.format(count=counts["info"]),
+            hosts=where,
+        )
+    else:
+        summary = _("no problems on {hosts}").format(hosts=where)
     lines += wrap(summary, width, 2)
     unknown = board.unknown()
     if unknown:
         per_host = []
         for host, items in sorted(unknown.items()):
-            checks = sorted({f"{check} ({why})" for _, check, why in items})
+            checks = sorted({f"{check} ({why})" for _at, check, why in items})
             per_host.append(f"{host}: {', '.join(checks)}")
-        lines += wrap("not checked (unknown, not ok): " + "; ".join(per_host), width, 2)
+        told = _("not checked (unknown, not ok): {checks}").format(checks="; ".join(per_host))
+        lines += wrap(told, width, 2)
     return "\n".join(clean(line, 2048) for line in lines)

@@ -19,6 +19,8 @@ from typing import Any
 from gputui.cli.dates import span, stamp
 from gputui.cli.listing import known_user
 from gputui.cli.tables import print_json
+from gputui.common.i18n import N_, _
+from gputui.common.job_words import state_text
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
@@ -34,7 +36,18 @@ CODES = {
 }
 """Slurm's state codes ``--state`` also takes (its CANCELLED is gputui's cancel and kill)."""
 MIN_WIDTH = 80
-HEADER = ("JOBID", "USER", "NAME", "STATE", "EXIT", "ENDED", "GPU-H", "BUSY", "KWH")
+HEADER = (
+    N_("JOBID"),
+    N_("USER"),
+    N_("NAME"),
+    N_("STATE"),
+    N_("EXIT"),
+    N_("ENDED"),
+    N_("GPU-H"),
+    N_("BUSY"),
+    N_("KWH"),
+)
+"""The table's column titles (English; looked up where it is drawn)."""
 FLEXIBLE = (1, 2)
 """USER and NAME: cut to fit; the other columns are shown whole."""
 RIGHT = frozenset({0, 6, 7, 8})
@@ -53,8 +66,9 @@ def states_of(text: str | None) -> list[str]:
         else:
             raise HeadError(
                 "usage",
-                f"--state: {shown(part, 40)!r} is not one of {', '.join(STATES)}"
-                f" (or {', '.join(CODES)})",
+                _("--state: {text} is not one of {states} (or {codes})").format(
+                    text=repr(shown(part, 40)), states=", ".join(STATES), codes=", ".join(CODES)
+                ),
             )
     return sorted(set(out))
 
@@ -65,9 +79,13 @@ def limit_of(text: str | None) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise HeadError("usage", f"--limit: not a number: {shown(text, 40)!r}") from None
+        raise HeadError(
+            "usage", _("--limit: not a number: {text}").format(text=repr(shown(text, 40)))
+        ) from None
     if not 1 <= value <= MAX_LIMIT:
-        raise HeadError("usage", f"--limit: 1 to {MAX_LIMIT}, not {value}")
+        raise HeadError(
+            "usage", _("--limit: 1 to {most}, not {value}").format(most=MAX_LIMIT, value=value)
+        )
     return value
 
 
@@ -132,7 +150,7 @@ def row_of(job: dict[str, Any]) -> tuple[str, ...]:
         shown(job.get("id", "")),
         shown(job.get("user", "")),
         shown(job.get("name") or "-"),
-        shown(job.get("state", ""), 10),
+        state_text(shown(job.get("state", ""), 10)),
         _exit(job),
         _ended(job.get("ended_at")),
         _number(job.get("gpu_h"), ".2f"),
@@ -149,12 +167,14 @@ def total_of(jobs: Sequence[dict[str, Any]]) -> tuple[str, ...]:
     alloc = sum(float(j.get("gpu_h") or 0.0) for j in metered)
     kwh = [float(j["energy_kwh"]) for j in jobs if j.get("energy_kwh") is not None]
     share = f"{100 * busy / alloc:.0f}%" if alloc > 0 else "-"
-    return ("TOTAL", "", "", "", "", "", f"{gpu_h:.2f}", share, f"{sum(kwh):.2f}" if kwh else "-")
+    kwh_text = f"{sum(kwh):.2f}" if kwh else "-"
+    return (_("TOTAL"), "", "", "", "", "", f"{gpu_h:.2f}", share, kwh_text)
 
 
 def history_table(jobs: Sequence[dict[str, Any]], width: int) -> list[str]:
     """The jobs (oldest first) and a total, in at most ``max(width, MIN_WIDTH)`` cells."""
-    rows = [HEADER, *(row_of(j) for j in jobs), total_of(jobs)]
+    header = tuple(_(title) for title in HEADER)
+    rows = [header, *(row_of(j) for j in jobs), total_of(jobs)]
     widths = [max(cells(r[i]) for r in rows) for i in range(len(HEADER))]
     room = max(width, MIN_WIDTH) - 2 * (len(HEADER) - 1)
     fixed = sum(w for i, w in enumerate(widths) if i not in FLEXIBLE)
@@ -173,7 +193,7 @@ def history_table(jobs: Sequence[dict[str, Any]], width: int) -> list[str]:
 
 def run(backend: SyncBackend, a: argparse.Namespace) -> int:
     if a.user is not None and a.all_users:
-        raise HeadError("usage", "--user or --all-users, not both")
+        raise HeadError("usage", _("--user or --all-users, not both"))
     states, limit = states_of(a.state), limit_of(a.limit)
     since, until = span(a.since, a.until, time.time())
     result = backend.history(
@@ -184,17 +204,25 @@ def run(backend: SyncBackend, a: argparse.Namespace) -> int:
     if a.json:
         print_json(result)
         return 0
-    whose = "everyone" if a.all_users else shown(result.get("user") or a.user or "you", 20)
-    print(f"Jobs that ended {stamp(since)} to {stamp(until)} ({whose})")
+    if a.all_users:
+        said = _("Jobs that ended {since} to {until} (everyone)")
+    elif result.get("user") or a.user:
+        said = _("Jobs that ended {since} to {until} ({user})")
+    else:
+        said = _("Jobs that ended {since} to {until} (you)")
+    whose = shown(result.get("user") or a.user or "", 20)
+    print(said.format(since=stamp(since), until=stamp(until), user=whose))
     if not jobs:
-        print("no finished jobs" + (f" in state {', '.join(states)}" if states else ""))
+        if states:
+            named = ", ".join(state_text(s) for s in states)
+            print(_("no finished jobs in state {states}").format(states=named))
+        else:
+            print(_("no finished jobs"))
         return 0
     width = shutil.get_terminal_size((MIN_WIDTH, 24)).columns
     for line in history_table(list(reversed(jobs)), width):
         print(line)
     if result.get("more"):
-        print(
-            f"gputui history: the newest {len(jobs)} shown; more ended then (--limit, --since)",
-            file=sys.stderr,
-        )
+        more = _("the newest {n} shown; more ended then (--limit, --since)").format(n=len(jobs))
+        print(f"gputui history: {more}", file=sys.stderr)
     return 0

@@ -20,18 +20,20 @@ import json
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.cli.health import EXIT_ERROR, probe, wait_refused
-from gputui.cli.layout import terminal_width, wrap
+from gputui.cli.health import EXIT_ERROR, probe, severity_text, wait_refused
+from gputui.cli.layout import pad, terminal_width, wrap
 from gputui.common.durations import ago
+from gputui.common.i18n import N_, _, ngettext
 from gputui.common.text import clean
 from gputui.common.untrusted import epoch, integer, number
 from gputui.config.loader import ConfigError, find_config, load_config
 from gputui.config.models import Config
 from gputui.health.board import HealthBoard, Problem
 from gputui.health.head_answer import HeadBoard
+from gputui.health.words import shown
 from gputui.health.xid import info
 from gputui.telemetry import HostSnapshot
 from gputui.wire.messages import GpuSample
@@ -48,24 +50,72 @@ class Entry:
     one a minute) or ``sample`` (taken by this probe)."""
     gpu: int | None
     text: str
+    """In English, as ``--json`` has it."""
+    words: str = field(default="", compare=False)
+    """The text in the chosen language, as the timeline prints it ("": ``text``)."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"time": self.time, "kind": self.kind, "gpu": self.gpu, "text": self.text}
+
+
+KINDS = {
+    "boot": N_("boot"),
+    "xid": N_("xid"),
+    "problem": N_("problem"),
+    "audit": N_("audit"),
+    "reading": N_("reading"),
+    "sample": N_("sample"),
+}
+"""An entry's kind as the timeline shows it (``--json`` keeps the code)."""
+
+
+class Note(str):
+    """A note under the timeline: in English (the JSON's), with ``words``, the note in
+    the chosen language (what the timeline prints)."""
+
+    words: str
+
+    def __new__(cls, english: str, words: str) -> Note:
+        note = super().__new__(cls, english)
+        note.words = words
+        return note
+
+
+def note(message: str, /, **fields: Any) -> Note:
+    """``said`` as a ``Note``."""
+    return Note(*said(message, **fields))
+
+
+def said(message: str, /, **fields: Any) -> tuple[str, str]:
+    """``message`` (marked with ``N_``) filled in: in English (the JSON's) and in the
+    chosen language (the timeline's)."""
+    return message.format(**fields), _(message).format(**fields)
 
 
 def _since(text: str, now: float) -> float:
     since = ago(text, now)
     if since is None:
-        raise ValueError(f"--since: not a span: {clean(text, 40)!r} (30m, 12h, 2d, 1w)")
+        raise ValueError(
+            _("--since: not a span: {text} (30m, 12h, 2d, 1w)").format(text=repr(clean(text, 40)))
+        )
     return since
 
 
 def _target(text: str, config: Config) -> tuple[str, int | None]:
-    host, _, gpu = text.partition(":")
+    host, _colon, gpu = text.partition(":")
     names = {h.name for h in config.hosts}
     if host not in names:
-        raise ValueError(f"{clean(host, 128)!r}: no such host in hosts.yaml")
+        raise ValueError(
+            _("{host}: no such host in hosts.yaml").format(host=repr(clean(host, 128)))
+        )
     if not gpu:
         return host, None
     if not gpu.isdigit() or int(gpu) > 63:
-        raise ValueError(f"{clean(text, 160)!r}: GPU must be an index 0-63 (HOST:GPU)")
+        raise ValueError(
+            _("{target}: GPU must be an index 0-63 (HOST:GPU)").format(
+                target=repr(clean(text, 160))
+            )
+        )
     return host, int(gpu)
 
 
@@ -88,7 +138,7 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     only = config.model_copy(update={"hosts": [h for h in config.hosts if h.name == host]})
     snap = asyncio.run(probe(only, args.wait, progress=False)).get(host)
-    notes: list[str] = []
+    notes: list[Note] = []
     head = _head(config, args.hosts, host=host, gpu=gpu, since=since, notes=notes)
     board = head.board if head is not None else None
     entries = (
@@ -107,19 +157,19 @@ def main(args: argparse.Namespace) -> int:
             "host": host,
             "gpu": gpu,
             "since": since,
-            "entries": [asdict(e) for e in entries],
-            "notes": notes,
+            "entries": [e.as_json() for e in entries],
+            "notes": [str(n) for n in notes],
         }
         print(json.dumps(out, indent=1))
         return EXIT_OK
-    where = host + ("" if gpu is None else f" GPU {gpu}")
-    print(f"Incident timeline for {where}, since {_stamp(since)}")
+    where = host if gpu is None else _("{host} GPU {gpu}").format(host=host, gpu=gpu)
+    print(_("Incident timeline for {where}, since {time}").format(where=where, time=_stamp(since)))
     for line in timeline_lines(entries, gpu, terminal_width()):
         print(line)
     if not entries:
-        print("(nothing recorded in that time)")
-    for note in notes:
-        print(f"note: {note}")
+        print(_("(nothing recorded in that time)"))
+    for each in notes:
+        print(_("note: {note}").format(note=each.words))
     return EXIT_OK
 
 
@@ -128,7 +178,8 @@ def timeline_lines(entries: list[Entry], gpu: int | None, width: int | None) -> 
     out = []
     for e in entries:
         card = "" if e.gpu is None or gpu is not None else f"GPU {e.gpu}  "
-        out += wrap(f"{_stamp(e.time)}  {e.kind:<7}  {card}{e.text}", width, 30)
+        kind = pad(_(KINDS[e.kind]) if e.kind in KINDS else e.kind, 7)
+        out += wrap(f"{_stamp(e.time)}  {kind}  {card}{e.words or e.text}", width, 30)
     return out
 
 
@@ -142,7 +193,7 @@ def timeline(
     gpu: int | None,
     since: float,
     *,
-    notes: list[str],
+    notes: list[Note],
     now: float,
     board: HeadBoard | None = None,
 ) -> list[Entry]:
@@ -151,21 +202,34 @@ def timeline(
     out: list[Entry] = []
     if snap.status.is_problem:
         notes.append(
-            f"{snap.name} did not answer ({snap.status.value}: {clean(snap.message, 200)})"
+            note(
+                N_("{host} did not answer ({status}: {message})"),
+                host=snap.name,
+                status=snap.status.value,
+                message=clean(snap.message, 200),
+            )
         )
     hello = snap.hello
     if hello is not None and hello.boot_time is not None and hello.boot_time >= since:
-        out.append(Entry(hello.boot_time, "boot", None, "the host booted"))
+        booted = N_("the host booted")
+        out.append(Entry(hello.boot_time, "boot", None, booted, _(booted)))
     for event in snap.events:
         if event.xid is None or event.time is None or event.time < since:
             continue
         if gpu is not None and event.gpu_index != gpu:
             continue
         entry = info(event.xid)
-        text = f"Xid {event.xid} ({entry.kind}, {event.source}): {entry.meaning}"
+        message = N_("Xid {xid} ({kind}, {source}): {meaning}")
+        text = message.format(
+            xid=event.xid, kind=entry.kind, source=event.source, meaning=entry.meaning
+        )
+        words = _(message).format(
+            xid=event.xid, kind=shown(entry.kind), source=event.source, meaning=shown(entry.meaning)
+        )
         if event.text:
             text += f" -- {clean(event.text, 200)}"
-        out.append(Entry(event.time, "xid", event.gpu_index, text))
+            words += f" -- {clean(event.text, 200)}"
+        out.append(Entry(event.time, "xid", event.gpu_index, text, words))
     if board is not None:
         out += _problems(board.problems(), gpu, since)
     else:
@@ -175,7 +239,8 @@ def timeline(
     if snap.sample is not None:
         for g in snap.sample.gpus:
             if gpu is None or g.index == gpu:
-                out.append(Entry(snap.sample.time or now, "sample", g.index, _reading(g)))
+                text, words = _reading(g)
+                out.append(Entry(snap.sample.time or now, "sample", g.index, text, words))
     return out
 
 
@@ -185,29 +250,66 @@ def _problems(problems: list[Problem], gpu: int | None, since: float) -> list[En
         f = problem.finding
         if gpu is not None and f.gpu not in (None, gpu):
             continue
-        text = f"{f.severity.upper()} {f.title}: {f.action}"
-        if problem.count > 1:
-            text += f" ({problem.count} times)"
-        out.append(Entry(max(problem.first_seen, since), "problem", f.gpu, clean(text, 300)))
+        fields = {"title": f.title, "action": f.action, "count": problem.count}
+        message = (
+            N_("{severity} {title}: {action} ({count} times)")
+            if problem.count > 1
+            else N_("{severity} {title}: {action}")
+        )
+        text = message.format(severity=f.severity.upper(), **fields)
+        fields.update(title=shown(f.title), action=shown(f.action))
+        words = _(message).format(severity=severity_text(f.severity), **fields)
+        at = max(problem.first_seen, since)
+        out.append(Entry(at, "problem", f.gpu, clean(text, 300), clean(words, 300)))
     return out
 
 
-def _reading(g: GpuSample) -> str:
-    def part(label: str, value: object, unit: str = "") -> str:
-        return f"{label} {value}{unit}" if value is not None else f"{label} n/a"
+READING_PARTS = {
+    "util": N_("util {value}"),
+    "mem": N_("mem {value}"),
+    "temp": N_("temp {value}"),
+    "power": N_("power {value}"),
+    "ecc": N_("ecc {value}"),
+    "throttle": N_("throttle {value}"),
+}
+"""A reading's parts, as the timeline says them (``--json`` has them in English)."""
+_NOT_READ = N_("n/a")
 
-    bits = [
-        g.state,
-        part("util", g.util_gpu, "%"),
-        part("mem", g.mem_used_mib, " MiB"),
-        part("temp", g.temp_c, " C"),
-        part("power", g.power_w, " W"),
-        part("ecc", g.ecc_uncorrected),
-        f"{len(g.processes)} processes",
+
+def reading_text(
+    state: str, parts: list[tuple[str, str | None]], extra: str = ""
+) -> tuple[str, str]:
+    """``ok, util 5%, mem 100 MiB, …``: in English (the JSON's) and in the chosen
+    language; a part the host did not read (None) is ``n/a``."""
+    english = [state]
+    words = [state]
+    for name, value in parts:
+        message = READING_PARTS[name]
+        english.append(message.format(value=_NOT_READ if value is None else value))
+        words.append(_(message).format(value=_(_NOT_READ) if value is None else value))
+    return ", ".join(english) + extra, ", ".join(words) + extra
+
+
+def _reading(g: GpuSample) -> tuple[str, str]:
+    def unit(value: object, suffix: str = "") -> str | None:
+        return None if value is None else f"{value}{suffix}"
+
+    parts = [
+        ("util", unit(g.util_gpu, "%")),
+        ("mem", unit(g.mem_used_mib, " MiB")),
+        ("temp", unit(g.temp_c, " C")),
+        ("power", unit(g.power_w, " W")),
+        ("ecc", unit(g.ecc_uncorrected)),
     ]
+    text, words = reading_text(g.state, parts)
+    count = len(g.processes)
+    text += ", " + f"{count} processes"
+    words += ", " + ngettext("{count} process", "{count} processes", count).format(count=count)
     if g.throttle:
-        bits.append("throttle " + "+".join(g.throttle))
-    return ", ".join(bits)
+        throttle = "+".join(g.throttle)
+        text += ", " + READING_PARTS["throttle"].format(value=throttle)
+        words += ", " + _(READING_PARTS["throttle"]).format(value=throttle)
+    return text, words
 
 
 @dataclass(slots=True)
@@ -227,17 +329,17 @@ def _head(
     host: str,
     gpu: int | None,
     since: float,
-    notes: list[str],
+    notes: list[Note],
 ) -> HeadFacts | None:
     """The head's board of the host, its audit rows, readings and Xids (None: no head)."""
     if config.head is None:
-        notes.append("no head in hosts.yaml: no audit rows")
+        notes.append(note(N_("no head in hosts.yaml: no audit rows")))
         return None
     from gputui.scheduler.client.backend import require
     from gputui.scheduler.client.errors import HeadError
     from gputui.scheduler.client.session import local_head
 
-    fallback = "problems as this probe sees them now (first seen: now)"
+    fallback = N_("the head did not answer: problems as this probe sees them now (first seen: now)")
     try:
         with local_head(hosts_file) as head:
             require(head, ("audit", "incident", "health"))
@@ -245,14 +347,19 @@ def _head(
             kept = head.incident(host, since=since, gpu=gpu)
             health = head.health([host])
     except HeadError as exc:
-        notes.append(f"no audit rows, past readings or board: {clean(exc.message, 200)}")
-        notes.append(f"the head did not answer: {fallback}")
+        notes.append(
+            note(N_("no audit rows, past readings or board: {why}"), why=clean(exc.message, 200))
+        )
+        notes.append(note(fallback))
         return HeadFacts(None, [], [])
     except OSError as exc:
         notes.append(
-            f"no audit rows, past readings or board: head unreachable ({clean(str(exc), 200)})"
+            note(
+                N_("no audit rows, past readings or board: head unreachable ({why})"),
+                why=clean(str(exc), 200),
+            )
         )
-        notes.append(f"the head did not answer: {fallback}")
+        notes.append(note(fallback))
         return HeadFacts(None, [], [])
     board = HeadBoard(health) if isinstance(health, dict) else None
     raw = kept.get("events") if isinstance(kept, dict) else None
@@ -277,14 +384,28 @@ def _head_xids(events: list[dict[str, Any]], have: list[Entry], gpu: int | None)
         if isinstance(xid, int) and not isinstance(xid, bool) and 0 <= xid < 1 << 16:
             if (index, f"Xid {xid}", round(when)) in seen:
                 continue
-            line = f"Xid {xid} ({info(xid).kind}, {source}, received by the head): "
-            line += info(xid).meaning
+            message = N_("Xid {xid} ({kind}, {source}, received by the head): {meaning}")
+            line = message.format(
+                xid=xid, kind=info(xid).kind, source=source, meaning=info(xid).meaning
+            )
+            words = _(message).format(
+                xid=xid,
+                kind=shown(info(xid).kind),
+                source=source,
+                meaning=shown(info(xid).meaning),
+            )
         elif isinstance(sxid, int) and not isinstance(sxid, bool) and 0 <= sxid < 1 << 16:
             bus = clean(str(e.get("bus_id") or "?"), 32)
-            line = f"SXid {sxid} on NVSwitch {bus} ({source}, received by the head)"
+            line, words = said(
+                N_("SXid {sxid} on NVSwitch {bus} ({source}, received by the head)"),
+                sxid=sxid,
+                bus=bus,
+                source=source,
+            )
         else:
             continue
-        out.append(Entry(float(when), "xid", index, line + (f" -- {text}" if text else "")))
+        more = f" -- {text}" if text else ""
+        out.append(Entry(float(when), "xid", index, line + more, words + more))
     return out
 
 
@@ -312,7 +433,7 @@ def _audit_rows(answer: Any, *, host: str, gpu: int | None) -> list[Entry]:
     return out
 
 
-def _readings(kept: Any, since: float, notes: list[str]) -> list[Entry]:
+def _readings(kept: Any, since: float, notes: list[Note]) -> list[Entry]:
     """The readings the head kept (about one a minute per host), as entries."""
     out: list[Entry] = []
     readings = kept.get("readings") if isinstance(kept, dict) else None
@@ -323,25 +444,25 @@ def _readings(kept: Any, since: float, notes: list[str]) -> list[Entry]:
         if when is None or index is None:
             continue
 
-        def part(label: str, key: str, unit: str = "", r: dict[str, Any] = r) -> str:
+        def unit(key: str, suffix: str = "", r: dict[str, Any] = r) -> str | None:
             value = r.get(key)
-            return f"{label} {value}{unit}" if number(value) is not None else f"{label} n/a"
+            return f"{value}{suffix}" if number(value) is not None else None
 
-        text = ", ".join(
-            [
-                clean(str(r.get("state") or "?"), 16),
-                part("util", "util_gpu", "%"),
-                part("mem", "mem_used_mib", " MiB"),
-                part("temp", "temp_c", " C"),
-                part("power", "power_w", " W"),
-                part("ecc", "ecc_uncorrected"),
-            ]
-        )
+        parts = [
+            ("util", unit("util_gpu", "%")),
+            ("mem", unit("mem_used_mib", " MiB")),
+            ("temp", unit("temp_c", " C")),
+            ("power", unit("power_w", " W")),
+            ("ecc", unit("ecc_uncorrected")),
+        ]
+        text, words = reading_text(clean(str(r.get("state") or "?"), 16), parts)
         throttle = r.get("throttle")
         if isinstance(throttle, str) and throttle:
-            text += f", throttle {clean(throttle, 120)}"
-        out.append(Entry(when, "reading", index, text))
+            value = clean(throttle, 120)
+            text += ", " + READING_PARTS["throttle"].format(value=value)
+            words += ", " + _(READING_PARTS["throttle"]).format(value=value)
+        out.append(Entry(when, "reading", index, text, words))
     started = epoch(kept.get("kept_since")) if isinstance(kept, dict) else None
     if started is not None and started > since:
-        notes.append(f"the head has kept readings only since {_stamp(started)}")
+        notes.append(note(N_("the head has kept readings only since {time}"), time=_stamp(started)))
     return out

@@ -85,20 +85,27 @@ def fit_widths(
 
     ``flex``: column -> the least width it may be cut to (never below its header's);
     ``drop``: the columns that may be left out, the first to go first."""
-    flex = flex or {}
-    kept = list(range(len(rows[0]))) if rows else []
+    return _fit([[cells(c) for c in row] for row in rows], width, flex or {}, drop)
+
+
+def _fit(
+    sizes: Sequence[Sequence[int]], width: int | None, flex: Mapping[int, int], drop: Sequence[int]
+) -> dict[int, int]:
+    """``fit_widths`` from each cell's size in cells (worked out once, not per try)."""
+    widest = [max(size[i] for size in sizes) for i in range(len(sizes[0]))] if sizes else []
+    kept = list(range(len(widest)))
     while True:
-        widths = {i: max(cells(r[i]) for r in rows) for i in kept}
+        widths = {i: widest[i] for i in kept}
         over = sum(widths.values()) + len(SEP) * (len(kept) - 1) - (width or 0)
         if width is None or over <= 0:
             return widths
-        floor = {i: max(least, cells(rows[0][i])) for i, least in flex.items() if i in widths}
+        floor = {i: max(least, sizes[0][i]) for i, least in flex.items() if i in widths}
         while over > 0:  # the widest cut by one cell at a time: the cuts come out even
             slack = [i for i in floor if widths[i] > floor[i]]
             if not slack:
                 break
-            widest = max(slack, key=lambda i: widths[i])
-            widths[widest] -= 1
+            most = max(slack, key=lambda i: widths[i])
+            widths[most] -= 1
             over -= 1
         gone = next((i for i in drop if i in kept), None)
         if over <= 0 or gone is None:
@@ -115,12 +122,32 @@ def table_lines(
 ) -> list[str]:
     """The rows in ``widths``' columns, each cell cut to its column; every line in
     ``width`` cells (a last resort cut for a terminal too narrow for any table)."""
+    return _lines(rows, [[cells(c) for c in row] for row in rows], widths, width, right)
+
+
+def _lines(
+    rows: Sequence[Sequence[str]],
+    sizes: Sequence[Sequence[int]],
+    widths: Mapping[int, int],
+    width: int | None,
+    right: Sequence[int],
+) -> list[str]:
+    """``table_lines`` from each cell's size: a cell that fits is padded, not measured
+    again, and a line known to fit is not cut (a queue of thousands of jobs)."""
+    fits = width is None or sum(widths.values()) + len(SEP) * (len(widths) - 1) <= width
+    on_right = frozenset(right)
     out = []
-    for row in rows:
-        line = SEP.join(
-            pad(cut(row[i], w), w, right=i in right) for i, w in widths.items()
-        ).rstrip()
-        out.append(line if width is None else cut(line, width))
+    for row, size in zip(rows, sizes, strict=True):
+        parts = []
+        for i, w in widths.items():
+            text, used = row[i], size[i]
+            if used > w:
+                text = cut(text, w)
+                used = cells(text)
+            gap = " " * (w - used)
+            parts.append(gap + text if i in on_right else text + gap)
+        line = SEP.join(parts).rstrip()
+        out.append(line if fits else cut(line, width or 0))
     return out
 
 
@@ -133,8 +160,9 @@ def fit_table(
     right: Sequence[int] = (),
 ) -> list[str]:
     """``rows`` (the header first) as lines of at most ``width`` cells (None: any)."""
-    widths = fit_widths(rows, width, flex=flex, drop=drop)
-    return table_lines(rows, widths, width, right=right)
+    sizes = [[cells(c) for c in row] for row in rows]
+    widths = _fit(sizes, width, flex or {}, drop)
+    return _lines(rows, sizes, widths, width, right)
 
 
 def wrap(text: str, width: int | None, indent: int) -> list[str]:

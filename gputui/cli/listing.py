@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from gputui.common.i18n import _
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import Answer
 from gputui.scheduler.client.errors import HeadError
@@ -23,18 +24,15 @@ def every_page(fetch: Fetch, key: str, verb: str) -> tuple[list[Any], Answer]:
     result = fetch(PAGE, None)
     items = list(result[key])
     after = result.get("next")
-    for _ in range(MAX_PAGES - 1):
+    for _page in range(MAX_PAGES - 1):
         if not isinstance(after, int) or isinstance(after, bool):
             break
         page = fetch(PAGE, after)
         items += page[key]
         after = page.get("next")
     if isinstance(after, int) and not isinstance(after, bool):
-        print(
-            f"gputui {verb}: the first {len(items)} shown, more after id {after}"
-            " not shown (narrow it with --user)",
-            file=sys.stderr,
-        )
+        told = _("the first {count} shown, more after id {after} not shown (narrow it with --user)")
+        print(f"gputui {verb}: " + told.format(count=len(items), after=after), file=sys.stderr)
     return items, result
 
 
@@ -49,12 +47,23 @@ def known_user(user: str | None, rows: list[Any]) -> None:
     try:
         pwd.getpwnam(user)
     except (KeyError, ValueError):  # ValueError: a NUL in the name
-        raise HeadError("usage", f"no such user: {shown(user, 64)}") from None
+        raise HeadError("usage", _("no such user: {user}").format(user=shown(user, 64))) from None
 
 
 def nothing_line(noun: str, a: Any) -> str:
     """The line under an empty table: what was asked for, and that there is none."""
-    kind = "" if a.all else (" queued or running" if noun == "jobs" else " waiting or active")
-    mine = f" of {shown(a.user, 64)}" if a.user else ""
-    more = "" if a.all else " (--all: finished ones too)"
-    return f"no{kind} {noun}{mine}{more}"
+    jobs = noun == "jobs"
+    if a.user:
+        user = shown(a.user, 64)
+        if a.all:
+            line = _("no jobs of {user}") if jobs else _("no claims of {user}")
+        elif jobs:
+            line = _("no queued or running jobs of {user} (--all: finished ones too)")
+        else:
+            line = _("no waiting or active claims of {user} (--all: finished ones too)")
+        return line.format(user=user)
+    if a.all:
+        return _("no jobs") if jobs else _("no claims")
+    if jobs:
+        return _("no queued or running jobs (--all: finished ones too)")
+    return _("no waiting or active claims (--all: finished ones too)")

@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 from gputui.cli.args import EXIT_OK
 from gputui.cli.layout import fit_table, terminal_width, wrap
+from gputui.cli.tables import date_text
+from gputui.common.i18n import N_, _
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.explain_text import explain_lines, shown
 
@@ -36,28 +38,31 @@ def quota(backend: SyncBackend, a: argparse.Namespace) -> int:
         print()
         return EXIT_OK
     rows = body["quotas"]
-    since = time.strftime("%a %Y-%m-%d %H:%M", time.localtime(body["week_start"]))
+    since = date_text(body["week_start"])
     if not rows:
-        print("no quotas configured (scheduler.quotas in hosts.yaml)")
+        print(_("no quotas configured (scheduler.quotas in hosts.yaml)"))
         return EXIT_OK
     as_of = body.get("as_of")
-    counted = (
-        f" (as the scheduler counts it, at {time.strftime('%H:%M:%S', time.localtime(as_of))})"
-        if isinstance(as_of, (int, float)) and as_of > 0
-        else ""
-    )
+    if isinstance(as_of, (int, float)) and as_of > 0:
+        at = time.strftime("%H:%M:%S", time.localtime(as_of))
+        title = _(
+            "weekly GPU-hour quotas, this week since {since} (as the scheduler counts it, at {at})"
+        ).format(since=since, at=at)
+    else:
+        title = _("weekly GPU-hour quotas, this week since {since}").format(since=since)
     width = terminal_width()
-    for line in wrap(f"weekly GPU-hour quotas, this week since {since}{counted}", width, 2):
+    for line in wrap(title, width, 2):
         print(line)
-    table = [("GROUP", "POOL", "USED", "LIMIT", "USE%", "STATE")]
+    titles = (N_("GROUP"), N_("POOL"), N_("USED"), N_("LIMIT"), N_("USE%"), N_("STATE"))
+    table = [tuple(_(t) for t in titles)]
     for q in rows:
         limit = q["limit_gpu_h"]
         pct = 100.0 * q["used_gpu_h"] / limit if limit else 100.0
-        state = "over: its jobs run only on idle GPUs, preemptible" if q["over"] else "within"
+        state = _("over: its jobs run only on idle GPUs, preemptible") if q["over"] else _("within")
         table.append(
             (
                 shown(q["group"], 16),
-                shown(q["pool"] or "(all)", 12),
+                shown(q["pool"], 12) if q["pool"] else _("(all)"),
                 f"{q['used_gpu_h']:.1f}",
                 f"{limit:g}",
                 f"{pct:.0f}%",

@@ -17,7 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.cli.layout import cut, pad
+from gputui.common.arrays import fold
 from gputui.common.durations import elapsed_text
+from gputui.common.i18n import N_, _
+from gputui.common.job_words import reason_text, state_text
 from gputui.common.printable import shown
 
 MAX_FORMAT = 1024
@@ -53,34 +57,44 @@ def _used(job: dict[str, Any], now: float) -> str:
 def _limit(job: dict[str, Any]) -> str:
     limit = job.get("time_limit_s")
     if not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit <= 0:
-        return "UNLIMITED"
+        return _("UNLIMITED")
     return elapsed_text(limit)
+
+
+def _long_state(job: dict[str, Any]) -> str:
+    """Slurm's ``%T``: the state in capitals (in Chinese, its words)."""
+    code = str(job.get("state") or "")
+    text = state_text(code)
+    return code.upper() if text == code else text
 
 
 def _where(job: dict[str, Any]) -> str:
     """Slurm's ``%R``: why a waiting job waits, where a running one runs."""
     if job.get("state") == "running":
         return str(job.get("host") or "-")
-    return str(job.get("reason") or job.get("host") or "-")
+    reason = job.get("reason")
+    if reason:
+        return reason_text(str(reason))
+    return str(job.get("host") or "-")
 
 
 Field = Callable[[dict[str, Any], float], str]
 FIELDS: dict[str, tuple[str, Field]] = {
-    "i": ("JOBID", lambda j, _: str(j.get("id", ""))),
-    "j": ("NAME", lambda j, _: str(j.get("name") or "")),
-    "u": ("USER", lambda j, _: str(j.get("user") or "")),
-    "T": ("STATE", lambda j, _: str(j.get("state") or "").upper()),
-    "t": ("ST", lambda j, _: _SHORT_STATE.get(str(j.get("state")), "?")),
-    "M": ("TIME", _used),
-    "l": ("TIME_LIMIT", lambda j, _: _limit(j)),
-    "D": ("GPUS", lambda j, _: str(j.get("gpus", ""))),
-    "b": ("GPUS", lambda j, _: str(j.get("gpus", ""))),
-    "R": ("REASON", lambda j, _: _where(j)),
-    "P": ("POOL", lambda j, _: str(j.get("pool") or "-")),
-    "Q": ("PRIORITY", lambda j, _: str(j.get("priority") or "-")),
-    "V": ("SUBMIT_TIME", lambda j, _: _stamp(j.get("submitted_at"))),
-    "S": ("START_TIME", lambda j, _: _stamp(j.get("started_at"))),
-    "h": ("HOST_WANTED", lambda j, _: str(j.get("host_constraint") or "-")),
+    "i": (N_("JOBID"), lambda j, _: str(j.get("label") or j.get("id", ""))),
+    "j": (N_("NAME"), lambda j, _: str(j.get("name") or "")),
+    "u": (N_("USER"), lambda j, _: str(j.get("user") or "")),
+    "T": (N_("STATE"), lambda j, _: _long_state(j)),
+    "t": (N_("ST"), lambda j, _: _SHORT_STATE.get(str(j.get("state")), "?")),
+    "M": (N_("TIME"), _used),
+    "l": (N_("TIME_LIMIT"), lambda j, _: _limit(j)),
+    "D": (N_("GPUS"), lambda j, _: str(j.get("gpus", ""))),
+    "b": (N_("GPUS"), lambda j, _: str(j.get("gpus", ""))),
+    "R": (N_("REASON"), lambda j, _: _where(j)),
+    "P": (N_("POOL"), lambda j, _: str(j.get("pool") or "-")),
+    "Q": (N_("PRIORITY"), lambda j, _: str(j.get("priority") or "-")),
+    "V": (N_("SUBMIT_TIME"), lambda j, _: _stamp(j.get("submitted_at"))),
+    "S": (N_("START_TIME"), lambda j, _: _stamp(j.get("started_at"))),
+    "h": (N_("HOST_WANTED"), lambda j, _: str(j.get("host_constraint") or "-")),
 }
 """Letter -> (header, value of a job at a time)."""
 
@@ -102,8 +116,10 @@ class Part:
         value = shown(value, MAX_WIDTH)
         if not self.width:
             return value
-        value = value[: self.width]
-        return value.rjust(self.width) if self.right else value.ljust(self.width)
+        if value.isascii():  # as squeue: cut without a mark
+            value = value[: self.width]
+            return value.rjust(self.width) if self.right else value.ljust(self.width)
+        return pad(cut(value, self.width), self.width, right=self.right)  # by cells
 
 
 class FormatError(ValueError):
@@ -113,10 +129,10 @@ class FormatError(ValueError):
 def parse(spec: str) -> list[Part]:
     """``%.10i %j`` -> its parts; ``FormatError`` naming what is wrong."""
     if len(spec) > MAX_FORMAT:
-        raise FormatError(f"--format: longer than {MAX_FORMAT} characters")
+        raise FormatError(_("--format: longer than {limit} characters").format(limit=MAX_FORMAT))
     bad = next((i for i, ch in enumerate(spec) if not ch.isprintable()), None)
     if bad is not None:  # a control character would reach the terminal in the header
-        raise FormatError(f"--format: an unprintable character at {bad + 1}")
+        raise FormatError(_("--format: an unprintable character at {at}").format(at=bad + 1))
     parts: list[Part] = []
     at = 0
     for match in _SPEC.finditer(spec):
@@ -128,26 +144,36 @@ def parse(spec: str) -> list[Part]:
             continue
         dot, digits, letter = match.group(2), match.group(3), match.group(4)
         if not letter:
-            raise FormatError(f"--format: a field letter must follow % at {match.start() + 1}")
+            raise FormatError(
+                _("--format: a field letter must follow % at {at}").format(at=match.start() + 1)
+            )
         if letter not in FIELDS:
             known = "".join(sorted(FIELDS, key=str.lower))
-            raise FormatError(f"--format: unknown field %{letter} (known: {known})")
+            raise FormatError(
+                _("--format: unknown field %{letter} (known: {known})").format(
+                    letter=letter, known=known
+                )
+            )
         width = int(digits) if digits else 0
         if width > MAX_WIDTH:
-            raise FormatError(f"--format: width {width} is over {MAX_WIDTH}")
+            raise FormatError(
+                _("--format: width {width} is over {limit}").format(width=width, limit=MAX_WIDTH)
+            )
         parts.append(Part(letter=letter, width=width, right=dot is not None))
     if at < len(spec):
         parts.append(Part(text=spec[at:]))
     if not any(p.letter for p in parts):
-        raise FormatError("--format: no field in it (e.g. '%.8i %.10j %.8u %.2t %M %R')")
+        raise FormatError(_("--format: no field in it (e.g. '%.8i %.10j %.8u %.2t %M %R')"))
     return parts
 
 
 def lines(parts: Sequence[Part], jobs: Sequence[dict[str, Any]], now: float) -> list[str]:
-    """A header line, then one line a job."""
-    head = "".join(p.cell(FIELDS[p.letter][0]) if p.letter else p.text for p in parts)
+    """A header line, then one line a job (an array's waiting tasks: one line,
+    ``%i`` ``12_[4-31]``)."""
+    head = "".join(p.cell(_(FIELDS[p.letter][0])) if p.letter else p.text for p in parts)
     rows = [head.rstrip()]
-    for job in jobs:
+    for label, one, _count in fold(jobs):
+        job = {**one, "label": label}
         row = "".join(p.cell(FIELDS[p.letter][1](job, now)) if p.letter else p.text for p in parts)
         rows.append(shown(row.rstrip(), 4096))
     return rows

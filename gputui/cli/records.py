@@ -13,11 +13,14 @@ import time
 from collections.abc import Callable
 
 from gputui.cli.args import EXIT_OK
-from gputui.cli.layout import terminal_width, wrap
+from gputui.cli.layout import pad, terminal_width, wrap
 from gputui.cli.tables import audit_table, print_json
+from gputui.common.i18n import _
+from gputui.common.job_words import notice_kind_text
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import SyncBackend
 from gputui.scheduler.client.errors import HeadError
+from gputui.wire.words import shown as words_shown
 
 
 def _since(text: str | None) -> float | None:
@@ -30,7 +33,10 @@ def _since(text: str | None) -> float | None:
     try:
         return time.mktime(time.strptime(text, "%Y-%m-%d"))
     except ValueError:
-        raise HeadError("usage", f"--since: not a date: {text!r} (YYYY-MM-DD)") from None
+        raise HeadError(
+            "usage",
+            _("--since: not a date: {text} (YYYY-MM-DD)").format(text=repr(shown(text, 40))),
+        ) from None
 
 
 def audit(backend: SyncBackend, a: argparse.Namespace) -> int:
@@ -46,18 +52,21 @@ def audit(backend: SyncBackend, a: argparse.Namespace) -> int:
 def notices(backend: SyncBackend, a: argparse.Namespace) -> int:
     """Your unread notices (marked read by the head once sent), or ``--all``."""
     rows = backend.notices(all=bool(a.all))["notices"]
-    if a.json:
-        json.dump(rows, sys.stdout, indent=2, sort_keys=True)
+    if a.json:  # as before: the English text (the template and args are for showing)
+        plain = [{k: v for k, v in n.items() if k not in ("msg", "args")} for n in rows]
+        json.dump(plain, sys.stdout, indent=2, sort_keys=True)
         print()
         return EXIT_OK
     if not rows:
-        print("no notices" if a.all else "no unread notices")
+        print(_("no notices") if a.all else _("no unread notices"))
         return EXIT_OK
     width = terminal_width()
     for n in rows:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(n["time"])))
         new = "*" if n.get("unread") and a.all else " "
-        line = f"{new}{when}  {shown(n['kind'], 10):10} {shown(n['text'], 512)}"
+        text = words_shown(shown(n["text"], 512), n.get("msg"), n.get("args"))
+        kind = notice_kind_text(shown(n["kind"], 10))
+        line = f"{new}{when}  {pad(kind, 10)} {shown(text, 512)}"
         for part in wrap(line, width, 33):
             print(part)
     return EXIT_OK
@@ -68,9 +77,11 @@ def whoami(backend: SyncBackend, a: argparse.Namespace) -> int:
     if a.json:
         print_json(me)
         return EXIT_OK
+    said = _("{user} (uid {uid}), groups {groups}, admin") if me["admin"] else None
     print(
-        f"{me['user']} (uid {me['uid']}), groups {', '.join(me['groups'])}"
-        + (", admin" if me["admin"] else "")
+        (said or _("{user} (uid {uid}), groups {groups}")).format(
+            user=me["user"], uid=me["uid"], groups=", ".join(me["groups"])
+        )
     )
     return EXIT_OK
 

@@ -21,7 +21,9 @@ from typing import Any
 
 from gputui.cli.args import command_of
 from gputui.cli.here import one_line, this_host
-from gputui.common.gpu_env import gpu_uuids
+from gputui.common.gpu_env import gpu_uuids, visible_env
+from gputui.common.i18n import _
+from gputui.common.job_words import reason_text
 from gputui.scheduler.client.backend import Answer, SessionBackend
 from gputui.scheduler.client.errors import HeadError
 
@@ -54,13 +56,17 @@ def _srun(backend: SessionBackend, a: argparse.Namespace, command: list[str]) ->
     """On Slurm: ``srun`` runs CMD in an allocation that ends with it; its exit is ours."""
     srun_argv = getattr(backend, "srun_argv", None)
     if srun_argv is None:  # pragma: no cover (only the Slurm backend says srun)
-        raise HeadError("unsupported", "run: this scheduler has no srun")
-    argv = srun_argv(command, gpus=a.gpus, pool=a.pool, host=a.host)
+        raise HeadError("unsupported", "run: " + _("this scheduler has no srun"))
+    argv = srun_argv(
+        command, gpus=a.gpus, pool=a.pool, host=a.host, pty=bool(getattr(a, "pty", False))
+    )
     sys.stdout.flush()
     try:
         proc = subprocess.Popen(argv)
     except FileNotFoundError:
-        raise HeadError("unreachable", f"run: {argv[0]} is not installed here") from None
+        raise HeadError(
+            "unreachable", "run: " + _("{command} is not installed here").format(command=argv[0])
+        ) from None
     # ^C reaches srun from the terminal (it cancels its own step and allocation): this
     # process only waits for it, never kills it.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -76,6 +82,10 @@ def run(backend: SessionBackend, a: argparse.Namespace) -> int:
     command = command_of(a)
     if backend.supports("srun"):
         return _srun(backend, a, command)
+    if a.pty:  # a job on a GPU host, on a terminal kept there, attached to this one
+        from gputui.cli.attach import run_pty
+
+        return run_pty(backend, a)
     host = a.host or this_host(backend)
     # The command as a note, on one printable line (the head refuses control
     # characters, and a `python -c` script is often several lines).
@@ -83,11 +93,10 @@ def run(backend: SessionBackend, a: argparse.Namespace) -> int:
     claim = backend.hold_claim(gpus=a.gpus, host=host, note=note, pool=a.pool)["claim"]
     if claim["state"] != "active":
         try:  # a Ctrl+C the moment the line is out is an interrupted wait too
-            print(
-                f"gputui run: waiting for {a.gpus} GPU(s) on {host} ({claim['reason']})…",
-                file=sys.stderr,
-                flush=True,
+            told = _("waiting for {count} GPU(s) on {host} ({reason})…").format(
+                count=a.gpus, host=host, reason=reason_text(str(claim["reason"]))
             )
+            print(f"gputui run: {told}", file=sys.stderr, flush=True)
             claim = _wait_for_grant(backend, claim)
         except KeyboardInterrupt:
             return _cancelled(backend, claim["id"])
@@ -95,18 +104,25 @@ def run(backend: SessionBackend, a: argparse.Namespace) -> int:
         uuids = gpu_uuids(claim.get("gpu_uuids"))
     except ValueError:
         backend.release(claim_ids=[claim["id"]])
-        raise HeadError("protocol", "the head's claim names no valid GPU UUIDs") from None
+        raise HeadError("protocol", _("the head's claim names no valid GPU UUIDs")) from None
     env = dict(os.environ)
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids)
+    for name in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        env.pop(name, None)
+    env.update(visible_env(uuids))
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    print(f"gputui run: c{claim['id']}: {env['CUDA_VISIBLE_DEVICES']}", file=sys.stderr)
+    print(f"gputui run: c{claim['id']}: {','.join(uuids)}", file=sys.stderr)
     try:
         # The one other thread (the SSH pump, for a remote head) takes no lock the
         # child needs: the hook calls one C function resolved before the fork.
         child = subprocess.Popen(command, env=env, preexec_fn=dies_with_us())  # noqa: PLW1509
     except OSError as exc:
         backend.release(claim_ids=[claim["id"]])
-        raise HeadError("exec", f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+        raise HeadError(
+            "exec",
+            _("cannot run {command}: {error}").format(
+                command=repr(command[0]), error=exc.strerror or exc
+            ),
+        ) from None
 
     def forward(signum: int, _frame: object) -> None:
         child.send_signal(signum)
@@ -129,7 +145,8 @@ def _cancelled(backend: SessionBackend, claim_id: int) -> int:
     except (HeadError, OSError):
         backend.hang_up()  # the head ends a session's claim when its connection does
     start = "\n" if sys.stderr.isatty() else ""
-    print(f"{start}gputui run: interrupted; c{claim_id} cancelled while waiting", file=sys.stderr)
+    told = _("interrupted; c{claim} cancelled while waiting").format(claim=claim_id)
+    print(f"{start}gputui run: {told}", file=sys.stderr)
     return 130
 
 
@@ -149,7 +166,9 @@ def _wait_for_grant(backend: SessionBackend, claim: Answer) -> Answer:
     def granted(state: dict[str, Any]) -> dict[str, Any] | None:
         mine = [c for c in state.get("claims", ()) if c["id"] == claim["id"]]
         if not mine:
-            raise HeadError("released", f"claim c{claim['id']} went away while waiting")
+            raise HeadError(
+                "released", _("claim c{claim} went away while waiting").format(claim=claim["id"])
+            )
         return dict(mine[0]) if mine[0]["state"] == "active" else None
 
     while True:
@@ -201,11 +220,15 @@ class Reattach:
             if exc.code not in _TRY_AGAIN:
                 raise
             if not self.told and time.monotonic() - self.lost_at > TELL_AFTER_S:
-                _say(f"{one_line(exc.message)}; still trying, to keep c{self.claim_id}")
+                _say(
+                    _("{why}; still trying, to keep c{claim}").format(
+                        why=one_line(exc.message), claim=self.claim_id
+                    )
+                )
                 self.told = True
             return None
         if self.told:
-            _say(f"the head is back; c{self.claim_id} is kept")
+            _say(_("the head is back; c{claim} is kept").format(claim=self.claim_id))
             self.told = False
         return dict(answer["claim"])
 
@@ -231,8 +254,10 @@ def keep_claim(backend: SessionBackend, child: subprocess.Popen[bytes], claim_id
                     back.attempt(backend)
                 except HeadError as exc:  # the head answered: the claim is gone
                     _say(
-                        f"c{claim_id} was not kept ({one_line(exc.message)}); the command"
-                        " runs on, on GPUs the head may now give to others"
+                        _(
+                            "c{claim} was not kept ({why}); the command runs on, on GPUs"
+                            " the head may now give to others"
+                        ).format(claim=claim_id, why=one_line(exc.message))
                     )
                     keeping = False
                 continue
@@ -268,5 +293,5 @@ def _wait_child(
     if not fds:
         time.sleep(timeout or 0.2)
         return []
-    ready, _, _ = select.select(fds, [], [], timeout)
+    ready, _writable, _failed = select.select(fds, [], [], timeout)
     return list(ready)

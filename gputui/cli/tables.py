@@ -13,8 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from gputui.cli.flagged import idle_reason
-from gputui.cli.layout import fit_table, wrap
+from gputui.cli.layout import fit_table, pad, wrap
+from gputui.common.arrays import fold
 from gputui.common.durations import coarse_text, elapsed_text
+from gputui.common.i18n import N_, _
+from gputui.common.job_words import gpu_state_text, reason_text, state_text
 from gputui.common.printable import shown
 from gputui.common.untrusted import number
 
@@ -30,33 +33,101 @@ def when(epoch: float | None) -> str:
     return "-" if not epoch else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
+WEEKDAYS = (N_("Mon"), N_("Tue"), N_("Wed"), N_("Thu"), N_("Fri"), N_("Sat"), N_("Sun"))
+MONTHS = (
+    N_("Jan"),
+    N_("Feb"),
+    N_("Mar"),
+    N_("Apr"),
+    N_("May"),
+    N_("Jun"),
+    N_("Jul"),
+    N_("Aug"),
+    N_("Sep"),
+    N_("Oct"),
+    N_("Nov"),
+    N_("Dec"),
+)
+"""The days and months a date names, in the chosen language (``strftime`` would say
+them in the C locale's English whatever the language)."""
+
+
+def day_text(epoch: float) -> str:
+    """``Thu 03 Dec 09:00`` (local time), in the chosen language."""
+    t = time.localtime(epoch)
+    return _("{weekday} {day} {month} {clock}").format(
+        weekday=_(WEEKDAYS[t.tm_wday]),
+        day=f"{t.tm_mday:02d}",
+        month=_(MONTHS[t.tm_mon - 1]),
+        clock=time.strftime("%H:%M", t),
+    )
+
+
+def date_text(epoch: float) -> str:
+    """``Thu 2026-12-03 09:00`` (local time), in the chosen language."""
+    t = time.localtime(epoch)
+    return _("{weekday} {date} {clock}").format(
+        weekday=_(WEEKDAYS[t.tm_wday]),
+        date=time.strftime("%Y-%m-%d", t),
+        clock=time.strftime("%H:%M", t),
+    )
+
+
 def queue_table(
     jobs: Sequence[dict[str, Any]],
     now: float,
     idle_after_s: Any = None,
     width: int | None = None,
 ) -> list[str]:
-    """Slurm-like columns: JOBID USER NAME STATE GPUS HOST TIME REASON (a running job
+    """Slurm-like columns: JOBID USER NAME STATE GPUS HOST TIME REASON (an array's
+    waiting tasks fold into one line, ``12_[4-31]``; a running job
     idle past the head's limit, ``idle_after_s``, says ``Idle 2h05m`` there). In
-    ``width`` cells: REASON, NAME, HOST and USER are cut first, then HOST goes."""
-    rows = [("JOBID", "USER", "NAME", "STATE", "GPUS", "HOST", "TIME", "REASON")]
-    for job in jobs:
+    ``width`` cells: REASON, NAME, HOST and USER are cut first, then HOST goes. The
+    titles, states and reasons are in the chosen language (``--json`` keeps the codes)."""
+    titles = (
+        N_("JOBID"),
+        N_("USER"),
+        N_("NAME"),
+        N_("STATE"),
+        N_("GPUS"),
+        N_("HOST"),
+        N_("TIME"),
+        N_("REASON"),
+    )
+    rows = [tuple(_(t) for t in titles)]
+    for label, job, _count in fold(jobs):  # an array's waiting tasks: one line
         started = job.get("started_at")
         ended = job.get("ended_at")
         elapsed = elapsed_text((ended or now) - started) if started else "0:00"
         rows.append(
             (
-                str(job["id"]),
+                shown(label, 40),
                 shown(job.get("user", ""), 12),
                 shown(job.get("name", ""), 20),
-                shown(job.get("state", ""), 10),
+                state_text(shown(job.get("state", ""), 10)),
                 str(job.get("gpus", "")),
                 shown(job.get("host") or "-", 16),
                 elapsed,
-                shown(idle_reason(job, idle_after_s, now) or job.get("reason") or "-", 40),
+                idle_reason(job, idle_after_s, now)
+                or reason_text(shown(job.get("reason") or "-", 40)),
             )
         )
     return fit_table(rows, width, flex={7: 10, 2: 8, 5: 8}, drop=(5, 2))
+
+
+CLAIM_STATES = {
+    "waiting": N_("waiting"),
+    "active": N_("active"),
+    "released": N_("released"),
+    "expired": N_("expired"),
+    "cancelled": N_("cancelled"),
+}
+"""A claim's states, as ``claims`` shows them (``--json`` keeps the codes)."""
+
+
+def claim_state_text(state: str) -> str:
+    """A claim's state in the chosen language; one not listed as it came."""
+    return _(CLAIM_STATES[state]) if state in CLAIM_STATES else state
 
 
 def claims_table(
@@ -64,7 +135,17 @@ def claims_table(
 ) -> list[str]:
     """CLAIM USER STATE GPUS HOST AGE EXPIRES NOTE; in ``width`` cells NOTE, STATE's
     reason, HOST and USER are cut first, then EXPIRES and NOTE go."""
-    rows = [("CLAIM", "USER", "STATE", "GPUS", "HOST", "AGE", "EXPIRES", "NOTE")]
+    titles = (
+        N_("CLAIM"),
+        N_("USER"),
+        N_("STATE"),
+        N_("GPUS"),
+        N_("HOST"),
+        N_("AGE"),
+        N_("EXPIRES"),
+        N_("NOTE"),
+    )
+    rows = [tuple(_(t) for t in titles)]
     for c in claims:
         since = c.get("granted_at") or c.get("created_at") or now
         expires = c.get("expires_at")
@@ -72,7 +153,7 @@ def claims_table(
             (
                 f"c{c['id']}",
                 shown(c.get("user", ""), 12),
-                shown(c.get("state", ""), 9)
+                claim_state_text(shown(c.get("state", ""), 9))
                 + (
                     ""
                     if c.get("state") == "active"
@@ -95,7 +176,16 @@ def audit_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> lis
     In ``width`` cells every column stays: the time to the minute, the free text cut
     (``--json`` has it whole)."""
     narrow = width is not None and width < 120
-    out = [("TIME", "ACTOR", "ACTION", "TARGET", "OWNER", "REASON", "OUTCOME")]
+    titles = (
+        N_("TIME"),
+        N_("ACTOR"),
+        N_("ACTION"),
+        N_("TARGET"),
+        N_("OWNER"),
+        N_("REASON"),
+        N_("OUTCOME"),
+    )
+    out = [tuple(_(t) for t in titles)]
     for r in rows:
         owner = r.get("owner") or "-"
         out.append(
@@ -115,7 +205,9 @@ def audit_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> lis
 
 def _since(part: Any, now: float) -> str:
     at = number(part.get("since")) if isinstance(part, dict) else None
-    return "" if at is None else f" for {coarse_text(max(0.0, now - at))}"
+    if at is None:
+        return ""
+    return " " + _("for {span}").format(span=coarse_text(max(0.0, now - at)))
 
 
 def gpu_lines(gpus: list[Any], now: float, width: int | None = None) -> list[str]:
@@ -130,19 +222,26 @@ def gpu_lines(gpus: list[Any], now: float, width: int | None = None) -> list[str
         drain, fence = g.get("drain"), g.get("fence")
         if isinstance(fence, dict):
             parts.append(
-                f"FENCED {shown(fence.get('code'), 32)}{_since(fence, now)}:"
-                f" {shown(fence.get('reason'), 120)}"
+                _("FENCED {code}{since}: {reason}").format(
+                    code=shown(fence.get("code"), 32),
+                    since=_since(fence, now),
+                    reason=shown(fence.get("reason"), 120),
+                )
             )
         if isinstance(drain, dict):
             parts.append(
-                f"DRAINED by {shown(drain.get('by'), 32)}{_since(drain, now)}:"
-                f" {shown(drain.get('reason'), 120)}"
+                _("DRAINED by {who}{since}: {reason}").format(
+                    who=shown(drain.get("by"), 32),
+                    since=_since(drain, now),
+                    reason=shown(drain.get("reason"), 120),
+                )
             )
         elif g.get("host_drained") is True:
-            parts.append("DRAINED (its host)")
-        lines += wrap(f"{where:<20} {'; '.join(parts) or shown(g.get('state'), 16)}", width, 21)
+            parts.append(_("DRAINED (its host)"))
+        state = gpu_state_text(shown(g.get("state"), 16))
+        lines += wrap(f"{pad(where, 20)} {'; '.join(parts) or state}", width, 21)
     if len(gpus) > MAX_SHOWN:
-        lines.append(f"… and {len(gpus) - MAX_SHOWN} more")
+        lines.append(_("… and {count} more").format(count=len(gpus) - MAX_SHOWN))
     return lines
 
 
@@ -150,5 +249,7 @@ def unavailable_table(gpus: Any, now: float, width: int | None = None) -> list[s
     """The block under the queue (no such cards: no lines)."""
     if not isinstance(gpus, list) or not gpus:
         return []
-    head = f"UNAVAILABLE: {len(gpus)} GPU(s) take no new work (drained by an admin, or fenced)"
+    head = _(
+        "UNAVAILABLE: {count} GPU(s) take no new work (drained by an admin, or fenced)"
+    ).format(count=len(gpus))
     return ["", *wrap(head, width, 2), *gpu_lines(gpus, now, width)]

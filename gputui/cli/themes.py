@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gputui.cli.errors import UsageError
+from gputui.common.i18n import _
 from gputui.config.models import Config
 
 
@@ -19,7 +20,13 @@ def theme_named(name: str) -> str:
     names = theme_names()
     broken = skipped_themes()
     if name not in names and name in broken:
-        raise UsageError(f"theme {name!r} cannot be used: {broken[name]}")
+        raise UsageError(
+            _("theme {name} cannot be used: {why}").format(name=repr(name), why=broken[name])
+        )
     if name not in names:
-        raise UsageError(f"unknown theme {name!r}; known themes: {', '.join(names)}")
+        raise UsageError(
+            _("unknown theme {name}; known themes: {names}").format(
+                name=repr(name), names=", ".join(names)
+            )
+        )
     return name

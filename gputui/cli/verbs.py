@@ -22,16 +22,19 @@ from gputui.cli.args import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     VERBS,
+    only_verb,
     parser,
     said,
 )
-from gputui.scheduler.client.backend import SessionBackend, require
+from gputui.common import i18n
+from gputui.common.i18n import _
 from gputui.scheduler.client.errors import HeadError
 
 if TYPE_CHECKING:
+    from gputui.scheduler.client.backend import SessionBackend
     from gputui.scheduler.client.slurm.backend import SlurmBackend
 
-Handler = Callable[[SessionBackend, argparse.Namespace], int]
+Handler = Callable[["SessionBackend", argparse.Namespace], int]
 
 
 def handler(verb: str) -> Handler:
@@ -45,10 +48,18 @@ def handler(verb: str) -> Handler:
         from gputui.cli import claims
 
         return claims.HANDLERS[verb]
+    if module == "bookings":
+        from gputui.cli import bookings
+
+        return bookings.HANDLERS[verb]
     if module == "run":
         from gputui.cli import run
 
         return run.run
+    if module == "attach":
+        from gputui.cli import attach
+
+        return attach.run
     if module == "records":
         from gputui.cli import records
 
@@ -73,11 +84,39 @@ def handler(verb: str) -> Handler:
         from gputui.cli import gpus
 
         return gpus.HANDLERS[verb]
+    if module == "notify":
+        from gputui.cli import notify
+
+        return notify.run
     if module == "forcefree":
         from gputui.cli import forcefree
 
         return forcefree.run
     raise AssertionError(f"no module runs {verb}")  # pragma: no cover (args.VERBS is fixed)
+
+
+def _ui_lang(hosts_file: str | None) -> str | None:
+    """hosts.yaml's ``ui.lang``, if it names one (read on the first translated line)."""
+    from gputui.scheduler.client.place import config_section
+
+    found = config_section(hosts_file, "ui")
+    lang = found[0].get("lang") if found is not None else None
+    return lang if isinstance(lang, str) else None
+
+
+def _hosts_named(argv: Sequence[str]) -> str | None:
+    """The ``--hosts FILE`` (or ``--hosts=FILE``) given before the verb, if any."""
+    items = iter(argv)
+    for item in items:
+        if item == "--hosts":
+            return next(items, None)
+        if item.startswith("--hosts="):
+            return item.partition("=")[2]
+        if item == "--socket":
+            next(items, None)
+        elif not item.startswith("-"):
+            return None  # the verb: what follows is its own
+    return None
 
 
 @contextmanager
@@ -92,7 +131,7 @@ def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator
                 slurm.prefetch_queue(all=args.all, user=args.user)
             # The verbs check each capability they use first (``require``): none of a
             # session's own (claims held for a process's life) is asked of Slurm.
-            yield cast(SessionBackend, slurm)
+            yield cast("SessionBackend", slurm)
             return
     from gputui.scheduler.client.session import head_session
 
@@ -138,21 +177,31 @@ BEFORE_THE_VERB = {"--socket": "PATH", "--hosts": "FILE"}
 def main(argv: Sequence[str], backend: SessionBackend | None = None) -> int:
     """``gputui VERB …`` for a scheduler verb; ``backend``: the scheduler to ask
     (default: the head, found as ``--socket`` and ``--hosts`` say)."""
-    front = parser()
+    # hosts.yaml's ui.lang for what parsing may say (--help, a usage error): read
+    # only if something is looked up, from the --hosts given before the verb.
+    i18n.configure_later(lambda: _ui_lang(_hosts_named(argv)))
+    front = parser(only_verb(argv))  # the verb's own parser: the others cost 10 ms
     args, extra = front.parse_known_args(list(argv))
     if extra:
         misplaced = [e for e in extra if e.split("=")[0] in BEFORE_THE_VERB]
         if misplaced:
             name = misplaced[0].split("=")[0]
             front.error(
-                f"{name} goes before the verb: gputui {name} {BEFORE_THE_VERB[name]} {args.verb}"
+                _("{name} goes before the verb: gputui {name} {value} {verb}").format(
+                    name=name, value=BEFORE_THE_VERB[name], verb=args.verb
+                )
             )
-        front.error(f"unrecognized arguments: {' '.join(extra)}")
+        front.error(_("unrecognized arguments: {args}").format(args=" ".join(extra)))
+    i18n.configure_later(lambda: _ui_lang(args.hosts))
     try:
         with _reached(args, backend) as scheduler:
             needs = VERBS[args.verb].needs
             if args.verb == "run" and scheduler.supports("srun"):
                 needs = ("srun",)  # Slurm runs it: srun, in an allocation of its own
+            elif args.verb == "run" and args.pty:
+                needs = ("submit", "attach")  # a job on a GPU host, and its terminal
+            from gputui.scheduler.client.backend import require  # once Slurm's squeue runs
+
             require(scheduler, needs)
             return handler(args.verb)(scheduler, args)
     except HeadError as exc:
@@ -167,5 +216,6 @@ def main(argv: Sequence[str], backend: SessionBackend | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except (ConnectionError, EOFError, OSError) as exc:  # the head went away mid-answer
-        print(f"gputui {args.verb}: lost the head: {exc}", file=sys.stderr)
+        lost = _("lost the head: {error}").format(error=exc)
+        print(f"gputui {args.verb}: {lost}", file=sys.stderr)
         return EXIT_UNREACHABLE

@@ -7,23 +7,54 @@ Shared by the CLI and the console's forms and queue screen; stdlib only, so a
 from __future__ import annotations
 
 import argparse
+import math
 import re
+
+from gputui.common.i18n import _
 
 _DURATION = re.compile(r"\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*")
 _UNIT = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*")
 
 
+MAX_TEXT = 32
+"""The longest duration text read (``1-12:00:00`` is 10 characters)."""
+MAX_SECONDS = 3650 * 86400.0
+"""The longest duration taken: ten years (more is a typo, or a probe)."""
+
+
 def parse_duration(text: str) -> float:
-    """``90s``, ``30m``, ``2h``, ``1d``, ``MM``, ``HH:MM:SS``, ``D-HH:MM`` -> seconds."""
+    """``90s``, ``30m``, ``2h``, ``1d``, ``MM``, ``HH:MM:SS``, ``D-HH:MM`` -> seconds:
+    finite, more than 0 and at most ``MAX_SECONDS``; else ``ArgumentTypeError``, one
+    line that shows at most ``MAX_TEXT`` characters of ``text``."""
+    if len(text) > MAX_TEXT:
+        raise argparse.ArgumentTypeError(
+            _("not a duration: {text}… (too long)").format(text=repr(text[:MAX_TEXT]))
+        )
+    try:
+        total = _seconds(text)
+    except OverflowError:
+        total = math.inf
+    if not math.isfinite(total) or total > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            _("not a duration: {text} (more than 10 years)").format(text=repr(text))
+        )
+    return total
+
+
+def _seconds(text: str) -> float:
     unit = _UNIT.fullmatch(text)
     if unit:
         total = float(unit.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit.group(2)]
         if total <= 0:
-            raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
+            raise argparse.ArgumentTypeError(
+                _("duration must be positive: {text}").format(text=repr(text))
+            )
         return total
     match = _DURATION.fullmatch(text)
     if not match:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30m, 2h, 1-12:00)")
+        raise argparse.ArgumentTypeError(
+            _("not a duration: {text} (e.g. 30m, 2h, 1-12:00)").format(text=repr(text))
+        )
     days, a, b, c = match.groups()
     parts = [int(x) for x in (a, b, c) if x is not None]
     if days is not None:
@@ -36,7 +67,9 @@ def parse_duration(text: str) -> float:
     else:
         total = parts[0] * 3600 + parts[1] * 60 + parts[2]
     if total <= 0:
-        raise argparse.ArgumentTypeError(f"duration must be positive: {text!r}")
+        raise argparse.ArgumentTypeError(
+            _("duration must be positive: {text}").format(text=repr(text))
+        )
     return float(total)
 
 

@@ -2,9 +2,10 @@
 
 ``model_label("NVIDIA A100-SXM4-80GB", 81920)`` is ``A100-80G``: the family, and the
 memory where the family comes in more than one size (the name says it, or the card
-reports it). ``NVIDIA GeForce RTX 3090`` is ``3090``, ``NVIDIA L40S`` is ``L40S``. Form
-factor (SXM4, PCIe), memory type (HBM3) and the vendor's words say nothing a team
-choosing a card needs at a glance; the detail pane and ``--json`` keep the whole name.
+reports it). ``NVIDIA GeForce RTX 3090`` is ``3090``, ``NVIDIA L40S`` is ``L40S``,
+``AMD Instinct MI300X`` is ``MI300X``. Form factor (SXM4, PCIe), memory type (HBM3)
+and the vendor's words say nothing a team choosing a card needs at a glance; the
+detail pane and ``--json`` keep the whole name.
 
 Stdlib only (the command-line verbs use it too). The name comes from NVML on a host,
 so it is untrusted: anything not printable is dropped, and the label is never empty
@@ -19,10 +20,11 @@ from functools import lru_cache
 LABEL_MAX = 8
 """The longest label: ``A100-80G``, ``H100-94G``, ``RTX8000``, ``6000Ada`` and ``1080Ti`` fit."""
 
-_VENDOR = ("nvidia", "tesla", "geforce", "quadro", "titan")
-_LINE = ("rtx", "gtx")
-"""Words before a consumer number (``RTX 3090``) or a workstation letter (``RTX A6000``)."""
-_QUALIFIERS = {"ti": "Ti", "super": "S", "ada": "Ada"}
+_VENDOR = ("nvidia", "tesla", "geforce", "quadro", "titan", "amd", "instinct", "radeon")
+_LINE = ("rtx", "gtx", "rx", "pro")
+"""Words before a consumer number (``RTX 3090``, ``RX 7900``) or a workstation letter
+(``RTX A6000``, ``PRO W7900``)."""
+_QUALIFIERS = {"ti": "Ti", "super": "S", "ada": "Ada", "xtx": "XTX", "xt": "XT"}
 """Words after the family that make a different card: kept, short."""
 _SIZED = frozenset({"A100", "A800", "H100", "H800", "V100", "P100"})
 """Families sold with more than one memory size: the label says which."""

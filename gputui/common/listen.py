@@ -10,6 +10,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from gputui.common.i18n import _
+
 ALL_INTERFACES = "0.0.0.0"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
@@ -19,15 +21,19 @@ _MAX_TEXT = 300
 def parse_listen(text: str) -> tuple[str, int]:
     """``(address, port)`` of ``ADDR:PORT``; ``ValueError`` with one line when it is not one."""
     if not isinstance(text, str) or not text or len(text) > _MAX_TEXT:
-        raise ValueError("expected ADDR:PORT, e.g. 127.0.0.1:9400 or [::1]:9400 or :9400")
+        raise ValueError(_("expected ADDR:PORT, e.g. 127.0.0.1:9400 or [::1]:9400 or :9400"))
     addr, sep, port_text = text.rpartition(":")
     if not sep:
-        raise ValueError(f"{text!r} has no port: expected ADDR:PORT, e.g. 127.0.0.1:9400")
+        raise ValueError(
+            _("{text} has no port: expected ADDR:PORT, e.g. 127.0.0.1:9400").format(text=repr(text))
+        )
     if not port_text.isascii() or not port_text.isdigit() or len(port_text) > 5:
-        raise ValueError(f"port {port_text!r} is not a number from 1 to 65535")
+        raise ValueError(
+            _("port {port} is not a number from 1 to 65535").format(port=repr(port_text))
+        )
     port = int(port_text)
     if not 1 <= port <= 65535:
-        raise ValueError(f"port {port} is not from 1 to 65535")
+        raise ValueError(_("port {port} is not from 1 to 65535").format(port=port))
     return _address(addr), port
 
 
@@ -39,16 +45,20 @@ def _address(addr: str) -> str:
         try:
             return str(ipaddress.IPv6Address(inner))
         except ValueError:
-            raise ValueError(f"{addr!r} is not an IPv6 address in brackets") from None
+            raise ValueError(
+                _("{addr} is not an IPv6 address in brackets").format(addr=repr(addr))
+            ) from None
     if ":" in addr:
-        raise ValueError(f"{addr!r}: write an IPv6 address in brackets, e.g. [::1]:9400")
+        raise ValueError(
+            _("{addr}: write an IPv6 address in brackets, e.g. [::1]:9400").format(addr=repr(addr))
+        )
     try:
         return str(ipaddress.IPv4Address(addr))
     except ValueError:
         if re.fullmatch(r"[0-9.]+", addr):
-            raise ValueError(f"{addr!r} is not an IPv4 address") from None
+            raise ValueError(_("{addr} is not an IPv4 address").format(addr=repr(addr))) from None
     if len(addr) > 253 or not addr.isascii() or _HOST_NAME.fullmatch(addr) is None:
-        raise ValueError(f"{addr!r} is not an IP address or a host name")
+        raise ValueError(_("{addr} is not an IP address or a host name").format(addr=repr(addr)))
     return addr
 
 

@@ -26,7 +26,9 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
+from gputui.common.i18n import _
 from gputui.common.printable import shown
 
 __all__ = [
@@ -107,7 +109,16 @@ def _file_owner(path: Path) -> str:
     try:
         return _owner(os.stat(path).st_uid)
     except (OSError, ValueError):
-        return "unknown"
+        return _("unknown")
+
+
+class _Unsafe(NamedTuple):
+    """A directory above a path that another user could change it through: owned by
+    ``owner`` (a uid not trusted), else writable by group or others (``mode``)."""
+
+    directory: Path
+    owner: int | None
+    mode: int
 
 
 def untrusted(path: Path, *, searched: bool, uid: int | None = None) -> str | None:
@@ -117,7 +128,7 @@ def untrusted(path: Path, *, searched: bool, uid: int | None = None) -> str | No
     (``--hosts``): its owner is the one the user chose to trust, whoever it is. Every
     directory above it (as named and as resolved through links) must be owned by one
     of those (or root), and no one else may write it, unless it is sticky; the file
-    itself may not be writable by group or others.
+    itself may not be writable by group or others. Said in the reader's language.
     """
     me = os.geteuid() if uid is None else uid
     trusted = {0, me}
@@ -128,15 +139,30 @@ def untrusted(path: Path, *, searched: bool, uid: int | None = None) -> str | No
     if not stat.S_ISREG(info.st_mode):
         return None  # a directory, FIFO or device: the loader names it and never reads it
     if searched and info.st_uid not in trusted:
-        return "not owned by you or root"
+        return _("not owned by you or root")
     trusted.add(info.st_uid)  # searched: already in; named: the owner the user chose
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return _writable_by(info.st_mode)
-    return _directories_problem(path, trusted)
+    mode = _mode(info.st_mode)
+    if info.st_mode & stat.S_IWOTH:
+        return _("writable by others (mode {mode})").format(mode=mode)
+    if info.st_mode & stat.S_IWGRP:
+        return _("writable by its group (mode {mode})").format(mode=mode)
+    unsafe = _unsafe_directory(path, trusted)
+    if unsafe is None:
+        return None
+    if unsafe.owner is not None:
+        return _("its directory {directory} is owned by {owner}").format(
+            directory=unsafe.directory, owner=_owner(unsafe.owner)
+        )
+    said = (
+        _("its directory {directory} is writable by others (mode {mode})")
+        if unsafe.mode & stat.S_IWOTH
+        else _("its directory {directory} is writable by its group (mode {mode})")
+    )
+    return said.format(directory=unsafe.directory, mode=_mode(unsafe.mode))
 
 
-def _directories_problem(path: Path, trusted: set[int]) -> str | None:
-    """Why another user could replace ``path`` through a directory above it, or None:
+def _unsafe_directory(path: Path, trusted: set[int]) -> _Unsafe | None:
+    """The directory above ``path`` another user could replace it through, or None:
     each one (as named and as resolved through links) must be owned by a ``trusted``
     uid and writable by nobody else, unless it is sticky (others may add entries to
     it, never rename or remove ours)."""
@@ -154,15 +180,14 @@ def _directories_problem(path: Path, trusted: set[int]) -> str | None:
         if info.st_mode & stat.S_ISVTX:
             continue
         if info.st_uid not in trusted:
-            return f"its directory {directory} is owned by {_owner(info.st_uid)}"
+            return _Unsafe(directory, info.st_uid, info.st_mode)
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return f"its directory {directory} is {_writable_by(info.st_mode)}"
+            return _Unsafe(directory, None, info.st_mode)
     return None
 
 
-def _writable_by(mode: int) -> str:
-    who = "others" if mode & stat.S_IWOTH else "its group"
-    return f"writable by {who} (mode {stat.S_IMODE(mode):04o})"
+def _mode(mode: int) -> str:
+    return f"{stat.S_IMODE(mode):04o}"
 
 
 def socket_dir_problem(socket_path: Path) -> str | None:
@@ -179,23 +204,44 @@ def socket_dir_problem(socket_path: Path) -> str | None:
     try:
         info = os.stat(directory)
     except (OSError, ValueError) as exc:
-        return f"socket directory {directory}: {getattr(exc, 'strerror', None) or exc}"
+        return _("socket directory {directory}: {error}").format(
+            directory=directory, error=getattr(exc, "strerror", None) or exc
+        )
     if not stat.S_ISDIR(info.st_mode):
-        return f"socket directory {directory} is not a directory"
+        return _("socket directory {directory} is not a directory").format(directory=directory)
     if info.st_uid not in trusted:
-        return (
-            f"socket directory {directory} belongs to {_owner(info.st_uid)}, not to this"
-            " user or root: they could put their own socket there; choose another --socket"
-        )
+        return _(
+            "socket directory {directory} belongs to {owner}, not to this user or root:"
+            " they could put their own socket there; choose another --socket"
+        ).format(directory=directory, owner=_owner(info.st_uid))
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return (
-            f"socket directory {directory} is {_writable_by(info.st_mode)}: another user"
-            f" could put their own socket there; run chmod 755 {directory}"
+        said = (
+            _(
+                "socket directory {directory} is writable by others (mode {mode}): another"
+                " user could put their own socket there; run chmod 755 {directory}"
+            )
+            if info.st_mode & stat.S_IWOTH
+            else _(
+                "socket directory {directory} is writable by its group (mode {mode}): another"
+                " user could put their own socket there; run chmod 755 {directory}"
+            )
         )
-    why = _directories_problem(directory, trusted)
-    if why is not None:
-        return f"socket directory {directory}: {why.replace('its directory', 'directory', 1)}"
-    return None
+        return said.format(directory=directory, mode=_mode(info.st_mode))
+    unsafe = _unsafe_directory(directory, trusted)
+    if unsafe is None:
+        return None
+    if unsafe.owner is not None:
+        return _("socket directory {directory}: directory {above} is owned by {owner}").format(
+            directory=directory, above=unsafe.directory, owner=_owner(unsafe.owner)
+        )
+    said = (
+        _("socket directory {directory}: directory {above} is writable by others (mode {mode})")
+        if unsafe.mode & stat.S_IWOTH
+        else _(
+            "socket directory {directory}: directory {above} is writable by its group (mode {mode})"
+        )
+    )
+    return said.format(directory=directory, above=unsafe.directory, mode=_mode(unsafe.mode))
 
 
 def _say(line: str) -> None:
@@ -219,13 +265,17 @@ def named_hosts(explicit: str | os.PathLike[str] | None = None) -> Path | None:
         assert explicit is not None
         path = _expand(explicit)
         if not _present(path):
-            raise HostsMissing(f"{path}: no such file")
+            raise HostsMissing(_("{path}: no such file").format(path=path))
         return path
     env = os.environ.get(HOSTS_ENV)
     if env:
         path = _expand(env)
         if not _present(path):
-            raise HostsMissing(f"{path}: no such file (named by ${HOSTS_ENV})")
+            raise HostsMissing(
+                _("{path}: no such file (named by {variable})").format(
+                    path=path, variable="$" + HOSTS_ENV
+                )
+            )
         return path
     return None
 
@@ -247,7 +297,11 @@ def find_hosts(
     if _given(explicit) and named is not None:
         why = untrusted(named, searched=False)
         if why is not None:
-            raise LocationError(f"{named} (owner {_file_owner(named)}): refused: {why}")
+            raise LocationError(
+                _("{path} (owner {owner}): refused: {why}").format(
+                    path=named, owner=_file_owner(named), why=why
+                )
+            )
         return named
     for path in hosts_search():
         if not _present(path):
@@ -255,5 +309,9 @@ def find_hosts(
         why = untrusted(path, searched=True)
         if why is None:
             return path
-        (warn or _say)(f"skipped {path} (owner {_file_owner(path)}): {why}")
+        (warn or _say)(
+            _("skipped {path} (owner {owner}): {why}").format(
+                path=path, owner=_file_owner(path), why=why
+            )
+        )
     return None

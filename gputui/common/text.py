@@ -118,10 +118,15 @@ def cut(text: str, width: int) -> str:
     return text[:end] + ELLIPSIS
 
 
-def fit(text: str, width: int) -> str:
-    """``text`` cut or padded with spaces to exactly ``width`` cells (left-aligned)."""
+def fit(text: str, width: int, *, right: bool = False) -> str:
+    """``text`` cut or padded with spaces to exactly ``width`` cells (left-aligned;
+    ``right``: right-aligned). Wide (CJK) characters count two cells, combining
+    marks none, so columns of Chinese text stay in line."""
+    if text.isascii() and len(text) <= width:  # the common case: no cell counting
+        return text.rjust(width) if right else text.ljust(width)
     text = cut(text, width)
-    return text + " " * (width - cells(text))
+    gap = " " * max(0, width - cells(text))
+    return gap + text if right else text + gap
 
 
 def clean(value: object, limit: int = DEFAULT_LIMIT) -> str:
@@ -137,6 +142,12 @@ def clean(value: object, limit: int = DEFAULT_LIMIT) -> str:
     if isinstance(value, bytes | bytearray):
         return _clean_text(bytes(value[: limit * 8]).decode("utf-8", errors="replace"), limit)
     return _clean_text(str(value), limit)
+
+
+def error_line(exc: BaseException, limit: int = 200) -> str:
+    """What a failure says (a driver's, the system's), as one display-safe line of at
+    most ``limit`` cells; its type's name when it says nothing."""
+    return clean(str(exc), limit).strip() or cut(type(exc).__name__, limit)
 
 
 def clean_str(value: object, limit: int = DEFAULT_LIMIT) -> str:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputui.common.i18n import N_, _
+
 NOT_A_NAME = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 SHOWN = 12
 """At most this many host names in the one line that names the choices."""
@@ -140,18 +142,29 @@ def pick(
         return names[0]
     shown = ", ".join(names[:SHOWN] if names else sorted(h.name for h in hosts)[:SHOWN])
     listed = names or [h.name for h in hosts]
-    more = f" and {len(listed) - SHOWN} more" if len(listed) > SHOWN else ""
+    more = len(listed) - SHOWN
     what = me.hostname or "?"
-    if names:
-        raise NoHost(
-            f"this machine ({what}) matches several of the head's hosts: {shown}{more};"
-            " name one with --host"
-        )
-    if not hosts:
-        raise NoHost("the head has no hosts; name one with --host")
-    raise NoHost(
-        f"this machine ({what}) is none of the head's hosts ({shown}{more}); name one with --host"
-    )
+    if not names and not hosts:
+        raise NoHost(_("the head has no hosts; name one with --host"))
+    said = (_SEVERAL if names else _NONE)[more > 0]
+    raise NoHost(_(said).format(what=what, shown=shown, more=more))
+
+
+_SEVERAL = (
+    N_("this machine ({what}) matches several of the head's hosts: {shown}; name one with --host"),
+    N_(
+        "this machine ({what}) matches several of the head's hosts: {shown} and {more} more;"
+        " name one with --host"
+    ),
+)
+_NONE = (
+    N_("this machine ({what}) is none of the head's hosts ({shown}); name one with --host"),
+    N_(
+        "this machine ({what}) is none of the head's hosts ({shown} and {more} more);"
+        " name one with --host"
+    ),
+)
+"""Why no host was picked: (without, with) ``and N more`` names."""
 
 
 def _named(host: HeadHost, me: Here) -> bool:

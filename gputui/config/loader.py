@@ -21,15 +21,15 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
+from gputui.common.i18n import N_, _
 from gputui.common.locations import LocationError, find_hosts
 from gputui.common.locations import hosts_search as search_paths
-from gputui.common.text import clean
+from gputui.config.errors import ConfigError
 from gputui.config.models import Config, HostConfig, SshDefaults
 from gputui.config.where import capped, error_lines, key_lines, line_number, problem_line
 from gputui.config.yamlbounds import Abort, Composer, Constructor, codepoint, yaml_error_line
@@ -47,21 +47,6 @@ __all__ = [
 
 MAX_FILE_BYTES = 1024 * 1024
 """hosts.yaml is read only up to 1 MiB: ample for ``MAX_HOSTS`` hosts."""
-_LINE_LIMIT = 1024
-
-
-class ConfigError(Exception):
-    """hosts.yaml could not be used; ``lines`` holds one ``FILE:LINE: field: problem`` each.
-
-    Every line is passed through :func:`gputui.common.text.clean` here, once for all callers:
-    a line may quote a path or value from the file, and none of it may reach a
-    terminal as an escape sequence.
-    """
-
-    def __init__(self, lines: Sequence[str]) -> None:
-        safe = [clean(line, _LINE_LIMIT) for line in lines]
-        super().__init__("\n".join(safe))
-        self.lines = safe
 
 
 def find_config(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -73,37 +58,49 @@ def find_config(explicit: str | os.PathLike[str] | None = None) -> Path:
         raise ConfigError([exc.line]) from None
     if path is None:
         looked = ", ".join(str(p) for p in search_paths())
-        raise ConfigError([f"no hosts.yaml found (looked in: {looked}); try --hosts FILE"])
+        raise ConfigError(
+            [_("no hosts.yaml found (looked in: {looked}); try --hosts FILE").format(looked=looked)]
+        )
     return path
 
 
 def _kind(mode: int) -> str | None:
-    """What a non-regular file is, in words; None for a regular file."""
+    """What a non-regular file is, in words (the language chosen); None for a regular file."""
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISDIR(mode):
-        return "a directory"
+        return _("a directory")
     if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
+        return _("a FIFO (named pipe)")
     if stat.S_ISCHR(mode):
-        return "a character device"
+        return _("a character device")
     if stat.S_ISBLK(mode):
-        return "a block device"
+        return _("a block device")
     if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+        return _("a socket")
+    return _("not a regular file")
 
 
 def _reason(exc: OSError | ValueError) -> str:
     if isinstance(exc, OSError):
         if exc.errno in (errno.EACCES, errno.EPERM):
-            return "permission denied"
+            return _("permission denied")
         return exc.strerror or exc.__class__.__name__
     return str(exc) or exc.__class__.__name__
 
 
 def _too_big(size: int) -> str:
-    return f"too big: {size} bytes; the limit for a config file is 1 MiB ({MAX_FILE_BYTES} bytes)"
+    return _("too big: {size} bytes; the limit for a config file is 1 MiB ({limit} bytes)").format(
+        size=size, limit=MAX_FILE_BYTES
+    )
+
+
+def _cannot_read(exc: OSError | ValueError) -> str:
+    return _("cannot read: {why}").format(why=_reason(exc))
+
+
+def _not_config(kind: str) -> str:
+    return _("is {kind}, not a config file").format(kind=kind)
 
 
 def _read(path: Path) -> str:
@@ -116,12 +113,12 @@ def _read(path: Path) -> str:
     try:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
-        raise ConfigError([f"{path}: no such file"]) from None
+        raise ConfigError([f"{path}: {_(_MISSING)}"]) from None
     except (OSError, ValueError) as exc:
-        raise ConfigError([f"{path}: cannot read: {_reason(exc)}"]) from None
+        raise ConfigError([f"{path}: {_cannot_read(exc)}"]) from None
     kind = _kind(info.st_mode)
     if kind is not None:
-        raise ConfigError([f"{path}: is {kind}, not a config file"])
+        raise ConfigError([f"{path}: {_not_config(kind)}"])
     if info.st_size > MAX_FILE_BYTES:
         raise ConfigError([f"{path}: {_too_big(info.st_size)}"])
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -130,10 +127,10 @@ def _read(path: Path) -> str:
         with open(fd, "rb", closefd=True) as file:
             kind = _kind(os.fstat(file.fileno()).st_mode)
             if kind is not None:
-                raise ConfigError([f"{path}: is {kind}, not a config file"])
+                raise ConfigError([f"{path}: {_not_config(kind)}"])
             data = file.read(MAX_FILE_BYTES + 1)
     except (OSError, ValueError) as exc:
-        raise ConfigError([f"{path}: cannot read: {_reason(exc)}"]) from None
+        raise ConfigError([f"{path}: {_cannot_read(exc)}"]) from None
     if len(data) > MAX_FILE_BYTES:
         raise ConfigError([f"{path}: {_too_big(len(data))}"])
     try:
@@ -149,7 +146,8 @@ def _not_utf8(data: bytes, offset: int) -> str:
     line = before.count(b"\n") + 1
     start = before.rfind(b"\n") + 1
     column = len(before[start:].decode("utf-8", errors="replace")) + 1
-    return f"{line}:{column}: not UTF-8 (byte 0x{data[offset]:02x}); save the file as UTF-8"
+    said = _("not UTF-8 (byte {byte}); save the file as UTF-8").format(byte=f"0x{data[offset]:02x}")
+    return f"{line}:{column}: {said}"
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:
@@ -170,9 +168,10 @@ def parse_config(text: str, source: str = "<config>") -> Config:
         data_bytes = text.encode("utf-8")
     except UnicodeEncodeError as exc:
         line = text.count("\n", 0, exc.start) + 1
-        raise ConfigError(
-            [f"{source}:{line}: yaml: not valid Unicode text ({codepoint(text[exc.start])})"]
-        ) from None
+        said = _("not valid Unicode text ({codepoint})").format(
+            codepoint=codepoint(text[exc.start])
+        )
+        raise ConfigError([f"{source}:{line}: yaml: {said}"]) from None
     if len(data_bytes) > MAX_FILE_BYTES:
         raise ConfigError([f"{source}: {_too_big(len(data_bytes))}"])
     try:
@@ -191,7 +190,8 @@ def parse_config(text: str, source: str = "<config>") -> Config:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError([f"{source}:1: (top level): must be a mapping of settings"])
+        said = _("(top level): must be a mapping of settings")
+        raise ConfigError([f"{source}:1: {said}"])
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
@@ -205,12 +205,8 @@ def require_hosts(config: Config) -> None:
     """A config that lists no hosts gives the console nothing to show: the one verdict
     both ``check-config`` and the console give, so they never disagree."""
     if not config.hosts:
-        raise ConfigError(
-            [
-                f"{config.source}:{config.line_of('hosts')}: hosts: no hosts listed;"
-                " add at least one under 'hosts:' (see hosts.example.yaml)"
-            ]
-        )
+        said = _("no hosts listed; add at least one under 'hosts:' (see hosts.example.yaml)")
+        raise ConfigError([f"{config.source}:{config.line_of('hosts')}: hosts: {said}"])
 
 
 def file_problems(config: Config) -> list[str]:
@@ -254,13 +250,12 @@ def _findings(config: Config, warn: str) -> list[tuple[bool, str]]:
             line = config.line_of(f"{where}.{name}")
             gone = problem == _MISSING
             note = warn if gone else ""
-            found.append(
-                (gone, f"{config.source}:{line}: {note}{label}.{name}: {shown}: {problem}")
-            )
+            said = _(problem) if gone else problem
+            found.append((gone, f"{config.source}:{line}: {note}{label}.{name}: {shown}: {said}"))
     return found
 
 
-_MISSING = "no such file"
+_MISSING = N_("no such file")
 
 
 def _file_problem(value: str) -> str | None:
@@ -271,10 +266,10 @@ def _file_problem(value: str) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return _MISSING
     except (OSError, ValueError) as exc:
-        return f"cannot be read ({_reason(exc)})"
+        return _("cannot be read ({why})").format(why=_reason(exc))
     kind = _kind(info.st_mode)
     if kind is not None:
-        return f"is {kind}, not a file"
+        return _("is {kind}, not a file").format(kind=kind)
     if not os.access(path, os.R_OK):
-        return "cannot be read (permission denied)"
+        return _("cannot be read ({why})").format(why=_("permission denied"))
     return None

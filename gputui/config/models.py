@@ -26,8 +26,11 @@ from pydantic import (
     model_validator,
 )
 
+from gputui.common.i18n import LANGUAGES, _, language_of
+from gputui.common.jobenv import DEFAULT_RUNTIME, Runtime
 from gputui.common.listen import parse_listen
 from gputui.common.locations import DEFAULT_SOCKET
+from gputui.config.notify import NotifyConfig
 from gputui.config.scheduler import SchedulerConfig
 from gputui.config.slurm import SlurmConfig
 from gputui.config.sshjump import parse_chain
@@ -39,6 +42,7 @@ __all__ = [
     "HeadConfig",
     "HealthThresholds",
     "HostConfig",
+    "JobsConfig",
     "Port",
     "ResolvedHost",
     "SchedulerConfig",
@@ -70,9 +74,9 @@ def _proxy_jump(value: str) -> str:
 
 def _interpreter(value: str) -> str:
     if not value.strip():
-        raise ValueError("must name the interpreter (python3, or a path to one)")
+        raise ValueError(_("must name the interpreter (python3, or a path to one)"))
     if value != value.strip() or not value.isprintable():
-        raise ValueError("must be one name or path: no spaces around it, no control characters")
+        raise ValueError(_("must be one name or path: no spaces around it, no control characters"))
     return value
 
 
@@ -141,21 +145,23 @@ class HostConfig(_Model):
     @classmethod
     def _check_name(cls, value: str) -> str:
         if not HOST_NAME.fullmatch(value):
-            raise ValueError("must be 1-63 letters, digits, '.', '_' or '-'")
+            raise ValueError(_("must be 1-63 letters, digits, '.', '_' or '-'"))
         return value
 
     @field_validator("sim")
     @classmethod
     def _check_sim(cls, value: str | None) -> str | None:
         if value is not None:
-            from gputui.remote.sim.spec import parse_spec
+            from gputui.remote.sim.spec import SpecError, parse_spec
 
             try:
                 parse_spec(value)
-            except ValueError:
-                raise
+            except SpecError as exc:  # the helper's English, said in the reader's language
+                raise ValueError(_(exc.message).format(**exc.fields)) from None
             except Exception as exc:  # any other failure is still this field's error
-                raise ValueError(f"bad sim spec: {exc.__class__.__name__}: {exc}") from None
+                raise ValueError(
+                    _("bad sim spec: {error}").format(error=f"{exc.__class__.__name__}: {exc}")
+                ) from None
         return value
 
 
@@ -204,9 +210,9 @@ class HealthThresholds(_Model):
     @model_validator(mode="after")
     def _ordered(self) -> HealthThresholds:
         if self.temp_warn_c > self.temp_crit_c:
-            raise ValueError("temp_warn_c must not be above temp_crit_c")
+            raise ValueError(_("temp_warn_c must not be above temp_crit_c"))
         if self.hw_slowdown_minutes > self.hw_slowdown_window_minutes:
-            raise ValueError("hw_slowdown_minutes must not be above hw_slowdown_window_minutes")
+            raise ValueError(_("hw_slowdown_minutes must not be above hw_slowdown_window_minutes"))
         return self
 
 
@@ -268,18 +274,73 @@ class HeadConfig(_Model):
     def _check_host(cls, value: str | list[str]) -> str | list[str]:
         names = [value] if isinstance(value, str) else value
         if not 1 <= len(names) <= MAX_HEADS:
-            raise ValueError(f"give 1 to {MAX_HEADS} head hosts")
+            raise ValueError(_("give 1 to {most} head hosts").format(most=MAX_HEADS))
         for name in names:
             if not name.strip() or len(name) > 255 or not name.isprintable():
-                raise ValueError(f"{name[:40]!r} is not a host name")
+                raise ValueError(_("{name} is not a host name").format(name=repr(name[:40])))
         if len(set(names)) != len(names):
-            raise ValueError("a head host is listed twice")
+            raise ValueError(_("a head host is listed twice"))
         return value
 
     @property
     def hosts(self) -> tuple[str, ...]:
         """The heads' hosts, in the order clients try them."""
         return (self.host,) if isinstance(self.host, str) else tuple(self.host)
+
+
+def _seconds(value: object) -> object:
+    """A duration as people write one (``8h``, ``30m``, ``1-12:00``) or a number of seconds."""
+    if isinstance(value, str):
+        from argparse import ArgumentTypeError
+
+        from gputui.common.durations import parse_duration
+
+        try:
+            return parse_duration(value)
+        except (ArgumentTypeError, ValueError) as exc:  # the CLI's error, said as a setting's
+            raise ValueError(str(exc)) from None
+    return value
+
+
+Duration = Annotated[float, BeforeValidator(_seconds)]
+
+
+class JobsConfig(_Model):
+    """How the head runs jobs on the GPU hosts (hosts.yaml ``jobs:``): the default
+    container runtime, and the limits of interactive ones (``gputui run --pty``)."""
+
+    runtime: Runtime = DEFAULT_RUNTIME
+    """The container runtime of a job submitted with ``--image`` and no ``--runtime``:
+    docker, podman or apptainer (installed on the GPU hosts)."""
+
+    interactive_time: Annotated[Duration, Field(ge=1, le=30 * 86400, allow_inf_nan=False)] = (
+        8 * 3600.0
+    )
+    """An interactive job's time limit when it asks none (``8h``, ``90m``, or seconds);
+    one that asks more is held to this too."""
+    interactive_idle: Annotated[Duration, Field(ge=1, le=7 * 86400, allow_inf_nan=False)] = 3600.0
+    """An interactive job with no input and no output this long is ended (a session
+    forgotten in a terminal does not hold its GPUs overnight)."""
+
+
+class UiConfig(_Model):
+    """The console's and the CLI's look for people (hosts.yaml ``ui:``)."""
+
+    lang: str | None = None
+    """The language shown: ``en`` or ``zh_CN`` (``zh`` will do); unset: ``LC_ALL``,
+    ``LC_MESSAGES``, ``LANG``. ``--lang`` comes first."""
+
+    @field_validator("lang")
+    @classmethod
+    def _known_language(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        lang = language_of(value)
+        if lang is None:
+            raise ValueError(
+                _("unknown language; known: {known}").format(known=", ".join(LANGUAGES))
+            )
+        return lang
 
 
 class Config(_Model):
@@ -294,6 +355,8 @@ class Config(_Model):
     health_every_s: Annotated[float, Field(ge=1, le=3600)] = 10.0
     """Seconds between the health readings (remapped rows, NVLinks, fabric ...) of
     every helper; an Xid makes the next sample read them at once."""
+    ui: UiConfig = Field(default_factory=UiConfig)
+    """The language shown (``ui.lang``)."""
     theme: str = "gputui-dark"
     """Colour theme: a file in gputui/themes/ or ~/.config/gputui/themes/, or a Textual theme."""
     health: HealthThresholds = Field(default_factory=HealthThresholds)
@@ -306,6 +369,11 @@ class Config(_Model):
     (one poll of slurmctld for all of them) and schedules nothing itself."""
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     """The head's policy: priority classes, fair share, quotas, preemption, accounting."""
+    jobs: JobsConfig = Field(default_factory=JobsConfig)
+    """How jobs run on the GPU hosts: the default container runtime, interactive
+    sessions' time and idle limits."""
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    """Notices in the team's chat: team channels, and how the head sends them."""
     connect_concurrency: Annotated[int, Field(ge=1, le=1024)] = 32
     """SSH handshakes in flight at once (keep under sshd's MaxStartups across hosts)."""
 
@@ -339,7 +407,7 @@ class Config(_Model):
         seen: set[str] = set()
         for host in self.hosts:
             if host.name in seen:
-                raise ValueError(f"duplicate host name {host.name!r}")
+                raise ValueError(_("duplicate host name {name}").format(name=repr(host.name)))
             seen.add(host.name)
         return self
 

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gputui.common.i18n import _
+
 _CLOCK = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")]
@@ -47,7 +49,7 @@ class PriorityClass(_Model):
             and self.time_max_hours is not None
             and self.time_default_hours > self.time_max_hours
         ):
-            raise ValueError("time_default_hours must not be above time_max_hours")
+            raise ValueError(_("time_default_hours must not be above time_max_hours"))
         return self
 
 
@@ -70,13 +72,15 @@ class OffHours(_Model):
     @classmethod
     def _clock(cls, value: str) -> str:
         if not _CLOCK.fullmatch(value):
-            raise ValueError(f"{value!r} is not a time of day HH:MM (e.g. 22:00)")
+            raise ValueError(
+                _("{value} is not a time of day HH:MM (e.g. 22:00)").format(value=repr(value))
+            )
         return value
 
     @model_validator(mode="after")
     def _not_empty(self) -> OffHours:
         if self.start == self.end:
-            raise ValueError("start and end are the same: the window would be empty")
+            raise ValueError(_("start and end are the same: the window would be empty"))
         return self
 
     def minutes(self) -> tuple[int, int]:
@@ -149,10 +153,13 @@ class Placement(_Model):
         for name, kinds in (("avoid", self.avoid), ("never", self.never)):
             twice = sorted({k for k in kinds if kinds.count(k) > 1})
             if twice:
-                raise ValueError(f"{name}: {twice[0]!r} is given twice")
+                said = _("{value} is given twice").format(value=repr(twice[0]))
+                raise ValueError(f"{name}: {said}")
         both = sorted(set(self.avoid) & set(self.never))
         if both:
-            raise ValueError(f"{both[0]!r} is in both avoid and never: give it in one")
+            raise ValueError(
+                _("{value} is in both avoid and never: give it in one").format(value=repr(both[0]))
+            )
         return self
 
 
@@ -164,6 +171,34 @@ class Accounting(_Model):
     )
     """Per pool: what an allocated GPU-hour costs (depreciation)."""
     currency: Annotated[str, Field(min_length=1, max_length=8)] = "EUR"
+
+
+class Power(_Model):
+    """What to do about cards that are held (a claim or a job) but idle."""
+
+    mode: Literal["off", "report", "lock"] = "off"
+    """``off``: nothing; ``report``: usage and report count the energy (kWh and cost)
+    of held-but-idle cards; ``lock``: that, and the head has the card's helper lock
+    its clocks low until its utilisation rises or its holder changes."""
+    idle_minutes: Annotated[float, Field(gt=0, le=10080)] = 30.0
+    """A held card whose GPU and memory utilisation read 0 this long is held but idle."""
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        """YAML reads a bare ``off`` as false: that is ``off``."""
+        return "off" if value is False else value
+
+
+class Bookings(_Model):
+    """What anyone may book ahead (``gputui book``); admins may book anything."""
+
+    gpu_hours_per_week: Annotated[float, Field(ge=0, le=1e7)] = 336.0
+    """GPU-hours a group's bookings may hold in any one week (Monday to Monday)."""
+    max_days_ahead: Annotated[float, Field(gt=0, le=366)] = 14.0
+    """How far ahead a booking may start."""
+    max_hours: Hours = 168.0
+    """The longest one booking may be."""
 
 
 class SchedulerConfig(_Model):
@@ -188,6 +223,8 @@ class SchedulerConfig(_Model):
     ownership: Ownership = Field(default_factory=Ownership)
     placement: Placement = Field(default_factory=Placement)
     accounting: Accounting = Field(default_factory=Accounting)
+    power: Power = Field(default_factory=Power)
+    bookings: Bookings = Field(default_factory=Bookings)
     private_data: bool = False
     """Like Slurm's ``PrivateData=jobs``: a job's command line, working directory and
     log path, and a claim's note (a ``gputui run`` claim's is its command), are shown
@@ -197,17 +234,21 @@ class SchedulerConfig(_Model):
     def _consistent(self) -> SchedulerConfig:
         names = [c.name for c in self.classes]
         if len(set(names)) != len(names):
-            raise ValueError("classes: a class name is given twice")
+            raise ValueError("classes: " + _("a class name is given twice"))
         if self.default_class not in names:
             raise ValueError(
-                f"default_class {self.default_class!r} is not one of the classes "
-                f"({', '.join(names)})"
+                _("default_class {name} is not one of the classes ({names})").format(
+                    name=repr(self.default_class), names=", ".join(names)
+                )
             )
         seen: set[tuple[str, str | None]] = set()
         for quota in self.quotas:
             key = (quota.group, quota.pool)
             if key in seen:
-                raise ValueError(f"quotas: group {quota.group!r} pool {quota.pool!r} given twice")
+                said = _("group {group} pool {pool} given twice").format(
+                    group=repr(quota.group), pool=repr(quota.pool)
+                )
+                raise ValueError(f"quotas: {said}")
             seen.add(key)
         return self
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from gputui.common.i18n import _
 from gputui.config.sshjump import parse_chain
 
 REFRESH_S = (2.0, 600.0)
@@ -31,16 +32,14 @@ def slurm_name(value: object, what: str) -> str:
         or len(value) > 64
         or not all(c.isascii() and (c.isalnum() or c in "_.-") for c in value)
     ):
-        raise ValueError(
-            f"{what}: {str(value)[:40]!r} is not a Slurm name"
-            " (letters, digits, '_', '.', '-'; at most 64)"
-        )
+        said = _("{value} is not a Slurm name (letters, digits, '_', '.', '-'; at most 64)")
+        raise ValueError(f"{what}: " + said.format(value=repr(str(value)[:40])))
     return value
 
 
 def _login(value: object) -> str:
     if not isinstance(value, str):
-        raise ValueError("login: give local, or one [user@]host[:port]")
+        raise ValueError("login: " + _("give local, or one [user@]host[:port]"))
     if value == "local":
         return value
     try:
@@ -48,7 +47,7 @@ def _login(value: object) -> str:
     except ValueError as exc:
         raise ValueError("login: " + str(exc).removeprefix(f"proxy_jump {value!r}: ")) from None
     if "," in value:
-        raise ValueError("login: give one [user@]host[:port], or local")
+        raise ValueError("login: " + _("give one [user@]host[:port], or local"))
     return value
 
 
@@ -57,27 +56,31 @@ def _seconds(
 ) -> float:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{key}: give a number of seconds")
+        raise ValueError(f"{key}: " + _("give a number of seconds"))
     low, high = bounds
     if not low <= value <= high:
-        raise ValueError(f"{key}: give {low:g} to {high:g} seconds, not {value:g}")
+        said = _("give {low} to {high} seconds, not {value}")
+        raise ValueError(
+            f"{key}: " + said.format(low=f"{low:g}", high=f"{high:g}", value=f"{value:g}")
+        )
     return float(value)
 
 
 def _names(raw: Mapping[str, Any], key: str, *, keys_are_names: bool) -> dict[str, str]:
     value = raw.get(key, {})
     if not isinstance(value, Mapping):
-        raise ValueError(f"{key}: give a mapping")
+        raise ValueError(f"{key}: " + _("give a mapping"))
     if len(value) > MAX_MAP[key]:
-        raise ValueError(f"{key}: at most {MAX_MAP[key]} entries")
+        raise ValueError(f"{key}: " + _("at most {most} entries").format(most=MAX_MAP[key]))
     out: dict[str, str] = {}
     for k, v in value.items():
         if not isinstance(k, str) or not k or len(k) > 255 or not k.isprintable():
-            raise ValueError(f"{key}: {str(k)[:40]!r} is not a name")
+            said = _("{value} is not a name").format(value=repr(str(k)[:40]))
+            raise ValueError(f"{key}: {said}")
         if keys_are_names:
             slurm_name(k, f"{key}.{k}")
             if not isinstance(v, str) or not v or len(v) > 255 or not v.isprintable():
-                raise ValueError(f"{key}.{k}: give a host name")
+                raise ValueError(f"{key}.{k}: " + _("give a host name"))
             out[k] = v
         else:
             out[k] = slurm_name(v, f"{key}.{k}")
@@ -88,7 +91,7 @@ def _path(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value or len(value) > 4096 or not value.isprintable():
-        raise ValueError("ssh_config: give the path of an OpenSSH client config")
+        raise ValueError("ssh_config: " + _("give the path of an OpenSSH client config"))
     return value
 
 
@@ -137,13 +140,12 @@ class SlurmConfig:
         if raw is None:
             raw = {}
         if not isinstance(raw, Mapping):
-            raise ValueError("give a mapping of settings")
+            raise ValueError(_("give a mapping of settings"))
         known = {f.name for f in fields(cls)}
         for key in raw:
             if key not in known:
-                raise ValueError(
-                    f"{str(key)[:40]!r}: not a setting (one of {', '.join(sorted(known))})"
-                )
+                said = _("not a setting (one of {names})").format(names=", ".join(sorted(known)))
+                raise ValueError(f"{str(key)[:40]!r}: {said}")
         values = {
             "login": _login(raw.get("login", "local")),
             "refresh_s": _seconds(raw, "refresh_s", REFRESH_S, 5.0),

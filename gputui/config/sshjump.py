@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gputui.common.i18n import _
+
 MAX_PORT = 65535
+
+
+class JumpError(ValueError):
+    """A chain that is no ProxyJump: ``proxy_jump SPEC: WHY`` (the line's English
+    shape whatever the language ``why`` is in)."""
+
+    def __init__(self, spec: str, why: str) -> None:
+        super().__init__(f"proxy_jump {spec!r}: {why}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,13 +45,13 @@ def parse_chain(spec: str) -> Chain:
         return ()
     parts = [part.strip() for part in spec.split(",")]
     if not all(parts):
-        raise ValueError(f"proxy_jump {spec!r}: empty hop")
+        raise JumpError(spec, _("empty hop"))
     return tuple(parse_hop(part) for part in parts)
 
 
 def _port(spec: str, text: str) -> int:
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_PORT:
-        raise ValueError(f"proxy_jump {spec!r}: port must be a number from 1 to {MAX_PORT}")
+        raise JumpError(spec, _("port must be a number from 1 to {most}").format(most=MAX_PORT))
     return int(text)
 
 
@@ -49,23 +59,21 @@ def parse_hop(spec: str) -> Hop:
     """``[user@]host[:port]`` (``[v6addr]:port`` too) -> a ``Hop``."""
     user, at, rest = spec.rpartition("@")
     if at and not user:
-        raise ValueError(f"proxy_jump {spec!r}: empty user before '@'")
+        raise JumpError(spec, _("empty user before '@'"))
     port: int | None = None
     if rest.startswith("["):
         host, closed, tail = rest[1:].partition("]")
         if not closed or (tail and not tail.startswith(":")):
-            raise ValueError(
-                f"proxy_jump {spec!r}: an address in brackets is [addr] or [addr]:port"
-            )
+            raise JumpError(spec, _("an address in brackets is [addr] or [addr]:port"))
         if tail:
             port = _port(spec, tail[1:])
     elif rest.count(":") == 1:
-        host, _, port_text = rest.partition(":")
+        host, _colon, port_text = rest.partition(":")
         port = _port(spec, port_text)
     else:
         host = rest
     if not host:
-        raise ValueError(f"proxy_jump {spec!r}: no host")
+        raise JumpError(spec, _("no host"))
     if any(c.isspace() for c in host) or not host.isprintable():
-        raise ValueError(f"proxy_jump {spec!r}: a space or an unprintable character in the host")
+        raise JumpError(spec, _("a space or an unprintable character in the host"))
     return Hop(user or None, host, port)

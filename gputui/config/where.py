@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from gputui.common.i18n import N_, _
 from gputui.common.text import clean
 from gputui.config.yamlbounds import Loc, Problem, line_of_mark
 
@@ -46,7 +47,8 @@ def capped(lines: Iterator[str] | list[str]) -> list[str]:
         return lines
     shown, rest = lines[:MAX_ERROR_LINES], lines[MAX_ERROR_LINES:]
     head = rest[0].split(": ", 1)[0]
-    return [*shown, f"{head}: (more): {len(rest)} more problems not shown"]
+    said = _("(more): {n} more problems not shown").format(n=len(rest))
+    return [*shown, f"{head}: {said}"]
 
 
 def problem_line(problem: Problem, source: str, root: yaml.Node | None) -> str:
@@ -80,8 +82,9 @@ def _field_text(loc: Loc, root: yaml.Node | None) -> str:
 
 
 def key_lines(root: yaml.Node | None) -> dict[str, int]:
-    """Lines of the top-level keys, of each section's keys and of each host's keys,
-    so checks after loading (empty hosts, key files, theme) can name a line."""
+    """Lines of the top-level keys, of each section's keys, of each host's keys and
+    of each team channel's (``notify.channels``), so checks after loading (empty
+    hosts, key files, theme, a channel's URL) can name a line."""
     lines: dict[str, int] = {}
 
     def keys(node: yaml.Node, prefix: str) -> Iterator[tuple[str, yaml.Node]]:
@@ -94,15 +97,20 @@ def key_lines(root: yaml.Node | None) -> dict[str, int]:
 
     if root is None:
         return lines
+
+    def items(node: yaml.Node, field: str) -> None:
+        for i, item in enumerate(node.value):
+            lines.setdefault(f"{field}[{i}]", line_of_mark(item.start_mark))
+            for _key in keys(item, f"{field}[{i}]"):
+                pass
+
     for field, value in keys(root, ""):
         if field == "hosts" and isinstance(value, yaml.SequenceNode):
-            for i, item in enumerate(value.value):
-                lines.setdefault(f"hosts[{i}]", line_of_mark(item.start_mark))
-                for _ in keys(item, f"hosts[{i}]"):
-                    pass
-        else:
-            for _ in keys(value, field):
-                pass
+            items(value, field)
+            continue
+        for inner, node in keys(value, field):
+            if inner == "notify.channels" and isinstance(node, yaml.SequenceNode):
+                items(node, inner)  # each team channel's keys (checked after loading)
     return lines
 
 
@@ -118,20 +126,19 @@ def error_lines(exc: ValidationError, root: yaml.Node | None, source: str) -> It
         line = node.start_mark.line + 1 if node is not None else 1
         message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
         kind = error.get("type")
+        message = _pydantic_said(str(kind), error.get("ctx"), message)
         given = error.get("input")
         if kind == "extra_forbidden":
-            message = "unknown key"
+            message = _("unknown key")
         elif kind in ("int_type", "float_type") and isinstance(given, bool):
-            message = f"must be a number, not {str(given).lower()}"
+            message = _("must be a number, not {value}").format(value=str(given).lower())
         elif kind in ("int_type", "float_type") and isinstance(given, str):
             plain = isinstance(node, yaml.ScalarNode) and not node.style  # not quoted
             message = (
-                _text_for_number(given, whole=kind == "int_type")
-                if plain
-                else f"must be a number, not the text {clean(given, 40)!r}"
+                _text_for_number(given, whole=kind == "int_type") if plain else _not_text(given)
             )
         elif kind == "string_type" and isinstance(given, (bool, int, float)):
-            message = f"{message}: quote it if you mean the text"
+            message = _("{message}: quote it if you mean the text").format(message=message)
         yield f"{source}:{line}: {field_path}: {message}"
 
 
@@ -140,19 +147,73 @@ _IN_RANGE = 2.0**53
 """Beyond this no number in hosts.yaml means anything (and a float stops being exact)."""
 
 
+PYDANTIC_SAID = {
+    "missing": N_("Field required"),
+    "greater_than": N_("Input should be greater than {gt}"),
+    "greater_than_equal": N_("Input should be greater than or equal to {ge}"),
+    "less_than": N_("Input should be less than {lt}"),
+    "less_than_equal": N_("Input should be less than or equal to {le}"),
+    "string_type": N_("Input should be a valid string"),
+    "bool_type": N_("Input should be a valid boolean"),
+    "bool_parsing": N_("Input should be a valid boolean, unable to interpret input"),
+    "int_type": N_("Input should be a valid integer"),
+    "int_parsing": N_("Input should be a valid integer, unable to parse string as an integer"),
+    "int_from_float": N_("Input should be a valid integer, got a number with a fractional part"),
+    "float_type": N_("Input should be a valid number"),
+    "float_parsing": N_("Input should be a valid number, unable to parse string as a number"),
+    "literal_error": N_("Input should be {expected}"),
+    "string_too_long": N_("String should have at most {max_length} characters"),
+    "string_too_short": N_("String should have at least {min_length} characters"),
+    "too_long": N_("List should have at most {max_length} items, not {actual_length}"),
+    "too_short": N_("List should have at least {min_length} items, not {actual_length}"),
+    "dict_type": N_("Input should be a valid dictionary"),
+    "list_type": N_("Input should be a valid list"),
+    "model_type": N_("Input should be a valid dictionary or instance of {class_name}"),
+    "finite_number": N_("Input should be a finite number"),
+    "string_pattern_mismatch": N_("String should match pattern '{pattern}'"),
+}  # fmt: skip
+"""pydantic's messages by their type (the English it says), translated here: the
+language chosen says them, with pydantic's figures (its ``ctx``) in them."""
+
+
+def _pydantic_said(kind: str, ctx: object, message: str) -> str:
+    """``message`` (pydantic's) in the language chosen where its type is one of
+    ``PYDANTIC_SAID``; as pydantic said it otherwise (and in English, always)."""
+    template = PYDANTIC_SAID.get(kind)
+    if template is None:
+        return message
+    said = _(template)
+    if said == template:
+        return message
+    fields = {k: str(v) for k, v in ctx.items()} if isinstance(ctx, dict) else {}
+    if kind == "literal_error" and " or " in fields.get("expected", ""):
+        choices, _or, last = fields["expected"].rpartition(" or ")
+        fields["expected"] = _("{choices} or {last}").format(choices=choices, last=last)
+    try:
+        return said.format(**fields)
+    except (KeyError, IndexError, ValueError):
+        return message
+
+
+def _not_text(given: str) -> str:
+    return _("must be a number, not the text {text}").format(text=repr(clean(given, 40)))
+
+
 def _text_for_number(given: str, *, whole: bool) -> str:
     """Why an unquoted text is not the number a field wants: YAML reads ``1e308`` (no
     dot, no sign on the exponent) as text, so say what it is as a number."""
     if len(given) > 400 or not _NUMBER_TEXT.fullmatch(given.strip()):
-        return f"must be a number, not the text {clean(given, 40)!r}"
+        return _not_text(given)
     value = float(given)
     if not abs(value) < _IN_RANGE:
-        return f"the number {clean(given.strip(), 40)} is out of range"
+        return _("the number {number} is out of range").format(number=clean(given.strip(), 40))
     if whole:
-        written = str(int(value)) if value.is_integer() else "a whole number"
+        written = str(int(value)) if value.is_integer() else _("a whole number")
     else:
         written = repr(value)
-    return f"must be a number: YAML reads {clean(given, 40)!r} as text (write {written})"
+    return _("must be a number: YAML reads {text} as text (write {written})").format(
+        text=repr(clean(given, 40)), written=written
+    )
 
 
 def _locate(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | None, str]:

@@ -31,7 +31,7 @@ import yaml
 import yaml.constructor
 import yaml.resolver
 
-from gputui.common.text import clean
+from gputui.common.i18n import N_, _
 
 MAX_HOSTS = 10_000
 """Hosts one config may list."""
@@ -49,12 +49,20 @@ _ALLOWED_TAGS = frozenset(
     _TAG + name for name in ("str", "int", "float", "bool", "null", "seq", "map", "merge")
 )
 _REFUSED_CATEGORIES = {
-    "Cc": "a control character",
-    "Cf": "an invisible formatting or bidi character",
-    "Cs": "a lone surrogate",
-    "Zl": "a line separator",
-    "Zp": "a paragraph separator",
+    "Cc": N_("a control character"),
+    "Cf": N_("an invisible formatting or bidi character"),
+    "Cs": N_("a lone surrogate"),
+    "Zl": N_("a line separator"),
+    "Zp": N_("a paragraph separator"),
 }
+
+
+def _clean(value: str, most: int) -> str:
+    """``gputui.common.text.clean``, imported for a line that shows a refused value
+    only (it loads Rich's cell widths: a verb that reads hosts.yaml need not)."""
+    from gputui.common.text import clean
+
+    return clean(value, most)
 
 
 def codepoint(char: str) -> str:
@@ -233,17 +241,36 @@ class Composer:
             self._anchors[anchor] = node
         self._measured[id(node)] = (1, 1)
         value: str = event.value
-        what = "a key" if is_key else "the value"
         if len(value) > MAX_STRING:
-            self._problem(node, f"{what} has {len(value)} characters, over the {MAX_STRING} limit")
+            said = (
+                _("a key has {n} characters, over the {most} limit")
+                if is_key
+                else _("the value has {n} characters, over the {most} limit")
+            )
+            self._problem(node, said.format(n=len(value), most=MAX_STRING))
         else:
             refused = _refused_char(value)
             if refused is not None:
                 index, codepoint, kind = refused
+                said = (
+                    _(
+                        "a key contains {codepoint}, {kind}, at character {at}:"
+                        " not allowed in hosts.yaml (without it: {without})"
+                    )
+                    if is_key
+                    else _(
+                        "the value contains {codepoint}, {kind}, at character {at}:"
+                        " not allowed in hosts.yaml (without it: {without})"
+                    )
+                )
                 self._problem(
                     node,
-                    f"{what} contains {codepoint}, {kind}, at character {index + 1}:"
-                    f" not allowed in hosts.yaml (without it: {clean(value, 60)!r})",
+                    said.format(
+                        codepoint=codepoint,
+                        kind=_(kind),
+                        at=index + 1,
+                        without=repr(_clean(value, 60)),
+                    ),
                 )
         return node
 
@@ -299,14 +326,14 @@ class Composer:
                 elif name in seen:
                     self._problem(
                         key,
-                        f"duplicate key (first given on line {seen[name]})",
+                        _("duplicate key (first given on line {line})").format(line=seen[name]),
                         (*self._loc, name),
                     )
                 else:
                     seen[name] = line
                 self._loc.append(name)
             else:
-                self._problem(key, "a key must be a plain name, not a list or mapping")
+                self._problem(key, _("a key must be a plain name, not a list or mapping"))
                 self._loc.append("?")
             value = self._node(depth + 1)
             self._loc.pop()

@@ -22,6 +22,7 @@ import contextlib
 import getpass
 import json
 import os
+import pwd
 import secrets
 import shutil
 import stat
@@ -32,6 +33,7 @@ from types import TracebackType
 
 import asyncssh
 
+from gputui.common.i18n import _
 from gputui.config.loader import load_config
 from gputui.config.models import Config
 from gputui.demo.head import DemoHead
@@ -42,6 +44,10 @@ from gputui.remote.sim.device import SimDevice
 from gputui.remote.sim.spec import MAX_GPUS
 
 MODELS = ("a100-80gb", "rtx3090", "h100", "l40s", "rtx4090", "a10", "h200", "a100-40gb")
+MIG_MODELS = {"a100-80gb": "a100-80gb-migmix", "h100": "h100-mig"}
+"""``gputui demo --mig``: these hosts' cards with MIG mode on and an admin's slices."""
+MIG_SEED_PROFILE = {"a100-80gb-migmix": "2g.20gb", "h100-mig": "1g.10gb"}
+"""The profile of the demo job seeded on a MIG host's slices."""
 MAX_GPUS_PER_HOST = MAX_GPUS
 
 
@@ -131,7 +137,9 @@ class DemoCluster:
         workloads: int | None = None,
         faults: bool = False,
         head: bool = False,
+        power: str = "off",
         cluster_id: str | None = None,
+        mig: bool = False,
     ) -> None:
         """``faults`` puts a few of the troubles real cards have on idle GPUs; ``head``
         starts the scheduler's head too (``seed_head`` gives it work); ``cluster_id``
@@ -139,6 +147,8 @@ class DemoCluster:
         self.counts = split_gpus(hosts, gpus)
         self.names = [f"gpu{i + 1:02d}" for i in range(hosts)]
         self.models = [MODELS[i % len(MODELS)] for i in range(hosts)]
+        if mig:
+            self.models = [MIG_MODELS.get(m, m) for m in self.models]
         self.cluster_id = cluster_id or secrets.token_hex(4)
         self.scope = f"demo-{self.cluster_id}"
         """The simulators' scope: only processes carrying it are this cluster's."""
@@ -155,6 +165,10 @@ class DemoCluster:
         self._config_path: Path | None = None
         self._config: Config | None = None
         self.with_head = head
+        self.power = power
+        """The head's ``power.mode`` (``off``, ``report``, ``lock``): not off, the head
+        counts held-but-idle cards after a minute, and one seeded job holds a card
+        and does nothing."""
         self.head: DemoHead | None = None
 
     @property
@@ -223,15 +237,44 @@ class DemoCluster:
             self.head = DemoHead(self._config_path, self.directory / "head" / "head.sock")
             report("head", "starting", "")
             await self.head.start()
-            report("head", "ready", f"in {self.directory}")
+            report("head", "ready", _("in {directory}").format(directory=self.directory))
 
     async def seed_head(self) -> list[str]:
         """Give the head jobs (running and waiting) and an idle claim; what was done."""
         head = self.head  # ``stop`` may clear it meanwhile
         if head is None:
             return []
-        await head.seed(workload_owners(), self.names, self.counts)
+        mig = {
+            name: MIG_SEED_PROFILE[model]
+            for name, model in zip(self.names, self.models, strict=True)
+            if model in MIG_SEED_PROFILE
+        }
+        await head.seed(workload_owners(), self.names, self.counts, mig)
+        if self.power != "off" and head.claimed:
+            self._idle_kernel(head.claimed[0])
+            head.seeded.append(_("a notebook kernel of yours holds the claim's GPU, idle"))
         return head.seeded
+
+    def _idle_kernel(self, uuid: str) -> None:
+        """A process of yours that holds memory on ``uuid`` and does nothing (0 %):
+        held but idle, so the head counts it (``--power report``) or locks its clocks
+        low (``--power lock``) after a minute, and its draw falls."""
+        for host_index, count in enumerate(self.counts):
+            for gpu_index in range(count):
+                if self.gpu_uuid(host_index, gpu_index) == uuid:
+                    self.workloads.append(
+                        start_workload(
+                            host=self.names[host_index],
+                            gpu_uuid=uuid,
+                            gpu_index=gpu_index,
+                            job=("kernel.py", "--notebook", "explore.ipynb"),
+                            user=pwd.getpwuid(os.getuid()).pw_name,
+                            mem_mib=8192,
+                            util=0,
+                            scope=self.scope,
+                        )
+                    )
+                    return
 
     def _yaml(self, user: str, key: str, known_hosts: str, ports: list[int]) -> str:
         # JSON is YAML: quoting every value keeps odd paths safe.
@@ -266,6 +309,9 @@ class DemoCluster:
                 "  claim_idle_minutes: 30",
                 "  kill_grace_s: 3",
             ]
+            if self.power != "off":
+                lines += ["scheduler:", "  power:", f"    mode: {q(self.power)}"]
+                lines += ["    idle_minutes: 1"]
         return "\n".join(lines) + "\n"
 
     def _start_workloads(self) -> None:

@@ -23,10 +23,11 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gputui.common.i18n import _, ngettext
 from gputui.demo.progress import Report
 from gputui.demo.workloads import python_for_everyone
 from gputui.scheduler.client.aio import AsyncHeadClient
@@ -132,6 +133,16 @@ class DemoHead:
         self.log_path = hosts_yaml.parent / "head.log"
         self.seeded: list[str] = []
         """One line per thing ``seed`` did (for the banner and tests)."""
+        self.claimed: list[str] = []
+        """The GPUs of the seeded idle claim."""
+        self.problems: list[str] = []
+        """The lines of ``seeded`` that say what went wrong (the console shows each)."""
+        self.quick: str | None = None
+        """The line of ``seeded`` about the quick job to watch, once it is given."""
+
+    def _problem(self, line: str) -> None:
+        self.seeded.append(line)
+        self.problems.append(line)
 
     async def start(self) -> None:
         """Start the head; return once its socket answers (else raise ``OSError``)."""
@@ -192,13 +203,23 @@ class DemoHead:
 
     # -- seeding -------------------------------------------------------------------
 
-    async def seed(self, owners: list[str], names: list[str], counts: list[int]) -> None:
-        """Jobs running and waiting, one held, one idle claim; needs the hosts live."""
+    async def seed(
+        self,
+        owners: list[str],
+        names: list[str],
+        counts: list[int],
+        mig: Mapping[str, str] | None = None,
+    ) -> None:
+        """Jobs running and waiting, one held, one idle claim (its GPUs' uuids kept in
+        ``claimed``); needs the hosts live.
+        ``mig``: hosts whose cards have MIG mode on -> a profile of their slices (they
+        get a job on a slice; the whole-card jobs go to the others)."""
+        mig = mig or {}
         client = await AsyncHeadClient.open_local(self.socket)
         head: DemoBackend = HeadBackend(client, local=True)
         try:
             if not await self._hosts_known(head, sum(counts)):
-                self.seeded.append("the head did not see every GPU in time; nothing seeded")
+                self._problem(_("the head did not see every GPU in time; nothing seeded"))
                 return
             me = pwd.getpwuid(os.getuid()).pw_name
             python = python_for_everyone() or sys.executable
@@ -207,28 +228,37 @@ class DemoHead:
             def job(name: str, gpus: int, steps: int, **more: Any) -> dict[str, Any]:
                 return _job(python, name, gpus, steps, cwd=here, **more)
 
-            largest = max(counts)
+            whole = [(n, c) for n, c in zip(names, counts, strict=True) if n not in mig]
+            largest = max((c for _, c in whole), default=max(counts))
             plan: list[tuple[str, dict[str, Any]]] = []
             others = [o for o in owners if o != me] or [me]
-            first = names[counts.index(largest)]
+            first = next((n for n, c in whole if c == largest), names[0])
             jobs = ("resnet50", "llama-lora", "vit-b16", "diffusion")
-            for i, (name, host) in enumerate(zip(jobs, [first, *names], strict=False)):
+            hosts = [first, *(n for n, _ in whole)]
+            for i, (name, host) in enumerate(zip(jobs, hosts, strict=False)):
                 body = job(name, 1 + i % 2 if i else 1, 900, host=host)
+                plan.append((others[i % len(others)], body))
+            for i, (host, profile) in enumerate(sorted(mig.items())):  # one on a slice each
+                body = job(f"bert-{profile}", 1, 900, host=host, mig=profile)
                 plan.append((others[i % len(others)], body))
             # A whole host that already runs a job: it waits (Resources).
             plan.append((others[0], job("sweep-all", largest, 600, host=first)))
             for user, body in plan:
                 await self._submit(head, user, me, body)
             short = await head.submit(**job("quick-test", 1, 12, pause=1.5))
-            self.seeded.append(f"job {short['job']['id']} (quick-test) of yours ends in ~20 s")
+            self.quick = _("job {id} ({name}) of yours ends in ~20 s").format(
+                id=short["job"]["id"], name="quick-test"
+            )
+            self.seeded.append(self.quick)
             # Yours, a whole host: it waits too, and is held (reason Held) until released.
             held = await head.submit(**job("eval-big", largest, 300, host=first))
             if held["job"]["state"] == "queued":
                 await head.hold(held["job"]["id"])
             claim = await head.claim(gpus=1, note="notebook", wait=False)
-            self.seeded.append(f"claim {claim['claim']['id']} of yours, idle")
+            self.seeded.append(_("claim {id} of yours, idle").format(id=claim["claim"]["id"]))
+            self.claimed = [str(u) for u in claim["claim"].get("gpu_uuids") or []]
         except (HeadError, OSError, KeyError, TypeError, ValueError) as exc:
-            self.seeded.append(f"seeding stopped: {getattr(exc, 'message', exc)}")
+            self._problem(_("seeding stopped: {error}").format(error=getattr(exc, "message", exc)))
         finally:
             await client.close()
 
@@ -256,7 +286,8 @@ class DemoHead:
                     live = hosts.get(name, {}).get("live")
                     if name not in ready and live and seen[name] >= count:
                         ready.add(name)
-                        report(name, "ready", f"{count} GPU{'s' * (count != 1)}")
+                        said = ngettext("{n} GPU", "{n} GPUs", count).format(n=count)
+                        report(name, "ready", said)
                 if len(ready) == len(counts):
                     return True
                 if time.monotonic() > deadline:
@@ -284,7 +315,9 @@ class DemoHead:
         )
         for answer in answers:
             if not answer.get("ok"):
-                self.seeded.append(f"{user}'s job refused: {answer.get('error')}")
+                self._problem(
+                    _("{user}'s job refused: {error}").format(user=user, error=answer.get("error"))
+                )
 
 
 def _job(
@@ -296,6 +329,7 @@ def _job(
     pause: float = 2.0,
     host: str | None = None,
     cwd: str = "/",
+    mig: str | None = None,
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "argv": job_argv(python, name, steps, pause),
@@ -307,6 +341,8 @@ def _job(
     }
     if host is not None:
         body["host"] = host
+    if mig is not None:
+        body["mig"] = mig
     return body
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import errno
 import resource
 
+from gputui.common.i18n import _
+
 MAX_DEMO_HOSTS = 256
 """The most simulated hosts ``gputui demo --hosts N`` starts (about 5 GB of helpers)."""
 FDS_PER_HOST = 8
@@ -36,8 +38,10 @@ def check_demo_size(hosts: int) -> None:
     is too low and the hard limit allows (the limit is what ``ulimit -n`` shows)."""
     if hosts > MAX_DEMO_HOSTS:
         raise DemoLimitError(
-            f"--hosts {hosts} is more than the demo's maximum of {MAX_DEMO_HOSTS}"
-            " simulated hosts (each is an SSH server and a helper process)"
+            _(
+                "--hosts {hosts} is more than the demo's maximum of {most}"
+                " simulated hosts (each is an SSH server and a helper process)"
+            ).format(hosts=hosts, most=MAX_DEMO_HOSTS)
         )
     needed = fds_needed(hosts)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -51,10 +55,19 @@ def check_demo_size(hosts: int) -> None:
         else:
             return
     fits = max_hosts(max(soft, _finite(hard)))
-    fewer = f", or run --hosts {fits} or fewer" if fits else ""
+    if fits:
+        said = _(
+            "the demo needs {needed} open files for {hosts} hosts but the limit is {soft}"
+            " (hard limit {hard}): raise it with `ulimit -n {needed}`, or run --hosts"
+            " {fits} or fewer"
+        )
+    else:
+        said = _(
+            "the demo needs {needed} open files for {hosts} hosts but the limit is {soft}"
+            " (hard limit {hard}): raise it with `ulimit -n {needed}`"
+        )
     raise DemoLimitError(
-        f"the demo needs {needed} open files for {hosts} hosts but the limit is {soft}"
-        f" (hard limit {_show(hard)}): raise it with `ulimit -n {needed}`{fewer}"
+        said.format(needed=needed, hosts=hosts, soft=soft, hard=_show(hard), fits=fits)
     )
 
 
@@ -67,12 +80,15 @@ def start_error(exc: OSError, hosts: int) -> str:
     """One line for an ``OSError`` that stopped the demo starting."""
     reason = exc.strerror or str(exc) or type(exc).__name__
     if exc.errno in (errno.EMFILE, errno.ENFILE):
-        return (
-            f"the demo could not start {hosts} hosts: {reason.lower()};"
-            f" raise the open-files limit (`ulimit -n {fds_needed(hosts)}`) or run fewer hosts"
+        return _(
+            "the demo could not start {hosts} hosts: {reason};"
+            " raise the open-files limit (`ulimit -n {needed}`) or run fewer hosts"
+        ).format(hosts=hosts, reason=reason.lower(), needed=fds_needed(hosts))
+    if exc.filename:
+        return _("the demo could not start: {reason} ({where})").format(
+            reason=reason, where=exc.filename
         )
-    where = f" ({exc.filename})" if exc.filename else ""
-    return f"the demo could not start: {reason}{where}"
+    return _("the demo could not start: {reason}").format(reason=reason)
 
 
 def _finite(limit: int) -> int:
@@ -80,4 +96,4 @@ def _finite(limit: int) -> int:
 
 
 def _show(limit: int) -> str:
-    return "unlimited" if limit == resource.RLIM_INFINITY else str(limit)
+    return _("unlimited") if limit == resource.RLIM_INFINITY else str(limit)

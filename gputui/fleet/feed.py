@@ -26,6 +26,7 @@ from gputui.wire.messages import (
     Hello,
     HelperError,
     Jobs,
+    Pty,
     Result,
     Sample,
     UnknownMessage,
@@ -57,6 +58,8 @@ class HostFeed:
         """Loop time of the last sample (or the hello): staleness counts from here."""
         self._events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self._unknown_types: set[str] = set()
+        self.terminals: dict[int, Callable[[Pty], None]] = {}
+        """Attached terminals' listeners by attachment id (``fleet.terminal``)."""
 
     def set(self, **changes: Any) -> None:
         """A new snapshot with ``changes``, published."""
@@ -121,6 +124,12 @@ class HostFeed:
                     self.set(jobs=message.jobs, jobs_seen_at=wall_time(), notes=notes)
                 else:
                     self.set(jobs=message.jobs, jobs_seen_at=wall_time())
+            elif type(message) is Pty:
+                listener = self.terminals.get(message.aid)
+                if listener is not None:
+                    if message.kind != "out":
+                        del self.terminals[message.aid]  # its last message
+                    listener(message)
             elif type(message) is HelperError:
                 if message.fatal:
                     raise HelperFailure(HostStatus.NVML_ERROR, message.message, slow=True)
@@ -132,6 +141,12 @@ class HostFeed:
                 self.set(hello=message)
 
         return on_line
+
+    def terminals_lost(self, why: str) -> None:
+        """The session ended: every terminal attached through it is closed."""
+        listeners, self.terminals = self.terminals, {}
+        for aid, listener in listeners.items():
+            listener(Pty(aid=aid, kind="closed", why=why))
 
     def _on_unknown(self, kind: str) -> None:
         """A newer helper's message type: ignored, and said once per type per session."""

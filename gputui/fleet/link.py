@@ -124,6 +124,11 @@ class HostLink:
         return self.feed.snapshot
 
     @property
+    def session(self) -> HelperSession | None:
+        """The helper session requests go to now (None while there is none)."""
+        return self._session
+
+    @property
     def samples_received(self) -> int:
         return self.feed.samples_received
 
@@ -280,6 +285,7 @@ class HostLink:
                 watchdog.cancel()
                 self._session = None
                 session.fail_pending()
+                self.feed.terminals_lost(f"lost the connection to {self.name}")
             if self._abort is None:
                 await session.raise_ended(self.timing.close_timeout, slow=False)
         finally:

@@ -35,10 +35,12 @@ import re
 from collections.abc import Mapping
 from typing import Literal
 
+from gputui.common.i18n import N_
+
 Verdict = Literal["unknown", "not-applicable"]
 
-NOT_SUPPORTED = "NotSupported"
-SHOULD_HAVE_IT = "NotSupported, though this card should have it"
+NOT_SUPPORTED = N_("NotSupported")
+SHOULD_HAVE_IT = N_("NotSupported, though this card should have it")
 """The reason shown for a NotSupported reading on a card whose model has the feature."""
 
 # Card names by architecture: NVML's names ("NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-32GB",

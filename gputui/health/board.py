@@ -11,29 +11,33 @@ counters, the most GPUs a host has shown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import operator
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
+from gputui.health import words as w
 from gputui.health.finding import RANK, Finding
-from gputui.health.problems import gpu_findings, host_findings, sorted_checks
+from gputui.health.problems import gpu_findings, gpu_findings_key, host_findings, sorted_checks
 from gputui.health.staleness import snapshot_is_stale
 from gputui.health.xid import XidDedupe, action, info
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.wire.messages import Event, GpuSample
+from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello
 
 _HOST_ACTIONS = {
-    HostStatus.HOST_KEY_CHANGED: "verify the new key with the host's admin before trusting it",
-    HostStatus.HOST_KEY_UNKNOWN: "verify the key (ssh-keyscan) and add it to known_hosts",
-    HostStatus.AUTH_FAILED: "check the SSH user and key for this host",
-    HostStatus.HELPER_ERROR: "look at the helper's message; check python3 on the host",
-    HostStatus.NVML_ERROR: "check the driver on the host (nvidia-smi)",
+    HostStatus.HOST_KEY_CHANGED: N_("verify the new key with the host's admin before trusting it"),
+    HostStatus.HOST_KEY_UNKNOWN: N_("verify the key (ssh-keyscan) and add it to known_hosts"),
+    HostStatus.AUTH_FAILED: N_("check the SSH user and key for this host"),
+    HostStatus.HELPER_ERROR: N_("look at the helper's message; check python3 on the host"),
+    HostStatus.NVML_ERROR: N_("check the driver on the host (nvidia-smi)"),
 }
 _OUTSIDE = "\0outside"
 """Where ``set_outside``'s findings are kept (no host is named so)."""
-STALE_MARK = "(last known: the host's readings are stale)"
+STALE_MARK = w.STALE_TITLE.format(title="").strip()
 """Ends the title of a GPU's problem while its host sends no fresh readings."""
 _LINK_COUNTERS = ("replay_errors", "recovery_errors", "crc_flit_errors", "crc_data_errors")
+_link_counters: Callable[[object], tuple[int | None, ...]] = operator.attrgetter(*_LINK_COUNTERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,17 @@ class Problem:
 
     def fingerprint(self) -> tuple[object, ...]:
         return (self.finding.severity, self.finding.detail, self.count)
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """One GPU's checks as last run, and what they were run on (``gpu_findings_key``):
+    the next sample with the same key has the same answers."""
+
+    key: tuple[object, ...]
+    findings: list[Finding]
+    unknown: list[tuple[int, str, str]]
+    not_applicable: list[tuple[int, str]]
 
 
 @dataclass(slots=True)
@@ -91,14 +106,23 @@ class HealthBoard:
         """Host -> the keys of its active tracks from its own checks (not ``set_outside``'s):
         what ``observe`` may end, found without a walk over every track."""
         self._acks: dict[str, Ack] = {}
-        self._health: dict[str, GpuSample] = {}
-        self._slow_minutes: dict[str, set[int]] = {}
-        self._links: dict[str, dict[int, tuple[int | None, ...]]] = {}
+        self._health: dict[str, dict[str, GpuSample]] = {}
+        """Host -> GPU uuid -> its last health reading."""
+        self._slow_minutes: dict[str, dict[str, set[int]]] = {}
+        """Host -> GPU uuid -> the minutes it slowed down in (only cards that did)."""
+        self._links: dict[str, dict[str, dict[int, tuple[int | None, ...]]]] = {}
+        """Host -> GPU uuid -> its NVLinks' error counters at the last health reading.
+        These three keep only the GPUs of the host's last sample: a host that names new
+        uuids every time does not grow them."""
         self._most_gpus: dict[str, int] = {}
         self._unknown: dict[str, list[tuple[int, str, str]]] = {}
         self._not_applicable: dict[str, list[tuple[int, str]]] = {}
         self._outside: set[str] = set()
         """Keys of the findings given by ``set_outside`` (not the hosts' own checks)."""
+        self._infos: dict[str, tuple[Hello, dict[int, GpuInfo]]] = {}
+        self._checked: dict[str, dict[str, _Checked]] = {}
+        """Host -> GPU uuid -> its checks' last answers (run again when their inputs
+        change: most samples change none of what the checks read)."""
 
     # -- taking readings in ------------------------------------------------------------
 
@@ -141,6 +165,10 @@ class HealthBoard:
         """Every problem's track (a copy), gone ones too."""
         return {key: replace(track) for key, track in self._tracks.items()}
 
+    def tracks_where(self, keep: Callable[[str, Track], bool]) -> dict[str, Track]:
+        """A copy of each track ``keep`` picks (the rest are not copied)."""
+        return {key: replace(track) for key, track in self._tracks.items() if keep(key, track)}
+
     def acks(self) -> dict[str, Ack]:
         return dict(self._acks)
 
@@ -175,8 +203,13 @@ class HealthBoard:
     def forget(self, host: str) -> None:
         """A host taken out of the config: its problems go."""
         self._findings.pop(host, None)
+        self._checked.pop(host, None)
+        self._infos.pop(host, None)
         self._unknown.pop(host, None)
         self._not_applicable.pop(host, None)
+        self._health.pop(host, None)
+        self._slow_minutes.pop(host, None)
+        self._links.pop(host, None)
 
     def _host_now(self, snap: HostSnapshot, now: float) -> list[Finding]:
         status = snap.status
@@ -189,7 +222,7 @@ class HealthBoard:
                 return named
         if status.is_problem and status is not HostStatus.STALE:
             what = snap.message or status.value
-            action_text = _HOST_ACTIONS.get(status, "check that the host is up and reachable")
+            action_text = _HOST_ACTIONS.get(status, N_("check that the host is up and reachable"))
             self._unknown.pop(snap.name, None)
             self._not_applicable.pop(snap.name, None)
             return [
@@ -198,7 +231,7 @@ class HealthBoard:
                     "crit",
                     snap.name,
                     None,
-                    f"host {status.value}",
+                    w.HOST_STATUS.format(status=status.value),
                     what,
                     action_text,
                     status.value,
@@ -217,9 +250,11 @@ class HealthBoard:
                     "warn",
                     snap.name,
                     None,
-                    "no fresh readings" + (f" for {age:.0f} s" if age is not None else ""),
-                    "the host answers slowly or the helper is stuck",
-                    "look at the host's load; reconnect if it stays stale",
+                    N_("no fresh readings")
+                    if age is None
+                    else w.NO_FRESH_FOR.format(age=f"{age:.0f}"),
+                    N_("the host answers slowly or the helper is stuck"),
+                    N_("look at the host's load; reconnect if it stays stale"),
                 )
             )
         hello = snap.hello
@@ -233,45 +268,93 @@ class HealthBoard:
             )
             self._most_gpus[snap.name] = most
         sample = snap.sample
-        infos = {g.index: g for g in hello.gpus} if hello is not None else {}
+        infos = self._infos_of(snap.name, hello)
         unknown: list[tuple[int, str, str]] = []
         not_applicable: list[tuple[int, str]] = []
+        # Only this sample's GPUs are kept: a host that names new uuids every time
+        # does not grow it.
+        memo = self._checked.get(snap.name, {})
+        self._checked[snap.name] = kept = {}
         if sample is not None:
             minute = int((sample.time or now) // 60)
             window = self.thresholds.hw_slowdown_window_minutes
+            healths = self._health.setdefault(snap.name, {})
+            slows = self._slow_minutes.setdefault(snap.name, {})
+            links = self._links.setdefault(snap.name, {})
             for gpu in sample.gpus:
                 if gpu.health_read:
-                    grew = self._link_growth(gpu)
-                    self._health[gpu.uuid] = gpu
+                    grew = self._link_growth(gpu, links)
+                    healths[gpu.uuid] = gpu
                 else:
                     grew = []
-                minutes = self._slow_minutes.setdefault(gpu.uuid, set())
+                minutes = slows.get(gpu.uuid)
                 if "hw_slowdown" in (gpu.throttle or ()):
+                    if minutes is None:
+                        minutes = slows[gpu.uuid] = set()
                     minutes.add(minute)
-                for old in [m for m in minutes if m <= minute - window]:
-                    minutes.discard(old)
-                health = self._health.get(gpu.uuid)
-                out += gpu_findings(
+                if minutes:  # most cards never slow down: nothing to age out
+                    for old in [m for m in minutes if m <= minute - window]:
+                        minutes.discard(old)
+                slow = len(minutes) if minutes else 0
+                health = healths.get(gpu.uuid)
+                card = infos.get(gpu.index)
+                key = gpu_findings_key(
                     snap.name,
                     gpu,
-                    health,
-                    infos.get(gpu.index),
-                    self.thresholds,
-                    slowdown_minutes=len(minutes),
-                    nvlink_grew=grew,
+                    health=health,
+                    info=card,
+                    thresholds=self.thresholds,
+                    slowdown_minutes=slow,
+                    nvlink_grew=tuple(grew),
                 )
-                gaps, moot = sorted_checks(gpu, health, infos.get(gpu.index))
-                unknown += [(gpu.index, check, why) for check, why in gaps]
-                not_applicable += [(gpu.index, check) for check in moot]
+                known = memo.get(gpu.uuid)
+                if known is None or known.key != key:
+                    findings = gpu_findings(
+                        snap.name,
+                        gpu,
+                        health,
+                        card,
+                        self.thresholds,
+                        slowdown_minutes=slow,
+                        nvlink_grew=grew,
+                    )
+                    gaps, moot = sorted_checks(gpu, health, card)
+                    index = gpu.index
+                    known = _Checked(
+                        key,
+                        findings,
+                        [(index, check, why) for check, why in gaps],
+                        [(index, check) for check in moot],
+                    )
+                kept[gpu.uuid] = known
+                out += known.findings
+                unknown += known.unknown
+                not_applicable += known.not_applicable
+            for held in (healths, slows, links):
+                if len(held) > len(kept):  # a uuid this sample does not name
+                    for uuid in [u for u in held if u not in kept]:
+                        del held[uuid]
         self._unknown[snap.name] = unknown
         self._not_applicable[snap.name] = not_applicable
         if stale:
             # A hung NVML call stops the samples: what the last one showed stays on the
             # board, marked as last known (a critical card does not vanish).
-            out = [f if f.gpu is None else replace(f, title=f"{f.title} {STALE_MARK}") for f in out]
+            out = [
+                f if f.gpu is None else replace(f, title=w.STALE_TITLE.format(title=f.title))
+                for f in out
+            ]
         out += self._xids(snap, now)
         out += self._sxids(snap, now)
         return out
+
+    def _infos_of(self, host: str, hello: Hello | None) -> dict[int, GpuInfo]:
+        """The hello's GPUs by index (made again only for a new hello)."""
+        if hello is None:
+            return {}
+        known = self._infos.get(host)
+        if known is None or known[0] is not hello:
+            known = self._infos[host] = (hello, {g.index: g for g in hello.gpus})
+        return known[1]
 
     def _window_start(self, snap: HostSnapshot, now: float) -> float:
         """Xids and SXids older than this do not count: out of the window, or from
@@ -299,11 +382,11 @@ class HealthBoard:
                 "crit" if fatal else "warn",
                 snap.name,
                 None,
-                f"SXid {code} on NVSwitch {switch}" + (" (fatal)" if fatal else ""),
-                "an NVSwitch error: GPU-to-GPU traffic through that switch may fail",
-                "reset the fabric and the GPUs (a reboot); check nvidia-fabricmanager's log"
+                (w.SXID_FATAL if fatal else w.SXID).format(code=code, switch=switch),
+                N_("an NVSwitch error: GPU-to-GPU traffic through that switch may fail"),
+                N_("reset the fabric and the GPUs (a reboot); check nvidia-fabricmanager's log")
                 if fatal
-                else "watch it; check nvidia-fabricmanager's log if it repeats",
+                else N_("watch it; check nvidia-fabricmanager's log if it repeats"),
                 text,
             )
             times = sorted(e.time for e in events if e.time is not None)
@@ -311,14 +394,18 @@ class HealthBoard:
             out.append(key)
         return out
 
-    def _link_growth(self, gpu: GpuSample) -> list[int]:
-        """The NVLinks whose error counters grew since the last health reading."""
-        before = self._links.get(gpu.uuid, {})
-        now = {
-            link.link: tuple(getattr(link, name) for name in _LINK_COUNTERS)
-            for link in gpu.nvlinks or ()
-        }
-        self._links[gpu.uuid] = now
+    @staticmethod
+    def _link_growth(
+        gpu: GpuSample, links: dict[str, dict[int, tuple[int | None, ...]]]
+    ) -> list[int]:
+        """The NVLinks whose error counters grew since the last health reading
+        (``links``: the host's counters by GPU uuid)."""
+        before = links.get(gpu.uuid, {})
+        counters = _link_counters
+        now = {link.link: counters(link) for link in gpu.nvlinks or ()}
+        links[gpu.uuid] = now
+        if now == before:  # the common case: no counter moved
+            return []
         grew = []
         for index, counts in now.items():
             old = before.get(index)
@@ -359,7 +446,7 @@ class HealthBoard:
                 entry.severity,
                 snap.name,
                 gpu,
-                f"Xid {code} ({entry.kind})",
+                w.XID_KIND.format(code=code, kind=entry.kind),
                 entry.meaning,
                 action(code, len(events), escalate),
                 events[-1].text,  # the driver's words, e.g. "pid=4242, name=python, Ch 08"
@@ -372,10 +459,19 @@ class HealthBoard:
     # -- reading it out ------------------------------------------------------------------
 
     def problems(self) -> list[Problem]:
-        """Every problem now, worst first (then host, GPU, code)."""
-        out = []
+        """Every problem now, worst first (then host, GPU, code); one a key: a host's
+        own finding and the head's of the same key are one problem (the worse kept),
+        as the header that counts keys and the list must agree."""
+        out: list[Problem] = []
+        listed: dict[str, int] = {}
         for findings in self._findings.values():
             for finding in findings:
+                seen = listed.get(finding.key)
+                if seen is not None:
+                    if RANK[finding.severity] < RANK[out[seen].finding.severity]:
+                        out[seen] = replace(out[seen], finding=finding)
+                    continue
+                listed[finding.key] = len(out)
                 track = self._tracks[finding.key]
                 first, last, count = self._seen.get(
                     finding.key, (track.first, track.last, track.count)
@@ -397,6 +493,12 @@ class HealthBoard:
             )
         )
         return out
+
+    def drop_changed_acks(self) -> None:
+        """What ``problems`` does to the acknowledgements (drops each whose problem
+        changed), without building the list when there is none."""
+        if self._acks:
+            self.problems()
 
     def findings_of(self, host: str) -> list[Finding]:
         """The host's own checks' findings now (its cards' and its own)."""

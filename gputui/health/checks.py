@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
+from gputui.health import words as w
 from gputui.health.finding import Finding, Level
 from gputui.health.finding import finding as _f
 from gputui.wire.messages import GpuInfo, GpuSample
@@ -26,9 +28,9 @@ def memory(
                 "crit",
                 host,
                 gpu,
-                f"{ecc} uncorrected ECC errors",
-                "memory errors the card could not correct: results may be wrong",
-                "drain the card; reset it; if they come back, have it inspected",
+                w.ECC_ERRORS.format(n=ecc),
+                N_("memory errors the card could not correct: results may be wrong"),
+                N_("drain the card; reset it; if they come back, have it inspected"),
                 str(ecc),
             )
         )
@@ -41,9 +43,9 @@ def memory(
                 "crit",
                 host,
                 gpu,
-                "a memory row remap failed",
-                "the card ran out of spare memory rows",
-                "replace the card",
+                N_("a memory row remap failed"),
+                N_("the card ran out of spare memory rows"),
+                N_("replace the card"),
                 badge="RMA",
             )
         )
@@ -54,10 +56,10 @@ def memory(
                 "warn",
                 host,
                 gpu,
-                "reset required: a memory row remap is pending",
-                "a row was remapped after memory errors; a GPU reset applies it",
-                "drain the card and reset it once it is idle",
-                f"{health.remapped_uncorrectable or 0} rows for uncorrectable errors",
+                N_("reset required: a memory row remap is pending"),
+                N_("a row was remapped after memory errors; a GPU reset applies it"),
+                N_("drain the card and reset it once it is idle"),
+                w.REMAPPED_ROWS.format(n=health.remapped_uncorrectable or 0),
                 badge="RESET",
             )
         )
@@ -68,9 +70,9 @@ def memory(
                 "warn",
                 host,
                 gpu,
-                "reset required: a page retirement is pending",
-                "memory pages were retired after errors; a reset or reboot applies it",
-                "drain the card and reset it once it is idle",
+                N_("reset required: a page retirement is pending"),
+                N_("memory pages were retired after errors; a reset or reboot applies it"),
+                N_("drain the card and reset it once it is idle"),
                 badge="RESET",
             )
         )
@@ -82,9 +84,9 @@ def memory(
                 "warn",
                 host,
                 gpu,
-                f"{dbe} memory pages retired for double-bit errors",
-                "the card's memory is wearing out",
-                "watch the count; have the card inspected if it keeps growing",
+                w.RETIRED_PAGES.format(n=dbe),
+                N_("the card's memory is wearing out"),
+                N_("watch the count; have the card inspected if it keeps growing"),
                 str(dbe),
             )
         )
@@ -94,24 +96,28 @@ def memory(
 _THROTTLE: dict[str, tuple[Level, str, str]] = {
     "hw_slowdown": (
         "warn",
-        "HW slowdown",
-        "the card halves its clocks: too hot, or its power supply is short",
+        N_("HW slowdown"),
+        N_("the card halves its clocks: too hot, or its power supply is short"),
     ),
-    "hw_thermal": ("warn", "HW thermal slowdown", "the card is too hot and slows itself down"),
+    "hw_thermal": (
+        "warn",
+        N_("HW thermal slowdown"),
+        N_("the card is too hot and slows itself down"),
+    ),
     "hw_power_brake": (
         "warn",
-        "HW power brake",
-        "an external power brake (the PSU or the board) slows the card",
+        N_("HW power brake"),
+        N_("an external power brake (the PSU or the board) slows the card"),
     ),
     "sw_thermal": (
         "info",
-        "SW thermal slowdown",
-        "the driver slows the card to keep it under its temperature target",
+        N_("SW thermal slowdown"),
+        N_("the driver slows the card to keep it under its temperature target"),
     ),
     "sw_power_cap": (
         "info",
-        "SW power cap",
-        "the card runs at its power limit (normal under full load)",
+        N_("SW power cap"),
+        N_("the card runs at its power limit (normal under full load)"),
     ),
 }
 
@@ -129,20 +135,23 @@ def thermal(
                 "crit",
                 host,
                 gpu,
-                f"HW slowdown in {slowdown_minutes} of the last "
-                f"{th.hw_slowdown_window_minutes} minutes",
-                "the card has been slowing itself down for minutes: cooling or power is failing",
-                "check the fans, airflow and power supply; drain the card until it is fixed",
-                f"{slowdown_minutes} minutes",
+                w.SLOWDOWN_SUSTAINED.format(
+                    n=slowdown_minutes, window=th.hw_slowdown_window_minutes
+                ),
+                N_(
+                    "the card has been slowing itself down for minutes: cooling or power is failing"
+                ),
+                N_("check the fans, airflow and power supply; drain the card until it is fixed"),
+                w.MINUTES.format(n=slowdown_minutes),
             )
         )
     for reason, (severity, title, meaning) in _THROTTLE.items():
         if reason not in throttle or (reason == "hw_slowdown" and sustained):
             continue
         action = (
-            "nothing to do unless it lasts"
+            N_("nothing to do unless it lasts")
             if severity == "info"
-            else "check cooling and power if it persists"
+            else N_("check cooling and power if it persists")
         )
         out.append(_f(f"throttle-{reason}", severity, host, gpu, title, meaning, action))
     slowdown = info.temp_slowdown_c if info is not None else None
@@ -154,9 +163,9 @@ def thermal(
                 "warn",
                 host,
                 gpu,
-                f"{temp} °C, near its slowdown temperature ({slowdown} °C)",
-                "the card will soon slow itself down",
-                "check the fans and the airflow around the card",
+                w.NEAR_SLOWDOWN.format(temp=temp, slowdown=slowdown),
+                N_("the card will soon slow itself down"),
+                N_("check the fans and the airflow around the card"),
                 f"{temp} °C",
             )
         )
@@ -191,11 +200,15 @@ def links(
                     "warn",
                     host,
                     gpu,
-                    f"PCIe Gen{gen} x{width}{' under load' if busy else ''} "
-                    f"(at most Gen{info.pcie_max_gen} x{info.pcie_max_width})",
-                    "the link trained below its maximum: a bad riser, slot or seating",
-                    "reseat the card or its riser; check the BIOS's PCIe settings",
-                    f"Gen{gen} x{width}",
+                    (w.PCIE_DOWN_LOADED if busy else w.PCIE_DOWN).format(
+                        gen=gen,
+                        width=width,
+                        max_gen=info.pcie_max_gen,
+                        max_width=info.pcie_max_width,
+                    ),
+                    N_("the link trained below its maximum: a bad riser, slot or seating"),
+                    N_("reseat the card or its riser; check the BIOS's PCIe settings"),
+                    w.PCIE_LINK.format(gen=gen, width=width),
                 )
             )
     if health is None:
@@ -208,9 +221,9 @@ def links(
                 "warn",
                 host,
                 gpu,
-                f"{replays} PCIe replays",
-                "the PCIe link retransmits often: signal integrity problems",
-                "reseat the card; check the riser and the slot",
+                w.PCIE_REPLAYS.format(n=replays),
+                N_("the PCIe link retransmits often: signal integrity problems"),
+                N_("reseat the card; check the riser and the slot"),
                 str(replays),
             )
         )
@@ -222,9 +235,9 @@ def links(
                 "crit",
                 host,
                 gpu,
-                f"NVLink {', '.join(map(str, down))} down",
-                "GPU-to-GPU traffic falls back to PCIe or fails",
-                "reset the GPU; if the link stays down, have the board inspected",
+                w.NVLINK_DOWN.format(links=", ".join(map(str, down))),
+                N_("GPU-to-GPU traffic falls back to PCIe or fails"),
+                N_("reset the GPU; if the link stays down, have the board inspected"),
                 ",".join(map(str, down)),
             )
         )
@@ -236,9 +249,9 @@ def links(
                 "warn",
                 host,
                 gpu,
-                f"NVLink {', '.join(map(str, grew))} counting errors",
-                "replay, recovery or CRC errors on the link are growing",
-                "watch it; reset the GPU if they keep growing",
+                w.NVLINK_ERRORS.format(links=", ".join(map(str, grew))),
+                N_("replay, recovery or CRC errors on the link are growing"),
+                N_("watch it; reset the GPU if they keep growing"),
                 ",".join(map(str, grew)),
             )
         )
@@ -250,9 +263,11 @@ def links(
                 "crit",
                 host,
                 gpu,
-                f"NVSwitch fabric not ready: {what}",
-                "the GPU is not registered with the NVLink fabric: multi-GPU jobs fail",
-                "check nvidia-fabricmanager on the host (systemctl status nvidia-fabricmanager)",
+                w.FABRIC_NOT_READY.format(what=what),
+                N_("the GPU is not registered with the NVLink fabric: multi-GPU jobs fail"),
+                N_(
+                    "check nvidia-fabricmanager on the host (systemctl status nvidia-fabricmanager)"
+                ),
                 what,
             )
         )
@@ -271,5 +286,5 @@ def fabric_trouble(health: GpuSample) -> str | None:
     if state in ("not-started", "in-progress"):
         return state
     if state == "completed" and health.fabric_status is not None:
-        return f"failed ({health.fabric_status})"
+        return w.FABRIC_FAILED.format(status=health.fabric_status)
     return None

@@ -24,7 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
+from gputui.health import words as w
 from gputui.health.applicable import on_fabric
 from gputui.health.checks import fabric_trouble, nvlinks_down
 from gputui.health.xid import CATALOGUE, info
@@ -119,12 +121,14 @@ def gpu_verdict(
     unjudged: set[str] = set()
     lost = sample.state == "lost"
     if lost:
-        found.append(Fence("lost", "the GPU is lost (NVML GpuIsLost)", "condition"))
+        found.append(Fence("lost", N_("the GPU is lost (NVML GpuIsLost)"), "condition"))
         unjudged.update(c for c in CONDITIONS if c != "lost")  # nothing else can be read
     for code in dict.fromkeys(xids):
         entry = info(code)
         if entry.fence:
-            found.append(Fence(f"xid-{code}", f"Xid {code}: {entry.meaning}", "reboot"))
+            found.append(
+                Fence(f"xid-{code}", w.FENCE_XID.format(code=code, meaning=entry.meaning), "reboot")
+            )
     if lost:
         return Verdict(tuple(found), frozenset(unjudged))
     ecc = sample.ecc_uncorrected
@@ -134,7 +138,7 @@ def gpu_verdict(
         found.append(
             Fence(
                 "ecc-uncorrected",
-                f"{ecc} uncorrected ECC errors (more than {thresholds.ecc_uncorrected_max})",
+                w.FENCE_ECC.format(n=ecc, most=thresholds.ecc_uncorrected_max),
                 "condition",
             )
         )
@@ -154,7 +158,7 @@ def _from_health(
         unjudged.add("remap-failed")
     elif health.remap_failed:
         out.append(
-            Fence("remap-failed", "a memory row remap failed: replace the card", "condition")
+            Fence("remap-failed", N_("a memory row remap failed: replace the card"), "condition")
         )
     idle = not sample.processes and (sample.util_gpu or 0) == 0
     if health.remap_pending is None:
@@ -163,7 +167,7 @@ def _from_health(
         out.append(
             Fence(
                 "remap-pending",
-                "a memory row remap waits for a reset and the card is idle",
+                N_("a memory row remap waits for a reset and the card is idle"),
                 "condition",
             )
         )
@@ -172,12 +176,12 @@ def _from_health(
         if health.fabric_state is None:
             unjudged.add("fabric")
         elif trouble is not None:
-            out.append(Fence("fabric", f"NVSwitch fabric not ready: {trouble}", "condition"))
+            out.append(Fence("fabric", w.FABRIC_NOT_READY.format(what=trouble), "condition"))
     if thresholds.fence_nvlink_down and on_fabric(health.fabric_state):
         down = nvlinks_down(health)
         if down:
             links = ", ".join(map(str, down))
-            why = f"NVLink {links} down on an NVSwitch system"
+            why = w.FENCE_NVLINK.format(links=links)
             out.append(Fence("nvlink-down", why, "condition"))
         elif health.nvlinks is None or any(link.active is None for link in health.nvlinks):
             unjudged.add("nvlink-down")

@@ -12,11 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from gputui.common.i18n import _
+from gputui.common.text import cells, fit
 from gputui.common.text import clean_str as _text
 from gputui.common.untrusted import epoch as _time
 from gputui.common.untrusted import integer as _int
 from gputui.health.board import Ack, Problem, worst
 from gputui.health.finding import RANK, Finding, Level
+from gputui.health.words import shown
 
 MAX_PROBLEMS = 100_000
 
@@ -107,6 +110,7 @@ class HeadBoard:
 
 def keys_text(problems: Sequence[Problem]) -> str:
     """``--keys``: each problem's key (for ``--ack``), with its title."""
-    rows = [("KEY", "PROBLEM")] + [(p.key, p.finding.title) for p in problems]
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k.ljust(width)}  {t}"[:200].rstrip() for k, t in rows)
+    titles = (_("KEY"), _("PROBLEM"))
+    rows = [titles] + [(p.key, shown(p.finding.title)) for p in problems]
+    width = max(cells(k) for k, _t in rows)
+    return "\n".join(f"{fit(k, width)}  {t}"[:200].rstrip() for k, t in rows)

@@ -15,25 +15,27 @@ identifies the problem (the reason, the pid, the job), never a time that grows.
 from __future__ import annotations
 
 from gputui.common.durations import coarse_text
+from gputui.common.i18n import N_
 from gputui.common.text import clean
+from gputui.health import words as w
 from gputui.health.finding import Finding
 
-LABELS = {"no-allocation": "ROGUE", "outside-allocation": "STRAY"}
+LABELS = {"no-allocation": N_("ROGUE"), "outside-allocation": N_("STRAY")}
 """A flagged process's kind -> the grid's marker."""
 CODES = frozenset({"fenced", "drained", "rogue-process", "stray-process", "idle-job", "idle-claim"})
 """The codes of the findings made here (none of a host's own checks uses them)."""
 
 
 def fenced(host: str, index: int, uuid: str | None, why: str) -> Finding:
-    why = why or "no reason given"
+    why = why or N_("no reason given")
     return Finding(
         "fenced",
         "crit",
         host,
         index,
-        f"fenced by the head: {why}",
-        "no new claim or job lands on it until the condition clears",
-        f"fix the cause, or: gputui unfence {host}:{index} --reason ...",
+        w.FENCED.format(why=why),
+        N_("no new claim or job lands on it until the condition clears"),
+        w.UNFENCE.format(host=host, index=index),
         why,
         uuid,
         "FENCE",
@@ -41,15 +43,15 @@ def fenced(host: str, index: int, uuid: str | None, why: str) -> Finding:
 
 
 def drained(host: str, index: int, uuid: str | None, why: str) -> Finding:
-    why = why or "no reason given"
+    why = why or N_("no reason given")
     return Finding(
         "drained",
         "info",
         host,
         index,
-        f"drained: {why}",
-        "an admin keeps new work off it; what runs there finishes",
-        f"when it is back: gputui undrain {host}:{index}",
+        w.DRAINED.format(why=why),
+        N_("an admin keeps new work off it; what runs there finishes"),
+        w.UNDRAIN.format(host=host, index=index),
         why,
         uuid,
         "DRAIN",
@@ -61,18 +63,19 @@ def process_flag(  # noqa: PLR0917 - a flagged process's fields, in their order
 ) -> Finding:
     """``kind``: ``no-allocation`` (ROGUE) or ``outside-allocation`` (STRAY)."""
     rogue = kind == "no-allocation"
-    who = f"pid {pid} ({clean(user, 32)}, {clean(name, 48)})"
     return Finding(
         "rogue-process" if rogue else "stray-process",
         "warn",
         host,
         index,
-        f"{LABELS.get(kind, 'FLAG')}: {who}",
-        "a process whose owner holds no job or claim on this host"
+        w.FLAGGED.format(
+            label=LABELS.get(kind, N_("FLAG")), pid=pid, user=clean(user, 32), name=clean(name, 48)
+        ),
+        N_("a process whose owner holds no job or claim on this host")
         if rogue
-        else "a process on a GPU other than the ones its owner holds here",
-        "ask the owner to claim the GPU or stop it; an admin may signal it (T, K)",
-        f"pid {pid}",
+        else N_("a process on a GPU other than the ones its owner holds here"),
+        N_("ask the owner to claim the GPU or stop it; an admin may signal it (T, K)"),
+        w.PID.format(pid=pid),
         uuid,
         subject=str(pid),
     )
@@ -84,10 +87,10 @@ def idle_job(host: str, job_id: int, user: str, idle_s: float) -> Finding:
         "info",
         host,
         None,
-        f"job {job_id} ({clean(user, 32)}) idle for {idle_s / 3600:.1f} h",
-        "its GPUs have shown 0% utilisation past the head's idle limit",
-        "ask the owner; cancel it if it is stuck",
-        f"job {job_id}",
+        w.JOB_IDLE.format(job=job_id, user=clean(user, 32), hours=f"{idle_s / 3600:.1f}"),
+        N_("its GPUs have shown 0% utilisation past the head's idle limit"),
+        N_("ask the owner; cancel it if it is stuck"),
+        w.JOB.format(job=job_id),
         subject=str(job_id),
     )
 
@@ -98,18 +101,20 @@ def idle_claim(
     """A claim whose GPUs have shown no process of its owner for ``idle_s``.
     ``release_in_s``: when the head releases it by itself (None: it does not, a
     ``gputui run`` session's claim lasts as long as the session)."""
-    who = f"claim {claim_id} ({clean(user, 32)})"
+    user = clean(user, 32)
     if release_in_s is None:
         return Finding(
             "idle-claim",
             "warn",
             host,
             None,
-            f"{who} idle for {coarse_text(idle_s)}",
-            "its GPUs show no process of its owner; a gputui run session holds it, so the"
-            " head does not release it",
-            f"ask the owner to end the run, or: gputui release c{claim_id} --reason ...",
-            f"claim {claim_id}",
+            w.CLAIM_IDLE.format(claim=claim_id, user=user, idle=coarse_text(idle_s)),
+            N_(
+                "its GPUs show no process of its owner; a gputui run session holds it, so the"
+                " head does not release it"
+            ),
+            w.RELEASE_OR.format(claim=claim_id),
+            w.CLAIM.format(claim=claim_id),
             subject=str(claim_id),
         )
     return Finding(
@@ -117,11 +122,15 @@ def idle_claim(
         "info",
         host,
         None,
-        f"{who} idle for {coarse_text(idle_s)}, released in {coarse_text(release_in_s)}",
-        "its GPUs show no process of its owner; the head releases it when its idle limit"
-        " is reached",
-        f"nothing, or free the GPUs now: gputui release c{claim_id}",
-        f"claim {claim_id}",
+        w.CLAIM_IDLE_RELEASE.format(
+            claim=claim_id, user=user, idle=coarse_text(idle_s), left=coarse_text(release_in_s)
+        ),
+        N_(
+            "its GPUs show no process of its owner; the head releases it when its idle limit"
+            " is reached"
+        ),
+        w.RELEASE_NOW.format(claim=claim_id),
+        w.CLAIM.format(claim=claim_id),
         subject=str(claim_id),
     )
 

@@ -14,9 +14,13 @@ remaps rows): then it is *not applicable* (``not_applicable_checks``), decided b
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+import operator
+from collections.abc import Callable, Iterable, Mapping
 
+from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
+from gputui.health import words as w
 from gputui.health.applicable import verdict
 from gputui.health.checks import links, memory, thermal
 from gputui.health.finding import Finding
@@ -46,10 +50,10 @@ def host_findings(
                 "crit",
                 host,
                 None,
-                "NVML library and kernel driver versions differ",
-                "the driver was upgraded but the old kernel module is still loaded",
-                "reboot the host (or reload the nvidia kernel modules)",
-                f"driver {hello.driver or '?'}, NVML {hello.nvml or '?'}",
+                N_("NVML library and kernel driver versions differ"),
+                N_("the driver was upgraded but the old kernel module is still loaded"),
+                N_("reboot the host (or reload the nvidia kernel modules)"),
+                w.DRIVER_NVML.format(driver=hello.driver or "?", nvml=hello.nvml or "?"),
             )
         )
     elif nvml:
@@ -59,14 +63,14 @@ def host_findings(
                 "crit",
                 host,
                 None,
-                f"NVML did not start: {nvml}",
-                "the helper cannot read the GPUs (driver not loaded, or no permission)",
-                "check the driver on the host (nvidia-smi), then reconnect",
+                w.NVML_FAILED.format(error=nvml),
+                N_("the helper cannot read the GPUs (driver not loaded, or no permission)"),
+                N_("check the driver on the host (nvidia-smi), then reconnect"),
                 nvml,
             )
         )
     seen = len(hello.gpus)
-    for what, count in (("configured", expected_gpus), ("seen before", most_seen or None)):
+    for what, count in ((N_("configured"), expected_gpus), (N_("seen before"), most_seen or None)):
         if count is not None and seen < count:
             out.append(
                 _f(
@@ -74,10 +78,10 @@ def host_findings(
                     "crit",
                     host,
                     None,
-                    f"{seen} of {count} GPUs ({what})",
-                    "a GPU has fallen off the bus or is no longer seen by the driver",
-                    "check nvidia-smi and the kernel log; reboot, then inspect the card",
-                    f"{seen} seen, {count} {what}",
+                    w.GPUS_MISSING.format(seen=seen, count=count, what=what),
+                    N_("a GPU has fallen off the bus or is no longer seen by the driver"),
+                    N_("check nvidia-smi and the kernel log; reboot, then inspect the card"),
+                    w.GPUS_MISSING_DETAIL.format(seen=seen, count=count, what=what),
                 )
             )
             break
@@ -117,9 +121,9 @@ def gpu_findings(
                 "crit",
                 host,
                 gpu,
-                "GPU lost",
-                "NVML answers GpuIsLost: the card has fallen off the bus or hung",
-                "reboot the host; if it comes back lost, have the card inspected",
+                N_("GPU lost"),
+                N_("NVML answers GpuIsLost: the card has fallen off the bus or hung"),
+                N_("reboot the host; if it comes back lost, have the card inspected"),
                 badge="LOST",
             )
         )
@@ -131,9 +135,9 @@ def gpu_findings(
                 "warn",
                 host,
                 gpu,
-                "GPU readings failed",
-                gpu.message or "the helper could not read this GPU",
-                "look at the helper's message; check the card with nvidia-smi",
+                N_("GPU readings failed"),
+                gpu.message or N_("the helper could not read this GPU"),
+                N_("look at the helper's message; check the card with nvidia-smi"),
             )
         )
     out += memory(host, gpu, health, thresholds)
@@ -146,9 +150,9 @@ def gpu_findings(
                 "warn",
                 host,
                 gpu,
-                "persistence mode is off",
-                "the driver unloads between jobs: slow starts, and settings are lost",
-                "turn it on: `nvidia-smi -pm 1` (or the nvidia-persistenced service)",
+                N_("persistence mode is off"),
+                N_("the driver unloads between jobs: slow starts, and settings are lost"),
+                N_("turn it on: `nvidia-smi -pm 1` (or the nvidia-persistenced service)"),
             )
         )
     if holds_memory_without_process(gpu):
@@ -158,27 +162,83 @@ def gpu_findings(
                 "warn",
                 host,
                 gpu,
-                f"{gpu.mem_used_mib} MiB held with no process",
-                "a stuck or zombie context, or a process in a namespace the helper cannot see",
-                "see what holds /dev/nvidia* (fuser -v); force-free or reset the GPU",
+                w.ORPHAN_MEMORY.format(mib=gpu.mem_used_mib),
+                N_("a stuck or zombie context, or a process in a namespace the helper cannot see"),
+                N_("see what holds /dev/nvidia* (fuser -v); force-free or reset the GPU"),
                 f"{gpu.mem_used_mib} MiB",
             )
         )
     return out
 
 
+def gpu_findings_key(
+    host: str,
+    gpu: GpuSample,
+    *,
+    health: GpuSample | None,
+    info: GpuInfo | None,
+    thresholds: HealthThresholds,
+    slowdown_minutes: int,
+    nvlink_grew: tuple[int, ...],
+) -> tuple[object, ...]:
+    """What ``gpu_findings`` and ``sorted_checks`` read of their arguments: equal keys,
+    equal answers. A reading no check looks at (power, clocks, a process's command)
+    is not in it, and a figure a check only compares with a limit (utilisation, the
+    temperature, memory in use) is in it only as far as it decides a finding: a busy
+    GPU's readings move every second, its findings seldom. ``health``, ``info`` and
+    ``thresholds`` are in it whole: the same objects sample after sample, so they
+    compare by identity (a new health reading compares by value)."""
+    temp = gpu.temp_c
+    slowdown = info.temp_slowdown_c if info is not None else None
+    near = (
+        slowdown is not None
+        and temp is not None
+        and temp >= slowdown - thresholds.slowdown_margin_c
+    )
+    orphan = holds_memory_without_process(gpu)
+    return (
+        host,
+        _read_as_is(gpu),
+        temp if near else None,
+        (gpu.util_gpu or 0) > thresholds.pcie_load_pct,
+        gpu.mem_used_mib if orphan else None,
+        orphan,
+        health,
+        info,
+        thresholds,
+        slowdown_minutes,
+        nvlink_grew,
+    )
+
+
+_read_as_is: Callable[[GpuSample], tuple[object, ...]] = operator.attrgetter(
+    "index",
+    "uuid",
+    "state",
+    "message",
+    "ecc_uncorrected",
+    "throttle",
+    "pcie_gen",
+    "pcie_width",
+    "health_read",
+    "errors",
+    *("fabric_state", "remap_pending", "retired_pending"),  # sorted_checks' _CONTEXT
+)
+"""The readings of a sample that ``gpu_findings_key`` takes whole."""
+
+
 # -- what could not be checked ------------------------------------------------------------
 
 _CHECKED: Mapping[str, str] = {
     "ecc_uncorrected": "ECC",
-    "remap_pending": "row remapping",
-    "retired_pending": "retired pages",
-    "throttle": "throttling",
-    "persistence": "persistence mode",
-    "pcie_replays": "PCIe replays",
+    "remap_pending": N_("row remapping"),
+    "retired_pending": N_("retired pages"),
+    "throttle": N_("throttling"),
+    "persistence": N_("persistence mode"),
+    "pcie_replays": N_("PCIe replays"),
     "nvlinks": "NVLink",
-    "fabric_state": "NVSwitch fabric",
-    "temp_c": "temperature",
+    "fabric_state": N_("NVSwitch fabric"),
+    "temp_c": N_("temperature"),
 }
 
 
@@ -194,14 +254,11 @@ def sorted_checks(
         # persistence are not known, which is not the same as fine.
         unknown.append((NO_READING[0], NO_READING[1]))
     for source in (gpu, health):
-        if source is None:
+        if source is None or not source.errors:
             continue
-        readings = {key: getattr(source, key, None) for key in _CONTEXT}
-        for field, check in _CHECKED.items():
-            why = source.errors.get(field)
-            if why is None:
-                continue
-            kind, reason = verdict(field, why, name, source.errors, readings)
+        # The same errors and readings come in most samples: judged once each.
+        found = _source_checks(tuple(source.errors.items()), _context_of(source), name)
+        for check, kind, reason in found:
             if kind == "unknown":
                 if (check, reason) not in unknown:
                     unknown.append((check, reason))
@@ -210,11 +267,31 @@ def sorted_checks(
     return unknown, [c for c in not_applicable if all(c != u for u, _ in unknown)]
 
 
-NO_READING = ("health readings", "none taken")
+@functools.lru_cache(maxsize=4096)
+def _source_checks(
+    errors: tuple[tuple[str, str], ...], context: tuple[object, ...], name: str | None
+) -> tuple[tuple[str, str, str], ...]:
+    """(check, verdict, reason) for each checked reading of one sample that failed, in
+    ``_CHECKED``'s order: pure (``verdict``), so kept for the errors, context readings
+    and card name it was asked for."""
+    by_field = dict(errors)
+    readings = dict(zip(_CONTEXT, context, strict=True))
+    out = []
+    for field, check in _CHECKED.items():
+        why = by_field.get(field)
+        if why is None:
+            continue
+        kind, reason = verdict(field, why, name, by_field, readings)
+        out.append((check, kind, reason))
+    return tuple(out)
+
+
+NO_READING = (N_("health readings"), N_("none taken"))
 """The unknown check of a GPU that has had no health reading (check, why)."""
 
 _CONTEXT = ("fabric_state", "remap_pending", "retired_pending")
 """The readings ``verdict`` weighs besides the failed one."""
+_context_of: Callable[[GpuSample], tuple[object, ...]] = operator.attrgetter(*_CONTEXT)
 
 
 def unknown_checks(

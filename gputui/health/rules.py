@@ -23,6 +23,8 @@ RECENT_EVENT_S = 600.0
 _SEVERE_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
 _HW_THROTTLE = ("hw_slowdown", "hw_thermal", "hw_power_brake")
 _SW_THROTTLE = ("sw_thermal",)
+_FLAGGED_THROTTLE = frozenset(_HW_THROTTLE + _SW_THROTTLE)
+"""The throttle reasons ``gpu_flags`` flags (the power cap is normal under load)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +74,20 @@ def has_standing_problem(sample: GpuSample, health: HealthThresholds) -> bool:
     The same conditions ``gpu_flags`` (and the temperature colour) report, less
     recent Xids, which the caller checks against the clock.
     """
-    if sample.temp_c is not None and sample.temp_c >= health.temp_warn_c:
+    # Asked for a suspect GPU every second (4,096 of them under a busy console): the
+    # same tests as ``gpu_flags`` makes, without making the flags (a test holds the
+    # two equal).
+    temp = sample.temp_c
+    if temp is not None and temp >= health.temp_warn_c:
         return True
-    return bool(gpu_flags(sample, (), 0.0, health))
+    if sample.state in {"lost", "error"}:
+        return True
+    ecc = sample.ecc_uncorrected
+    if ecc is not None and ecc > health.ecc_uncorrected_max:
+        return True
+    if sample.throttle and any(r in _FLAGGED_THROTTLE for r in sample.throttle):
+        return True
+    return holds_memory_without_process(sample)
 
 
 def holds_memory_without_process(sample: GpuSample) -> bool:

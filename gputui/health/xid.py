@@ -10,13 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gputui.common.i18n import N_
+from gputui.health import words as w
+
 Kind = Literal["application", "driver", "hardware"]
+KINDS = (N_("application"), N_("driver"), N_("hardware"))
+"""The kinds as a title names them (``Xid 79 (hardware)``)."""
 
 ACTIONS = (
-    "restart the application",
-    "reset the GPU (nvidia-smi -r) once it is idle",
-    "reboot the host",
-    "have the hardware inspected (RMA if it keeps happening)",
+    N_("restart the application"),
+    N_("reset the GPU (nvidia-smi -r) once it is idle"),
+    N_("reboot the host"),
+    N_("have the hardware inspected (RMA if it keeps happening)"),
 )
 """The escalation ladder, mildest first."""
 
@@ -43,65 +48,75 @@ def _x(code: int, kind: Kind, meaning: str, step: int, fence: bool = False) -> X
 CATALOGUE: dict[int, XidInfo] = {
     x.code: x
     for x in (
-        _x(8, "driver", "GPU stopped processing (driver or application timeout)", RESTART),
+        _x(8, "driver", N_("GPU stopped processing (driver or application timeout)"), RESTART),
         _x(
             13,
             "application",
-            "graphics engine exception (an application bug or bad memory access)",
+            N_("graphics engine exception (an application bug or bad memory access)"),
             RESTART,
         ),
         _x(
             31,
             "application",
-            "GPU memory page fault (an application's illegal memory access)",
+            N_("GPU memory page fault (an application's illegal memory access)"),
             RESTART,
         ),
-        _x(32, "driver", "invalid or corrupted push buffer stream", RESTART),
-        _x(38, "driver", "driver firmware error", RESET),
+        _x(32, "driver", N_("invalid or corrupted push buffer stream"), RESTART),
+        _x(38, "driver", N_("driver firmware error"), RESET),
         _x(
             43,
             "application",
-            "GPU stopped processing: an application was stopped by the driver",
+            N_("GPU stopped processing: an application was stopped by the driver"),
             RESTART,
         ),
         _x(
             45,
             "application",
-            "preemptive cleanup after an earlier error (see the Xid before it)",
+            N_("preemptive cleanup after an earlier error (see the Xid before it)"),
             RESTART,
         ),
-        _x(48, "hardware", "double-bit ECC error: memory corrupted", RESET, fence=True),
-        _x(61, "driver", "internal micro-controller breakpoint or warning", RESET),
-        _x(62, "driver", "internal micro-controller halt", RESET),
-        _x(63, "hardware", "ECC page retirement or row remap recorded: a reset applies it", RESET),
-        _x(64, "hardware", "ECC page retirement or row remap failed", INSPECT, fence=True),
+        _x(48, "hardware", N_("double-bit ECC error: memory corrupted"), RESET, fence=True),
+        _x(61, "driver", N_("internal micro-controller breakpoint or warning"), RESET),
+        _x(62, "driver", N_("internal micro-controller halt"), RESET),
+        _x(
+            63,
+            "hardware",
+            N_("ECC page retirement or row remap recorded: a reset applies it"),
+            RESET,
+        ),
+        _x(64, "hardware", N_("ECC page retirement or row remap failed"), INSPECT, fence=True),
         _x(
             68,
             "application",
-            "video processor exception (NVDEC/NVENC), usually the application",
+            N_("video processor exception (NVDEC/NVENC), usually the application"),
             RESTART,
         ),
-        _x(69, "driver", "graphics engine class error", RESTART),
-        _x(74, "hardware", "NVLink error", RESET, fence=True),
-        _x(79, "hardware", "GPU has fallen off the bus", REBOOT, fence=True),
-        _x(92, "hardware", "high single-bit ECC error rate", INSPECT),
-        _x(94, "hardware", "contained ECC error: the affected application was stopped", RESET),
+        _x(69, "driver", N_("graphics engine class error"), RESTART),
+        _x(74, "hardware", N_("NVLink error"), RESET, fence=True),
+        _x(79, "hardware", N_("GPU has fallen off the bus"), REBOOT, fence=True),
+        _x(92, "hardware", N_("high single-bit ECC error rate"), INSPECT),
+        _x(94, "hardware", N_("contained ECC error: the affected application was stopped"), RESET),
         _x(
             95,
             "hardware",
-            "uncontained ECC error: every application on the GPU is affected",
+            N_("uncontained ECC error: every application on the GPU is affected"),
             RESET,
             fence=True,
         ),
-        _x(109, "driver", "context switch timeout", RESTART),
-        _x(119, "driver", "GSP RPC timeout (the GPU's system processor stopped answering)", RESET),
-        _x(120, "driver", "GSP error", RESET),
-        _x(121, "hardware", "C2C (chip-to-chip) link error", REBOOT),
-        _x(140, "hardware", "unrecovered ECC error", RESET, fence=True),
+        _x(109, "driver", N_("context switch timeout"), RESTART),
+        _x(
+            119,
+            "driver",
+            N_("GSP RPC timeout (the GPU's system processor stopped answering)"),
+            RESET,
+        ),
+        _x(120, "driver", N_("GSP error"), RESET),
+        _x(121, "hardware", N_("C2C (chip-to-chip) link error"), REBOOT),
+        _x(140, "hardware", N_("unrecovered ECC error"), RESET, fence=True),
     )
 }
 
-UNKNOWN_MEANING = "an Xid not in this catalogue (see NVIDIA's Xid documentation)"
+UNKNOWN_MEANING = N_("an Xid not in this catalogue (see NVIDIA's Xid documentation)")
 
 
 def info(code: int) -> XidInfo:
@@ -122,7 +137,7 @@ def action(code: int, repeats: int, escalate_after: int) -> str:
     step = step_for(code, repeats, escalate_after)
     text = ACTIONS[step]
     if step > info(code).step:
-        text += f" (seen {repeats} times)"
+        text = w.SEEN_TIMES.format(action=text, n=repeats)
     return text
 
 

@@ -64,11 +64,29 @@ def _job_op(name: str) -> Handler:
     return handler
 
 
-FAST: dict[str, Handler] = {"signal": _op_signal, "interval": _op_interval, "sim": _op_sim}
+def _pty_op(name: str) -> Handler:
+    def handler(helper: Helper, req: dict[str, Any]) -> dict[str, Any]:
+        method: Callable[[dict[str, Any]], dict[str, Any]] = getattr(helper.terminals(), name)
+        return method(req)
+
+    return handler
+
+
+# A terminal's input, size and acknowledgements go to a local socket at once (in
+# order, each a small write with a short timeout); opening one reads the job's state.
+FAST: dict[str, Handler] = {
+    "signal": _op_signal,
+    "interval": _op_interval,
+    "sim": _op_sim,
+    "pty_send": _pty_op("write"),
+    "pty_close": _pty_op("close"),
+}
 SLOW: dict[str, Handler] = {
     **{name: _job_op(name) for name in ("launch", "jobs", "job_signal", "job_log", "jobs_forget")},
+    "pty_open": _pty_op("open"),
     "holders": gpuops.holders,
     "reset": gpuops.reset,
+    "clocks": gpuops.clocks,
 }
 
 

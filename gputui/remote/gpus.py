@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .gpu_health import read_health
+from .mig import Slice, read_slices, sample_slice
 from .nvml import (
     MIB,
     NA,
@@ -37,9 +38,14 @@ class GpuLost(Exception):
 class Gpu:
     """One GPU: its handle (until lost), static facts, and how to read it now."""
 
+    vendor = "nvidia"
+    """Whose library reads it (``amd.AmdGpu`` is ``amd``)."""
+
     def __init__(self, lib: Any, index: int) -> None:
         self.lib = lib
         self.index = index
+        self.vendor_index = index
+        """Its index among its vendor's cards (NVML's index; ``index`` is the host's)."""
         self.handle: Any = None
         # nvidia-smi reports memory used without the driver's reserved part (NVML's
         # v2 memory struct); v1 counts it as used (~600 MiB on an idle H200).
@@ -50,6 +56,8 @@ class Gpu:
         self.state = "ok"
         self.message: str | None = None
         self.info: dict[str, Any] = {"index": index, "uuid": self.uuid, "errors": {}}
+        self.slices: list[Slice] = []
+        """Its MIG slices as ``hello`` listed them (empty: MIG off)."""
         handle = query(lib, "nvmlDeviceGetHandleByIndex", index)
         if isinstance(handle, NA):
             self._lose(f"no handle for GPU {index}: {handle.message or handle.error}")
@@ -119,6 +127,10 @@ class Gpu:
                     errors[key] = value.error
                 else:
                     info[key] = convert(value)
+            if info.get("mig_mode"):
+                uuid = info.get("uuid") or self.uuid
+                self.slices, info["mig"], mig_errors = read_slices(self.lib, self.handle, uuid)
+                errors.update(mig_errors)
         except GpuLost:
             info = {"index": self.index, "uuid": self.uuid}
             errors["gpu"] = "GpuIsLost"
@@ -237,6 +249,8 @@ class Gpu:
         self._put(out, errors, "pcie_gen", self.read("nvmlDeviceGetCurrPcieLinkGeneration"))
         self._put(out, errors, "pcie_width", self.read("nvmlDeviceGetCurrPcieLinkWidth"))
         out["processes"] = self._processes(errors, table)
+        if self.slices:
+            out["mig"] = [sample_slice(self.lib, piece) for piece in self.slices]
 
     def _processes(self, errors: dict[str, str], table: ProcessTable) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []

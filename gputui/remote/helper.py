@@ -17,11 +17,13 @@ import time
 from typing import IO, TYPE_CHECKING, Any
 
 from . import HELPER_VERSION, PROTOCOL_VERSION
+from .amd import AmdGpu, load_amdsmi, open_amd
+from .clocklock import ClockLocks
 from .dispatch import MAX_INTERVAL, MIN_INTERVAL, Workers, handle_line
 from .gpu_health import MAX_HEALTH_EVERY, MIN_HEALTH_EVERY, HealthClock
 from .gpureset import NvmlReset, Resetter, SmiReset
 from .gpus import Gpu
-from .nvml import NA, error_text, is_nvml_error, load_pynvml, query, text
+from .nvml import NA, amd_error_name, error_text, is_nvml_error, load_pynvml, query, text
 from .procs import ProcessTable, boot_time
 from .signals import pidfd_supported
 from .wire import MAX_REQUEST_BYTES, Output, OutputClosed, read_requests
@@ -29,6 +31,7 @@ from .xid_watch import register_xid_events, send_kernel_history, watch_xid_event
 
 if TYPE_CHECKING:
     from .jobops import JobService
+    from .ptyops import Terminals
 
 # The simulator (the .sim package) is imported only in --sim mode: a real
 # host never pays for it at start-up.
@@ -36,6 +39,8 @@ if TYPE_CHECKING:
 EXIT_AFTER_EOF_S = 5.0
 
 EXIT_FATAL = 2
+MAX_GPUS = 64
+"""GPUs one host reports at most (the wire's ``MAX_GPUS``)."""
 
 
 class Helper:
@@ -48,15 +53,25 @@ class Helper:
         hostname: str,
         simulated: bool,
         health: HealthClock | None = None,
+        *,
+        amd: Any = None,
     ) -> None:
-        """``health``: when samples carry the health readings (every 10 s by default)."""
+        """``health``: when samples carry the health readings (every 10 s by default);
+        ``lib``: NVML (None on a host without it); ``amd``: the ``amdsmi`` module (or
+        its simulator), None on a host without AMD's library."""
         self.lib = lib
+        self.amd = amd
+        self.start_errors: dict[str, str] = {}
+        """Why a vendor's library did not start (``nvml_start``/``amdsmi_start`` ->
+        reason), when the other's did: said in ``hello``'s errors."""
         self.out = out
         self.hostname = hostname
         self.simulated = simulated
         self.resetter: Resetter = NvmlReset() if simulated else SmiReset()
         """How a GPU is reset: the simulator's NVML call, or ``nvidia-smi`` on a real host."""
         self.gpus: list[Gpu] = []
+        self.clocks = ClockLocks()
+        """Cards whose clocks this helper locked, and those that cannot be locked."""
         self.table = ProcessTable()
         self.seq = 0
         self.use_pidfd = pidfd_supported()
@@ -67,6 +82,7 @@ class Helper:
         self.workers = Workers()
         self._jobs: JobService | None = None
         self._jobs_lock = threading.Lock()
+        self._terminals: Terminals | None = None
 
     def hello(self) -> dict[str, Any]:
         errors: dict[str, str] = {}
@@ -79,6 +95,31 @@ class Helper:
             "signal_method": "pidfd" if self.use_pidfd else "proc-stat",
             "boot_time": boot_time(),
         }
+        count: Any = 0
+        msg["driver"] = msg["nvml"] = msg["cuda"] = None
+        if self.lib is not None:  # None: no NVIDIA library here (an AMD-only host)
+            count = self._nvml_system(msg, errors)
+        self.gpus = [Gpu(self.lib, i) for i in range(min(int(count), MAX_GPUS))]
+        if self.amd is not None:
+            amd_gpus, amd_error = open_amd(self.amd, len(self.gpus), MAX_GPUS - len(self.gpus))
+            if amd_error is not None:
+                errors["amd_gpus"] = amd_error
+            self.gpus.extend(amd_gpus)
+        inventory = [gpu.inventory() for gpu in self.gpus]
+        for gpu, info in zip(self.gpus, inventory):
+            info["vendor"], info["vendor_index"] = gpu.vendor, gpu.vendor_index
+        nvidia = [(g, i) for g, i in zip(self.gpus, inventory) if g.vendor == "nvidia"]
+        self.event_set = register_xid_events(
+            self.lib, [g for g, _ in nvidia], [i for _, i in nvidia]
+        )
+        errors.update(self.start_errors)
+        msg["gpus"] = inventory
+        msg["errors"] = errors
+        return msg
+
+    def _nvml_system(self, msg: dict[str, Any], errors: dict[str, str]) -> Any:
+        """NVML's driver, NVML and CUDA versions into ``msg``; its GPU count (0 when it
+        cannot say)."""
         driver = query(self.lib, "nvmlSystemGetDriverVersion")
         nvml = query(self.lib, "nvmlSystemGetNVMLVersion")
         cuda = query(self.lib, "nvmlSystemGetCudaDriverVersion")
@@ -94,13 +135,12 @@ class Helper:
         count = query(self.lib, "nvmlDeviceGetCount")
         if isinstance(count, NA):
             errors["gpus"] = count.error
-            count = 0
-        self.gpus = [Gpu(self.lib, i) for i in range(int(count))]
-        inventory = [gpu.inventory() for gpu in self.gpus]
-        self.event_set = register_xid_events(self.lib, self.gpus, inventory)
-        msg["gpus"] = inventory
-        msg["errors"] = errors
-        return msg
+            return 0
+        return count
+
+    def amd_cards(self) -> dict[str, str]:
+        """The AMD cards' UUIDs -> their ``ROCR_VISIBLE_DEVICES`` names (``visible``)."""
+        return {g.uuid: g.rocr_id for g in self.gpus if isinstance(g, AmdGpu)}
 
     def sample(self) -> dict[str, Any]:
         self.seq += 1
@@ -152,7 +192,18 @@ class Helper:
                 from .jobops import JobService
 
                 self._jobs = JobService(self.simulated)
+            self._jobs.amd_cards = self.amd_cards()
             return self._jobs
+
+    def terminals(self) -> Terminals:
+        """The interactive jobs' terminals forwarded through this helper (first use)."""
+        service = self.job_service()
+        with self._jobs_lock:
+            if self._terminals is None:
+                from .ptyops import Terminals
+
+                self._terminals = Terminals(service.store, self.out.send)
+            return self._terminals
 
     def jobs_message(self, ns: str) -> dict[str, Any]:
         return {"type": "jobs", "jobs": self.job_service().store.jobs(ns)}
@@ -249,7 +300,9 @@ def run(
         out.send({"type": "error", "fatal": True, "message": message})
         return EXIT_FATAL
     lib: Any
+    amd: Any
     if args.sim:
+        from .sim.amdsmi import SimAmdSmi
         from .sim.engine import SimNvml
         from .sim.spec import parse_spec
 
@@ -258,10 +311,11 @@ def run(
         except ValueError as exc:
             return _fatal_start(out, _hostname(), True, f"bad sim spec: {exc}")
         lib = SimNvml(spec)
+        amd = SimAmdSmi(lib) if lib.amd_devices else None
         hostname = lib.hostname
     else:
-        lib, hostname = load_pynvml(), _hostname()
-        if lib is None:
+        lib, amd, hostname = load_pynvml(), load_amdsmi(), _hostname()
+        if lib is None and amd is None:
             return _fatal_start(
                 out,
                 hostname,
@@ -269,12 +323,13 @@ def run(
                 "LibraryNotFound: the pynvml module "
                 f"(nvidia-ml-py) is not installed for {sys.executable}",
             )
-    try:
-        lib.nvmlInit()
-    except Exception as exc:
-        reason = error_text(exc) if is_nvml_error(exc) else f"{type(exc).__name__}: {exc}"
-        return _fatal_start(out, hostname, bool(args.sim), reason)
-    helper = Helper(lib, out, hostname, bool(args.sim), HealthClock(args.health_every))
+    lib, amd, started = _start_libraries(lib, amd)
+    if lib is None and amd is None:
+        return _fatal_start(out, hostname, bool(args.sim), "; ".join(started.values()))
+    helper = Helper(lib, out, hostname, bool(args.sim), HealthClock(args.health_every), amd=amd)
+    # The other vendor's started: this one's failure is a note in hello, not fatal
+    # (``errors["nvml"]`` in hello says the helper could not start at all).
+    helper.start_errors = {f"{key}_start": reason[:256] for key, reason in started.items()}
     helper.interval = max(MIN_INTERVAL, min(MAX_INTERVAL, args.interval))
     try:
         out.send(helper.hello())
@@ -294,6 +349,30 @@ def run(
         return 0
     finally:
         helper.stop.set()
+        helper.clocks.reset_all(helper.gpus)
+
+
+def _start_libraries(lib: Any, amd: Any) -> tuple[Any, Any, dict[str, str]]:
+    """``nvmlInit`` and ``amdsmi_init``: each library that starts is kept, one that
+    fails is dropped with its reason (``nvml``/``amdsmi`` -> reason). The helper
+    needs one of them; a host with one vendor's cards works with that one."""
+    reasons: dict[str, str] = {}
+    if lib is not None:
+        try:
+            lib.nvmlInit()
+        except Exception as exc:
+            reasons["nvml"] = (
+                error_text(exc) if is_nvml_error(exc) else f"{type(exc).__name__}: {exc}"
+            )
+            lib = None
+    if amd is not None:
+        try:
+            amd.amdsmi_init()
+        except Exception as exc:
+            name = amd_error_name(exc)
+            reasons["amdsmi"] = f"amdsmi_init failed: {name}: {' '.join(str(exc).split())}"
+            amd = None
+    return lib, amd, reasons
 
 
 def _loop(helper: Helper, stdin: IO[bytes], exit_after_eof: float | None = None) -> int:

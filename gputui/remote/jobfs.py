@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import threading
 import time
 from typing import Any, Iterable, Mapping
 
 from .signals import RequestError
-from .supervisor import JOB_ID_MAX, LOG, NS_RE, STATE, boot_id, proc_stat
+from .supervisor import BOX, CIDFILE, JOB_ID_MAX, LOG, NS_RE, STATE, boot_id, proc_stat
 
 STATES = ("starting", "running", "exited", "failed-to-start", "lost")
 ACTIVE = ("starting", "running")
@@ -30,6 +31,7 @@ ERROR_MAX = 300
 FORGOTTEN = "forgotten"
 ROOT_AS_ROOT = "/var/lib/gputui/jobs"
 STATE_MAX = 1 << 20
+CONTAINER_ID_RE = re.compile(r"[0-9a-f]{64}")
 UNREADABLE_AFTER_S = 10.0
 _CACHE_MAX = 1 << 16
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -160,6 +162,30 @@ class JobStore:
             return None
 
     @staticmethod
+    def _container_id(job_fd: int) -> str | None:
+        """The container's id (12 hex, as ``procs.read_container`` and ``docker ps``
+        show it) from ``box/cid``, which the runtime wrote as the job's user: read
+        without following a link, only from a regular file, only 64 hex digits."""
+        try:
+            box = os.open(BOX, _DIR_FLAGS, dir_fd=job_fd)
+        except OSError:
+            return None
+        try:
+            fd = os.open(CIDFILE, _FILE_FLAGS, dir_fd=box)
+        except OSError:
+            return None
+        finally:
+            os.close(box)
+        try:
+            data = os.read(fd, 128) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+        except OSError:
+            data = b""
+        finally:
+            os.close(fd)
+        text = data.decode("ascii", "replace").strip()
+        return text[:12] if CONTAINER_ID_RE.fullmatch(text) else None
+
+    @staticmethod
     def _read_raw(job_fd: int) -> dict[str, Any] | None:
         """state.json as written; a file caught mid-write reads as ``starting``."""
         try:
@@ -206,6 +232,7 @@ class JobStore:
             raw = self._read_raw(job_fd)
             if raw is None:
                 return None
+            box = self._container_id(job_fd) if raw.get("container") else None
             state = str(raw["state"]) if raw.get("state") in STATES else "lost"
             error = _opt_str(raw.get("error"))
             if state in ACTIVE and "supervisor_pid" in raw and not supervisor_alive(raw):
@@ -218,6 +245,8 @@ class JobStore:
         finally:
             os.close(job_fd)
         public = self._public(ns, job_id, raw, state, error)
+        if box is not None:
+            public["container_id"] = box
         if state in FINAL:
             if len(self._final) >= _CACHE_MAX:
                 self._final.clear()
@@ -237,6 +266,8 @@ class JobStore:
             "started_at": _opt_num(raw.get("started_at")),
             "ended_at": _opt_num(raw.get("ended_at")),
             "timed_out": raw.get("timed_out") is True,
+            "idle_out": raw.get("idle_out") is True,
+            "pty": raw.get("pty") is True,
             "log_path": self.log_path(ns, job_id),
             "error": error[:ERROR_MAX] if error else error,
         }

@@ -36,33 +36,39 @@ LOG_READ_MAX = 65536
 WATCH_INTERVAL_S = 0.2
 _POLL_S = 0.02
 
-_SOURCE: str | None = None
+_SOURCES: list[str] | None = None
 
 
-def supervisor_source() -> str:
-    """The text of ``supervisor``, whether this helper runs from files or from memory
-    (the bundle's import hook answers ``get_source`` like a file loader does)."""
-    global _SOURCE
-    if _SOURCE is None:
-        from . import supervisor
+def _source_of(module: Any) -> str:
+    """A module's text, whether this helper runs from files or from memory (the
+    bundle's import hook answers ``get_source`` like a file loader does)."""
+    text: str | None = None
+    getter = getattr(getattr(module, "__loader__", None), "get_source", None)
+    if getter is not None:
+        try:
+            text = getter(module.__name__)
+        except (ImportError, OSError):
+            text = None
+    if not text and getattr(module, "__file__", None):
+        try:
+            with open(module.__file__, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError:
+            text = None
+    if not text:
+        raise RequestError("internal", "the job supervisor's source is not available")
+    return text
 
-        text = None
-        getter = getattr(getattr(supervisor, "__loader__", None), "get_source", None)
-        if getter is not None:
-            try:
-                text = getter(supervisor.__name__)
-            except (ImportError, OSError):
-                text = None
-        if not text and getattr(supervisor, "__file__", None):
-            try:
-                with open(supervisor.__file__, encoding="utf-8") as fh:
-                    text = fh.read()
-            except OSError:
-                text = None
-        if not text:
-            raise RequestError("internal", "the job supervisor's source is not available")
-        _SOURCE = text
-    return _SOURCE
+
+def supervisor_sources() -> list[str]:
+    """What a supervisor runs, in order: ``ptyterm`` (an interactive job's terminal),
+    then ``supervisor`` itself."""
+    global _SOURCES
+    if _SOURCES is None:
+        from . import ptyterm, supervisor
+
+        _SOURCES = [_source_of(ptyterm), _source_of(supervisor)]
+    return _SOURCES
 
 
 class JobService:
@@ -80,6 +86,8 @@ class JobService:
         self.root = root or jobs_root(euid=self.euid)
         self.store = JobStore(self.root)
         self.logind = logind or Logind()
+        self.amd_cards: dict[str, str] = {}
+        """The host's AMD cards: UUID -> ``ROCR_VISIBLE_DEVICES`` name (the helper's)."""
 
     # -- launch --------------------------------------------------------------------
 
@@ -101,13 +109,13 @@ class JobService:
 
     def launch(self, req: dict[str, Any]) -> dict[str, Any]:
         deadline = time.monotonic() + LAUNCH_WAIT_S
-        spec = parse_launch(req, self.root, self.euid, self.simulated)
+        spec = parse_launch(req, self.root, self.euid, self.simulated, amd=self.amd_cards)
         ns, job_id = spec["ns"], spec["job_id"]
         if self.store.get(ns, job_id) is not None:
             return self._answer(ns, job_id, True, "detached", deadline)
         precheck(spec, deadline)
         method = self.logind.method(self.euid)
-        source, systemd_run = supervisor_source(), self.logind.systemd_run
+        source, systemd_run = supervisor_sources(), self.logind.systemd_run
         outcome = start_supervisor(spec, source, method, deadline, systemd_run)
         if outcome is None and method != "detached" and self.store.get(ns, job_id) is None:
             method = "detached"  # no scope to be had (no user manager): the plain way
@@ -164,6 +172,10 @@ class JobService:
         if found is None:
             raise RequestError("unknown-job", f"no job {job_id} in namespace {ns}")
         public, raw = found
+        if name == "TERM" and public.get("pty"):
+            # A shell at a terminal ignores SIGTERM: it leaves on SIGHUP, as when its
+            # terminal closes (a kill, a preemption or a cancel of an interactive job).
+            _signal_job(public, raw, _signal.SIGHUP)
         delivered = _signal_job(public, raw, JOB_SIGNALS[name])
         if delivered and name == "TERM" and grace is not None:
             timer = threading.Timer(

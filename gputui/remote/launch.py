@@ -18,11 +18,13 @@ import select
 import subprocess
 import sys
 import time
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
+from .containers import activation, check_image, check_runtime, container
 from .jobfs import check_job_id, check_ns, dir_mode, file_mode
-from .signals import RequestError
-from .supervisor import BOOTSTRAP
+from .signals import RequestError, bad_request
+from .supervisor import BOOTSTRAP, BOX, CIDFILE, SCRIPT, ActivationError, activate
+from .visible import visible_env
 
 try:
     import pwd
@@ -36,6 +38,8 @@ TIME_LIMIT_MAX_S = 1e9
 ARGV_MAX = 4096
 ENV_MAX = 4096
 GPUS_MAX = 256
+SCRIPT_MAX = 256 * 1024
+"""The largest submit script (``common.jobscript.MAX_SCRIPT_BYTES``)."""
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SIM_SCOPE = "GPUTUI_SIM_SCOPE"
@@ -54,10 +58,6 @@ class User(NamedTuple):
     shell: str
 
 
-def _bad(message: str) -> RequestError:
-    return RequestError("bad-request", message)
-
-
 def _number(value: Any) -> bool:
     return (
         not isinstance(value, bool)
@@ -69,9 +69,9 @@ def _number(value: Any) -> bool:
 
 def _text(value: Any, what: str, limit: int = 65536) -> str:
     if not isinstance(value, str):
-        raise _bad(f"{what} must be a string, got {type(value).__name__}")
+        raise bad_request(f"{what} must be a string, got {type(value).__name__}")
     if "\0" in value or len(value) > limit:
-        raise _bad(f"{what} must be a string without NUL of at most {limit} characters")
+        raise bad_request(f"{what} must be a string without NUL of at most {limit} characters")
     return value
 
 
@@ -84,9 +84,9 @@ def resolve_user(name: Any, euid: int, uid: Any = None) -> tuple[User, bool]:
     a name that no longer has it (moved to another account) is refused, never run
     as whoever holds the name now."""
     if uid is not None and (isinstance(uid, bool) or not isinstance(uid, int)):
-        raise _bad(f"uid must be an integer or null, got {type(uid).__name__}")
+        raise bad_request(f"uid must be an integer or null, got {type(uid).__name__}")
     if uid is not None and not 0 <= uid <= UID_MAX:
-        raise _bad(f"uid must be 0 to {UID_MAX}")
+        raise bad_request(f"uid must be 0 to {UID_MAX}")
     if name is None:
         entry: Any = None
         if pwd is not None:
@@ -100,13 +100,13 @@ def resolve_user(name: Any, euid: int, uid: Any = None) -> tuple[User, bool]:
             ), False
     else:
         if not isinstance(name, str) or not USER_RE.fullmatch(name):
-            raise _bad(f"user must be a login name or null, got {str(name)[:40]!r}")
+            raise bad_request(f"user must be a login name or null, got {str(name)[:40]!r}")
         try:
             entry = pwd.getpwnam(name) if pwd is not None else None
         except KeyError:
             entry = None
         if entry is None:
-            raise _bad(f"no user {name!r} on this host")
+            raise bad_request(f"no user {name!r} on this host")
         if uid is not None and entry.pw_uid != uid:
             raise RequestError(
                 "user-changed",
@@ -124,44 +124,51 @@ def resolve_user(name: Any, euid: int, uid: Any = None) -> tuple[User, bool]:
 
 def _check_env(value: Any) -> dict[str, str]:
     if not isinstance(value, dict) or len(value) > ENV_MAX:
-        raise _bad(f"env must be an object of at most {ENV_MAX} string values")
+        raise bad_request(f"env must be an object of at most {ENV_MAX} string values")
     for key, item in value.items():
         if not key or "=" in key or "\0" in key:
-            raise _bad(f"env name {key[:40]!r} is not a variable name")
+            raise bad_request(f"env name {key[:40]!r} is not a variable name")
         if not isinstance(item, str) or "\0" in item:
-            raise _bad(f"env value of {key[:40]!r} must be a string without NUL")
+            raise bad_request(f"env value of {key[:40]!r} must be a string without NUL")
     return dict(value)
 
 
 def _check_argv(value: Any) -> list[str]:
     if not isinstance(value, list) or not value or len(value) > ARGV_MAX:
-        raise _bad(f"argv must be a non-empty list of at most {ARGV_MAX} strings")
+        raise bad_request(f"argv must be a non-empty list of at most {ARGV_MAX} strings")
     argv = [_text(item, "each of argv") for item in value]
     if not argv[0]:
-        raise _bad("argv[0] must name a command")
+        raise bad_request("argv[0] must name a command")
     return argv
 
 
 def _check_gpus(value: Any) -> list[str]:
     if not isinstance(value, list) or len(value) > GPUS_MAX:
-        raise _bad(f"gpu_uuids must be a list of at most {GPUS_MAX} GPU UUIDs")
+        raise bad_request(f"gpu_uuids must be a list of at most {GPUS_MAX} GPU UUIDs")
     for item in value:
         if not isinstance(item, str) or not GPU_UUID_RE.fullmatch(item):
-            raise _bad(f"gpu_uuids: {str(item)[:60]!r} is not a GPU or MIG UUID")
+            raise bad_request(f"gpu_uuids: {str(item)[:60]!r} is not a GPU or MIG UUID")
     return list(value)
 
 
 def _check_seconds(value: Any, what: str, high: float, allow_zero: bool) -> float:
     if not _number(value) or value < 0 or (value == 0 and not allow_zero) or value > high:
         low = "0 or more" if allow_zero else "more than 0"
-        raise _bad(f"{what} must be a number of seconds, {low} and at most {high:.0f}")
+        raise bad_request(f"{what} must be a number of seconds, {low} and at most {high:.0f}")
     return float(value)
 
 
 def job_env(
-    user: User, extra: dict[str, str], gpus: list[str], job_id: int, simulated: bool
+    user: User,
+    extra: dict[str, str],
+    gpus: list[str],
+    job_id: int,
+    simulated: bool,
+    *,
+    amd: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """A minimal login environment, the request's env on top, then the job's own."""
+    """A minimal login environment, the request's env on top, then the job's own
+    (``amd``: the host's AMD cards, see ``visible``)."""
     env = {
         "HOME": user.home,
         "USER": user.name,
@@ -171,7 +178,9 @@ def job_env(
         "LANG": os.environ.get("LANG") or "C.UTF-8",
     }
     env.update(extra)
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    for name in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        env.pop(name, None)
+    env.update(visible_env(gpus, amd or {}))
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     # The head keys runs by job id and launch number and says which job this is;
     # a client that does not gets the run's own id.
@@ -186,8 +195,16 @@ def job_env(
     return env
 
 
-def parse_launch(req: dict[str, Any], root: str, euid: int, simulated: bool) -> dict[str, Any]:
-    """The supervisor's spec for a ``launch`` request; RequestError for a bad one."""
+def parse_launch(
+    req: dict[str, Any],
+    root: str,
+    euid: int,
+    simulated: bool,
+    *,
+    amd: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The supervisor's spec for a ``launch`` request; RequestError for a bad one
+    (``amd``: the host's AMD cards' UUIDs -> ROCm's names for them)."""
     ns = check_ns(req.get("ns"))
     job_id = check_job_id(req.get("job_id"))
     argv = _check_argv(req.get("argv"))
@@ -195,7 +212,7 @@ def parse_launch(req: dict[str, Any], root: str, euid: int, simulated: bool) -> 
     gpus = _check_gpus(req.get("gpu_uuids", []))
     cwd = req.get("cwd")
     if cwd is not None and not os.path.isabs(_text(cwd, "cwd", 4096)):
-        raise _bad(f"cwd must be an absolute path or null, got {cwd[:60]!r}")
+        raise bad_request(f"cwd must be an absolute path or null, got {cwd[:60]!r}")
     limit = req.get("time_limit_s")
     if limit is not None:
         limit = _check_seconds(limit, "time_limit_s", TIME_LIMIT_MAX_S, allow_zero=False)
@@ -203,16 +220,73 @@ def parse_launch(req: dict[str, Any], root: str, euid: int, simulated: bool) -> 
     grace = (
         GRACE_DEFAULT_S if grace is None else _check_seconds(grace, "grace_s", GRACE_MAX_S, True)
     )
+    script = req.get("script")
+    if script is not None:
+        script = _text(script, "script", SCRIPT_MAX)
+        if not script.startswith("#!") or "\x00" in script:
+            raise bad_request("script must start with #! and hold no NUL byte")
+        argv[0] = os.path.join(root, ns, str(job_id), SCRIPT)
+    output = req.get("output")
+    if output is not None:
+        output = _text(output, "output", 4096)
+        if not output or "\x00" in output:
+            raise bad_request("output must be a file name")
+    act = activation(req)
+    image = req.get("image")
+    if image is None and req.get("runtime") is not None:
+        raise bad_request("runtime is given without an image")
+    if image is not None and act is not None:
+        raise bad_request(
+            f"an image job cannot also activate {act['kind']}: activate it in the image"
+        )
+    if image is not None and amd and any(g in amd for g in gpus):
+        raise bad_request("a container on AMD cards is not supported yet: run it without --image")
+    interactive = req.get("pty", False)
+    if not isinstance(interactive, bool):
+        raise bad_request("pty must be true or false")
+    idle = req.get("idle_s")
+    if idle is not None:
+        idle = _check_seconds(idle, "idle_s", TIME_LIMIT_MAX_S, allow_zero=False)
     user, switch = resolve_user(req.get("user"), euid, req.get("uid"))
     if cwd is None:
         cwd = user.home if os.path.isdir(user.home) else "/"
+    full_env = job_env(user, env, gpus, job_id, simulated, amd=amd)
+    wrapped: dict[str, Any] = {"activation": act}
+    if image is not None:
+        image, runtime = check_image(image), check_runtime(req.get("runtime"))
+        found = which(runtime, os.environ.get("PATH") or ROOT_PATH)
+        if found is None:
+            raise RequestError("exec-failed", f"cannot run {runtime}: not installed on this host")
+        box = container(
+            runtime,
+            found,
+            image,
+            argv,
+            uid=user.uid,
+            gid=user.gid,
+            gpus=gpus,
+            env=full_env,
+            cwd=cwd,
+            ns=ns,
+            key=job_id,
+            cidfile=os.path.join(root, ns, str(job_id), BOX, CIDFILE),
+            files=(argv[0],) if script is not None else (),  # the script's copy, read-only
+        )
+        argv = box.argv
+        full_env.update(box.env)
+        wrapped["cleanup"] = box.cleanup
+        wrapped["container_box"] = box.name is not None
+        wrapped["container"] = {"runtime": runtime, "image": image, "name": box.name}
     return {
+        **wrapped,
+        "script": script,
+        "output": output,
         "root": root,
         "ns": ns,
         "job_id": job_id,
         "argv": argv,
         "cwd": cwd,
-        "env": job_env(user, env, gpus, job_id, simulated),
+        "env": full_env,
         "gpu_uuids": gpus,
         "time_limit_s": limit,
         "grace_s": grace,
@@ -223,6 +297,8 @@ def parse_launch(req: dict[str, Any], root: str, euid: int, simulated: bool) -> 
         "dir_mode": dir_mode(euid),
         "file_mode": file_mode(euid),
         "method": "detached",
+        "pty": interactive,
+        "idle_s": idle if interactive else None,
     }
 
 
@@ -260,9 +336,15 @@ def _exec_problem(spec: dict[str, Any]) -> str:
     cwd = spec["cwd"]
     if not os.path.isdir(cwd):
         return f"cannot enter cwd {cwd}: not a directory on this host"
+    try:
+        env = activate(spec["env"], spec.get("activation"))
+    except ActivationError as exc:
+        return str(exc)
+    if spec.get("script") is not None:
+        return ""  # the script's copy is written by the supervisor, then run
     command = spec["argv"][0]
-    if which(command, spec["env"].get("PATH", ""), cwd) is None:
-        where = "" if "/" in command else f" on PATH {spec['env'].get('PATH', '')[:200]}"
+    if which(command, env.get("PATH", ""), cwd) is None:
+        where = "" if "/" in command else f" on PATH {env.get('PATH', '')[:200]}"
         return f"cannot run {command[:200]!r}: no such command{where}"
     return ""
 
@@ -375,7 +457,7 @@ def _read_line(fd: int, deadline: float) -> bytes | None:
 
 def start_supervisor(
     spec: dict[str, Any],
-    source: str,
+    sources: list[str],
     method: str,
     deadline: float,
     systemd_run: str | None = None,
@@ -385,7 +467,7 @@ def start_supervisor(
     cmd = [sys.executable or "python3", "-I", "-S", "-c", BOOTSTRAP, "gputui-supervisor", label]
     if method == "systemd-run":
         cmd = [systemd_run or "systemd-run", "--user", "--scope", "--quiet", "--", *cmd]
-    payload = json.dumps({"source": source, "spec": dict(spec, method=method)}).encode("utf-8")
+    payload = json.dumps({"sources": sources, "spec": dict(spec, method=method)}).encode("utf-8")
     try:
         proc = subprocess.Popen(
             cmd,

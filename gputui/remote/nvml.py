@@ -1,9 +1,13 @@
-"""One guarded accessor for every NVML read, and the error names the wire carries.
+"""One guarded accessor for every GPU read (NVML and amdsmi), and the error names
+the wire carries.
 
 ``query(lib, "nvmlDeviceGetPowerUsage", handle)`` returns the value, or an ``NA``
 carrying the NVML error name ("NotSupported", "GpuIsLost", "FunctionNotFound" ...).
 ``lib`` is the real ``pynvml`` module or the simulator: both expose the same function
-names, so the code above this layer is the same in both modes.
+names, so the code above this layer is the same in both modes. The same accessor
+reads AMD cards through ROCm's ``amdsmi`` module (or its simulator): its
+``AmdSmiException`` errors become an ``NA`` with the name of their status code
+(``AMDSMI_STATUS``), the same names as NVML's where they mean the same.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ NVML_AGGREGATE_ECC = 1
 NVML_EVENT_TYPE_XID = 0x8
 NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0
 NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+NVML_DEVICE_ARCH_VOLTA = 5
 
 # NVML error codes the helper and the simulator raise, by the name the wire uses.
 ERROR_CODES: dict[str, int] = {
@@ -63,6 +68,34 @@ THROTTLE_BITS: tuple[tuple[int, str], ...] = (
     (0x80, "hw_power_brake"),
     (0x100, "display_clocks"),
 )
+
+
+# amdsmi_status_t codes (ROCm's amdsmi.h) -> the wire's error names: NVML's name where
+# one means the same (a field answering either is "not available" alike).
+AMDSMI_STATUS: dict[int, str] = {
+    1: "InvalidArgument",  # AMDSMI_STATUS_INVAL
+    2: "NotSupported",  # AMDSMI_STATUS_NOT_SUPPORTED
+    3: "NotSupported",  # AMDSMI_STATUS_NOT_YET_IMPLEMENTED
+    4: "LibraryNotFound",  # AMDSMI_STATUS_FAIL_LOAD_MODULE
+    5: "FunctionNotFound",  # AMDSMI_STATUS_FAIL_LOAD_SYMBOL
+    6: "DrmError",  # AMDSMI_STATUS_DRM_ERROR
+    7: "ApiFailed",  # AMDSMI_STATUS_API_FAILED
+    8: "Timeout",  # AMDSMI_STATUS_TIMEOUT
+    9: "Retry",  # AMDSMI_STATUS_RETRY
+    10: "NoPermission",  # AMDSMI_STATUS_NO_PERM
+    11: "Interrupted",  # AMDSMI_STATUS_INTERRUPT
+    12: "IoError",  # AMDSMI_STATUS_IO
+    14: "FileError",  # AMDSMI_STATUS_FILE_ERROR
+    15: "OutOfResources",  # AMDSMI_STATUS_OUT_OF_RESOURCES
+    18: "InitError",  # AMDSMI_STATUS_INIT_ERROR
+    30: "InUse",  # AMDSMI_STATUS_BUSY
+    31: "NotFound",  # AMDSMI_STATUS_NOT_FOUND
+    32: "Uninitialized",  # AMDSMI_STATUS_NOT_INIT
+    34: "DriverNotLoaded",  # AMDSMI_STATUS_DRIVER_NOT_LOADED
+    40: "NoData",  # AMDSMI_STATUS_NO_DATA
+    43: "UnexpectedData",  # AMDSMI_STATUS_UNEXPECTED_DATA
+    52: "FileNotFound",  # AMDSMI_STATUS_FILE_NOT_FOUND
+}
 
 
 class FallbackNVMLError(Exception):
@@ -154,19 +187,48 @@ class NA:
         return f"NA({self.error!r})"
 
 
+def amd_error_name(exc: BaseException) -> str:
+    """The wire name of an amdsmi error: its status code's (``AMDSMI_STATUS``); a
+    parameter error (no code) is ``InvalidArgument``, an unknown code ``Unknown``."""
+    code = getattr(exc, "err_code", None)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return AMDSMI_STATUS.get(abs(code), "Unknown")
+    if type(exc).__name__ == "AmdSmiParameterException":
+        return "InvalidArgument"
+    return "Unknown"
+
+
+def _amd_bases(lib: Any) -> tuple[type[BaseException], ...]:
+    base = getattr(lib, "AmdSmiException", None)
+    if isinstance(base, type) and issubclass(base, BaseException):
+        return (base,)
+    return ()
+
+
 def query(lib: Any, name: str, *args: Any) -> Any:
-    """Call ``lib.name(*args)``; NVML errors and a missing function become ``NA``.
+    """Call ``lib.name(*args)``; NVML (or, on ``amdsmi``, ``AmdSmiException``) errors
+    and a missing function become ``NA``.
 
     Anything else (a bug, a ctypes surprise) propagates: the caller turns it into the
     GPU's ``error`` state, so it is never silently mistaken for a missing reading.
     """
     fn = getattr(lib, name, None)
     if fn is None:
-        return NA("FunctionNotFound", f"{name} is not in this NVML binding")
+        return NA("FunctionNotFound", f"{name} is not in this GPU library binding")
     try:
         return fn(*args)
     except error_bases() as exc:
         return NA(error_name(exc), error_text(exc))
+    except Exception as exc:
+        amd = _amd_bases(lib)
+        if not amd or not isinstance(exc, amd):
+            raise
+        name_ = amd_error_name(exc)
+        try:
+            msg = " ".join(str(exc).split())
+        except Exception:
+            msg = ""
+        return NA(name_, f"{name_}: {msg}"[:256] if msg else name_)
 
 
 def text(value: Any, limit: int = 256) -> str:

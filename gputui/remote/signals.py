@@ -41,6 +41,11 @@ class RequestError(Exception):
         self.message = message
 
 
+def bad_request(message: str) -> RequestError:
+    """A request the helper cannot take as it came (``bad-request``)."""
+    return RequestError("bad-request", message)
+
+
 def pidfd_supported() -> bool:
     """True where ``os.pidfd_open`` exists and the kernel implements it."""
     opener = getattr(os, "pidfd_open", None)

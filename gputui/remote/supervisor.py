@@ -1,9 +1,10 @@
 """The detached job supervisor: one per job, outliving the helper, SSH and the head.
 
-Self-contained on purpose (stdlib only, no imports of the helper's modules): the
-helper runs from memory, so it hands this module's source text to a fresh
-interpreter (see ``launch.start_supervisor``) together with the launch spec, as one
-JSON object on a pipe. ``main(spec)`` detaches (setsid, fork, the first process
+Self-contained on purpose (stdlib only, no imports of the helper's modules but
+``ptyterm``, an interactive job's terminal, shipped with it): the helper runs from
+memory, so it hands the two modules' source text to a fresh interpreter (see
+``launch.start_supervisor``) together with the launch spec, as one JSON object on a
+pipe. ``main(spec)`` detaches (setsid, fork, the first process
 exits so the supervisor is reparented), claims the job directory exclusively,
 starts the job in its own process group, reports one JSON line on stdout, and then
 waits for the job, enforcing its time limit and recording how it ended.
@@ -24,25 +25,112 @@ import sys
 import time
 from typing import Any
 
+with contextlib.suppress(ImportError):  # shipped, ``ptyterm`` runs first, in one namespace
+    from .ptyterm import Terminal, killpg
+
 NS_RE = re.compile(r"[a-z0-9]{8,32}")
 JOB_ID_MAX = 1 << 53
 STATE = "state.json"
 STATE_TMP = "state.json.tmp"
 LOG = "output.log"
+BOX = "box"
+"""The job's user's directory in a container job's directory: the runtime writes the
+container's id into ``box/cid`` (``--cidfile``), which links its processes to the job."""
+CIDFILE = "cid"
+SCRIPT = "script"
 ERROR_MAX = 1000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-# The fixed command line's program: reads {"source", "spec"} from stdin, runs main(spec).
+# The fixed command line's program: reads {"sources", "spec"} from stdin, runs each
+# source in one namespace (``ptyterm``'s, then this module's), then main(spec).
 BOOTSTRAP = (
     "import sys,json;d=json.loads(sys.stdin.buffer.read().decode('utf-8'));"
     "g={'__name__':'gputui_supervisor'};"
-    "exec(compile(d['source'],'<gputui-supervisor>','exec'),g);"
+    "[exec(compile(s,'<gputui-supervisor>','exec'),g) for s in d['sources']];"
     "sys.exit(g['main'](d['spec']))"
 )
 
 
 class SetupError(Exception):
     """The job directory or its files could not be made: nothing was started."""
+
+
+class ActivationError(Exception):
+    """The environment the job asked for is not there: nothing was started."""
+
+
+# Where conda installs live, below the user's home and system-wide; an exported
+# CONDA_EXE (or MAMBA_EXE) names the user's own first.
+CONDA_HOME_ROOTS = ("miniconda3", "anaconda3", "miniforge3", "mambaforge", "micromamba", ".conda")
+CONDA_SYSTEM_ROOTS = ("/opt/conda", "/opt/miniconda3", "/opt/anaconda3", "/opt/miniforge3")
+CONDA_ENVS_LIST = ".conda/environments.txt"
+CONDA_LIST_MAX = 1 << 16
+
+
+def _conda_listed(home: str) -> list[str]:
+    """The environment prefixes conda recorded in ``~/.conda/environments.txt``."""
+    try:
+        fd = os.open(os.path.join(home, CONDA_ENVS_LIST), os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return []
+    try:
+        data = os.read(fd, CONDA_LIST_MAX)
+    except OSError:
+        data = b""
+    finally:
+        os.close(fd)
+    lines = data.decode("utf-8", "replace").splitlines()
+    return [line.strip() for line in lines if line.strip().startswith("/")]
+
+
+def conda_prefix(name: str, env: dict[str, str]) -> str:
+    """The prefix of conda environment ``name`` (a name, or its absolute path), found
+    as the job's user would find it; ActivationError when there is none."""
+    if name.startswith("/"):
+        candidates = [name]
+    else:
+        home = env.get("HOME") or "/"
+        roots = []
+        for var in ("CONDA_EXE", "MAMBA_EXE"):
+            exe = env.get(var, "")
+            if exe.startswith("/"):
+                roots.append(os.path.dirname(os.path.dirname(exe)))
+        roots += [os.path.join(home, r) for r in CONDA_HOME_ROOTS] + list(CONDA_SYSTEM_ROOTS)
+        dirs = [d for d in env.get("CONDA_ENVS_PATH", "").split(":") if d.startswith("/")]
+        candidates = list(roots) if name == "base" else []
+        candidates += [os.path.join(d, name) for d in dirs]
+        candidates += [os.path.join(r, "envs", name) for r in roots]
+        candidates += [p for p in _conda_listed(home) if os.path.basename(p) == name]
+    for prefix in candidates:
+        if ":" not in prefix and os.path.isdir(os.path.join(prefix, "conda-meta")):
+            return prefix  # (a ":" would split on PATH)
+    raise ActivationError(
+        f"no conda environment {name!r} on this host (looked in ~/.conda/environments.txt,"
+        " the envs of the usual conda installs, CONDA_ENVS_PATH and CONDA_EXE's install)"
+    )
+
+
+def activate(env: dict[str, str], activation: Any) -> dict[str, str]:
+    """``env`` with the environment activated the way ``activate`` scripts do it for
+    exec: its bin first on PATH, VIRTUAL_ENV or CONDA_PREFIX set; no shell involved."""
+    if not activation:
+        return env
+    kind, value = activation["kind"], activation["value"]
+    env = dict(env)
+    env.pop("PYTHONHOME", None)
+    if kind == "venv":
+        if not os.path.isfile(os.path.join(value, "pyvenv.cfg")):
+            raise ActivationError(f"{value} is not a virtual environment (no pyvenv.cfg there)")
+        prefix = value
+        env["VIRTUAL_ENV"] = prefix
+    else:
+        prefix = conda_prefix(value, env)
+        env["CONDA_PREFIX"] = prefix
+        env["CONDA_DEFAULT_ENV"] = os.path.basename(prefix) if value.startswith("/") else value
+        env["CONDA_SHLVL"] = "1"
+    path = env.get("PATH", "")
+    env["PATH"] = os.path.join(prefix, "bin") + (":" + path if path else "")
+    return env
 
 
 def proc_stat(pid: int) -> tuple[str, int] | None:
@@ -132,6 +220,8 @@ class Job:
             "argv": spec["argv"],
             "cwd": spec["cwd"],
             "gpu_uuids": spec.get("gpu_uuids", []),
+            "container": spec.get("container"),
+            "activation": spec.get("activation"),
             "time_limit_s": spec.get("time_limit_s"),
             "grace_s": spec.get("grace_s"),
             "created_at": round(time.time(), 3),
@@ -146,6 +236,9 @@ class Job:
             "exit_code": None,
             "signal": None,
             "timed_out": False,
+            "pty": bool(spec.get("pty")),
+            "idle_s": spec.get("idle_s"),
+            "idle_out": False,
             "error": None,
         }
 
@@ -177,6 +270,28 @@ class Job:
             os.close(fd)
         os.replace(STATE_TMP, STATE, src_dir_fd=self.dir_fd, dst_dir_fd=self.dir_fd)
 
+    def make_box(self) -> None:
+        """``BOX``, the job's user's (the runtime's client runs as them)."""
+        os.mkdir(BOX, 0o700, dir_fd=self.dir_fd)
+        if self.spec.get("switch_user"):
+            os.chown(
+                BOX, self.spec["uid"], self.spec["gid"], dir_fd=self.dir_fd, follow_symlinks=False
+            )
+
+    def write_script(self) -> None:
+        """The submit script's copy, the job's own (0700), never through a symlink."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(SCRIPT, flags, 0o700, dir_fd=self.dir_fd)
+        try:
+            if self.spec.get("switch_user"):
+                os.fchown(fd, self.spec["uid"], self.spec["gid"])
+            os.fchmod(fd, 0o700)
+            data = self.spec["script"].encode("utf-8")
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
+
     def open_log(self) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND | os.O_CLOEXEC
         fd = os.open(LOG, flags, 0o600, dir_fd=self.dir_fd)
@@ -196,11 +311,21 @@ def _pdeathsig() -> Any:
         return None
 
 
-def _child(spec: dict[str, Any], log_fd: int, err_w: int, prctl: Any, parent: int) -> None:
-    """In the forked child: become the job (never returns)."""
+def _child(  # noqa: PLR0917 (one call, in the forked child)
+    spec: dict[str, Any], log_fd: int, err_w: int, prctl: Any, parent: int, slave: int | None
+) -> None:
+    """In the forked child: become the job (never returns). ``slave``: an interactive
+    job's pty, its controlling terminal in a session of its own."""
     stage = "start"
     try:
-        os.setpgid(0, 0)
+        if slave is None:
+            os.setpgid(0, 0)
+        else:
+            os.setsid()  # session and process group leader: the pgid is the pid, as above
+            import fcntl
+            import termios
+
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
         for sig in (signal.SIGHUP, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
@@ -213,21 +338,85 @@ def _child(spec: dict[str, Any], log_fd: int, err_w: int, prctl: Any, parent: in
             prctl(1, signal.SIGKILL)  # after setuid, which clears it
             if os.getppid() != parent:
                 os._exit(137)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
+        if slave is None:
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(log_fd, 1)
+            os.dup2(log_fd, 2)
+        else:
+            for fd in (0, 1, 2):
+                os.dup2(slave, fd)
+            if slave > 2:
+                os.close(slave)
         os.umask(0o022)
+        env = spec["env"]
+        if spec.get("activation"):
+            stage = f"cannot activate {spec['activation']['kind']} {spec['activation']['value']}"
+            env = activate(env, spec["activation"])
         stage = f"cannot enter cwd {spec['cwd']}"
         os.chdir(spec["cwd"])
+        if spec.get("output"):
+            # Opened as the job's user, in its cwd: only where that user may write.
+            stage = f"cannot open the output file {spec['output']!r}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+            out = os.open(spec["output"], flags, 0o644)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
         stage = f"cannot run {spec['argv'][0]!r}"
-        os.execvpe(spec["argv"][0], spec["argv"], spec["env"])  # noqa: S606
+        os.execvpe(spec["argv"][0], spec["argv"], env)  # noqa: S606
     except BaseException as exc:
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         try:
             os.write(err_w, (f"{stage}: {reason}").encode("utf-8", "replace")[:ERROR_MAX])
         finally:
             os._exit(127)
+
+
+CLEANUP_TIMEOUT_S = 60.0
+
+
+def _run_as_job_user(spec: dict[str, Any], argv: list[str], timeout: float) -> int | None:
+    """Run ``argv`` as the job's user, without output; its exit status (None: it took
+    longer than ``timeout`` and was killed, or could not be run)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.setpgid(0, 0)
+            for sig in (signal.SIGHUP, signal.SIGPIPE, signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            if spec.get("switch_user"):
+                os.initgroups(spec["user_name"], spec["gid"])
+                os.setgid(spec["gid"])
+                os.setuid(spec["uid"])
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.chdir("/")
+            os.execve(argv[0], argv, spec["env"])  # noqa: S606
+        finally:
+            os._exit(127)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        signal.sigtimedwait({signal.SIGCHLD}, min(left, 0.5))
+
+
+def _clean_up(spec: dict[str, Any]) -> list[int | None] | None:
+    """Remove what the job leaves outside its process group (its container): the
+    ``cleanup`` commands' exit statuses, or None when there are none."""
+    commands = spec.get("cleanup") or []
+    if not commands:
+        return None
+    timeout = float(spec.get("cleanup_timeout_s") or CLEANUP_TIMEOUT_S)
+    return [_run_as_job_user(spec, list(argv), timeout) for argv in commands]
 
 
 def _read_all(fd: int) -> bytes:
@@ -240,14 +429,6 @@ def _read_all(fd: int) -> bytes:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
-
-
-def _killpg(pgid: int, sig: int) -> bool:
-    try:
-        os.killpg(pgid, sig)
-    except OSError:
-        return False
-    return True
 
 
 def _wait(job: Job, pid: int) -> None:
@@ -265,21 +446,26 @@ def _wait(job: Job, pid: int) -> None:
         now = time.monotonic()
         if term_at is not None and now >= term_at:
             term_at, timed_out = None, True
-            _killpg(pid, signal.SIGTERM)
+            killpg(pid, signal.SIGTERM)
             kill_at = now + grace
         if kill_at is not None and now >= kill_at:
             kill_at = None
-            _killpg(pid, signal.SIGKILL)
+            killpg(pid, signal.SIGKILL)
         wakes = [t for t in (term_at, kill_at) if t is not None]
         timeout = min(wakes) - now if wakes else 3600.0
         got = signal.sigtimedwait(watched, max(0.005, min(timeout, 3600.0)))
         if got is not None and got.si_signo == signal.SIGTERM and kill_at is None:
             # The host is shutting down (or someone stops the supervisor): pass it on.
-            _killpg(pid, signal.SIGTERM)
+            killpg(pid, signal.SIGTERM)
             kill_at = time.monotonic() + grace
     # The leader has exited but is not reaped, so its pgid cannot be reused yet:
     # whatever it left behind in its group goes now, with the job.
-    _killpg(pid, signal.SIGKILL)
+    killpg(pid, signal.SIGKILL)
+    _record_end(job, pid, timed_out)
+
+
+def _record_end(job: Job, pid: int, timed_out: bool, **extra: Any) -> dict[str, Any]:
+    """Reap the job's leader and write how it ended; the fields written."""
     _, status = os.waitpid(pid, 0)
     code: int | None = None
     name: str | None = None
@@ -291,13 +477,19 @@ def _wait(job: Job, pid: int) -> None:
             name = signal.Signals(num).name[3:]
         except ValueError:
             name = str(num)
-    job.update(
-        state="exited",
-        ended_at=round(time.time(), 3),
-        exit_code=code,
-        signal=name,
-        timed_out=timed_out,
-    )
+    cleaned = _clean_up(job.spec)  # before the end is told: the GPUs are free only after it
+    if cleaned is not None:
+        job.state["cleanup"] = cleaned
+    ended = {
+        "state": "exited",
+        "ended_at": round(time.time(), 3),
+        "exit_code": code,
+        "signal": name,
+        "timed_out": timed_out,
+        **extra,
+    }
+    job.update(**ended)
+    return ended
 
 
 def supervise(spec: dict[str, Any]) -> None:
@@ -316,12 +508,28 @@ def supervise(spec: dict[str, Any]) -> None:
         _report({"outcome": "refused", "error": f"cannot write {STATE}: {exc.strerror}"})
         return
     try:
+        what = BOX
+        if spec.get("container_box"):
+            job.make_box()
+        what = LOG
         log_fd = job.open_log()
+        if spec.get("output"):
+            os.write(log_fd, f"gputui: output goes to {spec['output']} (--output)\n".encode())
+        what = SCRIPT
+        if spec.get("script") is not None:
+            job.write_script()
     except OSError as exc:
-        error = f"cannot create {LOG}: {exc.strerror}"
-        job.update(state="failed-to-start", error=error, ended_at=round(time.time(), 3))
-        _report({"outcome": "failed", "error": error})
+        error = f"cannot create {what}: {exc.strerror}"
+        _failed_to_start(job, error)
         return
+    terminal: Terminal | None = None
+    if spec.get("pty"):
+        try:
+            terminal = Terminal(job, log_fd)
+        except OSError as exc:
+            error = f"cannot make the job's terminal: {exc.strerror}"
+            _failed_to_start(job, error)
+            return
     prctl = _pdeathsig()
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
     err_r, err_w = os.pipe()
@@ -329,18 +537,23 @@ def supervise(spec: dict[str, Any]) -> None:
     pid = os.fork()
     if pid == 0:
         os.close(err_r)
-        _child(spec, log_fd, err_w, prctl, parent)
+        _child(spec, log_fd, err_w, prctl, parent, terminal.slave if terminal else None)
     os.close(err_w)
-    os.close(log_fd)
-    with contextlib.suppress(OSError):  # the child did it already (and may have exec'd)
-        os.setpgid(pid, pid)
+    if terminal is None:
+        os.close(log_fd)
+    else:
+        terminal.child_started()
+    if terminal is None:
+        with contextlib.suppress(OSError):  # the child did it already (and may have exec'd)
+            os.setpgid(pid, pid)
     failure = _read_all(err_r)
     os.close(err_r)
     if failure:
         os.waitpid(pid, 0)
+        if terminal is not None:
+            terminal.close()
         error = failure.decode("utf-8", "replace")
-        job.update(state="failed-to-start", error=error, ended_at=round(time.time(), 3))
-        _report({"outcome": "failed", "error": error})
+        _failed_to_start(job, error)
         return
     stat = proc_stat(pid)
     job.update(
@@ -351,7 +564,12 @@ def supervise(spec: dict[str, Any]) -> None:
         started_at=round(time.time(), 3),
     )
     _report({"outcome": "started"})
-    _wait(job, pid)
+    if terminal is not None:
+        terminal.serve(
+            pid, lambda why: _record_end(job, pid, why == "time", idle_out=why == "idle")
+        )
+    else:
+        _wait(job, pid)
 
 
 def _valid(spec: Any) -> bool:
@@ -369,6 +587,12 @@ def _valid(spec: Any) -> bool:
         and isinstance(spec.get("argv"), list)
         and bool(spec["argv"])
     )
+
+
+def _failed_to_start(job: Job, error: str) -> None:
+    """Record that the job never started, and why, and tell the helper so."""
+    job.update(state="failed-to-start", error=error, ended_at=round(time.time(), 3))
+    _report({"outcome": "failed", "error": error})
 
 
 def main(spec: Any) -> int:

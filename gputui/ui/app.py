@@ -34,6 +34,7 @@ from textual.theme import BUILTIN_THEMES
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
+from gputui.common.i18n import N_, _
 from gputui.config.models import Config
 from gputui.health.board import HealthBoard
 from gputui.health.staleness import stale_limit
@@ -56,6 +57,7 @@ from gputui.ui.screens.main import MainScreen
 from gputui.ui.screens.notices import NoticesScreen
 from gputui.ui.screens.queue import QueueScreen
 from gputui.ui.screens.usage import UsageScreen
+from gputui.ui.screens.week import WeekScreen
 from gputui.ui.themes import (
     DEFAULT_THEME,
     GAUGE_DEFAULTS,
@@ -151,7 +153,11 @@ class GpuTuiApp(App[None]):
         if wanted not in themes and any(error.theme == wanted for error in errors):
             # The user's own theme file is broken: say so and carry on, never fail.
             fallback = config.theme if config.theme in themes else DEFAULT_THEME
-            self.theme_errors.append(f"theme {wanted!r} cannot be used; using {fallback}")
+            self.theme_errors.append(
+                _("theme {wanted} cannot be used; using {fallback}").format(
+                    wanted=repr(wanted), fallback=fallback
+                )
+            )
             wanted = fallback
         self.theme = resolve_theme(wanted, themes)
         self._unsubscribe: Callable[[], None] | None = None
@@ -186,7 +192,7 @@ class GpuTuiApp(App[None]):
         self.fallback = DirectFallback(self, direct)
         """From the head's stream to SSH of the console's own (``S``)."""
         if direct is not None:  # only a console on the head's stream has it
-            self.bind("S", "direct", description="Direct SSH", show=False)
+            self.bind("S", "direct", description=N_("Direct SSH"), show=False)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -208,7 +214,7 @@ class GpuTuiApp(App[None]):
 
     def on_mount(self) -> None:
         for error in self.theme_errors:
-            self.notify(error, title="theme skipped", severity="warning", markup=False)
+            self.notify(error, title=_("theme skipped"), severity="warning", markup=False)
         self._unsubscribe = self.source.subscribe(self.intake.on_snapshot)
         for snapshot in self.source.snapshots().values():
             self.intake.on_snapshot(snapshot)
@@ -248,7 +254,7 @@ class GpuTuiApp(App[None]):
             work,
             name="telemetry",
             group="telemetry",
-            description="connecting to the GPU hosts",
+            description=_("connecting to the GPU hosts"),
             exit_on_error=False,
         )
 
@@ -298,9 +304,11 @@ class GpuTuiApp(App[None]):
             return
         worker = event.worker
         error = worker.error
-        reason = f"{type(error).__name__}: {error}" if error is not None else "unknown error"
+        reason = f"{type(error).__name__}: {error}" if error is not None else _("unknown error")
         self.notify(
-            f"{worker.description or worker.name} failed: {reason}",
+            _("{work} failed: {reason}").format(
+                work=worker.description or worker.name, reason=reason
+            ),
             severity="error",
             timeout=10,
             markup=False,
@@ -377,7 +385,7 @@ class GpuTuiApp(App[None]):
         names = self.cycle_themes
         index = names.index(self.theme) + 1 if self.theme in names else 0
         self.theme = names[index % len(names)]
-        self.notify(f"theme: {self.theme}", timeout=1.5, markup=False)
+        self.notify(_("theme: {name}").format(name=self.theme), timeout=1.5, markup=False)
 
     def watch_theme(self, theme: str) -> None:
         if self.screen_stack:
@@ -408,6 +416,9 @@ class GpuTuiApp(App[None]):
     def on_queue_screen_submit_wanted(self, message: QueueScreen.SubmitWanted) -> None:
         self.head.forms.open_submit()
 
+    def on_queue_screen_attach_wanted(self, message: QueueScreen.AttachWanted) -> None:
+        self.head.jobs.attach(message.job_id)
+
     def on_queue_screen_job_action(self, message: QueueScreen.JobAction) -> None:
         self.head.jobs.act(message)
 
@@ -417,5 +428,11 @@ class GpuTuiApp(App[None]):
     def on_usage_screen_wanted(self, message: UsageScreen.Wanted) -> None:
         self.head.usage.fetch(message)
 
+    def on_week_screen_wanted(self, message: WeekScreen.Wanted) -> None:
+        self.head.week.fetch(message)
+
     def on_audit_screen_wanted(self, message: AuditScreen.Wanted) -> None:
         self.head.audit.fetch(message)
+
+    def on_notices_screen_wanted(self, message: NoticesScreen.Wanted) -> None:
+        self.head.notice_history.fetch(message)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from textual.app import App
 
+from gputui.common.i18n import _
 from gputui.common.text import clean
 
 ASK_TMUX_S = 1.0
@@ -38,12 +39,12 @@ def outcome(in_tmux: bool, setting: str | None) -> Copied:
     """What a copy did, given whether the console runs inside tmux and tmux's
     ``set-clipboard`` (None: unknown)."""
     if not in_tmux:
-        return Copied(True, "sent to the terminal clipboard (OSC 52)")
+        return Copied(True, _("sent to the terminal clipboard (OSC 52)"))
     if setting == "on":
-        return Copied(True, "sent to the clipboard through tmux (OSC 52)")
+        return Copied(True, _("sent to the clipboard through tmux (OSC 52)"))
     if setting in ("external", "off"):
-        return Copied(False, f"tmux drops OSC 52: run `{ENABLE}`")
-    return Copied(False, f"OSC 52 sent; tmux may drop it: `{ENABLE}`")
+        return Copied(False, _("tmux drops OSC 52: run `{command}`").format(command=ENABLE))
+    return Copied(False, _("OSC 52 sent; tmux may drop it: `{command}`").format(command=ENABLE))
 
 
 async def tmux_setting(env: Mapping[str, str], timeout: float = ASK_TMUX_S) -> str | None:

@@ -17,6 +17,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from gputui.common.i18n import _
 from gputui.ui.commands import MAX_LINE
 
 MAX_ENTRIES = 200
@@ -50,33 +51,33 @@ class CommandHistory:
         except FileNotFoundError:
             return
         except OSError as exc:
-            self._ignore(path, exc.strerror or "cannot be read")
+            self._ignore(path, exc.strerror or _("cannot be read"))
             return
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if st.st_uid != os.getuid():
-                self._ignore(path, "it belongs to another user")
+                self._ignore(path, _("it belongs to another user"))
                 return
             if not stat.S_ISREG(st.st_mode):
-                self._ignore(path, "not a plain file")
+                self._ignore(path, _("not a plain file"))
                 return
             data = f.read(MAX_BYTES + 1)
         if len(data) > MAX_BYTES:
-            self._ignore(path, f"larger than {MAX_BYTES // 1024} KiB")
+            self._ignore(path, _("larger than {size} KiB").format(size=MAX_BYTES // 1024))
             return
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            self._ignore(path, "not UTF-8 text")
+            self._ignore(path, _("not UTF-8 text"))
             return
         lines = text.splitlines()
         if any(len(line) > MAX_LINE or not line.isprintable() for line in lines):
-            self._ignore(path, "a line is too long or not printable")
+            self._ignore(path, _("a line is too long or not printable"))
             return
         self.entries = [line for line in lines if line.strip()][-MAX_ENTRIES:]
 
     def _ignore(self, path: Path, why: str) -> None:
-        self.problem = f"command history {path} ignored: {why}"
+        self.problem = _("command history {path} ignored: {why}").format(path=path, why=why)
         self.path = None  # never written over: the user may want to look at it
 
     def add(self, line: str) -> None:

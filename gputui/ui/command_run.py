@@ -18,6 +18,7 @@ from textual.app import App
 from textual.screen import ModalScreen
 from textual.widgets import Input
 
+from gputui.common.i18n import _
 from gputui.common.text import clean
 from gputui.ui.command_history import CommandHistory, history_path
 from gputui.ui.commands import Order, Refused, parse
@@ -92,7 +93,7 @@ class CommandRunner:
         """Parse ``line`` and do it, or say why not in one line."""
         order = parse(line, *self.choices())
         if isinstance(order, Refused):
-            self.app.notify(order.line, title="command", severity="error", markup=False)
+            self.app.notify(order.line, title=_("command"), severity="error", markup=False)
             return
         await self.run(order)
 
@@ -108,7 +109,7 @@ class CommandRunner:
             console.action_health()
         elif verb in ROW_KEYS:
             if head.link is None:
-                head.asks.refuse(verb, "no head configured (add a head: section)")
+                head.asks.refuse(verb, _("no head configured (add a head: section)"))
                 return
             head.key(ROW_KEYS[verb], console.main.grid.cursor_row)
         elif verb == "claim":
@@ -145,7 +146,9 @@ class CommandRunner:
         head = self.console.head
         asks = head.asks
         count = request.get("gpus") or len(request.get("gpu_refs") or ())
-        what = f"claim {count} GPU{'s' if count != 1 else ''}"
+        what = (_("claim {count} GPU") if count == 1 else _("claim {count} GPUs")).format(
+            count=count
+        )
         link = asks.usable(what, "claim")
         if link is None:
             return
@@ -154,22 +157,23 @@ class CommandRunner:
             result = await asks.call(link, what, "claim", lambda b: b.claim(**sent))
             if result is not None:
                 answer = result.get("claim") or {}
-                await head.claims.answered(link, f"{count} GPU(s)", answer)
+                await head.claims.answered(link, _("{count} GPU(s)").format(count=count), answer)
 
         view = link.view
-        if request.get("gpus", 1) <= 1 or view is None:
+        if request.get("gpus", 1) <= 1 or view is None or request.get("mig"):
             asks.request(what, claim(request))
             return
         plan = plan_claim(view, head.model, request)
         if plan.cannot_wait(request):
-            asks.refuse(what, f"no host has {plan.count} free GPUs{plan.where} now (--no-wait)")
+            said = _("no host has {count} free GPUs{where} now (--no-wait)")
+            asks.refuse(what, said.format(count=plan.count, where=plan.where_after()))
             return
 
         def answered(yes: bool | None) -> None:
             if yes:
                 asks.request(what, claim(plan.request(request)))
             else:
-                self.app.notify("not sent: nothing was claimed", title=what, markup=False)
+                self.app.notify(_("not sent: nothing was claimed"), title=what, markup=False)
 
         self.app.push_screen(ConfirmScreen(plan.question(request), plan.label), answered)
 

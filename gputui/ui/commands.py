@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from typing import Any, NoReturn
 
 from gputui.common.argtypes import gpu_count
 from gputui.common.durations import parse_duration
+from gputui.common.i18n import N_, _
+from gputui.common.mig_profile import mig_arg
 from gputui.common.text import clean
 
 MAX_LINE = 500
@@ -49,6 +52,7 @@ def claim_parser() -> argparse.ArgumentParser:
     c.add_argument("-g", "--gpus", type=gpu_count)
     c.add_argument("--pool")
     c.add_argument("--model")
+    c.add_argument("--mig", type=mig_arg)
     c.add_argument("--host")
     c.add_argument("--for", dest="duration", type=parse_duration)
     c.add_argument("--note", default="")
@@ -70,26 +74,27 @@ class Verb:
 
 
 VERBS: tuple[Verb, ...] = (
-    Verb("queue", "The job queue, logs and actions", ("jobs",)),
-    Verb("usage", "GPU-hours per user and group, utilisation by hour"),
-    Verb("health", "Every problem in the cluster, ranked"),
-    Verb("audit", "Who did what, when and why"),
-    Verb("claim", "Claim GPUs, as gputui claim: :claim 2 --pool a100", takes="[ARGS]"),
-    Verb("release", "Release your claim on the selected GPU (host line: all there)"),
-    Verb("submit", "Enqueue a job (a form)"),
-    Verb("env", "Copy the CUDA_VISIBLE_DEVICES line for the selected host"),
-    Verb("drain", "Drain or undrain the selected GPU or host (admins; asks why)"),
-    Verb("force-free", "Take the selected GPU back (admins; asks why)"),
-    Verb("sort", "Sort the GPUs by KEY", takes="KEY"),
-    Verb("filter", "Filter the GPUs by host, pool, model or user", takes="[TEXT]"),
-    Verb("group", "Group by host, or one list across all hosts"),
-    Verb("tree", "The processes as a tree per GPU (parents, container), or flat"),
-    Verb("retry", "Reconnect the selected host now"),
-    Verb("theme", "Next theme, or the one named", takes="[NAME]"),
-    Verb("help", "Every key and command", ("h", "?")),
-    Verb("quit", "Quit gputui", ("q", "q!", "exit")),
+    Verb("queue", N_("The job queue, logs and actions"), ("jobs",)),
+    Verb("usage", N_("GPU-hours per user and group, utilisation by hour")),
+    Verb("health", N_("Every problem in the cluster, ranked")),
+    Verb("audit", N_("Who did what, when and why")),
+    Verb("claim", N_("Claim GPUs, as gputui claim: :claim 2 --pool a100"), takes="[ARGS]"),
+    Verb("release", N_("Release your claim on the selected GPU (host line: all there)")),
+    Verb("submit", N_("Enqueue a job (a form)")),
+    Verb("env", N_("Copy the CUDA_VISIBLE_DEVICES line for the selected host")),
+    Verb("drain", N_("Drain or undrain the selected GPU or host (admins; asks why)")),
+    Verb("force-free", N_("Take the selected GPU back (admins; asks why)")),
+    Verb("sort", N_("Sort the GPUs by KEY"), takes="KEY"),
+    Verb("filter", N_("Filter the GPUs by host, pool, model or user"), takes="[TEXT]"),
+    Verb("group", N_("Group by host, or one list across all hosts")),
+    Verb("tree", N_("The processes as a tree per GPU (parents, container), or flat")),
+    Verb("retry", N_("Reconnect the selected host now")),
+    Verb("theme", N_("Next theme, or the one named"), takes="[NAME]"),
+    Verb("help", N_("Every key and command"), ("h", "?")),
+    Verb("quit", N_("Quit gputui"), ("q", "q!", "exit")),
 )
-"""Every command of the ``:`` line and the palette, in the order the palette lists them."""
+"""Every command of the ``:`` line and the palette, in the order the palette lists them
+(``help`` is marked for the catalogue: where it is shown, ``_(verb.help)``)."""
 
 _BY_NAME = {spelling: verb for verb in VERBS for spelling in (verb.name, *verb.aliases)}
 
@@ -115,19 +120,30 @@ class Refused:
 def parse(text: str, sort_keys: Sequence[str], themes: Sequence[str]) -> Order | Refused:
     """One typed line (with or without its leading ``:``) as an ``Order``, or why not."""
     if len(text) > MAX_LINE:
-        return Refused(f"command too long ({len(text)} characters, at most {MAX_LINE})")
+        return Refused(
+            _("command too long ({length} characters, at most {most})").format(
+                length=len(text), most=MAX_LINE
+            )
+        )
     try:
         words = shlex.split(text.strip().removeprefix(":"))
     except ValueError as exc:
-        return Refused(f"cannot read the command: {exc}")
+        if "quotation" in str(exc):
+            return Refused(_("cannot read the command: a quote is not closed"))
+        if "escaped" in str(exc):
+            return Refused(_("cannot read the command: it ends in a lone backslash"))
+        return Refused(_("cannot read the command: {error}").format(error=exc))
     if not words:
-        return Refused("no command: type one, e.g. :queue (Tab completes, :help lists them)")
+        return Refused(_("no command: type one, e.g. :queue (Tab completes, :help lists them)"))
     name, rest = words[0].lower(), words[1:]
     verb = _BY_NAME.get(name)
     if verb is None:
         near = difflib.get_close_matches(name, [v.name for v in VERBS], n=1, cutoff=0.6)
-        hint = f"; did you mean :{near[0]}?" if near else ""
-        return Refused(f"unknown command :{clean(words[0], 40)}{hint} (:help lists them)")
+        typed = clean(words[0], 40)
+        if near:
+            said = _("unknown command :{typed}; did you mean :{near}? (:help lists them)")
+            return Refused(said.format(typed=typed, near=near[0]))
+        return Refused(_("unknown command :{typed} (:help lists them)").format(typed=typed))
     if verb.name == "claim":
         return _claim(rest)
     if verb.name == "sort":
@@ -137,7 +153,8 @@ def parse(text: str, sort_keys: Sequence[str], themes: Sequence[str]) -> Order |
     if verb.name == "filter":
         return Order("filter", clean(" ".join(rest), MAX_TEXT))
     if rest:
-        return Refused(f":{verb.name} takes nothing (given: {clean(' '.join(rest), 40)})")
+        said = _(":{verb} takes nothing (given: {given})")
+        return Refused(said.format(verb=verb.name, given=clean(" ".join(rest), 40)))
     return Order(verb.name)
 
 
@@ -146,9 +163,12 @@ def _choice(
 ) -> Order | Refused:
     listed = ", ".join(choices)
     if not rest:
-        return Refused(f":{verb} needs one of: {listed}") if required else Order(verb)
+        if required:
+            return Refused(_(":{verb} needs one of: {choices}").format(verb=verb, choices=listed))
+        return Order(verb)
     if len(rest) > 1 or rest[0] not in choices:
-        return Refused(f":{verb} {clean(' '.join(rest), 40)}: not one of {listed}")
+        said = _(":{verb} {given}: not one of {choices}")
+        return Refused(said.format(verb=verb, given=clean(" ".join(rest), 40), choices=listed))
     return Order(verb, rest[0])
 
 
@@ -156,31 +176,58 @@ def _claim(rest: list[str]) -> Order | Refused:
     """``:claim`` read by ``gputui claim``'s own parser: its flags, types and ranges."""
     if any(word in ("-h", "--help") for word in rest):
         return Refused(
-            "claim: [GPU ...] [-g N] [--pool P] [--model M] [--host H] [--for 2h] "
-            "[--note TEXT] [--project P] [--no-wait]"
+            _(
+                "claim: [GPU ...] [-g N] [--pool P] [--model M] [--mig PROFILE] [--host H] "
+                "[--for 2h] [--note TEXT] [--project P] [--no-wait]"
+            )
         )
     if rest and rest[0].isdigit():  # ``:claim 2``: a count, as -g 2 (a GPU is HOST:INDEX)
         rest = ["-g", *rest]
     try:
         args = claim_parser().parse_args(rest)
     except (_Bad, argparse.ArgumentError) as exc:
-        return Refused(clean(f"claim: {exc}", 200))
+        return Refused(clean(_argparse_line(str(exc)), 200))
     return _claim_request(args)
+
+
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)", re.DOTALL)
+_NO_VALUE = re.compile(r"argument (\S+): expected one argument")
+_INVALID = re.compile(r"argument (\S+): invalid (\S+) value: (.*)", re.DOTALL)
+_BAD_VALUE = re.compile(r"argument (\S+): (.*)", re.DOTALL)
+
+
+def _argparse_line(message: str) -> str:
+    """What ``claim_parser`` refused, as the one line said: argparse's own words are
+    English whatever the language, so its usual ones are said here (in English as
+    argparse says them); a type's own message (``not a duration: …``) is looked up."""
+    if found := _UNRECOGNIZED.fullmatch(message):
+        return _("claim: unrecognized arguments: {args}").format(args=found.group(1))
+    if found := _NO_VALUE.fullmatch(message):
+        return _("claim: argument {flag}: expected one argument").format(flag=found.group(1))
+    if found := _INVALID.fullmatch(message):
+        return _("claim: argument {flag}: invalid {type} value: {value}").format(
+            flag=found.group(1), type=found.group(2), value=found.group(3)
+        )
+    if found := _BAD_VALUE.fullmatch(message):
+        return _("claim: argument {flag}: {why}").format(flag=found.group(1), why=_(found.group(2)))
+    return _("claim: {error}").format(error=message)
 
 
 def _claim_request(a: argparse.Namespace) -> Order | Refused:
     if a.json:
-        return Refused("claim: --json is for the command line, not the console")
+        return Refused(_("claim: --json is for the command line, not the console"))
     if a.gpus is not None and a.gpu:
-        return Refused("claim: name GPUs or give -g N, not both")
+        return Refused(_("claim: name GPUs or give -g N, not both"))
     if a.duration is not None and not 0 < a.duration <= MAX_CLAIM_S:
-        return Refused(f"claim: --for at most {int(MAX_CLAIM_S // 86_400)} days")
+        days = int(MAX_CLAIM_S // 86_400)
+        return Refused(_("claim: --for at most {days} days").format(days=days))
     texts = {"pool": a.pool, "model": a.model, "host": a.host, "project": a.project}
     for label, value in (*texts.items(), ("note", a.note)):
         if value is not None and (len(value) > MAX_TEXT or clean(value, MAX_TEXT) != value):
-            return Refused(f"claim: --{label} must be printable, at most {MAX_TEXT} characters")
+            said = _("claim: --{flag} must be printable, at most {most} characters")
+            return Refused(said.format(flag=label, most=MAX_TEXT))
     if len(a.gpu) > 64 or any(len(ref) > 128 or clean(ref, 128) != ref for ref in a.gpu):
-        return Refused("claim: GPUs are HOST:INDEX or uuids, at most 64 of them")
+        return Refused(_("claim: GPUs are HOST:INDEX or uuids, at most 64 of them"))
     request: dict[str, Any] = {"note": a.note, "wait": not a.no_wait}
     if a.gpu:
         request["gpu_refs"] = list(a.gpu)
@@ -189,6 +236,8 @@ def _claim_request(a: argparse.Namespace) -> Order | Refused:
     request |= {key: value for key, value in texts.items() if value}
     if a.duration is not None:
         request["duration_s"] = a.duration
+    if a.mig is not None:
+        request["mig"] = a.mig
     return Order("claim", claim=request)
 
 

@@ -15,12 +15,11 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
+from gputui.common.i18n import N_, _
 from gputui.telemetry import HostControl, ReadOnly, TelemetrySource
 
-OFFER = (
-    "head unreachable ({why}): press S to watch the hosts over SSH directly"
-    " (or start with gputui --direct)"
-)
+OFFER = N_("head unreachable: press S for direct SSH (or start with gputui --direct) — {why}")
+"""The key first: the notice line of an 80-column terminal cuts the rest (N shows it all)."""
 CLOSE_TIMEOUT_S = 5.0
 
 
@@ -59,13 +58,13 @@ class DirectFallback:
         if not self.available or self._offered:
             return
         self._offered = True
-        self.app.notify(OFFER.format(why=why), severity="warning", timeout=15, markup=False)
+        self.app.notify(_(OFFER).format(why=why), severity="warning", timeout=15, markup=False)
 
     def switch(self) -> None:
         """``S``: replace the head's stream with the console's own SSH sessions."""
         if self._make is None or self.switched:
             self.app.notify(
-                "no head stream to leave: this console watches the hosts directly",
+                _("no head stream to leave: this console watches the hosts directly"),
                 timeout=3,
                 markup=False,
             )
@@ -73,7 +72,7 @@ class DirectFallback:
         self.switched = True
         app, old, new = self.app, self.app.source, self._make()
         app.replace_source(new, new if isinstance(new, HostControl) else ReadOnly())
-        app.notify("watching the hosts over SSH directly", timeout=3, markup=False)
+        app.notify(_("watching the hosts over SSH directly"), timeout=3, markup=False)
         app.run_source(_swap(old, new))
 
 

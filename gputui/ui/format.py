@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from gputui.common.durations import coarse_text
+from gputui.common.i18n import N_, _
 from gputui.common.text import cells as cell_count
 from gputui.common.text import cut
 from gputui.common.text import fit as fit_cells
@@ -22,7 +23,7 @@ _PREFIXES = ("NVIDIA ", "Tesla ", "GeForce ", "Quadro ")
 def short_model(name: str | None) -> str:
     """``"NVIDIA A100-SXM4-80GB"`` -> ``"A100-SXM4-80GB"``: the vendor says nothing new."""
     if not name:
-        return "unknown"
+        return _("unknown")
     for prefix in _PREFIXES:
         if name.startswith(prefix):
             name = name[len(prefix) :]
@@ -47,9 +48,30 @@ def host_status_text(snapshot: HostSnapshot, now: float, stale_limit_s: float) -
     status = snapshot.status
     age = snapshot.age(now)
     if status is HostStatus.LIVE or status is HostStatus.STALE:
-        word = "stale" if snapshot_is_stale(snapshot, now, stale_limit_s) else "live"
+        stale = snapshot_is_stale(snapshot, now, stale_limit_s)
+        word = status_word(HostStatus.STALE if stale else HostStatus.LIVE)
         return f"{word} {data_age(age)}"
-    return str(status.value)
+    return status_word(status)
+
+
+STATUS_WORDS = {
+    HostStatus.CONNECTING: N_("connecting"),
+    HostStatus.LIVE: N_("live"),
+    HostStatus.STALE: N_("stale"),
+    HostStatus.UNREACHABLE: N_("unreachable"),
+    HostStatus.AUTH_FAILED: N_("auth failed"),
+    HostStatus.HOST_KEY_UNKNOWN: N_("host key unknown"),
+    HostStatus.HOST_KEY_CHANGED: N_("host key changed"),
+    HostStatus.HELPER_ERROR: N_("helper error"),
+    HostStatus.NVML_ERROR: N_("nvml error"),
+    HostStatus.STOPPED: N_("stopped"),
+}
+"""A host's status as a person reads it (its value, in English, is also its code)."""
+
+
+def status_word(status: HostStatus) -> str:
+    """``status`` in the reader's language: ``unreachable``, ``host key changed``."""
+    return _(STATUS_WORDS.get(status, status.value))
 
 
 def duration(seconds: float | None) -> str:
@@ -124,7 +146,9 @@ def retry_in(next_retry_at: float | None, now: float) -> str:
     if next_retry_at is None:
         return ""
     left = max(0.0, next_retry_at - now)
-    return f"retry in {duration(left) if left >= 1 else 'now'}"
+    if left < 1:
+        return _("retry now")
+    return _("retry in {time}").format(time=duration(left))
 
 
 def truncate(text: str, width: int) -> str:

@@ -11,8 +11,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from gputui.common.gpu_label import model_label
+from gputui.common.i18n import _
 from gputui.ui.format import short_model
-from gputui.wire.messages import GpuInfo, GpuSample, Parent, ProcessSample
+from gputui.wire.messages import GpuInfo, GpuSample, MigInfo, MigSample, Parent, ProcessSample
 
 HISTORY_POINTS = 300
 
@@ -30,6 +31,14 @@ class GpuRow:
 
     host: str
     index: int
+
+
+@dataclass(frozen=True, slots=True)
+class SliceRow(GpuRow):
+    """A MIG slice of a GPU, on the line under its GPU: by its MIG device index
+    (``slot``). It is a ``GpuRow``: selecting it selects its GPU."""
+
+    slot: int
 
 
 Row = HostRow | GpuRow
@@ -68,7 +77,24 @@ class GpuView:
     def label(self) -> str:
         """The model's short label (``A100-80G``), for a narrow column."""
         info = self.info
-        return model_label(info.name, info.memory_total_mib) if info is not None else "unknown"
+        return model_label(info.name, info.memory_total_mib) if info is not None else _("unknown")
+
+    @property
+    def slices(self) -> tuple[MigInfo, ...]:
+        """Its MIG slices as ``hello`` listed them (none: MIG off)."""
+        return self.info.mig if self.info is not None else ()
+
+    def slice_rows(self) -> list[SliceRow]:
+        """The rows of its MIG slices, in MIG device order."""
+        return [SliceRow(self.host, self.index, s.index) for s in self.slices]
+
+    def slice_sample(self, slot: int) -> MigSample | None:
+        """Slice ``slot``'s latest readings (None: not in the latest sample)."""
+        if self.sample is not None:
+            for s in self.sample.mig:
+                if s.index == slot:
+                    return s
+        return None
 
     @property
     def processes(self) -> tuple[ProcessSample, ...]:

@@ -3,7 +3,8 @@ and what the GPU grid's columns mean.
 
 Gathered from the bindings of the screens and widgets themselves (so the help never
 falls behind a key), plus the head's sections when a head is configured; the help
-screen (``screens.help``) only lays them out.
+screen (``screens.help``) only lays them out. Titles and what each key does are
+shown in the chosen language (``gputui.common.i18n``); the keys themselves are not.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 from textual.binding import BindingType
 
+from gputui.common.i18n import _
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.health import HealthScreen
 from gputui.ui.screens.help import HelpSection, section
@@ -27,7 +29,8 @@ def help_sections(
     """The help's sections: the app's own keys (``anywhere``), then each screen's and
     widget's, the head's (``head_sections``), the confirmation's, mouse and focus."""
     title, confirm = section("Confirmation (SIGTERM / SIGKILL)", ConfirmScreen.BINDINGS)
-    return [
+    legend = [(_(column), _(meaning)) for column, meaning in GRID_LEGEND]
+    sections: list[HelpSection] = [
         section("Anywhere", anywhere),
         section(
             "Main screen",
@@ -35,7 +38,7 @@ def help_sections(
         ),
         section("GPU grid", GpuGrid.BINDINGS),
         section("Any table (processes, queue, audit, health)", ROW_KEYS),
-        ("GPU grid columns (narrow panes leave out POWER, OWNERS, FAN, SM)", GRID_LEGEND),
+        ("GPU grid columns (narrow panes leave out POWER, OWNERS, FAN, SM)", legend),
         section("Health view (h)", HealthScreen.BINDINGS),
         *head_sections,
         (title, [*confirm, ("Enter", "Press the focused button (Cancel at first)")]),
@@ -43,7 +46,11 @@ def help_sections(
             "Mouse and focus",
             [
                 ("Tab", "Move between the grid, processes and filter"),
-                ("Click", "Select a row; click ▾/▸ or double-click to fold a host"),
+                (_("Click"), "Select a row; click ▾/▸ or double-click to fold a host"),
             ],
         ),
+    ]
+    return [
+        (_(name), rows if rows is legend else [(key, _(text)) for key, text in rows])
+        for name, rows in sections
     ]

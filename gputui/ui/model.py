@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
 from gputui.health import Flag, Severity, gpu_flags, host_severity, temp_severity
 from gputui.telemetry import HostSnapshot, HostStatus
@@ -103,15 +104,17 @@ def _num(value: float | None) -> float:
 
 
 SORT_KEYS: tuple[SortKey, ...] = (
-    SortKey("host", "host order", None),
-    SortKey("util", "utilisation", lambda g: _num(g.util)),
-    SortKey("mem", "memory used", lambda g: _num(g.mem_used)),
-    SortKey("temp", "temperature", lambda g: _num(g.temp)),
-    SortKey("power", "power", lambda g: _num(g.power)),
-    SortKey("free", "free (unclaimed and idle) first", lambda g: _num(g.mem_free), True),
+    SortKey("host", N_("host order"), None),
+    SortKey("util", N_("utilisation"), lambda g: _num(g.util)),
+    SortKey("mem", N_("memory used"), lambda g: _num(g.mem_used)),
+    SortKey("temp", N_("temperature"), lambda g: _num(g.temp)),
+    SortKey("power", N_("power"), lambda g: _num(g.power)),
+    SortKey("free", N_("free (unclaimed and idle) first"), lambda g: _num(g.mem_free), True),
 )
 
 FREE_WORD = "free"
+CLOCKS_LOW = "CLK-LOW"
+"""The STATE marker of a GPU whose clocks the head locked low (held but idle)."""
 """This word in the filter keeps the free GPUs (``ClusterModel.is_free``), not the text."""
 
 
@@ -129,6 +132,8 @@ class ClusterModel:
         self.head_states: dict[str, str] = {}
         """GPU uuid -> ``unhealthy`` (fenced by the head) or ``drained`` (an admin)."""
         """GPU uuid -> its processes that its owner holds nothing for (the head's flags)."""
+        self.clock_locks: frozenset[str] = frozenset()
+        """GPUs held but idle whose clocks the head locked low (``power.mode: lock``)."""
 
     # -- updates -----------------------------------------------------------------
 
@@ -176,6 +181,13 @@ class ClusterModel:
             return []
         return [g.row for g in self.iter_gpus() if g.uuid in moved]
 
+    def set_clock_locks(self, locked: frozenset[str]) -> list[GpuRow]:
+        """Take which GPUs the head has locked low; the rows that changed."""
+        moved, self.clock_locks = self.clock_locks ^ locked, locked
+        if not moved:
+            return []
+        return [g.row for g in self.iter_gpus() if g.uuid in moved]
+
     # -- queries -----------------------------------------------------------------
 
     def flagged(self, gpus: Iterable[GpuView]) -> frozenset[tuple[str, int]]:
@@ -198,7 +210,8 @@ class ClusterModel:
         """What is wrong with a GPU, worst first; empty means it is fine. The head's
         fence comes first (``FENCE``), its drain (``DRAIN``) and ownership flags last:
         ``ROGUE`` / ``STRAY``, critical once ``enforce`` will signal (or has
-        signalled) the process."""
+        signalled) the process; ``CLK-LOW`` (held but idle, its clocks locked low by
+        the head) after them all."""
         flags = gpu_flags(gpu.sample, self.events(gpu.row), now, self.health)
         state = self.head_states.get(gpu.uuid)
         if state == "unhealthy":
@@ -210,6 +223,8 @@ class ClusterModel:
             for label in dict.fromkeys(f.label for f in owned):
                 enforced = any(f.enforced for f in owned if f.label == label)
                 flags.append(Flag(label, "crit" if enforced else "warn"))
+        if gpu.uuid in self.clock_locks:
+            flags.append(Flag(CLOCKS_LOW, "info"))
         return flags
 
     def temp_severity(self, temp: int | None) -> Severity:
@@ -236,20 +251,28 @@ class ClusterModel:
 
         if not grouped:
             flat = [g for e in self.hosts.values() for g in e.gpus.values() if wanted(g)]
-            rows.extend(g.row for g in self._sorted(flat, sort))
+            for g in self._sorted(flat, sort):
+                rows.append(g.row)
+                rows.extend(g.slice_rows())  # a MIG card's slices, under it
             return rows
         for entry in self.hosts.values():
             if not terms and not free and sort.value is None:  # the usual case: no GpuView
                 rows.append(HostRow(entry.name))
                 if entry.name not in folded:
-                    rows.extend(GpuRow(entry.name, index) for index in entry.indices)
+                    for index in entry.indices:
+                        rows.append(GpuRow(entry.name, index))
+                        gpu = entry.gpus.get(index)
+                        if gpu is not None and gpu.slices:
+                            rows.extend(gpu.slice_rows())
                 continue
             gpus = [g for g in entry.gpus.values() if wanted(g)]
             if not gpus and (free or (terms and not _matches_text(entry.haystack, terms))):
                 continue
             rows.append(HostRow(entry.name))
             if entry.name not in folded:
-                rows.extend(g.row for g in self._sorted(gpus, sort))
+                for g in self._sorted(gpus, sort):
+                    rows.append(g.row)
+                    rows.extend(g.slice_rows())
         return rows
 
     def is_free(self, gpu: GpuView) -> bool:

@@ -26,7 +26,12 @@ from typing import Any, NoReturn
 
 from textual.app import App
 
+from gputui.common.i18n import N_, _
 from gputui.ui.app import CLOSE_TIMEOUT_S
+
+Why = tuple[str, dict[str, str]]
+"""Why the process ends: an English message (marked) and its fields, said at the end
+in the reader's language."""
 
 TERMINAL_GONE = 129
 """Exit status when the terminal hung up (128 + SIGHUP, as a shell reports it)."""
@@ -122,7 +127,7 @@ class SignalExit:
         self._closed = threading.Event()
         self._armed = threading.Event()  # the first exit signal came
         self._now = threading.Event()  # a second one came: no more grace
-        self._why = ""
+        self._why: Why = ("", {})
         self._last = 0  # the signal that ends it: the first, or the second when one came
 
     @property
@@ -172,23 +177,26 @@ class SignalExit:
         # Flags and a hand-off only: the deadline thread does the rest.
         with self._lock:
             if self.received is not None:
-                self._why = f"{_signal_name(signum)} again: stopped at once"
+                self._why = (
+                    N_("{signal} again: stopped at once"),
+                    {"signal": _signal_name(signum)},
+                )
                 self._last = signum
                 self._now.set()
             else:
-                self._begin(
-                    signum, f"did not stop within {self.grace_s:g} s of {_signal_name(signum)}"
-                )
+                why = N_("did not stop within {seconds} s of {signal}")
+                fields = {"seconds": f"{self.grace_s:g}", "signal": _signal_name(signum)}
+                self._begin(signum, (why, fields))
 
     def _watch_terminal(self, fd: int) -> None:
         while not self._closed.wait(HANGUP_POLL_S):
             if not _terminal_alive(fd):
                 with self._lock:
                     if self.received is None:
-                        self._begin(signal.SIGHUP, "the terminal hung up")  # TERMINAL_GONE
+                        self._begin(signal.SIGHUP, (N_("the terminal hung up"), {}))
                 return
 
-    def _begin(self, signum: int, why: str) -> None:
+    def _begin(self, signum: int, why: Why) -> None:
         """The first exit signal: arm the deadline, ask the loop to end the app."""
         self.received = self._last = signum
         self._why = why
@@ -217,7 +225,7 @@ class SignalExit:
         self._now.wait(self.grace_s)
         self._force(self._last, self._why)
 
-    def _force(self, signum: int, why: str) -> NoReturn:
+    def _force(self, signum: int, why: Why) -> NoReturn:
         """Give the terminal back and end the process now; from any thread."""
         with self._lock:  # once: the deadline and a second signal may both come
             try:
@@ -234,11 +242,14 @@ class SignalExit:
             finally:
                 os._exit(128 + signum)
 
-    def _last_words(self, why: str) -> None:
+    def _last_words(self, why: Why) -> None:
         if self._app is not None and not self._app_done:
             _reset_terminal(self._tty_attrs)
+        said = why[0].format(**why[1])
+        with contextlib.suppress(Exception):  # a catalogue that cannot be read: English
+            said = _(why[0]).format(**why[1])
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            os.write(sys.__stderr__.fileno(), f"gputui: {why}\n".encode())  # type: ignore[union-attr]
+            os.write(sys.__stderr__.fileno(), f"gputui: {said}\n".encode())  # type: ignore[union-attr]
 
 
 def _reset_terminal(attrs: list[Any] | None) -> None:

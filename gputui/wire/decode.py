@@ -27,6 +27,7 @@ from gputui.wire.messages import (
     MAX_LINE_BYTES,
     MAX_PARENTS,
     MAX_PROCESSES,
+    MAX_SLICES,
     MAX_THROTTLE_REASONS,
     Event,
     GpuInfo,
@@ -36,8 +37,11 @@ from gputui.wire.messages import (
     HelperMessage,
     Jobs,
     Message,
+    MigInfo,
+    MigSample,
     Parent,
     ProcessSample,
+    Pty,
     Result,
     Sample,
     UnknownMessage,
@@ -58,11 +62,14 @@ _BY_TYPE: dict[str, type[Wire]] = {
     "result": Result,
     "error": HelperError,
     "jobs": Jobs,
+    "pty": Pty,
 }
 # Lists of entries, each with an identity of its own: a bad entry is dropped alone.
 # (owner, field): (entry model, noun, cap)
 _ENTRIES: dict[tuple[type[Wire], str], tuple[type[Wire], str, int]] = {
     (Hello, "gpus"): (GpuInfo, "GPU", MAX_GPUS),
+    (GpuInfo, "mig"): (MigInfo, "MIG slice", MAX_SLICES),
+    (GpuSample, "mig"): (MigSample, "MIG slice", MAX_SLICES),
     (Sample, "gpus"): (GpuSample, "GPU", MAX_GPUS),
     (GpuSample, "processes"): (ProcessSample, "process", MAX_PROCESSES),
     (GpuSample, "nvlinks"): (NvLinkSample, "NVLink", NVLINK_MAX_LINKS),

@@ -32,6 +32,7 @@ from gputui.wire.fields import (
     MAX_ERRORS,
     MAX_GPUS,
     MAX_NOTES,
+    AttachmentId,
     Celsius,
     Count,
     Epoch,
@@ -54,6 +55,7 @@ from gputui.wire.fields import (
 from gputui.wire.fields import Wire as _Wire
 from gputui.wire.fields import decoder_only as _decoder_only
 from gputui.wire.health import NVLINK_MAX_LINKS, HealthReadings, NvLinkSample
+from gputui.wire.mig import MAX_SLICES, MigInfo, MigSample
 from gputui.wire.ops import (
     JOB_ID_MAX,
     MAX_JOBS,
@@ -96,6 +98,7 @@ __all__ = [
     "MAX_PARENTS",
     "MAX_PROCESSES",
     "MAX_REQUEST_BYTES",
+    "MAX_SLICES",
     "MAX_THROTTLE_REASONS",
     "NAMESPACE",
     "NVLINK_MAX_LINKS",
@@ -126,6 +129,8 @@ __all__ = [
     "LaunchRequest",
     "LaunchResult",
     "Message",
+    "MigInfo",
+    "MigSample",
     "Namespace",
     "NvLinkSample",
     "Parent",
@@ -137,6 +142,7 @@ __all__ = [
     "SignalRequest",
     "SignalResult",
     "UnknownMessage",
+    "Vendor",
 ]
 
 PROTOCOL_VERSION = 1
@@ -151,6 +157,10 @@ names 4 levels); the walk stops there, at a pid it saw before (a loop), and at a
 the table does not name."""
 MAX_PARENTS = 1024
 """Entries kept in a sample's ``parents`` table; a longer table is cut, with a note."""
+
+
+Vendor = Literal["nvidia", "amd"]
+"""The GPU vendors a helper reads (``GpuInfo.vendor``)."""
 
 
 class GpuInfo(_Wire):
@@ -169,6 +179,14 @@ class GpuInfo(_Wire):
     temp_slowdown_c: Celsius | None = None
     """The temperature at which the card slows itself down (NVML's threshold)."""
     temp_shutdown_c: Celsius | None = None
+    vendor: Vendor = "nvidia"
+    """Whose library reads it: ``nvidia`` (NVML) or ``amd`` (ROCm's amdsmi). An older
+    helper sends none: its GPUs are NVIDIA's."""
+    vendor_index: GpuIndex | None = None
+    """Its index among its vendor's cards (NVML's, or amdsmi's order); ``index`` is
+    the host's, unique across vendors (NVIDIA's first)."""
+    mig: Annotated[tuple[MigInfo, ...], Field(max_length=MAX_SLICES)] = ()
+    """Its MIG slices (``mig_mode`` on), as an admin made them."""
     errors: ErrorMap = Field(default_factory=dict)
 
 
@@ -250,6 +268,8 @@ class GpuSample(HealthReadings):
     pcie_gen: PcieGen | None = None
     pcie_width: PcieWidth | None = None
     processes: Annotated[tuple[ProcessSample, ...], Field(max_length=MAX_PROCESSES)] = ()
+    mig: Annotated[tuple[MigSample, ...], Field(max_length=MAX_SLICES)] = ()
+    """Its MIG slices' readings (memory, utilisation where NVML gives it, pids)."""
     errors: ErrorMap = Field(default_factory=dict)
 
 
@@ -319,12 +339,35 @@ class Jobs(_Wire):
     _notes_are_the_decoders = field_validator("notes", mode="plain")(_decoder_only)
 
 
+PTY_DATA_MAX = 1 << 16
+"""Base64 characters of terminal output one ``pty`` message carries at most."""
+
+
+class Pty(_Wire):
+    """An attached terminal's output (``out``), its job's end (``end``), or the
+    attachment's end while the job goes on (``closed``)."""
+
+    type: Literal["pty"] = "pty"
+    aid: AttachmentId
+    kind: Literal["out", "end", "closed"]
+    at: Annotated[int, Field(ge=0, le=2**62, strict=True)] | None = None
+    """Where ``data`` starts in the job's output (bytes since the job started)."""
+    data: Annotated[str, Field(max_length=PTY_DATA_MAX, pattern=r"^[A-Za-z0-9+/=]*$")] = ""
+    """The bytes, base64 (terminal output is raw bytes: escapes and all)."""
+    skipped: Annotated[int, Field(ge=0, le=2**62, strict=True)] | None = None
+    """Output this client was too slow to take, overwritten in the ring before it."""
+    exit_code: Annotated[int, Field(ge=0, le=255, strict=True)] | None = None
+    signal: ShortText | None = None
+    why: ShortText | None = None
+    """``end``: ``time`` or ``idle`` (a limit ended it), ``stopped``; ``closed``: why."""
+
+
 class UnknownMessage(_Wire):
     """A message of a type this client does not know: a newer helper's, to be ignored."""
 
     type: ShortText
 
 
-Message = Hello | Sample | Event | Result | HelperError | Jobs
+Message = Hello | Sample | Event | Result | HelperError | Jobs | Pty
 """Every message this client knows."""
 HelperMessage = Annotated[Message, Field(discriminator="type")]

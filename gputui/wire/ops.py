@@ -36,8 +36,11 @@ from pydantic import (
 )
 
 from gputui.common.gpu_env import GPU_UUID_PATTERN
+from gputui.common.jobenv import ENV_NAME_PATTERN, ENV_PATH_MAX, IMAGE_PATTERN, Runtime
+from gputui.common.jobscript import MAX_SCRIPT_BYTES
 from gputui.common.text import clean
 from gputui.wire.fields import (
+    AttachmentId,
     Count,
     Epoch,
     ErrorMap,
@@ -73,7 +76,7 @@ _NS = r"^[a-z0-9]{8,32}$"
 NAMESPACE = re.compile(r"\A[a-z0-9]{8,32}\Z")
 """What a jobs namespace looks like: 8 to 32 of a-z and 0-9."""
 _USER = r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,31}$"
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+_ENV_NAME = rf"^{ENV_NAME_PATTERN}$"
 _GPU_UUID = rf"^{GPU_UUID_PATTERN}$"
 _LOG_LINE_CELLS = MAX_LOG_BYTES
 
@@ -142,8 +145,14 @@ class JobState(Wire):
     ended_at: Epoch | None = None
     timed_out: StrictBool = False
     """The supervisor ended the job at its time limit."""
+    idle_out: StrictBool = False
+    """The supervisor ended an interactive job at its idle limit."""
+    pty: StrictBool = False
+    """An interactive job: its supervisor keeps a terminal to attach to (``pty_open``)."""
     log_path: LongText = ""
     error: LongText | None = None
+    container_id: Annotated[str, Field(pattern=r"^[0-9a-f]{12}$")] | None = None
+    """Its container (the first 12 hex of the id its runtime wrote), for an image job."""
     errors: ErrorMap = Field(default_factory=dict)
     """Fields the decoder could not read (mended to null), by name."""
 
@@ -255,6 +264,24 @@ class ResetResult(Wire):
     """After a reset: the processes NVML then lists on the card."""
 
 
+class ClocksResult(Wire):
+    """What a ``clocks`` request did to a card's graphics clocks."""
+
+    index: GpuIndex
+    uuid: ShortText
+    locked: StrictBool
+    """The card's clocks are locked low now (as far as this helper knows)."""
+    supported: StrictBool = True
+    """False: the card cannot be locked (older than Volta, NotSupported, NoPermission);
+    the helper remembers that and is not asked again by the head."""
+    error: ShortText | None = None
+    message: LongText = ""
+    mhz: Annotated[int, Field(ge=1, le=100_000, strict=True)] | None = None
+    """The graphics clock it was locked at."""
+    remembered: StrictBool = False
+    """``supported`` is false from an earlier answer: NVML was not called again."""
+
+
 # -- requests -----------------------------------------------------------------------
 
 R = TypeVar("R", bound=BaseModel)
@@ -340,6 +367,23 @@ class LaunchRequest(HelperRequest[LaunchResult]):
     time_limit_s: LimitSeconds | None = None
     grace_s: GraceSeconds = 30.0
     """Seconds between SIGTERM and SIGKILL at the time limit."""
+    conda: Annotated[str, _NoNul, Field(min_length=1, max_length=ENV_PATH_MAX)] | None = None
+    """A conda environment (name or prefix) the helper activates for ``argv``."""
+    venv: Annotated[str, _NoNul, Field(min_length=1, max_length=ENV_PATH_MAX)] | None = None
+    """A virtual environment (absolute path) the helper activates for ``argv``."""
+    image: Annotated[str, Field(pattern=rf"^{IMAGE_PATTERN}$")] | None = None
+    """Run ``argv`` in a container of this image, with ``runtime``; the helper names
+    and labels it with the job, passes the GPUs by UUID and removes it at the end."""
+    runtime: Runtime | None = None
+    script: Annotated[str, _NoNul, Field(min_length=2, max_length=MAX_SCRIPT_BYTES)] | None = None
+    """A submit script's text: written to the job's directory and run (argv[0] names
+    it; the helper puts the copy's path there)."""
+    output: Annotated[str, _NoNul, Field(min_length=1, max_length=4096)] | None = None
+    """Where stdout and stderr go (relative: to ``cwd``), opened as the job's user."""
+    pty: StrictBool = False
+    """Run it on a terminal its supervisor keeps, to attach to (an interactive job)."""
+    idle_s: LimitSeconds | None = None
+    """An interactive job with no input and no output this long is ended."""
 
 
 class JobsRequest(HelperRequest[JobsResult]):
@@ -383,6 +427,60 @@ class JobsForgetRequest(HelperRequest[JobsForgetResult]):
     job_ids: Annotated[list[JobId], Field(min_length=1, max_length=MAX_JOBS)]
 
 
+PTY_SIZE_MAX = 10000
+"""Rows or columns a terminal may be said to have (the supervisor's cap)."""
+TermSize = Annotated[int, Field(ge=1, le=PTY_SIZE_MAX, strict=True)]
+
+
+class PtyOpenResult(Wire):
+    aid: AttachmentId
+    job_id: JobId
+
+
+class PtyOpenRequest(HelperRequest[PtyOpenResult]):
+    """Attach to an interactive job's terminal as ``aid``: its output then comes as
+    ``pty`` messages (the ring first), and ``pty_send`` lines carry input to it."""
+
+    op: ClassVar[str] = "pty_open"
+    result_model: ClassVar[type[BaseModel]] = PtyOpenResult
+    ns: Namespace
+    job_id: JobId
+    aid: AttachmentId
+    rows: TermSize = 24
+    cols: TermSize = 80
+
+
+class PtySendResult(Wire):
+    aid: AttachmentId
+
+
+PTY_INPUT_MAX = 65536
+"""Base64 characters of input one ``pty_send`` carries at most."""
+
+
+class PtySendRequest(HelperRequest[PtySendResult]):
+    """Input (base64), a new window size, or an acknowledgement of output shown up to
+    offset ``ack`` (which lets the supervisor send more): any of them."""
+
+    op: ClassVar[str] = "pty_send"
+    result_model: ClassVar[type[BaseModel]] = PtySendResult
+    aid: AttachmentId
+    data: Annotated[str, Field(max_length=PTY_INPUT_MAX, pattern=r"^[A-Za-z0-9+/=]*$")] | None = (
+        None
+    )
+    rows: TermSize | None = None
+    cols: TermSize | None = None
+    ack: Annotated[int, Field(ge=0, le=2**62, strict=True)] | None = None
+
+
+class PtyCloseRequest(HelperRequest[PtySendResult]):
+    """Detach ``aid`` (the job and its terminal go on)."""
+
+    op: ClassVar[str] = "pty_close"
+    result_model: ClassVar[type[BaseModel]] = PtySendResult
+    aid: AttachmentId
+
+
 class HoldersRequest(HelperRequest[HoldersResult]):
     """What holds GPU ``index``'s device files (and the shared ones) open."""
 
@@ -405,6 +503,18 @@ class ResetRequest(HelperRequest[ResetResult]):
     def answer_within(self, default: float) -> float:
         """The helper answers once the reset ends or times out: wait past that."""
         return max(default, self.timeout_s + RESET_ANSWER_MARGIN_S)
+
+
+class ClocksRequest(HelperRequest[ClocksResult]):
+    """Lock GPU ``index``'s graphics clocks low (``lock``) or reset them (``reset``),
+    if it is still ``uuid``."""
+
+    op: ClassVar[str] = "clocks"
+    result_model: ClassVar[type[BaseModel]] = ClocksResult
+    timeout_note: ClassVar[str] = "the clocks may still have been changed"
+    index: GpuIndex
+    uuid: Annotated[str, Field(pattern=_GPU_UUID)]
+    action: Literal["lock", "reset"]
 
 
 def _first_error(op: str, exc: ValidationError) -> str:

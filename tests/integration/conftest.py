@@ -25,7 +25,7 @@ from typing import Any
 
 import asyncssh
 import pytest
-from privileged import need_root
+from privileged import account, need_root
 
 from gputui.config.loader import parse_config
 from gputui.config.models import Config
@@ -85,10 +85,10 @@ def test_user() -> Iterator[tuple[str, int, int]]:
     if not os.access(SYSTEM_PYTHON, os.X_OK):
         pytest.skip(f"{SYSTEM_PYTHON} missing: the test user needs a python3 to run")
     name = f"gputui-t-{secrets.token_hex(4)}"
-    subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True, capture_output=True)
+    account("useradd", "-m", "-s", "/bin/sh", name)
     try:
         # A locked password ("!") makes sshd refuse the account without PAM; "*" does not.
-        subprocess.run(["usermod", "-p", "*", name], check=True, capture_output=True)
+        account("usermod", "-p", "*", name)
         entry = pwd.getpwnam(name)
         yield name, entry.pw_uid, entry.pw_gid
     finally:
@@ -98,7 +98,7 @@ def test_user() -> Iterator[tuple[str, int, int]]:
         deadline = time.monotonic() + 5
         while _user_pids(pwd.getpwnam(name).pw_uid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
+        account("userdel", "-r", name, check=False)
 
 
 class SshdProcess:

@@ -57,6 +57,11 @@ class FakeGpu:
     nvlink_errors: dict[tuple[int, int], int] = field(default_factory=dict)  # (link, counter)
     fabric: tuple[int, int] | None = (3, 0)  # state, status
     thresholds: tuple[int, int] = (89, 95)  # slowdown, shutdown
+    # Clocks, as an H100 SXM lists them (nvidia-smi -q -d SUPPORTED_CLOCKS).
+    arch: int = 9  # NVML_DEVICE_ARCH_HOPPER
+    mem_clocks: list[int] = field(default_factory=lambda: [2619])
+    gfx_clocks: list[int] = field(default_factory=lambda: list(range(1980, 344, -15)))
+    locked: tuple[int, int] | None = None  # what nvmlDeviceSetGpuLockedClocks set
 
 
 RESERVED_MIB = 615
@@ -142,6 +147,11 @@ class FakeNvml:
             "nvmlDeviceGetTemperatureThreshold",
             lambda g, which: g.thresholds[0] if which == 1 else g.thresholds[1],
         )
+        dev("nvmlDeviceGetArchitecture", lambda g: g.arch)
+        dev("nvmlDeviceGetSupportedMemoryClocks", lambda g: list(g.mem_clocks))
+        dev("nvmlDeviceGetSupportedGraphicsClocks", self._gfx_clocks)
+        dev("nvmlDeviceSetGpuLockedClocks", self._lock_clocks)
+        dev("nvmlDeviceResetGpuLockedClocks", lambda g: setattr(g, "locked", None))
         mp.setattr(pynvml, "nvmlEventSetCreate", object)
         dev("nvmlDeviceRegisterEvents", lambda g, types, event_set: None)
         return self
@@ -163,6 +173,20 @@ class FakeNvml:
         if self.gpus[index].fail.get("nvmlDeviceGetHandleByIndex"):
             raise pynvml.NVMLError(ERRORS[self.gpus[index].fail["nvmlDeviceGetHandleByIndex"]])
         return SimpleNamespace(index=index)
+
+    @staticmethod
+    def _gfx_clocks(g: FakeGpu, mem_mhz: int) -> list[int]:
+        if mem_mhz not in g.mem_clocks:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return list(g.gfx_clocks)
+
+    @staticmethod
+    def _lock_clocks(g: FakeGpu, low: int, high: int) -> None:
+        if g.arch < pynvml.NVML_DEVICE_ARCH_VOLTA:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if not (low <= high and low in g.gfx_clocks):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        g.locked = (low, high)
 
     @staticmethod
     def _fan(g: FakeGpu) -> int:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from jobkit import NS, kill_jobs, launch_fields, script, wait_until
 
-from gputui.remote import supervisor
+from gputui.remote import ptyterm, supervisor
 from gputui.remote.jobfs import LIST_MAX, JobStore, jobs_root, whole_characters
-from gputui.remote.jobops import JobService, supervisor_source
+from gputui.remote.jobops import JobService, supervisor_sources
 from gputui.remote.launch import SIM_SCOPE, Logind, User, job_env, resolve_user
 from gputui.remote.signals import RequestError
 from gputui.remote.sim.env import ENV_SCOPE
@@ -129,8 +129,11 @@ def test_whole_characters_never_cuts_a_sequence() -> None:
     assert whole_characters(b"\xf0\x9f") == b"\xf0\x9f"  # nothing whole: passed on as is
 
 
-def test_the_supervisor_source_is_the_module_itself() -> None:
-    assert supervisor_source() == Path(supervisor.__file__).read_text(encoding="utf-8")
+def test_the_supervisor_sources_are_the_modules_themselves() -> None:
+    assert supervisor_sources() == [
+        Path(ptyterm.__file__).read_text(encoding="utf-8"),
+        Path(supervisor.__file__).read_text(encoding="utf-8"),
+    ]
     compile(supervisor.BOOTSTRAP, "<bootstrap>", "exec")
 
 

@@ -7,7 +7,6 @@ import os
 import pwd
 import shutil
 import stat
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 from jobkit import NS, SPEC, Jobs, kill_jobs
-from privileged import need_root
+from privileged import account, accounts_lock, need_root
 
 USER = "gputuijob"
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -27,18 +26,15 @@ pytestmark = pytest.mark.root
 def other_user() -> pwd.struct_passwd:
     """A real second user (made with useradd when missing)."""
     need_root("starting a job as another user means setuid")
-    try:
+    with accounts_lock():  # another test process may be making it
+        try:
+            return pwd.getpwnam(USER)
+        except KeyError:
+            pass
+        if shutil.which("useradd") is None:
+            pytest.skip("useradd is not installed, so no second user can be made")
+        account("useradd", "--no-create-home", "--shell", "/bin/sh", USER)
         return pwd.getpwnam(USER)
-    except KeyError:
-        pass
-    if shutil.which("useradd") is None:
-        pytest.skip("useradd is not installed, so no second user can be made")
-    subprocess.run(
-        ["useradd", "--no-create-home", "--shell", "/bin/sh", USER],
-        check=True,
-        capture_output=True,
-    )
-    return pwd.getpwnam(USER)
 
 
 @pytest.fixture

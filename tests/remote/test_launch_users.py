@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 from jobkit import NS, SPEC, Jobs, kill_jobs
+from privileged import account
 from realusers import User, made_users
 
 pytestmark = pytest.mark.root
@@ -43,7 +43,7 @@ def jobs(start_helper: Callable[..., Any], shared: Path) -> Jobs:
 
 
 def _run(*cmd: str) -> None:
-    subprocess.run(cmd, check=True, capture_output=True)
+    account(*cmd)
 
 
 def test_a_name_that_moved_to_another_uid_is_refused_and_nothing_runs(
@@ -123,3 +123,48 @@ def test_the_owner_passes_the_same_pre_check(jobs: Jobs, two: tuple[User, User, 
     assert res["ok"] is True, res
     assert jobs.wait_state(20, "exited")["exit_code"] == 0
     assert jobs.log(20) == "hi\n"
+
+
+def test_a_script_runs_as_its_owner_and_its_output_file_is_opened_as_them(
+    jobs: Jobs, shared: Path
+) -> None:
+    """The script's copy is its owner's (0700); ``--output`` is opened by the job's
+    own process, as its user: a place only root may write is refused, not written."""
+    with made_users(1, "gtu") as (alice,):
+        home = shared / "alice"
+        home.mkdir()
+        os.chown(home, alice.uid, alice.uid)
+        script = '#!/bin/sh\necho "script as $(id -u) with $1"\n'
+        started = jobs.launch(
+            1,
+            ["train.sh", "x"],
+            user=alice.name,
+            uid=alice.uid,
+            cwd=str(home),
+            script=script,
+            output="out-1.log",
+        )
+        assert started["ok"] is True, started
+        assert jobs.wait_state(1, "exited")["exit_code"] == 0
+        assert (home / "out-1.log").read_text() == f"script as {alice.uid} with x\n"
+        assert (home / "out-1.log").stat().st_uid == alice.uid
+        assert jobs.log(1) == "gputui: output goes to out-1.log (--output)\n"
+        copy = next((shared / "jobs").glob("*/1/script"))
+        assert copy.read_text() == script
+        assert (copy.stat().st_uid, copy.stat().st_mode & 0o777) == (alice.uid, 0o700)
+        # Root's own directory: the job's user cannot create the file there.
+        locked = shared / "root-only"
+        locked.mkdir(mode=0o755)
+        refused = jobs.launch(
+            2,
+            ["train.sh"],
+            user=alice.name,
+            uid=alice.uid,
+            cwd=str(home),
+            script=script,
+            output=str(locked / "out.log"),
+        )
+        assert refused["ok"] is False, refused  # the supervisor's start failed: it says so
+        error = str(refused.get("message", refused.get("error")))
+        assert "cannot open the output file" in error and "Permission denied" in error
+        assert not (locked / "out.log").exists()

@@ -38,7 +38,8 @@ def test_parse_valid_specs() -> None:
         (
             "4xrtx9090",
             "unknown GPU model 'rtx9090' in '4xrtx9090' (known: a10, a100-40gb, "
-            "a100-80gb, h100, h200, l40s, rtx2080super, rtx3090, rtx4080super, rtx4090, "
+            "a100-80gb, a100-80gb-mig, a100-80gb-migmix, a40, h100, h100-mig, h100-migmix, "
+            "h200, l40s, mi210, mi300x, rtx2080super, rtx3090, rtx4080super, rtx4090, "
             "v100)",
         ),
         ("0xh100", "bad GPU count in '0xh100': must be at least 1"),
@@ -286,3 +287,30 @@ def test_scanner_reads_environ_once_per_pid(
     scanner.snapshot()
     assert proc.pid not in calls
     assert simmod.ENV_GPU == "GPUTUI_SIM_GPU"
+
+
+def test_mig_models_show_their_slices_through_the_helper() -> None:
+    """The MIG-enabled sim models: MIG mode on, the admin's slices under each card, and
+    a process that names a slice's MIG- UUID counted on that slice and on its card."""
+    from gputui.remote.gpus import Gpu
+    from gputui.remote.procs import ProcessTable
+    from gputui.remote.sim.engine import SimNvml
+
+    lib = SimNvml(parse_spec("a100-80gb-migmix+h100-mig+a100-80gb,name=m"))
+    lib.nvmlInit()
+    gpus = [Gpu(lib, i) for i in range(3)]
+    infos = [g.inventory() for g in gpus]
+    assert [s["profile"] for s in infos[0]["mig"]] == ["3g.40gb", "2g.20gb", "2g.20gb"]
+    assert [s["profile"] for s in infos[1]["mig"]] == ["1g.10gb"] * 7
+    assert infos[2]["mig_mode"] is False and "mig" not in infos[2]
+    assert {s["parent_uuid"] for s in infos[0]["mig"]} == {infos[0]["uuid"]}
+    out = gpus[1].sample(ProcessTable())
+    assert [s["mem_total_mib"] for s in out["mig"]] == [9984] * 7
+    assert {s["errors"]["util_gpu"] for s in out["mig"]} == {"NotSupported"}
+
+
+def test_every_model_has_an_architecture() -> None:
+    """A model without one cannot be simulated at all (``SimGpu`` reads it)."""
+    from gputui.remote.sim.spec import ARCH, MODELS
+
+    assert set(MODELS) <= set(ARCH)

@@ -24,6 +24,7 @@ from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, ProcessSample, Sample
+from gputui.wire.mig import MigInfo, MigSample
 
 FAST_TICK_S = 0.1
 """The head's timer (``HeadSettings.tick_s``; 1 s when installed) in the scheduler's own
@@ -76,11 +77,17 @@ class ScriptedHosts:
     """host -> the helper's clock in its samples (none: not sent; ``sample_at``)."""
     logs: dict[int, str] = field(default_factory=dict)
     """run key -> the output of that run (none: one line, "hello from the job")."""
+    mig: dict[str, dict[int, tuple[str, ...]]] = field(default_factory=dict)
+    """host -> GPU index -> the profiles of its MIG slices (MIG mode on; the slices'
+    UUIDs from ``slice_uuid``)."""
     _queue: asyncio.Queue[HostSnapshot] | None = None
     _reports: dict[str, tuple[HostJob, ...]] = field(default_factory=dict)
 
     def uuid(self, host: str, index: int) -> str:
         return f"GPU-{host}-{index:04d}"
+
+    def slice_uuid(self, host: str, index: int, nth: int) -> str:
+        return f"MIG-{host}-{index:04d}-{nth}"
 
     async def start(self) -> None:
         self._queue = asyncio.Queue()
@@ -93,8 +100,24 @@ class ScriptedHosts:
 
     def _publish(self, host: str) -> None:
         n = self.layout[host]
+        slices = self.mig.get(host, {})
         gpus = tuple(
-            GpuInfo(index=i, uuid=self.uuid(host, i), name="NVIDIA A100") for i in range(n)
+            GpuInfo(
+                index=i,
+                uuid=self.uuid(host, i),
+                name="NVIDIA A100",
+                mig_mode=True if i in slices else None,
+                mig=tuple(
+                    MigInfo(
+                        index=j,
+                        uuid=self.slice_uuid(host, i, j),
+                        profile=profile,
+                        parent_uuid=self.uuid(host, i),
+                    )
+                    for j, profile in enumerate(slices.get(i, ()))
+                ),
+            )
+            for i in range(n)
         )
         hello = Hello(protocol=1, helper_version="x", hostname=host, gpus=gpus)
         procs, util = self.processes.get(host, {}), self.util.get(host, {})
@@ -109,6 +132,10 @@ class ScriptedHosts:
                     util_gpu=util.get(i),
                     power_w=power.get(i),
                     processes=procs.get(i, ()),
+                    mig=tuple(
+                        MigSample(index=j, uuid=self.slice_uuid(host, i, j))
+                        for j in range(len(slices.get(i, ())))
+                    ),
                     **self.faults.get(host, {}).get(i, {}),
                 )
                 for i in range(n)

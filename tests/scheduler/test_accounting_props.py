@@ -56,6 +56,24 @@ def test_a_span_longer_than_the_cap_counts_only_its_last_part(start: float, leng
     assert sum(s for _, s in parts) <= min(length, MAX_SPAN_S) + 1e-3 * max(1.0, abs(start))
 
 
+@given(
+    hour=st.integers(-(10**9), 10**9),
+    offset=st.one_of(st.floats(0, HOUR), st.sampled_from([0.0, HOUR - 1e-6, HOUR - 1.0])),
+    length=st.one_of(
+        st.floats(0, 2 * HOUR, allow_nan=False), st.sampled_from([1e-9, 1.0, HOUR, HOUR + 1e-6])
+    ),
+)
+def test_the_one_hour_shortcut_splits_as_the_walk_does(
+    hour: int, offset: float, length: float
+) -> None:
+    """A span within one hour (a sample's second: nearly every one) is answered without
+    the walk over hours; exactly what the walk answers, at and either side of a boundary."""
+    start = float(hour * HOUR) + offset
+    end = start + length
+    if end > start:
+        assert split_hours(start, end) == accounting._split_hours(start, end)
+
+
 nonfinite = st.sampled_from([math.nan, math.inf, -math.inf])
 
 

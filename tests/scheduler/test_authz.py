@@ -24,7 +24,6 @@ import os
 import pwd
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -36,7 +35,7 @@ import pytest
 import realusers
 from asuser import run_as
 from headthread import LineClient, ThreadedHead, poll, refusal
-from privileged import need_root
+from privileged import account, accounts_lock, need_root
 
 from gputui.scheduler.client import HeadClient, HeadError
 
@@ -65,7 +64,7 @@ def _client_calls(path: str, calls: tuple[tuple[str, Any], ...]) -> list[dict[st
 
 
 def _run(cmd: list[str]) -> None:
-    subprocess.run(cmd, check=True, capture_output=True)
+    account(*cmd)
 
 
 @dataclass(frozen=True)
@@ -93,6 +92,11 @@ class User(realusers.User):
 
 
 def _ensure_user(name: str, *, groups: tuple[str, ...] = ()) -> User:
+    with accounts_lock():  # another test process may be making the same user
+        return _ensure_user_locked(name, groups)
+
+
+def _ensure_user_locked(name: str, groups: tuple[str, ...]) -> User:
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
@@ -124,10 +128,11 @@ def people() -> People:
         pytest.fail(
             "running as root, but useradd is not installed: the tests of who may do what cannot run"
         )
-    try:
-        grp.getgrnam(ADMINS)
-    except KeyError:
-        _run(["groupadd", ADMINS])
+    with accounts_lock():
+        try:
+            grp.getgrnam(ADMINS)
+        except KeyError:
+            _run(["groupadd", ADMINS])
     return People(_ensure_user(ALICE), _ensure_user(BOB), _ensure_user(CAROL, groups=(ADMINS,)))
 
 

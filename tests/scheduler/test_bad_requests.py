@@ -443,3 +443,32 @@ def test_a_request_sent_twice_at_once_is_applied_once(th: ThreadedHead, c: LineC
     c.ok("cancel", {"job_id": job_id})
     c.ok("release", {"claim_ids": [answers[53]["result"]["claim"]["id"]]})
     assert th.problems == []
+
+
+# -- terminals (``attach``, ``pty_in``, ``detach``) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "code", "said"),
+    [
+        ("attach", {"job_id": 424242}, "unknown-job", "no job 424242"),
+        ("attach", {"job_id": 0}, "bad-args", "attach: job_id:"),
+        ("attach", {"job_id": 1, "rows": 0}, "bad-args", "attach: rows:"),
+        ("attach", {"job_id": 1, "cols": 10**9}, "bad-args", "attach: cols:"),
+        ("attach", {"job_id": 1, "shell": "/bin/sh"}, "bad-args", "attach: shell: unknown field"),
+        ("pty_in", {"data": "not base64!"}, "bad-args", "pty_in: data:"),
+        ("pty_in", {"data": "QQ==" * 20000}, "bad-args", "pty_in: data:"),
+        ("pty_in", {"rows": 30}, "bad-args", "pty_in: args: give rows and cols together"),
+        ("pty_in", {"ack": -1}, "bad-args", "pty_in: ack:"),
+        ("pty_in", {"data": "aGkK"}, "not-attached", "no terminal is attached here"),
+    ],
+)
+def test_terminal_requests_are_checked_before_anything_is_forwarded(
+    th: ThreadedHead, c: LineClient, op: str, args: dict[str, Any], code: str, said: str
+) -> None:
+    message = refused_unchanged(th, c, request(op, args), code)
+    assert message.startswith(said), message
+
+
+def test_a_detach_with_nothing_attached_says_so(th: ThreadedHead, c: LineClient) -> None:
+    assert c.ok("detach") == {"detached": False}

@@ -73,8 +73,37 @@ async def test_the_feed_hears_another_stores_commits_and_not_its_own(pg_url: str
             await asyncio.wait_for(feed.listening.wait(), 20)
             put_host(ours, "ours")  # the head tells its subscribers of these itself
             put_host(theirs, "theirs")  # committed after: heard after, were "ours" heard
-            await until(lambda: heard, "a change")
-            assert heard == [Change("host", "theirs")]
+            await until(lambda: len(heard) > 1, "a change")
+            assert heard == [EVERYTHING, Change("host", None)]
+    finally:
+        ours.close()
+        theirs.close()
+
+
+async def test_a_commit_made_before_the_feed_listens_is_not_lost(pg_url: str) -> None:
+    """Committed after the head read the store but before its feed listened: no
+    notification of it will ever come, so the feed says ``EVERYTHING`` (read it all
+    again) once it listens, and only then."""
+    ours, theirs = SqlStore.open(pg_url), SqlStore.open(pg_url)
+    heard: list[tuple[Change, bool]] = []
+    try:
+        feed = ours.changes()
+        assert isinstance(feed, PgChangeFeed)
+        put_host(theirs, "before")  # the feed does not listen yet
+
+        def on_change(change: Change) -> None:
+            heard.append((change, feed.listening.is_set()))
+
+        task = asyncio.get_running_loop().create_task(feed.run(on_change))
+        try:
+            await until(lambda: heard, "the feed to speak")
+            put_host(theirs, "after")
+            await until(lambda: len(heard) > 1, "a change after it listened")
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        assert heard == [(EVERYTHING, True), (Change("host", None), True)]
     finally:
         ours.close()
         theirs.close()
@@ -98,8 +127,8 @@ async def test_an_idle_listener_is_probed_and_goes_on_listening(pg_url: str) -> 
 
             await until(probed, "a probe")
             put_host(theirs, "after-probes")
-            await until(lambda: heard, "a change")
-        assert heard == [Change("host", "after-probes")] and feed.attempts == 1
+            await until(lambda: len(heard) > 1, "a change")
+        assert heard == [EVERYTHING, Change("host", None)] and feed.attempts == 1
     finally:
         theirs.close()
         engine.dispose()
@@ -123,11 +152,11 @@ async def test_the_listener_comes_back_after_its_backend_is_terminated(
                 ).fetchall()
                 assert [r[0] for r in row] == [first], "one connection, outside the pool"
                 admin.execute("SELECT pg_terminate_backend(%s)", (first,))
-            await until(lambda: EVERYTHING in heard, "the feed to listen again")
+            await until(lambda: heard.count(EVERYTHING) == 2, "the feed to listen again")
             assert feed.listening.is_set() and feed.backend_pid not in (None, first)
             put_host(theirs, "after")
-            await until(lambda: Change("host", "after") in heard, "a change after the gap")
-        assert heard == [EVERYTHING, Change("host", "after")]
+            await until(lambda: Change("host", None) in heard, "a change after the gap")
+        assert heard == [EVERYTHING, EVERYTHING, Change("host", None)]
         lines = [r for r in caplog.records if r.name == FEED_LOG and r.levelno >= logging.WARNING]
         assert len(lines) == 1, [r.getMessage() for r in lines]
         assert lines[0].getMessage().startswith("head: change stream from postgresql")

@@ -197,3 +197,15 @@ def test_check_config_loads_its_own_module_and_not_the_probes(tmp_path: Path) ->
     # (its themes' check loads Textual's, and its VIA column reads ssh_config with asyncssh)
     assert loaded & VERB_MODULES == {"gputui.cli.console", "gputui.cli.check_config"}
     assert top_level(loaded) & {"sqlalchemy", "sqlmodel"} == set()
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["check-config", "--help"], ["health", "--help"], ["zzzz"]]
+)
+def test_the_consoles_help_loads_no_config_models_textual_or_asyncio(argv: list[str]) -> None:
+    """``gputui --help`` took 0.25 s of CPU for the config models, Textual's themes and
+    asyncio; the console loads them when it runs, not to say how it is used."""
+    names, done = imported(*argv)
+    assert done.returncode == (2 if argv == ["zzzz"] else 0), other_lines(done)
+    assert names & HEAVY == set()
+    assert "asyncio" not in names

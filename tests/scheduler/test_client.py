@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from gputui.scheduler.client import HeadClient, HeadError, head_place, is_local_name
-from gputui.scheduler.client import place as client_module
 
 
 class HangingUp:
@@ -109,7 +108,7 @@ def test_a_trusted_hosts_file_sends_the_cli_over_ssh(
 def test_the_head_host_is_this_machine_by_short_name_or_fqdn(
     host: str, local: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_module.socket, "gethostname", lambda: "node1.example.com")
+    monkeypatch.setattr(socket, "gethostname", lambda: "node1.example.com")
     assert is_local_name(host) is local
 
 
@@ -162,3 +161,30 @@ def test_with_a_standby_listed_the_cli_tries_the_socket_here_then_the_heads_over
     with pytest.raises(HeadError) as gone:
         opener()
     assert gone.value.code == "unreachable" and "ssh 127.0.0.1:1" in gone.value.message
+
+
+async def test_the_console_reaches_the_head_by_the_same_rule_and_names_each_way_it_tried(
+    tmp_path: Path,
+) -> None:
+    """``reach.open_head`` (the console, its telemetry, the Slurm relay): the socket
+    here, then each head over SSH; when none answers, one line naming each."""
+    from gputui.config.models import Config
+    from gputui.scheduler.client.reach import open_head
+
+    sock = tmp_path / "head.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:
+        gone.bind(str(sock))  # left behind by a head that is gone
+    defaults = {"ssh_config": None, "connect_timeout": 2}
+    alone = Config.model_validate({"defaults": defaults, "head": {"socket": str(sock)}})
+    with pytest.raises(HeadError) as one:
+        await open_head(alone)
+    assert one.value.message == f"nobody is listening (a head that stopped?) ({sock})"
+    two = Config.model_validate(
+        {"defaults": defaults, "head": {"host": ["localhost", "127.0.0.1:1"], "socket": str(sock)}}
+    )
+    with pytest.raises(HeadError) as each:
+        await open_head(two)
+    here, there = each.value.message.split("; ")
+    assert here == f"nobody is listening (a head that stopped?) ({sock})"
+    assert there.startswith("ssh 127.0.0.1:1: ")
+    assert "\n" not in each.value.message

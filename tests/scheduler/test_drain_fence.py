@@ -151,7 +151,7 @@ def test_drain_and_fence_do_not_clear_each_other(tmp_path: Path) -> None:
         poll(lambda: gpu_row(th, 1)["fence_code"] == "xid-79", what="the second fence")
         assert state_is(c, big, "running")  # what runs there is left to finish
         # ... and its owner is told; the first fence found the card free: no one to tell.
-        (notice,) = th.rows("SELECT job_id, text FROM notice WHERE kind = 'admin'")
+        (notice,) = th.rows("SELECT job_id, text FROM notice WHERE kind = 'fence'")
         assert notice[0] == big
         assert notice[1] == (
             f"job {big} on {HOST}:1: fenced by the head: Xid 79: GPU has fallen off the bus;"

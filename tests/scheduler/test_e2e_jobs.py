@@ -27,6 +27,7 @@ import asyncssh
 import pytest
 from headkit import FAST_TICK_S
 
+from gputui.common.jobenv import Runtime
 from gputui.config.loader import parse_config
 from gputui.config.models import Config
 from gputui.config.scheduler import SchedulerConfig
@@ -144,8 +145,10 @@ class Cluster:
         grace: float = 1.0,
         sched: SchedulerConfig | None = None,
         clock: Callable[[], float] | None = None,
+        runtime: Runtime = "docker",
     ) -> AsyncHeadClient:
-        """``clock``: the head's (``headkit.SettableClock``; default the wall clock)."""
+        """``clock``: the head's (``headkit.SettableClock``; default the wall clock);
+        ``runtime``: hosts.yaml's ``jobs.runtime``."""
         assert self._config is not None
         engine = open_store(self.tmp / "db" / "gputui.db")
         namespace = jobs_namespace(engine)
@@ -154,7 +157,7 @@ class Cluster:
         timing = LinkTiming(backoff_base=0.2, backoff_cap=0.5, hung_after=3.0)
         fleet = Fleet(self._config, jobs_namespace=namespace, timing=timing)
         hosts = FleetHosts(self._config, namespace, fleet=fleet)
-        rules = Rules(kill_grace_s=grace, sched=sched or SchedulerConfig())
+        rules = Rules(kill_grace_s=grace, sched=sched or SchedulerConfig(), runtime=runtime)
         settings = HeadSettings(socket=self.sock, rules=rules, tick_s=FAST_TICK_S)
         timed = {} if clock is None else {"clock": clock}
         self.head = Head(SqlStore(engine), hosts, settings, host_pools={"sim01": "sim"}, **timed)

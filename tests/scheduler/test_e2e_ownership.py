@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import test_e2e_jobs as e2e
-from privileged import need_root
+from privileged import account, accounts_lock, need_root
 from simscope import sim_env
 from test_e2e_jobs import Cluster, job, script, state_is, until
 
@@ -50,16 +50,17 @@ def rogue_user() -> pwd.struct_passwd:
     need_root("the rogue process runs as another user")
     if python_for_everyone() is None:
         pytest.skip("no Python interpreter another user may run")
-    for name in TEST_USERS:
-        try:
-            return pwd.getpwnam(name)
-        except KeyError:
-            continue
-    name = TEST_USERS[-1]
-    made = subprocess.run(["useradd", "--no-create-home", name], capture_output=True, check=False)
-    if made.returncode != 0:
-        pytest.skip(f"no test user: useradd {name} failed: {made.stderr.decode()[:200]}")
-    return pwd.getpwnam(name)
+    with accounts_lock():  # another test process may be making it
+        for name in TEST_USERS:
+            try:
+                return pwd.getpwnam(name)
+            except KeyError:
+                continue
+        name = TEST_USERS[-1]
+        made = account("useradd", "--no-create-home", name, check=False)
+        if made.returncode != 0:
+            pytest.skip(f"no test user: useradd {name} failed: {made.stderr[:200]}")
+        return pwd.getpwnam(name)
 
 
 class Rogues:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 import test_e2e_jobs as e2e
+from privileged import account
 from realusers import as_user, made_users
 from test_e2e_jobs import Cluster, job, script, state_is, until
 
@@ -70,7 +70,7 @@ async def test_a_job_of_a_name_that_moved_to_another_uid_fails_with_the_reason(
         queued = ran.value["job"]
         assert (queued["user"], queued["state"]) == (alice.name, "queued")
         moved = alice.uid + 1000
-        subprocess.run(["usermod", "-u", str(moved), alice.name], check=True, capture_output=True)
+        account("usermod", "-u", str(moved), alice.name)
         go.touch()
         ended = await until(lambda: state_is(client, queued["id"], "failed", "completed"), 30)
         assert ended["state"] == "failed"

@@ -108,7 +108,15 @@ def test_check_says_healthy_for_a_live_head_and_names_what_is_wrong_otherwise(
         with HeadClient(head.sock) as client:
             poll(lambda: client.call("ping")["tasks"]["hosts"]["idle_s"] < 5, what="a sample")
             tasks = client.call("ping")["tasks"]
-        assert set(tasks) == {"writer", "scheduler", "hosts", "timer", "pusher", "telemetry"}
+        assert set(tasks) == {
+            "writer",
+            "scheduler",
+            "hosts",
+            "timer",
+            "pusher",
+            "telemetry",
+            "chat",
+        }
         assert all(t["alive"] is True for t in tasks.values()), tasks
         assert tasks["writer"]["idle_s"] < 5 and tasks["writer"]["stale_after_s"] == 30.0
         code, out = check(head)

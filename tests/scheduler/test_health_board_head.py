@@ -100,6 +100,9 @@ async def test_first_seen_counts_and_acks_survive_a_restart(tmp_path: Path) -> N
         assert only["error"] == {
             "code": "unknown-host",
             "message": f"no host named 'nope' (hosts: {HOST})",
+            # the line's template and args, for a client to show in its user's language
+            "msg": "no host named {host} (hosts: {hosts})",
+            "args": {"host": "'nope'", "hosts": HOST},
         }
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import secrets
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 from headthread import LineClient, ThreadedHead, poll
+from privileged import account
 from realusers import User, as_user, made_users
 
 from gputui.cli import history, verbs  # noqa: F401  (loaded before the fork)
@@ -43,12 +43,12 @@ class People:
 def people() -> Iterator[People]:
     group = f"gtha{secrets.token_hex(3)}"
     with made_users(3, "gth") as (alice, bob, carol):
-        subprocess.run(["groupadd", group], check=True, capture_output=True)
+        account("groupadd", group)
         try:
-            subprocess.run(["usermod", "-a", "-G", group, carol.name], check=True)
+            account("usermod", "-a", "-G", group, carol.name)
             yield People(alice, bob, carol, group)
         finally:
-            subprocess.run(["groupdel", group], check=False, capture_output=True)
+            account("groupdel", group, check=False)
 
 
 @contextlib.contextmanager

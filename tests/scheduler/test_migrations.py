@@ -16,7 +16,7 @@ from sqlmodel import SQLModel
 from gputui.scheduler.store.api import StoreError
 from gputui.scheduler.store.engine import MIGRATIONS, alembic_config, make_engine, upgrade
 
-HEAD = "0011"
+HEAD = "0021"
 """The newest revision gputui ships."""
 
 REVISION_0900 = '''"""Add a column to job and one to host (a test's revision, not gputui's).

@@ -18,7 +18,7 @@ from sqlmodel import SQLModel
 
 from gputui.scheduler.store.engine import alembic_config, make_engine, upgrade
 
-HEAD = "0011"
+HEAD = "0021"
 
 
 @pytest.fixture

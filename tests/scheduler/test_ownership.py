@@ -9,23 +9,34 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gputui.scheduler.policy.ownership import (
     GpuProc,
     Holding,
     Offence,
+    Step,
     Watched,
     belongs,
     idle_step,
     offences,
     step,
+    step_hosts,
 )
 
 HOSTS = ("h1", "h2", "h3")
 USERS = ("alice", "bob", "carol", "dave", "root", "svc")
 UIDS = {name: 1000 + i for i, name in enumerate(USERS)}
+BOXES = (None, None, "0123456789ab", "ba9876543210")
+"""Container ids (12 hex) a job's run and a process may have; mostly none."""
+# The strategies clusters() draws from, made once (hypothesis validates and labels
+# each new strategy object: made per draw, that was most of a cluster's cost).
+_OWNER = st.none() | st.sampled_from(USERS)
+_KIND = st.sampled_from(("job", "claim"))
+_USER = st.sampled_from(USERS)
+_BOX = st.sampled_from(BOXES)
+_NAME = st.sampled_from(("python", "Xorg", "train.py --x 1", ""))
 
 
 def gpu_uuid(host: str, index: int) -> str:
@@ -38,20 +49,24 @@ def clusters(draw: st.DrawFn) -> tuple[list[Holding], list[GpuProc]]:
     gpus = [(h, i) for h in HOSTS for i in range(draw(st.integers(1, 4)))]
     holdings: list[Holding] = []
     for n, (host, index) in enumerate(gpus):
-        owner = draw(st.none() | st.sampled_from(USERS))
+        owner = draw(_OWNER)
         if owner is None:
             continue
-        kind = draw(st.sampled_from(("job", "claim")))
+        kind = draw(_KIND)
         users = {owner}
         if kind == "job" and draw(st.booleans()):
-            users.add(draw(st.sampled_from(USERS)))  # the job runs as another user
+            users.add(draw(_USER))  # the job runs as another user
+        box = draw(_BOX) if kind == "job" else None
         holdings.append(
-            Holding(gpu_uuid(host, index), host, kind, n + 1, UIDS[owner], frozenset(users))
-        )
+            Holding(
+                gpu_uuid(host, index), host, kind, n + 1, UIDS[owner], frozenset(users),
+                frozenset({box}) if box else frozenset(),
+            )
+        )  # fmt: skip
     procs: list[GpuProc] = []
     for pid in range(2, 2 + draw(st.integers(0, 24))):
         host, index = draw(st.sampled_from(gpus))
-        user = draw(st.sampled_from(USERS))
+        user = draw(_USER)
         procs.append(
             GpuProc(
                 host=host,
@@ -60,9 +75,10 @@ def clusters(draw: st.DrawFn) -> tuple[list[Holding], list[GpuProc]]:
                 pid=pid,
                 uid=UIDS[user],
                 user=user if draw(st.integers(0, 9)) else None,  # mostly with a name
-                name=draw(st.sampled_from(("python", "Xorg", "train.py --x 1", ""))),
+                name=draw(_NAME),
                 start_ticks=draw(st.integers(0, 10**6)),
                 graphics=draw(st.integers(0, 5)) == 0,
+                container=draw(_BOX),
             )
         )
     return holdings, procs
@@ -135,19 +151,35 @@ def test_a_name_decides_before_a_uid_and_a_uid_only_without_a_name() -> None:
     assert offences([job], [unknown], ()) == []
 
 
+def test_a_process_in_its_jobs_container_is_the_jobs_whatever_its_uid() -> None:
+    """A runtime that remaps uids shows the container's processes under other uids:
+    the container id (from the runtime's --cidfile) still ties them to the job, on
+    the job's own GPUs only."""
+    job = Holding("GPU-a", "h1", "job", 1, 1000, frozenset({"alice"}), frozenset({"c0ffee123456"}))
+    remapped = GpuProc("h1", "GPU-a", 0, 9, 101000, None, "python", 5, container="c0ffee123456")
+    assert belongs(remapped, job) and offences([job], [remapped], ()) == []
+    elsewhere = replace(remapped, container="deadbeef0000")
+    assert [o.kind for o in offences([job], [elsewhere], ())] == ["no-allocation"]
+    other_gpu = replace(remapped, gpu_uuid="GPU-b", gpu_index=1)
+    assert [o.kind for o in offences([job], [other_gpu], ())] == ["outside-allocation"]
+    claim = replace(job, kind="claim", containers=frozenset())
+    assert not belongs(remapped, claim)
+
+
 # -- over time ------------------------------------------------------------------------
+
+
+_HISTORY = st.lists(
+    st.tuples(st.floats(0.1, 40.0), st.booleans(), st.integers(0, 9).map(bool)),
+    min_size=1,
+    max_size=40,
+)
 
 
 @st.composite
 def histories(draw: st.DrawFn) -> list[tuple[float, bool, bool]]:
     """Ticks: (seconds since the last, a new sample came, the process is still flagged)."""
-    return draw(
-        st.lists(
-            st.tuples(st.floats(0.1, 40.0), st.booleans(), st.integers(0, 9).map(bool)),
-            min_size=1,
-            max_size=40,
-        )
-    )
+    return draw(_HISTORY)
 
 
 PROC = GpuProc("h1", "GPU-a", 0, 4242, 1001, "bob", "python", 77)
@@ -271,3 +303,74 @@ def test_unknown_readings_leave_the_idle_state_as_it_is() -> None:
     assert kept is None
     busy = idle_step(gpus, {"GPU-a": 3}, idle_since=1.0, told=True, now=500, idle_after_s=1)
     assert busy is not None and busy.idle_since is None and not busy.tell
+
+
+PROC_H1 = GpuProc("h1", gpu_uuid("h1", 0), 0, 4242, UIDS["bob"], "bob", "python", 77)
+HOLD_H1 = Holding(gpu_uuid("h1", 0), "h1", "claim", 1, UIDS["bob"], frozenset({"bob"}))
+
+_TICK = st.tuples(
+    st.integers(0, 2),  # which of the drawn clusters' processes the hosts list now
+    st.integers(0, 2),  # which of the drawn clusters' holdings the store has now
+    st.sets(st.sampled_from(HOSTS)),  # hosts whose processes are made again (equal, new)
+    st.sets(st.sampled_from(HOSTS), min_size=1),  # hosts with a sample (the rest: down)
+    st.sets(st.sampled_from(HOSTS)),  # hosts with a new sample since the last tick
+    st.sampled_from((0.0, 1.0, 30.0)),  # time passing
+    st.booleans(),  # enforce
+    st.sampled_from((0.0, 30.0)),  # grace
+    st.sampled_from(((), ("root",), ("alice", "svc"))),  # exempt users
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(clusters(), min_size=3, max_size=3),
+    st.lists(_TICK, min_size=1, max_size=12),
+    st.sampled_from([None, ("h1", "h2"), ("h2", "h1")]),
+)
+@example(  # settled (confirmed, told), then its owner claims its GPU: no longer flagged
+    [([], [PROC_H1]), ([HOLD_H1], []), ([], [])],
+    [(0, 0, set(), {"h1"}, {"h1"}, 1.0, False, 0.0, ())] * 3
+    + [(0, 1, set(), {"h1"}, {"h1"}, 1.0, False, 0.0, ())],
+    None,
+)
+def test_a_tick_host_by_host_decides_as_one_over_the_whole_cluster(
+    drawn: list[tuple[list[Holding], list[GpuProc]]],
+    ticks: list[tuple[int, int, set[str], set[str], set[str], float, bool, float, tuple[str, ...]]],
+    stray: tuple[str, str] | None,
+) -> None:
+    """``step_hosts`` (a settled host whose processes, holdings and rules are as they
+    were is kept, not judged afresh) decides what ``step`` over ``offences`` of the
+    whole cluster decides, tick after tick: the same memory, flags, owners told and
+    signals, in the same order; whatever comes and goes, and a holding that names a
+    GPU of another host than its own (a host that sends another's uuid)."""
+    now = 1000.0
+    marks = dict.fromkeys(HOSTS, 1)
+    afresh = Step(seen={})
+    kept = Step(seen={})
+    for pick, held, remade, live, sampled, gap, enforce, grace, exempt in ticks:
+        holdings, procs = drawn[held][0], drawn[pick][1]
+        if stray is not None:
+            holder, other = stray
+            holdings = [*holdings, Holding(gpu_uuid(holder, 0), other, "claim", 99, 1000,
+                                           frozenset({"alice"}))]  # fmt: skip
+        now += gap
+        for host in sampled:
+            marks[host] += 1
+        by_host: dict[str, tuple[GpuProc, ...]] = {h: () for h in HOSTS if h in live}
+        for p in procs:
+            if p.host in live:
+                by_host[p.host] += (replace(p) if p.host in remade else p,)
+        live_marks = {h: m for h, m in marks.items() if h in live}
+        everyone = [p for mine in by_host.values() for p in mine]
+        afresh = step(
+            afresh.seen, offences(holdings, everyone, exempt), live_marks, now,
+            enforce=enforce, grace_s=grace,
+        )  # fmt: skip
+        kept = step_hosts(
+            kept, by_host, holdings, live_marks, now,
+            exempt_users=exempt, enforce=enforce, grace_s=grace,
+        )  # fmt: skip
+        assert kept.seen == afresh.seen
+        assert kept.flags == afresh.flags
+        assert kept.tell == afresh.tell
+        assert kept.signals == afresh.signals

@@ -4,8 +4,11 @@ never (``scheduler.placement``; ``gputui.scheduler.policy.cards``)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policy_strategies import views
@@ -136,3 +139,39 @@ def test_explain_names_the_cards_passed_over_and_why() -> None:
     # An allocated card is not passed over (it was never free to take).
     busy = {"GPU-node1-3"}
     assert len(cards.passed_over(Want("job", 1, 1), gpus, problems, RULES, busy)) == 1
+
+
+_owners = st.sampled_from(["alice", "bob", None])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 2**22), _owners, st.integers(0, 70_000)), max_size=5),
+    st.one_of(st.none(), st.integers(0, 100)),
+    st.integers(0, 81_920),
+)
+def test_a_cards_line_is_its_words_english_made_when_read(
+    procs: list[tuple[int, str | None, int]], util: int | None, used: int
+) -> None:
+    """A rogue or phantom card's line is made only when read (the head finds a card's
+    problems every sample; placement reads their kinds): it is its words' English, and
+    a problem with it equals one given the line made at once."""
+    from gputui.scheduler.head.watch.cards import of_gpu
+    from gputui.wire.messages import GpuSample, ProcessSample
+
+    gpu = GpuSample(
+        index=0,
+        uuid="GPU-a",
+        util_gpu=util,
+        mem_used_mib=used,
+        processes=tuple(ProcessSample(pid=p, uid=u, user=n) for p, n, u in procs),
+    )
+    for problem in of_gpu(gpu, (), exempt_users=()):
+        assert problem.said is not None
+        line = problem.said.english()
+        assert problem.why == line and problem.why is problem.why  # made once
+        assert problem == CardProblem(problem.kind, line, problem.said)
+        assert problem.words() is problem.said
+        assert copy.deepcopy(problem) == problem == pickle.loads(pickle.dumps(problem))
+        with pytest.raises(AttributeError):
+            problem.kind = "clean"  # type: ignore[misc]

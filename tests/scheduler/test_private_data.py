@@ -13,7 +13,6 @@ import contextlib
 import json
 import secrets
 import shutil
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from typing import Any
 
 import pytest
 from headthread import LineClient, ThreadedHead, poll
+from privileged import account
 from realusers import User, as_user, made_users
 
 from gputui.cli import jobs, verbs  # noqa: F401  (loaded before the fork)
@@ -49,12 +49,12 @@ class People:
 def people() -> Iterator[People]:
     group = f"gtpa{secrets.token_hex(3)}"
     with made_users(3, "gtq") as (alice, bob, carol):
-        subprocess.run(["groupadd", group], check=True, capture_output=True)
+        account("groupadd", group)
         try:
-            subprocess.run(["usermod", "-a", "-G", group, carol.name], check=True)
+            account("usermod", "-a", "-G", group, carol.name)
             yield People(alice, bob, carol, group)
         finally:
-            subprocess.run(["groupdel", group], check=False, capture_output=True)
+            account("groupdel", group, check=False)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ resumed once the standby has taken over).
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -96,8 +97,12 @@ class HeadProcess:
 
     @property
     def holder(self) -> str:
+        """How the lease names this head (``host:pid:pidns:token``), as it said."""
         assert self.process is not None
-        return f"{socket.gethostname()}:{self.process.pid}"
+        found = re.search(r"this head is (\S+) in the lease", self.log.read_text(errors="replace"))
+        assert found is not None, "the head has not said its name"
+        assert found[1].startswith(f"{socket.gethostname()}:{self.process.pid}:")
+        return found[1]
 
     def said(self, text: str) -> bool:
         return text in self.log.read_text(errors="replace")
@@ -108,7 +113,9 @@ class HeadProcess:
         if self.process.poll() is not None:
             raise AssertionError(f"{self.name} exited: {self.log.read_text()[-2000:]}")
         try:
-            hosts = ask(self.sock, "cluster", {})["result"]["hosts"]
+            answer = ask(self.sock, "cluster", {})
+            assert "result" in answer, answer
+            hosts = answer["result"]["hosts"]
         except (OSError, ValueError):
             return False
         return any(h["live"] for h in hosts.values())
@@ -327,3 +334,59 @@ def test_a_leader_stopped_cleanly_lets_the_standby_take_over_at_its_next_look(
     poll(b.serving, timeout=30, what="the new leader to serve")
     assert a.process is not None and a.process.wait(10) == 0
     assert a.said("stopped; running jobs go on running")
+
+
+def tables(url: str) -> set[str]:
+    found = rows(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    return {str(r[0]) for r in found}
+
+
+def test_a_standby_leaves_the_schema_alone_and_the_leader_migrates_it(
+    tmp_path: Path, pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A head starting on a database with no schema while another holds the lease:
+    it waits without migrating (only the leader migrates, once it leads), then takes
+    the lease, migrates and serves."""
+    from gputui.scheduler.store.engine import make_engine
+    from gputui.scheduler.store.lease import HeadLease
+
+    monkeypatch.setenv("GPUTUI_JOBS_ROOT", str(tmp_path / "jobs"))
+    url = pg_server.database(migrated=False)
+    engine = make_engine(url)
+    other = HeadLease(engine, "elsewhere:7:1:0b7e", 300.0)
+    epoch = other.take()  # makes the lease's table, nothing else
+    assert epoch is not None and tables(url) == {"head_lease"}
+    b = HeadProcess(tmp_path, "b", url)
+    try:
+        b.start()
+        poll(
+            lambda: b.said("standby: waiting for the lease held by elsewhere:7:1:0b7e"),
+            timeout=40,
+            what="the head to wait as standby",
+        )
+        assert tables(url) == {"head_lease"}, "a standby migrated the database"
+        other.release(epoch)
+        poll(b.serving, timeout=40, what="the head to lead and serve")
+        assert rows(url, "SELECT count(*) FROM alembic_version") == [(1,)]
+        assert lease(url) == (epoch + 1, b.holder)
+    finally:
+        b.stop()
+        other.close()
+        engine.dispose()
+
+
+def test_a_sqlite_url_is_served_without_a_lease(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Which database it is, the engine's dialect says: a ``sqlite://`` URL is a file
+    of this head's own, with no lease to wait for."""
+    monkeypatch.setenv("GPUTUI_JOBS_ROOT", str(tmp_path / "jobs"))
+    (tmp_path / "db").mkdir(mode=0o700)
+    head = HeadProcess(tmp_path, "s", f"sqlite:///{tmp_path / 'db' / 'head.db'}")
+    try:
+        head.start()
+        poll(head.serving, timeout=40, what="the head to serve")
+        assert not head.said("in the lease") and not head.said("standby")
+        assert (tmp_path / "db" / "head.db").stat().st_mode & 0o077 == 0
+    finally:
+        head.stop()

@@ -11,17 +11,20 @@ not watch, wrong types) is refused in one line and changes nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from headthread import ThreadedHead
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_telemetry_stream import Stream
 
 from gputui.config.models import Config
+from gputui.scheduler.client import telemetry
 from gputui.scheduler.client.deltas import HostBook, diff, host_view, summary_view
 from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
 from gputui.scheduler.client.telemetry import HeadTelemetry
@@ -273,3 +276,156 @@ def test_summaries_come_once_a_turn_and_a_status_change_at_once(tmp_path: Path) 
                     break
         finally:
             stream.close()
+
+
+def _many(n: int) -> list[str]:
+    return [f"node{i:03d}" for i in range(n)]
+
+
+def test_the_cap_counts_the_hosts_and_the_selected_gpu_comes_besides(tmp_path: Path) -> None:
+    """Up to ``MAX_VIEWED_HOSTS`` hosts in view, with the selected GPU on one more host,
+    are taken (by ``telemetry`` and ``telemetry_view``); one host more is refused."""
+    names = _many(MAX_VIEWED_HOSTS + 4)
+    with ThreadedHead(tmp_path, dict.fromkeys(names, 1)) as th:
+        stream = Stream(th.sock)
+        try:
+            assert stream.subscribe({"detail": []})["ok"] is True
+            assert th.head is not None
+            hub = th.head.telemetry
+            ids = iter(range(100, 10_000_000))
+
+            def ask(op: str, args: dict[str, Any]) -> dict[str, Any]:
+                request_id = next(ids)
+                line = {"id": request_id, "op": op, "args": args}
+                stream.sock.sendall(json.dumps(line).encode() + b"\n")
+                return stream.next(lambda m: m.get("id") == request_id)
+
+            def viewers() -> list[Any]:
+                got: list[Any] = []
+                th.in_loop(lambda: got.extend(hub.viewers()))
+                return got
+
+            @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+            @given(
+                # any size, and the ones about the cap every run
+                n=st.one_of(
+                    st.integers(0, MAX_VIEWED_HOSTS + 3),
+                    st.sampled_from([MAX_VIEWED_HOSTS - 1, MAX_VIEWED_HOSTS, MAX_VIEWED_HOSTS + 1]),
+                ),
+                subscribe=st.booleans(),
+                index=st.integers(0, 0),
+                data=st.data(),
+            )
+            def check(n: int, subscribe: bool, index: int, data: st.DataObject) -> None:
+                hosts = data.draw(st.permutations(names).map(lambda p: p[:n]))
+                gpu_host = data.draw(st.sampled_from([h for h in names if h not in hosts]))
+                gpu = {"host": gpu_host, "index": index}
+                before = viewers()
+                if subscribe:
+                    answer = ask("telemetry", {"detail": hosts, "gpu": gpu})
+                else:
+                    answer = ask("telemetry_view", {"hosts": hosts, "gpu": gpu})
+                if n <= MAX_VIEWED_HOSTS:
+                    assert answer["ok"] is True, answer
+                    assert viewers() == [(frozenset([*hosts, gpu_host]), (gpu_host, index))]
+                else:
+                    assert answer["ok"] is False
+                    assert answer["error"]["code"] == "bad-args"
+                    assert str(MAX_VIEWED_HOSTS) in answer["error"]["message"]
+                    assert viewers() == before
+
+            check()
+        finally:
+            stream.close()
+
+
+async def test_the_console_sends_a_full_screen_and_the_gpu_on_one_host_more(
+    tmp_path: Path,
+) -> None:
+    names = _many(MAX_VIEWED_HOSTS + 1)
+    with ThreadedHead(tmp_path, dict.fromkeys(names, 1)) as th:
+        config = Config.model_validate(
+            {"hosts": [{"name": n} for n in names], "head": {"socket": str(th.sock)}}
+        )
+        source = HeadTelemetry(config)
+        await source.start()
+        try:
+            await _until(lambda: source.pushes > 0, "the first push")
+            source.view(names[:MAX_VIEWED_HOSTS], (names[-1], 0))
+            assert th.head is not None
+            hub = th.head.telemetry
+            wanted = [(frozenset(names), (names[-1], 0))]
+
+            def taken() -> bool:
+                got: list[Any] = []
+                th.in_loop(lambda: got.extend(hub.viewers()))
+                return got == wanted
+
+            await _until(taken, "the head to take the view")
+            assert source.view_problem is None
+        finally:
+            await source.close()
+
+
+async def _lossy_relay(path: Path, head: Path, lost: list[bytes]) -> asyncio.AbstractServer:
+    """A socket in front of the head's that passes everything both ways but the
+    first ``telemetry_view`` request, which it drops (kept in ``lost``): a request
+    lost on its way, which the console gets no answer to."""
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head_reader, head_writer = await asyncio.open_unix_connection(str(head))
+
+        async def down() -> None:
+            while data := await head_reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+            writer.close()
+
+        async def up() -> None:
+            while line := await reader.readline():
+                if not lost and b'"op":"telemetry_view"' in line:
+                    lost.append(line)
+                    continue
+                head_writer.write(line)
+                await head_writer.drain()
+            head_writer.close()
+
+        with contextlib.suppress(OSError):
+            await asyncio.gather(down(), up())
+
+    return await asyncio.start_unix_server(relay, path=str(path))
+
+
+async def test_a_view_the_head_did_not_answer_is_sent_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(telemetry, "SUBSCRIBE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(telemetry, "VIEW_RETRY_S", 0.05)
+    with ThreadedHead(tmp_path, {"gpu01": 2, "gpu02": 2}) as th:
+        lost: list[bytes] = []
+        relay = await _lossy_relay(tmp_path / "relay.sock", th.sock, lost)
+        config = Config.model_validate(
+            {
+                "hosts": [{"name": n} for n in KNOWN],
+                "head": {"socket": str(tmp_path / "relay.sock")},
+            }
+        )
+        source = HeadTelemetry(config)
+        await source.start()
+        try:
+            await _until(lambda: source.pushes > 0, "the first push")
+            source.view(["gpu02"], ("gpu02", 1))
+            await _until(lambda: lost, "the view to be lost on the way")
+            assert th.head is not None
+            hub = th.head.telemetry
+
+            def taken() -> bool:
+                got: list[Any] = []
+                th.in_loop(lambda: got.extend(hub.viewers()))
+                return got == [(frozenset({"gpu02"}), ("gpu02", 1))]
+
+            await _until(taken, "the view sent again and taken")
+            await _until(lambda: source.view_problem is None, "the view's problem cleared")
+        finally:
+            await source.close()
+            relay.close()

@@ -73,11 +73,10 @@ async def test_the_grid_shows_each_slurm_job_on_the_gpus_slurm_gave_it_and_flags
     job = slurm.cmd("sbatch", "--parsable", "--gres=gpu:2", "-J", "train", "--wrap", "sleep 120")
     first, second = int(blocker.stdout.strip()), int(job.stdout.strip())
     deadline = time.monotonic() + 30
-    while slurm.cmd("squeue", "-h", "-t", "R", "-o", "%i").stdout.split() != [
-        str(first),
-        str(second),
-    ]:
-        assert time.monotonic() < deadline, "the jobs never ran"
+    running: list[str] = []
+    while sorted(running) != sorted([str(first), str(second)]):  # squeue's order is its own
+        assert time.monotonic() < deadline, f"the jobs never ran: {running} running"
+        running = slurm.cmd("squeue", "-h", "-t", "R", "-o", "%i").stdout.split()
         time.sleep(0.05)  # polling slurmctld until a deadline
     detail = slurm.cmd("scontrol", "show", "job", "-d", str(second)).stdout
     idx = [int(i) for i in detail.split("(IDX:")[1].split(")")[0].replace("-", ",").split(",")]

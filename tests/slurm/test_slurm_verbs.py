@@ -270,4 +270,19 @@ def test_usage_and_report_count_gpu_hours_from_slurms_accounting(
     line = next(line for line in out.splitlines() if line.startswith("root"))
     assert line.split()[2] == "-"  # busy: not kept by Slurm, never a 0
     code, out, err = gputui(hosts, "report")
-    assert code == 0 and "GPU report (Slurm)" in out and "Top users: root" in out, err
+    assert code == 0 and "GPU report (Slurm)" in out, err
+    # Among the top users: first or not, by the jobs the other tests on this cluster
+    # ran before this one (their users' jobs, however long they ran, against root's).
+    top = next(line for line in out.splitlines() if line.startswith("- Top users: "))
+    assert re.search(r"[:,] root \d+\.\d GPU-h", top), top
+
+
+def test_run_pty_asks_srun_for_slurms_own_terminal() -> None:
+    """``gputui run --pty`` on Slurm is ``srun --pty`` (Slurm keeps the terminal; the
+    head's own ``attach`` is for the head's jobs)."""
+    from gputui.scheduler.client.slurm.backend import SlurmBackend
+    from gputui.scheduler.client.slurm.runner import Runner
+
+    backend = SlurmBackend(Runner("local"))
+    assert "--pty" in backend.srun_argv(["bash"], gpus=1, pty=True)
+    assert "--pty" not in backend.srun_argv(["bash"], gpus=1)

@@ -50,6 +50,10 @@ def test_claim_takes_what_gputui_claim_takes() -> None:
     assert p("claim gpu01:1 --no-wait") == Order(
         "claim", claim={"gpu_refs": ["gpu01:1"], "note": "", "wait": False}
     )
+    assert p(":claim 2 --mig 1g.10gb") == Order(
+        "claim", claim={"gpus": 2, "mig": "1g.10gb", "note": "", "wait": True}
+    )
+    assert isinstance(p(":claim --mig 'no such'"), Refused)
 
 
 def test_bad_claims_are_one_line_from_the_cli_rules() -> None:
@@ -58,7 +62,8 @@ def test_bad_claims_are_one_line_from_the_cli_rules() -> None:
         "claim 0": "must be 1 to 64 GPUs, not 0",
         "claim -g two": "not a number of GPUs: 'two'",
         "claim --for soon": "not a duration",
-        "claim --for 9999d": "--for at most 366 days",
+        "claim --for 400d": "--for at most 366 days",
+        "claim --for 9999d": "not a duration: '9999d' (more than 10 years)",
         "claim --bogus": "unrecognized arguments: --bogus",
         "claim --json": "--json is for the command line",
         "claim --pool 'a\x1bb'": "--pool must be printable",

@@ -118,3 +118,67 @@ async def test_typing_in_the_offered_command_adds_to_it(
         burst(app, ["space", "-", "-", "x"])
         await until(pilot, lambda: field.value.endswith("--x"), "the typed keys")
         assert field.value == "python3 train.py --steps 20 --x"
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_enqueue_form_sends_the_environment_and_what_the_job_runs_in(
+    app: GpuTuiApp, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEAM_TOKEN", "from-the-console")
+    messages: list[Message] = []
+    async with app.run_test(size=size, message_hook=messages.append) as pilot:
+        screen = SubmitScreen(cwd="/srv/proj")
+        await app.push_screen(screen)
+        await pilot.pause()
+        for field, value in (
+            ("f-command", "python train.py"),
+            ("f-env", "SEED=1 'NOTE=two words'"),
+            ("f-export", "TEAM_TOKEN"),
+            ("f-runs-in", "podman team/train:1.0"),
+        ):
+            screen.query_one(f"#{field}", Input).value = value
+        await pilot.press("ctrl+s")
+        await until(
+            pilot,
+            lambda: any(isinstance(m, FormScreen.Requested) for m in messages),
+            "the request",
+        )
+        (sent,) = [m for m in messages if isinstance(m, FormScreen.Requested)]
+        setup = sent.args["setup"]
+        assert dict(setup.env) == {
+            "SEED": "1",
+            "NOTE": "two words",
+            "TEAM_TOKEN": "from-the-console",
+        }
+        assert (setup.image, setup.runtime, setup.conda, setup.venv) == (
+            "team/train:1.0",
+            "podman",
+            None,
+            None,
+        )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("f-env", "1X=y", "env: --env: '1X' is not an environment variable name"),
+        ("f-export", "ALL,NONE", "export: --export: NONE stands alone"),
+        ("f-runs-in", "docker ubuntu;x", "runs in: image 'ubuntu;x' is not an image name"),
+        ("f-runs-in", "lxc ubuntu", "runs in: give conda ENV, venv PATH, image IMAGE"),
+        ("f-runs-in", "venv relative/path/../../x:y", "runs in: --venv must be an absolute"),
+    ],
+)
+async def test_a_bad_environment_field_is_named_and_nothing_is_sent(
+    app: GpuTuiApp, field: str, value: str, words: str
+) -> None:
+    messages: list[Message] = []
+    async with app.run_test(size=(80, 24), message_hook=messages.append) as pilot:
+        screen = SubmitScreen(cwd="/srv/proj")
+        await app.push_screen(screen)
+        await pilot.pause()
+        screen.query_one("#f-command", Input).value = "python train.py"
+        screen.query_one(f"#{field}", Input).value = value
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: words in screen_text(app), f"the problem: {words}")
+        assert app.focused is screen.query_one(f"#{field}", Input)
+        assert not any(isinstance(m, FormScreen.Requested) for m in messages)

@@ -20,18 +20,27 @@ from typing import Any
 import asyncssh
 from textual.message import Message
 
+from gputui.cli.console_app import console_app
 from gputui.config.models import Config, HeadConfig, HostConfig, SshDefaults
+from gputui.scheduler.client.telemetry import HeadTelemetry
 from gputui.ui.head.link import HeadLink, HeadState, HeadUnreachable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
 from headkit import running_head
+from ui_helpers import until
 
 FAR_SOCKET = "/nonexistent-gputui-head/head.sock"
 
 
 class _Server(asyncssh.SSHServer):
-    def __init__(self, key: asyncssh.SSHKey, real: Path, asked: list[str]) -> None:
-        self.key, self.real, self.asked = key, real, asked
+    def __init__(
+        self, key: asyncssh.SSHKey, real: Path, asked: list[str], made: list[Any] | None = None
+    ) -> None:
+        self.key, self.real, self.asked, self.made = key, real, asked, made
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        if self.made is not None:
+            self.made.append(conn)
 
     def begin_auth(self, username: str) -> bool:
         return True
@@ -65,14 +74,18 @@ class _Server(asyncssh.SSHServer):
         return bridge
 
 
-async def _ssh_server(tmp: Path, real: Path, asked: list[str]) -> tuple[Any, Config]:
+async def _ssh_server(
+    tmp: Path, real: Path, asked: list[str], made: list[Any] | None = None
+) -> tuple[Any, Config]:
+    """An SSH server to the head's socket ``real``; ``asked``: the sockets asked
+    for, ``made``: the SSH connections it accepted."""
     client_key = asyncssh.generate_private_key("ssh-ed25519")
     key_path = tmp / "id_ed25519"
     client_key.write_private_key(str(key_path))
     key_path.chmod(0o600)
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     server = await asyncssh.create_server(
-        lambda: _Server(client_key, real, asked),
+        lambda: _Server(client_key, real, asked, made),
         "127.0.0.1",
         0,
         server_host_keys=[host_key],
@@ -126,6 +139,33 @@ async def test_the_link_reaches_the_head_through_ssh(tmp_path: Path) -> None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            server.close()
+
+
+async def test_a_console_through_ssh_is_one_ssh_connection(tmp_path: Path) -> None:
+    """The console as ``gputui`` builds it, its head on another machine: its control
+    session and its telemetry stream ride one SSH connection, one socket channel in
+    it, one connection at the head."""
+    asked: list[str] = []
+    made: list[Any] = []
+    async with running_head(tmp_path, {"gpu01": 2}) as (head, _hosts, sock):
+        server, config = await _ssh_server(tmp_path, sock, asked, made)
+        app = console_app(config, config.theme)
+        try:
+            async with app.run_test(size=(80, 24)) as pilot:
+                link, stream = app.head.link, app.source
+                assert link is not None and isinstance(stream, HeadTelemetry)
+
+                def flowing() -> bool:
+                    return link.connected and stream.pushes > 0
+
+                await until(pilot, flowing, "the state and the telemetry through SSH")
+                claim = await link.ask("claim", lambda b: b.claim(gpus=1, wait=False))
+                assert claim["claim"]["state"] == "active"
+                assert len(made) == 1
+                assert asked == [FAR_SOCKET]
+                assert head.connections_served == 1
+        finally:
             server.close()
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from ui_fakes import FakeSource, fixed_clock
-from ui_helpers import grid_line, shown, told, until
+from ui_helpers import grid_line, screen_text, shown, told, until
 
 from gputui.config.models import Config
 from gputui.fleet.fleet import Fleet
@@ -134,13 +134,19 @@ async def test_an_unreachable_head_is_said_and_s_falls_back_to_direct(
     direct = FakeSource()
     app = GpuTuiApp(stream, config, clock=fixed_clock, direct=lambda: direct)
     stream.on_problem = app.fallback.heard
-    async with app.run_test(size=size) as pilot:
+    async with app.run_test(size=size, notifications=True) as pilot:
         await until(pilot, lambda: stream.problem is not None, "the head found away")
         await until(pilot, lambda: "unreachable" in grid_line(app, "gpu01"), "the host row")
+        # The notice line says which key, however narrow the terminal.
+        await until(
+            pilot,
+            lambda: "press S" in screen_text(app).splitlines()[-1],
+            "the offer on the bottom row",
+        )
         offers = [text for _, text in told(app) if "press S" in text]
         assert offers == [
-            f"head unreachable ({stream.problem}): press S to watch the hosts over SSH"
-            " directly (or start with gputui --direct)"
+            "head unreachable: press S for direct SSH (or start with gputui --direct)"
+            f" — {stream.problem}"
         ]
         assert stream.snapshots()["gpu01"].message.endswith(FALLBACK_HINT)
         await pilot.press("S")

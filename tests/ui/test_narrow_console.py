@@ -11,9 +11,11 @@ from ui_helpers import grid_line, help_text, lines, screen_text, shown, until
 
 from gputui.config.models import Config
 from gputui.ui.app import GpuTuiApp
+from gputui.ui.gpu_view import GpuRow
 from gputui.ui.head.view import Holder
 from gputui.ui.model import SORT_KEYS
 from gputui.ui.screens.audit import AuditRow, AuditScreen
+from gputui.ui.widgets.grid_columns import plan_columns
 from gputui.ui.widgets.summary import SummaryBar, head_forms
 
 SIZES = [(80, 24), (200, 50)]
@@ -145,3 +147,21 @@ async def test_the_audit_screen_keeps_owner_and_outcome(size: tuple[int, int]) -
         assert "of bob" in text
         table = screen.query_one("#audit-table", DataTable)
         assert table.row_count == 2
+
+
+async def test_a_line_drawn_before_the_resize_is_handled_uses_the_new_widths_plan() -> None:
+    """A layout sets the grid's new size before its ``Resize`` is handled; a line drawn
+    in between came from the old width's plan, cut to the new width, so the last
+    columns (owners, flags) fell off the end: the Slurm console's ROGUE was lost so."""
+    app = GpuTuiApp(FakeSource(), Config(), clock=fixed_clock)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.pause()
+        await _with_head(app)
+        await pilot.pause()
+        grid = app.main.grid
+        fresh = grid_line(app, "gpu01:0")
+        assert fresh.rstrip().endswith("ok"), fresh  # the state column, last
+        grid._columns = plan_columns(grid.size.width + 64, held=True)  # the old layout's
+        grid.invalidate_rows([GpuRow("gpu01", 0)])  # its holder changed: drawn again
+        stale = grid.render_line(1 + grid.rows.index(GpuRow("gpu01", 0))).text
+        assert stale.rstrip() == fresh.rstrip()

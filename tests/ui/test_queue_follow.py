@@ -15,6 +15,7 @@ import pytest
 from textual.widgets import DataTable, Log, Static
 from ui_helpers import told, until
 
+from gputui.common.jobenv import JobSetup
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.queue import QueueScreen
@@ -189,3 +190,22 @@ async def test_an_ended_job_is_said_to_have_ended_not_asked_about(
             assert said == ["job 1 already ended (completed); R requeues it"] * 3
             await pilot.press("R")  # a requeue of an ended job is still asked
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_detail_says_what_the_job_runs_in(tmp_path: Path, size: tuple[int, int]) -> None:
+    async with running_head(tmp_path, LAYOUT) as (_head, hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=size) as pilot:
+            await connected(pilot, app)
+            link = app.head.link
+            assert link is not None
+            setup = JobSetup(image="team/train:1.0", runtime="podman")
+            await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1, setup=setup))
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            await until(pilot, lambda: "train" in detail(app), "the job's record")
+            line = next(x for x in detail(app).splitlines() if x.startswith("runs in"))
+            assert line.split(None, 2)[2] == "podman team/train:1.0"
+            assert hosts.launches[0].image == "team/train:1.0"
+            assert hosts.launches[0].runtime == "podman"

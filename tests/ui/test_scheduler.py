@@ -532,3 +532,50 @@ def test_news_for_a_queue_screen_whose_widgets_are_gone_is_dropped_not_raised() 
     screen._selected = 7
     screen.show_detail(7, {"argv": ["train"]})
     screen.show_explain(7, [("place", "1 of 2: Resources")])
+
+
+async def test_a_attaches_to_a_running_interactive_job_and_says_why_not_to_others(
+    tmp_path: Path,
+) -> None:
+    async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
+        client = await AsyncHeadClient.open_local(sock)
+        shell = await client.call("submit", {"argv": ["bash"], "cwd": "/", "pty": True})
+        plain = await client.call("submit", {"argv": ["python", "train.py"], "cwd": "/"})
+        await client.close()
+        app = console(sock)
+        messages: list[Message] = []
+        async with app.run_test(size=(140, 40), message_hook=messages.append) as pilot:
+            await connected(pilot, app)
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            queue = app.screen
+            assert isinstance(queue, QueueScreen)
+            await until(
+                pilot,
+                lambda: (
+                    queue.selected is not None
+                    and queue.selected.id == shell["job"]["id"]
+                    and queue.selected.state == "running"
+                ),
+                "the interactive job running and selected",
+            )
+            await pilot.press("a")
+            await until(pilot, lambda: any("handed over" in n for n in notes(app)), "the refusal")
+            # The app asked to attach to that job; a headless test terminal cannot be
+            # handed over, which is said in one line.
+            assert [m.job_id for m in attach_asked(messages)] == [shell["job"]["id"]]
+            await pilot.press("down")
+            await until(
+                pilot,
+                lambda: queue.selected is not None and queue.selected.id == plain["job"]["id"],
+                "the plain job selected",
+            )
+            await pilot.press("a")
+            await until(pilot, lambda: any("has no terminal" in n for n in notes(app)), "why not")
+            assert len(attach_asked(messages)) == 1
+
+
+def attach_asked(messages: list[Message]) -> list[QueueScreen.AttachWanted]:
+    """Each ``AttachWanted`` once (the hook sees it at the screen and at the app)."""
+    found = {id(m): m for m in messages if isinstance(m, QueueScreen.AttachWanted)}
+    return list(found.values())

@@ -241,6 +241,25 @@ def test_a_blocked_event_loop_still_gives_the_terminal_back(
     assert b"gputui: did not stop within 1 s of SIGTERM" in terminal.output
 
 
+def test_the_last_words_are_in_the_readers_language(
+    tmp_path: Path, terminals: Callable[[list[str]], Terminal], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``LANG=zh_CN.UTF-8`` the line left on the terminal is Chinese."""
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    monkeypatch.delenv("LC_MESSAGES", raising=False)
+    argv, mark = stuck_app(tmp_path, "blocked loop", grace_s=1.0)
+    terminal = terminals(argv)
+    wait_entered(terminal)
+    terminal.read_until(mark.exists, START_S, "the app to block its event loop")
+    terminal.signal(signal.SIGTERM)
+    terminal.read_to_eof(EXIT_S)
+    assert terminal.process.wait(EXIT_S) == 128 + signal.SIGTERM
+    assert_terminal_given_back(terminal)
+    said = "gputui: \u6536\u5230 SIGTERM \u540e 1 \u79d2\u5185\u672a\u80fd\u505c\u6b62"
+    assert said.encode() in terminal.output, terminal.output[-300:]
+
+
 @pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT], ids=str)
 def test_a_second_signal_ends_a_hung_exit_at_once(
     second: int, tmp_path: Path, terminals: Callable[[list[str]], Terminal]

@@ -33,6 +33,8 @@ SCHED_OK = {
     "cli_submit_ms": 100.0,
     "pass_ms": 30.0,
     "pass_ratio": 500.0,
+    "array_submit_s": 0.2,
+    "pass_arrays_ratio": 3.0,
 }
 
 
@@ -51,13 +53,20 @@ def test_all_met_is_exit_0_with_one_line_per_figure(
 ) -> None:
     code, out = judge(monkeypatch, capsys, (SCHED_OK, ""))
     figures = [line for line in out if line.endswith((" ok", " MISS"))]
-    assert code == 0 and len(figures) == 7 and all(line.endswith(" ok") for line in figures)
+    assert code == 0 and len(figures) == 9 and all(line.endswith(" ok") for line in figures)
     assert "submissions / fsync commits" in out[0] and ">= 2x" in out[0]
 
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("ratio_vs_fsync", 1.9), ("ratio", 2.9), ("pass_ms", 51.0), ("cli_submit_ms", None)],
+    [
+        ("ratio_vs_fsync", 1.9),
+        ("ratio", 2.9),
+        ("pass_ms", 51.0),
+        ("cli_submit_ms", None),
+        ("array_submit_s", 1.5),
+        ("pass_arrays_ratio", 0.9),
+    ],
 )
 def test_a_miss_or_a_missing_figure_is_exit_1(
     monkeypatch: pytest.MonkeyPatch,

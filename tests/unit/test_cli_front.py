@@ -16,6 +16,7 @@ SAMPLE_ARGS: dict[str, list[str]] = {
     "submit": ["--", "true"],
     "run": ["--", "true"],
     "show": ["1"],
+    "attach": ["1"],
     "logs": ["1"],
     "wait": ["1"],
     "explain": ["1"],
@@ -24,6 +25,9 @@ SAMPLE_ARGS: dict[str, list[str]] = {
     "undrain": ["h1"],
     "unfence": ["h1:0", "--reason", "x"],
     "force-free": ["h1:0", "--reason", "x"],
+    "notify": ["show"],
+    "book": ["--for", "1h"],
+    "unbook": ["1"],
 }
 """The least each scheduler verb needs to get past its parser."""
 
@@ -72,7 +76,7 @@ def test_help_says_how_the_head_is_found(
     found = out[out.index("finding the head") :]
     order = ["1. --socket", "2. $GPUTUI_HEAD_SOCKET", "3. hosts.yaml", "4. /run/gputui/head.sock"]
     assert sorted(order, key=found.index) == order
-    assert args.FINDING_THE_HEAD.splitlines()[0] in out
+    assert args.finding_the_head(str).splitlines()[0] in out
 
 
 def _every_command() -> list[list[str]]:

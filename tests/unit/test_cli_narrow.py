@@ -211,3 +211,50 @@ def test_any_table_fits_any_width(rows: list[tuple[str, ...]], width: int, drop:
     lines = fit_table(printable, width, flex={0: 4, 1: 4, 2: 4, 3: 4}, drop=sorted(drop))
     assert len(lines) == len(rows)
     assert all(layout.cells(line) <= width for line in lines)
+
+
+def _reference_table(
+    rows: list[tuple[str, ...]], width: int | None, flex: dict[int, int], drop: list[int]
+) -> list[str]:
+    """The layout measured cell by cell at every step (as it was before each cell's
+    size was worked out once): the fast path must give exactly these lines."""
+    cells, cut = layout.cells, layout.cut
+    kept = list(range(len(rows[0])))
+    while True:
+        widths = {i: max(cells(r[i]) for r in rows) for i in kept}
+        over = sum(widths.values()) + 2 * (len(kept) - 1) - (width or 0)
+        if width is None or over <= 0:
+            break
+        floor = {i: max(least, cells(rows[0][i])) for i, least in flex.items() if i in widths}
+        while over > 0:
+            slack = [i for i in floor if widths[i] > floor[i]]
+            if not slack:
+                break
+            widths[max(slack, key=lambda i: widths[i])] -= 1
+            over -= 1
+        gone = next((i for i in drop if i in kept), None)
+        if over <= 0 or gone is None:
+            break
+        kept.remove(gone)
+    out = []
+    for row in rows:
+        line = "  ".join(layout.pad(cut(row[i], w), w, right=i == 1) for i, w in widths.items())
+        out.append(line.rstrip() if width is None else cut(line.rstrip(), width))
+    return out
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.tuples(_TEXT, _TEXT, _TEXT, _TEXT), min_size=1, max_size=6),
+    st.one_of(st.none(), st.integers(1, 200), st.integers(20, 60)),
+    st.lists(st.integers(0, 3), unique=True),
+    st.dictionaries(st.integers(0, 3), st.integers(0, 20)),
+)
+def test_the_fast_layout_is_the_cell_by_cell_one(
+    rows: list[tuple[str, ...]], width: int | None, drop: list[int], flex: dict[int, int]
+) -> None:
+    printable = [tuple("".join(c for c in cell if c.isprintable()) for cell in r) for r in rows]
+    want = _reference_table(printable, width, flex, drop)
+    assert fit_table(printable, width, flex=flex, drop=drop, right=(1,)) == want
+    widths = layout.fit_widths(printable, width, flex=flex, drop=drop)
+    assert layout.table_lines(printable, widths, width, right=(1,)) == want

@@ -173,3 +173,25 @@ def test_a_file_not_in_utf8_from_the_command_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert caught.value.lines == [f"{path}:3:20: not UTF-8 (byte 0xe9); save the file as UTF-8"]
+
+
+@given(value=st.text(max_size=30))
+def test_the_jobs_runtime_is_one_of_three_or_one_line_naming_it(value: str) -> None:
+    """``jobs.runtime`` (the container runtime of an ``--image`` job with none named):
+    a file another user may have written gets one line per mistake, never a traceback."""
+    errors = _errors(f"hosts: []\njobs:\n  runtime: {_quoted(value)}\n")
+    if value in ("docker", "podman", "apptainer"):
+        assert errors is None
+        assert parse_config(f"jobs:\n  runtime: {value}\n").jobs.runtime == value
+    else:
+        assert errors is not None and len(errors) == 1  # (yaml may refuse it first)
+        assert errors[0].startswith("hosts.yaml:3: jobs.runtime: ") or re.match(
+            r"hosts\.yaml:\d+: yaml: ",
+            errors[0],  # (a quoted newline: yaml names the next)
+        ), errors[0]
+
+
+def test_the_jobs_section_defaults_to_docker_and_refuses_unknown_keys() -> None:
+    assert parse_config("hosts: []\n").jobs.runtime == "docker"
+    errors = _errors("jobs:\n  runtime: podman\n  runtim: docker\n")
+    assert errors is not None and errors[0].startswith("hosts.yaml:3: jobs.runtim: ")

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputui.common.durations import coarse_text, elapsed_text, parse_duration
+from gputui.common.durations import (
+    MAX_SECONDS,
+    MAX_TEXT,
+    coarse_text,
+    elapsed_text,
+    parse_duration,
+)
 
 
 @pytest.mark.parametrize(
@@ -59,3 +66,28 @@ def test_ago_takes_only_the_units_asked_for() -> None:
     assert ago("30m", 10_000.0, units="hdw") is None  # usage's spans are hours and up
     for bad in ("", "m", "-3h", "3.5h", "123456h", "3 h", "3y", "\x1b[3h"):
         assert ago(bad, 0.0) is None, bad
+
+
+@given(
+    st.text()
+    | st.from_regex(r"\s*\d{1,40}(\.\d{1,20})?\s*[smhd]?\s*", fullmatch=True)
+    | st.from_regex(r"(\d{1,20}-)?\d{1,20}(:\d{1,20}){0,2}", fullmatch=True)
+)
+def test_any_text_is_a_sane_duration_or_one_short_line(text: str) -> None:
+    """Never a traceback, never ``inf`` nor a thousand years: a finite time of at
+    most ten years, or one line that echoes at most a short piece of the text."""
+    try:
+        value = parse_duration(text)
+    except argparse.ArgumentTypeError as exc:
+        message = str(exc)
+        assert "\n" not in message
+        assert len(message) <= 50 + len(repr(text[:MAX_TEXT])), message
+        return
+    assert math.isfinite(value)
+    assert 0 < value <= MAX_SECONDS
+
+
+@pytest.mark.parametrize("text", ["9" * 20 + "d", "3651d", "1" * 32, "99999-00:00"])
+def test_absurd_durations_are_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="more than 10 years"):
+        parse_duration(text)

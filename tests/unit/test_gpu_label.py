@@ -27,6 +27,10 @@ from gputui.common.gpu_label import LABEL_MAX, model_label
         ("Quadro RTX 8000", 49_152, "RTX8000"),
         ("NVIDIA RTX 6000 Ada Generation", 49_140, "6000Ada"),
         ("Tesla T4", 15_360, "T4"),
+        ("AMD Instinct MI300X", 196_592, "MI300X"),
+        ("AMD Instinct MI210", 65_520, "MI210"),
+        ("AMD Radeon PRO W7900", 49_136, "W7900"),
+        ("AMD Radeon RX 7900 XTX", 24_560, "7900XTX"),
         ("NVIDIA A100-SXM4-80GB", None, "A100-80G"),
         ("NVIDIA H100 PCIe", None, "H100"),  # no size known: none said
         ("NVIDIA H100 PCIe", -5, "H100"),  # nor a nonsense one

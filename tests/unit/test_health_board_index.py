@@ -100,3 +100,20 @@ def test_one_hosts_snapshot_costs_the_same_however_many_hosts_are_in_trouble() -
     crowded.observe(one, NOW)
     # The walk over every track made this ~15x; the index keeps it near 1x.
     assert _observe_cost(crowded, one) < 3 * _observe_cost(alone, one)
+
+
+def test_one_problem_a_key_so_the_header_and_the_list_agree() -> None:
+    """Two findings of one key (a process the head flags twice, its name or owner read
+    differently by two samples; a host's own finding and the head's) are one problem:
+    the console's header counts keys, its health view lists problems."""
+    board = HealthBoard(HealthThresholds())
+    board.set_outside(
+        [
+            outside.process_flag("gpu01", 1, "GPU-1", 4242, "alice", "python", "no-allocation"),
+            outside.process_flag("gpu01", 1, "GPU-1", 4242, "alice", "train.py", "no-allocation"),
+            outside.drained("gpu01", 1, "GPU-1", "loud fan"),
+        ],
+        1000.0,
+    )
+    problems = board.problems()
+    assert len(problems) == len({p.key for p in problems}) == 2

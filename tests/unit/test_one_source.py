@@ -94,7 +94,7 @@ def test_every_reader_of_the_heads_answers_checks_numbers_one_way() -> None:
 def test_the_helpers_own_copies_of_shared_limits_agree_with_the_clients() -> None:
     """The helper is shipped alone and imports nothing of gputui, so it keeps its own
     copy of each limit it shares with the client; here they are held equal."""
-    from gputui.remote import gpureset, holders, jobfs, jobops, supervisor
+    from gputui.remote import gpureset, holders, jobfs, jobops, launch, ptyops, supervisor
     from gputui.remote import wire as remote_wire
     from gputui.remote.sim import spec as simspec
     from gputui.wire import fields
@@ -109,6 +109,30 @@ def test_the_helpers_own_copies_of_shared_limits_agree_with_the_clients() -> Non
     assert protocol_ops.MAX_LOG_BYTES == jobops.LOG_READ_MAX
     assert protocol_ops.MAX_REQUEST_BYTES == remote_wire.MAX_REQUEST_BYTES
     assert protocol_ops.JOB_ID_MAX == supervisor.JOB_ID_MAX
+    assert fields.PTY_AID_MAX == ptyops.AID_MAX
+    assert launch.SCRIPT == supervisor.SCRIPT
+
+
+def test_a_script_has_one_size_limit_from_the_cli_to_the_host() -> None:
+    """One definition above the helper (``jobscript``), the helper's copy equal to it."""
+    from gputui.common import jobscript
+    from gputui.remote import launch
+
+    assert jobscript.MAX_SCRIPT_BYTES == launch.SCRIPT_MAX == 256 * 1024
+
+
+def test_the_helper_checks_images_environments_and_runtimes_as_the_head_does() -> None:
+    """The helper's own copy of the container and environment rules (it is shipped
+    alone) is the head's, pattern for pattern."""
+    from gputui.common import jobenv
+    from gputui.remote import containers
+
+    assert containers.IMAGE_RE.pattern == jobenv.IMAGE_PATTERN
+    assert containers.IMAGE_MAX == jobenv.IMAGE_MAX
+    assert containers.CONDA_NAME_RE.pattern == jobenv.CONDA_NAME_PATTERN
+    assert containers.ENV_NAME_RE.pattern == jobenv.ENV_NAME_PATTERN
+    assert containers.ENV_PATH_MAX == jobenv.ENV_PATH_MAX
+    assert containers.RUNTIMES == jobenv.RUNTIMES
 
 
 @given(user=st.text(max_size=8), admin=st.booleans(), doing=st.sampled_from(["x", "force-free"]))

@@ -72,6 +72,7 @@ def test_the_wheel_builds_without_warnings_and_carries_its_data(tmp_path: Path) 
         "gputui/scheduler/units/gputui.tmpfiles",
         "gputui/scheduler/store/migrations/alembic.ini",
         "gputui/scheduler/store/migrations/script.py.mako",
+        "gputui/locale/zh_CN/LC_MESSAGES/gputui.mo",
     ):
         assert data in names, data
 

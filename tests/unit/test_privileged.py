@@ -4,6 +4,10 @@ elsewhere it is a skip whose reason says it is not root here (tests/privileged.p
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +79,89 @@ def test_a_privileged_skip_fails_under_root_and_says_why(pytester: pytest.Pytest
     else:
         result.assert_outcomes(skipped=5, xfailed=1)
         result.stdout.fnmatch_lines(["*not root here: makes users*"])
+
+
+GROUPED = """
+import pytest
+
+@pytest.fixture
+def slurm():
+    return None
+
+@pytest.fixture
+def people():
+    return None
+
+@pytest.mark.root
+def test_root():
+    pass
+
+@pytest.mark.sshd
+def test_sshd():
+    pass
+
+def test_makes_users(people):
+    pass
+
+@pytest.mark.root
+def test_on_slurm(slurm):
+    pass
+
+def test_plain():
+    pass
+"""
+
+
+def test_root_and_sshd_tests_are_grouped_by_module_and_the_slurm_ones_together(
+    pytester: pytest.Pytester,
+) -> None:
+    """Each module's privileged tests share a worker (its users made once, its tests in
+    order); the ones on the test Slurm share the one worker that starts it."""
+    from privileged import GROUP, SLURM_GROUP
+
+    pytester.makeconftest(
+        "from privileged import group_of\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    for item in items:\n"
+        "        print(f'GROUP {item.name} {group_of(item)}')\n"
+    )
+    pytester.makepyfile(test_grouped=GROUPED)
+    result = pytester.runpytest("-p", "no:textual-snapshot", "-p", "no:cacheprovider", "-s",
+                                "--collect-only", "-q")  # fmt: skip
+    module = "test_grouped.py"
+    result.stdout.fnmatch_lines_random(
+        [
+            f"GROUP test_root {GROUP}:{module}",
+            f"GROUP test_sshd {GROUP}:{module}",
+            f"GROUP test_makes_users {GROUP}:{module}",
+            f"GROUP test_on_slurm {SLURM_GROUP}",
+            "GROUP test_plain None",
+        ]
+    )
+
+
+def test_the_accounts_lock_is_one_holder_at_a_time_across_processes(tmp_path: Path) -> None:
+    """A second process waits for the lock while this one holds it (re-entered here)."""
+    import privileged
+
+    probe = (
+        "import fcntl, os, sys\n"
+        f"fd = os.open({str(privileged.ACCOUNTS_LOCK)!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
+        "try:\n"
+        "    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "except BlockingIOError:\n"
+        "    sys.exit(3)\n"
+    )
+
+    def try_lock() -> int:
+        return subprocess.run([sys.executable, "-c", probe], check=False).returncode
+
+    with privileged.accounts_lock():
+        with privileged.accounts_lock():
+            assert try_lock() == 3
+        assert try_lock() == 3
+    # Let go: the probe may take it (retried: another test process may hold it a moment).
+    deadline = time.monotonic() + 30
+    while (code := try_lock()) == 3 and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling a lock other test processes may hold, until a deadline
+    assert code == 0

@@ -149,3 +149,27 @@ def test_requests_are_single_json_lines() -> None:
         "start_ticks": 123,
     }
     assert json.loads(IntervalRequest(seconds=0.5).line(6))["seconds"] == 0.5
+
+
+def test_gpu_vendor_defaults_to_nvidia_and_any_other_is_named() -> None:
+    """An older helper names no vendor (its GPUs are NVIDIA's); a vendor this client
+    does not know is kept out, named in the GPU's errors, not the GPU dropped."""
+    line = json.dumps(
+        {
+            "type": "hello",
+            "protocol": 1,
+            "helper_version": "0.1.0",
+            "hostname": "mix",
+            "gpus": [
+                {"index": 0, "uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000000"},
+                {"index": 1, "uuid": "GPU-8462ddc1f77ce939", "vendor": "amd", "vendor_index": 0},
+                {"index": 2, "uuid": "GPU-1", "vendor": "intel", "vendor_index": 99},
+            ],
+        }
+    )
+    msg = decode_helper_line(line)
+    assert isinstance(msg, Hello)
+    old, amd, other = msg.gpus
+    assert (old.vendor, old.vendor_index) == ("nvidia", None)
+    assert (amd.vendor, amd.vendor_index) == ("amd", 0)
+    assert other.errors == {"vendor": "WrongType", "vendor_index": "OutOfRange"}

@@ -26,6 +26,7 @@ from gputui.wire.messages import (
     ResultError,
     SignalRequest,
 )
+from gputui.wire.ops import PtyCloseRequest, PtyOpenRequest, PtySendRequest
 
 NS = "head0001"
 UUID = "GPU-11111111-2222-3333-4444-555555555555"
@@ -51,6 +52,9 @@ def test_every_request_is_one_json_line_with_type_id_and_op() -> None:
         JobSignalRequest(ns=NS, job_id=12, signal="TERM", grace_s=10),
         JobLogRequest(ns=NS, job_id=12, offset=100, max_bytes=4096),
         JobsForgetRequest(ns=NS, job_ids=[12]),
+        PtyOpenRequest(ns=NS, job_id=12, aid=1, rows=30, cols=100),
+        PtySendRequest(aid=1, data="aGkK", ack=12),
+        PtyCloseRequest(aid=1),
     ]
     for number, request in enumerate(requests, 1):
         text = request.line(number)
@@ -71,6 +75,14 @@ def test_every_request_is_one_json_line_with_type_id_and_op() -> None:
         "gpu_uuids": [UUID],
         "time_limit_s": 3600.0,
         "grace_s": 30.0,
+        "conda": None,
+        "venv": None,
+        "image": None,
+        "runtime": None,
+        "script": None,
+        "output": None,
+        "pty": False,
+        "idle_s": None,
     }
     assert json.loads(requests[3].line(4))["job_ids"] is None
 
@@ -97,6 +109,11 @@ def test_every_request_is_one_json_line_with_type_id_and_op() -> None:
         ({"grace_s": -1}, "grace_s"),
         ({"cwd": ""}, "cwd"),
         ({"shell": "rm -rf /"}, "shell"),
+        ({"image": "ubuntu; reboot"}, "image"),
+        ({"image": "--privileged"}, "image"),
+        ({"runtime": "lxc"}, "runtime"),
+        ({"conda": "a\x00b"}, "conda"),
+        ({"venv": ""}, "venv"),
     ],
 )
 def test_a_bad_launch_never_leaves_the_client(fields: dict[str, Any], where: str) -> None:

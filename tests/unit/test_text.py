@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import hostile
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputui.common.text import cells, clean, cut, fit
+from gputui.common.text import cells, clean, cut, error_line, fit
+from gputui.wire import fields
 
 
 @pytest.mark.parametrize(
@@ -84,3 +87,39 @@ def test_clean_is_safe_bounded_and_stable(raw: str | bytes, limit: int) -> None:
     assert hostile.is_safe_text(out)
     assert cells(out) <= limit
     assert clean(out, limit) == out  # cleaning twice changes nothing more
+
+
+@settings(max_examples=300)
+@given(
+    words=st.text(max_size=2000),
+    kind=st.sampled_from([ValueError, OSError, RuntimeError, KeyError]),
+    limit=st.integers(10, 400),
+)
+def test_error_line_is_one_safe_line_that_says_something(
+    words: str, kind: type[Exception], limit: int
+) -> None:
+    """A failure's own words (a driver's, the system's) as one line of at most
+    ``limit`` cells, nothing a terminal acts on; its type's name when it has none."""
+    exc = kind(words)
+    line = error_line(exc, limit)
+    assert line, (words, kind)
+    assert cells(line) <= limit
+    assert not any(unicodedata.category(c) in ("Cc", "Cf") for c in line), line
+    assert line == line.strip()
+    if not clean(str(exc)).strip():
+        assert line == cut(kind.__name__, limit)
+
+
+_near_the_caps = st.sampled_from([127, 128, 129, 511, 512, 513]).flatmap(
+    lambda n: st.text(
+        alphabet=st.characters(min_codepoint=32, max_codepoint=127), min_size=n, max_size=n
+    )
+)
+
+
+@given(st.text(max_size=600) | _near_the_caps)
+def test_the_wire_text_validators_clean_as_clean_does(text: str) -> None:
+    """``ShortText`` and ``LongText`` test for plain text before calling ``clean``:
+    the answer is ``clean``'s whatever the text."""
+    assert fields._short(text) == clean(text, 128)
+    assert fields._long(text) == clean(text, 512)

@@ -10,7 +10,7 @@ import random
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .spec import HEALTH, MODELS
+from .spec import ARCH, HEALTH, LOCKED_SHARE, MIG_LAYOUTS, MODELS, held_idle_w
 
 if TYPE_CHECKING:
     from .env import SimProc
@@ -21,6 +21,18 @@ _DC_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 class SimEventSet:
     def __init__(self) -> None:
         self.events: queue.Queue[Any] = queue.Queue()
+
+
+class SimSlice:
+    """One MIG device an admin made on a simulated card (its UUID from its place)."""
+
+    def __init__(self, slot: int, place: str, layout: tuple[str, int, int, int]) -> None:
+        self.slot = slot
+        d = hashlib.sha256(f"{place}/mig/{slot}".encode()).hexdigest()
+        self.uuid = f"MIG-{d[:8]}-{d[8:12]}-{d[12:16]}-{d[16:20]}-{d[20:32]}"
+        self.profile, self.memory_mib, self.gi_slices, self.ci_slices = layout
+        self.gi_id = slot + 1
+        self.ci_id = 0
 
 
 class SimDevice:
@@ -44,6 +56,14 @@ class SimDevice:
         self.serial = str(int(digest[32:44], 16))[:13].rjust(13, "1")
         bus = _DC_BUSES[index] if index < len(_DC_BUSES) else 0x01 + index
         self.pci_bus_id = "00000000:%02X:00.0" % (bus & 0xFF)
+        self.asic_serial = 0
+        """An AMD card's unique id (amdsmi's ``asic_serial``); 0 on NVIDIA's."""
+        if self.model.vendor == "amd":
+            # As ROCm names it (rocminfo's Uuid): GPU- and the unique id in hex.
+            self.asic_serial = int(d[:16], 16) or 1
+            self.uuid = f"GPU-{self.asic_serial:016x}"
+            self.serial = "69" + str(int(d[32:44], 16))[:11]
+            self.pci_bus_id = "0000:%02x:00.0" % ((0xC1 + index * 0x10) & 0xFF)
         self.rng = random.Random(f"{seed}/{hostname}/{index}")
         self.faults: set[str] = set()
         self.armed: dict[str, int] = {}  # fault kind -> ``samples`` when it was armed
@@ -61,8 +81,18 @@ class SimDevice:
         self.power = self.model.idle_w
         self.temp = float(self.model.idle_c)
         self.procs: list[SimProc] = []
+        self.slices = [
+            SimSlice(i, place, one) for i, one in enumerate(MIG_LAYOUTS.get(model_key, ()))
+        ]
+        """Its MIG devices (empty: MIG off)."""
         self.resets = 0
         """GPU resets done (``nvmlDeviceResetGpu``)."""
+        self.arch = ARCH[model_key]
+        self.held_w = held_idle_w(model_key)
+        self.locked_mhz: int | None = None
+        """The graphics clock it is locked at (``nvmlDeviceSetGpuLockedClocks``)."""
+        self.clock_locks = 0
+        """Times its clocks were locked (tests count them)."""
 
     def age(self, kind: str) -> int:
         """Samples since fault ``kind`` was armed."""
@@ -80,7 +110,14 @@ class SimDevice:
         if util_target > 0:
             util_target = max(0.0, min(100.0, util_target + self.rng.uniform(-4.0, 3.0)))
         cap = m.power_limit_w * (0.6 if "throttle" in self.faults else 0.92)
-        power_target = m.idle_w + (cap - m.idle_w) * (util_target / 100.0) ** 0.9
+        base = m.idle_w
+        if self.procs:  # memory held: it stays in a high power state, unless locked low
+            base = self.held_w
+            if self.locked_mhz is not None:
+                base = m.idle_w + (self.held_w - m.idle_w) * LOCKED_SHARE
+        if self.locked_mhz is not None:
+            cap = min(cap, m.idle_w + (cap - m.idle_w) * 0.35)
+        power_target = base + (cap - base) * (util_target / 100.0) ** 0.9
         power_target *= 1.0 + self.rng.uniform(-0.02, 0.02)
         span = max(1.0, m.power_limit_w * 0.92 - m.idle_w)
         temp_target = m.idle_c + (m.load_c - m.idle_c) * (power_target - m.idle_w) / span

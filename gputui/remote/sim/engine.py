@@ -13,15 +13,16 @@ listed in ``spec``.
 
 from __future__ import annotations
 
+import math
 import queue
 import socket
 import time
 from typing import Any, Callable
 
 from ..kernlog import XID_TEXT
-from ..nvml import MIB, NVML_CLOCK_SM, nvml_error
+from ..nvml import MIB, NVML_CLOCK_SM, NVML_DEVICE_ARCH_VOLTA, nvml_error
 from . import health
-from .device import SimDevice, SimEventSet
+from .device import SimDevice, SimEventSet, SimSlice
 from .env import ENV_GPU, ENV_MEM, ENV_UTIL, EnvScanner, SimProc
 from .spec import Fault, SimSpec, parse_fault, parse_spec
 
@@ -56,6 +57,17 @@ class SimHandle:
         return f"<SimHandle {self.index}>"
 
 
+class SimMigHandle:
+    """A MIG device's handle: its card's index and its MIG device index."""
+
+    def __init__(self, index: int, slot: int) -> None:
+        self.index = index
+        self.slot = slot
+
+    def __repr__(self) -> str:
+        return f"<sim mig handle {self.index}/{self.slot}>"
+
+
 class SimNvml:
     """The fake ``pynvml`` module: same function names, same errors, plausible readings."""
 
@@ -80,14 +92,18 @@ class SimNvml:
         for fault in spec.faults:
             self._arm(fault, now=False)
         # A GPU fallen off the bus: NVML numbers the others without it.
-        self.devices = [d for d in self.devices if "missing" not in d.faults]
-        for index, dev in enumerate(self.devices):
-            dev.index = index
+        present = [d for d in self.devices if "missing" not in d.faults]
+        # AMD cards are amdsmi's (``sim.amdsmi``), numbered among themselves.
+        self.devices = [d for d in present if d.model.vendor != "amd"]
+        self.amd_devices = [d for d in present if d.model.vendor == "amd"]
+        for cards in (self.devices, self.amd_devices):
+            for index, dev in enumerate(cards):
+                dev.index = index
 
     # -- faults ---------------------------------------------------------------
 
-    def _arm(self, fault: Fault, now: bool) -> None:
-        dev = self.devices[fault.gpu]
+    def _arm(self, fault: Fault, now: bool, cards: list[SimDevice] | None = None) -> None:
+        dev = (self.devices if cards is None else cards)[fault.gpu]
         if fault.kind == "lost":
             dev.lost_at = dev.samples if now else LOST_AFTER_SAMPLES
         elif fault.kind == "xid":
@@ -105,17 +121,18 @@ class SimNvml:
     def inject(self, text: str) -> Fault:
         """Apply ``KIND@INDEX`` now, or clear with ``-KIND@INDEX`` / ``clear@INDEX`` (the
         ``sim`` request); ValueError on a bad fault."""
-        models = tuple(d.model_key for d in self.devices)
-        fault = parse_fault(text, len(self.devices), models)
+        cards = self.devices + self.amd_devices  # the helper's host indexes
+        models = tuple(d.model_key for d in cards)
+        fault = parse_fault(text, len(cards), models)
         if fault.cleared:
-            self._clear(self.devices[fault.gpu], fault.kind)
+            self._clear(cards[fault.gpu], fault.kind)
         elif fault.kind == "missing":
             raise ValueError(
                 f"bad fault {text[:40]!r}: a running helper has counted its GPUs already; "
                 "put fault=missing@INDEX in the spec (the next helper start)"
             )
         else:
-            self._arm(fault, now=True)
+            self._arm(fault, now=True, cards=cards)
         return fault
 
     def _clear(self, dev: SimDevice, kind: str) -> None:
@@ -147,14 +164,20 @@ class SimNvml:
             )
 
     def kernel_log_lines(self) -> list[str]:
-        """Kernel-log history for ``xid`` faults, as ``dmesg`` would print it."""
+        """Kernel-log history for ``xid`` faults, as ``dmesg`` would print it (in
+        seconds from boot): at the start of today (UTC), or just after boot if that was
+        later, so that the card's Xid is recent however long this machine has been up,
+        and the same in every helper started today."""
         lines = []
+        up = time.clock_gettime(time.CLOCK_BOOTTIME)
+        now = time.time()
+        at = max(1, math.ceil((now - now % 86400) - (now - up)))
         for dev in self.devices:
             if dev.xid is not None:
                 pci = dev.pci_bus_id[4:14]
                 what = XID_TEXT.get(dev.xid, "Xid error")
                 lines.append(
-                    f"[  842.{113000 + dev.index}] NVRM: Xid (PCI:{pci}): {dev.xid}, "
+                    f"[{int(at):>5}.{113000 + dev.index:06d}] NVRM: Xid (PCI:{pci}): {dev.xid}, "
                     f"pid='<unknown>', name=<unknown>, {what}"
                 )
         return lines
@@ -172,8 +195,65 @@ class SimNvml:
         return dev
 
     def _procs_of(self, dev: SimDevice) -> list[SimProc]:
-        key, uuid = str(dev.index), dev.uuid.lower()
-        return [p for p in self.scanner.snapshot() if key in p.targets or uuid in p.targets]
+        """The processes on the card: those naming its UUID, (an NVIDIA card) its NVML
+        index, or (MIG) one of its slices."""
+        names = {dev.uuid.lower()} | {s.uuid.lower() for s in dev.slices}
+        if dev.model.vendor != "amd":
+            names.add(str(dev.index))
+        return [p for p in self.scanner.snapshot() if names.intersection(p.targets)]
+
+    def _slice(self, handle: SimMigHandle) -> tuple[SimDevice, SimSlice]:
+        dev = self._dev(SimHandle(handle.index))
+        if not 0 <= handle.slot < len(dev.slices):
+            raise nvml_error("InvalidArgument")
+        return dev, dev.slices[handle.slot]
+
+    def _slice_procs(self, handle: SimMigHandle) -> list[SimProc]:
+        _, piece = self._slice(handle)
+        uuid = piece.uuid.lower()
+        return [p for p in self.scanner.snapshot() if uuid in p.targets]
+
+    # -- MIG ----------------------------------------------------------------------
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
+        dev = self._dev(handle)
+        if not dev.model.mig:
+            raise nvml_error("NotSupported")
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> SimMigHandle:
+        dev = self._dev(handle)
+        if not dev.slices:
+            raise nvml_error("InvalidArgument")  # MIG mode is off
+        if not 0 <= index < len(dev.slices):
+            raise nvml_error("NotFound")
+        return SimMigHandle(dev.index, index)
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: Any) -> SimHandle:
+        if not isinstance(handle, SimMigHandle):
+            raise nvml_error("InvalidArgument")
+        self._slice(handle)
+        return SimHandle(handle.index)
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: Any) -> int:
+        if not isinstance(handle, SimMigHandle):
+            raise nvml_error("InvalidArgument")
+        return self._slice(handle)[1].gi_id
+
+    def nvmlDeviceGetComputeInstanceId(self, handle: Any) -> int:
+        if not isinstance(handle, SimMigHandle):
+            raise nvml_error("InvalidArgument")
+        return self._slice(handle)[1].ci_id
+
+    def nvmlDeviceGetAttributes(self, handle: Any) -> Any:
+        if not isinstance(handle, SimMigHandle):
+            raise nvml_error("NotSupported")
+        piece = self._slice(handle)[1]
+        return _Obj(
+            gpuInstanceSliceCount=piece.gi_slices,
+            computeInstanceSliceCount=piece.ci_slices,
+            memorySizeMB=piece.memory_mib,
+        )
 
     # -- the pynvml surface -------------------------------------------------------
 
@@ -202,9 +282,14 @@ class SimNvml:
         return SimHandle(index)
 
     def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        if isinstance(handle, SimMigHandle):
+            return self._slice(handle)[1].uuid
         return self._dev(handle).uuid
 
     def nvmlDeviceGetName(self, handle: Any) -> str:
+        if isinstance(handle, SimMigHandle):
+            dev, piece = self._slice(handle)
+            return f"{dev.model.name} MIG {piece.profile}"
         return self._dev(handle).model.name
 
     def nvmlDeviceGetSerial(self, handle: Any) -> str:
@@ -218,9 +303,10 @@ class SimNvml:
         return _Obj(busId=dev.pci_bus_id, busIdLegacy=dev.pci_bus_id[4:])
 
     def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
-        if not self._dev(handle).model.mig:
+        dev = self._dev(handle)
+        if not dev.model.mig:
             raise nvml_error("NotSupported")
-        return [0, 0]
+        return [1, 1] if dev.slices else [0, 0]
 
     def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int:
         return self._dev(handle).model.pcie_gen
@@ -232,6 +318,9 @@ class SimNvml:
         return int(self._dev(handle).model.power_limit_w * 1000)
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
+        if isinstance(handle, SimMigHandle):
+            self._slice(handle)
+            raise nvml_error("NotSupported")  # as on a real MIG device
         dev = self._dev(handle)
         if "hang" in dev.faults:
             dev.unhang.wait()  # a driver call that never returns (until cleared)
@@ -248,9 +337,14 @@ class SimNvml:
         dev.procs = self._procs_of(dev)
         dev.advance(now)
         util = round(dev.util)
-        return _Obj(gpu=util, memory=round(util * 0.3 + (2 if dev.busy() else 0)))
+        return _Obj(gpu=util, memory=round(util * 0.3 + (2 if util > 0 else 0)))
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any:
+        if isinstance(handle, SimMigHandle):
+            piece = self._slice(handle)[1]
+            total = piece.memory_mib
+            used = min(total - 1, 13 + sum(p.mem_mib for p in self._slice_procs(handle)))
+            return _Obj(total=total * MIB, used=used * MIB, free=(total - used) * MIB)
         dev = self._dev(handle)
         total = dev.model.memory_mib
         used = dev.model.base_used_mib + sum(p.mem_mib for p in dev.procs)
@@ -283,6 +377,8 @@ class SimNvml:
     def nvmlDeviceGetClockInfo(self, handle: Any, clock_type: int) -> int:
         dev = self._dev(handle)
         m = dev.model
+        if clock_type == NVML_CLOCK_SM and dev.locked_mhz is not None:
+            return dev.locked_mhz
         if clock_type == NVML_CLOCK_SM:
             if not dev.busy():
                 return m.sm_idle_mhz
@@ -313,6 +409,17 @@ class SimNvml:
         return max(1, width // 2) if "pcie-down" in dev.faults else width
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
+        if isinstance(handle, SimMigHandle):
+            piece = self._slice(handle)[1]
+            return [
+                _Obj(
+                    pid=p.pid,
+                    usedGpuMemory=None,  # not available on MIG, as on a real card
+                    gpuInstanceId=piece.gi_id,
+                    computeInstanceId=piece.ci_id,
+                )
+                for p in self._slice_procs(handle)
+            ]
         dev = self._dev(handle)
         dev.procs = self._procs_of(dev)
         return [
@@ -381,8 +488,35 @@ class SimNvml:
     def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
         return self._dev(handle).index
 
+    def nvmlDeviceGetArchitecture(self, handle: Any) -> int:
+        return self._dev(handle).arch
+
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle: Any) -> list[int]:
+        m = self._dev(handle).model
+        return sorted({m.mem_max_mhz, m.mem_idle_mhz}, reverse=True)
+
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle: Any, mem_mhz: int) -> list[int]:
+        m = self._dev(handle).model
+        if mem_mhz not in (m.mem_max_mhz, m.mem_idle_mhz):
+            raise nvml_error("InvalidArgument")
+        return sorted({*range(m.sm_max_mhz, m.sm_idle_mhz - 1, -15), m.sm_idle_mhz}, reverse=True)
+
+    def nvmlDeviceSetGpuLockedClocks(self, handle: Any, low: int, high: int) -> None:
+        dev = self._dev(handle)
+        if dev.arch < NVML_DEVICE_ARCH_VOLTA:
+            raise nvml_error("NotSupported")
+        if not 0 < low <= high:
+            raise nvml_error("InvalidArgument")
+        dev.locked_mhz = max(dev.model.sm_idle_mhz, min(high, dev.model.sm_max_mhz))
+        dev.clock_locks += 1
+
+    def nvmlDeviceResetGpuLockedClocks(self, handle: Any) -> None:
+        self._dev(handle).locked_mhz = None
+
     def nvmlDeviceResetGpu(self, handle: Any) -> int:
-        return health.reset_gpu(self._dev(handle))
+        dev = self._dev(handle)
+        dev.locked_mhz = None  # a reset clears locked clocks, as on a real card
+        return health.reset_gpu(dev)
 
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter: int) -> int:
         return health.ecc_errors(self._dev(handle), error_type)

@@ -1,4 +1,11 @@
-"""The console's asyncio connection to the head (local socket, or a stream through SSH)."""
+"""The console's asyncio connection to the head (local socket, or a stream through SSH).
+
+One connection carries every request of a console and both of its subscriptions:
+answers are paired with their request by ``id``; pushes carry ``push`` and go to a
+stream of their own by kind (``pushes("telemetry")`` for the telemetry deltas,
+``pushes()`` for everything else: state, notices, force-free steps), so one reader
+falling behind never drops the other's.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +13,57 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
+from gputui.common.i18n import N_
 from gputui.scheduler.client.backend import Call
 from gputui.scheduler.client.errors import HeadError, may_still_apply, unreachable
 from gputui.scheduler.client.framing import MAX_LINE, answer_of, new_request_id, request_line
 from gputui.scheduler.client.ops import MUTATING
+from gputui.wire.words import Words, say, shown
+
+Stream = Literal["state", "telemetry"]
+"""Which of a connection's push streams a push goes to (``stream_of``)."""
+PUSH_QUEUE = 1000
+"""Pushes a stream keeps unread; past that the oldest goes (a slow reader keeps the newest)."""
+
+
+def stream_of(push: dict[str, Any]) -> Stream:
+    """The stream a push belongs to: the telemetry deltas, or the rest."""
+    return "telemetry" if push.get("push") == "telemetry" else "state"
 
 
 class AsyncHeadClient:
     """An asyncio connection to the head (local socket, or a stream through SSH)."""
 
     def __init__(
-        self, reader: asyncio.StreamReader | Any, writer: asyncio.StreamWriter | Any
+        self,
+        reader: asyncio.StreamReader | Any,
+        writer: asyncio.StreamWriter | Any,
+        *,
+        closer: Callable[[], Awaitable[None]] | None = None,
+        local: bool = True,
     ) -> None:
+        """``closer`` ends what carries the stream (an SSH connection) after it;
+        ``local``: the head's socket on this machine (not through SSH)."""
         self._reader = reader
         self._writer = writer
+        self._closer = closer
+        self.local = local
         self._ids = 0
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._watchers: dict[int, Callable[[dict[str, Any]], None]] = {}
-        self._pushes: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(1000)
+        self._streams: dict[Stream, asyncio.Queue[dict[str, Any] | None]] = {
+            "state": asyncio.Queue(PUSH_QUEUE),
+            "telemetry": asyncio.Queue(PUSH_QUEUE),
+        }
         self._task: asyncio.Task[None] | None = None
         self.closed_reason: str | None = None
+        """Why the connection ended, in the reader's language (None while open)."""
+        self.closed_words: Words | None = None
+        """The same in words (what a request made after that is refused with)."""
 
     @classmethod
     async def open_local(cls, path: str | os.PathLike[str]) -> AsyncHeadClient:
@@ -45,7 +79,7 @@ class AsyncHeadClient:
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
 
     async def _read_loop(self) -> None:
-        reason = "the head closed the connection"
+        reason = say(N_("the head closed the connection"))
         try:
             while True:
                 line = await self._reader.readline()
@@ -59,27 +93,32 @@ class AsyncHeadClient:
                     continue
                 if message.get("push"):
                     self._watch(message)
-                    if self._pushes.full():
+                    queue = self._streams[stream_of(message)]
+                    if queue.full():
                         with contextlib.suppress(asyncio.QueueEmpty):
-                            self._pushes.get_nowait()  # a slow reader keeps the newest
-                    self._pushes.put_nowait(message)
+                            queue.get_nowait()  # a slow reader keeps the newest
+                    queue.put_nowait(message)
                     continue
                 future = self._pending.pop(message.get("id", -1), None)
                 if future is not None and not future.done():
                     future.set_result(message)
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
-            reason = f"connection to the head lost: {exc}"
+            reason = say(N_("connection to the head lost: {why}"), why=str(exc))
         except asyncio.CancelledError:
-            reason = "closed"
+            reason = say(N_("closed"))
             raise
         finally:
-            self.closed_reason = reason
+            self.closed_words = reason
+            self.closed_reason = shown(reason.english(), reason.msg, reason.wire()["args"])
             for future in self._pending.values():
                 if not future.done():
-                    future.set_exception(HeadError("unreachable", reason))
+                    future.set_exception(HeadError.of("unreachable", reason))
             self._pending.clear()
-            with contextlib.suppress(asyncio.QueueFull):
-                self._pushes.put_nowait(None)
+            for queue in self._streams.values():
+                if queue.full():
+                    with contextlib.suppress(asyncio.QueueEmpty):
+                        queue.get_nowait()  # room for the end: it must reach the reader
+                queue.put_nowait(None)
 
     def _watch(self, push: dict[str, Any]) -> None:
         """Hand a push to the request it belongs to (its ``on_push``); what that
@@ -134,8 +173,8 @@ class AsyncHeadClient:
         timeout: float | None,
         on_push: Callable[[dict[str, Any]], None] | None,
     ) -> dict[str, Any]:
-        if self.closed_reason is not None:
-            raise HeadError("unreachable", self.closed_reason)
+        if self.closed_words is not None:
+            raise HeadError.of("unreachable", self.closed_words)
         # This request's own id: ``self._ids`` moves on while it waits, when other
         # requests are sent over the same connection meanwhile.
         self._ids += 1
@@ -150,20 +189,33 @@ class AsyncHeadClient:
             message = await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
             waited = f"{timeout:g} s" if timeout is not None else "time"
-            raise HeadError("timeout", f"the head did not answer {op} in {waited}") from None
+            raise HeadError.of(
+                "timeout",
+                say(N_("the head did not answer {op} in {waited}"), op=str(op), waited=str(waited)),
+            ) from None
         except (OSError, ConnectionError) as exc:
-            raise HeadError("unreachable", f"connection to the head lost: {exc}") from None
+            raise HeadError.of(
+                "unreachable", say(N_("connection to the head lost: {exc}"), exc=str(exc))
+            ) from None
         finally:
             self._pending.pop(ident, None)
             self._watchers.pop(ident, None)
         return answer_of(message)
 
-    async def pushes(self) -> AsyncIterator[dict[str, Any]]:
+    async def pushes(self, stream: Stream = "state") -> AsyncIterator[dict[str, Any]]:
+        """The pushes of ``stream`` until the connection ends (each read by one reader)."""
+        queue = self._streams[stream]
         while True:
-            message = await self._pushes.get()
+            message = await queue.get()
             if message is None:
+                with contextlib.suppress(asyncio.QueueFull):
+                    queue.put_nowait(None)  # a later reader of this stream ends too
                 return
             yield message
+
+    def queued(self, stream: Stream) -> int:
+        """Pushes of ``stream`` received and not read yet."""
+        return self._streams[stream].qsize()
 
     async def close(self) -> None:
         if self._task is not None:
@@ -172,3 +224,7 @@ class AsyncHeadClient:
                 await self._task
         with contextlib.suppress(Exception):
             self._writer.close()
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await closer()

@@ -20,9 +20,14 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
+from gputui.common.i18n import N_, _
+from gputui.common.jobenv import JobSetup
 from gputui.scheduler.client.errors import HeadError
+
+if TYPE_CHECKING:
+    from gputui.scheduler.client.terminal import TerminalLink
 
 Answer = dict[str, Any]
 """An answer, in the head's wire shape."""
@@ -34,41 +39,50 @@ ANSWER_WITHIN_S: Final = 30.0
 """How long a request waits for its answer unless its caller says otherwise."""
 
 CAPABILITIES: Final[dict[str, str]] = {
-    "queue": "list the queue",
-    "claims": "list claims",
-    "submit": "queue a job",
-    "cancel": "cancel a job",
-    "kill": "kill a job",
-    "preempt": "preempt a job",
-    "hold": "hold a job",
-    "release_hold": "release a held job",
-    "requeue": "requeue a job",
-    "show": "show a job",
-    "logs": "show a job's output",
-    "wait": "wait for a job",
-    "explain": "explain why a job waits",
-    "claim": "claim GPUs",
-    "release": "release GPUs",
-    "env": "name a claim's GPUs",
-    "hosts": "list its hosts",
-    "hold_claim": "hold a claim for one process's life",
-    "resume_claim": "take a claim back after a reconnect",
-    "quota": "count quotas",
-    "usage": "count usage",
-    "report": "write a usage report",
-    "history": "list finished jobs",
-    "drain": "drain",
-    "undrain": "undrain",
-    "unfence": "unfence",
-    "force_free": "force a GPU free",
-    "audit": "show an audit trail",
-    "whoami": "say who you are",
-    "notices": "keep notices",
-    "health": "keep a health board",
-    "health_ack": "acknowledge a problem",
-    "gpus": "list its GPUs",
-    "incident": "keep a host's history",
-    "subscribe": "send its state as it changes",
+    "queue": N_("list the queue"),
+    "claims": N_("list claims"),
+    "submit": N_("queue a job"),
+    "cancel": N_("cancel a job"),
+    "kill": N_("kill a job"),
+    "preempt": N_("preempt a job"),
+    "hold": N_("hold a job"),
+    "release_hold": N_("release a held job"),
+    "requeue": N_("requeue a job"),
+    "show": N_("show a job"),
+    "logs": N_("show a job's output"),
+    "wait": N_("wait for a job"),
+    "explain": N_("explain why a job waits"),
+    "estimates": N_("estimate when waiting jobs start"),
+    "claim": N_("claim GPUs"),
+    "release": N_("release GPUs"),
+    "env": N_("name a claim's GPUs"),
+    "hosts": N_("list its hosts"),
+    "hold_claim": N_("hold a claim for one process's life"),
+    "resume_claim": N_("take a claim back after a reconnect"),
+    "quota": N_("count quotas"),
+    "usage": N_("count usage"),
+    "report": N_("write a usage report"),
+    "history": N_("list finished jobs"),
+    "drain": N_("drain"),
+    "undrain": N_("undrain"),
+    "unfence": N_("unfence"),
+    "force_free": N_("force a GPU free"),
+    "audit": N_("show an audit trail"),
+    "whoami": N_("say who you are"),
+    "notices": N_("keep notices"),
+    "notify_set": N_("send notices to a chat channel"),
+    "notify_clear": N_("send notices to a chat channel"),
+    "notify_show": N_("send notices to a chat channel"),
+    "notify_test": N_("send notices to a chat channel"),
+    "health": N_("keep a health board"),
+    "health_ack": N_("acknowledge a problem"),
+    "gpus": N_("list its GPUs"),
+    "incident": N_("keep a host's history"),
+    "subscribe": N_("send its state as it changes"),
+    "book": N_("book GPUs ahead"),
+    "unbook": N_("cancel a booking"),
+    "bookings": N_("list bookings"),
+    "attach": N_("attach to a job's terminal"),
 }
 """Every capability a backend may have (a method of ``SchedulerBackend`` each), and
 how the line that says a backend lacks it words it."""
@@ -78,8 +92,12 @@ class Unsupported(HeadError):
     """What a backend cannot do, said in one line (code ``unsupported``)."""
 
     def __init__(self, backend: str, capability: str) -> None:
-        what = CAPABILITIES.get(capability, capability.replace("_", " "))
-        super().__init__("unsupported", f"the {backend} scheduler cannot {what}")
+        known = CAPABILITIES.get(capability)
+        what = _(known) if known is not None else capability.replace("_", " ")
+        super().__init__(
+            "unsupported",
+            _("the {backend} scheduler cannot {what}").format(backend=backend, what=what),
+        )
         self.capability = capability
 
 
@@ -136,10 +154,21 @@ class SchedulerBackend(Capable, Protocol[R_co, P_co]):
         project: str | None = None,
         after: Sequence[int] | None = None,
         after_ok: bool = False,
+        setup: JobSetup | None = None,
+        array: str | None = None,
+        script: str | None = None,
+        output: str | None = None,
+        booking: int | None = None,
+        mig: str | None = None,
         timeout: float | None = ANSWER_WITHIN_S,
     ) -> R_co: ...
     def cancel(
-        self, job_id: int, *, reason: str | None = None, timeout: float | None = ANSWER_WITHIN_S
+        self,
+        job_id: int,
+        *,
+        reason: str | None = None,
+        task: int | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
     ) -> R_co: ...
     def kill(
         self, job_id: int, *, reason: str | None = None, timeout: float | None = ANSWER_WITHIN_S
@@ -175,6 +204,7 @@ class SchedulerBackend(Capable, Protocol[R_co, P_co]):
         ...
 
     def explain(self, job_id: int, *, timeout: float | None = ANSWER_WITHIN_S) -> R_co: ...
+    def estimates(self, *, limit: int = 100, timeout: float | None = ANSWER_WITHIN_S) -> R_co: ...
 
     # -- claims ------------------------------------------------------------------------
 
@@ -199,6 +229,7 @@ class SchedulerBackend(Capable, Protocol[R_co, P_co]):
         duration_s: float | None = None,
         note: str = "",
         wait: bool = True,
+        mig: str | None = None,
         timeout: float | None = ANSWER_WITHIN_S,
     ) -> R_co: ...
     def release(
@@ -211,6 +242,36 @@ class SchedulerBackend(Capable, Protocol[R_co, P_co]):
         timeout: float | None = ANSWER_WITHIN_S,
     ) -> R_co: ...
     def env(self, host: str | None = None, *, timeout: float | None = ANSWER_WITHIN_S) -> R_co: ...
+    def book(
+        self,
+        *,
+        start: float,
+        duration_s: float,
+        gpus: int | None = None,
+        gpu_refs: Sequence[str] = (),
+        pool: str | None = None,
+        model: str | None = None,
+        host: str | None = None,
+        note: str = "",
+        maint: bool = False,
+        reason: str | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co: ...
+    def unbook(
+        self,
+        booking_id: int,
+        *,
+        reason: str | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co: ...
+    def bookings(
+        self,
+        *,
+        all: bool = False,
+        since: float | None = None,
+        until: float | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co: ...
     def hosts(self, *, timeout: float | None = ANSWER_WITHIN_S) -> R_co: ...
 
     # -- accounting --------------------------------------------------------------------
@@ -279,6 +340,22 @@ class SchedulerBackend(Capable, Protocol[R_co, P_co]):
     ) -> R_co: ...
     def whoami(self, *, timeout: float | None = ANSWER_WITHIN_S) -> R_co: ...
     def notices(self, *, all: bool = False, timeout: float | None = ANSWER_WITHIN_S) -> R_co: ...
+    def notify_set(
+        self,
+        url: str,
+        *,
+        secret: str | None = None,
+        events: Sequence[str] | None = None,
+        name: str = "default",
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co: ...
+    def notify_clear(
+        self, name: str | None = None, *, timeout: float | None = ANSWER_WITHIN_S
+    ) -> R_co: ...
+    def notify_show(self, *, timeout: float | None = ANSWER_WITHIN_S) -> R_co: ...
+    def notify_test(
+        self, name: str | None = None, *, timeout: float | None = ANSWER_WITHIN_S
+    ) -> R_co: ...
     def health(
         self, hosts: Sequence[str] | None = None, *, timeout: float | None = ANSWER_WITHIN_S
     ) -> R_co: ...
@@ -350,6 +427,11 @@ class SessionBackend(SchedulerBackend[Answer, Iterator[Answer]], Protocol):
 
     def hang_up(self) -> None:
         """Close the connection (the next request opens a new one)."""
+        ...
+
+    def attach(self, job_id: int, *, rows: int, cols: int) -> TerminalLink:
+        """Interactive job ``job_id``'s terminal, attached on a connection of its own
+        (``HeadError`` when the head refuses: not the caller's, not interactive ...)."""
         ...
 
 

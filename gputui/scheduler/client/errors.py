@@ -5,32 +5,70 @@ from __future__ import annotations
 
 import os
 
+from gputui.common.i18n import N_
+from gputui.wire.words import Words, say, shown
+
 
 class HeadError(Exception):
-    """The head refused a request, or could not be reached: ``code`` and one line."""
+    """The head refused a request, or could not be reached: ``code`` and one line.
 
-    def __init__(self, code: str, message: str) -> None:
+    ``message`` is the line in English (as the head sent it: logs, tests, programs);
+    ``words`` the template and args the head made it from, where it sent them, and
+    ``shown`` the line in the user's language (``gputui.wire.words``)."""
+
+    def __init__(self, code: str, message: str, words: Words | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.words = words
+
+    @classmethod
+    def of(cls, code: str, words: Words) -> HeadError:
+        """An error made from the head's ``Words``: its line is the template filled."""
+        return cls(code, words.english(), words)
+
+    @property
+    def shown(self) -> str:
+        """The line to show the user: in their language where the head's template is
+        in the catalogue, else the English line."""
+        if self.words is None:
+            return self.message
+        return shown(self.message, self.words.msg, self.words.args)
 
 
 def unreachable(path: str | os.PathLike[str], exc: BaseException) -> HeadError:
+    where = str(path)
     if isinstance(exc, FileNotFoundError):
-        why = "no socket there; is `gputui head` running?"
+        words = say(
+            N_("head unreachable at {path}: no socket there; is `gputui head` running?"),
+            path=where,
+        )
     elif isinstance(exc, ConnectionRefusedError):
-        why = "nobody is listening (a head that stopped?)"
+        words = say(
+            N_("head unreachable at {path}: nobody is listening (a head that stopped?)"),
+            path=where,
+        )
     elif isinstance(exc, PermissionError):
-        why = "permission denied on the socket or its directory"
+        words = say(
+            N_("head unreachable at {path}: permission denied on the socket or its directory"),
+            path=where,
+        )
     else:
         why = str(exc) or type(exc).__name__
-    return HeadError("unreachable", f"head unreachable at {path}: {why}")
+        words = say(N_("head unreachable at {path}: {why}"), path=where, why=why)
+    return HeadError.of("unreachable", words)
 
 
 def may_still_apply(op: str, rid: str) -> HeadError:
     """A mutating request the head did not answer in time: not refused, maybe applied."""
-    return HeadError(
+    return HeadError.of(
         "timeout",
-        f"the head did not answer {op} in time; it may still be applied later"
-        f" (request id {rid}): check before asking again",
+        say(
+            N_(
+                "the head did not answer {op} in time; it may still be applied later"
+                " (request id {rid}): check before asking again"
+            ),
+            op=str(op),
+            rid=str(rid),
+        ),
     )

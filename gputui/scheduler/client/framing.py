@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.scheduler.client.errors import HeadError
+from gputui.wire.words import say, words_of
 
 MAX_LINE = 64 * 1024 * 1024
 """The longest answer line either client reads."""
@@ -29,6 +31,20 @@ def request_line(ident: int, op: str, args: dict[str, Any], rid: str | None) -> 
     return json.dumps(request, separators=(",", ":")).encode() + b"\n"
 
 
+def message_of(line: bytes) -> dict[str, Any]:
+    """A line the head sent, read: a JSON object, or the ``HeadError`` that says what
+    else it was (the blocking client's answers and an attached terminal's stream)."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        raise HeadError.of(
+            "protocol", say(N_("the head sent something that is not JSON"))
+        ) from None
+    if not isinstance(message, dict):
+        raise HeadError.of("protocol", say(N_("the head sent something that is not an object")))
+    return message
+
+
 def answer_of(message: dict[str, Any]) -> dict[str, Any]:
     """The result of an answer, or the ``HeadError`` it carries."""
     if message.get("ok") is True:
@@ -36,5 +52,6 @@ def answer_of(message: dict[str, Any]) -> dict[str, Any]:
         return result if isinstance(result, dict) else {}
     err = message.get("error")
     if isinstance(err, dict):
-        raise HeadError(str(err.get("code", "error")), str(err.get("message", "refused")))
-    raise HeadError("protocol", "the head sent an answer without a result or an error")
+        code, line = str(err.get("code", "error")), str(err.get("message", "refused"))
+        raise HeadError(code, line, words_of(err))
+    raise HeadError.of("protocol", say(N_("the head sent an answer without a result or an error")))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic
 
+from gputui.common.jobenv import JobSetup
 from gputui.scheduler.client.backend import (
     ANSWER_WITHIN_S,
     CAPABILITIES,
@@ -89,10 +90,18 @@ class HeadBackend(Generic[R_co, P_co]):
         project: str | None = None,
         after: Sequence[int] | None = None,
         after_ok: bool = False,
+        setup: JobSetup | None = None,
+        array: str | None = None,
+        script: str | None = None,
+        output: str | None = None,
         env: Mapping[str, str] | None = None,
+        booking: int | None = None,
+        mig: str | None = None,
         timeout: float | None = ANSWER_WITHIN_S,
     ) -> R_co:
-        """``env``: the job's environment variables (the head's own extension)."""
+        """``setup``: its environment variables, Python environment and container;
+        ``env``: more environment variables (over ``setup``'s); ``booking``: run on that
+        booking's cards (``--booking ID``)."""
         body: Answer = {"argv": list(argv), "gpus": gpus}
         if cwd is not None:
             body["cwd"] = cwd
@@ -104,19 +113,37 @@ class HeadBackend(Generic[R_co, P_co]):
             "time_limit_s": time_limit_s,
             "priority": priority,
             "project": project,
+            "array": array,
+            "script": script,
+            "output": output,
+            "mig": mig,
         }
         body.update({key: value for key, value in optional.items() if value is not None})
         if after:
             body["after"] = list(after)
             body["after_ok"] = after_ok
+        if setup:
+            body.update(setup.args())
         if env:
-            body["env"] = dict(env)
+            body["env"] = {**body.get("env", {}), **env}
+        if booking is not None:
+            body["booking"] = booking
         return self._send("submit", body, timeout)
 
     def cancel(
-        self, job_id: int, *, reason: str | None = None, timeout: float | None = ANSWER_WITHIN_S
+        self,
+        job_id: int,
+        *,
+        reason: str | None = None,
+        task: int | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
     ) -> R_co:
-        return self._send("cancel", _act(job_id, reason), timeout)
+        """``task``: one task of array ``job_id`` (``cancel 12_7``); without it, an
+        array's id cancels all of it that has not ended."""
+        body = _act(job_id, reason)
+        if task is not None:
+            body["task"] = task
+        return self._send("cancel", body, timeout)
 
     def kill(
         self, job_id: int, *, reason: str | None = None, timeout: float | None = ANSWER_WITHIN_S
@@ -173,6 +200,10 @@ class HeadBackend(Generic[R_co, P_co]):
     def explain(self, job_id: int, *, timeout: float | None = ANSWER_WITHIN_S) -> R_co:
         return self._send("explain", {"job_id": job_id}, timeout)
 
+    def estimates(self, *, limit: int = 100, timeout: float | None = ANSWER_WITHIN_S) -> R_co:
+        """The estimated start and end of the first ``limit`` requests in line."""
+        return self._send("estimates", {"limit": limit}, timeout)
+
     # -- claims ------------------------------------------------------------------------
 
     def claims(
@@ -198,6 +229,7 @@ class HeadBackend(Generic[R_co, P_co]):
         duration_s: float | None = None,
         note: str = "",
         wait: bool = True,
+        mig: str | None = None,
         timeout: float | None = ANSWER_WITHIN_S,
     ) -> R_co:
         body: Answer = {"note": note, "wait": wait}
@@ -205,11 +237,62 @@ class HeadBackend(Generic[R_co, P_co]):
             body["gpu_refs"] = list(gpu_refs)
         if gpus is not None:
             body["gpus"] = gpus
-        named = {"pool": pool, "model": model, "host": host, "project": project}
+        named = {"pool": pool, "model": model, "host": host, "project": project, "mig": mig}
         body.update({key: value for key, value in named.items() if value})
         if duration_s:
             body["duration_s"] = duration_s
         return self._send("claim", body, timeout)
+
+    def book(
+        self,
+        *,
+        start: float,
+        duration_s: float,
+        gpus: int | None = None,
+        gpu_refs: Sequence[str] = (),
+        pool: str | None = None,
+        model: str | None = None,
+        host: str | None = None,
+        note: str = "",
+        maint: bool = False,
+        reason: str | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co:
+        body: Answer = {"start": start, "duration_s": duration_s, "note": note, "maint": maint}
+        if gpu_refs:
+            body["gpu_refs"] = list(gpu_refs)
+        if gpus is not None:
+            body["gpus"] = gpus
+        named = {"pool": pool, "model": model, "host": host, "reason": reason}
+        body.update({key: value for key, value in named.items() if value})
+        return self._send("book", body, timeout)
+
+    def unbook(
+        self,
+        booking_id: int,
+        *,
+        reason: str | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co:
+        body: Answer = {"booking_id": booking_id}
+        if reason:
+            body["reason"] = reason
+        return self._send("unbook", body, timeout)
+
+    def bookings(
+        self,
+        *,
+        all: bool = False,
+        since: float | None = None,
+        until: float | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co:
+        body: Answer = {"all": all}
+        if since is not None:
+            body["since"] = since
+        if until is not None:
+            body["until"] = until
+        return self._send("bookings", body, timeout)
 
     def release(
         self,
@@ -254,6 +337,12 @@ class HeadBackend(Generic[R_co, P_co]):
         self, *, since: float, until: float, timeout: float | None = ANSWER_WITHIN_S
     ) -> R_co:
         return self._send("report", {"since": since, "until": until}, timeout)
+
+    def slurm_energy(
+        self, *, since: float, until: float, timeout: float | None = ANSWER_WITHIN_S
+    ) -> R_co:
+        """What a head that relays Slurm metered of Slurm's jobs (``usage`` on Slurm)."""
+        return self._send("slurm_energy", {"since": since, "until": until}, timeout)
 
     def history(
         self,
@@ -333,6 +422,35 @@ class HeadBackend(Generic[R_co, P_co]):
 
     def notices(self, *, all: bool = False, timeout: float | None = ANSWER_WITHIN_S) -> R_co:
         return self._send("notices", {"all": all}, timeout)
+
+    def notify_set(
+        self,
+        url: str,
+        *,
+        secret: str | None = None,
+        events: Sequence[str] | None = None,
+        name: str = "default",
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> R_co:
+        body: Answer = {"url": url, "name": name}
+        if secret is not None:
+            body["secret"] = secret
+        if events is not None:
+            body["events"] = list(events)
+        return self._send("notify_set", body, timeout)
+
+    def notify_clear(
+        self, name: str | None = None, *, timeout: float | None = ANSWER_WITHIN_S
+    ) -> R_co:
+        return self._send("notify_clear", {} if name is None else {"name": name}, timeout)
+
+    def notify_show(self, *, timeout: float | None = ANSWER_WITHIN_S) -> R_co:
+        return self._send("notify_show", {}, timeout)
+
+    def notify_test(
+        self, name: str | None = None, *, timeout: float | None = ANSWER_WITHIN_S
+    ) -> R_co:
+        return self._send("notify_test", {} if name is None else {"name": name}, timeout)
 
     def health(
         self, hosts: Sequence[str] | None = None, *, timeout: float | None = ANSWER_WITHIN_S

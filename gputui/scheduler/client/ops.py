@@ -11,6 +11,7 @@ MUTATING = frozenset(
     {
         "submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim",
         "release", "drain", "undrain", "unfence", "force_free", "health_ack", "notices",
+        "book", "unbook",
     }
 )  # fmt: skip
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,8 @@ LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 def is_local_name(host: str) -> bool:
     """Whether ``head.host`` names this machine (short name or FQDN)."""
+    import socket  # here only: a Slurm verb never asks where the head is
+
     name = host.lower()
     here = socket.gethostname().lower()
     return name in LOCAL_NAMES or name == here or name.split(".")[0] == here.split(".")[0]

@@ -11,12 +11,16 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gputui.scheduler.client.backend import ANSWER_WITHIN_S, Answer
 from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.head_backend import HeadBackend
 from gputui.scheduler.client.place import head_place, socket_path
 from gputui.scheduler.client.sync import HeadClient
+
+if TYPE_CHECKING:
+    from gputui.scheduler.client.terminal import TerminalLink
 
 
 class HeadSession(HeadBackend[Answer, Iterator[Answer]]):
@@ -52,6 +56,39 @@ class HeadSession(HeadBackend[Answer, Iterator[Answer]]):
     def hang_up(self) -> None:
         self._client.close()
 
+    def submit_interactive(
+        self,
+        *,
+        argv: list[str],
+        gpus: int,
+        cwd: str | None,
+        pool: str | None = None,
+        host: str | None = None,
+        time_limit_s: float | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = ANSWER_WITHIN_S,
+    ) -> Answer:
+        """Queue an interactive job (``run --pty``): on a terminal its host keeps."""
+        body: Answer = {"argv": argv, "gpus": gpus, "pty": True}
+        if env:
+            body["env"] = env
+        optional = {"cwd": cwd, "pool": pool, "host": host, "time_limit_s": time_limit_s}
+        body.update({key: value for key, value in optional.items() if value is not None})
+        return self._send("submit", body, timeout)
+
+    def attach(self, job_id: int, *, rows: int, cols: int) -> TerminalLink:
+        """On a new connection, nothing read from it before (``TerminalLink`` reads
+        it itself): the session's connection is closed first."""
+        from gputui.scheduler.client.terminal import TerminalLink
+
+        self._client.close()
+        self._client.connect()
+        sock = self._client.sock
+        assert sock is not None
+        link = TerminalLink(sock)
+        link.attach(job_id, rows, cols)
+        return link
+
 
 @contextmanager
 def head_session(socket_option: str | None, hosts_file: str | None) -> Iterator[HeadSession]:
@@ -74,10 +111,10 @@ def local_head(hosts_file: str | None, socket_option: str | None = None) -> Iter
 
 def _over_ssh(config_file: Path, path: Path) -> Callable[[], socket.socket]:
     """Opens the head's socket here when it answers (a leader of two, on this
-    machine), else over SSH (``ssh.ssh_socket``); called again for each retry, so a
-    request a head dropped goes to whichever leads then."""
+    machine), else over SSH (``reach.head_socket``); called again for each retry, so
+    a request a head dropped goes to whichever leads then."""
     from gputui.config.loader import ConfigError, load_config
-    from gputui.scheduler.client.ssh import ssh_socket
+    from gputui.scheduler.client.reach import head_socket
 
     try:
         config = load_config(config_file)
@@ -85,14 +122,6 @@ def _over_ssh(config_file: Path, path: Path) -> Callable[[], socket.socket]:
         raise HeadError("config", "; ".join(exc.lines[:3])) from None
 
     def opener() -> socket.socket:
-        if path.exists():
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.connect(str(path))
-            except OSError:
-                sock.close()  # a socket left by a head that is gone: the next head
-            else:
-                return sock
-        return ssh_socket(config)
+        return head_socket(config, path)
 
     return opener

@@ -13,16 +13,23 @@ request not answered may still be applied, and the message says so.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.scheduler.client.backend import Call
 from gputui.scheduler.client.errors import HeadError, may_still_apply, unreachable
-from gputui.scheduler.client.framing import MAX_LINE, answer_of, new_request_id, request_line
+from gputui.scheduler.client.framing import (
+    MAX_LINE,
+    answer_of,
+    message_of,
+    new_request_id,
+    request_line,
+)
 from gputui.scheduler.client.ops import MUTATING
+from gputui.wire.words import say
 
 
 class HeadClient:
@@ -101,8 +108,9 @@ class HeadClient:
             except (ConnectionError, BrokenPipeError, EOFError) as exc:
                 self.close()
                 if attempt + 1 >= attempts:
-                    raise HeadError(
-                        "unreachable", f"lost the head while asking {op}: {exc}"
+                    raise HeadError.of(
+                        "unreachable",
+                        say(N_("lost the head while asking {op}: {exc}"), op=str(op), exc=str(exc)),
                     ) from None
             except HeadError as exc:
                 if exc.code != "timeout" or rid is None:
@@ -126,7 +134,15 @@ class HeadClient:
         if timeout != -1.0:
             self._sock.settimeout(timeout)
         self._ids += 1
-        self._sock.sendall(request_line(self._ids, op, args, rid))
+        try:
+            self._sock.sendall(request_line(self._ids, op, args, rid))
+        except (BrokenPipeError, ConnectionResetError):
+            # The head may have answered before it read a word (a refusal of the
+            # connection itself, "busy") and closed it: that answer is what to say.
+            said = self._left_said()
+            if said is None:
+                raise
+            return answer_of(said)
         while True:
             message = self._read()
             if message.get("push"):
@@ -137,22 +153,23 @@ class HeadClient:
                 continue
             return answer_of(message)
 
+    def _left_said(self) -> dict[str, Any] | None:
+        """What the head sent on a connection it has closed, if anything."""
+        try:
+            return self._read()
+        except (ConnectionError, EOFError, HeadError):
+            return None
+
     def _read(self) -> dict[str, Any]:
         try:
             line = self._file.readline(MAX_LINE)
         except TimeoutError:
-            raise HeadError("timeout", "the head did not answer in time") from None
+            raise HeadError.of("timeout", say(N_("the head did not answer in time"))) from None
         except OSError as exc:
             raise ConnectionError(str(exc)) from None
         if not line:
             raise EOFError("the head closed the connection")
-        try:
-            message = json.loads(line)
-        except ValueError:
-            raise HeadError("protocol", "the head sent something that is not JSON") from None
-        if not isinstance(message, dict):
-            raise HeadError("protocol", "the head sent something that is not an object")
-        return message
+        return message_of(line)
 
     @property
     def sock(self) -> socket.socket | None:
@@ -165,7 +182,9 @@ class HeadClient:
         try:
             return self._read()
         except (ConnectionError, EOFError) as exc:
-            raise HeadError("unreachable", f"lost the head: {exc}") from None
+            raise HeadError.of(
+                "unreachable", say(N_("lost the head: {exc}"), exc=str(exc))
+            ) from None
 
     def pushes(self) -> Iterator[dict[str, Any]]:
         """After ``subscribe``: every pushed message, as it comes."""
@@ -173,6 +192,8 @@ class HeadClient:
             try:
                 message = self._read()
             except (ConnectionError, EOFError) as exc:
-                raise HeadError("unreachable", f"lost the head: {exc}") from None
+                raise HeadError.of(
+                    "unreachable", say(N_("lost the head: {exc}"), exc=str(exc))
+                ) from None
             if message.get("push"):
                 yield message

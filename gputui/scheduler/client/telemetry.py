@@ -1,20 +1,22 @@
 """``HeadTelemetry``: the console's ``TelemetrySource`` (and ``HostControl``) fed by the
 head's ``telemetry`` subscription instead of an SSH session to every host.
 
-One connection to the head (its socket here, or through SSH to ``head.host``), one
-``telemetry`` request, then the head's pushes: per host, what changed since the last
+The console's one connection to the head (``channel.HeadChannel``: its socket here,
+or through SSH to ``head.host``; the scheduler side rides it too), one ``telemetry``
+request, then the head's pushes: per host, what changed since the last
 push (``deltas``), rebuilt into ``HostSnapshot`` objects. Pushes are numbered; one
 missing (the connection's push queue keeps only the newest when it overflows) is met
 by subscribing again, which starts from a full push. When the head cannot be reached
 every host shows it (``unreachable``, the reason, and how to fall back to SSH of
-one's own: the key ``S`` or ``gputui --direct``) and the source tries again with a
-growing wait.
+one's own: the key ``S`` or ``gputui --direct``) and the channel tries again with a
+growing wait, then this subscribes again with the view it has.
 
 The console says what it shows (``view``: the hosts on screen, the selected GPU);
 the head then sends those hosts in full and the others as summaries (the grid's rows,
 without the processes' detail or health readings). The view goes with the
 subscription and, when it changes, as ``telemetry_view``: debounced, only names the
-head watches, at most ``MAX_VIEWED_HOSTS``.
+head watches, at most ``MAX_VIEWED_HOSTS`` hosts besides the selected GPU's; a view
+the head did not take for want of an answer is sent again.
 
 Acting on hosts goes to the head too (``signal``): it checks that the caller owns the
 process (admins: anyone's) before it acts as root. What only a direct session can do
@@ -25,18 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.common.text import clean
 from gputui.config.models import Config
 from gputui.scheduler.client.aio import AsyncHeadClient
+from gputui.scheduler.client.channel import BACKOFF_CAP_S, BACKOFF_FIRST_S, HeadChannel
 from gputui.scheduler.client.deltas import DeltaError, HostBook
 from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
-from gputui.scheduler.client.ssh import is_local, open_head_ssh
 from gputui.telemetry import HostSnapshot, HostStatus, Listener, RequestOutcome
 from gputui.wire.fields import MAX_GPUS
 from gputui.wire.messages import (
@@ -46,17 +47,20 @@ from gputui.wire.messages import (
     Signal,
     SignalResult,
 )
+from gputui.wire.words import say
 
 FALLBACK_HINT = "S: watch the hosts over SSH directly (or start with gputui --direct)"
 """What every host says while the head's stream is away."""
-BACKOFF_FIRST_S = 0.5
-BACKOFF_CAP_S = 30.0
 SUBSCRIBE_TIMEOUT_S = 15.0
 SIGNAL_TIMEOUT_S = 30.0
 VIEW_DEBOUNCE_S = 0.2
 """A view is sent this long after it changed (a held arrow key sends one)."""
-
-Opener = Callable[[], Awaitable[AsyncHeadClient]]
+STOP_TIMEOUT_S = 2.0
+"""How long leaving the stream waits for the head (a console quitting waits on it)."""
+VIEW_RETRY_S = 2.0
+"""A view the head did not answer (a timeout) is sent again after this."""
+_NOT_ANSWERED = frozenset({"timeout", "unreachable"})
+"""The codes of a view that got no answer (the others: the head refused it)."""
 
 
 class HeadTelemetry:
@@ -66,15 +70,18 @@ class HeadTelemetry:
         self,
         config: Config,
         *,
-        opener: Opener | None = None,
+        channel: HeadChannel[AsyncHeadClient] | None = None,
         backoff_first: float = BACKOFF_FIRST_S,
         backoff_cap: float = BACKOFF_CAP_S,
     ) -> None:
+        """``channel``: the console's connection to the head, shared with its scheduler
+        side (a channel of its own when not given, with that backoff)."""
         if config.head is None:
             raise ValueError("hosts.yaml has no head: section")
         self.config = config
-        self._opener = opener
-        self._backoff = (backoff_first, backoff_cap)
+        self.channel = channel or HeadChannel.to_head(
+            config, backoff_first=backoff_first, backoff_cap=backoff_cap
+        )
         self._snaps: dict[str, HostSnapshot] = {
             h.name: HostSnapshot(name=h.name, address=h.address, pool=h.pool, labels=h.labels)
             for h in config.resolved()
@@ -82,9 +89,7 @@ class HeadTelemetry:
         self._listeners: tuple[Listener, ...] = ()
         self._task: asyncio.Task[None] | None = None
         self._client: AsyncHeadClient | None = None
-        self._wake = asyncio.Event()
-        self._closer: Callable[[], Awaitable[None]] | None = None
-        self._socket = Path(config.head.socket).expanduser()
+        """The connection this is subscribed on (None while away)."""
         self.problem: str | None = None
         """Why the stream is away (None while it flows)."""
         self.on_problem: Callable[[str | None], None] = lambda why: None
@@ -116,7 +121,7 @@ class HeadTelemetry:
 
     async def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = asyncio.get_running_loop().create_task(self.channel.serve(self))
 
     def view(self, hosts: Sequence[str], gpu: tuple[str, int] | None) -> None:
         """``Viewing``: the console shows ``hosts`` with ``gpu`` selected."""
@@ -138,7 +143,7 @@ class HeadTelemetry:
         hosts, gpu = self._wanted
         shown: list[str] = []
         for name in dict.fromkeys(hosts):
-            if name in known and len(shown) < MAX_VIEWED_HOSTS - 1:
+            if name in known and len(shown) < MAX_VIEWED_HOSTS:
                 shown.append(name)
         args: dict[str, Any] = {"hosts": shown}
         if gpu is not None and gpu[0] in known and 0 <= gpu[1] < MAX_GPUS:
@@ -153,12 +158,16 @@ class HeadTelemetry:
                 return
             if args == self._sent_view:
                 return
-            self._sent_view = args
             try:
                 await client.call("telemetry_view", args, timeout=SUBSCRIBE_TIMEOUT_S)
             except HeadError as exc:
                 self.view_problem = exc.message
-                return
+                if exc.code not in _NOT_ANSWERED:
+                    return  # refused: sent again once the view changes
+                await asyncio.sleep(VIEW_RETRY_S)  # unanswered: the head may not have it
+                continue
+            if client is self._client and self._sent_view is not None:
+                self._sent_view = args  # what the head has now (not a newer subscription's)
             self.view_problem = None
 
     async def close(self) -> None:
@@ -172,119 +181,82 @@ class HeadTelemetry:
             with contextlib.suppress(BaseException):
                 await self._task
             self._task = None
-        await self._drop_client()
+        client = self.channel.conn
+        if client is not None:  # the scheduler side keeps the connection: stop the stream
+            with contextlib.suppress(HeadError):
+                await client.call("telemetry_stop", {}, timeout=STOP_TIMEOUT_S)
 
-    # -- the stream ----------------------------------------------------------------
+    # -- the stream (a part of the channel) ----------------------------------------
 
-    async def _run(self) -> None:
-        first, cap = self._backoff
-        delay = first
-        while True:
-            try:
-                client = await self._open()
-                self._client = client
-                await self._follow(client)
-                why = client.closed_reason or "the head closed the connection"
-                delay = first
-            except HeadError as exc:
-                # "head unreachable at PATH: why" -> "why (PATH)": the row says the rest.
-                prefix = f"head unreachable at {self._socket}: "
-                why = exc.message
-                if why.startswith(prefix):
-                    why = f"{why.removeprefix(prefix)} ({self._socket})"
-            except DeltaError as exc:
-                why = f"the head sent a bad delta: {exc}"
-            except OSError as exc:
-                why = str(exc) or type(exc).__name__
-            await self._drop_client()
-            self._away(clean(why, 300))
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), random.uniform(delay / 2, delay))
-            delay = min(cap, delay * 2)
+    async def follow(self, client: AsyncHeadClient, ready: Callable[[], None]) -> None:
+        """Subscribe on ``client`` with the view there is and apply its pushes until
+        the connection ends; a missed push subscribes again (from a full push)."""
+        self._client = client
+        try:
+            while await self._subscription(client, ready):
+                pass
+        except DeltaError as exc:
+            raise HeadError.of(
+                "protocol", say(N_("the head sent a bad delta: {exc}"), exc=str(exc))
+            ) from None
+        finally:
+            self._client, self._sent_view = None, None
 
-    async def _follow(self, client: AsyncHeadClient) -> None:
-        """Subscribe and apply pushes until the connection ends (returns) or a push is
-        missed (subscribes again, from a full push)."""
-        while True:
-            self._sent_view = None
-            args = self._view_args()
-            detail = {} if args is None else {"detail": [*args["hosts"], *self._gpu_host(args)]}
-            answer = await client.call("telemetry", detail, timeout=SUBSCRIBE_TIMEOUT_S)
-            hosts = answer.get("hosts")
-            self._head_hosts = frozenset(
-                h for h in (hosts if isinstance(hosts, list) else ()) if isinstance(h, str)
-            )
-            self._sent_view = {} if args is None else args
-            if self._view_args() != self._sent_view:
-                self._kick_view()  # the view moved, or the head's hosts were not known yet
-            book, expected = HostBook(), 0
-            async for push in client.pushes():
-                if push.get("push") != "telemetry":
-                    continue
-                if push.get("n") != expected:
-                    break  # one was dropped on the way: start again from a full push
-                expected += 1
-                hosts = push.get("hosts")
-                for delta in hosts if isinstance(hosts, list) else ():
-                    snap = book.apply(delta)
-                    if snap.name in self._snaps:
-                        self._publish(snap)
-                if self.problem is not None:
-                    self.problem = None
-                    self.on_problem(None)
-                self.pushes += 1
-            else:
-                return
-
-    @staticmethod
-    def _gpu_host(args: dict[str, Any]) -> list[str]:
-        gpu = args.get("gpu")
-        return [gpu["host"]] if isinstance(gpu, dict) and gpu["host"] not in args["hosts"] else []
+    async def _subscription(self, client: AsyncHeadClient, ready: Callable[[], None]) -> bool:
+        """One subscription: True when a push was missed (subscribe again), False
+        when the connection ended."""
+        self._sent_view = None
+        args = self._view_args()
+        body: dict[str, Any] = {}
+        if args is not None:
+            body = {"detail": args["hosts"], **({"gpu": args["gpu"]} if "gpu" in args else {})}
+        answer = await client.call("telemetry", body, timeout=SUBSCRIBE_TIMEOUT_S)
+        ready()
+        hosts = answer.get("hosts")
+        self._head_hosts = frozenset(
+            h for h in (hosts if isinstance(hosts, list) else ()) if isinstance(h, str)
+        )
+        self._sent_view = {} if args is None else args
+        if self._view_args() != self._sent_view:
+            self._kick_view()  # the view moved, or the head's hosts were not known yet
+        # Pushes of the subscription before this one, still unread, came before its
+        # answer: passed over (the first of this one is numbered 0 again).
+        book, expected, stale = HostBook(), 0, client.queued("telemetry")
+        async for push in client.pushes("telemetry"):
+            if expected == 0 and stale > 0 and push.get("n") != 0:
+                stale -= 1
+                continue
+            if push.get("n") != expected:
+                return True  # one was dropped on the way: start again from a full push
+            expected += 1
+            hosts = push.get("hosts")
+            for delta in hosts if isinstance(hosts, list) else ():
+                snap = book.apply(delta)
+                if snap.name in self._snaps:
+                    self._publish(snap)
+            if self.problem is not None:
+                self.problem = None
+                self.on_problem(None)
+            self.pushes += 1
+        return False
 
     def _publish(self, snap: HostSnapshot) -> None:
         self._snaps[snap.name] = snap
         for listener in self._listeners:
             listener(snap)
 
-    def _away(self, why: str) -> None:
+    def away(self, why: str) -> None:
+        """The channel lost the head (or cannot reach it): every host says so."""
         self.problem = why
         self.on_problem(why)
         message = f"through the head, which is away ({why}) — {FALLBACK_HINT}"
         for snap in list(self._snaps.values()):
             self._publish(snap.with_changes(status=HostStatus.UNREACHABLE, message=message))
 
-    async def _open(self) -> AsyncHeadClient:
-        if self._opener is not None:
-            return await self._opener()
-        head = self.config.head
-        assert head is not None
-        if is_local(head):
-            try:
-                return await AsyncHeadClient.open_local(self._socket)
-            except HeadError:
-                if len(head.hosts) == 1:
-                    raise  # with a standby listed, the other head is tried over SSH
-        reader, writer, closer = await open_head_ssh(self.config)
-        client = AsyncHeadClient(reader, writer)
-        client.start()
-        self._closer = closer
-        return client
-
-    async def _drop_client(self) -> None:
-        self._sent_view = None
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-        closer, self._closer = self._closer, None
-        if closer is not None:
-            with contextlib.suppress(Exception):
-                await closer()
-
     # -- HostControl -----------------------------------------------------------------
 
     def retry_now(self, host: str | None = None) -> None:
-        self._wake.set()
+        self.channel.retry_now()
 
     async def signal_process(
         self, host: str, gpu_uuid: str, process: ProcessSample, signal: Signal

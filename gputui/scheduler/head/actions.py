@@ -19,12 +19,15 @@ from typing import Any
 
 import orjson
 
+from gputui.common.arrays import parse_array
+from gputui.common.i18n import N_
+from gputui.common.jobenv import DEFAULT_RUNTIME, Runtime
 from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.head import privacy, transitions
 from gputui.scheduler.head.views import audit_view, job_row_view, job_view
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy.line import preemptible
-from gputui.scheduler.policy.lookup import no_host
+from gputui.scheduler.policy.lookup import no_host_words
 from gputui.scheduler.policy.naming import job_name
 from gputui.scheduler.server.op_args import JobArgs, SubmitArgs
 from gputui.scheduler.server.peer import Caller
@@ -37,6 +40,7 @@ from gputui.scheduler.server.wire import (
 )
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Claim, Job, Notice, owned_by
+from gputui.wire.words import Words, fields_of, say
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +50,14 @@ class Rules:
     claim_idle_s: float = 1800.0
     requeue_limit: int = 3
     kill_grace_s: float = 10.0
+    runtime: Runtime = DEFAULT_RUNTIME
+    """The container runtime of a job that names an image but no runtime (``jobs.runtime``)."""
     sched: SchedulerConfig = field(default_factory=SchedulerConfig)
     """hosts.yaml's ``scheduler:`` section: classes, fair share, quotas, accounting."""
+    interactive_time_s: float = 8 * 3600.0
+    """An interactive job's time limit, at most (``jobs.interactive_time``)."""
+    interactive_idle_s: float = 3600.0
+    """An interactive job with no input or output this long ends (``jobs.interactive_idle``)."""
 
     @property
     def priorities(self) -> tuple[str, ...]:
@@ -68,14 +78,22 @@ class Context:
     stops: list[tuple[str, int]] = field(default_factory=list)
     """(host, run key) pairs to send SIGTERM once the transaction is durable."""
     changed: bool = False
+    bookings_moved: bool = False
+    """A booking was made, started or ended, or the claim a booking made ended: the
+    bookings are read again (``bookings.tick``) before the next pass."""
     new_jobs: list[dict[str, Any]] = field(default_factory=list)
     """The rows (with ids) of the jobs submitted in this batch (a submission alone
     does not set ``changed``: it
     changes no other request's standing, so a pass that can start nothing need only
     give these their reason)."""
-    judged: dict[tuple[int, str | None, str | None], str | None] = field(default_factory=dict)
+    judged: dict[tuple[int, str | None, str | None, str | None], str | Words | None] = field(
+        default_factory=dict
+    )
     """(GPUs, pool, host) of a submission -> why no host could ever run it (None: some
     could): ``check_feasible``'s verdict, worked out once a batch for each."""
+    groups: dict[tuple[str, frozenset[str], str], str] = field(default_factory=dict)
+    """(user, Unix groups, primary group) -> accounting group (``group_of``), worked out
+    once a batch for each caller."""
 
 
 RUNS_PER_JOB = 1000
@@ -121,16 +139,39 @@ def authorize(
         return audited(tx, ctx, caller, action, target=target, owner=item.user, reason=words)
     if not caller.admin:
         raise Refusal(
-            "denied", f"{target} belongs to {item.user}; only they or an admin may {action} it"
+            "denied",
+            say(
+                N_("job {id} belongs to {user}; only they or an admin may {action} it")
+                if kind == "job"
+                else N_("claim {id} belongs to {user}; only they or an admin may {action} it"),
+                id=item.id or 0,
+                user=item.user,
+                action=action,
+            ),
         )
     if not reason or not reason.strip():
         raise Refusal(
             "reason-required",
-            f"{target} belongs to {item.user}: an admin must give --reason to {action} it",
+            say(
+                N_("job {id} belongs to {user}: an admin must give --reason to {action} it")
+                if kind == "job"
+                else N_("claim {id} belongs to {user}: an admin must give --reason to {action} it"),
+                id=item.id or 0,
+                user=item.user,
+                action=action,
+            ),
         )
     row = audited(tx, ctx, caller, action, target=target, owner=item.user, reason=reason.strip())
     ids = {"job_id": item.id} if kind == "job" else {"claim_id": item.id}
-    text = f"{target}: {action} by {caller.user} (admin): {' '.join(reason.split())}"
+    text = say(
+        N_("job {id}: {action} by {admin} (admin): {reason}")
+        if kind == "job"
+        else N_("claim {id}: {action} by {admin} (admin): {reason}"),
+        id=item.id or 0,
+        action=action,
+        admin=caller.user,
+        reason=" ".join(reason.split()),
+    )
     notice(tx, ctx, item.uid, "admin", text, **ids)
     return row
 
@@ -153,15 +194,16 @@ def audited(
     return row
 
 
-def notice(tx: Tx, ctx: Context, uid: int, kind: str, text: str, **ids: int | None) -> None:
-    """A notice to user ``uid``, written in this transaction (text cut to 512)."""
-    tx.notice(Notice(uid=uid, time=ctx.now, kind=kind, text=text[:512], **ids))
+def notice(tx: Tx, ctx: Context, uid: int, kind: str, text: str | Words, **ids: int | None) -> None:
+    """A notice to user ``uid``, written in this transaction (text cut to 512): a line,
+    or the ``Words`` it is made from (kept with it, for the user's own language)."""
+    tx.notice(Notice.of(uid=uid, time=ctx.now, kind=kind, text=text, **ids))
 
 
 def _job(tx: Tx, job_id: int) -> Job:
     job = tx.job(job_id)
     if job is None:
-        raise Refusal("unknown-job", f"no job {job_id}")
+        raise Refusal("unknown-job", say(N_("no job {job}"), job=job_id))
     return job
 
 
@@ -173,32 +215,52 @@ def new_want(kind: str, item_id: int, gpus: int, **kw: Any) -> policy.Want:
 def check_feasible(want: policy.Want, ctx: Context) -> None:
     """Refuse what no host could ever satisfy (judged on hosts whose GPUs are known)."""
     if want.pool is not None and want.pool not in ctx.pools:
-        shown = ", ".join(sorted(ctx.pools)[:8]) or "none"
-        raise Refusal("impossible", f"no pool named {want.pool!r} (pools: {shown})")
+        raise Refusal("impossible", policy.no_pool_words(want.pool, sorted(ctx.pools)))
     if want.host is not None and want.host not in ctx.hosts:
-        raise Refusal("impossible", no_host(want.host, ctx.hosts))
+        raise Refusal("impossible", no_host_words(want.host, ctx.hosts))
     if want.host is not None and want.host in ctx.unknown_hosts:
         return
     if want.host is None and ctx.unknown_hosts:
         return  # a host not yet seen might fit it: let it wait rather than refuse
-    why = policy.impossible(want, ctx.slots)
-    if why is not None:
-        raise Refusal("impossible", why)
+    if policy.impossible(want, ctx.slots) is not None:  # the words, only for a refusal
+        raise Refusal("impossible", policy.impossible_words(want, ctx.slots) or "")
 
 
 def _check_job_feasible(args: SubmitArgs, ctx: Context) -> None:
     """``check_feasible`` for a submission; a burst of alike ones is judged once."""
-    key = (args.gpus, args.pool, args.host)
+    key = (args.gpus, args.pool, args.host, args.mig)
     if key not in ctx.judged:
         try:
-            check_feasible(new_want("job", 0, args.gpus, pool=args.pool, host=args.host), ctx)
+            want = new_want("job", 0, args.gpus, pool=args.pool, host=args.host, mig=args.mig)
+            check_feasible(want, ctx)
         except Refusal as refusal:
-            ctx.judged[key] = refusal.message
+            ctx.judged[key] = refusal.words or refusal.message
         else:
             ctx.judged[key] = None
     why = ctx.judged[key]
     if why is not None:
         raise Refusal("impossible", why)
+
+
+def _check_container_vendor(args: SubmitArgs, ctx: Context) -> None:
+    """``--image`` on a pool of AMD cards is refused now, in one line: Docker and Podman
+    are given GPUs NVIDIA's way (``--gpus``, ``nvidia.com/gpu=``), Apptainer with
+    ``--nvccli``, and passing AMD's ``/dev/kfd`` and ``/dev/dri`` whole would show every
+    card of the host to the job (README: "Containers on AMD cards")."""
+    if args.image is None or args.pool is None:
+        return
+    if any(s.pool == args.pool and s.vendor != policy.DEFAULT_VENDOR for s in ctx.slots):
+        raise Refusal(
+            "bad-args",
+            say(
+                N_(
+                    "submit: --image: pool {pool} has AMD cards, and gputui runs containers"
+                    " on NVIDIA cards only; run it without --image (on the host, or with"
+                    " --conda or --venv)"
+                ),
+                pool=args.pool,
+            ),
+        )
 
 
 # -- jobs ---------------------------------------------------------------------------
@@ -214,8 +276,18 @@ def submit_row(
     klass = config.klass(name)
     if klass is None:
         shown = ", ".join(ctx.rules.priorities)
-        raise Refusal("bad-args", f"submit: unknown priority {name!r} (classes: {shown})")
-    group = config.group_of(caller.user, caller.groups, caller.group)
+        raise Refusal(
+            "bad-args",
+            say(
+                N_("submit: unknown priority {name} (classes: {classes})"),
+                name=repr(name),
+                classes=shown,
+            ),
+        )
+    who = (caller.user, caller.groups, caller.group)
+    group = ctx.groups.get(who)
+    if group is None:
+        group = ctx.groups[who] = config.group_of(*who)
     if (
         klass.groups is not None
         and not caller.admin
@@ -223,7 +295,11 @@ def submit_row(
     ):
         raise Refusal(
             "denied",
-            f"submit: priority {name} is for the groups {', '.join(klass.groups)} only",
+            say(
+                N_("submit: priority {name} is for the groups {groups} only"),
+                name=name,
+                groups=", ".join(klass.groups),
+            ),
         )
     limit = args.time_limit_s
     if limit is None and klass.time_default_hours is not None:
@@ -234,16 +310,28 @@ def submit_row(
         elif limit > klass.time_max_hours * 3600:
             raise Refusal(
                 "bad-args",
-                f"submit: --time is over priority {name}'s maximum ({klass.time_max_hours:g} h)",
+                say(
+                    N_("submit: --time is over priority {name}'s maximum ({hours} h)"),
+                    name=name,
+                    hours=f"{klass.time_max_hours:g}",
+                ),
             )
+    if args.pty:  # a session at a terminal: never longer than the interactive limit
+        most = ctx.rules.interactive_time_s
+        limit = most if limit is None else min(limit, most)
     if args.after:
         if tx is None:
-            raise Refusal("bad-args", "submit: --after needs the store")  # not reached
+            raise Refusal("bad-args", say(N_("submit: --after needs the store")))  # not reached
         known = tx.job_states(args.after)
         missing = [j for j in args.after if j not in known]
         if missing:
             flag = "--after-ok" if args.after_ok else "--after"  # the flag the user gave
-            raise Refusal("unknown-job", f"submit: {flag}: no job {missing[0]}")
+            raise Refusal(
+                "unknown-job", say(N_("submit: {flag}: no job {job}"), flag=flag, job=missing[0])
+            )
+    if args.booking is not None:
+        _check_booking(tx, caller, args.booking)
+    _check_container_vendor(args, ctx)
     _check_job_feasible(args, ctx)
     return {
         "uid": caller.uid,
@@ -257,7 +345,7 @@ def submit_row(
         "pool": args.pool,
         "host_constraint": args.host,
         "priority": name,
-        "preemptible": args.preemptible,
+        "preemptible": args.preemptible and not args.pty,  # a person waits at it
         "time_limit_s": limit,
         "submitted_at": ctx.now,
         "state": "queued",
@@ -268,15 +356,83 @@ def submit_row(
         "project": args.project,
         "after": orjson.dumps(sorted(set(args.after))).decode() if args.after else "[]",
         "after_ok": args.after_ok,
+        "conda": args.conda,
+        "venv": args.venv,
+        "image": args.image,
+        "runtime": (args.runtime or ctx.rules.runtime) if args.image else None,
+        "output": args.output,
+        "array_id": None,
+        "array_throttle": None,
+        "booking_id": args.booking,
+        "mig": args.mig,
+        "interactive": args.pty,
     }
+
+
+def task_rows(tx: Tx, row: dict[str, Any], args: SubmitArgs, now: float) -> list[dict[str, Any]]:
+    """A checked submission's rows: its own, or one per task of its ``--array`` (each
+    task a row, linked by ``Tx.link_array`` once inserted); its script kept once."""
+    if args.script is not None:
+        row = {**row, "script_id": tx.add_script(args.script, now)}
+    if args.array is None:
+        return [row]
+    spec = parse_array(args.array)
+    return [{**row, "array_task": t, "array_throttle": spec.throttle} for t in spec.tasks]
+
+
+def insert_submissions(tx: Tx, submissions: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Insert the rows of several submissions in one statement; each submission's
+    first row as stored (with its id), an array's with ``array_id`` and its size."""
+    ids = tx.insert_jobs([row for rows in submissions for row in rows])
+    firsts: list[dict[str, Any]] = []
+    at = 0
+    for rows in submissions:
+        mine = ids[at : at + len(rows)]
+        at += len(rows)
+        if rows[0].get("array_task") is not None:
+            tx.link_array(mine)
+            for row, job_id in zip(rows, mine, strict=True):
+                row["id"], row["array_id"] = job_id, mine[0]
+        else:
+            rows[0]["id"] = mine[0]
+        firsts.append({**rows[0], "array_size": len(rows)})
+    return firsts
+
+
+def submitted(first: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a submission: its job (an array's first task) and, for an
+    array, its id and size."""
+    body: dict[str, Any] = {"job": job_row_view(first)}
+    if first.get("array_id") is not None:
+        body["array"] = {"id": first["array_id"], "tasks": first["array_size"]}
+    return body
+
+
+def _check_booking(tx: Tx | None, caller: Caller, booking_id: int) -> None:
+    """``--booking ID``: a booking of the caller's (an admin's: anyone's) not yet over."""
+    item = tx.booking(booking_id) if tx is not None else None
+    if item is None or item.state not in ("booked", "active"):
+        raise Refusal(
+            "unknown-booking",
+            say(N_("submit: --booking: no booking {booking} booked or on"), booking=booking_id),
+        )
+    if not caller.owns(item.uid) and not caller.admin:
+        raise Refusal(
+            "denied",
+            say(
+                N_("submit: --booking: booking {booking} belongs to {user}"),
+                booking=booking_id,
+                user=item.user,
+            ),
+        )
 
 
 def submit(tx: Tx, caller: Caller, args: SubmitArgs, ctx: Context) -> dict[str, Any]:
     """One submission (the daemon batches ``submit_row``s; this is the same for one)."""
-    row = submit_row(caller, args, ctx, tx)
-    (job_id,) = tx.insert_jobs([row])
-    ctx.new_jobs.append({**row, "id": job_id})
-    return {"job": job_row_view({**row, "id": job_id})}
+    rows = task_rows(tx, submit_row(caller, args, ctx, tx), args, ctx.now)
+    (first,) = insert_submissions(tx, [rows])
+    ctx.new_jobs.extend(rows)
+    return submitted(first)
 
 
 def stop_job(job: Job, ctx: Context, kind: str, state: str) -> None:
@@ -297,17 +453,71 @@ def _on_job(action: str) -> JobAction:
     owner), then changed as ``transitions`` says for its state, or refused there."""
 
     def run(tx: Tx, caller: Caller, args: JobArgs, ctx: Context) -> dict[str, Any]:
-        job = _job(tx, args.job_id)
+        if args.task is not None:
+            found = tx.array_task(args.job_id, args.task)
+            if found is None:
+                raise Refusal(
+                    "unknown-job", say(N_("no job {job}_{task}"), job=args.job_id, task=args.task)
+                )
+            job = found
+        else:
+            job = _job(tx, args.job_id)
+            if action == "cancel" and job.array_id == job.id:
+                return _cancel_array(tx, caller, args, ctx, job)
         row = authorize(tx, caller, ctx, action, kind="job", item=job, reason=args.reason)
         op = action.replace("-", "_")
         told = change_job(job, caller, ctx, op, force=getattr(args, "force", False))
         if row is not None:  # a refusal above undoes the row with the rest
-            row.outcome = told[:256]
+            row.outcome = told.english()[:256]
         ctx.changed = True
         tx.flush()
-        return {"job": job_view(job), "told": told}
+        return {"job": job_view(job), **told_fields(told)}
 
     return run
+
+
+def _cancel_array(
+    tx: Tx, caller: Caller, args: JobArgs, ctx: Context, first: Job
+) -> dict[str, Any]:
+    """``cancel ARRAY``: every task of the array not ended yet (waiting ones at once,
+    running ones SIGTERM then SIGKILL), as one request, audited once."""
+    row = authorize(tx, caller, ctx, "cancel", kind="job", item=first, reason=args.reason)
+    assert first.array_id is not None
+    tasks = tx.array_tasks(first.array_id, PENDING_JOB_STATES | LIVE_JOB_STATES)
+    stopping = 0
+    for task in tasks:
+        if task.state in STOPPING and task.stop_kind == "cancel":
+            continue
+        try:
+            change_job(task, caller, ctx, "cancel")
+        except Refusal:
+            continue  # a state cancel does not apply to (it ends as it was told)
+        stopping += task.state in STOPPING
+    if stopping:
+        told = say(
+            N_(
+                "{count} task(s) of array {array} cancelled ({stopping} running:"
+                " SIGTERM now, SIGKILL after the grace period)"
+            ),
+            count=len(tasks),
+            array=first.array_id,
+            stopping=stopping,
+        )
+    else:
+        told = say(
+            N_("{count} task(s) of array {array} cancelled"), count=len(tasks), array=first.array_id
+        )
+    if row is not None:
+        row.outcome = told.english()[:256]
+    ctx.changed = True
+    tx.flush()
+    return {"job": job_view(first), **told_fields(told)}
+
+
+def told_fields(told: Words) -> dict[str, Any]:
+    """An answer's ``told`` (the English line: what old clients and ``--json`` show)
+    and ``told_words`` (its template and args: what a client shows in its language)."""
+    return {"told": told.english(), "told_words": told.wire()}
 
 
 def back_in_line(job: Job, state: str, reason: str) -> None:
@@ -321,15 +531,17 @@ def back_in_line(job: Job, state: str, reason: str) -> None:
     job.over_quota, job.idle_since, job.idle_told = False, None, False
 
 
-def change_job(job: Job, caller: Caller, ctx: Context, action: str, *, force: bool = False) -> str:
+def change_job(
+    job: Job, caller: Caller, ctx: Context, action: str, *, force: bool = False
+) -> Words:
     """Apply ``action`` to ``job`` as ``transitions.TABLE`` says, or raise its
     ``Refusal``; returns what happens next, in words."""
     step = transitions.step(action, job.state, job.stop_kind)
-    fill = {"id": job.id, "state": job.state, "user": job.user}
+    fill: dict[str, str | int] = {"id": job.id or 0, "state": job.state, "user": job.user}
     if step.state is None:
-        raise Refusal("bad-state", step.refuse.format(**fill))
+        raise Refusal("bad-state", say(step.refuse, **fill))
     if step.force and not force:
-        raise Refusal("force-required", step.refuse.format(**fill))
+        raise Refusal("force-required", say(step.refuse, **fill))
     by = "" if caller.owns(job.uid) else f" by {caller.user}"
     if step.stop is not None and job.state in STOPPING:
         # Already signalled: the signals go on as they were; only how it ends changes.
@@ -345,7 +557,8 @@ def change_job(job: Job, caller: Caller, ctx: Context, action: str, *, force: bo
         job.requeues += 1
     else:
         job.state, job.reason = step.state, {"held": "Held"}.get(step.state, "Priority")
-    return step.told.format(**fill)
+    wanted = fields_of(step.told) or set()
+    return say(step.told, **{k: v for k, v in fill.items() if k in wanted})
 
 
 STOPPING = ("killing", "preempting")

@@ -14,19 +14,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
-from gputui.scheduler.head import actions, claims, drains, lifecycle, notices, publish
+from gputui.scheduler.head import actions, bookings, claims, drains, lifecycle, notices, publish
 from gputui.scheduler.head.actions import Context, Rules
 from gputui.scheduler.head.standings import Standings
-from gputui.scheduler.head.views import job_row_view, job_view
+from gputui.scheduler.head.views import job_view
 from gputui.scheduler.head.watch.flags import FlagWatch, Pending, ProcSignal
 from gputui.scheduler.head.watch.health import HeadHealth, HealthWrite
 from gputui.scheduler.head.watch.hosts import HostWatch
+from gputui.scheduler.policy import bookings as booking_rules
 from gputui.scheduler.policy import model
+from gputui.scheduler.policy.model import INF
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.store.api import Store, StoreFailure, Tx
+from gputui.wire.words import say
 
 log = logging.getLogger("gputui.scheduler.head.daemon")  # one logger for the head
 
@@ -66,6 +70,8 @@ class After:
     """What this batch wrote of the health board (``HeadHealth.committed``)."""
     changed: bool = False
     moved: bool = False
+    booked: bookings.Ticked | None = None
+    """The bookings as this batch leaves them, good until their next edge."""
     ended: list[tuple[str, float]] = field(default_factory=list)
     """(GPU uuid, end) of the allocations this batch ended (``HeadMeter.ended``)."""
     """GPUs were given or freed (who holds what is read again once committed)."""
@@ -107,6 +113,8 @@ class Batches:
         self.standings = Standings(lambda: self.rules.sched)
         """The standing figures every pass, ``explain`` and ``quota`` use."""
         self.flags = FlagWatch(watch)
+        self.booked: bookings.Ticked | None = None
+        """The bookings as the last committed batch left them (None: not read yet)."""
         self.health = health or HeadHealth(HealthThresholds(), host_pools, clock=lambda: 0.0)
 
     def context(self, slots: tuple[model.GpuSlot, ...], now: float) -> Context:
@@ -115,7 +123,8 @@ class Batches:
             now=now,
             slots=slots,
             unknown_hosts=frozenset(set(self.host_pools) - known),
-            pools=frozenset(self.host_pools.values()),
+            # The hosts' pools, and the pools cards have of their own (AMD's: vendors).
+            pools=frozenset(self.host_pools.values()) | {g.pool for g in slots},
             hosts=frozenset(self.host_pools),
             rules=self.rules,
         )
@@ -137,7 +146,7 @@ class Batches:
             ]
             replays = tx.replay_many(keys)
             remember: list[tuple[int, str, dict[str, Any]]] = []
-            submits: list[tuple[int, dict[str, Any]]] = []
+            submits: list[tuple[int, list[dict[str, Any]]]] = []
             earlier: dict[tuple[int, str], int] = {}
             repeats: list[tuple[int, int, int]] = []
             for item in batch:
@@ -161,21 +170,21 @@ class Batches:
                         try:
                             row = actions.submit_row(item.conn.caller, request.args, ctx, tx)
                         except wire.Refusal as refusal:
-                            body = wire.error(request.id, refusal.code, refusal.message)
+                            body = wire.refused(request.id, refusal)
                             remember.append((uid, request.rid or "", body))
                             answers.append(body)
                         else:
-                            submits.append((len(answers), row))
+                            rows = actions.task_rows(tx, row, request.args, now)
+                            submits.append((len(answers), rows))
                             answers.append(None)
                         continue
                 answers.append(self._apply_one(tx, item, ctx, after, remember))
-            ids = tx.insert_jobs([row for _, row in submits])
-            for (index, row), job_id in zip(submits, ids, strict=True):
-                stored = {**row, "id": job_id}
-                ctx.new_jobs.append(stored)
+            firsts = actions.insert_submissions(tx, [rows for _, rows in submits])
+            for (index, rows), first in zip(submits, firsts, strict=True):
+                ctx.new_jobs.extend(rows)
                 item = batch[index]
                 assert item.request is not None and item.conn is not None
-                body = wire.response(item.request.id, {"job": job_row_view(stored)})
+                body = wire.response(item.request.id, actions.submitted(first))
                 answers[index] = body
                 remember.append((item.conn.caller.uid, item.request.rid or "", body))
             for index, source, request_id in repeats:
@@ -184,6 +193,7 @@ class Batches:
             tx.remember_many(remember, now)
             standing, rejudged = self.standings.at(tx, now)
             ctx.changed = ctx.changed or rejudged
+            booked = self._bookings(tx, ctx, after)
             after.launches = lifecycle.schedule(
                 tx,
                 ctx,
@@ -191,6 +201,7 @@ class Batches:
                 self.logins(),
                 run_as_login_user=self.run_as_login_user,
                 standing=standing,
+                bookings=booked,
             )
             after.launches.extend(after.launches_again)
             after.stops = list(ctx.stops)
@@ -199,6 +210,17 @@ class Batches:
                 after.final_jobs = self.final_waits(tx, after.waits)
             after.moved, after.ended = tx.moved, list(tx.ended)
         return answers, after
+
+    def _bookings(self, tx: Tx, ctx: Context, after: After) -> tuple[model.Booked, ...]:
+        """The bookings the pass honours: those the last batch left while none has an
+        edge due and none changed since (most batches), else ``bookings.tick``'s.
+        Whatever in a batch moves bookings (a request, the timer's claim expiry) is
+        applied before this; the pass after it ends no claim."""
+        known = self.booked
+        if known is None or ctx.bookings_moved or ctx.now >= known.due:
+            known = bookings.tick(tx, ctx)
+        after.booked = known
+        return known.booked
 
     def _apply_one(
         self,
@@ -233,7 +255,7 @@ class Batches:
             with tx.savepoint():
                 result = self._handle(tx, conn, caller, request, ctx=ctx, after=after)
         except wire.Refusal as refusal:
-            body = wire.error(request.id, refusal.code, refusal.message)
+            body = wire.refused(request.id, refusal)
         else:
             if result is None:
                 return None
@@ -260,7 +282,9 @@ class Batches:
             return result
         if op == "claim":
             if args.resume is not None and not args.session:
-                raise wire.Refusal("bad-args", "claim: resume is for a run's session claim")
+                raise wire.Refusal(
+                    "bad-args", say(N_("claim: resume is for a run's session claim"))
+                )
             if args.session:
                 after.sessions.append(conn.session)
             if args.resume is not None:
@@ -275,6 +299,12 @@ class Batches:
             )
         if op == "release":
             return claims.release(tx, caller, args, ctx)
+        if op == "book":
+            return bookings.book(tx, caller, args, ctx)
+        if op == "unbook":
+            return bookings.unbook(tx, caller, args, ctx)
+        if op == "bookings":
+            return bookings.listing(tx, args, ctx.now)
         if op == "health_ack":
             return self.health.acknowledge(tx, caller, args, ctx.now)
         if op in drains.OPS:
@@ -306,15 +336,20 @@ class Batches:
         if op == "wait":
             job = tx.job(args.job_id)
             if job is None:
-                raise wire.Refusal("unknown-job", f"no job {args.job_id}")
+                raise wire.Refusal("unknown-job", say(N_("no job {job}"), job=args.job_id))
             if job.state in wire.FINAL_JOB_STATES:
                 return {"job": job_view(job)}
             after.waits.append((args.job_id, conn, request.id))
             return None
-        raise wire.Refusal("unknown-op", f"unknown op {op!r}")
+        raise wire.Refusal("unknown-op", say(N_("unknown op {op}"), op=repr(op)))
 
     def _place_now(self, tx: Tx, want: model.Want, ctx: Context) -> model.Place | None:
         busy = {a.gpu_uuid for a in tx.live_allocations()}
+        live = [bookings.as_policy(b) for b in tx.bookings(bookings.LIVE, ending_after=ctx.now)]
+        if live:  # cards a booking keeps from it count as taken
+            end = INF if want.time_limit_s is None else ctx.now + want.time_limit_s
+            cards = booking_rules.by_card(live, ctx.now)
+            busy |= booking_rules.barred(want, end, ctx.now, cards, list(cards))
         hosts: dict[str, list[model.GpuSlot]] = {}
         for s in ctx.slots:
             slot = s.held(s.uuid in busy)
@@ -385,7 +420,14 @@ class Batches:
         elif kind == "call":  # a step of a longer request (force-free): its own store work
             payload(tx, ctx)
         elif kind == "meter":  # busy time and energy counted from samples (metering)
-            tx.usage.add_metered(payload.usage_rows(), payload.cluster_rows(), payload.job_rows())
+            tx.usage.add_metered(
+                payload.usage_rows(),
+                payload.cluster_rows(),
+                payload.job_rows(),
+                payload.idle_rows(),
+            )
+        elif kind == "slurm-meter":  # Slurm's jobs' time and energy (a relaying head)
+            tx.usage.add_slurm_energy(payload.rows())
         elif kind == "notices-read":  # pushed to an open console: delivered
             uid, ids = payload
             tx.mark_read(uid, ids, ctx.now)
@@ -421,6 +463,7 @@ class Batches:
         """After the commit: this batch's waits and run sessions count now, and the
         waits it answered are over."""
         self.sessions_alive.update(after.sessions)
+        self.booked = after.booked
         self.flags.commit(after.flagged)
         for written in after.health:
             self.health.committed(written)

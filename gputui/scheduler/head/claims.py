@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.scheduler.head import privacy
 from gputui.scheduler.head.actions import Context, authorize, check_feasible, new_want, next_after
 from gputui.scheduler.head.views import claim_view
@@ -22,19 +23,43 @@ from gputui.scheduler.server.read_args import ListArgs
 from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Claim
+from gputui.wire.words import say
 
 
 def resolve_refs(refs: Sequence[str], slots: Sequence[policy.GpuSlot]) -> tuple[str, ...]:
     """GPU references (uuid, ``host:index``) -> uuids, refusing one that names nothing."""
     by_uuid = {s.uuid.lower(): s.uuid for s in slots}
-    by_place = {f"{s.host}:{s.index}": s.uuid for s in slots}
+    by_place = {f"{s.host}:{s.index}": s.uuid for s in slots if s.mig_profile is None}
+    mig_cards = {s.uuid for s in slots if s.mig_enabled}
     out: list[str] = []
     for ref in refs:
         uuid = by_uuid.get(ref.lower()) or by_place.get(ref)
         if uuid is None:
-            raise Refusal("unknown-gpu", f"no GPU {ref!r} (name one as HOST:INDEX or by uuid)")
+            raise Refusal(
+                "unknown-gpu",
+                say(N_("no GPU {ref} (name one as HOST:INDEX or by uuid)"), ref=repr(ref)),
+            )
+        if uuid in mig_cards:
+            raise Refusal(
+                "impossible",
+                say(
+                    N_(
+                        "GPU {ref} has MIG mode on: claim its slices (by MIG- uuid, or --mig"
+                        " PROFILE)"
+                    ),
+                    ref=repr(ref),
+                ),
+            )
         if uuid not in out:
             out.append(uuid)
+    vendors = {s.vendor for s in slots if s.uuid in out}
+    if len(vendors) > 1:  # one CUDA_VISIBLE_DEVICES or one ROCR_VISIBLE_DEVICES, not both
+        raise Refusal(
+            "impossible",
+            say(
+                N_("the GPUs named are of more than one vendor (NVIDIA and AMD): claim each apart")
+            ),
+        )
     return tuple(out)
 
 
@@ -57,6 +82,7 @@ def claim(
         wanted=json.dumps(list(named)),
         pool=args.pool,
         model=args.model,
+        mig=args.mig,
         host_constraint=args.host,
         note=args.note,
         state="waiting",
@@ -74,13 +100,17 @@ def claim(
         pool=args.pool,
         host=args.host,
         model=args.model,
+        mig=None if named else args.mig,
         named=named,
         user=caller.user,
     )
     check_feasible(want, ctx)
     place = place_now(want)
     if place is None and not args.wait:
-        raise Refusal("busy", f"{count} GPU(s) asked for are not free now (use --wait to queue)")
+        raise Refusal(
+            "busy",
+            say(N_("{count} GPU(s) asked for are not free now (use --wait to queue)"), count=count),
+        )
     tx.add_claim(item)
     if place is not None:
         grant_claim(tx, item, place, ctx)
@@ -95,12 +125,23 @@ def resume_claim(
     back onto its new one: from now on the claim ends when this connection does."""
     item = tx.claim(claim_id)
     if item is None or not caller.owns(item.uid):
-        raise Refusal("unknown-claim", f"no claim {claim_id} of yours")
+        raise Refusal("unknown-claim", say(N_("no claim {claim_id} of yours"), claim_id=claim_id))
     if item.state not in ("waiting", "active"):
         why = item.release_reason or item.state
-        raise Refusal("bad-state", f"claim {claim_id} is {item.state} ({why})")
+        raise Refusal(
+            "bad-state",
+            say(
+                N_("claim {claim_id} is {state} ({why})"),
+                claim_id=claim_id,
+                state=item.state,
+                why=why,
+            ),
+        )
     if item.session is None and item.idle_release_s != 0:
-        raise Refusal("bad-state", f"claim {claim_id} is not a gputui run session's")
+        raise Refusal(
+            "bad-state",
+            say(N_("claim {claim_id} is not a gputui run session's"), claim_id=claim_id),
+        )
     item.session = session
     item.idle_release_s = ctx.rules.claim_idle_s
     item.last_active_at = ctx.now
@@ -131,6 +172,8 @@ def end_claim(tx: Tx, item: Claim, ctx: Context, state: str, why: str) -> None:
     item.released_at = ctx.now
     item.release_reason = why
     ctx.changed = True
+    if item.booking_id is not None:  # its booking is over with it (``bookings.tick``)
+        ctx.bookings_moved = True
 
 
 def release(tx: Tx, caller: Caller, args: ReleaseArgs, ctx: Context) -> dict[str, Any]:
@@ -141,17 +184,19 @@ def release(tx: Tx, caller: Caller, args: ReleaseArgs, ctx: Context) -> dict[str
     for claim_id in args.claim_ids:
         found = next((c for c in live if c.id == claim_id), None)
         if found is None:
-            raise Refusal("unknown-claim", f"no active claim {claim_id}")
+            raise Refusal("unknown-claim", say(N_("no active claim {claim_id}"), claim_id=claim_id))
         chosen.append(found)
     if args.gpu_refs:
         uuids = set(resolve_refs(args.gpu_refs, ctx.slots))
         holding = [c for c in live if uuids & set(json.loads(c.gpu_uuids))]
         if not holding:
-            raise Refusal("unknown-claim", "no claim holds " + ", ".join(args.gpu_refs))
+            raise Refusal(
+                "unknown-claim", say(N_("no claim holds {gpus}"), gpus=", ".join(args.gpu_refs))
+            )
         mine = [c for c in holding if c.uid == caller.uid]
         chosen.extend(mine or holding)
     if not chosen and not args.all:
-        raise Refusal("bad-args", "release: name claims, GPUs, or --all")
+        raise Refusal("bad-args", say(N_("release: name claims, GPUs, or --all")))
     done: list[dict[str, Any]] = []
     for item in {c.id: c for c in chosen}.values():
         authorize(tx, caller, ctx, "release", kind="claim", item=item, reason=args.reason)

@@ -26,16 +26,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.common.locations import socket_dir_problem
 from gputui.scheduler.client.errors import HeadError
-from gputui.scheduler.head import lifecycle
+from gputui.scheduler.client.slurm.parse import node_names
+from gputui.scheduler.head import lifecycle, usage_reads
 from gputui.scheduler.head.batch import After, Batches, Item
+from gputui.scheduler.head.chat import channels as chat_channels
+from gputui.scheduler.head.chat.outbox import Outbox, in_group
 from gputui.scheduler.head.forcefree import ForceFrees, TxCall, TxFn
 from gputui.scheduler.head.hostops import HostOps
 from gputui.scheduler.head.inbox import Inbox
@@ -48,11 +53,14 @@ from gputui.scheduler.head.settings import HeadSettings
 from gputui.scheduler.head.slurm_relay import SlurmRelay
 from gputui.scheduler.head.subscribers import Subscribers
 from gputui.scheduler.head.telemetry import TelemetryHub
+from gputui.scheduler.head.terminals import Terminals
 from gputui.scheduler.head.watch.flags import ProcSignal
 from gputui.scheduler.head.watch.health import HeadHealth
 from gputui.scheduler.head.watch.history import HeadHistory
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.head.watch.meter import HeadMeter
+from gputui.scheduler.head.watch.power import ClockLocks
+from gputui.scheduler.head.watch.slurm_meter import SlurmEnergy
 from gputui.scheduler.policy import model, passes
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection, SocketServer
@@ -60,13 +68,37 @@ from gputui.scheduler.store.api import Store, StoreFailure
 from gputui.scheduler.store.changes import Change
 from gputui.scheduler.store.tables import Host
 from gputui.telemetry import HostSnapshot
+from gputui.wire.words import say
 
 log = logging.getLogger(__name__)
 
 BATCH_MAX = 1024
 INBOX_MAX = 20_000
-READS = frozenset({"explain", "quota", "usage", "report", "gpus", "history"})
+READS = frozenset({"explain", "estimates", "quota", "usage", "report", "gpus", "history"})
 """Read-only requests answered from a snapshot on the reader thread."""
+GC_THRESHOLDS = (100_000, 50, 10)
+"""The cyclic collector's pace in a head process (``pace_collector``)."""
+
+
+def pace_collector() -> None:
+    """Pace the cyclic garbage collector for a head process: every sample of every host
+    makes thousands of objects that live until that host's next sample (its decoded
+    sample, snapshot, findings), so at Python's default pace (a young collection every
+    700 new objects, and an older one every tenth) each sample's survivors are scanned
+    again and again: a fifth of the head's CPU at a few hundred hosts
+    (``bench/ingest.py``). Nearly all of it is freed by reference counting anyway;
+    the collector only finds cycles, and comes here less often, not never."""
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
+WRITER_OPS = frozenset(
+    {"submit", "cancel", "kill", "preempt", "requeue", "hold", "release_hold", "claim"}
+    | {"release", "show", "queue", "claims", "env", "audit", "whoami", "cluster", "wait"}
+    | {"subscribe", "notices", "drain", "undrain", "unfence", "health_ack"}
+    | {"book", "unbook", "bookings"}
+)
+"""Requests ``_on_line`` hands to the writer's batches (none of them answered on the
+loop, on the reader thread or by a task of its own)."""
 
 
 class Head:
@@ -117,7 +149,11 @@ class Head:
             store=store,
             settings=settings,
             watch=self.watch,
-            flags=lambda: {**self.batch.flags.state(), **self.health.state()},
+            flags=lambda: {
+                **self.batch.flags.state(),
+                **self.health.state(),
+                **self.clock_locks.state(),
+            },
             connections=lambda: self._server.connections,
             read=self._read,
             post=self._post,
@@ -137,14 +173,33 @@ class Head:
             health=self.health,
         )
         self._background: set[asyncio.Task[Any]] = set()
-        self.slurm = (
-            SlurmRelay(settings.slurm, clock=clock, fences=self._fenced_hosts)
-            if settings.slurm
-            else None
-        )
+        self.slurm_energy: SlurmEnergy | None = None
+        """What Slurm's jobs drew on the watched hosts (``slurm:`` in hosts.yaml)."""
+        self.slurm: SlurmRelay | None = None
         """Slurm's state for every console (``slurm:`` in hosts.yaml), else None."""
+        if settings.slurm:
+            self.slurm_energy = SlurmEnergy(
+                self._offer,
+                clock,
+                host_of=settings.slurm.host_of,
+                node_names=node_names,
+                flush_s=settings.meter_flush_s,
+            )
+            self.slurm = SlurmRelay(
+                settings.slurm,
+                clock=clock,
+                fences=self._fenced_hosts,
+                on_poll=self.slurm_energy.polled,
+            )
         self._started_at = clock()
-        self.meter = HeadMeter(store, self._read, self._offer, clock, settings.meter_flush_s)
+        self.meter = HeadMeter(
+            store,
+            self._read,
+            self._offer,
+            clock,
+            settings.meter_flush_s,
+            power=lambda: self.settings.rules.sched.power,
+        )
         self.reads = SnapshotReads(
             store=store,
             settings=settings,
@@ -187,8 +242,29 @@ class Head:
         )
         """The consoles' telemetry subscriptions (``telemetry``), fed every snapshot."""
         self.signals = ProcessSignals(watch=self.watch, hosts=hosts, call_tx=self.call_tx)
+        self.clock_locks = ClockLocks(
+            hosts,
+            self.call_tx,
+            self._spawn,
+            lambda: self.settings.rules.sched.power,
+            clock=clock,
+            changed=self.subscribers.changed,
+        )
+        """Held-but-idle cards' clocks locked low (``power.mode: lock``)."""
+        self.terminals = Terminals(store, hosts, self._read, self.call_tx)
+        """Connections attached to interactive jobs' terminals (``attach``)."""
         self.changes = store.changes()
         """Rows other processes commit (a database another process can write to)."""
+        self.chat = Outbox(settings.notify, store, self._read, self.call_tx, clock)
+        """The stored notices, sent to the users' and the team's chat channels."""
+        self.chat_ops = chat_channels.ChatOps(
+            config=settings.notify,
+            outbox=self.chat,
+            store=store,
+            read=self._read,
+            call_tx=self.call_tx,
+            members=in_group,
+        )
 
     # -- running ----------------------------------------------------------------------
 
@@ -213,6 +289,11 @@ class Head:
         if self.liveness.died is not None:
             raise HeadDied(self.liveness.died)
 
+    @property
+    def connections_served(self) -> int:
+        """Client connections served since start (tests and the benchmark count them)."""
+        return self._server.accepted
+
     async def start(self) -> None:
         problem = socket_dir_problem(self.settings.socket)
         if problem is not None:
@@ -228,6 +309,7 @@ class Head:
             live.start("timer", self._ticker()),
             live.start("pusher", self.subscribers.run()),
             live.start("telemetry", self.telemetry.run()),
+            live.start("chat", self.chat.run()),
         ]
         if self.slurm is not None:
             self._tasks.append(live.start("slurm", self.slurm.run()))
@@ -246,8 +328,12 @@ class Head:
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await task
-        await self.meter.close(self._inbox.drain())
+        unapplied = self._inbox.drain()
+        await self.meter.close(unapplied)
+        if self.slurm_energy is not None:
+            self.slurm_energy.close(self.store, unapplied)
         self._store_health()
+        self.chat.close()
         await self.readings.close()
         await self.hosts.close()
         self._reader.shutdown(wait=True)
@@ -280,6 +366,10 @@ class Head:
         return self._inbox.offer(item)
 
     def _load(self) -> None:
+        team, problems = chat_channels.resolve_team(self.settings.notify, self.clock())
+        if problems:  # (``gputui head`` says so first, naming the file and line)
+            index, why = problems[0]
+            raise OSError(f"notify.channels[{index}]: {why}")
         with self.store.transaction() as tx:
             for name, pool in self.host_pools.items():
                 if tx.host(name) is None:
@@ -292,6 +382,7 @@ class Head:
             self.health.load(*tx.health.rows())
             self.health.seen_gpus(tx.gpus())
             self.readings.load(tx)
+            chat_channels.sync_team(tx, team)
             self.batch.standings.refresh(tx, self.clock())  # before the first pass
 
     # -- clients ------------------------------------------------------------------------
@@ -301,24 +392,52 @@ class Head:
         try:
             request = wire.decode_request(line)
         except wire.Refusal as refusal:
-            conn.send(wire.error(refusal.request_id, refusal.code, refusal.message))
+            conn.send(wire.refused(refusal.request_id, refusal))
+            return
+        if request.op in WRITER_OPS:  # the common case first: for the writer's next batch
+            conn.begin()
+            item = Item("request", conn=conn, request=request)
+            if not self._inbox.offer(item):
+                await self._inbox.put(item)  # waits while the inbox is full
             return
         if request.op == "logs":
             self._spawn(conn.counted(self.reads.logs(conn, request)))
+            return
+        if request.op == "pty_in":  # a keystroke: forwarded at once, answered only if not
+            self.terminals.write(conn, request)
+            return
+        if request.op == "attach":
+            self._spawn(conn.counted(self.terminals.attach(conn, request)))
+            return
+        if request.op == "detach":
+            self.terminals.detach(conn, request)
             return
         if request.op == "force_free":
             self._spawn(conn.counted(self.force_frees.run(conn, request)))
             return
         if request.op == "telemetry":  # answered from the last collection, then pushed
             try:
-                body = self.telemetry.subscribe(conn, request.id, request.args.detail)
+                gpu = request.args.gpu
+                body = self.telemetry.subscribe(
+                    conn,
+                    request.id,
+                    request.args.detail,
+                    None if gpu is None else (gpu.host, gpu.index),
+                )
             except wire.Refusal as refusal:
-                conn.send(wire.error(request.id, refusal.code, refusal.message))
+                conn.send(wire.refused(request.id, refusal))
                 return
             conn.send(wire.response(request.id, body))
             return
         if request.op == "telemetry_view":  # what this console shows: those hosts in full
             self._telemetry_view(conn, request)
+            return
+        if request.op == "telemetry_stop":  # the console left the stream, not the head
+            self.telemetry.drop(conn)
+            conn.send(wire.response(request.id, {}))
+            return
+        if request.op in chat_channels.OPS:  # asks apprise on a thread; a test waits
+            self._spawn(conn.counted(self.chat_ops.answer(conn, request)))
             return
         if request.op == "signal":
             self._spawn(conn.counted(self.signals.run(conn, request)))
@@ -333,7 +452,7 @@ class Head:
             try:
                 body = wire.response(request.id, self.health.answer(request.args.hosts))
             except wire.Refusal as refusal:
-                body = wire.error(request.id, refusal.code, refusal.message)
+                body = wire.refused(request.id, refusal)
             conn.send(body)
             return
         if request.op == "hosts":  # which host a client's machine is (gputui env, run)
@@ -343,8 +462,11 @@ class Head:
             try:
                 answer = wire.response(request.id, self._slurm_relay().answer())
             except HeadError as exc:
-                answer = wire.error(request.id, exc.code, exc.message)
+                answer = wire.error(request.id, exc.code, exc.words or exc.message)
             conn.send(answer)
+            return
+        if request.op == "slurm_energy":  # Slurm's jobs' energy, from the store
+            self._spawn(conn.counted(self._slurm_energy(conn, request)))
             return
         if request.op == "ping":
             tasks = self.liveness.report()
@@ -354,6 +476,33 @@ class Head:
             return
         conn.begin()  # in flight until the writer takes it (``_writer``)
         await self._inbox.put(Item("request", conn=conn, request=request))
+
+    async def _slurm_energy(self, conn: Connection, request: wire.Request) -> None:
+        """``slurm_energy``: stored and still counted, read on the reader thread."""
+        energy = self.slurm_energy
+        if energy is None:
+            conn.send(
+                wire.error(
+                    request.id, "unsupported", say(N_("slurm_energy: this head relays no Slurm"))
+                )
+            )
+            return
+        pending, now, sched = energy.pending(), self.clock(), self.settings.rules.sched
+
+        def answer() -> dict[str, Any]:
+            with self.store.snapshot() as tx:
+                return usage_reads.slurm_energy(tx, request.args, sched, pending, now)
+
+        try:
+            body = await self._read(answer)
+        except wire.Refusal as refusal:
+            conn.send(wire.refused(request.id, refusal))
+            return
+        except Exception:  # the store: say so, never leave the caller waiting
+            log.exception("head: slurm_energy failed")
+            conn.send(wire.error(request.id, "internal", say(N_("slurm_energy failed"))))
+            return
+        conn.send(wire.response(request.id, body))
 
     def _fenced_hosts(self) -> dict[str, str]:
         """Host -> why, for each host with a GPU the head fenced (Slurm drains it)."""
@@ -365,7 +514,9 @@ class Head:
 
     def _slurm_relay(self) -> SlurmRelay:
         if self.slurm is None:
-            raise HeadError("unsupported", "slurm: this head has no slurm: section to relay")
+            raise HeadError.of(
+                "unsupported", say(N_("slurm: this head has no slurm: section to relay"))
+            )
         return self.slurm
 
     def _telemetry_view(self, conn: Connection, request: wire.Request) -> None:
@@ -374,7 +525,7 @@ class Head:
             where = None if gpu is None else (gpu.host, gpu.index)
             self.telemetry.view(conn, request.args.hosts, where)
         except wire.Refusal as refusal:
-            conn.send(wire.error(request.id, refusal.code, refusal.message))
+            conn.send(wire.refused(request.id, refusal))
             return
         conn.send(wire.response(request.id, {}))
 
@@ -389,6 +540,7 @@ class Head:
     def _on_close(self, conn: Connection) -> None:
         self._inbox.gone(conn)
         self.telemetry.drop(conn)
+        self.terminals.dropped(conn)
         self.batch.sessions_alive.discard(conn.session)
         for waiters in self.batch.waits.values():
             waiters[:] = [w for w in waiters if w[0] is not conn]
@@ -400,46 +552,52 @@ class Head:
     async def _writer(self) -> None:
         limit = BATCH_MAX if self.settings.group_commit else 1
         while True:
-            batch = await self._inbox.batch(limit)
+            self.write(await self._inbox.batch(limit))
+
+    def write(self, batch: list[Item]) -> None:
+        """Apply ``batch`` in one transaction, commit, then answer and act (the writer's
+        one round; on the loop's thread)."""
+        for item in batch:
+            if item.conn is not None and item.request is not None:
+                item.conn.end()
+        slots = self.watch.slots()
+        now = self.clock()
+        self.watch.begin()
+        try:
+            answers, after = self.batch.apply(batch, slots, now)
+        except (StoreFailure, OSError) as exc:
+            self.watch.undo()
+            self.liveness.failed(internal=False)
+            log.error("head: could not commit %d items: %s", len(batch), exc)
+            why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
             for item in batch:
                 if item.conn is not None and item.request is not None:
-                    item.conn.end()
-            slots = self.watch.slots()
-            now = self.clock()
-            self.watch.begin()
-            try:
-                answers, after = self.batch.apply(batch, slots, now)
-            except (StoreFailure, OSError) as exc:
-                self.watch.undo()
-                self.liveness.failed(internal=False)
-                log.error("head: could not commit %d items: %s", len(batch), exc)
-                why = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
-                for item in batch:
-                    if item.conn is not None and item.request is not None:
-                        item.conn.send(wire.error(item.request.id, "store", f"not stored: {why}"))
-                    _fail(item, wire.Refusal("store", f"not stored: {why}"))
-                continue
-            except Exception:  # a bug met by one batch must not leave the head deaf for good
-                self.watch.undo()
-                log.exception("head: internal error; %d items not applied", len(batch))
-                for item in batch:
-                    if item.conn is not None and item.request is not None:
-                        item.conn.send(wire.error(item.request.id, "internal", "not stored"))
-                    _fail(item, wire.Refusal("internal", "not stored"))
-                self.liveness.failed(internal=True)  # the writer ends when it always fails
-                continue
-            self.liveness.committed()
-            self.batches += 1
-            answered = []
-            for item, answer in zip(batch, answers, strict=True):
-                if item.conn is not None and answer is not None:
-                    item.conn.send(answer)
-                    if not item.conn.inflight and not item.conn.closed:
-                        answered.append(item.conn)  # its next request is likely on its way
-                if item.done is not None and not item.done.done():
-                    item.done.set_result(answer)
-            self._inbox.answered(answered)
-            self._after_commit(after)
+                    item.conn.send(
+                        wire.error(item.request.id, "store", say(N_("not stored: {why}"), why=why))
+                    )
+                _fail(item, wire.Refusal("store", say(N_("not stored: {why}"), why=why)))
+            return
+        except Exception:  # a bug met by one batch must not leave the head deaf for good
+            self.watch.undo()
+            log.exception("head: internal error; %d items not applied", len(batch))
+            for item in batch:
+                if item.conn is not None and item.request is not None:
+                    item.conn.send(wire.error(item.request.id, "internal", say(N_("not stored"))))
+                _fail(item, wire.Refusal("internal", say(N_("not stored"))))
+            self.liveness.failed(internal=True)  # the writer ends when it always fails
+            return
+        self.liveness.committed()
+        self.batches += 1
+        answered = []
+        for item, answer in zip(batch, answers, strict=True):
+            if item.conn is not None and answer is not None:
+                item.conn.send(answer)
+                if not item.conn.inflight and not item.conn.closed:
+                    answered.append(item.conn)  # its next request is likely on its way
+            if item.done is not None and not item.done.done():
+                item.done.set_result(answer)
+        self._inbox.answered(answered)
+        self._after_commit(after)
 
     async def call_tx(self, fn: TxFn) -> Any:
         """Run ``fn(tx, ctx)`` in the writer's next batch; its value once committed (a
@@ -477,11 +635,13 @@ class Head:
         if after.changed:
             self.subscribers.changed()
             self.metrics.changed()
+            self.chat.changed()
 
     def _changed_elsewhere(self, _change: Change) -> None:
         """Another process committed a change a console is shown: push the state."""
         self.subscribers.changed()
         self.metrics.changed()
+        self.chat.changed()
 
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` in the background, keeping a reference until it ends."""
@@ -531,6 +691,9 @@ class Head:
         for kind, payload in self.watch.observe(snap, self.health.board.findings_of(snap.name)):
             self._post(Item(kind, payload=payload))
         self.meter.observe(snap)
+        self.clock_locks.observe(snap, self.meter.meter, self.meter.holders)
+        if self.slurm_energy is not None:
+            self.slurm_energy.observe(snap)
         self.telemetry.observe(snap)
         self.metrics.observe(snap)
         self.force_frees.sampled()
@@ -539,19 +702,26 @@ class Head:
         serving_since = self.clock()  # the grace runs from when runs can reconnect
         while True:
             await asyncio.sleep(self.settings.tick_s)
-            active = self.watch.active_users()
-            orphans = set()
-            grace = self.settings.session_grace_s
-            if self._restored_sessions and self.clock() - serving_since > grace:
-                orphans = self._restored_sessions - self.batch.sessions_alive
-                self._restored_sessions = set()
-            self._post(Item("tick", payload=(active, orphans)))
-            self._post(Item("ownership"))
-            self._post(Item("health"))
-            self.meter.tick()
-            self.readings.tick()
-            self.metrics.tick()
-            self.liveness.progress("timer")
+            self.tick(serving_since)
+
+    def tick(self, serving_since: float) -> None:
+        """The timer's round: the tick, ownership and health items for the writer."""
+        active = self.watch.active_users()
+        orphans = set()
+        grace = self.settings.session_grace_s
+        if self._restored_sessions and self.clock() - serving_since > grace:
+            orphans = self._restored_sessions - self.batch.sessions_alive
+            self._restored_sessions = set()
+        self._post(Item("tick", payload=(active, orphans)))
+        self._post(Item("ownership"))
+        self._post(Item("health"))
+        self.meter.tick()
+        if self.slurm_energy is not None:
+            self.slurm_energy.tick()
+        self.readings.tick()
+        self.metrics.tick()
+        self.chat.changed()  # a notice a commit wrote without a change shown
+        self.liveness.progress("timer")
 
 
 def _fail(item: Item, exc: BaseException) -> None:

@@ -16,17 +16,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.scheduler.head import fences
 from gputui.scheduler.head.actions import Context
 from gputui.scheduler.head.holder_notices import tell_holders
 from gputui.scheduler.head.views import gpu_view
 from gputui.scheduler.head.watch.hosts import HostWatch
-from gputui.scheduler.policy.lookup import gpus_named, no_gpu, no_host
+from gputui.scheduler.policy.lookup import gpus_named, no_gpu_words, no_host_words
 from gputui.scheduler.server.op_args import DrainArgs
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Gpu, Host
+from gputui.wire.words import Words, fields_of, say
 
 OPS = frozenset({"drain", "undrain", "unfence"})
 STILL_LOST = "; the GPU is still lost (NVML GpuIsLost): no work lands there until it is back"
@@ -34,14 +36,16 @@ STILL_LOST = "; the GPU is still lost (NVML GpuIsLost): no work lands there unti
 
 def _admin(caller: Caller, verb: str, target: str) -> None:
     if not caller.admin:
-        raise Refusal("denied", f"{verb} {target}: only an admin may {verb}")
+        raise Refusal(
+            "denied", say(N_("{verb} {target}: only an admin may {verb}"), verb=verb, target=target)
+        )
 
 
 def _gpu_of(tx: Tx, host: str, ref: str, target: str) -> Gpu:
     gpus = [g for g in tx.gpus() if g.host == host]
     found = gpus_named(gpus, ref)
     if not found:
-        raise Refusal("unknown-gpu", no_gpu(target, host, gpus))
+        raise Refusal("unknown-gpu", no_gpu_words(target, host, gpus))
     return ([g for g in found if g.present] or found)[0]  # a present one before a gone one
 
 
@@ -50,10 +54,16 @@ def _resolve(tx: Tx, ctx: Context, watch: HostWatch, target: str) -> tuple[Host 
     name, colon, ref = target.partition(":")
     known = ctx.hosts | {h.name for h in tx.hosts()}
     if name not in known:
-        raise Refusal("unknown-host", no_host(name, known))
+        raise Refusal("unknown-host", no_host_words(name, known))
     if colon:
         if not ref:
-            raise Refusal("bad-args", f"{target!r}: name the GPU after the colon (index or uuid)")
+            raise Refusal(
+                "bad-args",
+                say(
+                    N_("{target}: name the GPU after the colon (index or uuid)"),
+                    target=repr(target),
+                ),
+            )
         return None, _gpu_of(tx, name, ref, target)
     host = tx.host(name) or Host(name=name, pool=watch.host_pools.get(name, "default"))
     return host, None
@@ -79,7 +89,12 @@ def _reason(args: DrainArgs, verb: str, *, required: bool) -> str:
     reason = " ".join((args.reason or "").split())
     if required and not reason:
         raise Refusal(
-            "reason-required", f"{verb} {args.target}: give --reason (why, for the audit)"
+            "reason-required",
+            say(
+                N_("{verb} {target}: give --reason (why, for the audit)"),
+                verb=verb,
+                target=args.target,
+            ),
         )
     return reason
 
@@ -94,12 +109,11 @@ def drain(
     host, gpu = _resolve(tx, ctx, watch, args.target)
     row: Host | Gpu | None = host if host is not None else gpu
     assert row is not None
-    outcome = "drained"
     fresh = not row.drained
+    by = row.drained_by or ""
     if fresh:
         row.drained_at = ctx.now
-    else:
-        outcome = f"already drained by {row.drained_by}; reason updated"
+    told_words: Words | None = None
     row.drained_by, row.drain_reason = caller.user[:64], reason[:512]
     if fresh and tell:
         cards = (
@@ -111,17 +125,70 @@ def drain(
             tx,
             cards,
             ctx.now,
-            lambda held: (
-                f"{held}: drained by {caller.user} (admin): {reason};"
-                " what runs there goes on, no new work lands there"
+            lambda kind, ident, cards: say(
+                N_(
+                    "job {id} on {cards}: drained by {admin} (admin): {reason}; what runs there"
+                    " goes on, no new work lands there"
+                )
+                if kind == "job"
+                else N_(
+                    "claim {id} on {cards}: drained by {admin} (admin): {reason}; what runs"
+                    " there goes on, no new work lands there"
+                ),
+                id=ident,
+                cards=cards,
+                admin=caller.user,
+                reason=reason,
             ),
         )
         if told:
-            outcome += f"; {told} holder{'s' if told != 1 else ''} told"
-    if gpu is not None and gpu.fenced:
-        outcome += f" (also fenced: {gpu.fence_code})"
-    _audit(tx, caller, ctx, "drain", args.target, reason=reason, outcome=outcome)
+            told_words = say(
+                N_("{count} holder told") if told == 1 else N_("{count} holders told"),
+                count=told,
+            )
+    code = gpu.fence_code if gpu is not None and gpu.fenced else None
+    if not fresh:
+        template = _AGAIN[code is not None]
+        outcome = say(template, **_given(template, user=by, code=code or ""))
+    else:
+        template = _DRAINED[told_words is not None, code is not None]
+        fields = _given(template, code=code or "")
+        outcome = say(template, **fields, **({"told": told_words} if told_words else {}))
+    _audit(tx, caller, ctx, "drain", args.target, reason=reason, outcome=outcome.english())
     return _done(tx, ctx, watch, host, gpu, outcome=outcome)
+
+
+_DRAINED = {
+    (False, False): N_("drained"),
+    (True, False): N_("drained; {told}"),
+    (False, True): N_("drained (also fenced: {code})"),
+    (True, True): N_("drained; {told} (also fenced: {code})"),
+}
+"""A drain's outcome: (holders told, the card fenced too) -> template."""
+_AGAIN = {
+    False: N_("already drained by {user}; reason updated"),
+    True: N_("already drained by {user}; reason updated (also fenced: {code})"),
+}
+"""A drain of what was drained already: (the card fenced too) -> template."""
+_UNFENCED = {
+    (False, False): N_("fence {code} lifted"),
+    (True, False): N_("fence {code} lifted (still drained)"),
+    (False, True): N_(
+        "fence {code} lifted; the GPU is still lost (NVML GpuIsLost): no work lands there"
+        " until it is back"
+    ),
+    (True, True): N_(
+        "fence {code} lifted (still drained); the GPU is still lost (NVML GpuIsLost): no"
+        " work lands there until it is back"
+    ),
+}
+"""An unfence's outcome: (still drained, still lost) -> template."""
+
+
+def _given(template: str, **fields: str) -> dict[str, str]:
+    """The ``fields`` that ``template`` names (a template without ``{code}`` is given none)."""
+    wanted = fields_of(template) or set()
+    return {k: v for k, v in fields.items() if k in wanted}
 
 
 def undrain(
@@ -133,15 +200,22 @@ def undrain(
     row: Host | Gpu | None = host if host is not None else gpu
     assert row is not None
     if not row.drained:
-        extra = ""
         if gpu is not None and watch.host_drained(gpu.host):
-            extra = f"; its host is: undrain {gpu.host}"
-        raise Refusal("bad-state", f"undrain {args.target}: not drained{extra}")
+            raise Refusal(
+                "bad-state",
+                say(
+                    N_("undrain {target}: not drained; its host is: undrain {host}"),
+                    target=args.target,
+                    host=gpu.host,
+                ),
+            )
+        raise Refusal("bad-state", say(N_("undrain {target}: not drained"), target=args.target))
     row.drained_at = row.drained_by = row.drain_reason = None
-    outcome = "undrained"
     if gpu is not None and gpu.fenced:
-        outcome += f" (still fenced: {gpu.fence_code})"
-    _audit(tx, caller, ctx, "undrain", args.target, reason=reason, outcome=outcome)
+        outcome = say(N_("undrained (still fenced: {code})"), code=gpu.fence_code or "")
+    else:
+        outcome = say(N_("undrained"))
+    _audit(tx, caller, ctx, "undrain", args.target, reason=reason, outcome=outcome.english())
     return _done(tx, ctx, watch, host, gpu, outcome=outcome)
 
 
@@ -150,23 +224,25 @@ def unfence(
 ) -> dict[str, Any]:
     _admin(caller, "unfence", args.target)
     if ":" not in args.target:
-        raise Refusal("bad-args", f"unfence {args.target}: name one GPU as HOST:GPU")
+        raise Refusal(
+            "bad-args", say(N_("unfence {target}: name one GPU as HOST:GPU"), target=args.target)
+        )
     reason = _reason(args, "unfence", required=True)
     _, gpu = _resolve(tx, ctx, watch, args.target)
     assert gpu is not None
     if not gpu.fenced:
-        raise Refusal("bad-state", f"unfence {args.target}: not fenced")
+        raise Refusal("bad-state", say(N_("unfence {target}: not fenced"), target=args.target))
     code = gpu.fence_code
     # Not fenced any more, but a lost card is not healthy: nothing lands there until
     # it answers again, and the admin is told so.
     note = STILL_LOST if watch.gpu_state(gpu.uuid) == "lost" else ""
     gpu = fences.clear_fence(tx, gpu, reason, ctx.now, uid=caller.uid, user=caller.user, note=note)
-    outcome = f"fence {code} lifted" + (" (still drained)" if gpu.drained else "") + note
+    outcome = say(_UNFENCED[bool(gpu.drained), bool(note)], code=code or "")
     return _done(tx, ctx, watch, None, gpu, outcome=outcome)
 
 
 def _done(
-    tx: Tx, ctx: Context, watch: HostWatch, host: Host | None, gpu: Gpu | None, *, outcome: str
+    tx: Tx, ctx: Context, watch: HostWatch, host: Host | None, gpu: Gpu | None, *, outcome: Words
 ) -> dict[str, Any]:
     if host is not None:
         host = tx.put_host(host)
@@ -180,7 +256,8 @@ def _done(
     tx.flush()
     host_drained = {g.host: watch.host_drained(g.host) for g in gpus}
     return {
-        "outcome": outcome,
+        "outcome": outcome.english(),
+        "outcome_words": outcome.wire(),
         "gpus": [gpu_view(g, None, host_drained=host_drained[g.host]) for g in gpus],
     }
 

@@ -1,6 +1,8 @@
 """Read-only requests answered from a WAL snapshot on the head's reader thread:
-``explain`` (why a job waits, its factors, what is ahead, when it may start) and
-``quota`` (use against each weekly quota). They never hold the writer up.
+``explain`` (why a job waits, its factors, what is ahead, when it may start),
+``estimates`` (the estimated start of the first requests in line, from one play of
+the line: the week board's estimated bars) and ``quota`` (use against each weekly
+quota). They never hold the writer up, and the scheduling pass never works them out.
 """
 
 from __future__ import annotations
@@ -9,15 +11,18 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.config.scheduler import SchedulerConfig
+from gputui.scheduler.head import bookings
 from gputui.scheduler.head.views import job_view
 from gputui.scheduler.policy import cards, explain, line, model, passes, shares
 from gputui.scheduler.policy.cards import CardProblem
 from gputui.scheduler.policy.shares import Standing
 from gputui.scheduler.server.peer import Caller
-from gputui.scheduler.server.read_args import ExplainArgs
+from gputui.scheduler.server.read_args import EstimatesArgs, ExplainArgs
 from gputui.scheduler.server.wire import FINAL_JOB_STATES, Refusal
 from gputui.scheduler.store.api import Tx
+from gputui.wire.words import Words, say
 
 AHEAD_SHOWN = 20
 
@@ -78,11 +83,10 @@ def explain_job(
     that would fit the job but placement puts last or never uses are named."""
     job = tx.job(args.job_id)
     if job is None:
-        raise Refusal("unknown-job", f"no job {args.job_id}")
+        raise Refusal("unknown-job", say(N_("no job {job}"), job=args.job_id))
     built = line.build(tx, config, standing, now)
     busy = {a.gpu_uuid for a in tx.live_allocations()}
-    gpus = tuple(s.held(s.uuid in busy) for s in slots)
-    view = line.view(built, gpus, config, now, grace_s)
+    view = _view(tx, built, slots, config, busy=busy, now=now, grace_s=grace_s)
     wants = {(w.kind, w.id): w for w in built.wants}
     me = wants.get(("job", job.id or 0))
     deps = json.loads(job.after)
@@ -97,13 +101,13 @@ def explain_job(
         "in_line": len(built.wants),
         "ahead": [],
         "ahead_count": 0,
-        "estimate": {"start": None, "host": None, "why": f"the job is {job.state}"},
+        "estimate": _no_estimate(say(N_("the job is {state}"), state=job.state)),
         "reservation": None,
         "passed_over": [],
     }
     if job.state not in FINAL_JOB_STATES:
         shape = me or model.Want(
-            "job", job.id or 0, job.gpus, pool=job.pool, host=job.host_constraint
+            "job", job.id or 0, job.gpus, pool=job.pool, host=job.host_constraint, mig=job.mig
         )
         passed = cards.passed_over(
             shape,
@@ -113,10 +117,40 @@ def explain_job(
             busy=busy,
         )
         body["passed_over"] = [
-            {"host": p.host, "index": p.index, "uuid": p.uuid, "never": p.never, "why": p.why}
+            {
+                "host": p.host,
+                "index": p.index,
+                "uuid": p.uuid,
+                "never": p.never,
+                "why": p.why,
+                **({"why_words": p.said.wire()} if p.said is not None else {}),
+            }
             for p in passed
         ]
     if me is None:
+        first = built.arrays.get(job.array_id) if job.array_id is not None else None
+        if job.state == "queued" and first is not None and first.id != job.id:
+            # A waiting task past the few of its array a pass reads: they start in order.
+            why = say(
+                N_(
+                    "task {task} of array {array} starts after the tasks before it;"
+                    " the array's first waiting task is job {first}"
+                ),
+                task=job.array_task or 0,
+                array=job.array_id or 0,
+                first=first.id or 0,
+            )
+            body["estimate"] = _no_estimate(why)
+        elif job.state == "queued" and any(t.array_id == job.array_id for t in built.throttled):
+            why = say(
+                N_(
+                    "array {array} has {count} tasks holding GPUs, as many as its %N allows:"
+                    " its next task starts when one ends"
+                ),
+                array=job.array_id or 0,
+                count=job.array_throttle or 0,
+            )
+            body["estimate"] = _no_estimate(why)
         return body
     order = explain.line_of(view)
     place = order.index(me)
@@ -150,7 +184,72 @@ def explain_job(
     opens = shares.off_hours_start(now, config.off_hours)
     guess = explain.estimate_start(view, me, opens)
     body["estimate"] = {"start": guess.start, "host": guess.host, "why": guess.why_none}
+    if guess.said is not None:
+        body["estimate"]["why_words"] = guess.said.wire()
     return body
+
+
+def _view(
+    tx: Tx,
+    built: line.Line[Any],
+    slots: tuple[model.GpuSlot, ...],
+    config: SchedulerConfig,
+    *,
+    busy: set[str],
+    now: float,
+    grace_s: float,
+) -> model.ClusterView:
+    """The cluster as the pass sees it now: its GPUs (held or not), the line, what
+    runs, and the bookings not yet over (kept free for their windows)."""
+    gpus = tuple(s.held(s.uuid in busy) for s in slots)
+    booked = tuple(bookings.as_policy(b) for b in tx.bookings(bookings.LIVE, ending_after=now))
+    return line.view(built, gpus, config, now, grace_s, bookings=booked)
+
+
+def estimates(
+    tx: Tx,
+    args: EstimatesArgs,
+    *,
+    config: SchedulerConfig,
+    slots: tuple[model.GpuSlot, ...],
+    now: float,
+    grace_s: float,
+    standing: Standing,
+) -> dict[str, Any]:
+    """The estimated start and end of the first ``args.limit`` requests in line
+    (``explain``'s projection, played once for all of them): where the week board
+    draws waiting work. A request with none (blocked, or behind work with no time
+    limit) is left out. Anyone may ask (``queue`` shows the line to everyone); a
+    claim's note is not carried."""
+    built = line.build(tx, config, standing, now)
+    busy = {a.gpu_uuid for a in tx.live_allocations()}
+    view = _view(tx, built, slots, config, busy=busy, now=now, grace_s=grace_s)
+    opens = shares.off_hours_start(now, config.off_hours)
+    out = []
+    for got in explain.project(view, opens, args.limit):
+        want = got.want
+        row = built.rows.get((want.kind, want.id))
+        out.append(
+            {
+                "kind": want.kind,
+                "id": want.id,
+                "position": got.place,
+                "user": want.user,
+                "name": getattr(row, "name", None) if want.kind == "job" else None,
+                "gpus": want.gpus,
+                "pool": want.pool,
+                "start": got.start,
+                "end": got.end,
+                "host": got.host,
+                "gpu_uuids": list(got.uuids),
+            }
+        )
+    return {"estimates": out, "in_line": len(built.wants), "as_of": now}
+
+
+def _no_estimate(why: Words) -> dict[str, Any]:
+    """An ``estimate`` with no start: ``why`` in English and as words."""
+    return {"start": None, "host": None, "why": why.english(), "why_words": why.wire()}
 
 
 def _quota_row(use: shares.QuotaUse) -> dict[str, Any]:

@@ -20,12 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from gputui.common.i18n import N_
 from gputui.health.fencing import NOTHING_KNOWN, Fence, Verdict, rank
 from gputui.scheduler.head.gpufacts import AnyGpu
 from gputui.scheduler.head.holder_notices import tell_holders
 from gputui.scheduler.server.peer import HEAD_ACTOR
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Gpu
+from gputui.wire.words import say
 
 WAIVED_MAX = 256
 """The most characters of waived codes a GPU row keeps (``Gpu.fence_waived``)."""
@@ -154,10 +156,21 @@ def fence(
             tx,
             [gpu],
             now,
-            lambda held: (
-                f"{held}: fenced by the head: {reason}; the card is unhealthy,"
-                " work there may fail; no new work lands there"
+            lambda kind, ident, cards: say(
+                N_(
+                    "job {id} on {cards}: fenced by the head: {reason}; the card is unhealthy,"
+                    " work there may fail; no new work lands there"
+                )
+                if kind == "job"
+                else N_(
+                    "claim {id} on {cards}: fenced by the head: {reason}; the card is"
+                    " unhealthy, work there may fail; no new work lands there"
+                ),
+                id=ident,
+                cards=cards,
+                reason=reason,
             ),
+            notice_kind="fence",
         )
     gpu.fence_code, gpu.fence_reason, gpu.fence_clears = code[:32], reason[:512], clears[:16]
     tx.audit(

@@ -10,14 +10,16 @@ never by launching again blindly.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from gputui.config.models import Config
 from gputui.fleet.fleet import Fleet
 from gputui.fleet.stream import SnapshotStream
-from gputui.scheduler.head.hostops import GpuProcess, HostAnswer
+from gputui.fleet.terminal import open_pty
+from gputui.scheduler.head.hostops import GpuProcess, HostAnswer, TerminalLine
 from gputui.scheduler.head.lifecycle import HostJob, Launch
 from gputui.telemetry import HostSnapshot, RequestOutcome
 from gputui.wire.messages import (
@@ -26,9 +28,10 @@ from gputui.wire.messages import (
     JobSignalRequest,
     JobState,
     LaunchRequest,
+    Pty,
     SignalRequest,
 )
-from gputui.wire.ops import HoldersRequest, ResetRequest
+from gputui.wire.ops import ClocksRequest, HelperRequest, HoldersRequest, ResetRequest
 
 
 def host_job(state: JobState) -> HostJob:
@@ -41,9 +44,14 @@ def host_job(state: JobState) -> HostJob:
         started_at=state.started_at,
         ended_at=state.ended_at,
         timed_out=state.timed_out,
+        idle_out=state.idle_out,
         log_path=state.log_path or None,
         error=state.error,
+        container_id=state.container_id,
     )
+
+
+_R = TypeVar("_R", bound=BaseModel)
 
 
 def _answer(outcome: RequestOutcome[object]) -> HostAnswer:
@@ -102,6 +110,14 @@ class FleetHosts:
             gpu_uuids=list(spec.gpu_uuids),
             time_limit_s=spec.time_limit_s,
             grace_s=spec.grace_s,
+            conda=spec.conda,
+            venv=spec.venv,
+            image=spec.image,
+            runtime=spec.runtime,
+            script=spec.script,
+            output=spec.output,
+            pty=spec.pty,
+            idle_s=spec.idle_s,
         )
         outcome = await self.fleet.launch(spec.host, request)
         if outcome.ok and outcome.value is not None:
@@ -147,16 +163,29 @@ class FleetHosts:
         )
 
     async def holders(self, host: str, index: int) -> HostAnswer:
-        outcome = await self.fleet.request(host, HoldersRequest(index=index))
-        if not outcome.ok or outcome.value is None:
-            return _answer(outcome)
-        return HostAnswer(True, value=outcome.value.model_dump(mode="json"))
+        return await self._dumped(host, HoldersRequest, {"index": index})
 
     async def reset_gpu(self, host: str, index: int, uuid: str) -> HostAnswer:
+        return await self._dumped(host, ResetRequest, {"index": index, "uuid": uuid})
+
+    async def clocks(self, host: str, index: int, uuid: str, action: str) -> HostAnswer:
+        args = {"index": index, "uuid": uuid, "action": action}
+        return await self._dumped(host, ClocksRequest, args)
+
+    async def _dumped(
+        self, host: str, kind: type[HelperRequest[_R]], args: dict[str, object]
+    ) -> HostAnswer:
+        """A request about one GPU (``index``, and ``uuid`` where it acts) made from
+        ``args``, sent, and its result as JSON values; or why not (a bad value, a uuid
+        that is not one, is never sent: it is named)."""
         try:
-            request = ResetRequest(index=index, uuid=uuid)
-        except ValidationError:
-            return HostAnswer(False, code="bad-request", message=f"not sent: bad uuid {uuid!r}")
+            request = kind.model_validate(args)
+        except ValidationError as exc:
+            loc = exc.errors()[0]["loc"] if exc.errors() else ()
+            name = str(loc[0]) if loc else "request"
+            return HostAnswer(
+                False, code="bad-request", message=f"not sent: bad {name} {args.get(name)!r}"
+            )
         outcome = await self.fleet.request(host, request)
         if not outcome.ok or outcome.value is None:
             return _answer(outcome)
@@ -167,3 +196,16 @@ class FleetHosts:
             return HostAnswer(True, value=None)
         request = JobsForgetRequest(ns=self.namespace, job_ids=list(keys))
         return _answer(await self.fleet.request(host, request))
+
+    async def open_pty(
+        self, host: str, key: int, rows: int, cols: int, listener: Callable[[Pty], None]
+    ) -> tuple[HostAnswer, TerminalLine | None]:
+        link = self.fleet.links.get(host)
+        if link is None:
+            return HostAnswer(False, code="unknown-host", message=f"no host named {host!r}"), None
+        outcome, line = await open_pty(
+            link, self.namespace, job_id=key, rows=rows, cols=cols, listener=listener
+        )
+        if line is None:
+            return _answer(outcome), None
+        return HostAnswer(True, value={"aid": line.aid}), line

@@ -29,17 +29,19 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.health.rules import ORPHAN_MEMORY_MIB
 from gputui.scheduler.head import forcefree_tx as ftx
 from gputui.scheduler.head.actions import Context
 from gputui.scheduler.head.forcefree_tx import Run
 from gputui.scheduler.head.hostops import GpuProcess, HostAnswer, HostOps
 from gputui.scheduler.head.watch.hosts import HostWatch
-from gputui.scheduler.policy.lookup import gpus_named, no_gpu, no_host
+from gputui.scheduler.policy.lookup import gpus_named, no_gpu_words, no_host_words
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
 from gputui.scheduler.store.api import Tx
 from gputui.wire.messages import GpuSample
+from gputui.wire.words import Arg, Words, joined, say
 
 log = logging.getLogger(__name__)
 
@@ -149,23 +151,42 @@ class ForceFrees:
         caller, args = conn.caller, request.args
         target = f"{args.host}:{args.gpu}"
         if not caller.admin:
-            raise wire.Refusal("denied", f"force-free {target}: only an admin may force-free a GPU")
+            raise wire.Refusal(
+                "denied",
+                say(N_("force-free {target}: only an admin may force-free a GPU"), target=target),
+            )
         if args.host not in self.watch.host_pools:
             raise wire.Refusal(
-                "unknown-host", f"force-free: {no_host(args.host, self.watch.host_pools)}"
+                "unknown-host",
+                say(N_("force-free: {why}"), why=no_host_words(args.host, self.watch.host_pools)),
             )
         gpus = [g for g in self.watch.present_gpus() if g.host == args.host]
         found = gpus_named(gpus, args.gpu)
         if not found:
-            raise wire.Refusal("unknown-gpu", f"force-free: {no_gpu(target, args.host, gpus)}")
+            raise wire.Refusal(
+                "unknown-gpu",
+                say(N_("force-free: {why}"), why=no_gpu_words(target, args.host, gpus)),
+            )
         gpu = found[0]
         if not self.watch.live().get(args.host):
             raise wire.Refusal(
-                "host-down", f"force-free {target}: {args.host} is not answering; nothing done"
+                "host-down",
+                say(
+                    N_("force-free {target}: {host} is not answering; nothing done"),
+                    target=target,
+                    host=args.host,
+                ),
             )
         busy = self.running.get(gpu.uuid)
         if busy is not None:
-            raise wire.Refusal("busy", f"force-free {target}: {busy} is force-freeing it already")
+            raise wire.Refusal(
+                "busy",
+                say(
+                    N_("force-free {target}: {busy} is force-freeing it already"),
+                    target=target,
+                    busy=busy,
+                ),
+            )
         reason = " ".join(args.reason.split())
         return Run(
             caller=caller,
@@ -183,20 +204,24 @@ class ForceFrees:
         try:
             run = self._resolve(conn, request)
         except wire.Refusal as refusal:
-            conn.send(wire.error(request.id, refusal.code, refusal.message))
+            conn.send(wire.refused(request.id, refusal))
             return
         self.running[run.uuid] = run.caller.user
         try:
             body = await self._steps(run)
         except wire.Refusal as refusal:  # the store refused a step: nothing of it was kept
-            done = ", ".join(s["step"] for s in run.steps) or "none"
-            why = f"force-free {run.target}: {refusal.message} (steps done: {done})"
+            why = say(
+                N_("force-free {target}: {why} (steps done: {done})"),
+                target=run.target, why=refusal.words or refusal.message, done=_steps_done(run),
+            )  # fmt: skip
             conn.send(wire.error(request.id, refusal.code, why))
             return
         except Exception:  # a bug: say where it stopped, never leave the caller waiting
             log.exception("head: force-free of %s failed", run.target)
-            done = ", ".join(s["step"] for s in run.steps) or "none"
-            why = f"force-free {run.target}: internal error after the steps {done}"
+            why = say(
+                N_("force-free {target}: internal error after the steps {done}"),
+                target=run.target, done=_steps_done(run),
+            )  # fmt: skip
             conn.send(wire.error(request.id, "internal", why))
             return
         finally:
@@ -223,12 +248,12 @@ class ForceFrees:
 
     # -- steps in the writer -----------------------------------------------------------
 
-    def _drain(self, tx: Tx, ctx: Context, run: Run) -> tuple[dict[str, Any] | None, str]:
+    def _drain(self, tx: Tx, ctx: Context, run: Run) -> tuple[dict[str, Any] | None, Words]:
         first = ftx.first_answer(tx, run.caller, run.rid)
         if first is not None:
-            return first, ""
+            return first, Words("")  # unused: the first answer goes back as it was
         outcome = ftx.drain_gpu(tx, run, ctx, self.watch)
-        ftx.audit_step(tx, run, ctx.now, "drain", outcome)
+        ftx.audit_step(tx, run, ctx.now, "drain", outcome.english())
         ctx.changed = True
         return None, outcome
 
@@ -253,32 +278,39 @@ class ForceFrees:
         after, _ = self._latest(run)
         gpu, empty = await self._sample_where(run, after, _empty, self.grace_s())
         if empty:
-            await self._report(run, "sigkill", True, "not needed: nothing left", audit=True)
+            nothing = say(N_("not needed: nothing left"))
+            await self._report(run, "sigkill", True, nothing, audit=True)
             return
         left = gpu.processes if gpu is not None else ()
         targets = [ftx.Stray(p.pid, p.uid, p.user, p.start_ticks) for p in left]
         ok, outcome = await self._signal(run, targets, "KILL")
         await self._report(run, "sigkill", ok, outcome, audit=True)
 
-    async def _signal(self, run: Run, procs: list[ftx.Stray], signal: str) -> tuple[bool, str]:
+    async def _signal(self, run: Run, procs: list[ftx.Stray], signal: str) -> tuple[bool, Words]:
         """Verified ``signal`` to each of ``procs``: (all delivered or gone, what happened)."""
         if not procs:
-            return True, "no process to signal"
-        parts: list[str] = []
+            return True, say(N_("no process to signal"))
+        parts: list[Words] = []
         ok = True
         for proc in procs:
             answer: HostAnswer = await self.hosts.signal_process(
                 run.host, GpuProcess(run.uuid, proc.pid, proc.uid, proc.start_ticks), signal
             )
-            who = f"pid {proc.pid}" + (f" ({proc.user})" if proc.user else "")
+            who = f" ({proc.user})" if proc.user else ""
+            pid, sig = proc.pid, f"SIG{signal}"
             if answer.ok:
-                parts.append(f"{who} SIG{signal} delivered")
+                parts.append(
+                    say(N_("pid {pid}{who} {signal} delivered"), pid=pid, who=who, signal=sig)
+                )
             elif answer.code in GONE:
-                parts.append(f"{who} gone already")
+                parts.append(say(N_("pid {pid}{who} gone already"), pid=pid, who=who))
             else:
                 ok = False
-                parts.append(f"{who} not signalled: {answer.message}")
-        return ok, "; ".join(parts)
+                why = answer.message
+                parts.append(
+                    say(N_("pid {pid}{who} not signalled: {why}"), pid=pid, who=who, why=why)
+                )
+        return ok, joined(parts)
 
     async def _check(self, run: Run) -> bool:
         """Step 4 (and 5): is the memory back; if not, who holds the card, and a reset."""
@@ -288,37 +320,46 @@ class ForceFrees:
         if answer.ok:
             value = answer.value
             held = value["holders"]
-            shown = [_holder_line(h) for h in held[:HOLDERS_SHOWN]]
-            outcome = f"{len(held)} process(es) hold {value['device']} or the shared files"
+            shown = [_holder_words(h) for h in held[:HOLDERS_SHOWN]]
+            device, count = str(value["device"]), len(held)
             if shown:
-                outcome += ": " + "; ".join(shown)
+                holders = joined(shown)
+                outcome = say(
+                    N_("{count} process(es) hold {device} or the shared files: {holders}"),
+                    count=count, device=device, holders=holders,
+                )  # fmt: skip
+            else:
+                outcome = say(
+                    N_("{count} process(es) hold {device} or the shared files"),
+                    count=count, device=device,
+                )  # fmt: skip
             notes = list(value.get("notes", ()))
             await self._report(
                 run, "holders", True, outcome, audit=True, holders=held,
                 notes=notes,
             )  # fmt: skip
         else:
-            outcome = f"could not list them: {answer.message}"
-            await self._report(run, "holders", False, outcome, audit=True)
+            cannot = say(N_("could not list them: {why}"), why=answer.message)
+            await self._report(run, "holders", False, cannot, audit=True)
         if not run.want_reset:
-            offer = (
-                "not asked: force-free again with --reset to reset the GPU"
+            offer = say(
+                N_("not asked: force-free again with --reset to reset the GPU")
                 if self.allow_reset
-                else "not permitted here (head.allow_gpu_reset is false)"
+                else N_("not permitted here (head.allow_gpu_reset is false)")
             )
             await self._report(run, "reset", False, offer, audit=True)
             return False
         if not self.allow_reset:
-            why = "refused: head.allow_gpu_reset is false in hosts.yaml"
-            await self._report(run, "reset", False, why, audit=True)
+            refused = say(N_("refused: head.allow_gpu_reset is false in hosts.yaml"))
+            await self._report(run, "reset", False, refused, audit=True)
             return False
         reset = await self.hosts.reset_gpu(run.host, run.index, run.uuid)
         if not reset.ok:
-            why = f"refused by {run.host}: {reset.message}"
-            await self._report(run, "reset", False, why, audit=True)
+            by = say(N_("refused by {host}: {why}"), host=run.host, why=reset.message)
+            await self._report(run, "reset", False, by, audit=True)
             return False
-        ok, outcome = _reset_outcome(reset.value)
-        await self._report(run, "reset", ok, outcome, audit=True)
+        ok, done = _reset_words(reset.value)
+        await self._report(run, "reset", ok, done, audit=True)
         return ok and await self._memory(run)
 
     async def _memory(self, run: Run) -> bool:
@@ -326,41 +367,57 @@ class ForceFrees:
         gpu, free = await self._sample_where(run, after, _free, self.memory_wait_s)
         wait = f"{self.memory_wait_s:g} s"
         if free and gpu is not None:
-            outcome = f"{gpu.mem_used_mib} MiB used, no process: free"
-            await self._report(run, "memory", True, outcome, audit=True)
+            used = say(N_("{used} MiB used, no process: free"), used=str(gpu.mem_used_mib))
+            await self._report(run, "memory", True, used, audit=True)
             return True
+        outcome: Words
         if gpu is None:
-            outcome = f"no sample of the card in {wait}"
+            outcome = say(N_("no sample of the card in {wait}"), wait=wait)
+        elif gpu.state != "ok" and gpu.message:
+            outcome = say(
+                N_("the card reads {code}: {message}"), code=gpu.state, message=gpu.message
+            )
         elif gpu.state != "ok":
-            outcome = f"the card reads {gpu.state}: {gpu.message or 'no readings'}"
+            outcome = say(N_("the card reads {code}: no readings"), code=gpu.state)
         elif gpu.processes:
             pids = ", ".join(str(p.pid) for p in gpu.processes[:8])
-            outcome = f"{len(gpu.processes)} process(es) still on it after {wait} (pid {pids})"
-        elif gpu.mem_used_mib is None:
-            outcome = f"its memory use cannot be read ({gpu.errors.get('mem_used_mib', '?')})"
-        else:
-            await self._report(
-                run, "memory", False,
-                f"{gpu.mem_used_mib} MiB still held with no process", audit=True,
+            outcome = say(
+                N_("{count} process(es) still on it after {wait} (pid {pids})"),
+                count=len(gpu.processes), wait=wait, pids=pids,
             )  # fmt: skip
+        elif gpu.mem_used_mib is None:
+            error = gpu.errors.get("mem_used_mib", "?")
+            outcome = say(N_("its memory use cannot be read ({error})"), error=error)
+        else:
+            held = say(N_("{used} MiB still held with no process"), used=str(gpu.mem_used_mib))
+            await self._report(run, "memory", False, held, audit=True)
             return False
         await self._report(run, "memory", False, outcome, audit=True)
-        raise Failed(outcome)
+        raise Failed(outcome.english())
 
     async def _report(
         self,
         run: Run,
         step: str,
         ok: bool,
-        outcome: str,
+        outcome: Words,
         *,
         audit: bool = False,
         **extra: Any,
     ) -> None:
-        """One step done: audited (unless its own transaction did) and pushed."""
+        """One step done: audited (unless its own transaction did) and pushed, its
+        outcome the English line and beside it its words (``outcome_words``)."""
+        line = outcome.english()
         if audit:
-            await self.call_tx(lambda tx, ctx: ftx.audit_step(tx, run, ctx.now, step, outcome))
-        view = {"step": step, "ok": ok, "outcome": outcome, "at": self.clock(), **extra}
+            await self.call_tx(lambda tx, ctx: ftx.audit_step(tx, run, ctx.now, step, line))
+        view = {
+            "step": step,
+            "ok": ok,
+            "outcome": line,
+            "outcome_words": outcome.wire(),
+            "at": self.clock(),
+            **extra,
+        }
         run.steps.append(view)
         run.conn.send({"push": "force-free", "id": run.request_id, "step": view})
         await run.conn.drain()
@@ -381,23 +438,67 @@ def _free(gpu: GpuSample) -> bool:
 
 def _reset_outcome(value: dict[str, Any]) -> tuple[bool, str]:
     """The ``reset`` step's outcome from the host's answer (a ``ResetResult`` dict)."""
+    ok, said = _reset_words(value)
+    return ok, said.english()
+
+
+def _reset_words(value: dict[str, Any]) -> tuple[bool, Words]:
+    """``_reset_outcome`` in words."""
     via = "nvidia-smi" if value.get("via") == "nvidia-smi" else "NVML"
-    message = value.get("message") or ""
+    message = str(value.get("message") or "")
     if not value.get("reset"):
-        why = f"{via} did not reset it: {value.get('error')}"
-        return False, why + (f" ({message})" if message else "")
-    outcome = "GPU reset" + (f" ({via}: {message})" if message else "")
+        error = str(value.get("error"))
+        if message:
+            template = N_("{via} did not reset it: {error} ({message})")
+            return False, say(template, via=via, error=error, message=message)
+        return False, say(N_("{via} did not reset it: {error}"), via=via, error=error)
+    parts = [
+        say(N_("GPU reset ({via}: {message})"), via=via, message=message)
+        if message
+        else say(N_("GPU reset"))
+    ]
     used, procs = value.get("mem_used_mib"), value.get("processes")
     if used is not None and procs is not None:
         free = used < ORPHAN_MEMORY_MIB and procs == 0
-        outcome += f"; NVML then read {used} MiB used, {procs} process(es): "
-        outcome += "free" if free else "still held"
-    return True, outcome
+        template = (
+            N_("NVML then read {used} MiB used, {procs} process(es): free")
+            if free
+            else N_("NVML then read {used} MiB used, {procs} process(es): still held")
+        )
+        parts.append(say(template, used=str(used), procs=str(procs)))
+    return True, joined(parts)
 
 
-def _holder_line(holder: dict[str, Any]) -> str:
-    who = holder.get("user") or f"uid {holder.get('uid')}"
+def _holder_words(holder: dict[str, Any]) -> Words:
+    """One process that holds the card, as the holders step names it (its owner as
+    every list names one: the name, else ``uid N``, else ``?``)."""
+    user, uid = holder.get("user"), holder.get("uid")
+    who: Arg = str(user) if user else "?" if uid is None else say(N_("uid {uid}"), uid=str(uid))
     what = str(holder.get("command") or "")[:60]
     devices = ",".join(holder.get("devices") or ())
-    mark = " (the helper)" if holder.get("helper") else ""
-    return f"pid {holder.get('pid')} {who} {what} [{devices}]{mark}"
+    template = (
+        N_("pid {pid} {who} {command} [{devices}] (the helper)")
+        if holder.get("helper")
+        else N_("pid {pid} {who} {command} [{devices}]")
+    )
+    return say(template, pid=str(holder.get("pid")), who=who, command=what, devices=devices)
+
+
+_STEP_NAMES = {
+    "drain": N_("drain"),
+    "stop": N_("stop"),
+    "sigterm": N_("sigterm"),
+    "sigkill": N_("sigkill"),
+    "memory": N_("memory"),
+    "holders": N_("holders"),
+    "reset": N_("reset"),
+}
+"""A step's code as words (its English the code itself)."""
+
+
+def _steps_done(run: Run) -> Arg:
+    """The steps ``run`` has done, for the line that says where it stopped."""
+    codes = [str(s["step"]) for s in run.steps]
+    if not codes:
+        return say(N_("none"))
+    return tuple(say(_STEP_NAMES[c]) if c in _STEP_NAMES else Words(c, {}, c) for c in codes)

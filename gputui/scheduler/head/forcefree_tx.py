@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.scheduler.head import actions, claims, drains
 from gputui.scheduler.head.actions import Context
 from gputui.scheduler.head.watch.hosts import HostWatch
@@ -23,23 +24,27 @@ from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Notice, owners_text
+from gputui.wire.words import Words, joined, say, words_of
 
 ACTION = "force-free"
 OUTCOME_MAX = 256
 
 
-def drain_gpu(tx: Tx, run: Run, ctx: Context, watch: HostWatch) -> str:
+def drain_gpu(tx: Tx, run: Run, ctx: Context, watch: HostWatch) -> Words:
     """Step 1: the admin's drain of the card (``drains.drain``, audited as a drain with
     the reason ``force-free: REASON``); a card drained already keeps its drain and the
     reason it was given. The outcome in words."""
     gpu = tx.gpu(run.uuid)
     if gpu is None:
-        raise Refusal("unknown-gpu", f"no GPU {run.target}")
+        raise Refusal("unknown-gpu", say(N_("no GPU {target}"), target=run.target))
     if gpu.drained:
-        return f"already drained by {gpu.drained_by or 'an admin'}"
+        if gpu.drained_by:
+            return say(N_("already drained by {user}"), user=gpu.drained_by)
+        return say(N_("already drained by an admin"))
     args = DrainArgs(target=run.target, reason=f"force-free: {run.reason}"[:512])
     done = drains.drain(tx, run.caller, args, ctx, watch, tell=False)
-    return str(done.get("outcome", "drained"))
+    said = words_of(done.get("outcome_words"))
+    return said if said is not None else say(N_("drained"))
 
 
 @dataclass(slots=True)
@@ -97,21 +102,30 @@ class Stopped:
 
     jobs: list[int] = field(default_factory=list)
     claims: list[int] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)
+    refused: list[Words] = field(default_factory=list)
     """Jobs or claims that could not be stopped, and why."""
     job_pids: set[int] = field(default_factory=set)
     """The main pids of the jobs killed (their host signals those itself)."""
 
-    def outcome(self, strays: int) -> str:
-        parts = []
+    def outcome(self, strays: int) -> Words:
+        """What the stop step did, in words: each part one item of a list; the English
+        line the parts joined by "; "."""
+        parts: list[Words] = []
         if self.jobs:
-            parts.append("killing job " + ", ".join(str(j) for j in self.jobs))
+            jobs = ", ".join(str(j) for j in self.jobs)
+            parts.append(say(N_("killing job {jobs}"), jobs=jobs))
         if self.claims:
-            parts.append("released claim " + ", ".join(str(c) for c in self.claims))
+            claims = ", ".join(str(c) for c in self.claims)
+            parts.append(say(N_("released claim {claims}"), claims=claims))
         if strays:
-            parts.append(f"{strays} other process{'es' if strays != 1 else ''} to signal")
+            template = N_("{count} other process to signal")
+            if strays != 1:
+                template = N_("{count} other processes to signal")
+            parts.append(say(template, count=strays))
         parts += self.refused
-        return "; ".join(parts) or "nothing ran there"
+        if not parts:
+            return say(N_("nothing ran there"))
+        return joined(parts)
 
 
 def stop_work(tx: Tx, run: Run, ctx: Context, strays: Sequence[Stray]) -> Stopped:
@@ -128,7 +142,8 @@ def stop_work(tx: Tx, run: Run, ctx: Context, strays: Sequence[Stray]) -> Stoppe
             with tx.savepoint():
                 actions.kill(tx, caller, JobArgs(job_id=job_id, reason=why), ctx)
         except Refusal as refusal:
-            done.refused.append(f"job {job_id} not killed: {refusal.message}")
+            said = refusal.words or refusal.message
+            done.refused.append(say(N_("job {job} not killed: {why}"), job=job_id, why=said))
             continue
         done.jobs.append(job_id)
         job = tx.job(job_id)
@@ -140,7 +155,10 @@ def stop_work(tx: Tx, run: Run, ctx: Context, strays: Sequence[Stray]) -> Stoppe
             with tx.savepoint():
                 claims.release(tx, caller, ReleaseArgs(claim_ids=[claim_id], reason=why), ctx)
         except Refusal as refusal:
-            done.refused.append(f"claim {claim_id} not released: {refusal.message}")
+            said = refusal.words or refusal.message
+            done.refused.append(
+                say(N_("claim {claim} not released: {why}"), claim=claim_id, why=said)
+            )
             continue
         done.claims.append(claim_id)
     told: set[int] = set()
@@ -149,14 +167,20 @@ def stop_work(tx: Tx, run: Run, ctx: Context, strays: Sequence[Stray]) -> Stoppe
             continue
         told.add(proc.uid)
         pids = ", ".join(str(p.pid) for p in strays if p.uid == proc.uid)
-        text = f"{target}: pid {pids} sent SIGTERM by {caller.user} (admin, force-free): {reason}"
-        tx.notice(Notice(uid=proc.uid, time=ctx.now, kind="admin", text=text[:512]))
+        text = say(
+            N_("{target}: pid {pids} sent SIGTERM by {admin} (admin, force-free): {reason}"),
+            target=target,
+            pids=pids,
+            admin=caller.user,
+            reason=reason,
+        )
+        tx.notice(Notice.of(uid=proc.uid, time=ctx.now, kind="admin", text=text))
     others = [s for s in strays if s.pid not in done.job_pids]
     users = [job.user for j in done.jobs if (job := tx.job(j)) is not None]
     users += [claim.user for c in done.claims if (claim := tx.claim(c)) is not None]
     users += [s.user for s in others if s.user]
     run.owners = owners_text(users)
-    audit_step(tx, run, ctx.now, "stop", done.outcome(len(others)))
+    audit_step(tx, run, ctx.now, "stop", done.outcome(len(others)).english())
     ctx.changed = True
     return done
 

@@ -21,10 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.config.scheduler import Placement
 from gputui.scheduler.head.gpufacts import GpuFacts
 from gputui.scheduler.head.watch.cards import counts
 from gputui.scheduler.head.watch.hosts import HostWatch
+from gputui.scheduler.head.watch.slices import with_slices
 from gputui.scheduler.policy import cards
 from gputui.scheduler.policy.cards import CardProblem
 from gputui.scheduler.policy.ownership import Flag
@@ -32,10 +34,11 @@ from gputui.scheduler.server.read_args import GpusArgs
 from gputui.scheduler.server.wire import LIVE_JOB_STATES, Refusal
 from gputui.scheduler.store.api import Tx
 from gputui.wire.messages import GpuSample
+from gputui.wire.words import Words, joined, say
 
 MAX_ROWS = 4096
 """GPUs one answer lists at most (then ``total`` says how many matched)."""
-STATES = ("free", "claimed", "job", "rogue", "stray", "drained", "fenced", "unhealthy")
+STATES = ("free", "claimed", "job", "rogue", "stray", "drained", "fenced", "unhealthy", "mig")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,9 @@ class Seen:
     def now(cls, watch: HostWatch, exempt_users: Sequence[str], flags: Sequence[Flag] = ()) -> Seen:
         gpus = tuple(sorted(watch.present_gpus(), key=lambda g: (g.host, g.index)))
         drained = frozenset(g.host for g in gpus if watch.host_drained(g.host))
-        samples = {g.uuid: g for _, sample in watch.samples().values() for g in sample.gpus}
+        samples = {
+            g.uuid: g for _, sample in watch.samples().values() for g in with_slices(sample.gpus)
+        }
         problems = watch.card_problems()
         outside = {f.proc.gpu_uuid for f in flags if f.kind == "outside-allocation"}
         strays = outside - {f.proc.gpu_uuid for f in flags if f.kind == "no-allocation"}
@@ -91,31 +96,48 @@ def card_state(
     gpu: GpuFacts, seen: Seen, holder: dict[str, Any] | None, rules: Placement
 ) -> tuple[str, str]:
     """(state, why it is unavailable, or what placement makes of a free one)."""
+    state, why = card_words(gpu, seen, holder, rules)
+    return state, why if isinstance(why, str) else why.english()
+
+
+def _problems(found: Sequence[cards.CardProblem], kinds: set[str]) -> Words:
+    return joined([p.words() for p in found if p.kind in kinds])
+
+
+def card_words(
+    gpu: GpuFacts, seen: Seen, holder: dict[str, Any] | None, rules: Placement
+) -> tuple[str, Words | str]:
+    """``card_state``, its why in words where the head has them (a line as it was
+    stored, a fence's reason, stays as it is)."""
     found = seen.problems.get(gpu.uuid, ())
     level = cards.standing((p.kind for p in found), rules)
     sample = seen.samples.get(gpu.uuid)
     if gpu.fenced:
         return "fenced", gpu.fence_reason or gpu.fence_code or ""
     if gpu.drained:
-        return "drained", f"drained by {gpu.drained_by or '?'}: {gpu.drain_reason or ''}"
+        reason = gpu.drain_reason or ""
+        return "drained", say(
+            N_("drained by {user}: {reason}"), user=gpu.drained_by or "?", reason=reason
+        )
     if gpu.host in seen.drained_hosts:
-        return "drained", "its host is drained"
+        return "drained", say(N_("its host is drained"))
     if not seen.live.get(gpu.host, False) or sample is None:
-        return "unhealthy", "its host does not answer"
+        return "unhealthy", say(N_("its host does not answer"))
     if sample.state != "ok":
-        return "unhealthy", f"the card reads {sample.state}"
+        return "unhealthy", say(N_("the card reads {code}"), code=sample.state)
     if level == cards.NEVER:
-        never = set(rules.never)
-        return "unhealthy", "; ".join(p.why for p in found if p.kind in never)
+        return "unhealthy", _problems(found, set(rules.never))
+    if gpu.mig_enabled:
+        return "mig", say(N_("MIG mode on: its slices are placed (--mig PROFILE), not the card"))
     if holder is not None:
         return ("job" if holder["kind"] == "job" else "claimed"), ""
     if any(p.kind == cards.ROGUE for p in found):
         if gpu.uuid in seen.strays:
-            return "stray", "a job's process outside the GPUs it was given"
-        return "rogue", "no job or claim on it"  # the holder names the process
+            return "stray", say(N_("a job's process outside the GPUs it was given"))
+        return "rogue", say(N_("no job or claim on it"))  # the holder names the process
     if level == cards.LAST:
-        avoid = set(rules.avoid)
-        return "free", "; ".join(p.why for p in found if p.kind in avoid) + " (used last)"
+        avoid = [p.words() for p in found if p.kind in set(rules.avoid)]
+        return "free", say(N_("{why} (used last)"), why=joined(avoid))
     return "free", ""
 
 
@@ -125,7 +147,12 @@ def answer(tx: Tx, args: GpusArgs, seen: Seen, rules: Placement) -> dict[str, An
     pools = sorted({g.pool for g in seen.gpus})
     if args.pool is not None and args.pool not in pools:
         shown = ", ".join(pools[:8]) or "none"
-        raise Refusal("unknown-pool", f"gpus: no pool named {args.pool!r} (pools: {shown})")
+        raise Refusal(
+            "unknown-pool",
+            say(
+                N_("gpus: no pool named {pool} (pools: {shown})"), pool=repr(args.pool), shown=shown
+            ),
+        )
     holders = _holders(tx)
     rows: list[dict[str, Any]] = []
     total = 0
@@ -133,7 +160,8 @@ def answer(tx: Tx, args: GpusArgs, seen: Seen, rules: Placement) -> dict[str, An
         if args.pool is not None and gpu.pool != args.pool:
             continue
         holder = holders.get(gpu.uuid)
-        state, why = card_state(gpu, seen, holder, rules)
+        state, said = card_words(gpu, seen, holder, rules)
+        why = said if isinstance(said, str) else said.english()
         if args.free and state != "free":
             continue
         total += 1
@@ -149,6 +177,8 @@ def answer(tx: Tx, args: GpusArgs, seen: Seen, rules: Placement) -> dict[str, An
                 "uuid": gpu.uuid,
                 "model": gpu.model,
                 "pool": gpu.pool,
+                "mig_profile": gpu.mig_profile,
+                "mig_parent": gpu.mig_parent,
                 "state": state,
                 "holder": holder,
                 "util": sample.util_gpu if sample is not None else None,
@@ -157,6 +187,7 @@ def answer(tx: Tx, args: GpusArgs, seen: Seen, rules: Placement) -> dict[str, An
                 or gpu.memory_mib
                 or None,
                 "why": why,
+                **({"why_words": said.wire()} if isinstance(said, Words) else {}),
             }
         )
     return {"gpus": rows, "total": total, "pools": pools, "pool": args.pool}

@@ -38,6 +38,9 @@ class GpuFacts:
     fence_waived: str | None
     fence_waived_at: float | None
     present: bool
+    mig_profile: str | None = None
+    mig_parent: str | None = None
+    mig_enabled: bool = False
 
     @classmethod
     def of(cls, row: Gpu) -> GpuFacts:

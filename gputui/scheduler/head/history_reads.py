@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.scheduler.head.usage_reads import window
 from gputui.scheduler.policy.meter import Metered
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.read_args import HistoryArgs
 from gputui.scheduler.server.wire import FINAL_JOB_STATES, Refusal
 from gputui.scheduler.store.api import Tx
+from gputui.wire.words import say
 
 HOUR = 3600.0
 KWH = 3.6e6
@@ -34,9 +36,14 @@ def whose(caller: Caller, args: HistoryArgs, private: bool) -> tuple[str | None,
     if not args.all_users and mine:
         return None, caller.uid
     if private and not caller.admin:
-        whom = "everyone's" if args.all_users else f"{args.user}'s"
         raise Refusal(
-            "denied", f"history: {whom} jobs are private here (private_data): your own only"
+            "denied",
+            say(N_("history: everyone's jobs are private here (private_data): your own only"))
+            if args.all_users
+            else say(
+                N_("history: {user}'s jobs are private here (private_data): your own only"),
+                user=str(args.user),
+            ),
         )
     return (None, None) if args.all_users else (args.user, None)
 

@@ -13,13 +13,17 @@ from collections.abc import Callable, Iterable
 
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Gpu, Notice
+from gputui.wire.words import Words
 
-Holding = Callable[[str], str]
-"""Given what is held ("job 12", "claim 3"), the notice's text."""
+Holding = Callable[[str, int, str], Words]
+"""Given what is held (``"job"`` or ``"claim"``, its id, its cards), the notice's words."""
 
 
-def tell_holders(tx: Tx, gpus: Iterable[Gpu], now: float, text: Holding) -> int:
-    """One notice per job or claim holding any of ``gpus``; how many were written."""
+def tell_holders(
+    tx: Tx, gpus: Iterable[Gpu], now: float, text: Holding, notice_kind: str = "admin"
+) -> int:
+    """One notice (of ``notice_kind``: ``admin`` for a drain, ``fence`` for the head's
+    fence) per job or claim holding any of ``gpus``; how many were written."""
     where = {g.uuid: f"{g.host}:{g.index}" for g in gpus}
     if not where:
         return 0
@@ -38,11 +42,11 @@ def tell_holders(tx: Tx, gpus: Iterable[Gpu], now: float, text: Holding) -> int:
             continue
         cards_text = ", ".join(sorted(cards))
         tx.notice(
-            Notice(
+            Notice.of(
                 uid=row.uid,
                 time=now,
-                kind="admin",
-                text=text(f"{kind} {ident} on {cards_text}")[:512],
+                kind=notice_kind,
+                text=text(kind, ident, cards_text),
                 job_id=ident if kind == "job" else None,
                 claim_id=ident if kind == "claim" else None,
             )

@@ -8,12 +8,13 @@ pushes the state of the head's runs); tests may serve it otherwise.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gputui.scheduler.head.lifecycle import HostJob, Launch
 from gputui.telemetry import HostSnapshot
+from gputui.wire.messages import Pty
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,23 @@ class GpuProcess:
     pid: int
     uid: int | None
     start_ticks: int | None
+
+
+class TerminalLine(Protocol):
+    """An interactive job's terminal, attached through its host (``fleet.terminal``)."""
+
+    def send(
+        self,
+        data: str | None = None,
+        *,
+        rows: int | None = None,
+        cols: int | None = None,
+        ack: int | None = None,
+    ) -> bool:
+        """Input (base64), a window size, an acknowledgement; False once it is gone."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class HostOps(Protocol):
@@ -79,6 +97,13 @@ class HostOps(Protocol):
 
     async def forget(self, host: str, keys: Sequence[int]) -> HostAnswer: ...
 
+    async def open_pty(
+        self, host: str, key: int, rows: int, cols: int, listener: Callable[[Pty], None]
+    ) -> tuple[HostAnswer, TerminalLine | None]:
+        """Attach to run ``key``'s terminal: its ``pty`` messages go to ``listener``
+        (the ring first) until one that is not ``out``."""
+        ...
+
     async def holders(self, host: str, index: int) -> HostAnswer:
         """What holds GPU ``index``'s device files open; ``value``: the ``holders``
         result as a dict (device, holders, found, unreadable, notes)."""
@@ -88,4 +113,10 @@ class HostOps(Protocol):
         """Reset GPU ``index`` if it is still ``uuid`` and idle; ``value``: the
         ``ResetResult`` as a dict (``reset``, ``error`` and ``message``: why not;
         ``via``; after a reset ``mem_used_mib`` and ``processes``)."""
+        ...
+
+    async def clocks(self, host: str, index: int, uuid: str, action: str) -> HostAnswer:
+        """Lock GPU ``index``'s clocks low (``lock``) or reset them (``reset``) if it is
+        still ``uuid``; ``value``: the ``ClocksResult`` as a dict (``locked``,
+        ``supported``, ``error``, ``message``, ``mhz``)."""
         ...

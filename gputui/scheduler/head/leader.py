@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable
 
 from gputui.common.text import clean
@@ -26,15 +28,33 @@ from gputui.scheduler.store.api import StoreFailure
 from gputui.scheduler.store.lease import Fence, HeadLease, LeaseState
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace (the inode of ``/proc/self/ns/pid``), or ``?``
+    where it cannot be read: two containers may both run a head as pid 1."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "?"
+
+
 def holder_name() -> str:
-    """How the lease names this head: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """How the lease names this head: ``host:pid:pidns:token``, the token a new random
+    uuid each call (a head calls it once): ``host:pid`` alone is the same for two heads
+    in two containers (each pid 1, the hostname shared), and a head that took the
+    other's name would take its lease as its own (``take``: a holder may retake)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{pid_namespace()}:{uuid.uuid4().hex}"
 
 
 def gone(holder: str) -> bool:
-    """Whether ``holder`` (``host:pid``) is a process of this machine that has ended."""
-    host, _, pid = holder.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit() or not 0 < int(pid) < 1 << 22:
+    """Whether ``holder`` (``holder_name``) is a process of this machine, and of this
+    PID namespace, that has ended (a pid of another namespace says nothing here)."""
+    parts = holder.rsplit(":", 3)
+    if len(parts) != 4:
+        return False  # not a name this gputui gives
+    host, pid, namespace, _token = parts
+    if host != socket.gethostname() or namespace in ("?", "") or namespace != pid_namespace():
+        return False
+    if not pid.isdigit() or not 0 < int(pid) < 1 << 22:
         return False
     try:
         os.kill(int(pid), 0)
@@ -45,8 +65,23 @@ def gone(holder: str) -> bool:
     return False
 
 
+BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def lease_clock() -> float:
+    """The clock a head judges its own lease by: the time since boot, counting a
+    suspended machine's sleep where the system keeps one (``CLOCK_BOOTTIME``), else
+    the monotonic clock. Both go on while the process is stopped (SIGSTOP)."""
+    return time.clock_gettime(BOOTTIME) if BOOTTIME is not None else time.monotonic()
+
+
 class Leadership:
-    """The lease of one head: ``wait`` (standby), then ``keep`` while it leads."""
+    """The lease of one head: ``wait`` (standby), then ``keep`` while it leads.
+
+    As judged here, the lease is good until the start of the last renewal that
+    went through (or of the taking) plus the lease: the server set its expiry later
+    than that start, so a head never believes in a lease the server has let go
+    (``may_act``, asked before each action on a host)."""
 
     def __init__(
         self,
@@ -54,7 +89,7 @@ class Leadership:
         guard: Fence,
         say: Callable[[str], None],
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = lease_clock,
     ) -> None:
         self.lease = lease
         self.guard = guard
@@ -64,6 +99,8 @@ class Leadership:
         self.epoch: int | None = None
         self.lost: str | None = None
         """Why the lease was lost (None while it is held, or never was)."""
+        self.good_until = -math.inf
+        """When the lease runs out by this head's ``clock`` (see the class)."""
         self._seen: LeaseState | None = None
 
     async def wait(self, stop: asyncio.Event) -> bool:
@@ -71,6 +108,7 @@ class Leadership:
         waiting_for: tuple[int, str] | None = None
         problem = ""
         while not stop.is_set():
+            started = self.clock()
             try:
                 epoch = await asyncio.to_thread(self._take)
             except StoreFailure as exc:
@@ -81,6 +119,7 @@ class Leadership:
                 continue
             problem = ""
             if epoch is not None:
+                self.good_until = started + self.lease.lease_s
                 self.epoch = self.guard.epoch = epoch
                 self.say(f"leading: took the lease (epoch {epoch})")
                 return True
@@ -107,27 +146,47 @@ class Leadership:
             return self.lease.take_from(state.epoch, state.holder)
         return None
 
-    async def keep(self, stop: asyncio.Event) -> None:
-        """While leading: renew every tick; on a loss, fence and set ``stop``."""
+    async def renew(self) -> bool:
+        """Renew the lease once: True when it went through (good until the start of
+        this call plus the lease), False when another head has taken it
+        (``StoreFailure`` when the database could not be asked)."""
         epoch = self.epoch
         assert epoch is not None
-        renewed = self.clock()
+        started = self.clock()  # before the statement: the server's expiry is later
+        held = await asyncio.to_thread(self.lease.renew, epoch)
+        if held:
+            self.good_until = max(self.good_until, started + self.lease.lease_s)
+        return held
+
+    async def keep(self, stop: asyncio.Event) -> None:
+        """While leading: renew every tick; on a loss, fence and set ``stop``."""
         while not stop.is_set():
             await _pause(stop, self.tick_s)
             if stop.is_set():
                 return
             try:
-                held = await asyncio.to_thread(self.lease.renew, epoch)
+                held = await self.renew()
             except StoreFailure as exc:
-                if self.clock() - renewed >= self.lease.lease_s:
+                if self.clock() >= self.good_until:
                     self._lose(f"could not renew the lease for {self.lease.lease_s:g} s ({exc})")
                     stop.set()
                 continue
             if held:
-                renewed = self.clock()
                 continue
             self._lose(await asyncio.to_thread(self._taken_by))
             stop.set()
+
+    def may_act(self) -> str | None:
+        """None while this head may act on its hosts (it holds the lease: its epoch is
+        the fence's, and the lease has not run out by its own clock); else why not."""
+        if self.lost is not None:
+            return self.lost
+        if self.epoch is None or self.guard.epoch != self.epoch:
+            return "this head does not hold the lease"
+        left = self.good_until - self.clock()
+        if left <= 0:
+            return f"this head's lease ran out {-left:.1f} s ago by its own clock (not renewed)"
+        return None
 
     def _lose(self, why: str) -> None:
         self.guard.epoch = None  # every write from here on is refused

@@ -27,7 +27,7 @@ __all__ = [
     "state_for",
 ]
 
-PRIVATE_JOB_FIELDS = ("argv", "cwd", "log_path")
+PRIVATE_JOB_FIELDS = ("argv", "cwd", "log_path", "conda", "venv", "image")
 """A job view's fields that ``private_data`` keeps to the owner and admins."""
 HIDDEN = "(private)"
 """What stands in a claim's note the caller may not see."""

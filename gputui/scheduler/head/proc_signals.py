@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gputui.common.i18n import N_
+from gputui.common.printable import owner_name
 from gputui.scheduler.head.actions import Context, audited
 from gputui.scheduler.head.forcefree import CallTx
 from gputui.scheduler.head.hostops import GpuProcess, HostAnswer, HostOps, signal_outcome
@@ -26,6 +28,7 @@ from gputui.scheduler.server.op_args import SignalArgs
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.store.api import Tx
 from gputui.wire.messages import GpuSample, ProcessSample
+from gputui.wire.words import say
 
 ACTION = "signal"
 
@@ -48,27 +51,49 @@ class ProcessSignals:
         try:
             result = await self.signal(conn.caller, request.args)
         except wire.Refusal as refusal:
-            conn.send(wire.error(request.id, refusal.code, refusal.message))
+            conn.send(wire.refused(request.id, refusal))
             return
         conn.send(wire.response(request.id, result))
 
     async def signal(self, caller: Caller, args: SignalArgs) -> dict[str, Any]:
-        what = f"signal {args.host} pid {args.pid}"
         if args.host not in self.watch.host_pools:
-            raise wire.Refusal("unknown-host", f"{what}: the head has no host {args.host!r}")
+            raise wire.Refusal(
+                "unknown-host",
+                say(
+                    N_("signal {host} pid {pid}: the head has no host {name}"),
+                    host=args.host,
+                    pid=args.pid,
+                    name=repr(args.host),
+                ),
+            )
         gpu, proc = self._find(args)
         if gpu is None or proc is None:
             raise wire.Refusal(
                 "gone",
-                f"{what}: no such process on GPU {args.gpu_uuid} in the head's last sample"
-                " (it may have ended)",
+                say(
+                    N_(
+                        "signal {host} pid {pid}: no such process on GPU {gpu_uuid} in the head's"
+                        " last sample (it may have ended)"
+                    ),
+                    host=args.host,
+                    pid=args.pid,
+                    gpu_uuid=args.gpu_uuid,
+                ),
             )
-        owner = proc.user or (f"uid {proc.uid}" if proc.uid is not None else "an unknown user")
+        owner = owner_name(proc.user, proc.uid, unknown="an unknown user")
         mine = proc.uid is not None and caller.owns(proc.uid)
         if not mine and not caller.admin:
             raise wire.Refusal(
                 "denied",
-                f"{what}: it is {owner}'s process; you may signal only your own (admins: anyone's)",
+                say(
+                    N_(
+                        "signal {host} pid {pid}: it is {owner}'s process; you may signal only"
+                        " your own (admins: anyone's)"
+                    ),
+                    host=args.host,
+                    pid=args.pid,
+                    owner=owner,
+                ),
             )
         target = f"{args.host}:{gpu.index} pid {proc.pid}"
         audit_id = None
@@ -83,7 +108,16 @@ class ProcessSignals:
             await self.call_tx(_outcome(audit_id, args.signal, answer))
         if not answer.ok:
             code = answer.code or "refused"
-            raise wire.Refusal(code, f"{what}: SIG{args.signal} not delivered: {answer.message}")
+            raise wire.Refusal(
+                code,
+                say(
+                    N_("signal {host} pid {pid}: SIG{signal} not delivered: {message}"),
+                    host=args.host,
+                    pid=args.pid,
+                    signal=args.signal,
+                    message=answer.message,
+                ),
+            )
         method = answer.value.get("method") if isinstance(answer.value, dict) else None
         return {"delivered": True, "method": method, "pid": proc.pid, "audited": audit_id}
 

@@ -1,6 +1,7 @@
 """The head's read-only requests that never wait for the writer: ``explain``,
-``quota``, ``usage``, ``report``, ``gpus``, ``history`` and ``logs``, each read from a
-WAL snapshot on the reader thread (``logs`` then asks the job's host for its output).
+``estimates``, ``quota``, ``usage``, ``report``, ``gpus``, ``history`` and ``logs``,
+each read from a WAL snapshot on the reader thread (``logs`` then asks the job's host
+for its output).
 
 ``SnapshotReads`` is one part of ``daemon.Head``, given what it reads from (the store,
 the head's reader thread, its host watch, meter, hosts and standing figures) and
@@ -13,10 +14,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from gputui.common.i18n import N_
 from gputui.scheduler.head import actions, explain_reads, gpu_table, history_reads, usage_reads
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
 from gputui.scheduler.server.read_args import LogArgs
+from gputui.wire.words import say
 
 if TYPE_CHECKING:
     from gputui.scheduler.head.batch import Batches
@@ -27,6 +30,9 @@ if TYPE_CHECKING:
     from gputui.scheduler.store.api import Store
 
 log = logging.getLogger(__name__)
+
+ESTIMATES_KEPT_S = 10.0
+"""How long one ``estimates`` answer serves the requests that follow it."""
 
 
 class SnapshotReads:
@@ -53,11 +59,16 @@ class SnapshotReads:
         self.clock = clock
         self._read = read
         """Runs a snapshot read on the head's reader thread (``Head._read``)."""
+        self._estimates: tuple[float, int, dict[str, Any]] | None = None
+        """The last ``estimates`` answer: when, for how many, what."""
 
     async def snapshot_read(self, conn: Connection, request: wire.Request) -> None:
-        """``explain``, ``quota``, ``usage``, ``report``, ``gpus`` and ``history``: from a
-        snapshot, off the writer."""
+        """``explain``, ``estimates``, ``quota``, ``usage``, ``report``, ``gpus`` and
+        ``history``: from a snapshot, off the writer."""
         rules, slots, now = self.settings.rules, self.watch.slots(), self.clock()
+        if request.op == "estimates" and (kept := self._kept_estimates(request, now)) is not None:
+            conn.send(wire.response(request.id, kept))
+            return
         problems = self.watch.card_problems() if request.op == "explain" else {}
         exempt = rules.sched.ownership.exempt_users
         flags = self.batch.flags.flags
@@ -93,18 +104,42 @@ class SnapshotReads:
                         standing=standing,
                         problems=problems,
                     )
+                if request.op == "estimates":
+                    return explain_reads.estimates(
+                        tx,
+                        request.args,
+                        config=rules.sched,
+                        slots=slots,
+                        now=now,
+                        grace_s=rules.kill_grace_s,
+                        standing=standing,
+                    )
                 return explain_reads.quota_table(standing)
 
         try:
             body = await self._read(answer)
         except wire.Refusal as refusal:
-            conn.send(wire.error(request.id, refusal.code, refusal.message))
+            conn.send(wire.refused(request.id, refusal))
             return
         except Exception:  # a bug or the store: say so, never leave the caller waiting
             log.exception("head: %s failed", request.op)
-            conn.send(wire.error(request.id, "internal", f"{request.op} failed"))
+            conn.send(wire.error(request.id, "internal", say(N_("{op} failed"), op=request.op)))
             return
+        if request.op == "estimates":
+            self._estimates = (now, request.args.limit, body)
         conn.send(wire.response(request.id, body))
+
+    def _kept_estimates(self, request: wire.Request, now: float) -> dict[str, Any] | None:
+        """The last ``estimates`` answer, cut to this request's place in line, while it is under
+        ``ESTIMATES_KEPT_S`` old and was made for as many or more: every console's
+        week view asks each minute, and one projection serves them all."""
+        if self._estimates is None:
+            return None
+        at, limit, body = self._estimates
+        if not 0 <= now - at < ESTIMATES_KEPT_S or request.args.limit > limit:
+            return None
+        shown = [e for e in body["estimates"] if e["position"] <= request.args.limit]
+        return {**body, "estimates": shown}
 
     async def logs(self, conn: Connection, request: wire.Request) -> None:
         args: LogArgs = request.args
@@ -113,20 +148,23 @@ class SnapshotReads:
             with self.store.snapshot() as tx:
                 job = tx.job(args.job_id)
                 if job is None:
-                    raise wire.Refusal("unknown-job", f"no job {args.job_id}")
+                    raise wire.Refusal("unknown-job", say(N_("no job {job}"), job=args.job_id))
                 caller = conn.caller
                 if not (caller.owns(job.uid) or caller.admin):
-                    raise wire.Refusal("denied", f"job {job.id} belongs to {job.user}")
+                    raise wire.Refusal(
+                        "denied",
+                        say(N_("job {id} belongs to {user}"), id=job.id or 0, user=job.user),
+                    )
                 return job.host, job.id or 0, job.launches, job.state
 
         try:
             host, job_id, launch, state = await self._read(target)
         except wire.Refusal as refusal:
-            conn.send(wire.error(request.id, refusal.code, refusal.message))
+            conn.send(wire.refused(request.id, refusal))
             return
         except Exception as exc:  # the store failed: say so, never leave the caller waiting
             log.error("head: log lookup failed: %s", exc)
-            conn.send(wire.error(request.id, "store", "could not read the job"))
+            conn.send(wire.error(request.id, "store", say(N_("could not read the job"))))
             return
         if host is None or launch == 0:
             conn.send(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gputui.config.models import HealthThresholds
+from gputui.config.notify import NotifyConfig
 from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.head.actions import Rules
 from gputui.scheduler.head.watch import history
@@ -60,6 +61,8 @@ class HeadSettings:
     (``slurm_relay``); Slurm stays the scheduler."""
     metrics: tuple[str, int] | None = None
     """Where ``/metrics`` is served (address, port; port 0: any free one); None: off."""
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
+    """hosts.yaml's ``notify:``: team chat channels, and how notices are sent."""
     metrics_refresh_s: float = METRICS_REFRESH_S
     """How often the queue's and the accounting's figures of ``/metrics`` are read
     again (they are also read after every commit that changed the state)."""

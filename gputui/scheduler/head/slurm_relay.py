@@ -15,6 +15,12 @@ admin) and resumes a node it drained once no fence is left there, never a node a
 admin drained (a drain whose reason is not the head's is left alone). Slurm cannot
 drain one GPU: the whole node stops taking work until the card is back.
 
+Energy: each poll's running jobs and their GPU indexes go to the head's Slurm meter
+(``watch.slurm_meter``, through ``on_poll``), which charges the power samples of the
+hosts the head watches to the job that held each GPU, stored by hour and job
+(``slurm_energy``); ``gputui usage`` and ``report`` on Slurm join them with sacct's
+GPU-hours, job by job.
+
 The head runs as root, and root sees every job. Where Slurm hides jobs from other
 users (``PrivateData`` with ``jobs``), the relay would show them to everyone: it
 refuses instead (one log line, and the ``slurm`` request answers ``unavailable``),
@@ -30,10 +36,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.slurm.backend import SlurmBackend
 from gputui.scheduler.client.slurm.runner import Runner
+from gputui.wire.words import say
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +65,14 @@ class SlurmRelay:
         backend: SlurmBackend | None = None,
         clock: Callable[[], float] = time.time,
         fences: Callable[[], Mapping[str, str]] = dict,
+        on_poll: Callable[[list[dict[str, Any]], dict[int, dict[str, list[int]]]], None]
+        | None = None,
     ) -> None:
-        """``fences``: host -> why, for each host with a GPU the head fenced."""
+        """``fences``: host -> why, for each host with a GPU the head fenced;
+        ``on_poll``: told each poll's jobs and GPU indexes (the energy meter)."""
         self.conf = conf
         self.fences = fences
+        self.on_poll = on_poll
         if backend is None:
             runner = Runner(
                 conf.login, timeout_s=conf.command_timeout_s, ssh_config=conf.ssh_config
@@ -82,9 +94,13 @@ class SlurmRelay:
         refreshes, saying why (a console then asks Slurm itself, and says so)."""
         latest = self._latest
         if latest is None or self._why is not None:
-            raise HeadError("unavailable", f"slurm: {self._why or 'no answer from Slurm yet'}")
+            if self._why is not None:
+                raise HeadError.of("unavailable", say(N_("slurm: {why}"), why=self._why))
+            raise HeadError.of("unavailable", say(N_("slurm: no answer from Slurm yet")))
         if self.clock() - latest["at"] > 3 * self.conf.refresh_s:
-            raise HeadError("unavailable", "slurm: the head's last answer from Slurm is stale")
+            raise HeadError.of(
+                "unavailable", say(N_("slurm: the head's last answer from Slurm is stale"))
+            )
         return latest
 
     async def _drain_fenced(self, nodes: list[dict[str, str]]) -> None:
@@ -145,6 +161,8 @@ class SlurmRelay:
             else:
                 self.polls += 1
                 self._why = None
+                if self.on_poll is not None:
+                    self.on_poll(snap.jobs, snap.indexes)
                 await self._drain_fenced(snap.nodes)
                 self._latest = {
                     "at": self.clock(),

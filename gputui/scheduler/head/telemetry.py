@@ -37,6 +37,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.common.text import clean
 from gputui.scheduler.client.deltas import HostView, diff, host_view, summary_view
 from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
@@ -44,6 +45,7 @@ from gputui.scheduler.head import privacy
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
 from gputui.telemetry import HostSnapshot
+from gputui.wire.words import say
 
 log = logging.getLogger(__name__)
 
@@ -117,15 +119,24 @@ class TelemetryHub:
     # -- the consoles' side --------------------------------------------------------
 
     def subscribe(
-        self, conn: Connection, request_id: int, detail: Sequence[str] | None
+        self,
+        conn: Connection,
+        request_id: int,
+        detail: Sequence[str] | None,
+        gpu: tuple[str, int] | None = None,
     ) -> dict[str, Any]:
-        """``conn`` subscribes (again: from nothing); the answer names the hosts, in
-        the configured order. Pushes follow, the first with every host in full."""
+        """``conn`` subscribes (again: from nothing) showing ``detail`` (None: every
+        host) with ``gpu`` selected; the answer names the hosts, in the configured
+        order. Pushes follow, the first with every host in full."""
         # A name this head does not watch (one a console kept from another head, or
         # from before hosts.yaml changed) is left out, not refused: the console would
         # only subscribe with it again.
-        shown = None if detail is None else self._known(detail, "telemetry", strict=False)
-        self._subs[conn] = _Subscriber(conn, request_id, shown)
+        shown = None
+        if detail is not None:
+            shown = self._known(detail, gpu, "telemetry", strict=False)
+            if gpu is not None and gpu[0] not in shown:
+                gpu = None
+        self._subs[conn] = _Subscriber(conn, request_id, shown, None if shown is None else gpu)
         self._event.set()
         return {"hosts": list(self._order)}
 
@@ -135,23 +146,35 @@ class TelemetryHub:
         head does not watch) raises ``wire.Refusal`` and changes nothing."""
         sub = self._subs.get(conn)
         if sub is None:
-            raise wire.Refusal("not-subscribed", "telemetry_view: no telemetry subscription here")
-        wanted = list(hosts) if gpu is None else [*hosts, gpu[0]]
-        shown = self._known(wanted, "telemetry_view")
+            raise wire.Refusal(
+                "not-subscribed", say(N_("telemetry_view: no telemetry subscription here"))
+            )
+        shown = self._known(hosts, gpu, "telemetry_view")
         if shown != sub.detail or gpu != sub.gpu:
             sub.detail, sub.gpu = shown, gpu
             self._event.set()
 
-    def _known(self, hosts: Sequence[str], op: str, *, strict: bool = True) -> frozenset[str]:
+    def _known(
+        self, hosts: Sequence[str], gpu: tuple[str, int] | None, op: str, *, strict: bool = True
+    ) -> frozenset[str]:
+        """The hosts shown in full: ``hosts`` (at most ``MAX_VIEWED_HOSTS``) and the
+        selected GPU's, which the cap does not count."""
         shown = frozenset(hosts)
         if len(shown) > MAX_VIEWED_HOSTS:
-            raise wire.Refusal("bad-args", f"{op}: more than {MAX_VIEWED_HOSTS} hosts in view")
+            raise wire.Refusal(
+                "bad-args",
+                say(N_("{op}: more than {most} hosts in view"), op=op, most=MAX_VIEWED_HOSTS),
+            )
+        if gpu is not None:
+            shown |= {gpu[0]}
         unknown = shown - self._watched
         if unknown and not strict:
             return shown - unknown
         if unknown:
             name = clean(min(unknown), 64)
-            raise wire.Refusal("bad-args", f"{op}: {name!r} is no host of this head")
+            raise wire.Refusal(
+                "bad-args", say(N_("{op}: {name} is no host of this head"), op=op, name=repr(name))
+            )
         return shown
 
     def viewers(self) -> list[tuple[frozenset[str] | None, tuple[str, int] | None]]:

@@ -9,15 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.config.scheduler import SchedulerConfig
 from gputui.scheduler.head import explain_reads
 from gputui.scheduler.policy import accounting
 from gputui.scheduler.policy.accounting import Prices
 from gputui.scheduler.policy.meter import Metered
 from gputui.scheduler.policy.shares import Standing
-from gputui.scheduler.server.read_args import MAX_USAGE_DAYS, ReportArgs, UsageArgs
+from gputui.scheduler.policy.slurm_meter import SlurmMetered
+from gputui.scheduler.server.read_args import (
+    MAX_USAGE_DAYS,
+    ReportArgs,
+    SlurmEnergyArgs,
+    UsageArgs,
+)
 from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.api import Tx
+from gputui.wire.words import say
 
 DEFAULT_DAYS = 7.0
 OPS = frozenset({"usage", "report"})
@@ -34,9 +42,12 @@ def window(op: str, since: float | None, until: float | None, now: float) -> tup
     end = now if until is None else until
     start = end - DEFAULT_DAYS * 86400 if since is None else since
     if end <= start:
-        raise Refusal("bad-args", f"{op}: until must be after since")
+        raise Refusal("bad-args", say(N_("{op}: until must be after since"), op=op))
     if end - start > MAX_USAGE_DAYS * 86400:
-        raise Refusal("bad-args", f"{op}: a range of at most {MAX_USAGE_DAYS} days, please")
+        raise Refusal(
+            "bad-args",
+            say(N_("{op}: a range of at most {days} days, please"), op=op, days=MAX_USAGE_DAYS),
+        )
     return start, end
 
 
@@ -53,6 +64,16 @@ def _gathered(
     return usage, hours
 
 
+def _idle(
+    tx: Tx, sched: SchedulerConfig, since: float, until: float, pending: Metered
+) -> dict[accounting.UsageKey, list[float]] | None:
+    """Held but idle by usage key (None while ``power.mode`` is off: not counted)."""
+    if sched.power.mode == "off":
+        return None
+    stored = tx.usage.idle_hours(since, until)
+    return accounting.gather_idle(stored, pending.idle_rows(), since=since, until=until)
+
+
 def usage(
     tx: Tx,
     args: UsageArgs,
@@ -63,12 +84,14 @@ def usage(
     since, until = window("usage", args.since, args.until, now)
     rows, hours = _gathered(tx, since, until, pending, now, cluster=args.hourly)
     cost = prices(sched)
+    idle = _idle(tx, sched, since, until, pending)
     return {
         "since": since,
         "until": until,
         "by": args.by,
         "currency": cost.currency,
-        **accounting.summarize(rows, args.by, cost),
+        "power_mode": sched.power.mode,
+        **accounting.summarize(rows, args.by, cost, idle),
         "hours": accounting.hour_rows(hours) if args.hourly else [],
     }
 
@@ -88,12 +111,13 @@ def report(
     since, until = window("report", args.since, args.until, now)
     rows, hours = _gathered(tx, since, until, pending, now, cluster=True)
     cost = prices(sched)
-    users = accounting.summarize(rows, "user", cost)["totals"]
-    groups = accounting.summarize(rows, "group", cost)["totals"]
-    total = {
-        name: round(sum(r[name] for r in users), 6)
-        for name in ("alloc_gpu_h", "busy_gpu_h", "energy_kwh", "cost")
-    }
+    idle = _idle(tx, sched, since, until, pending)
+    users = accounting.summarize(rows, "user", cost, idle)["totals"]
+    groups = accounting.summarize(rows, "group", cost, idle)["totals"]
+    names = ["alloc_gpu_h", "busy_gpu_h", "energy_kwh", "cost"]
+    if idle is not None:
+        names += ["idle_held_gpu_h", "idle_held_kwh", "idle_held_cost"]
+    total = {name: round(sum(r[name] for r in users), 6) for name in names}
     present, alloc, busy, energy = (sum(v[i] for v in hours.values()) for i in range(4))
     quotas = explain_reads.quota_table(standing)
     return {
@@ -101,6 +125,7 @@ def report(
         "until": until,
         "days": round((until - since) / 86400, 6),
         "currency": cost.currency,
+        "power_mode": sched.power.mode,
         "total": total,
         "cluster": {
             "gpu_h": round(present / 3600, 6),
@@ -113,4 +138,40 @@ def report(
         "hours_of_day": accounting.by_hour_of_day(hours),
         "quota_week_start": quotas["week_start"],
         "quotas": quotas["quotas"],
+    }
+
+
+def slurm_energy(
+    tx: Tx, args: SlurmEnergyArgs, sched: SchedulerConfig, pending: SlurmMetered, now: float
+) -> dict[str, Any]:
+    """What a head that relays Slurm metered of Slurm's jobs in the hours starting in
+    ``[since, until)``: per job the GPU-seconds it metered, busy GPU-seconds and joules
+    (the last two in total and by the
+    head's local day, and whether a share was a node's split; and the head's prices
+    (``usage`` on Slurm joins these with ``sacct``'s allocations, job by job)."""
+    since, until = window("slurm_energy", args.since, args.until, now)
+    stored = tx.usage.slurm_energy(since, until)
+    fresh = [r for r in pending.rows() if since <= r[0] < until]
+    jobs: dict[int, dict[str, Any]] = {}
+    for hour, job, user, partition, held, busy, joules, per_node in [*stored, *fresh]:
+        entry = jobs.setdefault(
+            job, {"job": job, "user": user, "partition": partition, "held_gpu_s": 0.0,
+                  "busy_gpu_s": 0.0, "energy_j": 0.0, "per_node": False, "days": {}}
+        )  # fmt: skip
+        entry["held_gpu_s"] += held
+        entry["busy_gpu_s"] += busy
+        entry["energy_j"] += joules
+        entry["per_node"] = entry["per_node"] or per_node
+        day = entry["days"].setdefault(accounting.local_day(hour), [0.0, 0.0, 0.0])
+        day[0] += busy
+        day[1] += joules
+        day[2] += held
+    cost = prices(sched)
+    return {
+        "since": since,
+        "until": until,
+        "jobs": [jobs[j] for j in sorted(jobs)],
+        "price_per_kwh": cost.price_per_kwh,
+        "gpu_hour_rate": dict(cost.gpu_hour_rate or {}),
+        "currency": cost.currency,
     }

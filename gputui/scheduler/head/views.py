@@ -25,7 +25,8 @@ JOB_FIELDS = (
     "id", "user", "group", "name", "state", "reason", "gpus", "pool",
     "host_constraint", "host", "gpu_uuids", "priority", "preemptible", "time_limit_s",
     "submitted_at", "started_at", "ended_at", "exit_code", "exit_signal", "requeues",
-    "run_as", "project", "after", "after_ok", "over_quota", "idle_since",
+    "run_as", "project", "after", "after_ok", "over_quota", "idle_since", "interactive",
+    "array_id", "array_task", "array_throttle",
 )  # fmt: skip
 """What a job's view shows, in order; ``gpu_uuids`` and ``after`` as lists."""
 
@@ -42,6 +43,14 @@ def job_view(job: Job, *, full: bool = False) -> dict[str, Any]:
         view["launches"] = job.launches
         view["preempted_by"] = job.preempted_by
         view["preempted_at"] = job.preempted_at
+        view["conda"] = job.conda
+        view["venv"] = job.venv
+        view["image"] = job.image
+        view["runtime"] = job.runtime
+        view["container_id"] = job.container_id
+        view["script"] = job.script_id is not None
+        view["output"] = job.output
+        view["mig"] = job.mig
     return view
 
 
@@ -63,6 +72,7 @@ def claim_view(claim: Claim) -> dict[str, Any]:
         "gpus": claim.gpus,
         "pool": claim.pool,
         "model": claim.model,
+        "mig": claim.mig,
         "host": claim.host,
         "gpu_uuids": json_list(claim.gpu_uuids),
         "note": claim.note,
@@ -127,7 +137,9 @@ def audit_view(row: Audit) -> dict[str, Any]:
 
 
 def notice_view(row: Notice) -> dict[str, Any]:
-    return {
+    """A notice as sent: its English ``text`` and, where it was made from a template,
+    the template and args (``msg``, ``args``: ``gputui.wire.words``)."""
+    view: dict[str, Any] = {
         "id": row.id,
         "time": row.time,
         "kind": row.kind,
@@ -135,3 +147,11 @@ def notice_view(row: Notice) -> dict[str, Any]:
         "job_id": row.job_id,
         "claim_id": row.claim_id,
     }
+    if row.words:
+        try:
+            words = json.loads(row.words)
+        except ValueError:
+            words = None
+        if isinstance(words, dict) and isinstance(words.get("msg"), str):
+            view["msg"], view["args"] = words["msg"], words.get("args") or {}
+    return view

@@ -27,6 +27,8 @@ UsageKey = tuple[int, str, str, str, str]
 """(hour, user, group, project, pool): a ``Usage`` row's primary key."""
 UsageRow = tuple[int, str, str, str, str, float, float, float]
 """A ``Usage`` row: its key, then allocated and busy GPU-seconds and energy (J)."""
+IdleRow = tuple[int, str, str, str, str, float, float]
+"""An ``IdleHeld`` row: a usage key, then held-but-idle GPU-seconds and energy (J)."""
 ClusterRow = tuple[int, float, float, float, float]
 """A ``ClusterHour`` row: hour, GPU-seconds present, allocated, busy, energy (J)."""
 OpenAllocation = tuple[str, float, str, str, str, str]
@@ -48,6 +50,14 @@ def split_hours(start: float, end: float) -> list[tuple[int, float]]:
     """
     if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
         return []
+    hour = int(start // HOUR) * HOUR
+    if end <= hour + HOUR:  # the common case: a sample's second within one hour
+        return [(hour, end - start)]
+    return _split_hours(start, end)
+
+
+def _split_hours(start: float, end: float) -> list[tuple[int, float]]:
+    """``split_hours`` of a finite span that crosses an hour boundary."""
     start = max(start, end - MAX_SPAN_S)
     out: list[tuple[int, float]] = []
     hour = hour_of(start)
@@ -187,28 +197,84 @@ def _figures(alloc_s: float, busy_s: float, energy_j: float, cost: float) -> dic
     }
 
 
-def summarize(usage: Mapping[UsageKey, Sequence[float]], by: str, prices: Prices) -> dict[str, Any]:
+def idle_figures(idle_s: float, idle_j: float, prices: Prices) -> dict[str, float]:
+    """Held but idle: GPU-hours, kWh, and what those kWh cost (energy only: the
+    GPU-hour rate is charged for the allocation either way)."""
+    return {
+        "idle_held_gpu_h": round(idle_s / HOUR, _DIGITS),
+        "idle_held_kwh": round(idle_j / 3.6e6, _DIGITS),
+        "idle_held_cost": round(prices.cost("", 0.0, idle_j), _DIGITS),
+    }
+
+
+def gather_idle(
+    stored: Iterable[IdleRow],
+    metered: Iterable[tuple[UsageKey, float, float]],
+    *,
+    since: float,
+    until: float,
+) -> dict[UsageKey, list[float]]:
+    """Held but idle by usage key -> [idle_s, energy_j] for the hours starting in
+    ``[since, until)``: the stored rows and what the meter counted since its flush."""
+    out: dict[UsageKey, list[float]] = {}
+
+    def add(key: UsageKey, seconds: float, energy: float) -> None:
+        if since <= key[0] < until:
+            cell = out.setdefault(key, [0.0, 0.0])
+            cell[0] += seconds
+            cell[1] += energy
+
+    for hour, user, group, project, pool, seconds, energy in stored:
+        add((hour, user, group, project, pool), seconds, energy)
+    for key, seconds, energy in metered:
+        add(key, seconds, energy)
+    return out
+
+
+def summarize(
+    usage: Mapping[UsageKey, Sequence[float]],
+    by: str,
+    prices: Prices,
+    idle: Mapping[UsageKey, Sequence[float]] | None = None,
+) -> dict[str, Any]:
     """``rows`` (per local day and key, sorted by day, key) and ``totals`` (per key,
     most allocated first). Cost is worked out per pool before it is summed, so a
-    user's total prices each pool's GPU-hours at that pool's rate."""
+    user's total prices each pool's GPU-hours at that pool's rate. With ``idle``
+    (held but idle by usage key: seconds, joules), each row and total also says
+    ``idle_held_gpu_h``, ``idle_held_kwh`` and ``idle_held_cost``."""
     column = 1 + KEYS.index(by)
     daily: dict[tuple[str, str], list[float]] = {}
     totals: dict[str, list[float]] = {}
     days: dict[int, str] = {}
-    for key, (alloc, busy, energy) in usage.items():
-        hour, pool, name = key[0], key[4], str(key[column])
+
+    def cells(key: UsageKey) -> tuple[list[float], list[float]]:
+        hour, name = key[0], str(key[column])
         day = days.get(hour)
         if day is None:
             day = days[hour] = local_day(hour)
-        cost = prices.cost(pool, alloc, energy)
-        for cell in (daily.setdefault((day, name), [0.0] * 4), totals.setdefault(name, [0.0] * 4)):
+        return daily.setdefault((day, name), [0.0] * 6), totals.setdefault(name, [0.0] * 6)
+
+    for key, (alloc, busy, energy) in usage.items():
+        cost = prices.cost(key[4], alloc, energy)
+        for cell in cells(key):
             cell[0] += alloc
             cell[1] += busy
             cell[2] += energy
             cell[3] += cost
-    rows = [{"key": k, "day": d, **_figures(*v)} for (d, k), v in sorted(daily.items())]
+    for key, (seconds, energy) in (idle or {}).items():
+        for cell in cells(key):
+            cell[4] += seconds
+            cell[5] += energy
+
+    def figures(v: Sequence[float]) -> dict[str, float]:
+        out = _figures(*v[:4])
+        if idle is not None:
+            out.update(idle_figures(v[4], v[5], prices))
+        return out
+
+    rows = [{"key": k, "day": d, **figures(v)} for (d, k), v in sorted(daily.items())]
     ranked = sorted(totals.items(), key=lambda kv: (-round(kv[1][0] / HOUR, _DIGITS), kv[0]))
-    total_rows = [{"key": k, **_figures(*v)} for k, v in ranked]
+    total_rows = [{"key": k, **figures(v)} for k, v in ranked]
     return {"rows": rows, "totals": total_rows}
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from gputui.config.scheduler import Placement
 from gputui.scheduler.policy.model import GpuSlot, Want
+from gputui.wire.words import Words, joined
 
 PHANTOM = "phantom"
 ROGUE = "rogue"
@@ -28,14 +29,68 @@ CLEAN, LAST, NEVER = 0, 1, 2
 """A card's standing with placement."""
 
 
-@dataclass(frozen=True, slots=True)
 class CardProblem:
-    """One thing the head knows is wrong with a card now."""
+    """One thing the head knows is wrong with a card now.
+
+    ``kind``: one of ``KINDS``; ``why``: one line for a person (``20.0 GiB held by no
+    process``); ``said``: ``why`` in words (None: a line of its own, a health
+    finding's title). Given ``said`` alone, ``why`` is its English, made when first
+    read: the head finds a card's problems on every sample of its host (a rogue
+    process's line names the utilisation, which moves every second), and placement
+    reads only their kinds; the line is for ``gputui explain`` and the GPU table.
+    Immutable like the plain data it is (equal, and hashed, by its three parts).
+    """
+
+    __slots__ = ("_why", "kind", "said")
 
     kind: str
-    """One of ``KINDS``."""
-    why: str
-    """One line for a person: ``20.0 GiB held by no process``."""
+    said: Words | None
+    _why: str | None
+
+    def __init__(self, kind: str, why: str | None = None, said: Words | None = None) -> None:
+        if why is None and said is None:
+            raise ValueError("a card problem needs its line or its words")
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "_why", why)
+        object.__setattr__(self, "said", said)
+
+    @property
+    def why(self) -> str:
+        """One line for a person (``said``'s English, made once, when first read)."""
+        why = self._why
+        if why is None:
+            assert self.said is not None
+            why = self.said.english()
+            object.__setattr__(self, "_why", why)  # the same line each time: a cache
+        return why
+
+    def words(self) -> Words:
+        """``why`` in words: its own, or the line as it is (shown in English)."""
+        return self.said if self.said is not None else Words(self.why)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"CardProblem is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"CardProblem is immutable: cannot delete {name}")
+
+    def __reduce__(self) -> tuple[type[CardProblem], tuple[str, str | None, Words | None]]:
+        # Copied and pickled through the constructor (its attributes cannot be set).
+        return (CardProblem, (self.kind, self._why, self.said))
+
+    def _parts(self) -> tuple[str, str, Words | None]:
+        return (self.kind, self.why, self.said)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CardProblem):
+            return NotImplemented
+        return self._parts() == other._parts()
+
+    def __hash__(self) -> int:
+        return hash(self._parts())
+
+    def __repr__(self) -> str:
+        return f"CardProblem(kind={self.kind!r}, why={self.why!r}, said={self.said!r})"
 
 
 def standing(kinds: Iterable[str], rules: Placement) -> int:
@@ -68,6 +123,9 @@ def judged(slot: GpuSlot, kinds: Iterable[str], rules: Placement) -> GpuSlot:
         slot.busy,
         slot.fenced or (never and slot.healthy),  # a host down stays HostDown
         not never,
+        slot.vendor,
+        slot.mig_profile,
+        slot.mig_enabled,
     )
 
 
@@ -81,6 +139,8 @@ class Passed:
     never: bool
     """Never used while the problem lasts (else used only when no clean card fits)."""
     why: str
+    said: Words | None = None
+    """``why`` in words, where the problems have them (see ``CardProblem.words``)."""
 
     def line(self) -> str:
         how = "never used" if self.never else "used last"
@@ -109,8 +169,10 @@ def passed_over(
         if level == CLEAN:
             continue
         counted = set(rules.never if level == NEVER else rules.avoid)
-        why = "; ".join(p.why for p in found if p.kind in counted)
-        out.append(Passed(slot.host, slot.index, slot.uuid, level == NEVER, why))
+        told = [p for p in found if p.kind in counted]
+        why = "; ".join(p.why for p in told)
+        said = joined([p.words() for p in told])
+        out.append(Passed(slot.host, slot.index, slot.uuid, level == NEVER, why, said))
         if len(out) >= MAX_PASSED:
             break
     return out

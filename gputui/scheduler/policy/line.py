@@ -68,6 +68,15 @@ class Line(Generic[J]):
     running: list[policy.Running] = field(default_factory=list)
     broken_deps: list[tuple[J, str]] = field(default_factory=list)
     """Queued jobs whose ``--after-ok`` dependency failed: (job, why)."""
+    arrays: dict[int, J] = field(default_factory=dict)
+    """Each array with waiting tasks in the line: its first waiting task (the one whose
+    reason the array's other waiting tasks, not read, take)."""
+    room: dict[int, int] = field(default_factory=dict)
+    """How many more tasks each throttled array in the line may start (its ``%N``
+    less those holding GPUs)."""
+    throttled: list[J] = field(default_factory=list)
+    """The first waiting task of each array held back by its ``%N`` (none of its
+    tasks is in the line: ``policy.ARRAY_LIMIT``)."""
 
 
 def job_want(
@@ -86,6 +95,7 @@ def job_want(
         user=job.user,
         pool=job.pool,
         host=job.host_constraint,
+        mig=job.mig,
         since=job.submitted_at,
         barred=barred,
         group=job.group,
@@ -94,6 +104,8 @@ def job_want(
         over_quota=standing.over_quota(job.group, job.pool),
         off_hours_only=klass is not None and klass.off_hours,
         time_limit_s=job.time_limit_s,
+        preemptible=preemptible(job, config),
+        booking=job.booking_id,
         blocked=blocked or class_blocked(config, job.priority),
     )
 
@@ -108,6 +120,7 @@ def claim_want(item: ClaimRow, config: SchedulerConfig, standing: Standing) -> p
         pool=item.pool,
         host=item.host_constraint,
         model=item.model,
+        mig=item.mig,
         named=tuple(json.loads(item.wanted)),
         since=item.created_at,
         group=item.group,
@@ -115,6 +128,7 @@ def claim_want(item: ClaimRow, config: SchedulerConfig, standing: Standing) -> p
         fair=standing.factor(item.group),
         over_quota=standing.over_quota(item.group, item.pool),
         time_limit_s=item.max_duration_s,
+        booking=item.booking_id,
     )
 
 
@@ -128,8 +142,9 @@ def preemptible(job: JobRow, config: SchedulerConfig) -> bool:
 def running_job(job: JobRow, config: SchedulerConfig, now: float) -> policy.Running:
     assert job.id is not None and job.host is not None
     started = job.started_at if job.started_at is not None else now
-    # A job on a host that does not answer cannot be signalled: never a victim.
-    reachable = job.state != "unknown"
+    # A job on a host that does not answer cannot be signalled: never a victim. Nor is
+    # an interactive one (someone is at its terminal), over quota or not.
+    reachable = job.state != "unknown" and not job.interactive
     return policy.Running(
         "job",
         job.id,
@@ -141,6 +156,7 @@ def running_job(job: JobRow, config: SchedulerConfig, now: float) -> policy.Runn
         started_at=started,
         ends_at=None if job.time_limit_s is None else started + job.time_limit_s,
         stopping=job.state in STOPPING,
+        booking=job.booking_id,
     )
 
 
@@ -152,13 +168,32 @@ def build(
     only: Mapping[str, str] | None = None,
     *,
     jobs: Sequence[J] | None = None,
+    free: int = 0,
+    hosts: int = 0,
 ) -> Line[J]:
     """``only`` maps a host to the one user whose jobs may run there. ``jobs``: only
     these queued jobs, and nothing else (no claims, nothing running: a pass on no
-    usable GPU that only gives new jobs their reason)."""
+    usable GPU that only gives new jobs their reason).
+
+    An array's waiting tasks are alike but for their number, so the line holds only
+    its first few (no more than the ``free`` GPUs, and those preemption could free,
+    could take, then one for each of ``hosts``, which the rest could each reserve),
+    and no more than its ``%N`` leaves room for: a sweep of thousands costs the pass what
+    those few cost."""
     only = only or {}
     line: Line[J] = Line()
-    queued = tx.jobs(("queued",)) if jobs is None else list(jobs)
+    holding: Sequence[J] = ()
+    if jobs is None:
+        holding = tx.jobs(HOLDING)
+        held = [
+            (len(json.loads(j.gpu_uuids)), j.over_quota or preemptible(j, config))
+            for j in holding
+            if j.state != "unknown" and j.state not in STOPPING
+        ]
+        room = array_room(free, held, preemption=config.preemption.enabled)
+        queued = _room(tx.queued_line(room, hosts), holding, line)
+    else:
+        queued = list(jobs)
     afters = [_job_ids(job.after) for job in queued]  # each read once
     deps = {d for after in afters for d in after}
     states = tx.job_states(deps) if deps else {}
@@ -177,7 +212,7 @@ def build(
         assert item.id is not None
         line.rows["claim", item.id] = item
         line.wants.append(claim_want(item, config, standing))
-    for job in tx.jobs(HOLDING):
+    for job in holding:
         if job.host is not None and job.gpu_uuids != "[]":
             line.running.append(running_job(job, config, now))
     for item in tx.claims(("active",)):
@@ -198,12 +233,53 @@ def build(
     return line
 
 
+def array_room(free: int, running: Sequence[tuple[int, bool]], *, preemption: bool) -> int:
+    """How many GPUs a pass could hand out at most: the free ones, and with preemption
+    those of running jobs that may be preempted (``running``: each job's GPU count and
+    whether it may be). An array's tasks past what this could take of their shape
+    cannot start or preempt in this pass, so the line need not hold them."""
+    if not preemption:
+        return free
+    return free + sum(gpus for gpus, victim in running if victim)
+
+
+def _room(queued: Sequence[J], holding: Sequence[J], line: Line[J]) -> list[J]:
+    """``queued`` less each array's tasks past what its ``%N`` leaves room for; the
+    first waiting task of each array noted in ``line``."""
+    live: dict[int, int] = {}
+    for job in holding:
+        if job.array_id is not None:
+            live[job.array_id] = live.get(job.array_id, 0) + 1
+    kept: list[J] = []
+    taken: dict[int, int] = {}
+    for job in queued:
+        array = job.array_id
+        if array is None:
+            kept.append(job)
+            continue
+        count = taken.get(array, 0)
+        taken[array] = count + 1
+        room = None if job.array_throttle is None else job.array_throttle - live.get(array, 0)
+        if count == 0:
+            if room is not None and room <= 0:
+                line.throttled.append(job)
+                continue
+            line.arrays[array] = job
+            if room is not None:
+                line.room[array] = room
+        if room is None or count < room:
+            kept.append(job)
+    return kept
+
+
 def view(
     line: Line[J],
     slots: tuple[policy.GpuSlot, ...],
     config: SchedulerConfig,
     now: float,
     grace_s: float,
+    *,
+    bookings: tuple[policy.Booked, ...] = (),
 ) -> policy.ClusterView:
     return policy.ClusterView(
         gpus=slots,
@@ -215,4 +291,5 @@ def view(
         min_runtime_s=config.preemption.min_runtime_minutes * 60,
         grace_s=grace_s,
         backfill=config.backfill,
+        bookings=bookings,
     )

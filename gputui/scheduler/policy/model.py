@@ -40,7 +40,9 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import NamedTuple
 
-from gputui.scheduler.policy.lookup import no_host
+from gputui.common.i18n import N_
+from gputui.scheduler.policy.lookup import no_host_words
+from gputui.wire.words import Words, say
 
 # Reasons, as the Reason column shows them (Slurm's names where they exist).
 RESOURCES = "Resources"
@@ -60,10 +62,14 @@ FENCED = "Fenced"
 HOST_DOWN = "HostDown"
 HELD = "Held"
 LOGIN_USER = "LoginUser"
+ARRAY_LIMIT = "JobArrayTaskLimit"
+"""Its array already has as many tasks running as its ``%N`` allows."""
 """Only hosts where the head logs in as another user (who runs only their own jobs)
 could take it."""
 
 INF = math.inf
+DEFAULT_VENDOR = "nvidia"
+"""The vendor whose cards a request without a pool takes (``vendors``)."""
 LAST = attrgetter("last")
 """A card's sort key that puts clean cards first (``GpuSlot.last``)."""
 
@@ -89,6 +95,13 @@ class GpuSlot:
     last: bool = False
     """It shows a problem placement avoids (``cards``): used only when no clean card
     fits."""
+    vendor: str = "nvidia"
+    """``amd``: an AMD card, in a pool of its own (``vendors``): only a request naming
+    its pool (or the card) takes it, so no placement mixes vendors."""
+    mig_profile: str | None = None
+    """A MIG slice's profile (``1g.10gb``): only a request for that profile takes it."""
+    mig_enabled: bool = False
+    """A card with MIG mode on: never placed as a whole card (its slices are)."""
 
     @property
     def free(self) -> bool:
@@ -107,6 +120,9 @@ class GpuSlot:
             busy,
             self.fenced,
             self.last,
+            self.vendor,
+            self.mig_profile,
+            self.mig_enabled,
         )
 
 
@@ -164,9 +180,16 @@ class Want:
     """Its class starts only inside the off-hours window."""
     time_limit_s: float | None = None
     """None: no limit (it never backfills)."""
+    preemptible: bool = False
+    """It may be preempted: it may go on booked cards until the booking starts."""
+    booking: int | None = None
+    """``--booking ID``: it goes only on that booking's cards, while it is on."""
     blocked: str | None = None
     """A reason decided before placement (a dependency, a class not allowed): it
     waits with it and takes nothing."""
+    mig: str | None = None
+    """A MIG slice profile (``--mig 1g.10gb``): it takes free slices of that profile
+    only; None: whole cards only, never a slice."""
     shape: tuple[object, ...] = field(default=(), init=False, compare=False, repr=False)
     """What decides which GPUs fit it (requests of one shape share cached work)."""
     line: int = field(default=0, init=False, compare=False, repr=False)
@@ -178,11 +201,16 @@ class Want:
 
     def fits(self, gpu: GpuSlot) -> bool:
         """Whether ``gpu`` is of the kind this request asks for (free or not)."""
-        if gpu.host in self.barred:
+        if gpu.host in self.barred or gpu.mig_enabled:
             return False
         if self.named:
             return gpu.uuid in self.named
-        if self.pool is not None and gpu.pool != self.pool:
+        if self.mig != gpu.mig_profile:
+            return False
+        if self.pool is None:
+            if gpu.vendor != DEFAULT_VENDOR:
+                return False
+        elif gpu.pool != self.pool:
             return False
         if self.host is not None and gpu.host != self.host:
             return False
@@ -200,7 +228,16 @@ class Want:
 
     def __post_init__(self) -> None:
         # Worked out once here, not in every pass that sorts or groups 10,000 of them.
-        shape = (self.pool, self.host, self.model, self.named, self.barred)
+        shape = (
+            self.pool,
+            self.host,
+            self.model,
+            self.named,
+            self.barred,
+            self.preemptible,
+            self.booking,
+            self.mig,
+        )
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "line", _line(self))
         object.__setattr__(self, "sized", (shape, self.gpus))
@@ -225,6 +262,24 @@ class Running:
     """When its time limit (a claim: its ``--for``) runs out; None: no limit."""
     stopping: bool = False
     """Already being killed or preempted: its GPUs come free within the grace period."""
+    booking: int | None = None
+    """The booking it runs in (``--booking ID``), if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class Booked:
+    """One booking as the policy sees it."""
+
+    id: int
+    user: str
+    uuids: tuple[str, ...]
+    start: float
+    end: float
+    maint: bool = False
+    """A maintenance window (an admin's): its cards are drained for it."""
+
+    def active(self, now: float) -> bool:
+        return self.start <= now < self.end
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +296,8 @@ class ClusterView:
     grace_s: float = 10.0
     backfill: bool = True
     """False: strict order; nothing starts on a host reserved for a job ahead."""
+    bookings: tuple[Booked, ...] = ()
+    """Bookings not yet over (``bookings``): the pass keeps work off their cards."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,33 +455,80 @@ def impossible(want: Want, gpus: Sequence[GpuSlot]) -> str | None:
     Only the cluster's shape counts here (which GPUs exist), not what is busy,
     drained or down now: those pass, and the request waits with its reason.
     """
+    words = impossible_words(want, gpus)
+    return None if words is None else words.english()
+
+
+def impossible_words(want: Want, gpus: Sequence[GpuSlot]) -> Words | None:
+    """``impossible``'s line as the head's ``Words`` (its template and args)."""
     known_pools = sorted({g.pool for g in gpus})
     known_hosts = sorted({g.host for g in gpus})
     if want.pool is not None and want.pool not in known_pools:
-        shown = ", ".join(known_pools[:8]) or "none"
-        return f"no pool named {want.pool!r} (pools: {shown})"
+        return no_pool_words(want.pool, known_pools)
     if want.host is not None and want.host not in known_hosts:
-        return no_host(want.host, known_hosts)
+        return no_host_words(want.host, known_hosts)
     if want.named:
         missing = [u for u in want.named if u not in {g.uuid for g in gpus}]
         if missing:
-            return f"no GPU {missing[0]!r}"
+            return say(N_("no GPU {gpu}"), gpu=repr(missing[0]))
         if len({g.host for g in gpus if g.uuid in want.named}) > 1:
-            return "the GPUs named are on different hosts; all of a request's GPUs are on one"
+            return say(
+                N_("the GPUs named are on different hosts; all of a request's GPUs are on one")
+            )
         return None
     hosts = by_host(gpus)
     most = max((sum(1 for g in slots if want.fits(g)) for slots in hosts.values()), default=0)
     if most < want.gpus:
-        where = []
+        where: list[Words] = []
         if want.pool:
-            where.append(f"pool {want.pool}")
+            where.append(say(N_("pool {pool}"), pool=want.pool))
         if want.host:
-            where.append(f"host {want.host}")
+            where.append(say(N_("host {host}"), host=want.host))
         if want.model:
-            where.append(f"model {want.model}")
-        scope = f" ({', '.join(where)})" if where else ""
-        return (
-            f"{want.gpus} GPUs asked for, but no host{scope} has more than {most}; "
-            "all of a job's GPUs are on one host"
-        )
+            where.append(say(N_("model {model}"), model=want.model))
+        if want.mig:
+            where.append(say(N_("MIG {mig} slices"), mig=want.mig))
+        own: list[str] = []
+        if want.pool is None:
+            own = sorted({g.pool for g in gpus if g.vendor != DEFAULT_VENDOR})
+        n, pools = want.gpus, ", ".join(own[:4])
+        if where and own:  # cards only their pool takes (``vendors``): say how to ask
+            return say(
+                N_(
+                    "{n} GPUs asked for, but no host ({scope}) has more than {most}; all of a"
+                    " job's GPUs are on one host; {pools} cards are asked for with --pool"
+                ),
+                n=n, scope=tuple(where), most=most, pools=pools,
+            )  # fmt: skip
+        if where:
+            return say(
+                N_(
+                    "{n} GPUs asked for, but no host ({scope}) has more than {most}; all of a"
+                    " job's GPUs are on one host"
+                ),
+                n=n, scope=tuple(where), most=most,
+            )  # fmt: skip
+        if own:
+            return say(
+                N_(
+                    "{n} GPUs asked for, but no host has more than {most}; all of a job's GPUs"
+                    " are on one host; {pools} cards are asked for with --pool"
+                ),
+                n=n, most=most, pools=pools,
+            )  # fmt: skip
+        return say(
+            N_(
+                "{n} GPUs asked for, but no host has more than {most}; all of a job's GPUs are"
+                " on one host"
+            ),
+            n=n, most=most,
+        )  # fmt: skip
     return None
+
+
+def no_pool_words(pool: str, known: Sequence[str]) -> Words:
+    """``no pool named 'x' (pools: a, b)``: the first few known pools, or none."""
+    shown = ", ".join(known[:8])
+    if not shown:
+        return say(N_("no pool named {pool} (pools: none)"), pool=repr(pool))
+    return say(N_("no pool named {pool} (pools: {pools})"), pool=repr(pool), pools=shown)

@@ -15,7 +15,10 @@ Never flagged: users in ``ownership.exempt_users``; graphics processes (type ``G
 processes whose owner the host could not read (neither uid nor user: nobody to tell,
 and a signal could not be verified). A process belongs to a job or claim when its
 user name is the holder's (or, for a job, the user it runs as); only when the host
-has no name for the process's uid is the uid compared instead.
+has no name for the process's uid is the uid compared instead. A process in a job's
+container (``--image``: the container id its runtime wrote, as the host read it)
+is that job's whatever its uid (a runtime that remaps uids); the id is the job's
+user's to write, so at most it lets them vouch for processes on their own GPUs.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
+
+from gputui.common.printable import owner_name
 
 FlagKind = Literal["no-allocation", "outside-allocation"]
 ProcKey = tuple[str, int, int | None]
@@ -41,6 +46,8 @@ class Holding:
     uid: int
     users: frozenset[str]
     """The user names its processes may run as: the owner (and a job's ``run_as``)."""
+    containers: frozenset[str] = frozenset()
+    """A job's container (12 hex): its processes are the job's whatever their uid."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +63,8 @@ class GpuProc:
     name: str
     start_ticks: int | None
     graphics: bool = False
+    container: str | None = None
+    """The container it runs in (12 hex), as its host read it."""
 
     @property
     def key(self) -> ProcKey:
@@ -64,7 +73,7 @@ class GpuProc:
     @property
     def owner(self) -> str:
         """The user name, or ``uid N`` when the host has none for it."""
-        return self.user or f"uid {self.uid}"
+        return owner_name(self.user, self.uid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +83,10 @@ class Offence:
 
 
 def belongs(proc: GpuProc, holding: Holding) -> bool:
-    """Whether ``proc`` is its holder's: by user name, by uid only when there is no name."""
+    """Whether ``proc`` is its holder's: in the holder's container, else by user name,
+    by uid only when there is no name."""
+    if proc.container is not None and proc.container in holding.containers:
+        return True
     if proc.user is not None:
         return proc.user in holding.users
     return proc.uid is not None and proc.uid == holding.uid
@@ -141,6 +153,23 @@ class Flag:
     """The last signal sent: ``TERM``, ``KILL`` or None."""
 
 
+@dataclass(frozen=True, slots=True)
+class HostPart:
+    """One host's part of a tick (``step_hosts``), kept for the next tick: what it was
+    made from, and its flagged processes' memory and flags."""
+
+    procs: tuple[GpuProc, ...]
+    holdings: tuple[Holding, ...]
+    """The holdings that could be its processes' (on the host, or on one of their GPUs)."""
+    rules: tuple[object, ...]
+    """(exempt users, enforce, grace)."""
+    seen: dict[ProcKey, Watched]
+    flags: tuple[Flag, ...]
+    settled: bool
+    """Every flagged process is confirmed and told (and, under ``enforce``, was sent
+    SIGKILL): a tick over the same processes, holdings and rules changes nothing."""
+
+
 @dataclass(slots=True)
 class Step:
     """One tick's decisions: the new memory, what to show, whom to tell, what to signal."""
@@ -151,6 +180,8 @@ class Step:
     """Newly confirmed processes (one entry each): their owners are told once."""
     signals: list[tuple[Offence, str]] = field(default_factory=list)
     """(offence, ``TERM`` | ``KILL``): at most one a process a tick."""
+    parts: dict[str, HostPart] = field(default_factory=dict)
+    """Each live host's part (``step_hosts``; ``step`` keeps none)."""
 
 
 def step(
@@ -202,6 +233,72 @@ def step(
         if w_shown is None or offence.proc.host not in marks:
             continue
         out.flags.append(_flag(offence, w_shown, enforce, grace_s))
+    return out
+
+
+def step_hosts(
+    last: Step,
+    procs: Mapping[str, tuple[GpuProc, ...]],
+    holdings: Iterable[Holding],
+    marks: Mapping[str, int],
+    now: float,
+    *,
+    exempt_users: Collection[str],
+    enforce: bool,
+    grace_s: float,
+) -> Step:
+    """``step`` over ``offences``, host by host (``procs``: each host's processes).
+
+    The same decisions as ``step(last.seen, offences(holdings, every process,
+    exempt_users), marks, now, ...)``, in the same order; but a host whose part of
+    ``last`` is settled (``HostPart.settled``) and was made from the same processes
+    (the same ``GpuProc`` objects: ``HostWatch.gpu_processes`` keeps them), the same
+    holdings and the same rules is that part again, not judged afresh: at a thousand
+    hosts, most hosts' processes and holdings are as they were a second ago.
+    """
+    out = Step(seen={k: w for k, w in last.seen.items() if k[0] not in marks})
+    on_gpu: dict[str, list[Holding]] = {}
+    on_host: dict[str, list[Holding]] = {}
+    for h in holdings:
+        on_gpu.setdefault(h.gpu_uuid, []).append(h)
+        on_host.setdefault(h.host, []).append(h)
+    rules = (frozenset(exempt_users), enforce, grace_s)
+    before: dict[str, dict[ProcKey, Watched]] | None = None
+    for host, mine in procs.items():
+        if host not in marks:
+            continue
+        held = list(on_host.get(host, ()))
+        for uuid in dict.fromkeys(p.gpu_uuid for p in mine):
+            held += [h for h in on_gpu.get(uuid, ()) if h.host != host]
+        kept = last.parts.get(host)
+        if (
+            kept is not None
+            and kept.settled
+            and kept.procs == mine
+            and kept.rules == rules
+            and kept.holdings == tuple(held)
+        ):
+            part = kept
+        else:
+            if before is None:
+                before = {}
+                for key, w in last.seen.items():
+                    before.setdefault(key[0], {})[key] = w
+            found = offences(held, mine, exempt_users)
+            made = step(
+                before.get(host, {}), found, {host: marks[host]}, now,
+                enforce=enforce, grace_s=grace_s,
+            )  # fmt: skip
+            settled = all(
+                w.confirmed and w.told and (not enforce or w.kill_at is not None)
+                for w in made.seen.values()
+            )
+            part = HostPart(mine, tuple(held), rules, made.seen, tuple(made.flags), settled)
+            out.tell += made.tell
+            out.signals += made.signals
+        out.parts[host] = part
+        out.seen.update(part.seen)
+        out.flags += part.flags
     return out
 
 

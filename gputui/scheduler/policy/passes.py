@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 
+from gputui.scheduler.policy.bookings import barred
 from gputui.scheduler.policy.model import (
     DRAINED,
     FENCED,
@@ -256,12 +257,19 @@ class Pass:
         """The GPUs ``want`` may take on ``host`` given its reservation, or None."""
         if want.named:
             named = [g for g in free if g.uuid in want.named]
-            if len(named) != len(set(want.named)):
-                return None
+            if len(named) != len(set(want.named)) or len({g.vendor for g in named}) > 1:
+                return None  # (never one placement on two vendors' cards)
             free = named
+        booked = self.state.booked
+        if booked or want.booking is not None:
+            kept = barred(want, end, self.state.now, booked, (g.uuid for g in free))
+            if kept:
+                free = [g for g in free if g.uuid not in kept]
+            if len(free) < want.gpus:
+                return None
         res = self.state.reserved.get(host)
-        if res is None or res.want is want:
-            return free[: want.gpus]
+        if res is None or res.want is want or want.booking is not None:
+            return free[: want.gpus]  # (a booking's own cards are no one else's till its end)
         if not self.view.backfill:
             return None
         if end < INF and end <= res.start:
@@ -282,6 +290,11 @@ class Pass:
         state.holds.setdefault(host, []).append(Hold(end, uuids))
         state.changed(host)
         res = state.reserved.get(host)
-        if res is not None and res.want is not want and not (end < INF and end <= res.start):
+        if (
+            res is not None
+            and res.want is not want
+            and want.booking is None
+            and not (end < INF and end <= res.start)
+        ):
             res.spare -= sum(1 for g in chosen if res.want.fits(g))
         state.place.append(Place(want.kind, want.id, host, uuids))

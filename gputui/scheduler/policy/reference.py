@@ -8,6 +8,7 @@ is what the property tests compare the fast pass with.
 
 from __future__ import annotations
 
+from gputui.scheduler.policy.bookings import barred, by_card, until_free
 from gputui.scheduler.policy.model import (
     INF,
     OFF_HOURS,
@@ -58,6 +59,8 @@ def decide_ref(view: ClusterView) -> Decisions:
     waits: list[Wait] = []
     preempts: list[Preempt] = []
     later: list[tuple[Want, float | None, str | None]] = []
+    booked = by_card(view.bookings, now)
+    booked_until = until_free(booked)
 
     def slots_of(host: str) -> list[GpuSlot]:
         return by_host[host]
@@ -98,10 +101,14 @@ def decide_ref(view: ClusterView) -> Decisions:
             size = len(ff)
             if want.named:
                 ff = [g for g in ff if g.uuid in want.named]
-                if len(ff) != len(set(want.named)):
+                if len(ff) != len(set(want.named)) or len({g.vendor for g in ff}) > 1:
                     continue
+            no = barred(want, end, now, booked, [g.uuid for g in ff])
+            ff = [g for g in ff if g.uuid not in no]
+            if len(ff) < want.gpus:
+                continue
             res = reserved.get(host)
-            if res is None or res.want is want:
+            if res is None or res.want is want or want.booking is not None:
                 chosen = ff[: want.gpus]
             elif not view.backfill:
                 continue
@@ -122,7 +129,12 @@ def decide_ref(view: ClusterView) -> Decisions:
             free.difference_update(uuids)
             holds[host].append((end, uuids, None))
             res = reserved.get(host)
-            if res is not None and res.want is not want and not (end < INF and end <= res.start):
+            if (
+                res is not None
+                and res.want is not want
+                and want.booking is None
+                and not (end < INF and end <= res.start)
+            ):
                 res.spare -= sum(1 for g in chosen if res.want.fits(g))
             place.append(Place(want.kind, want.id, host, uuids))
             continue
@@ -165,6 +177,19 @@ def decide_ref(view: ClusterView) -> Decisions:
                 if pick is None or rank < pick[0]:
                     pick = (rank, host, chosen_ids, ff, sn)
             if pick is not None:
+                # No preemption for cards a booking keeps from it.
+                _, host, chosen_ids, ff, sn = pick
+                keep = want.gpus
+                take = [g.uuid for g in ff[:keep]] + sn[: max(0, keep - len(ff[:keep]))]
+                keep -= len(take)
+                for victim in chosen_ids:
+                    victim_run = next(r for r in view.running if r.id == victim and r.kind == "job")
+                    fit = [u for u in victim_run.gpus if want.fits(by_uuid[u])]
+                    take.extend(fit[:keep] if keep > 0 else [])
+                    keep -= min(keep, len(fit))
+                if barred(want, end, now, booked, take):
+                    pick = None
+            if pick is not None:
                 _, host, chosen_ids, ff, sn = pick
                 keep = want.gpus
                 held = [g.uuid for g in ff[:keep]]
@@ -185,17 +210,19 @@ def decide_ref(view: ClusterView) -> Decisions:
                 continue
         # -- reserve: the soonest unreserved host
         soonest: tuple[float, str, int] | None = None
-        for host in candidates:
+        for host in candidates if want.booking is None else ():
             if host in reserved:
                 continue
             fitting = {g.uuid for g in slots_of(host) if want.fits(g)}
-            have = len(fitting & free)
-            events = []
+            # A booked card comes free no sooner than the last booking on it ends.
+            have = len({u for u in fitting & free if u not in booked_until})
+            events = [(booked_until[u], 1) for u in fitting & free if u in booked_until]
             for e, uuids, holder in holds.get(host, []):
-                count = sum(1 for u in uuids if u in fitting and u not in promised)
-                if count:
-                    stopping = holder is not None and holder.stopping
-                    events.append((now + view.grace_s if stopping else max(e, now), count))
+                for u in uuids:
+                    if u in fitting and u not in promised:
+                        stopping = holder is not None and holder.stopping
+                        at = now + view.grace_s if stopping else max(e, now)
+                        events.append((max(at, booked_until.get(u, at)), 1))
             events.sort()
             start: float | None = now if have >= want.gpus else None
             for e, count in events:

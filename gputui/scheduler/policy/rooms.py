@@ -16,9 +16,20 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
+from collections.abc import Mapping
 from itertools import accumulate
 
-from gputui.scheduler.policy.model import PREEMPTING, Preempt, Running, Wait, Want, victims_for
+from gputui.scheduler.policy.bookings import barred
+from gputui.scheduler.policy.model import (
+    INF,
+    PREEMPTING,
+    GpuSlot,
+    Preempt,
+    Running,
+    Wait,
+    Want,
+    victims_for,
+)
 from gputui.scheduler.policy.state import Hold, PassState, Reservation, Room, Shape, Sized
 
 
@@ -51,9 +62,11 @@ def timeline(
     now: float,
     grace_s: float,
     held_for_others: set[str],
+    booked: Mapping[str, float] | None = None,
 ) -> tuple[int, list[tuple[float, int]]]:
     """How many of ``fitting`` are free now, and (when, how many more) come free
-    after, soonest first: the same for every size of request."""
+    after, soonest first: the same for every size of request. ``booked``: cards under
+    a booking, and when the last one on each ends (a card comes free no sooner)."""
     events: list[tuple[float, int]] = []
     for hold in holds:
         held = fitting.intersection(hold.uuids)
@@ -63,9 +76,21 @@ def timeline(
         end = max(hold.end, now)  # past its limit: it is being stopped now
         if hold.running is not None and hold.running.stopping:
             end = now + grace_s
+        if booked:
+            later = [booked[u] for u in held - held_for_others if u in booked]
+            events.extend((max(end, b), 1) for b in later)
+            count -= len(later)
+            if not count:
+                continue
         events.append((end, count))
+    have = fitting & free
+    if booked:
+        later = [booked[u] for u in have if u in booked]
+        events.extend((b, 1) for b in later)
+        events.sort()
+        return len(have) - len(later), events
     events.sort()
-    return len(fitting & free), events
+    return len(have), events
 
 
 def start_from(
@@ -110,6 +135,8 @@ class Preemptor:
             return False
         _, host, chosen, free, soon = best
         free = [g for g in free if g.uuid in state.free_ids]
+        if state.booked and self._into_booking(want, shape, (host, chosen, free, soon)):
+            return False
         # Hold what is free and what is coming free for it, so nothing later in this
         # pass takes it; the victims stop, and their GPUs are promised to it.
         keep = want.gpus
@@ -138,6 +165,30 @@ class Preemptor:
             self._mark(host, everywhere=spare)
         state.wait.append(Wait(want.kind, want.id, PREEMPTING, None, host))
         return True
+
+    def _into_booking(
+        self,
+        want: Want,
+        shape: Shape,
+        room: tuple[str, tuple[int, ...], list[GpuSlot], list[str]],
+    ) -> bool:
+        """Whether the cards this room (host, victims, free GPUs, GPUs coming free)
+        would give ``want`` include one a booking keeps from it (then it does not
+        preempt for them: it waits, or reserves)."""
+        host, chosen, free, soon = room
+        state = self.state
+        keep = want.gpus
+        take = [g.uuid for g in free[:keep]]
+        keep -= len(take)
+        take.extend(soon[:keep])
+        keep -= len(soon[:keep])
+        fits = state.fit_on(want, shape, host)[0]
+        for victim_id in chosen:
+            fitting = [u for u in self._job_on(host, victim_id).gpus if u in fits]
+            take.extend(fitting[:keep] if keep > 0 else [])
+            keep -= min(keep, len(fitting))
+        end = INF if want.time_limit_s is None else state.now + want.time_limit_s
+        return bool(barred(want, end, state.now, state.booked, take))
 
     def cannot_preempt(self, want: Want, shape: Shape) -> bool:
         """Whether a smaller or equal size of a higher or equal class of ``want``'s
@@ -333,8 +384,8 @@ class Reserver:
     def reserve(self, want: Want, sized: Sized) -> Reservation | None:
         """Reserve the unreserved host where ``want`` fits soonest, if any."""
         shape = sized.shape
-        if want.gpus >= shape.no_reserve:
-            return None
+        if want.gpus >= shape.no_reserve or want.booking is not None:
+            return None  # a request naming a booking runs in it or not at all
         state = self.state
         reserved, versions = state.reserved, state.version
         heap = sized.res_heap
@@ -384,6 +435,7 @@ class Reserver:
                 now=state.now,
                 grace_s=state.view.grace_s,
                 held_for_others=state.promised,
+                booked=state.booked_until,
             )
             memo = shape.timeline[host] = (version, have, events)
         return start_from(want.gpus, memo[1], memo[2], state.now)

@@ -1,4 +1,4 @@
-"""What the policy reads of the stored work: a job's and a claim's fields, the three
+"""What the policy reads of the stored work: a job's and a claim's fields, the
 queries ``line.build`` makes, and the states a job passes through.
 
 Protocols, so the policy imports no store: the store's ``Job`` and ``Claim`` rows and
@@ -36,6 +36,8 @@ class JobRow(Protocol):
     @property
     def preemptible(self) -> bool: ...
     @property
+    def booking_id(self) -> int | None: ...
+    @property
     def time_limit_s(self) -> float | None: ...
     @property
     def submitted_at(self) -> float: ...
@@ -59,6 +61,25 @@ class JobRow(Protocol):
     def after_ok(self) -> bool: ...
     @property
     def over_quota(self) -> bool: ...
+    @property
+    def array_id(self) -> int | None:
+        """The array it is a task of (its first task's id), None when not in one."""
+        ...
+
+    @property
+    def array_throttle(self) -> int | None:
+        """At most this many of its array's tasks hold GPUs at once (None: any)."""
+        ...
+
+    @property
+    def mig(self) -> str | None:
+        """The MIG slice profile it asked for (None: whole cards)."""
+        ...
+
+    @property
+    def interactive(self) -> bool:
+        """A person is at its terminal (``run --pty``): it is never preempted."""
+        ...
 
 
 class ClaimRow(Protocol):
@@ -82,6 +103,8 @@ class ClaimRow(Protocol):
     @property
     def model(self) -> str | None: ...
     @property
+    def mig(self) -> str | None: ...
+    @property
     def host_constraint(self) -> str | None: ...
     @property
     def created_at(self) -> float: ...
@@ -91,6 +114,8 @@ class ClaimRow(Protocol):
     def expires_at(self) -> float | None: ...
     @property
     def max_duration_s(self) -> float | None: ...
+    @property
+    def booking_id(self) -> int | None: ...
     @property
     def host(self) -> str | None: ...
     @property
@@ -110,6 +135,13 @@ class Rows(Protocol[J_co]):
 
     def job_states(self, ids: Iterable[int]) -> Mapping[int, str]:
         """The state of each of these jobs that exists."""
+        ...
+
+    def queued_line(self, free: int, hosts: int = 0) -> Sequence[J_co]:
+        """The queued jobs not in an array, and the first queued tasks of each array:
+        as many as ``free`` GPUs could take, one for each of ``hosts`` (each task that
+        cannot start may reserve a host) and one more; oldest first (an array's other
+        waiting tasks are not read)."""
         ...
 
     def claims(self, states: Iterable[str]) -> Sequence[ClaimRow]:

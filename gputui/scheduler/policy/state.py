@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gputui.scheduler.policy.bookings import by_card, until_free
 from gputui.scheduler.policy.model import (
+    DEFAULT_VENDOR,
     INF,
     LAST,
     ClusterView,
@@ -121,6 +123,11 @@ class Kin:
     """They have no reservation."""
 
 
+Kind = tuple[str, str, bool, bool, bool, bool, bool, str | None, bool]
+"""(pool, model, healthy, drained, free, fenced, of the default vendor, MIG profile,
+MIG enabled)."""
+
+
 class PassState:
     """The cluster as one pass changes it, what it has decided so far, and the work
     its requests share about which GPUs of a host a shape fits.
@@ -144,12 +151,24 @@ class PassState:
                 free.sort(key=LAST)
         self.free_ids: set[str] = {g.uuid for slots in self.free.values() for g in slots}
         self.total_free = len(self.free_ids)
-        self.kinds: dict[str, dict[tuple[str, str, bool, bool, bool, bool], int]] = {}
-        """Per host: how many GPUs of each (pool, model, healthy, drained, free, fenced)."""
+        self.kinds: dict[str, dict[Kind, int]] = {}
+        """Per host: how many GPUs of each (pool, model, healthy, drained, free, fenced,
+        of the default vendor, MIG profile, MIG enabled) (``Want.fits``'s rules, counted
+        by kind)."""
         for host, slots in self.hosts.items():
             kinds = self.kinds[host] = {}
             for g in slots:
-                kind = (g.pool, g.model, g.healthy, g.drained, g.free, g.fenced)
+                kind = (
+                    g.pool,
+                    g.model,
+                    g.healthy,
+                    g.drained,
+                    g.free,
+                    g.fenced,
+                    g.vendor == DEFAULT_VENDOR,
+                    g.mig_profile,
+                    g.mig_enabled,
+                )
                 kinds[kind] = kinds.get(kind, 0) + 1
         self.holds: dict[str, list[Hold]] = {h: [] for h in self.hosts}
         self.running_by_host: dict[str, list[Running]] = {}
@@ -173,6 +192,11 @@ class PassState:
         self.heaped: list[Sized] = []
         """Those with a heap (``heap_for``), to mark when a host changes for the better."""
         self._uuids: dict[str, frozenset[str]] = {}
+        self.booked = by_card(view.bookings, view.now)
+        """Per card: the bookings not yet over (empty: no booking, nothing to check)."""
+        self.booked_until = until_free(self.booked)
+        """Per booked card: when the last booking on it ends (reservations count it
+        free no sooner)."""
 
     def changed(self, host: str) -> None:
         """Note that what reservations or preemption read on ``host`` changed."""
@@ -252,7 +276,12 @@ class PassState:
                 continue
             total = usable = healthy = free = fenced = 0
             model = want.model.lower() if want.model is not None else None
-            for (pool, name, ok, drained, is_free, off), n in self.kinds[host].items():
+            for kind, n in self.kinds[host].items():
+                pool, name, ok, drained, is_free, off, default, profile, whole_mig = kind
+                if whole_mig or profile != want.mig:
+                    continue
+                if want.pool is None and not default:
+                    continue  # another vendor's card: only its pool takes it (``Want.fits``)
                 if want.pool is not None and pool != want.pool:
                     continue
                 if model is not None and model not in name.lower():

@@ -13,8 +13,10 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from gputui.common import jobenv
+
 MAX_ARGV_BYTES = 256 * 1024
-MAX_ENV_BYTES = 64 * 1024
+MAX_ENV_BYTES = jobenv.ENV_MAX_BYTES
 MAX_GPUS_PER_JOB = 64
 MAX_TIME_S = 366 * 86400.0
 MAX_IDS = 256

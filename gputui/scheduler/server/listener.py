@@ -75,6 +75,11 @@ class SocketServer:
         self._numbers = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
+    @property
+    def accepted(self) -> int:
+        """Connections served since the head started (a caller was told apart)."""
+        return self._numbers
+
     async def start(self) -> None:
         _clear_stale_socket(self.path)
         self._server = await asyncio.start_unix_server(
@@ -249,7 +254,8 @@ class SocketServer:
                     )
                     continue
                 if line.strip():
-                    await conn.room()  # backpressure: its answers unread, or too many at work
+                    if conn.inflight >= limits.max_inflight or conn.unsent() > limits.max_unsent:
+                        await conn.room()  # backpressure: answers unread, too many at work
                     if conn.closed:
                         return
                     await self.on_line(conn, line)  # waits while the head's inbox is full

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
 from gputui.scheduler.server.arg_types import (
@@ -34,6 +34,17 @@ class ExplainArgs(ArgsModel):
     job_id: JobId
 
 
+MAX_ESTIMATES = 300
+"""The most requests in line one ``estimates`` answer projects (``explain``'s
+``MAX_AHEAD``: past that the projection is noise)."""
+
+
+class EstimatesArgs(ArgsModel):
+    """The estimated start of the first ``limit`` requests in line."""
+
+    limit: Annotated[int, Field(ge=1, le=MAX_ESTIMATES, strict=True)] = 100
+
+
 class ListArgs(PlainArgs):
     all: bool = False
     """Finished jobs and released claims too."""
@@ -44,6 +55,15 @@ class ListArgs(PlainArgs):
     """Only those whose id is above this (the ``next`` of the page before)."""
 
 
+class BookingsArgs(PlainArgs):
+    all: bool = False
+    """Ended and cancelled bookings too (else those not yet over)."""
+    since: Epoch | None = None
+    """Only those ending after this (the week view's first day)."""
+    until: Epoch | None = None
+    """Only those starting before this."""
+
+
 class EnvArgs(PlainArgs):
     host: Name | None = None
 
@@ -52,6 +72,32 @@ class LogArgs(ArgsModel):
     job_id: JobId
     offset: Annotated[int, Field(ge=0, le=2**53, strict=True)] = 0
     max_bytes: Annotated[int, Field(ge=1, le=65536, strict=True)] = 65536
+
+
+TermSize = Annotated[int, Field(ge=1, le=10000, strict=True)]
+
+
+class AttachArgs(ArgsModel):
+    """Attach this connection to an interactive job's terminal (``gputui attach``)."""
+
+    job_id: JobId
+    rows: TermSize = 24
+    cols: TermSize = 80
+
+
+class PtyInArgs(ArgsModel):
+    """Keystrokes (base64), the terminal's new size, or output shown up to ``ack``."""
+
+    data: Annotated[str, Field(max_length=65536, pattern=r"^[A-Za-z0-9+/=]*$")] | None = None
+    rows: TermSize | None = None
+    cols: TermSize | None = None
+    ack: Annotated[int, Field(ge=0, le=2**62, strict=True)] | None = None
+
+    @model_validator(mode="after")
+    def _both(self) -> PtyInArgs:
+        if (self.rows is None) != (self.cols is None):
+            raise ValueError("give rows and cols together")
+        return self
 
 
 class AuditArgs(ArgsModel):
@@ -112,6 +158,14 @@ class UsageArgs(ArgsModel):
     """Also the cluster's hours (GPU-hours present, allocated, busy)."""
 
 
+class SlurmEnergyArgs(ArgsModel):
+    """``slurm_energy``: what a head that relays Slurm metered of Slurm's jobs (anyone
+    may ask, as ``usage``; the head relays only where Slurm shows every user's jobs)."""
+
+    since: Epoch | None = None
+    until: Epoch | None = None
+
+
 class ReportArgs(ArgsModel):
     """The summary ``gputui report`` prints (totals, top users and groups, idle share,
     the idlest hours of the day, groups over quota)."""
@@ -151,17 +205,20 @@ class HistoryArgs(PlainArgs):
         return None if value is None else plain(value, "user")
 
 
+class ViewedGpu(ArgsModel):
+    host: Name
+    index: GpuIndex
+
+
 class TelemetryArgs(ArgsModel):
     """``telemetry``: subscribe to the head's samples of every host, as deltas."""
 
     detail: Annotated[list[Name], Field(max_length=MAX_VIEWED_HOSTS)] | None = None
     """The hosts this console shows in full (processes, health readings); the others
     come as summaries (``deltas.summary_view``). None: every host in full."""
-
-
-class ViewedGpu(ArgsModel):
-    host: Name
-    index: GpuIndex
+    gpu: ViewedGpu | None = None
+    """The selected GPU (with ``detail``); its host is shown in full too, besides the
+    ``MAX_VIEWED_HOSTS``."""
 
 
 class TelemetryViewArgs(ArgsModel):
@@ -170,4 +227,4 @@ class TelemetryViewArgs(ArgsModel):
 
     hosts: Annotated[list[Name], Field(max_length=MAX_VIEWED_HOSTS)]
     gpu: ViewedGpu | None = None
-    """The selected GPU; its host is shown in full too."""
+    """The selected GPU; its host is shown in full too, besides the ``MAX_VIEWED_HOSTS``."""

@@ -4,13 +4,18 @@ A request is ``{"id": N, "op": OP, "rid": RID, "args": {...}}``. ``id`` pairs th
 response with its request on this connection; ``rid`` (client request id) is
 required on every mutating op and makes a retry after a dropped connection apply
 once. The answer is ``{"id": N, "ok": true, "result": {...}}`` or ``{"id": N,
-"ok": false, "error": {"code": C, "message": M}}``. After ``subscribe`` the head
-also pushes ``{"push": "state", "seq": S, "state": {...}}`` whenever the queue,
-claims or GPUs change, and ``{"push": "notice", "notice": {...}}``. After
-``telemetry`` it pushes ``{"push": "telemetry", "n": N, "hosts": [DELTA, ...]}``:
+"ok": false, "error": {"code": C, "message": M}}``; a refusal made from a template
+(``gputui.wire.words``) also carries it and its args, ``"msg": T, "args": {...}``,
+for a client to show in its user's language (``message`` stays the English line).
+After ``subscribe`` the head also pushes ``{"push": "state", "seq": S, "state":
+{...}}`` whenever the queue, claims or GPUs change, and ``{"push": "notice",
+"notice": {...}}`` (its ``text`` in English, and ``msg``/``args`` where it was made
+from a template). After ``telemetry`` it pushes ``{"push": "telemetry", "n": N,
+"hosts": [DELTA, ...]}``:
 per host, what changed in its samples since this connection's last push
 (``client.deltas``; push 0 carries every host, in full or, outside the ``detail`` the
-console named, as a summary). ``telemetry_view`` changes which hosts are in full.
+console named, as a summary). ``telemetry_view`` changes which hosts are in full;
+``telemetry_stop`` ends the pushes (the connection stays, for its other requests).
 
 Everything a client sends is untrusted: the argument models forbid unknown keys,
 range-check every number and cap every size. Identity is never part of a request;
@@ -29,24 +34,32 @@ from typing import Any, Literal
 
 import orjson
 
+from gputui.common.i18n import N_
 from gputui.scheduler.client import ops
 from gputui.scheduler.policy import rows
 from gputui.scheduler.server.arg_types import CONTROL, ArgsModel, Empty
 from gputui.scheduler.server.op_args import (
+    BookArgs,
     ClaimArgs,
     DrainArgs,
     ForceFreeArgs,
     HealthAckArgs,
     JobArgs,
     NoticesArgs,
+    NotifyNameArgs,
+    NotifySetArgs,
     ReleaseArgs,
     RequeueArgs,
     SignalArgs,
     SubmitArgs,
+    UnbookArgs,
 )
 from gputui.scheduler.server.read_args import (
+    AttachArgs,
     AuditArgs,
+    BookingsArgs,
     EnvArgs,
+    EstimatesArgs,
     ExplainArgs,
     GpusArgs,
     HealthArgs,
@@ -54,13 +67,16 @@ from gputui.scheduler.server.read_args import (
     IncidentArgs,
     ListArgs,
     LogArgs,
+    PtyInArgs,
     ReportArgs,
     ShowArgs,
+    SlurmEnergyArgs,
     TelemetryArgs,
     TelemetryViewArgs,
     UsageArgs,
     WaitArgs,
 )
+from gputui.wire.words import Words, say
 
 MUTATING = ops.MUTATING
 """The ops that change something (``ops.MUTATING``: one set for client and head)."""
@@ -70,12 +86,20 @@ MAX_REQUEST_BYTES = 1 << 20
 
 
 class Refusal(Exception):
-    """A request the head will not carry out: ``code`` for programs, a line for people."""
+    """A request the head will not carry out: ``code`` for programs, a line for people.
 
-    def __init__(self, code: str, message: str, request_id: int | None = None) -> None:
-        super().__init__(message)
+    ``message`` is the line, or the ``Words`` it is made from (``say(N_("no job
+    {job}"), job=12)``): then the English line is the template filled, and the
+    answer carries the template and args too (``refused``)."""
+
+    def __init__(self, code: str, message: str | Words, request_id: int | None = None) -> None:
+        words = message if isinstance(message, Words) else None
+        text = message.english() if isinstance(message, Words) else message
+        super().__init__(text)
         self.code = code
-        self.message = message
+        self.message = text
+        self.words = words
+        """The template and args the line was made from (None: a plain line)."""
         self.request_id = request_id
         """The refused request's id, once it could be read (its answer carries it)."""
 
@@ -94,6 +118,9 @@ ARGS: dict[str, type[ArgsModel]] = {
     "claim": ClaimArgs,
     "release": ReleaseArgs,
     "claims": ListArgs,
+    "book": BookArgs,
+    "unbook": UnbookArgs,
+    "bookings": BookingsArgs,
     "env": EnvArgs,
     "logs": LogArgs,
     "audit": AuditArgs,
@@ -105,6 +132,7 @@ ARGS: dict[str, type[ArgsModel]] = {
     "subscribe": Empty,
     "cluster": Empty,
     "explain": ExplainArgs,
+    "estimates": EstimatesArgs,
     "quota": Empty,
     "ping": Empty,
     "hosts": Empty,
@@ -118,8 +146,17 @@ ARGS: dict[str, type[ArgsModel]] = {
     "gpus": GpusArgs,
     "telemetry": TelemetryArgs,
     "telemetry_view": TelemetryViewArgs,
+    "telemetry_stop": Empty,
     "signal": SignalArgs,
     "slurm": Empty,
+    "slurm_energy": SlurmEnergyArgs,
+    "notify_set": NotifySetArgs,
+    "notify_clear": NotifyNameArgs,
+    "notify_show": Empty,
+    "notify_test": NotifyNameArgs,
+    "attach": AttachArgs,
+    "pty_in": PtyInArgs,
+    "detach": Empty,
 }
 
 
@@ -136,20 +173,24 @@ class Request:
 def decode_request(line: bytes) -> Request:
     """A request line -> ``Request``, or a ``Refusal`` naming what is wrong with it."""
     if len(line) > MAX_REQUEST_BYTES:
-        raise Refusal("too-large", f"request over {MAX_REQUEST_BYTES // 1024} KiB refused")
+        raise Refusal(
+            "too-large", say(N_("request over {kib} KiB refused"), kib=MAX_REQUEST_BYTES // 1024)
+        )
     try:
         data = orjson.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise Refusal("malformed", f"request is not JSON ({str(exc)[:80]})") from None
+        raise Refusal(
+            "malformed", say(N_("request is not JSON ({why})"), why=str(exc)[:80])
+        ) from None
     except RecursionError:  # "[[[[…" a hundred thousand deep
-        raise Refusal("malformed", "request is nested too deeply") from None
+        raise Refusal("malformed", say(N_("request is nested too deeply"))) from None
     if not isinstance(data, dict):
-        raise Refusal("malformed", "request must be a JSON object")
+        raise Refusal("malformed", say(N_("request must be a JSON object")))
     rid_raw = data.get("id")
     if isinstance(rid_raw, bool) or not isinstance(rid_raw, int):
-        raise Refusal("malformed", "request needs an integer id")
+        raise Refusal("malformed", say(N_("request needs an integer id")))
     if not 0 <= rid_raw <= 2**53:  # answered with the id it gave, all the same
-        raise Refusal("malformed", "request needs an integer id", rid_raw)
+        raise Refusal("malformed", say(N_("request needs an integer id")), rid_raw)
     try:
         return _decode_body(data, rid_raw)
     except Refusal as refusal:
@@ -160,26 +201,33 @@ def decode_request(line: bytes) -> Request:
 def _decode_body(data: dict[str, Any], request_id: int) -> Request:
     unknown = set(data) - {"id", "op", "rid", "args"}
     if unknown:
-        raise Refusal("malformed", f"unknown request field {sorted(unknown)[0][:40]!r}")
+        raise Refusal(
+            "malformed",
+            say(N_("unknown request field {field}"), field=repr(sorted(unknown)[0][:40])),
+        )
     op = data.get("op")
     model = ARGS.get(op) if isinstance(op, str) else None
     if model is None or not isinstance(op, str):
-        raise Refusal("unknown-op", f"unknown op {str(op)[:40]!r}")
+        raise Refusal("unknown-op", say(N_("unknown op {op}"), op=repr(str(op)[:40])))
     client_rid = data.get("rid")
     if op in MUTATING:
         if not isinstance(client_rid, str) or not 1 <= len(client_rid) <= 64:
-            raise Refusal("malformed", f"{op} needs a request id (rid) of 1-64 characters")
+            raise Refusal(
+                "malformed", say(N_("{op} needs a request id (rid) of 1-64 characters"), op=op)
+            )
     elif client_rid is not None and not isinstance(client_rid, str):
-        raise Refusal("malformed", "rid must be a string")
+        raise Refusal("malformed", say(N_("rid must be a string")))
     if isinstance(client_rid, str) and CONTROL.search(client_rid):
-        raise Refusal("malformed", "rid must be printable text")
+        raise Refusal("malformed", say(N_("rid must be printable text")))
     raw_args = data.get("args", {})
     if not isinstance(raw_args, dict):
-        raise Refusal("malformed", "args must be a JSON object")
+        raise Refusal("malformed", say(N_("args must be a JSON object")))
     try:
         args = model.model_validate(raw_args)
     except ValueError as exc:
-        raise Refusal("bad-args", f"{op}: {_first_error(exc)}") from None
+        raise Refusal(
+            "bad-args", say(N_("{op}: {first_error}"), op=op, first_error=_first_error(exc))
+        ) from None
     return Request(id=request_id, op=op, rid=client_rid, args=args)
 
 
@@ -215,8 +263,19 @@ def response(request_id: int, result: dict[str, Any]) -> dict[str, Any]:
     return {"id": request_id, "ok": True, "result": result}
 
 
-def error(request_id: int | None, code: str, message: str) -> dict[str, Any]:
-    return {"id": request_id, "ok": False, "error": {"code": code, "message": message}}
+def error(request_id: int | None, code: str, message: str | Words) -> dict[str, Any]:
+    """A refusal's answer: ``message`` a line, or the ``Words`` it is made from (the
+    English line, and beside it the template and args)."""
+    if isinstance(message, Words):
+        body: dict[str, Any] = {"code": code, "message": message.english(), **message.wire()}
+    else:
+        body = {"code": code, "message": message}
+    return {"id": request_id, "ok": False, "error": body}
+
+
+def refused(request_id: int | None, refusal: Refusal) -> dict[str, Any]:
+    """The answer to a refused request: its code, its line, and its words."""
+    return error(request_id, refusal.code, refusal.words or refusal.message)
 
 
 JobStateName = Literal[

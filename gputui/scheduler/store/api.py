@@ -34,15 +34,18 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gputui.scheduler.policy.accounting import (
     ClusterRow,
+    IdleRow,
     OpenAllocation,
     OpenHolder,
     UsageKey,
     UsageRow,
 )
+from gputui.scheduler.policy.slurm_meter import SlurmRow
 from gputui.scheduler.store.changes import ChangeFeed
 from gputui.scheduler.store.tables import (
     Allocation,
     Audit,
+    Booking,
     Claim,
     Gpu,
     HealthAck,
@@ -50,6 +53,8 @@ from gputui.scheduler.store.tables import (
     Host,
     Job,
     Notice,
+    NotifyChannel,
+    NotifySent,
 )
 
 
@@ -97,10 +102,24 @@ class Usage(Protocol):
         usage: Sequence[tuple[UsageKey, float, float]],
         cluster: Sequence[tuple[int, float, float, float]],
         jobs: Sequence[tuple[int, float, float]] = (),
+        idle: Sequence[tuple[UsageKey, float, float]] = (),
     ) -> None:
         """Add the meter's busy seconds and joules (by usage key, and by hour: present
-        seconds, busy seconds, joules; by job id: busy seconds, joules) to what is
-        stored."""
+        seconds, busy seconds, joules; by job id: busy seconds, joules; held but idle
+        by usage key: seconds, joules) to what is stored."""
+        ...
+
+    def idle_hours(self, since: float, until: float) -> list[IdleRow]:
+        """The stored held-but-idle rows of the hours starting in ``[since, until)``."""
+        ...
+
+    def add_slurm_energy(self, rows: Sequence[SlurmRow]) -> None:
+        """Add the Slurm meter's rows (hour, job, user, partition, held, busy, joules,
+        per-node) to what is stored."""
+        ...
+
+    def slurm_energy(self, since: float, until: float) -> list[SlurmRow]:
+        """The stored Slurm rows of the hours starting in ``[since, until)``."""
         ...
 
     def finished(
@@ -177,6 +196,41 @@ class Readings(Protocol):
         ...
 
 
+class NotifyRows(Protocol):
+    """The chat channels and the settled deliveries of notices to them."""
+
+    def channels(self, uid: int | None = None) -> list[NotifyChannel]:
+        """A user's channels (``TEAM_UID``: the team's), or every one, oldest first."""
+        ...
+
+    def put_channel(self, row: NotifyChannel) -> NotifyChannel:
+        """Add the channel, or replace the one of its uid and name (keeping when it
+        was first set)."""
+        ...
+
+    def drop_channels(self, uid: int, names: Sequence[str] | None = None) -> list[str]:
+        """Remove the user's channels named (None: all) and their deliveries; the
+        names removed."""
+        ...
+
+    def notices_since(self, since: float, after_id: int, limit: int) -> list[Notice]:
+        """Every user's notices after ``after_id`` made at ``since`` or later, oldest
+        first, at most ``limit``."""
+        ...
+
+    def settled(self, notice_ids: Sequence[int]) -> set[tuple[int, int]]:
+        """(notice id, channel id) of each settled delivery of those notices."""
+        ...
+
+    def settle(self, rows: Sequence[NotifySent]) -> None:
+        """Record deliveries as settled (sent, failed, dropped)."""
+        ...
+
+    def forget_settled(self, before: float) -> int:
+        """Drop the records of deliveries settled before ``before``; how many."""
+        ...
+
+
 class Tx(Protocol):
     """One open transaction: every operation the head makes on its database."""
 
@@ -192,6 +246,8 @@ class Tx(Protocol):
     def health(self) -> HealthRows: ...
     @property
     def readings(self) -> Readings: ...
+    @property
+    def notify(self) -> NotifyRows: ...
 
     def savepoint(self) -> AbstractContextManager[None]:
         """Run a block so that an exception undoes only that block."""
@@ -239,9 +295,10 @@ class Tx(Protocol):
         user: str | None = None,
         limit: int = 10_000,
         after: int | None = None,
+        arrays: bool = True,
     ) -> list[Job]:
         """The newest ``limit``, oldest first; with ``after``, a page: the first
-        ``limit`` whose id is above it."""
+        ``limit`` whose id is above it. ``arrays=False``: none in an array."""
         ...
 
     def jobs_by_id(self, ids: Sequence[int], states: Iterable[str]) -> list[Job]:
@@ -258,8 +315,37 @@ class Tx(Protocol):
         ...
 
     def job_states(self, ids: Iterable[int]) -> dict[int, str]:
-        """The state of each of these jobs that exists."""
+        """The state of each of these jobs that exists (an array's id: the whole
+        array's, ended only once every task has, completed only if each did)."""
         ...
+
+    def queued_line(self, free: int, hosts: int = 0) -> list[Job]:
+        """The queued jobs not in an array, and the first queued tasks of each array:
+        as many as ``free`` GPUs could take, one for each of ``hosts`` and one more;
+        oldest first (``line.build``)."""
+        ...
+
+    def array_tasks(self, array_id: int, states: Iterable[str] | None = None) -> list[Job]:
+        """An array's tasks (those in ``states``), by id."""
+        ...
+
+    def array_task(self, array_id: int, task: int) -> Job | None:
+        """Task ``task`` of array ``array_id``."""
+        ...
+
+    def set_array_reason(self, array_id: int, reason: str) -> None:
+        """Every waiting task of the array gets this reason (rows not read)."""
+        ...
+
+    def link_array(self, ids: Sequence[int]) -> None:
+        """Make these just-inserted jobs one array, named by the first one's id."""
+        ...
+
+    def add_script(self, text: str, now: float) -> int:
+        """Keep a submit script; its id."""
+        ...
+
+    def script_text(self, script_id: int) -> str | None: ...
 
     def jobs_on(self, host: str, states: Iterable[str]) -> list[Job]: ...
     def add_claim(self, claim: Claim) -> Claim: ...
@@ -273,6 +359,17 @@ class Tx(Protocol):
         after: int | None = None,
     ) -> list[Claim]:
         """As ``jobs``."""
+        ...
+
+    # -- bookings -----------------------------------------------------------------------
+
+    def add_booking(self, booking: Booking) -> Booking: ...
+    def booking(self, booking_id: int) -> Booking | None: ...
+
+    def bookings(
+        self, states: Iterable[str] | None = None, ending_after: float | None = None
+    ) -> list[Booking]:
+        """Bookings in ``states`` that end after ``ending_after``, by start then id."""
         ...
 
     # -- allocations ------------------------------------------------------------------

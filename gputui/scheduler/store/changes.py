@@ -3,21 +3,20 @@
 The head signals its own commits to its subscribers in-process, at once, after each
 commit that changed the state. What another process commits to the same database (an
 admin's script, a ``psql`` session) reaches the head through its store's
-``ChangeFeed``: each ``Change`` names a table and the key of one of its rows, never
-the row. The head reads the rows it shows itself, from a snapshot, as it does for its
-own changes.
+``ChangeFeed``: each ``Change`` names a table (and may name the key of one of its
+rows), never a row's contents. The head reads the rows it shows itself, from a
+snapshot, as it does for its own changes.
 
 - SQLite (``SoleWriter``): the head is its file's one writer; nothing else commits,
   so the feed has nothing to say (``shared`` is False and the head runs none).
-- PostgreSQL (``pgchanges.PgChangeFeed``): every write transaction that inserts,
-  updates or deletes a row of ``WATCHED`` sends ``NOTIFY gputui_changes,
-  '<table>:<key>'`` from a row trigger (the ``*_change_stream`` migration), inside
-  the transaction, so the server delivers it only if it commits, and folds repeats
-  within it. A transaction sends at most ``KEYS_PER_TX`` keys; past that, each
-  table's further rows are one ``<table>:*`` (any of its rows), well under the
-  server's 8,000-byte payload limit. The head listens on one connection of its own,
-  outside the pool, and skips what its own connections sent (``OwnBackends``: it has
-  told its subscribers already).
+- PostgreSQL (``pgchanges.PgChangeFeed``): every statement that inserts, updates,
+  deletes or truncates rows of a ``WATCHED`` table sends ``NOTIFY gputui_changes,
+  '<table>:*'`` from a statement trigger (the ``*_statement_triggers`` migration),
+  inside the transaction, so the server delivers it only if it commits, and folds
+  repeats within it: a transaction sends at most one per table, whatever it writes.
+  No row's key is sent: the head pushes its whole state on any change. The head
+  listens on one connection of its own, outside the pool, and skips what its own
+  connections sent (``OwnBackends``: it has told its subscribers already).
 
 A payload is untrusted (any role that can connect may ``NOTIFY`` any channel):
 ``decode`` takes only a known table and a bounded key, and says None to the rest.
@@ -33,13 +32,9 @@ from typing import Any, Protocol
 from sqlalchemy import Engine, event
 
 CHANNEL = "gputui_changes"
-"""The channel the triggers notify and the head listens on (``*_change_stream``)."""
-KEYS_PER_TX = 200
-"""The keys one transaction sends one by one; the rest go as ``<table>:*``
-(the ``*_change_stream`` migration: its own literal, as a migration keeps)."""
+"""The channel the triggers notify and the head listens on (``*_statement_triggers``)."""
 PAYLOAD_MAX = 7999
-"""Bytes in a payload: the server refuses 8,000 or more. A key that would not fit
-goes as ``<table>:*``."""
+"""Bytes in a payload: the server refuses 8,000 or more (a longer one is not ours)."""
 ANY = "*"
 WATCHED: Mapping[str, str] = {
     "job": "id",
@@ -50,8 +45,9 @@ WATCHED: Mapping[str, str] = {
     "notice": "id",
 }
 """The tables whose rows a console is shown (queue, claims, holders, drains, fences,
-notices), and each one's key column: what the ``*_change_stream`` migration puts a
-trigger on."""
+notices), and each one's key column (a ``Change`` may name a row, as 0011's row
+triggers did; the ``*_statement_triggers`` migration's send ``<table>:*``): what
+the migrations put a trigger on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +60,8 @@ class Change:
 
 
 EVERYTHING = Change(ANY, None)
-"""What a feed says after a gap (a lost connection): anything may have changed."""
+"""What a feed says once it listens, and again after a gap (a lost connection):
+anything may have changed."""
 
 
 def decode(payload: str) -> Change | None:
@@ -92,7 +89,9 @@ class ChangeFeed(Protocol):
     async def run(self, on_change: OnChange) -> None:
         """Call ``on_change`` on the event loop for each change another process
         commits, until cancelled; never blocks the loop, and outlives a lost
-        connection (it reconnects, then says ``EVERYTHING``)."""
+        connection. Says ``EVERYTHING`` each time it starts listening (the first
+        time too): what was committed before then was not heard, so the consumer
+        reads it all once more."""
         ...
 
 

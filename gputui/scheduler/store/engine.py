@@ -29,6 +29,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 from sqlmodel import Session
 
+from gputui.common.text import error_line
 from gputui.scheduler.store.api import SNAPSHOT, StoreError
 from gputui.scheduler.store.location import MOUNTINFO, prepare_location
 from gputui.scheduler.store.pgengine import postgres_engine
@@ -39,6 +40,9 @@ BUSY_TIMEOUT_MS = 5000
 NAMESPACE_KEY = "jobs_ns"
 _NS_ALPHABET = string.ascii_lowercase + string.digits
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+BEFORE_SCHEMA = frozenset({"head_lease"})
+"""What a database may hold before its first migration: the lease's table, which a
+head on PostgreSQL makes before it takes the lease, and migrates after (``lease``)."""
 
 
 # -- engine --------------------------------------------------------------------------
@@ -109,9 +113,7 @@ def describe(engine: Engine) -> str:
 
 def _why(e: BaseException) -> str:
     """The driver's own words for a failure, on one line."""
-    orig = getattr(e, "orig", None) or e
-    text = " ".join(str(orig).split()) or type(orig).__name__
-    return text[:200]
+    return error_line(getattr(e, "orig", None) or e)
 
 
 def _sqlite_code(e: BaseException) -> str:
@@ -235,7 +237,11 @@ def _refuse_unknown(conn: Connection, name: str, current: tuple[str, ...], known
             "upgrade gputui or use another --database"
         )
     if not current:
-        foreign = [t for t in inspect(conn).get_table_names() if not t.startswith("sqlite_")]
+        foreign = [
+            t
+            for t in inspect(conn).get_table_names()
+            if not t.startswith("sqlite_") and t not in BEFORE_SCHEMA
+        ]
         if foreign:
             raise StoreError(
                 f"database {name} holds tables gputui did not create ({', '.join(foreign[:3])}"
@@ -282,12 +288,18 @@ def open_database(target: str | Path, *, mountinfo: Path = MOUNTINFO) -> Engine:
         return open_store(Path(target), mountinfo=mountinfo)
     engine = make_engine(target)
     try:
-        upgrade(engine)
-        _ensure_namespace(engine)
+        prepare(engine)
     except BaseException:
         engine.dispose()
         raise
     return engine
+
+
+def prepare(engine: Engine) -> None:
+    """Bring a database's schema to the newest revision (``upgrade``) and give it its
+    jobs namespace: what a head on PostgreSQL does once it holds the lease."""
+    upgrade(engine)
+    _ensure_namespace(engine)
 
 
 def _has_content(path: Path) -> bool:

@@ -7,11 +7,13 @@ each notification as it arrives (``notifies``), on the event loop, never blockin
 it. A notification one of the head's own pooled connections sent is skipped
 (``OwnBackends``): the head signalled that commit in-process already.
 
+Each time it starts listening, the first time too, the feed says ``EVERYTHING``
+once the ``LISTEN`` is in force: a commit made before that (after the head read
+the store, before the feed listened; or while the connection was away) was not
+heard, so the head reads and pushes the state once more, and nothing is lost.
 When the server drops the connection (a restart, ``pg_terminate_backend``, a broken
-network: an idle link is probed every ``probe_s``), the feed logs one line,
-reconnects with a growing, jittered backoff (``retry_s`` … ``retry_max_s``), and
-once it listens again says ``EVERYTHING``: what was committed while it was away was
-not heard, so the head pushes the state once more.
+network: an idle link is probed every ``probe_s``), the feed logs one line and
+reconnects with a growing, jittered backoff (``retry_s`` … ``retry_max_s``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import Engine
 
+from gputui.common.text import error_line
 from gputui.scheduler.store.changes import (
     CHANNEL,
     EVERYTHING,
@@ -97,7 +100,10 @@ class PgChangeFeed:
                     if lost:
                         lost = False
                         log.info("head: change stream from %s resumed", self._where)
-                        on_change(EVERYTHING)  # nothing was heard while it was away
+                    # Listening now, and not before: what was committed until now (since
+                    # the head read the store, or while the connection was away) was not
+                    # heard, so the head reads it all once more.
+                    on_change(EVERYTHING)
                     await self._relay(conn, on_change)
             except (psycopg.Error, OSError, TimeoutError) as exc:
                 self.listening.clear()
@@ -107,7 +113,7 @@ class PgChangeFeed:
                     log.warning(
                         "head: change stream from %s not listening (%s); retrying with backoff",
                         self._where,
-                        _why(exc),
+                        error_line(exc),
                     )
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))  # jittered
             delay = min(delay * 2, self._retry_max_s)
@@ -125,9 +131,3 @@ class PgChangeFeed:
                     continue
                 on_change(change)
             await asyncio.wait_for(conn.execute("SELECT 1"), PROBE_TIMEOUT_S)
-
-
-def _why(exc: BaseException) -> str:
-    """The driver's words, on one line, capped."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:200]

@@ -20,17 +20,21 @@ from typing import Any
 from sqlalchemy import func, update
 from sqlmodel import Session, col, select
 
+from gputui.scheduler.policy.rows import FINAL_JOB_STATES
 from gputui.scheduler.store.caps import capped
 from gputui.scheduler.store.health_queries import SqlHealthRows, SqlReadings
 from gputui.scheduler.store.jobrow import JOB_COLUMNS, JOB_DEFAULTS, JOB_NULLABLE, unknown_columns
+from gputui.scheduler.store.notify_queries import SqlNotify
 from gputui.scheduler.store.requestlog import RequestIndex
 from gputui.scheduler.store.tables import (
     Allocation,
     Audit,
+    Booking,
     Claim,
     Gpu,
     Host,
     Job,
+    JobScript,
     Notice,
 )
 from gputui.scheduler.store.txconn import TxConn
@@ -66,6 +70,7 @@ class SqlTx:
         self.usage = SqlUsage(conn)
         self.health = SqlHealthRows(session)
         self.readings = SqlReadings(conn)
+        self.notify = SqlNotify(session)
         self.moved = False
         """An allocation was made or ended in this transaction."""
         self.ended: list[tuple[str, float]] = []
@@ -101,7 +106,7 @@ class SqlTx:
         if not rows:
             return []
         for row in rows:
-            if row.keys() - _JOB_KEYS:
+            if not row.keys() <= _JOB_KEYS:
                 unknown = unknown_columns(row)
                 if unknown:  # a key the fast path would drop without a word
                     raise ValueError(f"job row: no column {unknown[0]!r}")
@@ -112,8 +117,7 @@ class SqlTx:
             # written (the database numbers the row), nor a column NULL in every row.
             part = rows[start : start + _JOB_PER]
             chunk = [{**JOB_DEFAULTS, **row} for row in part]
-            given = set().union(*(row.keys() & JOB_NULLABLE for row in part))
-            needed = {c for c in given if any(row[c] is not None for row in chunk)}
+            needed = {c for row in part for c, v in row.items() if v is not None}
             columns = tuple(c for c in JOB_COLUMNS if c not in JOB_NULLABLE or c in needed)
             take = operator.itemgetter(*columns)  # more than one: uid, user, argv, ...
             values = [value for row in chunk for value in take(row)]
@@ -157,10 +161,13 @@ class SqlTx:
         user: str | None = None,
         limit: int = 10_000,
         after: int | None = None,
+        arrays: bool = True,
     ) -> list[Job]:
         """The newest ``limit``, oldest first; with ``after``, a page: the first
-        ``limit`` whose id is above it."""
+        ``limit`` whose id is above it. ``arrays=False``: none that is in an array."""
         query = select(Job)
+        if not arrays:
+            query = query.where(col(Job.array_id).is_(None))
         if states is not None:
             query = query.where(col(Job.state).in_(list(states)))
         if user is not None:
@@ -197,9 +204,97 @@ class SqlTx:
         )
 
     def job_states(self, ids: Iterable[int]) -> dict[int, str]:
-        """The state of each of these jobs that exists."""
-        query = select(Job.id, Job.state).where(col(Job.id).in_(list(ids)))
-        return {int(i): str(state) for i, state in self.s.exec(query).all() if i is not None}
+        """The state of each of these jobs that exists; an array's id (its first
+        task's) stands for the whole array, as a dependency on it does in Slurm: not
+        ended while a task has not, then ``completed`` only if every task completed
+        (else the state of one that did not)."""
+        query = select(Job.id, Job.state, Job.array_id).where(col(Job.id).in_(list(ids)))
+        found: dict[int, str] = {}
+        for job_id, state, array_id in self.s.exec(query).all():
+            if job_id is None:
+                continue
+            found[int(job_id)] = str(state)
+            if array_id == job_id:
+                found[int(job_id)] = self._array_state(int(job_id))
+        return found
+
+    def _array_state(self, array_id: int) -> str:
+        query = (
+            select(Job.state, func.count()).where(Job.array_id == array_id).group_by(col(Job.state))
+        )
+        states = {str(state) for state, _ in self.s.exec(query).all()}
+        for state in sorted(states):
+            if state not in FINAL_JOB_STATES:
+                return state
+        failed = sorted(states - {"completed"})
+        return failed[0] if failed else "completed"
+
+    def queued_line(self, free: int, hosts: int = 0) -> list[Job]:
+        """The queued jobs not in an array (the newest 10,000, as ``jobs``), and the
+        first queued tasks of each array (``ix_job_array``): as many as ``free`` GPUs
+        could take, then one for each of ``hosts`` (each task that cannot start now
+        may reserve a host of its own) and one more: oldest first."""
+        found = self.jobs(("queued",), limit=10_000, arrays=False)
+        query = (
+            select(Job.array_id)
+            .where(col(Job.array_id).is_not(None), Job.state == "queued")
+            .distinct()
+        )
+        for array_id in self.s.exec(query).all():
+            waiting = (
+                select(Job)
+                .where(Job.array_id == array_id, Job.state == "queued")
+                .order_by(col(Job.id))
+            )
+            first = self.s.exec(waiting.limit(1)).first()
+            if first is None or first.id is None:
+                continue
+            found.append(first)
+            more = free // max(1, first.gpus) + hosts
+            if more > 0:
+                found += self.s.exec(waiting.where(col(Job.id) > first.id).limit(more)).all()
+        return sorted(found, key=lambda j: j.id or 0)
+
+    def array_tasks(self, array_id: int, states: Iterable[str] | None = None) -> list[Job]:
+        """An array's tasks (those in ``states``), by id."""
+        query = select(Job).where(Job.array_id == array_id)
+        if states is not None:
+            query = query.where(col(Job.state).in_(list(states)))
+        return list(self.s.exec(query.order_by(col(Job.id))).all())
+
+    def array_task(self, array_id: int, task: int) -> Job | None:
+        query = select(Job).where(Job.array_id == array_id, Job.array_task == task)
+        return self.s.exec(query).first()
+
+    def set_array_reason(self, array_id: int, reason: str) -> None:
+        """Every waiting task of an array gets this reason (one statement, no rows read
+        into the session)."""
+        self._cursor().execute(
+            "UPDATE job SET reason = ? WHERE array_id = ? AND state = 'queued' AND reason <> ?",
+            (reason, array_id, reason),
+        )
+
+    def link_array(self, ids: Sequence[int]) -> None:
+        """Make these jobs (just inserted, the first one first) one array: each one's
+        ``array_id`` is the first one's id."""
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ", ".join("?" * len(part))
+            self._cursor().execute(
+                f"UPDATE job SET array_id = ? WHERE id IN ({marks})",  # noqa: S608
+                (ids[0], *part),
+            )
+
+    def add_script(self, text: str, now: float) -> int:
+        row = JobScript(text=text, created_at=now)
+        self.s.add(row)
+        self.s.flush()
+        assert row.id is not None
+        return row.id
+
+    def script_text(self, script_id: int) -> str | None:
+        row = self.s.get(JobScript, script_id)
+        return None if row is None else row.text
 
     def jobs_on(self, host: str, states: Iterable[str]) -> list[Job]:
         query = select(Job).where(Job.host == host, col(Job.state).in_(list(states)))
@@ -233,6 +328,27 @@ class SqlTx:
             return list(self.s.exec(query).all())
         query = query.order_by(col(Claim.id).desc()).limit(limit)
         return list(reversed(self.s.exec(query).all()))
+
+    # -- bookings -------------------------------------------------------------------
+
+    def add_booking(self, booking: Booking) -> Booking:
+        self.s.add(booking)
+        self.s.flush()
+        return booking
+
+    def booking(self, booking_id: int) -> Booking | None:
+        return self.s.get(Booking, booking_id)
+
+    def bookings(
+        self, states: Iterable[str] | None = None, ending_after: float | None = None
+    ) -> list[Booking]:
+        query = select(Booking)
+        if states is not None:
+            query = query.where(col(Booking.state).in_(list(states)))
+        if ending_after is not None:
+            query = query.where(col(Booking.end_at) > ending_after)
+        query = query.order_by(col(Booking.start_at), col(Booking.id)).limit(10_000)
+        return list(self.s.exec(query).all())
 
     # -- allocations ----------------------------------------------------------------
 

@@ -11,10 +11,13 @@ Times are epoch seconds (float, UTC). Lists and maps are stored as JSON text.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from sqlalchemy import BigInteger, Boolean, Column, Float, Index, Text, text
 from sqlmodel import Field, SQLModel
+
+from gputui.wire.words import Words
 
 # Named constraints, so a later migration can drop or alter one by name: SQLite's
 # batch mode ("move and copy") cannot address an unnamed constraint.
@@ -83,6 +86,15 @@ class Gpu(SQLModel, table=True):
     happens again); any other condition fences it again."""
     fence_waived_at: float | None = None
     present: bool = True
+    mig_profile: str | None = Field(default=None, max_length=32)
+    """A MIG slice's profile (``1g.10gb``); null: a whole card. A slice is a row of its
+    own, keyed by its ``MIG-`` UUID, with its card's ``index``."""
+    mig_parent: str | None = Field(default=None, max_length=96)
+    """A MIG slice's card (its UUID); null: a whole card."""
+    mig_enabled: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default="0")
+    )
+    """The card has MIG mode on: only its slices are placed, never the card itself."""
 
     @property
     def drained(self) -> bool:
@@ -110,6 +122,13 @@ class Job(SQLModel, table=True):
     __table_args__ = (
         Index("ix_job_state", "state"),
         Index(
+            "ix_job_array",
+            "array_id",
+            "state",
+            sqlite_where=text("array_id IS NOT NULL"),
+            postgresql_where=text("array_id IS NOT NULL"),
+        ),
+        Index(
             "ix_job_ended",
             "ended_at",
             sqlite_where=text("ended_at IS NOT NULL"),
@@ -134,6 +153,8 @@ class Job(SQLModel, table=True):
     priority: str = Field(default="normal", max_length=32)
     preemptible: bool = False
     time_limit_s: float | None = None
+    booking_id: int | None = None
+    """``--booking ID``: it runs only on that booking's cards, while it is on."""
     submitted_at: float
     started_at: float | None = None
     ended_at: float | None = None
@@ -190,6 +211,48 @@ class Job(SQLModel, table=True):
     )
     """Joules its GPUs drew while allocated to it, from the meter's samples (null as
     ``busy_gpu_s``)."""
+    conda: str | None = Field(default=None, max_length=4096)
+    """The conda environment (name or prefix) activated for its command."""
+    venv: str | None = Field(default=None, max_length=4096)
+    """The virtual environment (path) activated for its command."""
+    image: str | None = Field(default=None, max_length=512)
+    """The container image its command runs in."""
+    runtime: str | None = Field(default=None, max_length=16)
+    """The container runtime (docker, podman, apptainer) when ``image`` is set."""
+    container_id: str | None = Field(default=None, max_length=64)
+    """Its (latest) run's container, as its host read it (12 hex): the processes on
+    its GPUs in that container are its own, whatever uid they show."""
+    array_id: int | None = None
+    """The array it is a task of: the id of the array's first task (Slurm's
+    ``ARRAY_JOB_ID``; null: not in an array)."""
+    array_task: int | None = None
+    """Its task id in the array (``--array``'s numbers)."""
+    array_throttle: int | None = None
+    """At most this many tasks of its array hold GPUs at once (``%N``; null: no limit)."""
+    script_id: int | None = None
+    """The script copied at submit (``job_script``); argv[0] names it, argv[1:] are its
+    arguments (null: argv is the command)."""
+    output: str | None = Field(default=None, max_length=4096)
+    """``--output``'s pattern (``%j``, ``%A``, ``%a``): where its output goes on the host."""
+
+    mig: str | None = Field(default=None, max_length=32)
+    """The MIG slice profile it asked for (``--mig 1g.10gb``): its GPUs are slices of
+    that profile; null: whole cards."""
+
+    interactive: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default="0")
+    )
+    """Runs on a terminal its supervisor keeps (``run --pty``), to ``gputui attach`` to."""
+
+
+class JobScript(SQLModel, table=True):
+    """A submit script as it was at submit (one row for all the tasks of an array)."""
+
+    __tablename__ = "job_script"
+
+    id: int | None = Field(default=None, primary_key=True)
+    text: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: float
 
 
 class Claim(SQLModel, table=True):
@@ -223,9 +286,43 @@ class Claim(SQLModel, table=True):
     release_reason: str | None = Field(default=None, max_length=512)
     session: str | None = Field(default=None, max_length=64)
     """For ``gputui run``: released when that connection to the head goes away."""
+    warned_at: float | None = None
+    """When its holder was told it is about to be released (null: not yet; cleared
+    when it is in use again)."""
     host: str | None = Field(default=None, max_length=128)
     gpu_uuids: str = Field(default="[]", sa_column=_json("[]"))
     project: str | None = Field(default=None, max_length=64)
+    mig: str | None = Field(default=None, max_length=32)
+    """The MIG slice profile it asked for; null: whole cards."""
+    booking_id: int | None = None
+    """The booking this claim was made for, at its start."""
+
+
+class Booking(SQLModel, table=True):
+    """Named cards held ahead for a window (``gputui book``): a reservation the pass
+    honours, a claim of the booker's from its start, or (``maint``) a drain."""
+
+    __table_args__ = (Index("ix_booking_end", "end_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    uid: int
+    user: str = Field(max_length=64)
+    group: str = Field(default="", max_length=64)
+    host: str = Field(max_length=128)
+    gpu_uuids: str = Field(default="[]", sa_column=_json("[]"))
+    """JSON list of the booked cards' uuids (all on ``host``)."""
+    pool: str | None = Field(default=None, max_length=64)
+    start_at: float
+    end_at: float
+    note: str = Field(default="", max_length=512)
+    maint: bool = False
+    state: str = Field(default="booked", max_length=16)
+    """booked, active, done, cancelled, released."""
+    created_at: float
+    claim_id: int | None = None
+    """The claim made for it at its start."""
+    ended_at: float | None = None
+    end_reason: str | None = Field(default=None, max_length=512)
 
 
 class Allocation(SQLModel, table=True):
@@ -269,6 +366,20 @@ class Usage(SQLModel, table=True):
     energy_j: float = 0.0
 
 
+class IdleHeld(SQLModel, table=True):
+    """Held but idle (``power.mode``): GPU-seconds and energy of cards held by a job or
+    a claim whose utilisation read 0 past ``power.idle_minutes``, by the ``Usage`` key
+    (a part of that row's time and energy)."""
+
+    hour: int = Field(primary_key=True)
+    user: str = Field(primary_key=True, max_length=64)
+    group: str = Field(primary_key=True, max_length=64)
+    project: str = Field(primary_key=True, max_length=64)
+    pool: str = Field(primary_key=True, max_length=64)
+    idle_gpu_s: float = 0.0
+    energy_j: float = 0.0
+
+
 class ClusterHour(SQLModel, table=True):
     """The whole cluster by hour: GPU-seconds present, allocated and busy (allocated or
     not), energy: what the utilisation-by-hour chart shows."""
@@ -278,6 +389,26 @@ class ClusterHour(SQLModel, table=True):
     alloc_gpu_s: float = 0.0
     busy_gpu_s: float = 0.0
     energy_j: float = 0.0
+
+
+class SlurmEnergy(SQLModel, table=True):
+    """In front of Slurm (a relaying head): each Slurm job's GPU use by hour, from the
+    samples of the hosts the head watches: GPU-seconds held (a per-node share counted
+    by its share), busy, and energy. ``per_node``: some of it was a share of a node's
+    GPUs (Slurm gave the job no GPU indexes there). Slurm's own accounting (``sacct``)
+    has the allocations; this is what they drew."""
+
+    __tablename__ = "slurm_energy"
+
+    hour: int = Field(primary_key=True)
+    job: int = Field(sa_column=Column(BigInteger, primary_key=True, autoincrement=False))
+    """Slurm's job id (an array element's own, as ``sacct``'s JobIDRaw)."""
+    user: str = Field(max_length=64)
+    partition: str = Field(max_length=64)
+    held_gpu_s: float = 0.0
+    busy_gpu_s: float = 0.0
+    energy_j: float = 0.0
+    per_node: bool = False
 
 
 class Audit(SQLModel, table=True):
@@ -326,6 +457,10 @@ class RequestLog(SQLModel, table=True):
     """The JSON response body that was sent the first time."""
 
 
+MAX_NOTICE_WORDS = 4096
+"""A notice's template and args, as JSON, at most this long (else not kept)."""
+
+
 class Notice(SQLModel, table=True):
     """Something a user should be told (job started/ended/preempted, claim expired,
     an admin's drain or fence of what they hold): kept until read, delivered on
@@ -342,6 +477,33 @@ class Notice(SQLModel, table=True):
     claim_id: int | None = None
     read_at: float | None = None
     """When its user was shown it (null: unread)."""
+    words: str | None = Field(default=None, max_length=MAX_NOTICE_WORDS)
+    """The English template and args ``text`` was made from, as JSON (``gputui.wire.
+    words``): a client shows them in its user's language. Null: a plain line."""
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        uid: int,
+        time: float,
+        kind: str,
+        text: str | Words,
+        job_id: int | None = None,
+        claim_id: int | None = None,
+    ) -> Notice:
+        """A notice of ``text``: a line, or the ``Words`` it is made from (kept too,
+        unless they would not fit)."""
+        words = None
+        if isinstance(text, Words):
+            words = json.dumps(text.wire(), ensure_ascii=False, separators=(",", ":"))
+            if len(words) > MAX_NOTICE_WORDS:
+                words = None
+            text = text.english()
+        return cls(
+            uid=uid, time=time, kind=kind, text=text[:512], job_id=job_id, claim_id=claim_id,
+            words=words,
+        )  # fmt: skip
 
 
 class HealthTrack(SQLModel, table=True):
@@ -408,7 +570,7 @@ class HeadLease(SQLModel, table=True):
     id: int = Field(primary_key=True)
     epoch: int = Field(sa_column=Column(BigInteger, nullable=False, server_default="0"))
     holder: str = Field(sa_column=Column(Text, nullable=False))
-    """``host:pid`` of the head that took it last."""
+    """The head that took it last (``host:pid:pidns:token``: ``leader.holder_name``)."""
     expires: float = Field(sa_column=Column(Float, nullable=False, server_default="0"))
 
 
@@ -421,6 +583,7 @@ ALL_TABLES = (
     Allocation,
     Usage,
     ClusterHour,
+    SlurmEnergy,
     Audit,
     RequestLog,
     Notice,
@@ -429,3 +592,47 @@ ALL_TABLES = (
     GpuReading,
     HeadLease,
 )
+
+
+class NotifyChannel(SQLModel, table=True):
+    """Where a user's notices are also sent (``gputui notify set``), or a team's
+    (hosts.yaml ``notify: channels``, ``uid`` = ``TEAM_UID``). The URL and secret
+    are the channel's credentials: kept here, in the head's own database, and never
+    sent back (``shown`` is the URL with its tokens masked)."""
+
+    __tablename__ = "notify_channel"
+    __table_args__ = (Index("ix_notify_channel_owner", "uid", "name", unique=True),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    uid: int
+    name: str = Field(max_length=32)
+    kind: str = Field(max_length=16)
+    """``apprise``, ``feishu`` or ``dingtalk`` (ours: signed)."""
+    url: str = Field(max_length=2048)
+    secret: str | None = Field(default=None, max_length=256)
+    shown: str = Field(max_length=2048)
+    events: str = Field(max_length=256)
+    """Comma-separated event names (``config.notify.EVENTS``)."""
+    grp: str | None = Field(default=None, max_length=64)
+    """A team channel's Unix group (None: everyone)."""
+    created_at: float
+    """Notices from then on are sent to it."""
+
+
+TEAM_UID = -1
+"""``NotifyChannel.uid`` of a team channel (from hosts.yaml)."""
+
+
+class NotifySent(SQLModel, table=True):
+    """One notice's delivery to one channel, once settled: ``sent``, ``failed`` (given
+    up after its tries; audited) or ``dropped`` (the queue was full; audited). A
+    notice with no row for a channel is still to be sent (after a restart too)."""
+
+    __tablename__ = "notify_sent"
+
+    notice_id: int = Field(primary_key=True)
+    channel_id: int = Field(primary_key=True)
+    state: str = Field(max_length=16)
+    tries: int = 0
+    at: float
+    error: str = Field(default="", max_length=256)

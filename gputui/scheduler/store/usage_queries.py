@@ -12,6 +12,7 @@ from typing import Any
 
 from gputui.scheduler.policy.accounting import (
     ClusterRow,
+    IdleRow,
     OpenAllocation,
     OpenHolder,
     UsageKey,
@@ -19,6 +20,7 @@ from gputui.scheduler.policy.accounting import (
     charged_seconds,
     charges,
 )
+from gputui.scheduler.policy.slurm_meter import SlurmRow
 from gputui.scheduler.store.api import AllocSpan
 from gputui.scheduler.store.txconn import TxConn
 
@@ -51,6 +53,19 @@ ADD_CLUSTER = """INSERT INTO clusterhour (hour, gpu_s, alloc_gpu_s, busy_gpu_s, 
     alloc_gpu_s = clusterhour.alloc_gpu_s + excluded.alloc_gpu_s,
     busy_gpu_s = clusterhour.busy_gpu_s + excluded.busy_gpu_s,
     energy_j = clusterhour.energy_j + excluded.energy_j"""
+
+ADD_IDLE = """INSERT INTO idleheld (hour, "user", "group", project, pool, idle_gpu_s, energy_j)
+    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (hour, "user", "group", project, pool) DO UPDATE SET
+    idle_gpu_s = idleheld.idle_gpu_s + excluded.idle_gpu_s,
+    energy_j = idleheld.energy_j + excluded.energy_j"""
+
+ADD_SLURM = """INSERT INTO slurm_energy (hour, job, "user", partition, held_gpu_s, busy_gpu_s,
+    energy_j, per_node) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (hour, job) DO UPDATE SET
+    held_gpu_s = slurm_energy.held_gpu_s + excluded.held_gpu_s,
+    busy_gpu_s = slurm_energy.busy_gpu_s + excluded.busy_gpu_s,
+    energy_j = slurm_energy.energy_j + excluded.energy_j,
+    per_node = (slurm_energy.per_node OR excluded.per_node)"""
 
 
 class SqlUsage:
@@ -98,14 +113,34 @@ class SqlUsage:
         usage: Sequence[tuple[UsageKey, float, float]],
         cluster: Sequence[tuple[int, float, float, float]],
         jobs: Sequence[tuple[int, float, float]] = (),
+        idle: Sequence[tuple[UsageKey, float, float]] = (),
     ) -> None:
         cursor = self._conn.cursor()
+        if idle:
+            cursor.executemany(ADD_IDLE, [(*k, s, e) for k, s, e in idle])
         if usage:
             cursor.executemany(ADD_USAGE, [(*k, 0.0, b, e) for k, b, e in usage])
         if cluster:
             cursor.executemany(ADD_CLUSTER, [(h, p, 0.0, b, e) for h, p, b, e in cluster])
         if jobs:
             cursor.executemany(ADD_JOB_METERED, [(b, e, j) for j, b, e in jobs])
+
+    def add_slurm_energy(self, rows: Sequence[SlurmRow]) -> None:
+        if rows:
+            self._conn.cursor().executemany(ADD_SLURM, [tuple(r) for r in rows])
+
+    def slurm_energy(self, since: float, until: float) -> list[SlurmRow]:
+        """Slurm's jobs' rows of the hours starting in ``[since, until)``."""
+        cursor = self._conn.cursor()
+        cursor.execute(
+            'SELECT hour, job, "user", partition, held_gpu_s, busy_gpu_s, energy_j, per_node'
+            " FROM slurm_energy WHERE hour >= ? AND hour < ?",
+            (since, until),
+        )
+        return [
+            (int(h), int(j), str(u), str(p), float(a), float(b), float(e), bool(n))
+            for h, j, u, p, a, b, e, n in cursor
+        ]
 
     def finished(
         self,
@@ -149,6 +184,18 @@ class SqlUsage:
         return [
             (int(h), str(u), str(g), str(p), str(o), float(a), float(b), float(e))
             for h, u, g, p, o, a, b, e in cursor
+        ]
+
+    def idle_hours(self, since: float, until: float) -> list[IdleRow]:
+        cursor = self._conn.cursor()
+        cursor.execute(
+            'SELECT hour, "user", "group", project, pool, idle_gpu_s, energy_j'
+            " FROM idleheld WHERE hour >= ? AND hour < ?",
+            (since, until),
+        )
+        return [
+            (int(h), str(u), str(g), str(p), str(o), float(s), float(e))
+            for h, u, g, p, o, s, e in cursor
         ]
 
     def cluster_hours(self, since: float, until: float) -> list[ClusterRow]:

@@ -19,6 +19,7 @@ from typing import Any
 from rich.text import Text
 
 from gputui.common.gpu_label import LABEL_MAX, model_label
+from gputui.common.i18n import _, ngettext
 from gputui.ui.gpu_view import GpuRow
 from gputui.ui.head.view import HeadGpu, HeadView
 from gputui.ui.model import ClusterModel
@@ -55,6 +56,23 @@ class ClaimPlan:
     picks: tuple[Pick, ...]
     where: str
     """The constraints in words ("in pool a100, model a100"), or ""."""
+    constraints: tuple[tuple[str, str], ...] = ()
+    """The same constraints (``host``, ``pool``, ``model``) and their values, in that
+    order: ``where_text`` says them in the reader's language."""
+
+    def where_text(self) -> str:
+        """The constraints in words (``on gpu01 in pool a100 model a100``), or ""."""
+        said = {
+            "host": _("on {value}"),
+            "pool": _("in pool {value}"),
+            "model": _("model {value}"),
+        }
+        return " ".join(said[kind].format(value=value) for kind, value in self.constraints)
+
+    def where_after(self) -> str:
+        """``where_text`` to follow a count (`` on gpu01 in pool a100``), or ""."""
+        text = self.where_text()
+        return f" {text}" if text else ""
 
     @property
     def host(self) -> str | None:
@@ -63,7 +81,9 @@ class ClaimPlan:
     @property
     def label(self) -> str:
         """The confirming button's words."""
-        return f"Claim {self.count} GPUs" if self.picks else "Wait in line"
+        if not self.picks:
+            return _("Wait in line")
+        return ngettext("Claim {n} GPU", "Claim {n} GPUs", self.count).format(n=self.count)
 
     def cannot_wait(self, args: dict[str, Any]) -> bool:
         """Nothing fits now and the claim may not wait in line: it is not asked."""
@@ -80,37 +100,63 @@ class ClaimPlan:
         """What the confirmation asks: which GPUs on which host, and for how long."""
         text = Text()
         if not self.picks:
-            text.append(f"No host has {self.count} free GPUs{self.where} now.\n", style="bold")
+            where = self.where_text()
+            n = self.count
+            none = (
+                ngettext(
+                    "No host has {n} free GPU {where} now.",
+                    "No host has {n} free GPUs {where} now.",
+                    n,
+                )
+                if where
+                else ngettext("No host has {n} free GPU now.", "No host has {n} free GPUs now.", n)
+            )
+            text.append(none.format(n=n, where=where) + "\n", style="bold")
             text.append(
-                f"The claim waits in line and takes the first {self.count} that come free"
-                " on one host."
+                ngettext(
+                    "The claim waits in line and takes the first {n} that comes free on one host.",
+                    "The claim waits in line and takes the first {n} that come free on one host.",
+                    n,
+                ).format(n=n)
             )
         else:
             indices = ", ".join(str(p.gpu.index) for p in self.picks)
-            text.append(f"Claim {self.count} GPUs on {self.host}: ", style="bold")
-            text.append(f"GPU {indices}\n", style="bold")
+            said = ngettext(
+                "Claim {n} GPU on {host}: GPU {indices}",
+                "Claim {n} GPUs on {host}: GPU {indices}",
+                self.count,
+            )
+            text.append(
+                said.format(n=self.count, host=self.host, indices=indices) + "\n", style="bold"
+            )
             for pick in self.picks[:SHOWN]:
-                busy = " (busy)" if pick.processes else ""
+                busy = " " + _("(busy)") if pick.processes else ""
                 model = pick.label or (model_label(pick.model) if pick.model else "?")
                 text.append(f"  {pick.gpu.index:>2}  {pick.gpu.uuid}  {model:<{LABEL_MAX}}{busy}\n")
             if len(self.picks) > SHOWN:
-                text.append(f"  … and {len(self.picks) - SHOWN} more\n")
+                more = _("… and {n} more").format(n=len(self.picks) - SHOWN)
+                text.append(f"  {more}\n")
         duration = args.get("duration_s")
-        text.append(
-            f"\nFor {_duration(duration)}" if duration else "\nUntil released (u)",
+        how_long = (
+            _("For {duration}").format(duration=_duration(duration))
+            if duration
+            else _("Until released (u)")
         )
         if args.get("note"):
-            text.append(f"; note: {args['note']}")
-        text.append(". Take them? y/N" if self.picks else ". Wait in line? y/N")
+            how_long = _("{how_long}; note: {note}").format(how_long=how_long, note=args["note"])
+        ask = _("{how_long}. Take them? y/N") if self.picks else _("{how_long}. Wait in line? y/N")
+        text.append("\n" + ask.format(how_long=how_long))
         return text
 
 
 def _duration(seconds: float) -> str:
     minutes = int(seconds // 60)
     if minutes < 60:
-        return f"{max(1, minutes)} min"
+        return _("{minutes} min").format(minutes=max(1, minutes))
     hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min" if minutes else f"{hours} h"
+    if minutes:
+        return _("{hours} h {minutes} min").format(hours=hours, minutes=f"{minutes:02d}")
+    return _("{hours} h").format(hours=hours)
 
 
 def plan_claim(view: HeadView, model: ClusterModel, args: dict[str, Any]) -> ClaimPlan:
@@ -118,6 +164,11 @@ def plan_claim(view: HeadView, model: ClusterModel, args: dict[str, Any]) -> Cla
     ``host``) would take now: the best host's cleanest free cards."""
     count = int(args.get("gpus") or 1)
     pool, want_model, host = args.get("pool"), args.get("model"), args.get("host")
+    constraints = tuple(
+        (kind, str(value))
+        for kind, value in (("host", host), ("pool", pool), ("model", want_model))
+        if value
+    )
     where = "".join(
         f" {label} {value}"
         for label, value in (("on", host), ("in pool", pool), ("model", want_model))
@@ -148,4 +199,4 @@ def plan_claim(view: HeadView, model: ClusterModel, args: dict[str, Any]) -> Cla
         key = (sum(p.processes > 0 for p in chosen), sum(p.mem_used_mib for p in chosen), name)
         if best_key is None or key < best_key:
             best, best_key = chosen, key
-    return ClaimPlan(count, tuple(sorted(best, key=lambda p: p.gpu.index)), where)
+    return ClaimPlan(count, tuple(sorted(best, key=lambda p: p.gpu.index)), where, constraints)

@@ -13,13 +13,15 @@ from typing import Any
 
 from textual.app import App
 
+from gputui.common.i18n import N_, _, ngettext
+from gputui.common.job_words import reason_text
 from gputui.common.text import clean
 from gputui.scheduler.client.errors import HeadError
 from gputui.ui.clipboard import copy_line
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
-from gputui.ui.head.view import env_line
+from gputui.ui.head.view import env_line, holder_ref
 from gputui.ui.model import ClusterModel
 
 
@@ -35,32 +37,46 @@ class ClaimActions:
         """``c`` on a GPU line: claim that one GPU (a host line opens the claim form,
         which asks how many: ``HeadConsole.key``)."""
         asks = self.asks
-        link = asks.usable("claim", "claim")
+        link = asks.usable(N_("claim"), "claim")
         view = asks.view
         if link is None or view is None:
             return
         if not isinstance(row, GpuRow):
-            asks.refuse("claim", "select a GPU (or a host) first")
+            asks.refuse(N_("claim"), _("select a GPU (or a host) first"))
             return
         gpu = self.model.gpu(row)
         if gpu is None or gpu.uuid not in {g.uuid for g in view.gpus}:
-            asks.refuse("claim", f"the head does not know {row.host} GPU {row.index}")
+            asks.refuse(
+                N_("claim"),
+                _("the head does not know {host} GPU {index}").format(
+                    host=row.host, index=row.index
+                ),
+            )
             return
         holder = self.model.holders.get(gpu.uuid)
         if holder is not None:
-            whose = "yours" if holder.user == view.me.user else f"{holder.user}'s"
+            if holder.user == view.me.user:
+                said = _("{host} GPU {index} is held by {holder} (yours); C claims any free GPUs")
+            else:
+                said = _(
+                    "{host} GPU {index} is held by {holder} ({user}'s); C claims any free GPUs"
+                )
             asks.refuse(
-                "claim",
-                f"{row.host} GPU {row.index} is held by {holder.ref} ({whose});"
-                " C claims any free GPUs",
+                N_("claim"),
+                said.format(
+                    host=row.host, index=row.index, holder=holder_ref(holder), user=holder.user
+                ),
             )
             return
-        what = f"{row.host} GPU {row.index}"
-        asks.request(f"claim {what}", self._claim(link, what, [gpu.uuid]))
+        what = _("{host} GPU {index}").format(host=row.host, index=row.index)
+        asks.request(_("claim {what}").format(what=what), self._claim(link, what, [gpu.uuid]))
 
     async def _claim(self, link: HeadLink, what: str, uuids: list[str]) -> None:
         result = await self.asks.call(
-            link, f"claim {what}", "claim", lambda b: b.claim(gpu_refs=uuids, wait=False, note="")
+            link,
+            _("claim {what}").format(what=what),
+            "claim",
+            lambda b: b.claim(gpu_refs=uuids, wait=False, note=""),
         )
         if result is not None:
             await self.answered(link, what, result.get("claim") or {})
@@ -79,11 +95,13 @@ class ClaimActions:
         if claim.get("state") == "active":
             host = clean(claim.get("host") or "", 64)
             env = await self._env_text(link, host, claim.get("gpu_uuids") or [])
-            await self.tell_copied(f"claim {claim.get('id')} granted", env, what)
+            granted = _("claim {id} granted").format(id=claim.get("id"))
+            await self.tell_copied(granted, env, what)
         else:
+            reason = reason_text(clean(claim.get("reason") or "", 80))
             self.app.notify(
-                f"claim {claim.get('id')} waits in line ({clean(claim.get('reason') or '', 80)})",
-                title="claim queued",
+                _("claim {id} waits in line ({reason})").format(id=claim.get("id"), reason=reason),
+                title=_("claim queued"),
                 timeout=8,
                 markup=False,
             )
@@ -93,12 +111,15 @@ class ClaimActions:
         notice (``N`` shows it whole, for a mouse), then ``what``."""
         if not env:
             self.app.notify(
-                f"no valid GPU UUIDs to copy\n{what}", title=title, severity="warning", markup=False
+                _("no valid GPU UUIDs to copy") + "\n" + what,
+                title=title,
+                severity="warning",
+                markup=False,
             )
             return
         copied = await copy_line(self.app, env)
         # The same line without a clipboard: what `gputui env` prints on the host.
-        shell = "" if copied.sure else '\nor, in a shell on the host: eval "$(gputui env)"'
+        shell = "" if copied.sure else "\n" + _('or, in a shell on the host: eval "$(gputui env)"')
         self.app.notify(
             f"{copied.how}\n{env}\n{what}{shell}",
             title=title,
@@ -108,72 +129,84 @@ class ClaimActions:
 
     def release_row(self, row: Row | None) -> None:
         asks = self.asks
-        link = asks.usable("release", "release")
+        link = asks.usable(N_("release"), "release")
         view = asks.view
         if link is None or view is None:
             return
         if row is None:
-            asks.refuse("release", "select a GPU (or a host) first")
+            asks.refuse(N_("release"), _("select a GPU (or a host) first"))
             return
         me = view.me.user
         if isinstance(row, HostRow):
             ids = [c.id for c in view.claims if c.user == me and c.host == row.host]
-            what = f"your claims on {row.host}"
+            what = _("your claims on {host}").format(host=row.host)
             if not ids:
-                asks.refuse("release", f"no claim of yours on {row.host}")
+                asks.refuse(N_("release"), _("no claim of yours on {host}").format(host=row.host))
                 return
         else:
             gpu = self.model.gpu(row)
             holder = self.model.holders.get(gpu.uuid) if gpu is not None else None
-            where = f"{row.host} GPU {row.index}"
+            where = _("{host} GPU {index}").format(host=row.host, index=row.index)
             if holder is None:
-                asks.refuse("release", f"nobody holds {where}")
+                asks.refuse(N_("release"), _("nobody holds {where}").format(where=where))
                 return
             if holder.kind == "job":
                 asks.refuse(
-                    "release",
-                    f"{where} is held by job {holder.id}: cancel it on the queue screen (Q)",
+                    N_("release"),
+                    _("{where} is held by job {id}: cancel it on the queue screen (Q)").format(
+                        where=where, id=holder.id
+                    ),
                 )
                 return
             if holder.user != me and not view.me.admin:
-                asks.refuse("release", f"claim {holder.id} on {where} belongs to {holder.user}")
+                said = _("claim {id} on {where} belongs to {user}")
+                asks.refuse(N_("release"), said.format(id=holder.id, where=where, user=holder.user))
                 return
             ids = [holder.id]
-            what = f"claim {holder.id} ({where})"
-        asks.request(f"release {what}", self._release(link, what, ids))
+            what = _("claim {id} ({where})").format(id=holder.id, where=where)
+        asks.request(_("release {what}").format(what=what), self._release(link, what, ids))
 
     async def _release(self, link: HeadLink, what: str, ids: list[int]) -> None:
         result = await self.asks.call(
-            link, f"release {what}", "release", lambda b: b.release(claim_ids=ids)
+            link,
+            _("release {what}").format(what=what),
+            "release",
+            lambda b: b.release(claim_ids=ids),
         )
         if result is None:
             return
         released = result.get("released") or []
         count = sum(len(c.get("gpu_uuids") or []) for c in released if isinstance(c, dict))
         self.app.notify(
-            f"released {what}: {count} GPU(s) free again",
-            title="released",
+            ngettext(
+                "released {what}: {n} GPU free again", "released {what}: {n} GPUs free again", count
+            ).format(what=what, n=count),
+            title=_("released"),
             timeout=5,
             markup=False,
         )
 
     def env_row(self, row: Row | None) -> None:
-        link = self.asks.usable("show the env line", "env")
+        link = self.asks.usable(N_("show the env line"), "env")
         if link is None:
             return
         host = row.host if row is not None else ""
-        self.asks.request("env line", self._env(link, host))
+        self.asks.request(_("env line"), self._env(link, host))
 
     async def _env(self, link: HeadLink, host: str) -> None:
         result = await self.asks.call(
-            link, "show the env line", "env", lambda b: b.env(host or None)
+            link, N_("show the env line"), "env", lambda b: b.env(host or None)
         )
         if result is None:
             return
         line = env_line(result.get("uuids"))
         if not line:
-            self.asks.refuse(
-                "show the env line", f"no active claim of yours on {host or 'any host'}"
+            said = (
+                _("no active claim of yours on {host}").format(host=host)
+                if host
+                else _("no active claim of yours on any host")
             )
+            self.asks.refuse(N_("show the env line"), said)
             return
-        await self.tell_copied(f"env line of {host or 'every host'}", line, "N shows the line")
+        title = _("env line of {host}").format(host=host) if host else _("env line of every host")
+        await self.tell_copied(title, line, _("N shows the line"))

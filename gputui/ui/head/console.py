@@ -23,10 +23,13 @@ from collections.abc import Callable, Mapping
 from textual.app import App
 from textual.css.query import NoMatches
 
+from gputui.common.i18n import N_, _
 from gputui.common.text import clean
 from gputui.config.models import Config
 from gputui.config.slurm import SlurmConfig
 from gputui.health.board import HealthBoard
+from gputui.scheduler.client.aio import AsyncHeadClient
+from gputui.scheduler.client.channel import HeadChannel
 from gputui.telemetry import HostSnapshot
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head.audit import AuditActions
@@ -38,24 +41,32 @@ from gputui.ui.head.forms import FormActions
 from gputui.ui.head.health_acks import HealthActions
 from gputui.ui.head.jobs import JobActions
 from gputui.ui.head.link import HeadLink, HeadNotice, LinkSession, Opener
+from gputui.ui.head.notice_history import NoticeHistory
 from gputui.ui.head.requests import HeadRequests
 from gputui.ui.head.usage import UsageActions
 from gputui.ui.head.view import HeadView
+from gputui.ui.head.week import WeekActions
 from gputui.ui.model import ClusterModel
 from gputui.ui.screens.audit import AuditScreen
 from gputui.ui.screens.help import HelpSection, section
 from gputui.ui.screens.main import MainScreen
 from gputui.ui.screens.queue import QueueScreen
 from gputui.ui.screens.usage import UsageScreen
-from gputui.ui.widgets.summary import head_forms
+from gputui.ui.screens.week import WeekScreen
+from gputui.ui.widgets.summary import SCHEDULERS, head_forms
 
 NOTICE_TITLES = {
-    "started": "job started",
-    "ended": "job ended",
-    "preempted": "job preempted",
-    "ownership": "process flagged",
-    "idle": "job idle",
+    "started": N_("job started"),
+    "ended": N_("job ended"),
+    "preempted": N_("job preempted"),
+    "ownership": N_("process flagged"),
+    "idle": N_("job idle"),
+    "claim": N_("claim"),
+    "booking": N_("booking"),
+    "admin": N_("an admin acted"),
+    "fence": N_("GPU fenced"),
 }
+"""A notice's toast title by its kind (a kind this console does not know: "scheduler")."""
 
 
 class HeadConsole:
@@ -80,15 +91,22 @@ class HeadConsole:
         self.asks = HeadRequests(app)
         self.claims = ClaimActions(app, self.asks, model)
         self.forms = FormActions(app, self.asks, self.claims, model)
-        self.jobs = JobActions(app, self.asks, clock)
+        self.jobs = JobActions(app, self.asks, clock, config)
         self.drains = DrainActions(app, self.asks, model)
         self.force_free = ForceFreeActions(app, self.asks)
         self.usage = UsageActions(app, self.asks, clock)
+        self.last_view: HeadView | None = None
+        """The head's last pushed state (the week screen lays its GPUs out)."""
+        self.week = WeekActions(app, self.asks, clock, lambda: self.last_view, snapshots)
         self.audit = AuditActions(app, self.asks, clock)
+        self.notice_history = NoticeHistory(self.asks)
         self.health = HealthActions(app, self.asks, local_health, clock)
         self.opener: Opener | None = None
         """How the link opens each connection (None: the head's socket, or through
         SSH); set before ``start``."""
+        self.channel: HeadChannel[AsyncHeadClient] | None = None
+        """The console's connection to the head when its telemetry source has one
+        (shared: one connection per console); set before ``start``."""
 
     @property
     def link(self) -> HeadLink | None:
@@ -106,18 +124,23 @@ class HeadConsole:
         if self.config.slurm is not None and self.opener is None:
             self.opener, where = self._slurm_opener(self.config.slurm)
         link = self.asks.link = HeadLink(
-            self.config, self.app.post_message, opener=self.opener, where=where
+            self.config,
+            self.app.post_message,
+            opener=self.opener,
+            channel=self.channel,
+            where=where,
         )
         main = self._main()
         if where is not None:
             main.scheduler_name = "slurm"
         main.enable_scheduler()
-        main.head_line = ((f"connecting to {link.where()}…", "connecting…"), False)
+        connecting = _("connecting to {where}…").format(where=link.where())
+        main.head_line = ((connecting, _("connecting…")), False)
         self.app.run_worker(
             link.run(),
             name="head",
             group="head",
-            description="the link to the scheduler's head",
+            description=_("the link to the scheduler's head"),
             exclusive=True,
             exit_on_error=False,
         )
@@ -127,7 +150,7 @@ class HeadConsole:
         telemetry (``gputui.ui.head.slurm``)."""
         from gputui.ui.head.slurm import HeadRelay, SlurmConsole
 
-        relay = HeadRelay(self.config) if self.config.head is not None else None
+        relay = HeadRelay(self.config, self.channel) if self.config.head is not None else None
 
         async def opener() -> LinkSession:
             console = SlurmConsole.of(
@@ -138,9 +161,12 @@ class HeadConsole:
             )
             return LinkSession(console, local=console.local, backend=console.as_backend())
 
-        where = "Slurm" if conf.login == "local" else f"Slurm on {conf.login}"
-        if relay is not None:
-            where += " (through the head)"
+        if conf.login == "local":
+            where = _("Slurm (through the head)") if relay is not None else "Slurm"
+        elif relay is not None:
+            where = _("Slurm on {login} (through the head)").format(login=conf.login)
+        else:
+            where = _("Slurm on {login}").format(login=conf.login)
         return opener, where
 
     def _main(self) -> MainScreen:
@@ -152,14 +178,16 @@ class HeadConsole:
         title = (
             "Scheduler" if self.link is not None else "Scheduler (needs a head: or slurm: section)"
         )
-        _, rows = section(title, MainScreen.SCHEDULER_BINDINGS)
-        _, queue = section("Queue screen (Q)", QueueScreen.BINDINGS)
-        _, usage = section("Usage screen (U)", UsageScreen.BINDINGS)
-        _, audit = section("Audit screen (A)", AuditScreen.BINDINGS)
+        _title, rows = section(title, MainScreen.SCHEDULER_BINDINGS)
+        _title, queue = section("Queue screen (Q)", QueueScreen.BINDINGS)
+        _title, usage = section("Usage screen (U)", UsageScreen.BINDINGS)
+        _title, week = section("Week screen (W)", WeekScreen.BINDINGS)
+        _title, audit = section("Audit screen (A)", AuditScreen.BINDINGS)
         return [
             (title, rows),
             ("Queue screen (Q)", queue),
             ("Usage screen (U)", usage),
+            ("Week screen (W)", week),
             ("Audit screen (A)", audit),
         ]
 
@@ -170,10 +198,12 @@ class HeadConsole:
         queue's counts on the main screen, and the queue screen when it is open."""
         if not self.app.screen_stack:
             return  # landed while the console shuts down: nothing left to show it on
+        self.last_view = view
         main = self._main()
         model = self.model
         rows = model.set_holders(view.holders())
         rows += model.set_owner_flags(by_gpu(view.flags))
+        rows += model.set_clock_locks(view.clock_locks)
         rows += model.set_head_states(
             {g.uuid: g.state for g in view.gpus if g.state in ("unhealthy", "drained")}
         )
@@ -195,20 +225,23 @@ class HeadConsole:
         if not self.app.screen_stack:
             return  # as in ``show_state``
         main = self._main()
-        main.head_line = (f"{main.scheduler_name} unreachable ({clean(reason, 80)})", True)
+        name = _(SCHEDULERS.get(main.scheduler_name, main.scheduler_name))
+        said = _("{scheduler} unreachable ({why})").format(scheduler=name, why=clean(reason, 80))
+        main.head_line = (said, True)
         main.board_problems = None  # the console's own count until the head is back
         self._show_summary(main)
         self.jobs.show_unreachable(reason)
 
     def notice(self, message: HeadNotice) -> None:
         severity = "information"
+        english = message.english or message.text  # the head's words: the same in any language
         if message.kind in ("preempted", "ownership", "idle") or (
-            message.kind == "ended" and " completed " not in f" {message.text} "
+            message.kind == "ended" and " completed " not in f" {english} "
         ):
             severity = "warning"
         self.app.notify(
             message.text,
-            title=NOTICE_TITLES.get(message.kind, message.kind or "scheduler"),
+            title=_(NOTICE_TITLES.get(message.kind, N_("scheduler"))),
             severity=severity,  # type: ignore[arg-type]
             timeout=10,
             markup=False,
@@ -222,6 +255,8 @@ class HeadConsole:
             self.jobs.open_queue()
         elif action == "usage":
             self.usage.open_usage()
+        elif action == "week":
+            self.week.open_week()
         elif action == "audit":
             self.audit.open_audit()
         elif action == "submit":

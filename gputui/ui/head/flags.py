@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.common.durations import coarse_text
+from gputui.common.i18n import N_, _
+from gputui.common.job_words import idle_text as job_idle_text
+from gputui.common.printable import owner_name
 from gputui.common.text import clean_str as _text
 from gputui.common.untrusted import epoch as _time
 from gputui.health.outside import LABELS
@@ -53,7 +56,7 @@ class OwnerFlag:
     @property
     def label(self) -> str:
         """``ROGUE`` / ``STRAY``: the grid's marker."""
-        return LABELS.get(self.kind, "FLAG")
+        return LABELS.get(self.kind, N_("FLAG"))
 
     @property
     def enforced(self) -> bool:
@@ -61,26 +64,37 @@ class OwnerFlag:
 
     def why(self) -> str:
         if self.kind == "outside-allocation":
-            return f"outside the GPUs of {self.user}'s jobs and claims on {self.host}"
-        return f"no job or claim of {self.user} on this GPU"
+            return _("outside the GPUs of {user}'s jobs and claims on {host}").format(
+                user=self.user, host=self.host
+            )
+        return _("no job or claim of {user} on this GPU").format(user=self.user)
 
     def action(self, now: float) -> str:
         """What the head does about it: ``SIGTERM in 4m``, ``SIGKILL sent``, ``warn only``."""
         parts = []
         if self.signalled is not None:
-            parts.append(f"SIG{self.signalled} sent")
+            parts.append(_("{signal} sent").format(signal=f"SIG{self.signalled}"))
         if self.signal_at is not None and self.next_signal is not None:
             due = self.signal_at - now
-            when = f"in {coarse_text(due)}" if due >= 1 else "now"
-            parts.append(f"SIG{self.next_signal} {when}")
-        return ", ".join(parts) or "warn only"
+            signal = f"SIG{self.next_signal}"
+            if due >= 1:
+                parts.append(_("{signal} in {time}").format(signal=signal, time=coarse_text(due)))
+            else:
+                parts.append(_("{signal} now").format(signal=signal))
+        return _(", ").join(parts) or _("warn only")
 
     def line(self, now: float) -> str:
         """The detail pane's line: ``ROGUE pid 4242 bob python: why, 3m; SIGTERM in 2m``."""
         age = "-" if self.since is None else coarse_text(now - self.since)
         name = f" {self.name}" if self.name else ""
-        return f"{self.label} pid {self.pid} {self.user}{name}: {self.why()}, {age}; " + (
-            self.action(now)
+        return _("{label} pid {pid} {user}{name}: {why}, {age}; {action}").format(
+            label=_(self.label),
+            pid=self.pid,
+            user=self.user,
+            name=name,
+            why=self.why(),
+            age=age,
+            action=self.action(now),
         )
 
     @classmethod
@@ -92,7 +106,7 @@ class OwnerFlag:
         if pid is None or index is None or kind not in LABELS or not uuid:
             return None
         uid = _count(raw.get("uid"))
-        user = _text(raw.get("user"), 32) or (f"uid {uid}" if uid is not None else "?")
+        user = owner_name(_text(raw.get("user"), 32), uid)
         return cls(
             host=_text(raw.get("host"), 64),
             gpu_uuid=uuid,
@@ -141,4 +155,4 @@ def idle_for(
 
 def idle_text(seconds: float) -> str:
     """``Idle 2h05m``: the REASON of a job flagged idle."""
-    return f"Idle {coarse_text(seconds)}"
+    return job_idle_text(coarse_text(seconds))

@@ -13,6 +13,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import App
 
+from gputui.common.i18n import N_, _
 from gputui.scheduler.client.errors import HeadError
 from gputui.ui.gpu_view import GpuRow, Row
 from gputui.ui.head.link import HeadLink
@@ -35,22 +36,24 @@ class ForceFreeActions:
 
     def force_free_row(self, row: Row | None) -> None:
         asks = self.asks
-        link = asks.usable("force-free", "force_free")
+        link = asks.usable(N_("force-free"), "force_free")
         if link is None:
             return
         if not isinstance(row, GpuRow):
-            asks.refuse("force-free", "select a GPU first")
+            asks.refuse(N_("force-free"), _("select a GPU first"))
             return
         view = link.view
-        refused = view.me.refused("force-free a GPU") if view is not None else None
+        refused = view.me.refused(N_("force-free a GPU")) if view is not None else None
         if refused:
-            asks.refuse("force-free", refused)
+            asks.refuse(N_("force-free"), refused)
             return
-        what = f"{row.host} GPU {row.index}"
-        question = Text(f"Force-free {what}?\n", "bold")
+        what = _("{host} GPU {index}").format(host=row.host, index=row.index)
+        question = Text(_("Force-free {what}?").format(what=what) + "\n", "bold")
         question.append(
-            "It drains the card, kills its jobs, releases its claims, SIGTERMs then"
-            " SIGKILLs every process on it, and checks that the memory came back."
+            _(
+                "It drains the card, kills its jobs, releases its claims, SIGTERMs then"
+                " SIGKILLs every process on it, and checks that the memory came back."
+            )
         )
 
         def answered(reason: str | None) -> None:
@@ -59,9 +62,11 @@ class ForceFreeActions:
             screen = ForceFreeScreen(what, reason)
             self.screen = screen
             self.app.push_screen(screen)
-            asks.request(f"force-free {what}", self._send(link, screen, row, reason))
+            asks.request(
+                _("force-free {what}").format(what=what), self._send(link, screen, row, reason)
+            )
 
-        self.app.push_screen(ReasonScreen(question, "Force-free"), answered)
+        self.app.push_screen(ReasonScreen(question, _("Force-free")), answered)
 
     async def _send(
         self, link: HeadLink, screen: ForceFreeScreen, row: GpuRow, reason: str

@@ -7,10 +7,15 @@ and can be sent again; on success it closes and a notification says what came of
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable
+from typing import Any
 
 from textual.app import App
 
+from gputui.common.i18n import N_, _
+from gputui.common.job_words import reason_text, state_text
+from gputui.common.jobscript import DirectiveError, load_script, submit_kwargs
 from gputui.common.text import clean
 from gputui.scheduler.client.backend import Answer, AsyncBackend
 from gputui.scheduler.client.errors import HeadError
@@ -22,6 +27,28 @@ from gputui.ui.head.settle import JobSettle, settled_text
 from gputui.ui.model import ClusterModel
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.forms import ClaimScreen, FormScreen, SubmitScreen
+
+
+def script_submission(args: dict[str, Any]) -> dict[str, Any]:
+    """The enqueue form's request with a script: the script read now (the copy the job
+    runs), its directives under the form's fields (what the form says wins, as the
+    command line's flags do), the command field its arguments."""
+    form = dict(args)
+    path = form.pop("script_path")
+    script = load_script(path)
+    sent = {"gpus": 1, "preemptible": False, **submit_kwargs(script.options), **form}
+    sent["argv"] = [os.path.basename(path) or "script", *form.get("argv", [])]
+    sent["script"] = script.text
+    return sent
+
+
+_OP_WHAT = {"submit": N_("submit a job"), "claim": N_("claim GPUs")}
+"""A form's request, as a toast's title says it (``cannot submit a job``)."""
+
+
+def op_what(op: str) -> str:
+    """``op`` (a form's wire op) in words, marked for the toast to translate."""
+    return _OP_WHAT.get(op, op)
 
 
 class FormActions:
@@ -40,25 +67,35 @@ class FormActions:
         """(cwd, command) the enqueue form starts with (the demo sets its own job)."""
 
     def open_submit(self) -> None:
-        if self.asks.usable("submit a job", "submit") is not None:
+        if self.asks.usable(N_("submit a job"), "submit") is not None:
             self.app.push_screen(SubmitScreen(*self.submit_defaults))
 
     def open_claim(self, host: str | None) -> None:
-        if self.asks.usable("claim GPUs", "claim") is not None:
+        if self.asks.usable(N_("claim GPUs"), "claim") is not None:
             self.app.push_screen(ClaimScreen(host))
 
     def send(self, message: FormScreen.Requested) -> None:
         problems: list[str] = []
         link = self.asks.connected(problems.append, message.op)
         if link is None:
-            self.asks.refuse(message.op, problems[0])
+            self.asks.refuse(op_what(message.op), problems[0])
             message.form.failed(problems[0])
             return
+        if message.op == "submit" and "script_path" in message.args:
+            try:
+                message = FormScreen.Requested(
+                    message.form, message.op, script_submission(message.args)
+                )
+            except DirectiveError as exc:
+                message.form.failed(str(exc))
+                return
         view = link.view
-        if message.op == "claim" and message.args.get("gpus", 1) > 1 and view is not None:
+        many = message.args.get("gpus", 1) > 1 and not message.args.get("mig")
+        # (MIG slices: the head picks them; the plan knows whole cards only)
+        if message.op == "claim" and many and view is not None:
             self._confirm_claim(link, message, plan_claim(view, self.model, message.args))
             return
-        self.asks.request(message.op, self._send(link, message))
+        self.asks.request(op_what(message.op), self._send(link, message))
 
     def _confirm_claim(
         self, link: HeadLink, message: FormScreen.Requested, plan: ClaimPlan
@@ -67,17 +104,19 @@ class FormActions:
         form, args = message.form, message.args
         if plan.cannot_wait(args):
             form.failed(
-                f"no host has {plan.count} free GPUs{plan.where} now;"
-                " tick 'wait in line' to queue for them"
+                _(
+                    "no host has {count} free GPUs{where} now; tick 'wait in line' to queue"
+                    " for them"
+                ).format(count=plan.count, where=plan.where_after())
             )
             return
 
         def answered(yes: bool | None) -> None:
             if not yes:
-                form.failed("not sent: nothing was claimed")
+                form.failed(_("not sent: nothing was claimed"))
                 return
             sent = FormScreen.Requested(form, message.op, plan.request(args))
-            self.asks.request(message.op, self._send(link, sent))
+            self.asks.request(op_what(message.op), self._send(link, sent))
 
         self.app.push_screen(ConfirmScreen(plan.question(args), plan.label), answered)
 
@@ -92,18 +131,32 @@ class FormActions:
         try:
             result = await link.ask(op, request)
         except HeadError as exc:
-            form.failed(exc.message)
-            self.asks.refuse(op, exc.message)
+            form.failed(exc.shown)
+            self.asks.refuse(op_what(op), exc.shown)
             return
         form.done()
         if op == "claim":
             claim = result.get("claim") or {}
             count = len(claim.get("gpu_uuids") or []) or message.args.get("gpus", 1)
-            what = f"{count} GPU(s) on {clean(claim.get('host') or '?', 64)}"
+            host = clean(claim.get("host") or "?", 64)
+            what = _("{count} GPU(s) on {host}").format(count=count, host=host)
             await self.claims.answered(link, what, claim)
             return
         job = result.get("job") or {}
         job_id, name = job.get("id"), clean(job.get("name") or "", 60)
+        array = result.get("array")
+        if isinstance(array, dict):  # its tasks settle one by one: say what was queued
+            self.app.notify(
+                _(
+                    "array {array} ({name}): {tasks} tasks queued; Q shows the queue"
+                    " (e expands an array)"
+                ).format(
+                    array=clean(array.get("id"), 20), name=name, tasks=clean(array.get("tasks"), 8)
+                ),
+                title=_("submitted"),
+                markup=False,
+            )
+            return
         if isinstance(job_id, int) and not isinstance(job_id, bool):
             settled = await self.settle.settled(job_id, link.view)
             if settled is None:
@@ -111,16 +164,21 @@ class FormActions:
             if settled is not None:
                 told = settled_text(settled, link.view)
                 self.app.notify(
-                    f"job {job_id} ({name}) {told}; Q shows the queue",
-                    title="submitted",
+                    _("job {job} ({name}) {told}; Q shows the queue").format(
+                        job=job_id, name=name, told=told
+                    ),
+                    title=_("submitted"),
                     markup=False,
                 )
                 return
         reason = clean(job.get("reason") or "", 80)
-        self.app.notify(
-            f"job {job_id} ({name}) {clean(job.get('state') or '?', 16)}"
-            + (f": {reason}" if reason else "")
-            + "; Q shows the queue",
-            title="submitted",
-            markup=False,
-        )
+        state = state_text(clean(job.get("state") or "?", 16))
+        if reason:
+            told = _("job {job} ({name}) {state}: {reason}; Q shows the queue").format(
+                job=job_id, name=name, state=state, reason=reason_text(reason)
+            )
+        else:
+            told = _("job {job} ({name}) {state}; Q shows the queue").format(
+                job=job_id, name=name, state=state
+            )
+        self.app.notify(told, title=_("submitted"), markup=False)

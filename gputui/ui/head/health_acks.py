@@ -17,9 +17,11 @@ from typing import Any
 
 from textual.app import App
 
+from gputui.common.i18n import N_, _
 from gputui.common.text import clean
 from gputui.health.board import Ack, HealthBoard, Problem
 from gputui.health.head_answer import HeadBoard
+from gputui.health.words import shown as shown_words
 from gputui.scheduler.client.errors import HeadError
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
@@ -55,12 +57,14 @@ class SharedBoard:
     def note(self) -> tuple[bool, str]:
         """(whether there is a board to show, a line about where it comes from)."""
         if self.board is None:
-            why = f": {self.failure}" if self.failure else "…"
-            return False, f"reading the head's board{why}"
+            if self.failure:
+                return False, _("reading the head's board: {why}").format(why=self.failure)
+            return False, _("reading the head's board…")
         if self.failure is not None and self.read_at is not None:
             at = time.strftime("%H:%M:%S", time.localtime(self.read_at))
-            return True, f"the head's board as read at {at} ({self.failure})"
-        return True, "the head's board"
+            said = _("the head's board as read at {time} ({why})")
+            return True, said.format(time=at, why=self.failure)
+        return True, _("the head's board")
 
 
 class HealthActions:
@@ -113,7 +117,7 @@ class HealthActions:
         if lacking is not None:
             return lacking
         view = self.asks.view
-        return view.me.refused("acknowledge problems") if view is not None else None
+        return view.me.refused(N_("acknowledge problems")) if view is not None else None
 
     def acknowledge(self, problem: Problem, note: str, shown: Callable[[], None]) -> None:
         """Acknowledge ``problem`` with ``note``; ``shown`` once the board has it."""
@@ -121,15 +125,15 @@ class HealthActions:
             if self.local.acknowledge(problem.key, self.login or "you", note, self.clock()):
                 shown()
             return
-        link = self.asks.usable("acknowledge", "health_ack")
+        link = self.asks.usable(N_("acknowledge"), "health_ack")
         if link is not None:
-            self.asks.request("acknowledge", self._acknowledge(link, problem, note, shown))
+            self.asks.request(N_("acknowledge"), self._acknowledge(link, problem, note, shown))
 
     async def _acknowledge(
         self, link: HeadLink, problem: Problem, note: str, shown: Callable[[], None]
     ) -> None:
         done = await self.asks.call(
-            link, "acknowledge", "health_ack", lambda b: b.health_ack(problem.key, note)
+            link, N_("acknowledge"), "health_ack", lambda b: b.health_ack(problem.key, note)
         )
         if not isinstance(done, Mapping):
             return
@@ -144,8 +148,10 @@ class HealthActions:
         )
         self.board.acknowledged(problem.key, ack)
         self.app.notify(
-            f"{clean(problem.finding.title, 96)}: acknowledged at the head",
-            title="acknowledged",
+            _("{problem}: acknowledged at the head").format(
+                problem=clean(shown_words(problem.finding.title), 96)
+            ),
+            title=_("acknowledged"),
             markup=False,
         )
         shown()
@@ -157,13 +163,15 @@ class HealthActions:
         if link is None:
             return
         if not link.connected:
-            self.board.failure = "the head is unreachable"
+            self.board.failure = _("the head is unreachable")
             return
         lacking = link.lacks(("health",))
         if lacking is not None:
             self.board.failure = lacking
             return
-        self.asks.ask_in_worker("health-board", "reading the head's health board", self._read(link))
+        self.asks.ask_in_worker(
+            "health-board", _("reading the head's health board"), self._read(link)
+        )
 
     async def _read(self, link: HeadLink) -> None:
         try:

@@ -9,20 +9,27 @@ when the head is unreachable. A job's output is followed in one worker (group
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from textual.app import App
 from textual.worker import Worker
 
+from gputui.common.i18n import _
+from gputui.common.job_words import state_text
 from gputui.common.text import clean
+from gputui.config.models import Config
 from gputui.scheduler.client.backend import Answer, AsyncBackend
 from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.explain_text import explain_pairs
 from gputui.ui.head.link import HeadLink
 from gputui.ui.head.requests import HeadRequests
 from gputui.ui.head.view import FINAL_STATES, HeadView
-from gputui.ui.screens.queue import QueueScreen
+from gputui.ui.screens.queue import QueueScreen, what_text
+from gputui.wire.words import told_text
 
 LOG_TAIL_BYTES = 256 * 1024
 """Output shown when a job's log is opened: its last this many bytes."""
@@ -35,15 +42,18 @@ JOB_ACTIONS = ("cancel", "kill", "preempt", "hold", "release_hold", "requeue")
 
 
 def job_request(
-    op: str, job_id: int, reason: str | None, force: bool
+    op: str, job_id: int, reason: str | None, force: bool, task: int | None = None
 ) -> Callable[[AsyncBackend], Awaitable[Answer]] | None:
-    """The request of the queue screen's ``op`` on a job (None: no such action)."""
+    """The request of the queue screen's ``op`` on a job (None: no such action);
+    ``task``: one task of array ``job_id`` (cancel only)."""
     if op not in JOB_ACTIONS:
         return None
 
     def request(backend: AsyncBackend) -> Awaitable[Answer]:
         if op == "requeue":
             return backend.requeue(job_id, reason=reason, force=force)
+        if op == "cancel":
+            return backend.cancel(job_id, reason=reason, task=task)
         act = {
             "cancel": backend.cancel,
             "kill": backend.kill,
@@ -76,13 +86,33 @@ def seen(screen: QueueScreen) -> Seen | None:
     return job.id, job.state, job.reason, line, (job.requeues, job.started_at)
 
 
+def attach_command(config: Config | None, job_id: int) -> list[str]:
+    """``gputui attach JOB``, reaching the head as this console does: its socket here,
+    else hosts.yaml's head (through SSH)."""
+    argv = [sys.executable, "-m", "gputui.entry"]
+    head = config.head if config is not None else None
+    socket = Path(head.socket).expanduser() if head is not None else None
+    if socket is not None and socket.exists():
+        argv += ["--socket", str(socket)]
+    elif config is not None and Path(config.source).is_file():
+        argv += ["--hosts", config.source]
+    return [*argv, "attach", str(job_id)]
+
+
 class JobActions:
     """The open queue screen (if any) and every request made from it."""
 
-    def __init__(self, app: App[None], asks: HeadRequests, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        app: App[None],
+        asks: HeadRequests,
+        clock: Callable[[], float],
+        config: Config | None = None,
+    ) -> None:
         self.app = app
         self.asks = asks
         self.clock = clock
+        self.config = config
         self.screen: QueueScreen | None = None
         """The queue screen while it is open."""
         self._seen: Seen | None = None
@@ -92,7 +122,7 @@ class JobActions:
     def open_queue(self) -> None:
         link = self.asks.link
         if link is None:
-            self.asks.refuse("open the queue", "no head configured (add a head: section)")
+            self.asks.refuse(_("open the queue"), _("no head configured (add a head: section)"))
             return
         if self.screen is not None:
             return
@@ -105,7 +135,7 @@ class JobActions:
 
         self.app.push_screen(screen, closed)
         if not link.connected:
-            screen.show_unreachable(link.reason or "not connected")
+            screen.show_unreachable(link.reason or _("not connected"))
 
     def show_view(self, view: HeadView) -> None:
         screen = self.screen
@@ -135,11 +165,39 @@ class JobActions:
         if self.screen is not None:
             self.screen.show_unreachable(reason)
 
+    def attach(self, job_id: int) -> None:
+        """This terminal on the job's (``gputui attach``), the console suspended until
+        the user detaches or the job ends."""
+        from textual.app import SuspendNotSupported
+
+        argv = attach_command(self.config, job_id)
+        try:
+            with self.app.suspend():
+                done = subprocess.run(argv, check=False)
+        except SuspendNotSupported:
+            what = _("attach to job {job}").format(job=job_id)
+            self.asks.refuse(what, _("this terminal cannot be handed over"))
+            return
+        except OSError as exc:
+            what = _("attach to job {job}").format(job=job_id)
+            self.asks.refuse(what, clean(exc.strerror or exc, 120))
+            return
+        if done.returncode == 0:  # detached (or the job ended well): it said which, there
+            self.app.notify(_("back from job {job}'s terminal").format(job=job_id), markup=False)
+        else:
+            what = _("gputui attach {job} ended with status {status}").format(
+                job=job_id, status=done.returncode
+            )
+            self.app.notify(what, severity="warning", markup=False)
+
     def act(self, message: QueueScreen.JobAction) -> None:
-        what = f"{message.op.replace('_', '-')} job {message.job_id}"
-        request = job_request(message.op, message.job_id, message.reason, message.force)
+        target = message.job_id if message.task is None else f"{message.job_id}_{message.task}"
+        what = what_text(message.op, target)
+        request = job_request(
+            message.op, message.job_id, message.reason, message.force, message.task
+        )
         if request is None:
-            self.asks.refuse(what, f"no such action on a job: {message.op}")
+            self.asks.refuse(what, _("no such action on a job: {op}").format(op=message.op))
             return
         link = self.asks.usable(what, message.op)
         if link is not None:
@@ -157,10 +215,15 @@ class JobActions:
         if result is None:
             return
         job = result.get("job") or {}
-        told = result.get("told")
+        told = told_text(result)
+        state = state_text(clean(job.get("state") or "?", 16))
+        line = _("job {job}: {state}").format(job=job_id, state=state)
+        if told:
+            line = _("job {id}: {state}: {told}").format(
+                id=job_id, state=state, told=clean(told, 200)
+            )
         self.app.notify(
-            f"job {job_id}: {clean(job.get('state') or '?', 16)}"
-            + (f": {clean(told, 200)}" if isinstance(told, str) and told else ""),
+            line,
             title=what,
             timeout=5,
             markup=False,
@@ -210,7 +273,7 @@ class JobActions:
             screen.show_detail(job_id, detail)
         except (HeadError, KeyError, TypeError) as exc:
             detail = None
-            screen.show_detail(job_id, None, getattr(exc, "message", "no detail"))
+            screen.show_detail(job_id, None, getattr(exc, "message", _("no detail")))
         if isinstance(detail, dict) and detail.get("state") in ("queued", "held"):
             await self._explain(link, screen, job_id)
         offset = 0
@@ -227,7 +290,8 @@ class JobActions:
             size = answer.get("size")
             if first and isinstance(size, int) and size > LOG_TAIL_BYTES:
                 offset = size - LOG_TAIL_BYTES
-                screen.reset_log(job_id, f"… (the first {offset} bytes are not shown)")
+                note = _("… (the first {bytes} bytes are not shown)").format(bytes=offset)
+                screen.reset_log(job_id, note)
                 first = False
                 continue
             first = False
@@ -240,7 +304,8 @@ class JobActions:
                 screen.log_note(job_id, "")
                 continue
             if answer.get("state") in FINAL_STATES:
-                screen.log_note(job_id, f"ended ({clean(answer.get('state'), 16)})")
+                ended = state_text(clean(answer.get("state"), 16))
+                screen.log_note(job_id, _("ended ({state})").format(state=ended))
                 return
-            screen.log_note(job_id, "following…")
+            screen.log_note(job_id, _("following…"))
             await asyncio.sleep(LOG_POLL_S)

@@ -13,6 +13,7 @@ from typing import Any
 
 from textual.app import App
 
+from gputui.common.i18n import _
 from gputui.scheduler.client.backend import Answer, AsyncBackend
 from gputui.scheduler.client.errors import HeadError
 from gputui.ui.head.link import HeadLink
@@ -38,17 +39,21 @@ class HeadRequests:
         return self.connected(lambda why: self.refuse(what, why), *needs)
 
     def refuse(self, what: str, why: str) -> None:
-        self.app.notify(why, title=f"cannot {what}", severity="error", timeout=8, markup=False)
+        """An error toast: ``cannot {what}`` (``what`` marked ``N_`` where it is written,
+        or already in the reader's language), and why."""
+        title = _("cannot {what}").format(what=_(what))
+        self.app.notify(why, title=title, severity="error", timeout=8, markup=False)
 
     def connected(self, problem: Callable[[str], None], *needs: str) -> HeadLink | None:
         """The head link when it is up and its scheduler can do each of ``needs``; else
         None, and ``problem`` says why in one line."""
         link = self.link
         if link is None:
-            problem("no head configured (add a head: section to hosts.yaml)")
+            problem(_("no head configured (add a head: section to hosts.yaml)"))
             return None
         if not link.connected:
-            problem(f"head unreachable ({link.reason or 'not connected'})")
+            reason = link.reason or _("not connected")
+            problem(_("head unreachable ({reason})").format(reason=reason))
             return None
         return link if self.able(link, problem, *needs) else None
 
@@ -81,7 +86,7 @@ class HeadRequests:
         try:
             return await link.ask(op, request)
         except HeadError as exc:
-            self.refuse(what, exc.message)
+            self.refuse(what, exc.shown)
             return None
 
     def ask_in_worker(self, group: str, description: str, work: Coroutine[Any, Any, None]) -> None:

@@ -28,18 +28,19 @@ import getpass
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
-from pathlib import Path
 from typing import Any
 
+from gputui.common.i18n import _
 from gputui.config.models import Config
 from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.client.backend import Answer, AsyncBackend, Unsupported
+from gputui.scheduler.client.channel import HeadChannel
 from gputui.scheduler.client.errors import HeadError
+from gputui.scheduler.client.reach import open_head
 from gputui.scheduler.client.slurm.backend import SlurmBackend, Snapshot
 from gputui.scheduler.client.slurm.parse import node_names
 from gputui.scheduler.client.slurm.runner import Runner
-from gputui.scheduler.client.ssh import is_local, open_head_ssh
 from gputui.scheduler.policy.ownership import GpuProc, Holding, ProcKey, offences
 from gputui.telemetry import HostSnapshot, HostStatus
 
@@ -186,11 +187,11 @@ def relayed(answer: Mapping[str, Any]) -> Snapshot:
     ``ValueError``; every string in it is cleaned again where it is shown)."""
     jobs, indexes, nodes = answer["jobs"], answer["indexes"], answer["nodes"]
     if not (isinstance(jobs, list) and isinstance(indexes, dict) and isinstance(nodes, list)):
-        raise ValueError("not a snapshot of Slurm")
+        raise ValueError(_("not a snapshot of Slurm"))
     checked: dict[int, dict[str, list[int]]] = {}
     for key, per_node in list(indexes.items())[:100_000]:
         if not (isinstance(key, str) and key.isdigit() and isinstance(per_node, dict)):
-            raise ValueError("bad GPU indexes")
+            raise ValueError(_("bad GPU indexes"))
         checked[int(key)] = {
             str(node): [i for i in idx if isinstance(i, int) and 0 <= i < 4096][:4096]
             for node, idx in list(per_node.items())[:4096]
@@ -275,7 +276,7 @@ class SlurmConsole:
             except HeadError as exc:
                 self.relay_problem = exc.message
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                self.relay_problem = f"the head's answer: {exc}"
+                self.relay_problem = _("the head's answer: {problem}").format(problem=exc)
             else:
                 self.relay_problem = None
                 return snap
@@ -320,19 +321,17 @@ class SlurmConsole:
         self._unmapped = unmapped
         if not unmapped:
             return []
-        shown = ", ".join(unmapped[:20]) + (
-            f" and {len(unmapped) - 20} more" if len(unmapped) > 20 else ""
-        )
-        return [
-            {
-                "kind": "slurm",
-                "text": f"Slurm nodes that are no host of hosts.yaml (not monitored): {shown}"
-                " (map them with slurm.nodes, or add the hosts)",
-            }
-        ]
+        shown = ", ".join(unmapped[:20])
+        if len(unmapped) > 20:
+            shown = _("{nodes} and {n} more").format(nodes=shown, n=len(unmapped) - 20)
+        text = _(
+            "Slurm nodes that are no host of hosts.yaml (not monitored): {nodes}"
+            " (map them with slurm.nodes, or add the hosts)"
+        ).format(nodes=shown)
+        return [{"kind": "slurm", "text": text}]
 
     async def close(self) -> None:
-        self.closed_reason = self.closed_reason or "closed"
+        self.closed_reason = self.closed_reason or _("closed")
         self._closed.set()
 
     @classmethod
@@ -352,21 +351,26 @@ class SlurmConsole:
 
 
 class HeadRelay:
-    """Asks the head for Slurm's state (its ``slurm`` request), over one connection
-    kept between refreshes (the local socket, or SSH to ``head.host``); opened again
-    after a failure, at the next refresh."""
+    """Asks the head for Slurm's state (its ``slurm`` request): over the console's
+    connection to the head while it has one (``channel``, its telemetry's), else
+    over one of its own kept between refreshes (``reach.open_head``: the local
+    socket, or SSH to ``head.host``), opened again after a failure, at the next
+    refresh."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, channel: HeadChannel[AsyncHeadClient] | None = None) -> None:
         self.config = config
         assert config.head is not None
-        self._socket = Path(config.head.socket).expanduser()
+        self._channel = channel
         self._client: AsyncHeadClient | None = None
-        self._closer: Callable[[], Awaitable[None]] | None = None
 
     async def ask(self) -> Answer:
+        shared = self._channel.conn if self._channel is not None else None
+        if shared is not None and shared.closed_reason is None:
+            await self.close()  # the console's connection is back: its own is not needed
+            return await shared.call("slurm", {}, timeout=15.0)
         if self._client is None or self._client.closed_reason is not None:
-            await self._open()
-        assert self._client is not None
+            await self.close()
+            self._client = await open_head(self.config)
         try:
             return await self._client.call("slurm", {}, timeout=15.0)
         except HeadError as exc:
@@ -374,24 +378,8 @@ class HeadRelay:
                 await self.close()
             raise
 
-    async def _open(self) -> None:
-        await self.close()
-        head = self.config.head
-        assert head is not None
-        if is_local(head):
-            self._client = await AsyncHeadClient.open_local(self._socket)
-            return
-        reader, writer, closer = await open_head_ssh(self.config)
-        client = AsyncHeadClient(reader, writer)
-        client.start()
-        self._client, self._closer = client, closer
-
     async def close(self) -> None:
-        client, closer = self._client, self._closer
-        self._client = self._closer = None
+        client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(Exception):
                 await client.close()
-        if closer is not None:
-            with contextlib.suppress(Exception):
-                await closer()

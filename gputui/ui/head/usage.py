@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from textual.app import App
 
+from gputui.common.i18n import _
 from gputui.common.text import clean
 from gputui.scheduler.client.errors import HeadError
 from gputui.ui.head.link import HeadLink
@@ -30,14 +31,15 @@ USAGE_TIMEOUT_S = 20.0
 def usage_problem(exc: HeadError) -> str:
     """One line for a ``usage`` request that got no answer."""
     if exc.code == "unknown-op":
-        return "the head is too old to answer usage requests (upgrade it)"
+        return _("the head is too old to answer usage requests (upgrade it)")
     if exc.code == "unsupported":  # the scheduler cannot count usage: its own line
         return clean(exc.message, 300)
-    if exc.message.startswith("head unreachable"):
+    said = _("head unreachable ({reason})").split("{reason}", 1)[0]
+    if exc.message.startswith(("head unreachable", said)):  # the link's line, whole
         return clean(exc.message, 300)
     if exc.code == "unreachable":  # the connection went while the head was asked
-        return clean(f"head unreachable ({exc.message})", 300)
-    return clean(f"the head refused usage: {exc.message}", 300)
+        return clean(_("head unreachable ({reason})").format(reason=exc.message), 300)
+    return clean(_("the head refused usage: {why}").format(why=exc.message), 300)
 
 
 class UsageActions:
@@ -67,7 +69,7 @@ class UsageActions:
             lambda why: message.screen.show_problem(message.token, why), "usage"
         )
         if link is not None:
-            self.asks.ask_in_worker("usage", "usage from the head", self._fetch(link, message))
+            self.asks.ask_in_worker("usage", _("usage from the head"), self._fetch(link, message))
 
     async def _fetch(self, link: HeadLink, message: UsageScreen.Wanted) -> None:
         since, until = message.since, message.until
@@ -89,7 +91,7 @@ class UsageActions:
                 message.screen.show_problem(message.token, usage_problem(answer))
                 return
             if isinstance(answer, Exception):  # a bug: said on the screen, refreshes go on
-                why = f"usage failed: {type(answer).__name__}: {answer}"
+                why = _("usage failed: {error}").format(error=f"{type(answer).__name__}: {answer}")
                 message.screen.show_problem(message.token, clean(why, 300))
                 return
             if isinstance(answer, BaseException):

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.common.i18n import N_, _
 from gputui.common.text import clean_str as _text
 from gputui.common.untrusted import epoch as _epoch
 
@@ -27,7 +28,7 @@ MAX_ITEMS = 100_000
 """Entries read from ``totals`` or ``hours``; the rest of a longer list is ignored."""
 KEY_CELLS = 64
 """A user or group name is kept to this many cells (the bars cut it further)."""
-NO_KEY = "(none)"
+NO_KEY = N_("(none)")
 """How an empty key (``by=project`` rows without a project) is shown."""
 MAX_SPAN_S = 400 * 86_400.0
 
@@ -46,7 +47,7 @@ def amount(value: Any) -> float:
 
 
 def _key(value: Any) -> str:
-    return _text(value, KEY_CELLS) or NO_KEY
+    return _text(value, KEY_CELLS) or _(NO_KEY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,8 @@ class UsageTotal:
     """Never more than ``alloc_gpu_h``."""
     energy_kwh: float = 0.0
     cost: float = 0.0
+    idle_held_kwh: float = 0.0
+    """Of ``energy_kwh``: what cards held but idle drew (``power.mode`` report or lock)."""
 
     @property
     def idle_gpu_h(self) -> float:
@@ -73,13 +76,14 @@ class UsageTotal:
 
 def total_of(key: str, parts: Iterable[UsageTotal]) -> UsageTotal:
     """``parts`` summed under ``key`` (the "others" line, the grand total)."""
-    alloc = busy = energy = cost = 0.0
+    alloc = busy = energy = cost = idle = 0.0
     for part in parts:
         alloc += part.alloc_gpu_h
         busy += part.busy_gpu_h
         energy += part.energy_kwh
         cost += part.cost
-    return UsageTotal(key, alloc, min(busy, alloc), energy, cost)
+        idle += part.idle_held_kwh
+    return UsageTotal(key, alloc, min(busy, alloc), energy, cost, min(idle, energy))
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,16 +147,22 @@ def _totals(value: Any) -> tuple[UsageTotal, ...]:
         key = _key(item.get("key"))
         alloc = amount(item.get("alloc_gpu_h"))
         busy = min(amount(item.get("busy_gpu_h")), alloc)
-        sums = merged.setdefault(key, [0.0, 0.0, 0.0, 0.0])
+        sums = merged.setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0])
         sums[0] += alloc
         sums[1] += busy
         sums[2] += amount(item.get("energy_kwh"))
         sums[3] += amount(item.get("cost"))
+        sums[4] += amount(item.get("idle_held_kwh"))
     totals = [
         UsageTotal(
-            k, min(a, MAX_AMOUNT), min(b, a, MAX_AMOUNT), min(e, MAX_AMOUNT), min(c, MAX_AMOUNT)
+            k,
+            min(a, MAX_AMOUNT),
+            min(b, a, MAX_AMOUNT),
+            min(e, MAX_AMOUNT),
+            min(c, MAX_AMOUNT),
+            min(i, e, MAX_AMOUNT),
         )
-        for k, (a, b, e, c) in merged.items()
+        for k, (a, b, e, c, i) in merged.items()
     ]
     totals.sort(key=lambda t: (-t.alloc_gpu_h, t.key))
     return tuple(totals)

@@ -9,11 +9,13 @@ I/O: widgets read these, and tests build them from dicts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gputui.common.gpu_env import export_line, gpu_uuids
+from gputui.common.gpu_env import GPU_UUID_PATTERN, export_line, gpu_uuids
+from gputui.common.i18n import _
 from gputui.common.text import clean
 from gputui.common.text import clean_str as _text
 from gputui.common.untrusted import epoch as _time
@@ -22,6 +24,7 @@ from gputui.ui import format as fmt
 from gputui.ui.head.flags import OwnerFlag, idle_for, parse_flags
 
 MAX_BOARD_PROBLEMS = 10_000_000
+_GPU_UUID = re.compile(GPU_UUID_PATTERN)
 """More problems than any board holds: a count past it is not believed."""
 
 LIVE_STATES = frozenset(
@@ -91,6 +94,15 @@ class Holder:
         return f"{self.kind[:1]}{self.id}"
 
 
+def holder_ref(holder: Holder) -> str:
+    """``job 12`` / ``claim 4`` in the reader's language."""
+    if holder.kind == "job":
+        return _("job {id}").format(id=holder.id)
+    if holder.kind == "claim":
+        return _("claim {id}").format(id=holder.id)
+    return holder.ref
+
+
 @dataclass(frozen=True, slots=True)
 class HeadJob:
     """One job of the queue (a row of ``gputui queue``)."""
@@ -115,6 +127,12 @@ class HeadJob:
     run_as: str | None
     idle_since: float | None = None
     """Since when all its GPUs read 0% (the head's word; flagged once past its limit)."""
+    array_id: int | None = None
+    """The array it is a task of (its first task's id); None when not in one."""
+    array_task: int | None = None
+    """Its task id in the array."""
+    interactive: bool = False
+    """It runs on a terminal to attach to (``gputui run --pty``)."""
 
     def elapsed(self, now: float) -> float:
         """Seconds it has run (to its end, if it ended); 0 before it started."""
@@ -156,6 +174,9 @@ class HeadJob:
             requeues=_int(raw.get("requeues")),
             run_as=_opt_text(raw.get("run_as"), 32),
             idle_since=_time(raw.get("idle_since")),
+            array_id=_opt_int(raw.get("array_id")),
+            array_task=_opt_int(raw.get("array_task")),
+            interactive=raw.get("interactive") is True,
         )
 
 
@@ -228,7 +249,9 @@ class Me:
     def refused(self, doing: str) -> str | None:
         """Why this user may not do an admin's ``doing`` ("force-free a GPU"); None for
         an admin. The console's one wording of it."""
-        return None if self.admin else f"only admins {doing} ({self.user} is not one)"
+        if self.admin:
+            return None
+        return _("only admins {doing} ({user} is not one)").format(doing=_(doing), user=self.user)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +272,8 @@ class HeadView:
     """An active claim idle this long is a health finding (None: the head did not say)."""
     board_problems: int | None = None
     """How many problems the head's health board lists (None: the head did not say)."""
+    clock_locks: frozenset[str] = frozenset()
+    """GPUs held but idle whose clocks the head locked low (``power.mode: lock``)."""
 
     @classmethod
     def parse(cls, state: Mapping[str, Any], seq: int = 0) -> HeadView:
@@ -286,6 +311,7 @@ class HeadView:
             idle_after_s=idle_after if idle_after else None,
             claim_idle_after_s=claim_idle_after if claim_idle_after else None,
             board_problems=integer(state.get("board_problems"), 0, MAX_BOARD_PROBLEMS),
+            clock_locks=_clock_locks(state.get("clock_locks")),
         )
 
     def holders(self) -> dict[str, Holder]:
@@ -306,6 +332,15 @@ class HeadView:
         """(running, pending) jobs."""
         running = sum(1 for j in self.jobs if j.live)
         return running, sum(1 for j in self.jobs if j.pending)
+
+
+def _clock_locks(value: Any) -> frozenset[str]:
+    """The state's ``clock_locks`` (``[{"uuid": ...}, ...]``) -> their GPU uuids."""
+    return frozenset(
+        u
+        for u in (raw.get("uuid") for raw in _items(value))
+        if isinstance(u, str) and _GPU_UUID.fullmatch(u)
+    )
 
 
 def _items(value: Any, cap: int = 100_000) -> Iterable[Mapping[str, Any]]:

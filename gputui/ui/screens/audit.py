@@ -22,9 +22,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
-from gputui.common.text import clean
+from gputui.common.i18n import N_, _
+from gputui.common.text import cells, clean
+from gputui.ui.widgets.footer import TranslatedFooter
 from gputui.ui.widgets.rows import RowTable
 from gputui.ui.widgets.titles import view_title
 
@@ -56,9 +58,16 @@ class AuditRow:
         text.append(self.user or "-", "bold")
         text.append(f" {self.action} {self.target}")
         if self.owner:
-            text.append(f" (of {self.owner})")
-        text.append(f"\nreason   {self.reason or '-'}\noutcome  {self.outcome or '-'}")
+            text.append(" " + _("(of {owner})").format(owner=self.owner))
+        reason, outcome = _("reason"), _("outcome")
+        room = max(9, cells(reason) + 1, cells(outcome) + 1)
+        text.append(f"\n{_pad(reason, room)}{self.reason or '-'}")
+        text.append(f"\n{_pad(outcome, room)}{self.outcome or '-'}")
         return text
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - cells(text))
 
 
 COLUMNS: tuple[tuple[str, int, int], ...] = (
@@ -72,6 +81,25 @@ COLUMNS: tuple[tuple[str, int, int], ...] = (
 )
 """(label, width from 120 columns, width below): every column at 80; REASON takes
 what is left of a narrow pane (the line below the table has the row whole)."""
+_TITLES = {
+    "ACTOR": N_("ACTOR"),
+    "ACTION": N_("ACTION"),
+    "TARGET": N_("TARGET"),
+    "OWNER": N_("OWNER"),
+    "OUTCOME": N_("OUTCOME"),
+    "REASON": N_("REASON"),
+}
+_WHEN = N_("TIME: when it was done")
+"""The audit's TIME is a moment (the queue's TIME, a duration, reads otherwise in
+Chinese): its own message, and "TIME" where it has no translation (English)."""
+
+
+def column_title(label: str) -> str:
+    """A column's title in the chosen language."""
+    if label == "TIME":
+        shown = _(_WHEN)
+        return label if shown == _WHEN else shown
+    return _(_TITLES[label]) if label in _TITLES else label
 
 
 def parse_rows(answer: object) -> list[AuditRow]:
@@ -111,9 +139,9 @@ class AuditScreen(Screen[None]):
     """The audit trail, newest first."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,A", "close", "Back", tooltip="Back to the GPUs"),
-        Binding("r", "refresh", "Refresh", tooltip="Ask the head again now"),
-        Binding("slash", "filter", "Filter", tooltip="Show only rows with these words"),
+        Binding("escape,q,A", "close", N_("Back"), tooltip=N_("Back to the GPUs")),
+        Binding("r", "refresh", N_("Refresh"), tooltip=N_("Ask the head again now")),
+        Binding("slash", "filter", N_("Filter"), tooltip=N_("Show only rows with these words")),
     ]
 
     @dataclass
@@ -135,11 +163,11 @@ class AuditScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="audit-status")
-        yield Input(placeholder="filter: user, action, target, reason", id="audit-filter")
+        yield Input(placeholder=_("filter: user, action, target, reason"), id="audit-filter")
         table: RowTable[Text] = RowTable(id="audit-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static("", id="audit-detail")
-        yield Footer()
+        yield TranslatedFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#audit-table", DataTable)
@@ -147,7 +175,8 @@ class AuditScreen(Screen[None]):
         fixed = sum(narrow + 2 for _, _, narrow in COLUMNS if narrow)  # a cell pads 1 a side
         rest = max(8, self.app.size.width - fixed - 4)  # 2 more: the scroll bar
         for label, width, narrow in COLUMNS:
-            table.add_column(label, width=width if wide else narrow or rest, key=label)
+            title = column_title(label)
+            table.add_column(title, width=width if wide else narrow or rest, key=label)
         self.query_one("#audit-filter", Input).display = False
         self.action_refresh()
         table.focus()
@@ -200,15 +229,18 @@ class AuditScreen(Screen[None]):
 
     def _status(self) -> None:
         status = self.query_one("#audit-status", Static)
-        title = view_title("audit")
+        title = view_title(_("audit"))
         if self.problem is not None:
             status.update(title + Text(self.problem, "bold red"))
             return
         if not self.rows:
-            said = "no audit rows yet" if self.answered else "asking the head…"
+            said = _("no audit rows yet") if self.answered else _("asking the head…")
             status.update(title + Text(said, "dim"))
             return
-        status.update(title + Text(f"{len(self.shown)} of {len(self.rows)} rows, newest first"))
+        counted = _("{shown} of {total} rows, newest first").format(
+            shown=len(self.shown), total=len(self.rows)
+        )
+        status.update(title + Text(counted))
 
     def action_filter(self) -> None:
         box = self.query_one("#audit-filter", Input)

@@ -19,6 +19,7 @@ from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Input, Static
 
+from gputui.common.i18n import N_, _
 from gputui.ui.commands import MAX_LINE, complete, completions
 
 
@@ -55,10 +56,10 @@ class CommandLine(ModalScreen[str | None]):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Close", show=False),
-        Binding("tab", "complete", "Complete", show=False, priority=True),
-        Binding("up", "history(-1)", "Older", show=False, priority=True),
-        Binding("down", "history(1)", "Newer", show=False, priority=True),
+        Binding("escape", "cancel", N_("Close"), show=False),
+        Binding("tab", "complete", N_("Complete"), show=False, priority=True),
+        Binding("up", "history(-1)", N_("Older"), show=False, priority=True),
+        Binding("down", "history(1)", N_("Newer"), show=False, priority=True),
     ]
 
     def __init__(
@@ -78,7 +79,7 @@ class CommandLine(ModalScreen[str | None]):
         with Horizontal():
             yield Static(":", id="command-prompt")
             yield Input(
-                placeholder="queue usage health audit · claim 2 --pool a100 · sort util · q",
+                placeholder=_("queue usage health audit · claim 2 --pool a100 · sort util · q"),
                 id="command",
                 max_length=MAX_LINE,
                 suggester=_Completer(self.choices),

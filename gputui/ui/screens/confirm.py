@@ -12,6 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
+from gputui.common.i18n import N_, _
+
 _R = TypeVar("_R")
 
 
@@ -28,19 +30,19 @@ class ConfirmScreen(_Asking[bool]):
     """Ask ``question``; ``y`` answers yes, ``n``, Esc or Enter on Cancel answer no."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Yes", tooltip="Yes: go ahead"),
-        Binding("n,escape", "answer(False)", "No", tooltip="No: cancel, nothing is sent"),
+        Binding("y", "answer(True)", N_("Yes"), tooltip=N_("Yes: go ahead")),
+        Binding("n,escape", "answer(False)", N_("No"), tooltip=N_("No: cancel, nothing is sent")),
     ]
 
-    def __init__(self, question: Text, confirm_label: str = "Yes") -> None:
+    def __init__(self, question: Text, confirm_label: str = N_("Yes")) -> None:
         super().__init__(question, confirm_label)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-dialog"):
             yield Static(self.question, id="confirm-question")
             with Horizontal(id="confirm-buttons"):
-                yield Button(f"{self.confirm_label} (y)", variant="error", id="confirm-yes")
-                yield Button("Cancel (n)", variant="default", id="confirm-no")
+                yield Button(f"{_(self.confirm_label)} (y)", variant="error", id="confirm-yes")
+                yield Button(_("Cancel (n)"), variant="default", id="confirm-no")
 
     def on_mount(self) -> None:
         self.query_one("#confirm-no", Button).focus()
@@ -58,20 +60,21 @@ class ReasonScreen(_Asking[str | None]):
     reason goes to the audit log). Enter sends it, Esc or Cancel sends nothing."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", tooltip="Cancel: nothing is sent"),
+        Binding("escape", "cancel", N_("Cancel"), tooltip=N_("Cancel: nothing is sent")),
     ]
 
-    def __init__(self, question: Text, confirm_label: str = "Go ahead") -> None:
+    def __init__(self, question: Text, confirm_label: str = N_("Go ahead")) -> None:
         super().__init__(question, confirm_label)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-dialog"):
             yield Static(self.question, id="confirm-question")
-            yield Input(placeholder="why (for the audit log)", max_length=200, id="reason-input")
+            yield Input(placeholder=_("why (for the audit log)"), max_length=200, id="reason-input")
             yield Static("", id="reason-problem")
             with Horizontal(id="confirm-buttons"):
-                yield Button(f"{self.confirm_label} (Enter)", variant="error", id="confirm-yes")
-                yield Button("Cancel (Esc)", variant="default", id="confirm-no")
+                label = f"{_(self.confirm_label)} (Enter)"
+                yield Button(label, variant="error", id="confirm-yes")
+                yield Button(_("Cancel (Esc)"), variant="default", id="confirm-no")
 
     def on_mount(self) -> None:
         self.query_one("#reason-input", Input).focus()
@@ -80,7 +83,7 @@ class ReasonScreen(_Asking[str | None]):
         reason = " ".join(self.query_one("#reason-input", Input).value.split())
         if not reason:
             self.query_one("#reason-problem", Static).update(
-                Text("A reason is required: it is written to the audit log.", "bold red")
+                Text(_("A reason is required: it is written to the audit log."), "bold red")
             )
             return
         self.dismiss(reason)

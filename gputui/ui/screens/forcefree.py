@@ -19,27 +19,37 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from gputui.common.i18n import N_, _
 from gputui.common.text import clean
+from gputui.wire.words import told_text
 
 STEPS = ("drain", "stop", "sigterm", "sigkill", "memory")
 """The steps every run goes through, in order (``holders``, ``reset`` and a second
 ``memory`` follow only when the memory stays held)."""
 _NAMES = {
-    "drain": "drain the card",
-    "stop": "kill its jobs, release its claims",
-    "sigterm": "SIGTERM the other processes",
-    "sigkill": "SIGKILL what is left",
-    "memory": "check the memory came back",
-    "holders": "what holds /dev/nvidia*",
-    "reset": "reset the GPU",
+    "drain": N_("drain the card"),
+    "stop": N_("kill its jobs, release its claims"),
+    "sigterm": N_("SIGTERM the other processes"),
+    "sigkill": N_("SIGKILL what is left"),
+    "memory": N_("check the memory came back"),
+    "holders": N_("what holds /dev/nvidia*"),
+    "reset": N_("reset the GPU"),
 }
+
+
+def _step_word(step: str) -> str:
+    """A step as the verdict names it: its code (``memory``) in English, its words
+    where the reader's language has them (a code is no word in another language)."""
+    name = _NAMES.get(step)
+    said = _(name) if name is not None else step
+    return step if said == name else said
 
 
 class ForceFreeScreen(ModalScreen[None]):
     """Steps of one force-free run, as the head reports them."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "close", "Close", tooltip="Close (the head finishes the run)"),
+        Binding("escape,q", "close", N_("Close"), tooltip=N_("Close (the head finishes the run)")),
     ]
 
     def __init__(self, what: str, reason: str) -> None:
@@ -51,11 +61,13 @@ class ForceFreeScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="forcefree-dialog"):
-            yield Static(Text(f"Force-free {self.what}", "bold"), id="forcefree-title")
-            yield Static(Text(f"why: {clean(self.reason, 200)}", "dim"), id="forcefree-reason")
+            title = _("Force-free {what}").format(what=self.what)
+            yield Static(Text(title, "bold"), id="forcefree-title")
+            why = _("why: {reason}").format(reason=clean(self.reason, 200))
+            yield Static(Text(why, "dim"), id="forcefree-reason")
             yield Static("", id="forcefree-steps")
             yield Static("", id="forcefree-verdict")
-            yield Static(Text("Esc closes; the head finishes the run.", "dim"))
+            yield Static(Text(_("Esc closes; the head finishes the run."), "dim"))
 
     def on_mount(self) -> None:
         self.app.clear_notifications()
@@ -69,12 +81,12 @@ class ForceFreeScreen(ModalScreen[None]):
         if not isinstance(name, str):
             return
         ok = view.get("ok")
-        outcome = view.get("outcome")
+        outcome = told_text(view, "outcome")
         self.steps.append(
             {
                 "step": clean(name, 32),
                 "ok": ok if isinstance(ok, bool) else None,
-                "outcome": clean(outcome, 300) if isinstance(outcome, str) else "",
+                "outcome": clean(outcome, 300),
             }
         )
         self._show()
@@ -90,11 +102,17 @@ class ForceFreeScreen(ModalScreen[None]):
                 for view in steps[len(self.steps) :]:
                     self.step(view)
             if answer.get("free") is True:
-                self.verdict = Text("The card is free.", "bold green")
+                self.verdict = Text(_("The card is free."), "bold green")
             else:
                 failed = next((s for s in self.steps if s["ok"] is False), None)
-                where = f" at {failed['step']}: {failed['outcome']}" if failed else ""
-                self.verdict = Text(f"Not free{where}. The card stays drained.", "bold red")
+                if failed is None:
+                    said = _("Not free. The card stays drained.")
+                else:
+                    said = _("Not free at {step}: {outcome}. The card stays drained.").format(
+                        step=_step_word(failed["step"]),
+                        outcome=failed["outcome"],
+                    )
+                self.verdict = Text(said, "bold red")
         self._show()
 
     def _show(self) -> None:
@@ -110,15 +128,15 @@ class ForceFreeScreen(ModalScreen[None]):
         for row in rows:
             ok = row["ok"]
             if ok is True:
-                mark = Text("done", "green")
+                mark = Text(_("done"), "green")
             elif ok is False:
-                mark = Text("FAILED", "bold red")
+                mark = Text(_("FAILED"), "bold red")
                 running = False
             elif running and self.verdict is None and row["step"] not in seen:
                 mark, running = Text("...", "yellow"), False
             else:
                 mark = Text("", "dim")
-            label = _NAMES.get(row["step"], row["step"])
+            label = _(_NAMES.get(row["step"], row["step"]))
             table.add_row(mark, Text(label), Text(row["outcome"], "dim"))
         self.query_one("#forcefree-steps", Static).update(table)
         self.query_one("#forcefree-verdict", Static).update(self.verdict or "")

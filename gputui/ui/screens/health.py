@@ -24,11 +24,15 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
-from gputui.common.text import clean
+from gputui.common.i18n import N_, _, ngettext, pgettext
+from gputui.common.text import cells as cell_width
+from gputui.common.text import clean, fit
 from gputui.health.board import HealthBoard, Problem
+from gputui.health.words import shown
 from gputui.ui.screens.confirm import ReasonScreen
+from gputui.ui.widgets.footer import TranslatedFooter
 from gputui.ui.widgets.rows import RowTable
 from gputui.ui.widgets.titles import view_title
 
@@ -45,7 +49,19 @@ Acknowledge = Callable[[Problem, str, Callable[[], None]], None]
 """Acknowledge a problem with a note; the callable given is called once it shows."""
 
 _STYLE = {"crit": "bold red", "warn": "yellow", "info": "cyan"}
-_WORD = {"crit": "CRIT", "warn": "WARN", "info": "NOTE"}
+_SEVERITIES = ("crit", "warn", "info")
+
+
+def _word(severity: str) -> str:
+    """A severity as the health view shows it ("NOTE" is also a column title elsewhere:
+    each has its own translation)."""
+    if severity == "crit":
+        return pgettext("severity", "CRIT")
+    if severity == "warn":
+        return pgettext("severity", "WARN")
+    return pgettext("severity", "NOTE")
+
+
 REFRESH_S = 1.0
 WIDE = 120
 """From this many columns the table also shows when each problem was last seen."""
@@ -54,20 +70,39 @@ WIDE = 120
 def _ago(now: float, then: float) -> str:
     seconds = max(0.0, now - then)
     if seconds < 90:
-        return f"{seconds:.0f}s ago"
+        return _("{n}s ago").format(n=f"{seconds:.0f}")
     if seconds < 90 * 60:
-        return f"{seconds / 60:.0f}m ago"
+        return _("{n}m ago").format(n=f"{seconds / 60:.0f}")
     if seconds < 36 * 3600:
-        return f"{seconds / 3600:.0f}h ago"
+        return _("{n}h ago").format(n=f"{seconds / 3600:.0f}")
     return time.strftime("%m-%d %H:%M", time.localtime(then))
+
+
+_LABEL_W = 9
+"""The detail's labels are padded to this many cells (``meaning  ``)."""
+
+
+def _label(label: str) -> str:
+    """A detail line's label in the reader's language, padded by display cells."""
+    return fit(_(label), max(_LABEL_W, cell_width(_(label)) + 2))
+
+
+def _counted(severity: str, n: int) -> str:
+    if severity == "crit":
+        return ngettext("{n} critical", "{n} critical", n).format(n=n)
+    if severity == "warn":
+        return ngettext("{n} warning", "{n} warnings", n).format(n=n)
+    return ngettext("{n} note", "{n} notes", n).format(n=n)
 
 
 class HealthScreen(Screen[None]):
     """Problems across the cluster, worst first."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,h", "close", "Back", tooltip="Back to the GPUs"),
-        Binding("a", "acknowledge", "Acknowledge", tooltip="Acknowledge the problem (a note)"),
+        Binding("escape,q,h", "close", N_("Back"), tooltip=N_("Back to the GPUs")),
+        Binding(
+            "a", "acknowledge", N_("Acknowledge"), tooltip=N_("Acknowledge the problem (a note)")
+        ),
     ]
 
     def __init__(
@@ -106,17 +141,21 @@ class HealthScreen(Screen[None]):
         table: RowTable[Text] = RowTable(id="health-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield Static("", id="health-detail")
-        yield Footer()
+        yield TranslatedFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#health-table", DataTable)
         self.wide = self.app.size.width >= WIDE
-        columns = [("SEV", 4), ("HOST", 12 if self.wide else 8), ("GPU", 3), ("PROBLEM", 0)]
-        columns += [("FIRST", 9)] + ([("LAST", 9)] if self.wide else []) + [("N", 4), ("ACK", 3)]
-        fixed = sum(width + 2 for _, width in columns)  # each cell is padded by one a side
+        columns = [(N_("SEV"), 4), (N_("HOST"), 12 if self.wide else 8), ("GPU", 3)]
+        columns += [(N_("PROBLEM"), 0), (N_("FIRST"), 9)]
+        columns += [(N_("LAST"), 9)] if self.wide else []
+        columns += [(N_("N"), 4), (N_("ACK"), 3)]
+        # A title wider than its column (in Chinese) widens it, so none is cut.
+        columns = [(key, max(width, cell_width(_(key))) if width else 0) for key, width in columns]
+        fixed = sum(width + 2 for _key, width in columns)  # each cell is padded by one a side
         problem = max(20, min(72, self.app.size.width - fixed - 2))
-        for label, width in columns:
-            table.add_column(label, width=width or problem, key=label)
+        for key, width in columns:
+            table.add_column(_(key), width=width or problem, key=key)
         self.reload()
         self.set_interval(self.refresh_s, self.reload, name="health")
         if self.refresh_board is not None:
@@ -142,15 +181,15 @@ class HealthScreen(Screen[None]):
             f = p.finding
             style = _STYLE[f.severity]
             cells = [
-                Text(_WORD[f.severity], style),
+                Text(_word(f.severity), style),
                 Text(clean(f.host, 64)),
                 Text("-" if f.gpu is None else str(f.gpu)),
-                Text(clean(f.title, 128) + (f" [{f.badge}]" if f.badge else ""), style),
+                Text(clean(shown(f.title), 128) + (f" [{_(f.badge)}]" if f.badge else ""), style),
                 Text(_ago(now, p.first_seen)),
             ]
             if self.wide:
                 cells.append(Text(_ago(now, p.last_seen)))
-            cells += [Text(str(p.count)), Text("yes" if p.ack else "", "green")]
+            cells += [Text(str(p.count)), Text(_("yes") if p.ack else "", "green")]
             table.add_row(*cells, key=p.key)
         if chosen is not None:
             keys = [p.key for p in self.problems]
@@ -170,32 +209,39 @@ class HealthScreen(Screen[None]):
     def _show_status(self) -> None:
         """The counts of the rows listed (one count per row, so they add up to the list)."""
         ready, said = self.note() if self.note is not None else (True, "")
-        title = view_title("health")
+        title = view_title(_("health"))
         line = Text()
         if not ready:
             self.query_one("#health-status", Static).update(title + Text(said, "dim"))
             return
-        counts = {s: sum(1 for p in self.problems if p.finding.severity == s) for s in _WORD}
+        counts = {s: sum(1 for p in self.problems if p.finding.severity == s) for s in _SEVERITIES}
         if not self.problems:
-            line.append("No problems", "bold green")
-        for severity, one, many in (
-            ("crit", "critical", "critical"),
-            ("warn", "warning", "warnings"),
-            ("info", "note", "notes"),
-        ):
+            line.append(_("No problems"), "bold green")
+        for severity in ("crit", "warn", "info"):
             n = counts[severity]
             if n:
                 if line:
                     line.append(" · ")
-                line.append(f"{n} {one if n == 1 else many}", _STYLE[severity])
+                line.append(_counted(severity, n), _STYLE[severity])
         unknown = self.board.unknown()
         if unknown:
-            checks = sorted({f"{c} ({why})" for items in unknown.values() for _, c, why in items})
-            gpus = sum(len({gpu for gpu, _, _ in items}) for items in unknown.values())
-            listed = ", ".join(checks)
-            line.append(f"   not checked on {gpus} GPUs (unknown, not ok): {listed}", "dim")
+            checks = sorted(
+                {
+                    _("{check} ({why})").format(check=_(c), why=shown(why))
+                    for items in unknown.values()
+                    for _gpu, c, why in items
+                }
+            )
+            gpus = sum(len({gpu for gpu, _c, _why in items}) for items in unknown.values())
+            listed = _(", ").join(checks)
+            not_checked = ngettext(
+                "not checked on {n} GPU (unknown, not ok): {checks}",
+                "not checked on {n} GPUs (unknown, not ok): {checks}",
+                gpus,
+            )
+            line.append("   " + not_checked.format(n=gpus, checks=listed), "dim")
         if said:
-            line.append(f"   ({said})", "dim")
+            line.append("   " + _("({note})").format(note=said), "dim")
         self.query_one("#health-status", Static).update(title + line)
 
     def _show_detail(self) -> None:
@@ -203,26 +249,31 @@ class HealthScreen(Screen[None]):
         problem = self._selected_problem()
         if problem is None:
             ready = self.note()[0] if self.note is not None else True
-            passed = "Every check passed on every host that answered." if ready else ""
+            passed = _("Every check passed on every host that answered.") if ready else ""
             detail.update(Text(passed, "dim"))
             return
         f = problem.finding
-        where = clean(f.host, 64) + ("" if f.gpu is None else f" GPU {f.gpu}")
+        host = clean(f.host, 64)
+        where = host if f.gpu is None else _("{host} GPU {gpu}").format(host=host, gpu=f.gpu)
         text = Text()
-        text.append(f"{where}: ", "bold")
-        text.append(clean(f.title, 256), _STYLE[f.severity])
-        text.append(f"\nmeaning  {clean(f.meaning, 256)}")
-        text.append("\naction   ")
-        text.append(clean(f.action, 256), "bold")
+        text.append(_("{where}:").format(where=where) + " ", "bold")
+        text.append(clean(shown(f.title), 256), _STYLE[f.severity])
+        text.append("\n" + _label(N_("meaning")) + clean(shown(f.meaning), 256))
+        text.append("\n" + _label(N_("action")))
+        text.append(clean(shown(f.action), 256), "bold")
         if f.detail:
-            text.append(f"\nfigures  {clean(f.detail, 256)}")
-        times = "once" if problem.count == 1 else f"{problem.count} times"
-        text.append(f"\nseen     {times}, first {_ago(self.clock(), problem.first_seen)}")
+            text.append("\n" + _label(N_("figures")) + clean(shown(f.detail), 256))
+        n = problem.count
+        times = _("once") if n == 1 else _("{n} times").format(n=n)
+        seen = _("{times}, first {ago}").format(
+            times=times, ago=_ago(self.clock(), problem.first_seen)
+        )
+        text.append("\n" + _label(N_("seen")) + seen)
         if problem.ack is not None:
-            text.append(
-                f"\nack      by {clean(problem.ack.by, 64)}: {clean(problem.ack.note, 200)}",
-                "green",
+            by = _("by {user}: {note}").format(
+                user=clean(problem.ack.by, 64), note=clean(problem.ack.note, 200)
             )
+            text.append("\n" + _label(N_("ack")) + by, "green")
         detail.update(text)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -235,14 +286,15 @@ class HealthScreen(Screen[None]):
     def action_acknowledge(self) -> None:
         problem = self._selected_problem()
         if problem is None:
-            self.notify("No problem selected.", severity="warning")
+            self.notify(_("No problem selected."), severity="warning")
             return
         refusal = self.may_acknowledge()
         if refusal is not None:
-            self.notify(refusal, title="cannot acknowledge", severity="error", markup=False)
+            self.notify(refusal, title=_("cannot acknowledge"), severity="error", markup=False)
             return
-        question = Text(f"Acknowledge: {clean(problem.finding.title, 128)}?\n", "bold")
-        question.append("It stays acknowledged until it changes.", "")
+        title = clean(shown(problem.finding.title), 128)
+        question = Text(_("Acknowledge: {problem}?").format(problem=title) + "\n", "bold")
+        question.append(_("It stays acknowledged until it changes."), "")
 
         def done(note: str | None) -> None:
             if not note:
@@ -254,4 +306,4 @@ class HealthScreen(Screen[None]):
             ):
                 self.reload()
 
-        self.app.push_screen(ReasonScreen(question, "Acknowledge"), done)
+        self.app.push_screen(ReasonScreen(question, _("Acknowledge")), done)

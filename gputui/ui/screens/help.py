@@ -13,6 +13,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from gputui.common.i18n import _
+
 HelpSection = tuple[str, Sequence[tuple[str, str]]]
 
 _KEY_NAMES = {
@@ -28,6 +30,8 @@ _KEY_NAMES = {
     "space": "Space",
     "escape": "Esc",
     "slash": "/",
+    "left_square_bracket": "[",
+    "right_square_bracket": "]",
     "question_mark": "?",
     "colon": ":",
     "tab": "Tab",
@@ -71,9 +75,9 @@ class HelpScreen(ModalScreen[None]):
             for keys, description in rows:
                 table.add_row(Text(keys), Text(description))
         with VerticalScroll(id="help-dialog"):
-            yield Static(Text("gputui keys", style="bold"), id="help-title")
+            yield Static(Text(_("gputui keys"), style="bold"), id="help-title")
             yield Static(table, id="help-table")
-            yield Static(Text("Esc, q or ? to close", style="dim"), id="help-hint")
+            yield Static(Text(_("Esc, q or ? to close"), style="dim"), id="help-hint")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -25,8 +25,10 @@ from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input
+from textual.widget import Widget
+from textual.widgets import Input
 
+from gputui.common.i18n import _
 from gputui.telemetry import HostStatus
 from gputui.ui.gpu_view import GpuRow, HostRow, Row
 from gputui.ui.head.view import age_text
@@ -35,6 +37,7 @@ from gputui.ui.screens import main_keys
 from gputui.ui.screens.confirm import ConfirmScreen
 from gputui.ui.screens.main_selection import show_selection
 from gputui.ui.widgets.detail import DetailPane
+from gputui.ui.widgets.footer import TranslatedFooter
 from gputui.ui.widgets.gpu_grid import GpuGrid
 from gputui.ui.widgets.process_table import ProcessTable
 from gputui.ui.widgets.summary import SummaryBar
@@ -98,6 +101,8 @@ class MainScreen(Screen[None]):
         self._last_rebuild = 0.0
         self._grid: GpuGrid | None = None
         self._summary: SummaryBar | None = None
+        self._side: tuple[ProcessTable, DetailPane, Widget] | None = None
+        """The process table, the detail pane and their container, looked up at mount."""
         self._ready = False
         self.scheduler = False
         """A head is configured: the scheduler keys and the HELD column are on."""
@@ -118,14 +123,14 @@ class MainScreen(Screen[None]):
             yield GpuGrid(self.model, clock=self.clock, id="grid")
             with Container(id="side"):
                 table = ProcessTable(id="processes")
-                table.border_title = "processes"
+                table.border_title = _("processes")
                 yield table
                 yield DetailPane(id="detail")
         with Vertical(id="filter-bar"):
             yield Input(
-                placeholder="filter: host, pool, model, user, or free (Esc clears)", id="filter"
+                placeholder=_("filter: host, pool, model, user, or free (Esc clears)"), id="filter"
             )
-        yield Footer()
+        yield TranslatedFooter()
 
     @property
     def grid(self) -> GpuGrid:
@@ -136,12 +141,24 @@ class MainScreen(Screen[None]):
 
     @property
     def _live(self) -> bool:
-        """Mounted, its widgets still there: the app closing removes them while a last
-        batch of samples or a last tick may still come (then nothing is drawn)."""
-        return self._ready and self.grid.is_attached
+        """Mounted, its widgets still there: the app closing removes them (in no order
+        we may count on) while a last batch of samples or a last tick may still come;
+        then nothing is drawn."""
+        side = self._side
+        return (
+            self._ready
+            and side is not None
+            and self.grid.is_attached
+            and all(widget.is_attached for widget in side)
+        )
 
     def on_mount(self) -> None:
         self._summary = self.query_one(SummaryBar)
+        self._side = (
+            self.query_one(ProcessTable),
+            self.query_one(DetailPane),
+            self.query_one("#side"),
+        )
         self.query_one("#filter-bar").display = False
         self.query_one(DetailPane).clear_detail()
         self.grid.show_held(self.scheduler)
@@ -273,7 +290,11 @@ class MainScreen(Screen[None]):
             collapsed=self.folded,
         )
         query = self.query_text
-        self.grid.empty_text = f"no GPU matches {query!r} (Esc clears the filter)" if query else ""
+        self.grid.empty_text = (
+            _("no GPU matches {query} (Esc clears the filter)").format(query=repr(query))
+            if query
+            else ""
+        )
         self.grid.set_rows(
             rows, folded=self.folded, grouped=self.grouped, sort=SORT_KEYS[self.sort_index].name
         )
@@ -298,13 +319,16 @@ class MainScreen(Screen[None]):
         self._check_view()
 
     def _show_selection(self, row: Row | None) -> None:
+        if not self._live or self._side is None:
+            return  # not mounted yet, or closing: nothing to show it in
+        table, detail, side = self._side
         show_selection(
             self.model,
             row,
             self.clock(),
-            table=self.query_one(ProcessTable),
-            detail=self.query_one(DetailPane),
-            side=self.query_one("#side"),
+            table=table,
+            detail=detail,
+            side=side,
             scheduler=self.scheduler,
         )
 
@@ -357,7 +381,8 @@ class MainScreen(Screen[None]):
         here. The rows, the header's marker (``UTIL▼``) and the summary follow."""
         self.sort_index = index
         self.rebuild()
-        self.notify(f"sort: {SORT_KEYS[index].label}", timeout=1.5, markup=False)
+        said = _("sort: {order}").format(order=_(SORT_KEYS[index].label))
+        self.notify(said, timeout=1.5, markup=False)
 
     def action_tree(self) -> None:
         """``p``: the processes as a tree per GPU (parents, container), or flat again."""
@@ -377,7 +402,8 @@ class MainScreen(Screen[None]):
             return
         entry = self.model.hosts.get(row.host)
         if entry is not None and entry.snapshot.status is HostStatus.LIVE:
-            self.notify(f"{row.host} is live: nothing to retry", timeout=3, markup=False)
+            said = _("{host} is live: nothing to retry").format(host=row.host)
+            self.notify(said, timeout=3, markup=False)
             return
         self.post_message(self.RetryRequested(row.host))
 
@@ -386,20 +412,25 @@ class MainScreen(Screen[None]):
         selected = table.selected
         if selected is None:
             why = (
-                "a parent line holds nothing on the GPU: pick a process under it"
+                _("a parent line holds nothing on the GPU: pick a process under it")
                 if table.row_count
-                else "No process selected: pick a GPU with processes first."
+                else _("No process selected: pick a GPU with processes first.")
             )
             self.notify(why, severity="warning")
             return
         gpu, process = selected
-        question = Text("Send ")
+        fields = {
+            "pid": process.pid,
+            "user": process.user or "?",
+            "command": process.command or "?",
+            "host": gpu.host,
+            "index": gpu.index,
+        }
+        asked = _("Send {signal} to pid {pid} ({user}: {command}) on {host} GPU {index}? y/N")
+        before, _signal, after = asked.partition("{signal}")
+        question = Text(before.format(**fields))
         question.append(f"SIG{signal}", style="bold")
-        question.append(f" to pid {process.pid} (")
-        question.append(process.user or "?")
-        question.append(": ")
-        question.append(process.command or "?")
-        question.append(f") on {gpu.host} GPU {gpu.index}? y/N")
+        question.append(after.format(**fields))
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -407,4 +438,5 @@ class MainScreen(Screen[None]):
                     self.SignalConfirmed(gpu.host, gpu.uuid, gpu.index, process, signal)
                 )
 
-        self.app.push_screen(ConfirmScreen(question, f"Send SIG{signal}"), answered)
+        label = _("Send {signal}").format(signal=f"SIG{signal}")
+        self.app.push_screen(ConfirmScreen(question, label), answered)

@@ -85,6 +85,13 @@ SCHEDULER_BINDINGS: list[BindingType] = [
         "Usage",
         tooltip="GPU-hours per user and group, utilisation by hour",
     ),
+    Binding(
+        "W",
+        "scheduler('week')",
+        "Week",
+        show=False,
+        tooltip="The booking board: a week of bookings and jobs per GPU",
+    ),
     Binding("A", "scheduler('audit')", "Audit", tooltip="Who did what, when and why"),
     Binding(
         "D",
@@ -116,6 +123,7 @@ SCHEDULER_ACTIONS = frozenset(
         "queue",
         "submit",
         "usage",
+        "week",
         "audit",
         "drain",
         "force_free",

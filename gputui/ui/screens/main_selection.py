@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from textual.widget import Widget
 
+from gputui.common.i18n import _
 from gputui.ui.gpu_view import GpuRow, GpuView, HostRow, Row
 from gputui.ui.model import ClusterModel
 from gputui.ui.widgets.detail import DetailPane
@@ -31,7 +32,7 @@ def show_selection(
 
     ``scheduler``: a head is configured, so the detail says who holds the GPU."""
     if row is None:
-        table.show([], now, "processes")
+        table.show([], now, _("processes"))
         detail.clear_detail()
         return
     entry = model.hosts.get(row.host)
@@ -48,7 +49,7 @@ def show_selection(
         table.show(
             [(gpu, p) for p in gpu.processes],
             now,
-            f"processes on {row.host} GPU {row.index}",
+            _("processes on {host} GPU {index}").format(host=row.host, index=row.index),
             flagged=model.flagged([gpu]),
         )
         detail.show_gpu(
@@ -64,7 +65,8 @@ def show_selection(
     else:
         processes = [(g, p) for g in entry.gpus.values() for p in g.processes]
         flagged = model.flagged(entry.gpus.values())
-        table.show(processes, now, f"processes on {row.host}", flagged=flagged)
+        title = _("processes on {host}").format(host=row.host)
+        table.show(processes, now, title, flagged=flagged)
         detail.show_host(entry, now)
 
 
@@ -72,6 +74,6 @@ def held_detail(model: ClusterModel, gpu: GpuView, now: float) -> str:
     """The detail pane's HELD line: who holds ``gpu`` and since when, or nobody."""
     holder = model.holders.get(gpu.uuid)
     if holder is None:
-        return "nobody (free to claim: c)"
+        return _("nobody (free to claim: c)")
     text = held_text(holder, gpu, now, long=True)
-    return text + (f"  ({holder.name})" if holder.name else "")
+    return text + ("  " + _("({name})").format(name=holder.name) if holder.name else "")

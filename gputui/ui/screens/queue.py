@@ -12,6 +12,7 @@ asked.
 from __future__ import annotations
 
 import contextlib
+import string
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,13 +27,17 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Log, Static
+from textual.widgets import DataTable, Log, Static
 
-from gputui.common.durations import elapsed_text
-from gputui.common.text import clean
-from gputui.ui.head.flags import idle_for, idle_text
+from gputui.common.arrays import fold, task_name
+from gputui.common.durations import coarse_text, elapsed_text
+from gputui.common.i18n import N_, _
+from gputui.common.job_words import idle_text, reason_text, state_text
+from gputui.common.text import cells, clean
+from gputui.ui.head.flags import idle_for
 from gputui.ui.head.view import FINAL_STATES, HeadJob, HeadView
 from gputui.ui.screens.confirm import ConfirmScreen, ReasonScreen
+from gputui.ui.widgets.footer import TranslatedFooter
 from gputui.ui.widgets.rows import RowTable
 
 COLUMNS = ("JOBID", "USER", "NAME", "STATE", "GPUS", "HOST", "TIME", "REASON")
@@ -44,24 +49,119 @@ _DESTRUCTIVE = {
     "preempt": "Preempt",
 }
 ACTIONS = ("cancel", "kill", "preempt", "requeue", "hold", "release_hold")
+WHAT = {
+    "cancel": N_("cancel job {job}"),
+    "kill": N_("kill job {job}"),
+    "preempt": N_("preempt job {job}"),
+    "requeue": N_("requeue job {job}"),
+    "hold": N_("hold job {job}"),
+    "release_hold": N_("release-hold job {job}"),
+}
+"""An action on a job as the title of a toast (``cannot …``, what was done)."""
+_QUESTIONS = {
+    "cancel": N_("Cancel job {job} ({user}: {name}), {state} on {host}?"),
+    "kill": N_("Kill job {job} ({user}: {name}), {state} on {host}?"),
+    "preempt": N_("Preempt job {job} ({user}: {name}), {state} on {host}?"),
+    "requeue": N_("Requeue job {job} ({user}: {name}), {state} on {host}?"),
+    "hold": N_("Hold job {job} ({user}: {name}), {state} on {host}?"),
+    "release_hold": N_("Release-hold job {job} ({user}: {name}), {state} on {host}?"),
+}
+_BUTTONS = {
+    "cancel": N_("Cancel job {job}"),
+    "kill": N_("Kill job {job}"),
+    "preempt": N_("Preempt job {job}"),
+    "requeue": N_("Requeue job {job}"),
+    "hold": N_("Hold job {job}"),
+    "release_hold": N_("Release-hold job {job}"),
+}
+_LABELS = {
+    "job": N_("job"),
+    "user": N_("user"),
+    "state": N_("state"),
+    "gpus": N_("gpus"),
+    "wants": N_("wants"),
+    "limit": N_("limit"),
+    "requeues": N_("requeues"),
+    "command": N_("command"),
+    "cwd": N_("cwd"),
+    "log": N_("log"),
+    "runs in": N_("runs in"),
+}
+"""The detail pane's labels (a waiting job's explain labels come translated)."""
+LABEL_CELLS = 10
 
 W = TypeVar("W", bound=Widget)
 
 
-def job_cells(job: HeadJob, now: float, idle_after_s: float | None = None) -> tuple[str, ...]:
+def what_text(op: str, job: int | str) -> str:
+    """``op`` on ``job`` as a toast's title says it: ``kill job 12``."""
+    return _(WHAT[op]).format(job=job) if op in WHAT else f"{op.replace('_', '-')} job {job}"
+
+
+def sentence(template: str, **parts: str | Text) -> Text:
+    """``template`` (already translated) with its ``{fields}`` filled; a ``Text``
+    part keeps its style, a ``str`` part (a name: data) is put in as it is."""
+    out = Text()
+    for literal, field, _spec, _conv in string.Formatter().parse(template):
+        out.append(literal)
+        if field is not None:
+            part = parts[field]
+            if isinstance(part, Text):
+                out.append_text(part)
+            else:
+                out.append(part)
+    return out
+
+
+def label(job: HeadJob) -> str:
+    """Its JOBID: ``12``, or ``12_7`` for task 7 of array 12."""
+    if job.array_id is not None and job.array_task is not None:
+        return task_name(job.array_id, job.array_task)
+    return str(job.id)
+
+
+def job_cells(
+    job: HeadJob, now: float, idle_after_s: float | None = None, shown_as: str | None = None
+) -> tuple[str, ...]:
     """One row of the table, in ``COLUMNS`` order; a running job idle past the head's
-    limit (``idle_after_s``) says so in its REASON (``Idle 2h05m``)."""
+    limit (``idle_after_s``) says so in its REASON (``Idle 2h05m``). ``shown_as``:
+    its JOBID when it stands for several (``12_[4-31]``)."""
     idle = idle_for(job.state, job.idle_since, idle_after_s, now)
     return (
-        str(job.id),
+        shown_as or label(job),
         job.user,
         job.name,
-        job.state,
+        state_text(job.state),
         str(job.gpus),
         job.host or "-",
         elapsed_text(job.elapsed(now)),
-        idle_text(idle) if idle is not None else job.reason or "-",
+        idle_text(coarse_text(idle)) if idle is not None else reason_text(job.reason or "-"),
     )
+
+
+def runs_in_text(full: dict[str, Any]) -> str:
+    """What a job's command runs in, from its full view (the head's ``show``): ``conda
+    ENV``, ``venv PATH`` or ``RUNTIME IMAGE`` (and its container); "" on the host."""
+    parts: list[str] = []
+    for key in ("conda", "venv"):
+        if isinstance(full.get(key), str):
+            parts.append(f"{key} {full[key]}")
+    if isinstance(full.get("image"), str):
+        parts.append(f"{full.get('runtime') or _('container')} {full['image']}")
+        if isinstance(full.get("container_id"), str):
+            parts.append(_("container {id}").format(id=full["container_id"]))
+    return "  ".join(parts)
+
+
+def folded(jobs: list[HeadJob], expanded: set[int]) -> list[tuple[HeadJob, str, int]]:
+    """The table's rows: (job, JOBID, how many jobs it stands for); an array's waiting
+    tasks in one row at the first one's place, unless the array is ``expanded``."""
+    by_id = {j.id: j for j in jobs}
+    rows = [
+        {"id": j.id, "array_id": j.array_id, "array_task": j.array_task, "state": j.state}
+        for j in jobs
+    ]
+    return [(by_id[row["id"]], text, n) for text, row, n in fold(rows, keep=expanded)]
 
 
 def ordered(jobs: tuple[HeadJob, ...], user: str | None) -> list[HeadJob]:
@@ -82,15 +182,32 @@ class QueueScreen(Screen[None]):
     """Jobs table, the selected job's detail and output; actions on the selected job."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,Q", "close", "Back", tooltip="Back to the GPUs"),
-        Binding("n", "submit", "Submit", tooltip="Enqueue a job (a form)"),
-        Binding("x", "act('cancel')", "Cancel", tooltip="Cancel the job (asks if it runs)"),
-        Binding("K", "act('kill')", "Kill", tooltip="Kill the running job (asks)"),
-        Binding("P", "act('preempt')", "Preempt", tooltip="Preempt: stop and requeue (asks)"),
-        Binding("R", "act('requeue')", "Requeue", show=False, tooltip="Requeue the job"),
-        Binding("h", "act('hold')", "Hold", show=False, tooltip="Hold a queued job"),
-        Binding("H", "act('release_hold')", "Unhold", show=False, tooltip="Release a hold"),
-        Binding("m", "mine", "Mine/all", tooltip="Show only your jobs, or everyone's"),
+        Binding("escape,Q", "close", N_("Back"), tooltip=N_("Back to the GPUs")),
+        Binding("n", "submit", N_("Submit"), tooltip=N_("Enqueue a job (a form)")),
+        Binding("x", "act('cancel')", N_("Cancel"), tooltip=N_("Cancel the job (asks if it runs)")),
+        Binding("K", "act('kill')", N_("Kill"), tooltip=N_("Kill the running job (asks)")),
+        Binding(
+            "P", "act('preempt')", N_("Preempt"), tooltip=N_("Preempt: stop and requeue (asks)")
+        ),
+        Binding("R", "act('requeue')", N_("Requeue"), show=False, tooltip=N_("Requeue the job")),
+        Binding("h", "act('hold')", N_("Hold"), show=False, tooltip=N_("Hold a queued job")),
+        Binding("H", "act('release_hold')", N_("Unhold"), show=False, tooltip=N_("Release a hold")),
+        Binding("m", "mine", N_("Mine/all"), tooltip=N_("Show only your jobs, or everyone's")),
+        Binding(
+            "e",
+            "expand",
+            N_("Expand"),
+            tooltip=N_("Show an array's waiting tasks one a row, or fold"),
+        ),
+        Binding(
+            "a",
+            "attach",
+            N_("Attach"),
+            show=False,  # the footer is full at 80 columns; README and the palette say it
+            tooltip=N_(
+                "A terminal on the running interactive job (run --pty); Ctrl-] d comes back"
+            ),
+        ),
     ]
 
     @dataclass
@@ -109,10 +226,19 @@ class QueueScreen(Screen[None]):
         """Given where an admin acts on another user's job (the head requires it)."""
         force: bool = False
         """Confirmed: requeue a job that ended (its owner's command runs again)."""
+        task: int | None = None
+        """With it, ``job_id`` is an array and this one task of it (a cancel of the
+        array's id alone is of all of it)."""
 
     @dataclass
     class SubmitWanted(Message):
         """The user asked for the enqueue form."""
+
+    @dataclass
+    class AttachWanted(Message):
+        """The user asked for a terminal on an interactive job."""
+
+        job_id: int
 
     def __init__(
         self,
@@ -136,24 +262,28 @@ class QueueScreen(Screen[None]):
         self._detail: dict[str, Any] | None = None
         self._problem = ""
         self._explain: list[tuple[str, str]] = []
+        self.expanded: set[int] = set()
+        """Arrays whose waiting tasks show one a row (``e``)."""
+        self._counts: dict[str, int] = {}
+        """How many jobs each row stands for (an array's folded waiting tasks)."""
 
     def compose(self) -> ComposeResult:
         yield Static("", id="queue-status")
         table: RowTable[str] = RowTable(id="jobs", cursor_type="row", zebra_stripes=False)
-        table.border_title = "jobs"
+        table.border_title = _("jobs")
         yield table
         with Horizontal(id="job-panes"):
             with Vertical(id="job-detail-box"):
                 yield Static("", id="job-detail")
             log = Log(id="job-log", max_lines=LOG_LINES, highlight=False)
-            log.border_title = "output"
+            log.border_title = _("output")
             yield log
-        yield Footer()
+        yield TranslatedFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#jobs", DataTable)
         for name in COLUMNS:
-            table.add_column(name, key=name)
+            table.add_column(_(name), key=name)
         self._refresh()
         self.set_interval(1.0, self._tick, name="queue-times")
         table.focus()
@@ -202,7 +332,7 @@ class QueueScreen(Screen[None]):
         if log is None:
             return
         log.clear()
-        log.border_title = f"output of job {job_id}"
+        log.border_title = _("output of job {job}").format(job=job_id)
         if note:
             log.write_line(note)
 
@@ -219,7 +349,7 @@ class QueueScreen(Screen[None]):
     def log_note(self, job_id: int, note: str) -> None:
         """A word on the output's title line: following, ended, or why it is not coming."""
         if job_id == self._log_job:
-            title = f"output of job {job_id}" + (f" · {note}" if note else "")
+            title = _("output of job {job}").format(job=job_id) + (f" · {note}" if note else "")
             log = self._widget("#job-log", Log)
             if log is not None:
                 log.border_title = title
@@ -234,15 +364,20 @@ class QueueScreen(Screen[None]):
 
     def _status(self) -> None:
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(" gputui queue ", "bold reverse")
+        text.append(" " + _("gputui queue") + " ", "bold reverse")
         if self.unreachable is not None:
-            text.append(f"  !! head unreachable ({self.unreachable})", "bold red")
+            unreachable = _("head unreachable ({reason})").format(reason=self.unreachable)
+            text.append(f"  !! {unreachable}", "bold red")
         if self.view is not None:
             running, pending = self.view.counts()
-            text.append(f"  {running} running, {pending} waiting")
+            counts = _("{running} running, {pending} waiting")
+            text.append("  " + counts.format(running=running, pending=pending))
             me = self.view.me
-            text.append(f"  you: {me.user}" + (" (admin)" if me.admin else ""))
-        text.append("  showing: " + ("your jobs" if self.only_mine else "everyone's"))
+            you = _("you: {user} (admin)") if me.admin else _("you: {user}")
+            text.append("  " + you.format(user=me.user))
+        text.append(
+            "  " + (_("showing: your jobs") if self.only_mine else _("showing: everyone's"))
+        )
         self.query_one("#queue-status", Static).update(text)
 
     def _refresh(self) -> None:
@@ -253,7 +388,9 @@ class QueueScreen(Screen[None]):
         jobs = ordered(view.jobs, me) if view is not None else []
         now = self.clock()
         after = view.idle_after_s if view is not None else None
-        rows = {str(j.id): job_cells(j, now, after) for j in jobs}
+        lines = folded(jobs, self.expanded)
+        rows = {str(j.id): job_cells(j, now, after, text) for j, text, _n in lines}
+        self._counts = {str(j.id): n for j, _text, n in lines}
         keys = list(rows)
         if keys != self._keys:
             selected = str(self._selected) if self._selected is not None else None
@@ -271,14 +408,14 @@ class QueueScreen(Screen[None]):
         self._draw_detail()
 
     def _update_cells(self, table: DataTable[Any], rows: dict[str, tuple[str, ...]]) -> None:
-        for key, cells in rows.items():
+        for key, row in rows.items():
             old = self._cells.get(key)
-            if old == cells:
+            if old == row:
                 continue
-            for i, (column, value) in enumerate(zip(COLUMNS, cells, strict=True)):
+            for i, (column, value) in enumerate(zip(COLUMNS, row, strict=True)):
                 if old is None or old[i] != value:
                     table.update_cell(key, column, value)
-            self._cells[key] = cells
+            self._cells[key] = row
 
     def _tick(self) -> None:
         if self.view is None:
@@ -310,7 +447,9 @@ class QueueScreen(Screen[None]):
         detail = self._widget("#job-detail", Static)
         if detail is not None:
             detail.update(
-                self._detail_text(job_id, self._problem) if job_id is not None else Text("no jobs")
+                self._detail_text(job_id, self._problem)
+                if job_id is not None
+                else Text(_("no jobs"))
             )
 
     def _detail_text(self, job_id: int, problem: str = "") -> Text:
@@ -320,27 +459,38 @@ class QueueScreen(Screen[None]):
         job = self.view.job(job_id) if self.view is not None else None
         full = self._detail or {}
         if job is None:
-            text.append(f"job {job_id}: no longer listed by the head")
+            text.append(_("job {job}: no longer listed by the head").format(job=job_id))
             if not full:
                 return text
             text.append("\n")
 
         def pair(label: str, value: object) -> None:
-            text.append(f"{label:<10}", "dim")
+            shown = _(_LABELS.get(label, label))  # explain's labels: as their file marks them
+            text.append(shown + " " * max(0, LABEL_CELLS - cells(shown)), "dim")
             text.append(clean(value if value not in (None, "") else "-", 300))
             text.append("\n")
 
         if job is not None:
             pair("job", f"{job.id}  {job.name}")
-            pair("user", job.user + (f" (runs as {job.run_as})" if job.run_as else ""))
-            state = job.state + (f": {job.reason}" if job.reason else "")
+            runs_as = _("{user} (runs as {run_as})")
+            pair(
+                "user", runs_as.format(user=job.user, run_as=job.run_as) if job.run_as else job.user
+            )
+            state = state_text(job.state) + (f": {reason_text(job.reason)}" if job.reason else "")
             if job.exit_code is not None or job.exit_signal:
-                state += f"  (exit {job.exit_code if job.exit_code is not None else '-'}"
-                state += f", SIG{job.exit_signal})" if job.exit_signal else ")"
+                code = job.exit_code if job.exit_code is not None else "-"
+                ended = (
+                    _("exit {code}, SIG{signal}").format(code=code, signal=job.exit_signal)
+                    if job.exit_signal
+                    else _("exit {code}").format(code=code)
+                )
+                state += f"  ({ended})"
             pair("state", state)
             where = f"{job.host} " + ",".join(job.gpu_uuids) if job.host else "-"
             pair("gpus", f"{job.gpus}  {where}")
-            pair("wants", f"pool {job.pool or 'any'}" + (" preemptible" if job.preemptible else ""))
+            pool = job.pool or _("any")
+            wants = _("pool {pool} preemptible") if job.preemptible else _("pool {pool}")
+            pair("wants", wants.format(pool=pool))
             if job.time_limit_s:
                 pair("limit", elapsed_text(job.time_limit_s))
             if job.requeues:
@@ -349,10 +499,13 @@ class QueueScreen(Screen[None]):
         if isinstance(argv, list):
             pair("command", " ".join(str(a) for a in argv))
         if full.get("private") is True:  # scheduler.private_data: another user's job
-            pair("command", "(private to its owner and admins)")
+            pair("command", _("(private to its owner and admins)"))
         elif full:
             pair("cwd", full.get("cwd"))
             pair("log", full.get("log_path"))
+            runs_in = runs_in_text(full)
+            if runs_in:
+                pair("runs in", runs_in)
         if job is not None and job.pending:  # a job that left the queue no longer waits
             for label, value in self._explain:
                 pair(label, value)
@@ -369,15 +522,43 @@ class QueueScreen(Screen[None]):
         self.only_mine = not self.only_mine
         self._refresh()
 
+    def action_expand(self) -> None:
+        job = self.selected
+        if job is None or job.array_id is None:
+            self.notify(_("Not a task of an array."), severity="warning")
+            return
+        self.expanded ^= {job.array_id}
+        self._refresh()
+
     def action_submit(self) -> None:
         self.post_message(self.SubmitWanted())
+
+    def action_attach(self) -> None:
+        job = self.selected
+        if job is None:
+            self.notify(_("No job selected."), severity="warning")
+            return
+        title = _("cannot attach to job {job}").format(job=job.id)
+        lacking = self.lacks("attach")
+        if lacking is not None:
+            self.notify(lacking, title=title, severity="error", timeout=8, markup=False)
+            return
+        if not job.interactive:
+            why = _("it has no terminal: only jobs started with gputui run --pty have one")
+            self.notify(why, title=title, severity="warning", markup=False)
+            return
+        if job.state != "running":
+            not_running = _("it is {state}, not running").format(state=state_text(job.state))
+            self.notify(not_running, title=title, severity="warning", markup=False)
+            return
+        self.post_message(self.AttachWanted(job.id))
 
     def action_act(self, op: str) -> None:
         job = self.selected
         if job is None:
-            self.notify("No job selected.", severity="warning")
+            self.notify(_("No job selected."), severity="warning")
             return
-        title = f"cannot {op.replace('_', '-')} job {job.id}"
+        title = _("cannot {what}").format(what=what_text(op, job.id))
         lacking = self.lacks(op)
         if lacking is not None:
             self.notify(lacking, title=title, severity="error", timeout=8, markup=False)
@@ -385,8 +566,13 @@ class QueueScreen(Screen[None]):
         if job.state in FINAL_STATES and op in ("cancel", "kill", "preempt"):
             # Said at once, not after a question about work that is no longer there
             # (the head answers the others in its own words).
-            ended = f"job {job.id} already ended ({job.state}); R requeues it"
+            ended = _("job {job} already ended ({state}); R requeues it").format(
+                job=job.id, state=state_text(job.state)
+            )
             self.notify(ended, title=title, severity="warning", markup=False)
+            return
+        if op == "cancel" and job.array_id is not None:
+            self._cancel_task(job)
             return
         label = _DESTRUCTIVE.get(op)
         if op == "cancel" and job.live:
@@ -399,28 +585,33 @@ class QueueScreen(Screen[None]):
         if label is None and not for_another:
             self.post_message(self.JobAction(op, job.id))
             return
-        shown = label or op.replace("_", "-").capitalize()
-        question = Text(f"{shown} job {job.id} (")
-        question.append(job.user)
-        question.append(": ")
-        question.append(job.name)
-        question.append(f"), {job.state} on {job.host or '-'}? ")
+        question = sentence(
+            _(_QUESTIONS[op]),
+            job=str(job.id),
+            user=job.user,
+            name=job.name,
+            state=state_text(job.state),
+            host=job.host or "-",
+        )
+        question.append(" ")
+        button = _(_BUTTONS[op]).format(job=job.id)
         if label is not None:
             if force:
-                warning = f"It runs {job.user}'s command again, as {job.user}."
+                warning = _("It runs {user}'s command again, as {user}.").format(user=job.user)
             elif op == "preempt":
-                warning = "It is stopped and requeued."
+                warning = _("It is stopped and requeued.")
             else:
-                warning = "Its work so far is lost."
+                warning = _("Its work so far is lost.")
             question.append(warning, "bold")
         if for_another:
-            question.append(f"\nIt is {job.user}'s job: say why; {job.user} is told.")
+            told = _("It is {user}'s job: say why; {user} is told.").format(user=job.user)
+            question.append("\n" + told)
 
             def reasoned(reason: str | None) -> None:
                 if reason:
                     self.post_message(self.JobAction(op, job.id, reason, force))
 
-            self.app.push_screen(ReasonScreen(question, f"{shown} job {job.id}"), reasoned)
+            self.app.push_screen(ReasonScreen(question, button), reasoned)
             return
         question.append(" y/N")
 
@@ -428,4 +619,58 @@ class QueueScreen(Screen[None]):
             if yes:
                 self.post_message(self.JobAction(op, job.id, force=force))
 
-        self.app.push_screen(ConfirmScreen(question, f"{shown} job {job.id}"), answered)
+        self.app.push_screen(ConfirmScreen(question, button), answered)
+
+    def _cancel_task(self, job: HeadJob) -> None:
+        """``x`` on an array's row: a folded row is the whole array (every task not
+        ended, as ``gputui cancel ARRAY``), a task's own row that task alone."""
+        assert job.array_id is not None
+        count = self._counts.get(str(job.id), 1)
+        whole = count > 1
+        me = self.view.me if self.view is not None else None
+        for_another = me is not None and me.admin and job.user != me.user
+        task = None if whole else job.array_task
+        if whole:
+            button = _("Cancel array {array}").format(array=job.array_id)
+            question = sentence(
+                _(
+                    "Cancel array {array} ({user}: {name})? Every task of it not ended: "
+                    "{count} waiting here, and {stopped}"
+                ),
+                array=str(job.array_id),
+                user=job.user,
+                name=job.name,
+                count=str(count),
+                stopped=Text(_("its running tasks are stopped."), "bold"),
+            )
+        else:
+            button = _("Cancel {task}").format(task=label(job))
+            question = sentence(
+                _("Cancel {task} ({user}: {name}), {state}?"),
+                task=label(job),
+                user=job.user,
+                name=job.name,
+                state=state_text(job.state),
+            )
+            question.append(" ")
+            if job.live:
+                question.append(_("Its work so far is lost."), "bold")
+        if for_another:
+            told = _("It is {user}'s: say why; {user} is told.").format(user=job.user)
+            question.append("\n" + told)
+
+            def reasoned(reason: str | None) -> None:
+                if reason:
+                    self.post_message(
+                        self.JobAction("cancel", job.array_id or 0, reason, task=task)
+                    )
+
+            self.app.push_screen(ReasonScreen(question, button), reasoned)
+            return
+        question.append(" y/N")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.post_message(self.JobAction("cancel", job.array_id or 0, task=task))
+
+        self.app.push_screen(ConfirmScreen(question, button), answered)

@@ -29,14 +29,33 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
+from gputui.common.i18n import N_, _
 from gputui.common.text import clean
 from gputui.ui.head.usage_view import UsageReport, amount_text, share_text
+from gputui.ui.widgets.footer import TranslatedFooter
 from gputui.ui.widgets.usage_charts import HourlyChart, UsageBars
 
 PERIODS: dict[str, float] = {"day": 86_400.0, "week": 7 * 86_400.0, "4 weeks": 28 * 86_400.0}
 """What ``p`` steps through, and how far back each looks."""
+PAST = {"day": N_("past day"), "week": N_("past week"), "4 weeks": N_("past 4 weeks")}
+"""How the status line says each period."""
+_MONTHS = (
+    N_("{day} Jan {time}"),
+    N_("{day} Feb {time}"),
+    N_("{day} Mar {time}"),
+    N_("{day} Apr {time}"),
+    N_("{day} May {time}"),
+    N_("{day} Jun {time}"),
+    N_("{day} Jul {time}"),
+    N_("{day} Aug {time}"),
+    N_("{day} Sep {time}"),
+    N_("{day} Oct {time}"),
+    N_("{day} Nov {time}"),
+    N_("{day} Dec {time}"),
+)
+"""A moment of the range (``03 Dec 14:00``), one a month: the word order is the language's."""
 REFRESH_S = 60.0
 
 
@@ -44,10 +63,13 @@ class UsageScreen(Screen[None]):
     """Usage per user and per group, and the cluster's utilisation by hour."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,U", "close", "Back", tooltip="Back to the GPUs"),
-        Binding("r", "refresh", "Refresh", tooltip="Ask the head again now"),
+        Binding("escape,q,U", "close", N_("Back"), tooltip=N_("Back to the GPUs")),
+        Binding("r", "refresh", N_("Refresh"), tooltip=N_("Ask the head again now")),
         Binding(
-            "p", "period", "Period", tooltip="Next period (d w m: the past day, week, 4 weeks)"
+            "p",
+            "period",
+            N_("Period"),
+            tooltip=N_("Next period (d w m: the past day, week, 4 weeks)"),
         ),
         # Said in p's line of the help (no description: not listed on their own).
         Binding("d", "period('day')", "", show=False),
@@ -91,9 +113,9 @@ class UsageScreen(Screen[None]):
         yield Static("", id="usage-totals")
         yield HourlyChart(id="usage-hours")
         with Horizontal(id="usage-bars"):
-            yield UsageBars("by user: allocated GPU-h, busy %", id="usage-users")
-            yield UsageBars("by group: allocated GPU-h, busy %", id="usage-groups")
-        yield Footer()
+            yield UsageBars(_("by user: allocated GPU-h, busy %"), id="usage-users")
+            yield UsageBars(_("by group: allocated GPU-h, busy %"), id="usage-groups")
+        yield TranslatedFooter()
 
     def on_mount(self) -> None:
         self.ask()
@@ -146,7 +168,7 @@ class UsageScreen(Screen[None]):
         self.problem = clean(line, 300)
         self._status()
         if self.users is None:
-            note = "no usage to show"
+            note = _("no usage to show")
             self.query_one(HourlyChart).show((), 0.0, 0.0, note)
             self.query_one("#usage-users", UsageBars).show((), note)
             self.query_one("#usage-groups", UsageBars).show((), note)
@@ -155,7 +177,7 @@ class UsageScreen(Screen[None]):
 
     def _status(self) -> None:
         text = Text(no_wrap=True, overflow="ellipsis", end="")
-        text.append(" gputui usage ", "bold reverse")
+        text.append(" " + _("gputui usage") + " ", "bold reverse")
         updated = (
             time.strftime("%H:%M:%S", time.localtime(self.updated_at))
             if self.updated_at is not None
@@ -166,15 +188,18 @@ class UsageScreen(Screen[None]):
             # shown is.
             text.append(f"  !! {self.problem}", "bold red")
             if updated is not None:
-                text.append(f"  last answer {updated}")
-        text.append(f"  past {self.period}")
+                text.append("  " + _("last answer {time}").format(time=updated))
+        text.append("  " + _(PAST[self.period]))
         report = self.users
         if report is not None:
-            text.append(f" ({_when(report.since)} to {_when(report.until)})")
+            span = _("({since} to {until})").format(
+                since=_when(report.since), until=_when(report.until)
+            )
+            text.append(" " + span)
         if self.asking:
-            text.append("  asking the head…")
+            text.append("  " + _("asking the head…"))
         elif updated is not None and self.problem is None:
-            text.append(f"  updated {updated}")
+            text.append("  " + _("updated {time}").format(time=updated))
         self.query_one("#usage-status", Static).update(text)
 
     def _totals(self) -> None:
@@ -183,10 +208,15 @@ class UsageScreen(Screen[None]):
             return
         total = report.total
         text = Text(no_wrap=True, overflow="ellipsis", end="")
-        text.append(f" {amount_text(total.alloc_gpu_h)} GPU-h allocated", "bold")
-        text.append(f", {share_text(total.busy_share)} busy")
-        text.append(f", {amount_text(total.idle_gpu_h)} GPU-h idle")
+        allocated = _("{hours} GPU-h allocated").format(hours=amount_text(total.alloc_gpu_h))
+        text.append(f" {allocated}", "bold")
+        busy = _("{share} busy").format(share=share_text(total.busy_share))
+        idle = _("{hours} GPU-h idle").format(hours=amount_text(total.idle_gpu_h))
+        text.append(_(", {busy}, {idle}").format(busy=busy, idle=idle))
         text.append(f" · {amount_text(total.energy_kwh)} kWh")
+        if total.idle_held_kwh > 0:  # power.mode report or lock: held but idle
+            held = _("({kwh} held idle)").format(kwh=amount_text(total.idle_held_kwh))
+            text.append(f" {held}")
         text.append(f" · {amount_text(total.cost, 2)} {report.currency}".rstrip())
         self.query_one("#usage-totals", Static).update(text)
 
@@ -207,4 +237,7 @@ class UsageScreen(Screen[None]):
 
 
 def _when(epoch: float) -> str:
-    return time.strftime("%d %b %H:%M", time.localtime(epoch))
+    local = time.localtime(epoch)
+    return _(_MONTHS[local.tm_mon - 1]).format(
+        day=f"{local.tm_mday:02d}", time=time.strftime("%H:%M", local)
+    )

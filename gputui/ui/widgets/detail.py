@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 from typing import ClassVar
@@ -12,7 +13,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from gputui.common.i18n import N_, _
+from gputui.common.text import cells, fit
 from gputui.health import Flag, data_notes, host_message
+from gputui.health.words import shown
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuHistory, GpuView
 from gputui.ui.model import HostEntry
@@ -21,6 +25,19 @@ from gputui.wire.messages import Event
 
 _BLOCKS = "▁▂▃▄▅▆▇█"
 _LABEL_W = 9
+GPU_STATES = {"lost": N_("LOST"), "error": N_("ERROR")}
+"""A GPU's state word (other states are shown upper-cased, as they come)."""
+THROTTLES = {
+    "hw_slowdown": N_("hw_slowdown"),
+    "hw_thermal": N_("hw_thermal"),
+    "hw_power_brake": N_("hw_power_brake"),
+    "sw_thermal": N_("sw_thermal"),
+    "sw_power_cap": N_("sw_power_cap"),
+    "applications_clocks": N_("applications_clocks"),
+    "sync_boost": N_("sync_boost"),
+    "display_clocks": N_("display_clocks"),
+}
+"""The throttle reasons NVML names, for the detail's ``throttle`` line."""
 _FINGERPRINT_W = 51
 """``SHA256:`` and 43 characters, and a comma: the longest word a host message has."""
 
@@ -87,33 +104,42 @@ class DetailPane(VerticalScroll):
         ``held`` says which job or claim holds it (None: no scheduler); ``flagged``
         says why the head flags processes on it (one line each)."""
         self._host_shown = None
-        self._set_title(f"{gpu.host} GPU {gpu.index}")
+        self._set_title(_("{host} GPU {index}").format(host=gpu.host, index=gpu.index))
         severity = {flag.label.split()[0]: flag.severity for flag in flags}
         info, sample = gpu.info, gpu.sample
         text = Text(no_wrap=True, overflow="ellipsis")
-        self._pair(text, "model", info.name if info else "unknown")
+        self._pair(text, N_("model"), info.name if info else _("unknown"))
         if held is not None:
-            self._pair(text, "held by", held)
+            self._pair(text, N_("held by"), held)
         for i, why in enumerate(flagged):  # wrapped, never cut: it says why and when
-            self._wrapped(text, "flagged" if i == 0 else "", why, "warn")
+            self._wrapped(text, N_("flagged") if i == 0 else "", why, "warn")
         if sample is not None and (sample.state != "ok" or sample.message):
-            state = sample.state.upper() + (f": {sample.message}" if sample.message else "")
-            self._pair(text, "state", state, "crit")
+            word = _(GPU_STATES.get(sample.state, sample.state.upper()))
+            state = (
+                _("{state}: {message}").format(state=word, message=shown(sample.message))
+                if sample.message
+                else word
+            )
+            self._pair(text, N_("state"), state, "crit")
         self._sparks(text, gpu, history)
-        self._pair(text, "uuid", gpu.uuid or "-")
-        self._pair(text, "bus id", (info.pci_bus_id if info else None) or "-")
+        self._pair(text, N_("uuid"), gpu.uuid or "-")
+        self._pair(text, N_("bus id"), (info.pci_bus_id if info else None) or "-")
         hello = entry.hello
         if hello is not None:
             cuda = f"  CUDA {hello.cuda}" if hello.cuda else ""
-            self._pair(text, "driver", (hello.driver or "-") + cuda)
+            self._pair(text, N_("driver"), (hello.driver or "-") + cuda)
         if sample is not None:
-            clocks = f"SM {_opt(sample.clock_sm_mhz)} MHz, mem {_opt(sample.clock_mem_mhz)} MHz"
-            self._pair(text, "clocks", clocks)
+            clocks = _("SM {sm} MHz, mem {mem} MHz").format(
+                sm=_opt(sample.clock_sm_mhz), mem=_opt(sample.clock_mem_mhz)
+            )
+            self._pair(text, N_("clocks"), clocks)
             max_gen = info.pcie_max_gen if info else None
             max_width = info.pcie_max_width if info else None
-            pcie = (
-                f"gen{_opt(sample.pcie_gen)} x{_opt(sample.pcie_width)} "
-                f"(max gen{_opt(max_gen)} x{_opt(max_width)})"
+            pcie = _("gen{gen} x{width} (max gen{max_gen} x{max_width})").format(
+                gen=_opt(sample.pcie_gen),
+                width=_opt(sample.pcie_width),
+                max_gen=_opt(max_gen),
+                max_width=_opt(max_width),
             )
             degraded = (
                 sample.pcie_gen is not None
@@ -121,30 +147,35 @@ class DetailPane(VerticalScroll):
                 and (sample.pcie_gen, sample.pcie_width or 0) < (max_gen, max_width or 0)
             )
             self._pair(text, "PCIe", pcie, "warn" if degraded else None)
-            ecc = f"{_opt(sample.ecc_corrected)} corr, {_opt(sample.ecc_uncorrected)} uncorr"
+            ecc = _("{corrected} corr, {uncorrected} uncorr").format(
+                corrected=_opt(sample.ecc_corrected), uncorrected=_opt(sample.ecc_uncorrected)
+            )
             self._pair(text, "ECC", ecc, severity.get("ECC"))
-            throttle = "-" if sample.throttle is None else ", ".join(sample.throttle) or "none"
-            self._pair(text, "throttle", throttle, severity.get("THRTL"))
+            throttle = (
+                "-"
+                if sample.throttle is None
+                else _(", ").join(_(THROTTLES.get(r, r)) for r in sample.throttle) or _("none")
+            )
+            self._pair(text, N_("throttle"), throttle, severity.get("THRTL"))
             if sample.errors:
                 errors = ", ".join(f"{k}={v}" for k, v in sorted(sample.errors.items()))
-                self._pair(text, "n/a", errors)
+                self._pair(text, N_("n/a"), errors)
         recent = list(events)[-5:]
         if not recent:
-            self._pair(text, "events", "none")
+            self._pair(text, N_("events"), _("none"))
         for i, event in enumerate(reversed(recent)):
             line = Text()
             if event.time is None:
-                line.append("time unknown ")
+                line.append(_("time unknown") + " ")
             else:
                 ago = fmt.duration(now - event.time)
-                line.append(f"{fmt.clock_time(event.time)} ({ago} ago) ")
-            what = f"Xid {event.xid}" if event.xid is not None else event.kind
+                when = _("{time} ({ago} ago)").format(time=fmt.clock_time(event.time), ago=ago)
+                line.append(when + " ")
+            what = f"Xid {event.xid}" if event.xid is not None else _(event.kind)
             line.append(what, self._style("crit" if event.xid is not None else "warn"))
             if event.text:
                 line.append(": " + event.text)
-            text.append(
-                "events".ljust(_LABEL_W) if i == 0 else " " * _LABEL_W, self._style("label")
-            )
+            text.append(_label(N_("events")) if i == 0 else " " * _LABEL_W, self._style("label"))
             text.append_text(line)
             text.append("\n")
         self._set_body(text)
@@ -155,31 +186,31 @@ class DetailPane(VerticalScroll):
         self._set_title(snap.name)
         text = Text(no_wrap=True, overflow="ellipsis")
         problem = snap.status.is_problem
-        self._pair(text, "status", snap.status.value, "crit" if problem else None)
+        self._pair(text, N_("status"), fmt.status_word(snap.status), "crit" if problem else None)
         message = host_message(snap)
         if message:
             # Wrapped, never cut: a changed host key's two fingerprints, a path to fix.
-            self._wrapped(text, "message", message, "crit" if problem else None)
-        self._pair(text, "data age", fmt.data_age(snap.age(now)))
+            self._wrapped(text, N_("message"), shown(message), "crit" if problem else None)
+        self._pair(text, N_("data age"), fmt.data_age(snap.age(now)))
         if snap.next_retry_at is not None:
-            self._pair(text, "retry", fmt.retry_in(snap.next_retry_at, now))
-        self._pair(text, "address", snap.address)
-        self._pair(text, "pool", snap.pool)
+            self._pair(text, N_("retry"), fmt.retry_in(snap.next_retry_at, now))
+        self._pair(text, N_("address"), snap.address)
+        self._pair(text, N_("pool"), snap.pool)
         if snap.labels:
-            self._pair(text, "labels", ", ".join(f"{k}={v}" for k, v in snap.labels.items()))
+            labels = ", ".join(f"{k}={v}" for k, v in snap.labels.items())
+            self._pair(text, N_("labels"), labels)
         hello = snap.hello
         if hello is not None:
-            self._pair(text, "hostname", hello.hostname)
-            self._pair(text, "driver", f"{hello.driver or '-'}  CUDA {hello.cuda or '-'}")
-            simulated = "  (simulated GPUs)" if hello.simulated else ""
-            self._pair(
-                text,
-                "helper",
-                f"{hello.helper_version}, signals via {hello.signal_method}" + simulated,
+            self._pair(text, N_("hostname"), hello.hostname)
+            self._pair(text, N_("driver"), f"{hello.driver or '-'}  CUDA {hello.cuda or '-'}")
+            helper = _("{version}, signals via {method}").format(
+                version=hello.helper_version, method=hello.signal_method
             )
+            simulated = "  " + _("(simulated GPUs)") if hello.simulated else ""
+            self._pair(text, N_("helper"), helper + simulated)
         self._pair(text, "GPUs", str(len(entry.gpus)))
         for i, note in enumerate(data_notes(snap)):
-            self._pair(text, "bad data" if i == 0 else "", note, "warn")
+            self._pair(text, N_("bad data") if i == 0 else "", note, "warn")
         self._set_body(text)
 
     def on_resize(self) -> None:
@@ -189,7 +220,7 @@ class DetailPane(VerticalScroll):
 
     def clear_detail(self) -> None:
         self._host_shown = None
-        self._set_title("detail")
+        self._set_title(_("detail"))
         self._set_body(Text())
 
     def _set_title(self, title: str) -> None:
@@ -214,11 +245,11 @@ class DetailPane(VerticalScroll):
         style = self._style("spark")
         power_top = gpu.power_limit or (max(history.power) if history and history.power else 1.0)
         rows = (
-            ("util", fmt.percent(gpu.util), history.util if history else (), 0.0, 100.0),
-            ("mem", fmt.percent(gpu.mem_pct), history.mem if history else (), 0.0, 100.0),
-            ("temp", fmt.temperature(gpu.temp), history.temp if history else (), 20.0, 100.0),
+            (N_("util"), fmt.percent(gpu.util), history.util if history else (), 0.0, 100.0),
+            (N_("mem"), fmt.percent(gpu.mem_pct), history.mem if history else (), 0.0, 100.0),
+            (N_("temp"), fmt.temperature(gpu.temp), history.temp if history else (), 20.0, 100.0),
             (
-                "power",
+                N_("power"),
                 "-" if gpu.power is None else f"{gpu.power:.0f}W",
                 history.power if history else (),
                 0.0,
@@ -226,8 +257,8 @@ class DetailPane(VerticalScroll):
             ),
         )
         for label, now_text, values, low, high in rows:
-            text.append(label.ljust(_LABEL_W), self._style("label"))
-            text.append(now_text.rjust(5) + "  ")
+            text.append(_label(label), self._style("label"))
+            text.append(" " * max(0, 5 - cells(now_text)) + now_text + "  ")
             text.append(spark(values, low, high, width), style)
             text.append("\n")
 
@@ -243,20 +274,63 @@ class DetailPane(VerticalScroll):
         pane_width = self.scrollable_content_region.width or self.size.width or 80
         indent = _LABEL_W if pane_width - _LABEL_W > _FINGERPRINT_W else 0
         if not indent:
-            text.append(label + "\n", self._style("label"))
+            text.append(_(label) + "\n", self._style("label"))
         width = max(16, pane_width - indent - 1)
         style = self._style(severity) if severity else Style()
-        lines = textwrap.wrap(value, width, break_on_hyphens=False) or [""]
+        lines = wrap_cells(value, width) or [""]
         for i, line in enumerate(lines):
             if indent:
-                text.append((label if i == 0 else "").ljust(indent), self._style("label"))
+                text.append(_label(label if i == 0 else ""), self._style("label"))
             text.append(line, style)
             text.append("\n")
 
     def _pair(self, text: Text, label: str, value: str, severity: str | None = None) -> None:
-        text.append(label.ljust(_LABEL_W), self._style("label"))
+        text.append(_label(label), self._style("label"))
         text.append(value, self._style(severity) if severity else Style())
         text.append("\n")
+
+
+_PIECES = re.compile(r"[^\s\u2e80-\uffff]+\s*|[\u2e80-\uffff]\s*|\s+")
+"""A run of narrow characters (a word), or one wide character, with the spaces after."""
+
+
+def wrap_cells(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` display cells. Text of narrow characters
+    only is wrapped as ``textwrap`` does (at spaces); text with wide ones (Chinese,
+    which has no spaces between words) may also break between two wide characters."""
+    if cells(text) == len(text):
+        return textwrap.wrap(text, width, break_on_hyphens=False)
+    lines: list[str] = []
+    line = ""
+    for piece in _PIECES.findall(" ".join(text.split())):
+        if cells(line + piece.rstrip()) <= width:
+            line += piece
+            continue
+        if line.strip():
+            lines.append(line.rstrip())
+        line = piece.lstrip()
+        while cells(line.rstrip()) > width:  # a word wider than the line: cut it
+            head = cut_cells(line, width)
+            lines.append(head)
+            line = line[len(head) :]
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines
+
+
+def cut_cells(text: str, width: int) -> str:
+    """The longest start of ``text`` (at least one character) in ``width`` cells."""
+    end = 1
+    while end < len(text) and cells(text[: end + 1]) <= width:
+        end += 1
+    return text[:end]
+
+
+def _label(label: str) -> str:
+    """``label`` in the reader's language, padded to the labels' column by display
+    cells (a Chinese label is two cells a character); one wider gets a space after it."""
+    said = _(label)
+    return fit(said, max(_LABEL_W, cells(said) + 1))
 
 
 def _opt(value: object) -> str:

@@ -22,10 +22,10 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gputui.ui.gpu_view import GpuRow, HostRow, Row
+from gputui.ui.gpu_view import GpuRow, HostRow, Row, SliceRow
 from gputui.ui.model import ClusterModel, HostChange
 from gputui.ui.widgets.grid_columns import Columns, plan_columns
-from gputui.ui.widgets.grid_render import Palette, column_header, gpu_line, host_line
+from gputui.ui.widgets.grid_render import Palette, column_header, gpu_line, host_line, slice_line
 
 _PALETTE_CLASSES = {
     "header": "gpu-grid--header",
@@ -193,6 +193,7 @@ class GpuGrid(ScrollView, can_focus=True):
                 continue
             rows: list[Row] = [HostRow(host)]
             rows.extend(GpuRow(host, index) for index in change.gpus)
+            rows.extend(r for r in lines if isinstance(r, SliceRow) and r.index in change.gpus)
             for row in rows:
                 if lines.pop(row, None) is None:
                     continue  # not drawn since it last changed: a redraw is due anyway
@@ -296,16 +297,24 @@ class GpuGrid(ScrollView, can_focus=True):
 
     @property
     def columns(self) -> Columns:
-        if self._columns is None:
+        """The plan for the widget's width now. A layout gives the widget its new size
+        before its ``Resize`` is handled, and a line drawn in between must not be cut
+        from the old width's plan (flags and owners fell off the end), so a plan made
+        for another width is made again, and the lines cached with it go."""
+        planned = self._columns
+        if planned is None or planned.width != self.size.width:
+            if planned is not None:
+                self._cache.clear()
             host_w = max((len(name) for name in self.model.hosts), default=4)
-            self._columns = plan_columns(self.size.width, self.grouped, host_w, held=self.held)
-        return self._columns
+            planned = plan_columns(self.size.width, self.grouped, host_w, held=self.held)
+            self._columns = planned
+        return planned
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         palette = self.palette
+        columns = self.columns  # drops lines cached for another width
         if y == 0:
-            columns = self.columns
             if self._header is None or self._header[0] is not columns:
                 header = column_header(columns, palette, self.sort)
                 self._header = (columns, self._fit(header, width, palette.base))
@@ -344,7 +353,12 @@ class GpuGrid(ScrollView, can_focus=True):
             if gpu is None or host is None:
                 return Strip.blank(width, base)
             dimmed = host.snapshot.status.is_problem
-            strip = gpu_line(gpu, self.model, self.columns, self.palette, now, dimmed=dimmed)
+            if isinstance(row, SliceRow):
+                strip = slice_line(
+                    gpu, self.model, self.columns, self.palette, now, slot=row.slot, dimmed=dimmed
+                )
+            else:
+                strip = gpu_line(gpu, self.model, self.columns, self.palette, now, dimmed=dimmed)
         return self._fit(strip, width, base)
 
     @staticmethod

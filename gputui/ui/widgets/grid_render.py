@@ -16,11 +16,15 @@ from functools import lru_cache
 from rich.style import Style
 from textual.strip import Strip
 
+from gputui.common.i18n import N_, _, ngettext, per_language
+from gputui.common.printable import owner_name
+from gputui.common.text import cells
+from gputui.common.text import fit as fit_cells
 from gputui.health import Flag, Severity, data_notes, host_message, host_severity
 from gputui.telemetry import HostStatus
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
-from gputui.ui.head.view import Holder, age_text
+from gputui.ui.head.view import Holder, age_text, holder_ref
 from gputui.ui.model import ClusterModel, HostEntry
 from gputui.ui.widgets.grid_columns import (
     CLOCK_W,
@@ -85,24 +89,27 @@ class Palette:
 
 
 def column_header(cols: Columns, palette: Palette, sort: str | None = None) -> Strip:
-    """The column titles; the one ``sort`` (a sort key's name) orders is marked (``UTIL▼``)."""
-    parts = ["  " if cols.grouped else marked("HOST", sort, cols.host_w).ljust(cols.host_w) + " "]
-    parts.append("#".rjust(IDX_W) + " " + "MODEL".ljust(cols.model_w) + " ")
-    parts.append(marked("UTIL", sort).ljust(cols.bar_w + 1 + PCT_W) + " ")
-    parts.append(marked("MEMORY", sort).ljust(cols.bar_w + 1 + MEM_W) + " ")
-    parts.append(marked("TEMP", sort, TEMP_W - 1).rjust(TEMP_W - 1) + "  ")
+    """The column titles, in the chosen language and laid out by display cells (a
+    Chinese title is two cells a character); the one ``sort`` (a sort key's name)
+    orders is marked (``UTIL▼``)."""
+    fit = fit_cells
+    parts = ["  " if cols.grouped else fit(marked("HOST", sort, cols.host_w), cols.host_w) + " "]
+    parts.append(fit("#", IDX_W, right=True) + " " + fit(_("MODEL"), cols.model_w) + " ")
+    parts.append(fit(marked("UTIL", sort), cols.bar_w + 1 + PCT_W) + " ")
+    parts.append(fit(marked("MEMORY", sort), cols.bar_w + 1 + MEM_W) + " ")
+    parts.append(fit(marked("TEMP", sort, TEMP_W - 1), TEMP_W - 1, right=True) + "  ")
     if cols.power:
-        parts.append(marked("POWER", sort).rjust(POWER_W) + " ")
+        parts.append(fit(marked("POWER", sort), POWER_W, right=True) + " ")
     if cols.fan:
-        parts.append("FAN".rjust(FAN_W) + " ")
+        parts.append(fit(_("FAN"), FAN_W, right=True) + " ")
     if cols.clock:
-        parts.append("SM".rjust(CLOCK_W) + " ")
-    parts.append("PROCS".rjust(PROC_W) + " ")
+        parts.append(fit(_("SM"), CLOCK_W, right=True) + " ")
+    parts.append(fit(_("PROCS"), PROC_W, right=True) + " ")
     if cols.held_w:
-        parts.append("HELD".ljust(cols.held_w) + " ")
+        parts.append(fit(_("HELD"), cols.held_w) + " ")
     if cols.owners_w:
-        parts.append("OWNERS".ljust(cols.owners_w) + " ")
-    parts.append("STATE")
+        parts.append(fit(_("OWNERS"), cols.owners_w) + " ")
+    parts.append(_("STATE"))
     line = LineBuilder(palette.base)
     line.add("".join(parts), palette.base)  # the look it has always had (not ``header``)
     return line.strip(cols.width, palette.base)
@@ -226,7 +233,7 @@ def gpu_line(
     flags = model.flags(gpu, now)
     if not flags:
         if gpu.sample is not None:
-            add("ok", palette.ok)
+            add(_line_words().ok, palette.ok)
         else:
             add("-", palette.muted)
     else:
@@ -234,7 +241,7 @@ def gpu_line(
         for i, flag in enumerate(shown):
             if i:
                 add(" ", base)
-            add(flag.label, palette.severity(flag.severity))
+            add(flag_text(flag.label), palette.severity(flag.severity))
         hidden = flags[len(shown) :]
         if hidden:  # the detail pane has them all; say here that there are more
             add(f" +{len(hidden)}", palette.severity(hidden[0].severity))
@@ -248,10 +255,47 @@ def held_text(holder: Holder, gpu: GpuView, now: float, *, long: bool = False) -
     idle release counts); the age is to the minute, so the line changes once a minute.
     """
     age = age_text(None if holder.since is None else now - holder.since)
-    text = f"{holder.ref if long else holder.short} {holder.user} {age}"
+    ref = holder_ref(holder) if long else holder.short
+    text = _("{holder} {user} {age}").format(holder=ref, user=holder.user, age=age)
     if holder.kind == "claim" and not any(p.user == holder.user for p in gpu.processes):
-        text += " idle"
+        text = _("{held} idle").format(held=text)
     return text
+
+
+FLAG_WORDS = {
+    "LOST": N_("LOST"),
+    "ERROR": N_("ERROR"),
+    "THRTL": N_("THRTL"),
+    "NOPROC": N_("NOPROC"),
+    "FENCE": N_("FENCE"),
+    "DRAIN": N_("DRAIN"),
+    "ROGUE": N_("ROGUE"),
+    "STRAY": N_("STRAY"),
+    "CLK-LOW": N_("CLK-LOW"),
+}
+"""The grid's STATE markers as a person reads them (``ECC 3`` and ``Xid 79`` stay)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _LineWords:
+    """The words a GPU line shows, in one language."""
+
+    flags: dict[str, str]
+    """``FLAG_WORDS``' labels, translated."""
+    ok: str
+    """A fine GPU's STATE."""
+
+
+@per_language
+def _line_words() -> _LineWords:
+    """The words of a GPU line in the chosen language: the lines drawn every second
+    look them up here, not in the catalogue each."""
+    return _LineWords({label: _(word) for label, word in FLAG_WORDS.items()}, _("ok"))
+
+
+def flag_text(label: str) -> str:
+    """A STATE marker in the reader's language; one with a number (``ECC 3``) as it is."""
+    return _line_words().flags.get(label, label)
 
 
 def _fitting(flags: list[Flag], room: int) -> list[Flag]:
@@ -259,7 +303,7 @@ def _fitting(flags: list[Flag], room: int) -> list[Flag]:
     the worst one always, cut if it must be."""
     used = -1
     for count, flag in enumerate(flags):
-        used += 1 + len(flag.label)
+        used += 1 + cells(flag_text(flag.label))
         rest = len(flags) - count - 1
         if used + (len(f" +{rest}") if rest else 0) > room:
             return flags[: max(1, count)]
@@ -294,22 +338,83 @@ def host_line(
     if snap.status.is_problem:
         age = snap.age(now)
         if age is not None and snap.status is not HostStatus.STALE:
-            add(f"  last data {fmt.data_age(age)} ago", muted)
+            add("  " + _("last data {age} ago").format(age=fmt.data_age(age)), muted)
         if snap.next_retry_at is not None:
-            add(f"  {fmt.retry_in(snap.next_retry_at, now)}", muted)
+            add("  " + fmt.retry_in(snap.next_retry_at, now), muted)
     totals = entry.totals
     if totals.gpus:
         add("  ·  ", muted)
-        add(f"{totals.gpus} GPU{'s' if totals.gpus != 1 else ''}, {totals.busy} busy", base)
+        counts = ngettext("{gpus} GPU, {busy} busy", "{gpus} GPUs, {busy} busy", totals.gpus)
+        add(counts.format(gpus=totals.gpus, busy=totals.busy), base)
         add("  ·  ", muted)
         add(fmt.mem_pair(totals.mem_used_mib, totals.mem_total_mib), base)
     notes = data_notes(snap)
     if notes:
         add("  ·  ", muted)
-        add(f"{MARKERS['warn']} bad data: {notes[0]}", palette.warn)
+        add(MARKERS["warn"] + " " + _("bad data: {note}").format(note=notes[0]), palette.warn)
     hello = entry.hello
     if hello is not None and hello.driver:
-        driver = f"  ·  driver {hello.driver}" + (" (simulated)" if hello.simulated else "")
-        if line.used() + len(driver) <= cols.width:  # the least of it: left out, not cut
+        said = _("driver {version} (simulated)") if hello.simulated else _("driver {version}")
+        driver = "  ·  " + said.format(version=hello.driver)
+        if line.used() + cells(driver) <= cols.width:  # the least of it: left out, not cut
             add(driver, muted)
     return line.strip(cols.width, base, ellipsis=True)
+
+
+NOT_AVAILABLE = N_("n/a")
+"""What a reading NVML does not give shows as (a MIG slice's utilisation)."""
+
+
+def slice_line(
+    gpu: GpuView,
+    model: ClusterModel,
+    cols: Columns,
+    palette: Palette,
+    now: float,
+    *,
+    slot: int,
+    dimmed: bool = False,
+) -> Strip:
+    """One MIG slice, indented under its GPU: its profile, its utilisation where NVML
+    gives it (else ``n/a``), its memory, its processes, who holds it."""
+    base, muted = palette.base, palette.muted
+    line = LineBuilder(base)
+    add = line.add
+    info = next((s for s in gpu.slices if s.index == slot), None)
+    reading = gpu.slice_sample(slot)
+    add("  " if cols.grouped else " " * (cols.host_w + 1), base)
+    profile = (info.profile if info is not None else None) or "?"
+    add(" " * IDX_W + " " + fmt.fit(f"└{profile}", cols.model_w) + " ", muted)
+    util = reading.util_gpu if reading is not None else None
+    fill = _util_style(util or 0, palette)
+    bar(line, None if util is None else util / 100, cols.bar_w, fill, palette.gauge_empty)
+    missing = reading is not None and util is None and "util_gpu" in reading.errors
+    util_text = _(NOT_AVAILABLE) if missing else fmt.percent(util)
+    add(" " + _right(util_text, PCT_W) + " ", muted if util is None else base)
+    used = reading.mem_used_mib if reading is not None else None
+    total = reading.mem_total_mib if reading is not None else None
+    if total is None and info is not None:
+        total = info.memory_total_mib
+    fraction = None if used is None or not total else used / total
+    bar(line, fraction, cols.bar_w, palette.gauge_mem, palette.gauge_empty)
+    add(" " + _right(fmt.mem_pair(used, total), MEM_W) + " ", base)
+    add(" " * (TEMP_W + 1), base)  # temperature, power, fan, clock: the card's
+    if cols.power:
+        add(" " * (POWER_W + 1), base)
+    if cols.fan:
+        add(" " * (FAN_W + 1), base)
+    if cols.clock:
+        add(" " * (CLOCK_W + 1), base)
+    pids = set(reading.pids) if reading is not None else set()
+    add(_right(str(len(pids)) if pids else "-", PROC_W) + " ", base if pids else muted)
+    if cols.held_w:
+        holder = model.holders.get(info.uuid) if info is not None else None
+        if holder is None:
+            add("-".ljust(cols.held_w) + " ", muted)
+        else:
+            add(fmt.fit(held_text(holder, gpu, now), cols.held_w) + " ", palette.info)
+    if cols.owners_w:
+        users = sorted({owner_name(p.user, p.uid) for p in gpu.processes if p.pid in pids})
+        add(fmt.fit(",".join(users) or "-", cols.owners_w) + " ", base if users else muted)
+    add("MIG" if reading is not None else "-", muted)
+    return line.strip(cols.width, base, over=palette.dim if dimmed else None)

@@ -10,6 +10,7 @@ from collections.abc import Set
 from rich.text import Text
 from textual.events import Resize
 
+from gputui.common.i18n import N_, _
 from gputui.ui import format as fmt
 from gputui.ui.gpu_view import GpuView
 from gputui.ui.widgets.process_tree import CONTAINER_SHORT, TreeLine, has_tree, tree_lines
@@ -20,8 +21,8 @@ from gputui.wire.messages import ProcessSample
 # (title, width); COMMAND takes what is left of the table's width.
 _GPU = ("GPU", 3)
 _PID = ("PID", 7)
-_MEM = ("MEM", 5)
-_AGE = ("AGE", 5)
+_MEM = (N_("MEM"), 5)
+_AGE = (N_("AGE"), 5)
 _USER_W = 8
 _NARROW_USER_W = 6
 _CONTAINER_W = CONTAINER_SHORT
@@ -29,7 +30,7 @@ _COMMAND_W = 24
 """Below this the command gives way to nothing: AGE goes, then USER narrows."""
 _MIN_COMMAND_W = 12
 _PAD = 2  # a DataTable cell's padding, one each side
-NEEDS_NEWER_HELPER = "tree: needs a newer helper"
+NEEDS_NEWER_HELPER = N_("tree: needs a newer helper")
 """Said under the table when a tree is asked for and no process came with its parents."""
 
 
@@ -50,7 +51,7 @@ def plan_columns(
 
     lead = [_GPU] if gpus else []
     for user_w, age in ((_USER_W, True), (_USER_W, False), (_NARROW_USER_W, False)):
-        columns = [*lead, _PID, ("USER", user_w), _MEM, *([_AGE] if age else [])]
+        columns = [*lead, _PID, (N_("USER"), user_w), _MEM, *([_AGE] if age else [])]
         if command_w(columns) >= _COMMAND_W:
             break
     return columns, max(_MIN_COMMAND_W, command_w(columns)), containers
@@ -92,7 +93,7 @@ class ProcessTable(RowTable[Text]):
         ``flagged``: (GPU uuid, pid) of the processes the head flags (its owner holds
         no job or claim there): their PID is marked ``!`` (the detail pane says why).
         """
-        self._title = title if entries else f"no {title}"  # an empty list says so
+        self._title = title if entries else _("no {title}").format(title=title)  # says so
         set_border_title(self, self._titled())  # the border line only, not every row
         marks = frozenset(flagged)
         key = (
@@ -123,7 +124,7 @@ class ProcessTable(RowTable[Text]):
             self._fill(self._current())
 
     def _titled(self) -> str:
-        return self._title + (" · tree" if self.as_tree else "")
+        return _("{title} · tree").format(title=self._title) if self.as_tree else self._title
 
     def _current(self) -> tuple[str, int] | None:
         """(GPU uuid, pid) of the line under the cursor, a parent's line included."""
@@ -146,14 +147,14 @@ class ProcessTable(RowTable[Text]):
             self._layout = layout
             self.clear(columns=True)
             for title, column_w in columns:
-                self.add_column(title, width=column_w)
-            self.add_column("COMMAND", width=command_w)
+                self.add_column(_(title), width=column_w)
+            self.add_column(_("COMMAND"), width=command_w)
             if containers:
-                self.add_column("CONTAINER", width=_CONTAINER_W)
+                self.add_column(_("CONTAINER"), width=_CONTAINER_W)
         else:
             self.clear()
         tree = self.as_tree and has_tree(self._entries)
-        note = NEEDS_NEWER_HELPER if self.as_tree and self._entries and not tree else None
+        note = _(NEEDS_NEWER_HELPER) if self.as_tree and self._entries and not tree else None
         if note != self.border_subtitle:
             self.border_subtitle = note
         if tree:

@@ -7,6 +7,9 @@ other table mark the same column the same way. ``▼``: largest first; ``▲``: 
 
 from __future__ import annotations
 
+from gputui.common.i18n import N_, _
+from gputui.common.text import cells
+
 __all__ = ["ASCENDING", "DESCENDING", "marked", "sorted_column"]
 
 DESCENDING = "▼"
@@ -14,11 +17,11 @@ ASCENDING = "▲"
 
 # sort key name -> (column title, marker); a key not here marks nothing.
 _COLUMNS: dict[str, tuple[str, str]] = {
-    "host": ("HOST", ASCENDING),
-    "util": ("UTIL", DESCENDING),
-    "mem": ("MEMORY", DESCENDING),
-    "temp": ("TEMP", DESCENDING),
-    "power": ("POWER", DESCENDING),
+    "host": (N_("HOST"), ASCENDING),
+    "util": (N_("UTIL"), DESCENDING),
+    "mem": (N_("MEMORY"), DESCENDING),
+    "temp": (N_("TEMP"), DESCENDING),
+    "power": (N_("POWER"), DESCENDING),
     # "free" (unclaimed and idle first) orders by no one column: nothing is marked.
 }
 
@@ -29,11 +32,26 @@ def sorted_column(sort: str | None) -> tuple[str, str] | None:
 
 
 def marked(title: str, sort: str | None, width: int | None = None) -> str:
-    """``title``, with the marker when ``sort`` orders its column; at most ``width``
-    cells (the title is cut, never the marker)."""
+    """``title`` (the English one, shown in the chosen language), with the marker when
+    ``sort`` orders its column; at most ``width`` cells (the title is cut, never the
+    marker)."""
     column = sorted_column(sort)
+    shown = _(title)
     if column is None or column[0] != title:
-        return title if width is None else title[:width]
-    if width is not None and len(title) + 1 > width:
-        title = title[: max(0, width - 1)]
-    return title + column[1]
+        return shown if width is None else _within(shown, width)
+    if width is not None and cells(shown) + 1 > width:
+        shown = _within(shown, max(0, width - 1))
+    return shown + column[1]
+
+
+def _within(text: str, width: int) -> str:
+    """``text``'s first characters that fit in ``width`` cells (no ellipsis)."""
+    if text.isascii():
+        return text[:width]
+    out, used = [], 0
+    for char in text:
+        used += cells(char)
+        if used > width:
+            break
+        out.append(char)
+    return "".join(out)

@@ -14,10 +14,22 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
+from gputui.common.i18n import N_, _, ngettext
 from gputui.ui import format as fmt
 from gputui.ui.model import ClusterSummary
 
 SEP = "  "
+SORT_NAMES = {
+    "host": N_("host"),
+    "util": N_("util"),
+    "mem": N_("mem"),
+    "temp": N_("temp"),
+    "power": N_("power"),
+    "free": N_("free"),
+}
+"""The sort keys as the line names them (``sort:util``)."""
+SCHEDULERS = {"head": N_("head"), "slurm": "slurm"}
+"""The scheduler's label before its counts."""
 NARROWING: tuple[tuple[str, int], ...] = (
     ("clock", 1),
     ("sort", 1),
@@ -95,34 +107,35 @@ class SummaryBar(Widget):
         if heads and head_problem:
             part("alarm", *_head_forms(heads, crit, label, problem=True))
         if summary.problems:
-            noun = "problem" if summary.problems == 1 else "problems"
-            problems = Text(f"!! {summary.problems} {noun}", crit)
+            n = summary.problems
+            problems = Text(ngettext("!! {n} problem", "!! {n} problems", n).format(n=n), crit)
         else:
-            problems = Text("no problems", ok)
+            problems = Text(_("no problems"), ok)
         part("problems", problems)
         gpus = _pairs(
             label,
-            ("GPUs ", str(summary.gpus)),
-            ("busy ", str(summary.busy)),
-            ("free ", str(summary.free)),
+            (_("GPUs") + " ", str(summary.gpus)),
+            (_("busy") + " ", str(summary.busy)),
+            (_("free") + " ", str(summary.free)),
         )
         part("gpus", gpus)
         if heads and not head_problem:
             part("head", *_head_forms(heads, crit, label, problem=False, name=scheduler))
         all_live = summary.hosts_live == summary.hosts_total
-        hosts = Text("hosts ", label)
+        hosts = Text(_("hosts") + " ", label)
         hosts.append(
             f"{summary.hosts_live}/{summary.hosts_total}",
             style("summary-bar--ok" if all_live else "summary-bar--warn", partial=True),
         )
         part("hosts", hosts)
         mem = fmt.mem_pair(summary.mem_used_mib, summary.mem_total_mib)
-        part("mem", _pairs(label, ("mem ", mem)))
-        sort_text = Text("sort:", label)
-        sort_text.append(sort + ("" if grouped else " (all hosts)"))
+        part("mem", _pairs(label, (_("mem") + " ", mem)))
+        sort_text = Text(_("sort:"), label)
+        sort_name = _(SORT_NAMES.get(sort, sort))
+        sort_text.append(sort_name if grouped else _("{sort} (all hosts)").format(sort=sort_name))
         part("sort", sort_text)
         if query:
-            shown = Text("filter ", label)
+            shown = Text(_("filter") + " ", label)
             shown.append(query, style("summary-bar--warn", partial=True))
             part("filter", shown)
         self._parts = parts
@@ -211,7 +224,7 @@ def _head_forms(
         return [Text("!! " + form, crit) for form in dict.fromkeys((reason, short))]
     forms = []
     for form in heads:
-        text = Text(f"{name} ", label)
+        text = Text(_(SCHEDULERS.get(name, name)) + " ", label)
         text.append(form)
         forms.append(text)
     return [*forms, Text(heads[-1])]
@@ -220,9 +233,25 @@ def _head_forms(
 def head_forms(running: int, waiting: int, mine: int) -> tuple[str, ...]:
     """The head's part of the line, longest first: ``4 running, 2 waiting, 1 claim of
     yours``, then ``... 1 claim``, then ``4 run, 2 wait, 1 claim``."""
-    claims = f", {mine} claim{'s' if mine != 1 else ''}" if mine else ""
+    if not mine:
+        long = _("{running} running, {waiting} waiting").format(running=running, waiting=waiting)
+        short = _("{running} run, {waiting} wait").format(running=running, waiting=waiting)
+        return (long, long, short)
+    counts = {"running": running, "waiting": waiting, "mine": mine}
     return (
-        f"{running} running, {waiting} waiting{claims}{' of yours' if mine else ''}",
-        f"{running} running, {waiting} waiting{claims}",
-        f"{running} run, {waiting} wait{claims}",
+        ngettext(
+            "{running} running, {waiting} waiting, {mine} claim of yours",
+            "{running} running, {waiting} waiting, {mine} claims of yours",
+            mine,
+        ).format(**counts),
+        ngettext(
+            "{running} running, {waiting} waiting, {mine} claim",
+            "{running} running, {waiting} waiting, {mine} claims",
+            mine,
+        ).format(**counts),
+        ngettext(
+            "{running} run, {waiting} wait, {mine} claim",
+            "{running} run, {waiting} wait, {mine} claims",
+            mine,
+        ).format(**counts),
     )

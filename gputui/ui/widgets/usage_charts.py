@@ -33,6 +33,7 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widget import Widget
 
+from gputui.common.i18n import N_, _
 from gputui.common.text import cells, fit
 from gputui.ui.head.usage_view import UsageHour, UsageTotal, hours_text, share_text, total_of
 
@@ -47,6 +48,16 @@ HOURS_PER_COLUMN = (1, 2, 3, 4, 6, 8, 12, 24)
 MAX_COLUMN_CELLS = 8
 MAX_LINES = 500
 """Bars asked for at most (the screen's height cuts them sooner)."""
+_DAYS = (
+    N_("Mon {day}"),
+    N_("Tue {day}"),
+    N_("Wed {day}"),
+    N_("Thu {day}"),
+    N_("Fri {day}"),
+    N_("Sat {day}"),
+    N_("Sun {day}"),
+)
+"""The x axis's label of a day (``Tue 14``), by ``tm_wday``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +113,8 @@ def folded(totals: Sequence[UsageTotal], rows: int) -> list[UsageTotal]:
     if len(totals) <= rows:
         return list(totals)
     rest = totals[rows - 1 :]
-    return [*totals[: rows - 1], total_of(f"{len(rest)} others", rest)]
+    others = _("{n} others").format(n=len(rest))  # two or more
+    return [*totals[: rows - 1], total_of(others, rest)]
 
 
 def bar_lines(
@@ -190,7 +202,7 @@ def hour_columns(
         local = time.localtime(start)
         label = ""
         if local.tm_hour == 0:
-            label = time.strftime("%a %d", local)
+            label = _(_DAYS[local.tm_wday]).format(day=f"{local.tm_mday:02d}")
         elif short and local.tm_hour % 6 == 0 and key[2] * per == local.tm_hour:
             label = time.strftime("%H:00", local)
         columns[key] = HourColumn(start, label=label)
@@ -229,20 +241,24 @@ def hourly_lines(
                 busy8 = eighths(busy, 1.0, rows) - 8 * level_row
                 all8 = eighths(top, 1.0, rows) - 8 * level_row
                 cell = bar_text(max(0, all8), max(0, busy8), 1, styles, LOWER_EIGHTHS)
-            for _ in range(per_column):
+            for _column in range(per_column):
                 line.append_text(cell)
         line.truncate(width, overflow="crop", pad=True)
         lines.append(line)
-    axis = [" "] * width
+    axis = [" "] * width  # one entry a cell: a wide character's second cell is ""
     end = -1
     for i, column in enumerate(shown):
         at = Y_AXIS_CELLS + i * per_column
         label = column.label
         if not label or at <= end or at + cells(label) > width:
             continue
-        axis[at : at + len(label)] = list(label)
-        end = at + len(label)
-    lines.append(Text("".join(axis)[:width], styles.muted, no_wrap=True, end=""))
+        for char in label:
+            axis[at] = char
+            if cells(char) == 2:
+                axis[at + 1] = ""
+            at += cells(char)
+        end = at
+    lines.append(Text("".join(axis), styles.muted, no_wrap=True, end=""))
     return lines
 
 
@@ -271,9 +287,9 @@ class _Chart(Widget):
         if legend:
             line.append("  ")
             line.append("█", styles.busy)
-            line.append(" busy  ")
+            line.append(" " + _("busy") + "  ")
             line.append("█", styles.idle)
-            line.append(" allocated, idle")
+            line.append(" " + _("allocated, idle"))
         line.truncate(self.size.width, overflow="ellipsis")
         return line
 
@@ -289,7 +305,7 @@ class UsageBars(_Chart):
         super().__init__(id=id)
         self.title = title
         self.totals: tuple[UsageTotal, ...] = ()
-        self.note = "asking the head…"
+        self.note = _("asking the head…")
 
     def show(self, totals: tuple[UsageTotal, ...], note: str = "") -> None:
         """Draw ``totals`` (most allocated first); ``note`` stands in when there are none."""
@@ -306,7 +322,7 @@ class UsageBars(_Chart):
         lines = [self.title_line(self.title, styles, legend=False)]
         body = bar_lines(self.totals, width, height - 1, styles)
         if not body:
-            body = [Text(self.note or "nothing allocated in this period", styles.muted)]
+            body = [Text(self.note or _("nothing allocated in this period"), styles.muted)]
         return self.joined([*lines, *body])
 
 
@@ -317,7 +333,7 @@ class HourlyChart(_Chart):
         super().__init__(id=id)
         self.hours: tuple[UsageHour, ...] = ()
         self.since = self.until = 0.0
-        self.note = "asking the head…"
+        self.note = _("asking the head…")
 
     def show(
         self, hours: tuple[UsageHour, ...], since: float, until: float, note: str = ""
@@ -330,12 +346,14 @@ class HourlyChart(_Chart):
         width, height = self.size.width, self.size.height
         present = sum(h.gpu_h for h in self.hours)
         busy = sum(h.busy_gpu_h for h in self.hours)
-        title = "utilisation by hour, of the GPUs present"
+        title = _("utilisation by hour, of the GPUs present")
         if present > 0:
-            title += f": {share_text(busy / present)} busy"
+            title = _("utilisation by hour, of the GPUs present: {share} busy").format(
+                share=share_text(busy / present)
+            )
         lines = [self.title_line(title, styles, legend=True)]
         if self.until <= self.since or not self.hours:
-            lines.append(Text(self.note or "no hours recorded in this period", styles.muted))
+            lines.append(Text(self.note or _("no hours recorded in this period"), styles.muted))
             return self.joined(lines)
         columns, _per = hour_columns(self.hours, self.since, self.until, width - Y_AXIS_CELLS)
         lines += hourly_lines(columns, width, height - 1, styles)

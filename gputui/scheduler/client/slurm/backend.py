@@ -21,15 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
+from gputui.common.i18n import N_, _
+from gputui.common.mig_profile import PROFILE
 from gputui.common.printable import shown
 from gputui.config.slurm import node_of
-from gputui.scheduler.client.backend import Answer, Unsupported
 from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.slurm import parse
 from gputui.scheduler.client.slurm.runner import Runner, code_of, said
 
 if TYPE_CHECKING:
-    from gputui.scheduler.client.slurm.accounting import Allocation
+    from gputui.common.jobenv import JobSetup
+    from gputui.scheduler.client.backend import Answer
+    from gputui.scheduler.client.slurm.accounting import Allocation, Metering
 
 CAN: Final = frozenset(
     {"queue", "submit", "cancel", "kill", "preempt", "hold", "release_hold", "requeue",
@@ -44,6 +47,28 @@ CLAIM_NAME: Final = "gputui-claim"
 WAIT_POLL_S: Final = 1.0
 """How often ``wait`` asks squeue about the job it waits for."""
 LOG_CHUNK: Final = 1 << 20
+
+
+_UTF8_LENGTH: Final = {0xC: 2, 0xD: 2, 0xE: 3, 0xF: 4}
+"""A UTF-8 lead byte's high four bits -> the length of the character it begins."""
+
+
+def whole_chars(data: bytes, *, last: bool) -> tuple[str, int]:
+    """``data`` read from a log as text, and how many of its bytes that text used: a
+    UTF-8 character cut at the end of the read waits for the next read (the follower's
+    offset stays on its first byte), unless this is the ``last`` read of the log.
+    Bytes that are not UTF-8 show as U+FFFD."""
+    used = len(data)
+    if not last:
+        for back in range(1, min(4, len(data)) + 1):
+            lead = data[-back]
+            if lead & 0xC0 == 0x80:  # a continuation byte: look further back
+                continue
+            need = _UTF8_LENGTH.get(lead >> 4, 1)  # how long a character it begins
+            if need > back:
+                used = len(data) - back
+            break
+    return data[:used].decode("utf-8", "replace"), used
 
 
 @dataclass(frozen=True)
@@ -99,6 +124,8 @@ class SlurmBackend:
             raise AttributeError(capability)
 
         def unsupported(*_: Any, **__: Any) -> NoReturn:
+            from gputui.scheduler.client.backend import Unsupported
+
             raise Unsupported(self.name, capability)
 
         return unsupported
@@ -188,7 +215,9 @@ class SlurmBackend:
             j for j in self._squeue("--states=all", "--jobs", str(int(job_id))) if j["id"] == job_id
         ]
         if not jobs:
-            raise HeadError("unknown-job", f"no job {job_id} in Slurm's queue (ended long ago?)")
+            raise HeadError(
+                "unknown-job", _("no job {id} in Slurm's queue (ended long ago?)").format(id=job_id)
+            )
         return jobs[0]
 
     def show(self, job_id: int, *, timeout: float | None = None) -> Answer:
@@ -231,7 +260,10 @@ class SlurmBackend:
         target = f"{host}:{gpu}"
         answer: Answer = {"target": target, "steps": steps, "free": False}
         if not (gpu.isascii() and gpu.isdigit()) or len(gpu) > 4:
-            raise HeadError("usage", f"force-free: {shown(gpu, 20)} is not a GPU index")
+            raise HeadError(
+                "usage",
+                "force-free: " + _("{gpu} is not a GPU index").format(gpu=shown(gpu, 20)),
+            )
         index = int(gpu)
         node = _name_arg(self._node_of(host), "host")
         why = f"force-free {target}: {reason}"[:200]
@@ -291,7 +323,9 @@ class SlurmBackend:
         from gputui.scheduler.client.slurm import accounting  # usage and report only
 
         if not 0 <= until - since <= accounting.MAX_SPAN_S:
-            raise HeadError("usage", "usage: give a span of at most a year, since before until")
+            raise HeadError(
+                "usage", "usage: " + _("give a span of at most a year, since before until")
+            )
         markers = parse.Markers()
         done = self.runner.run(*accounting.sacct_argv(since, until, markers))
         if done.code != 0:
@@ -311,17 +345,50 @@ class SlurmBackend:
     ) -> Answer:
         if by not in ("user", "group", "project", "pool"):
             raise HeadError(
-                "usage", f"usage: --by {shown(by, 20)} is not user, group, project or pool"
+                "usage",
+                "usage: "
+                + _("--by {value} is not user, group, project or pool").format(value=shown(by, 20)),
             )
         from gputui.scheduler.client.slurm import accounting
 
         allocs = self._allocations(since, until)
-        return accounting.usage(allocs, since, until, by, pools=self.pools, now=time.time())
+        metered, why = self._metered(since, until)
+        body = accounting.usage(
+            allocs, since, until, by, pools=self.pools, now=time.time(), metered=metered
+        )
+        if why:
+            body["unknown"] = f"{body['unknown']}; {why}" if body["unknown"] else why
+        return body
 
     def report(self, *, since: float, until: float, timeout: float | None = None) -> Answer:
         from gputui.scheduler.client.slurm import accounting
 
-        return accounting.report(self._allocations(since, until), since, until, time.time())
+        allocs = self._allocations(since, until)
+        metered, why = self._metered(since, until)
+        body = accounting.report(
+            allocs, since, until, time.time(), pools=self.pools, metered=metered
+        )
+        if why:
+            body["unknown"] = f"{body['unknown']}; {why}" if body["unknown"] else why
+        return body
+
+    def _metered(self, since: float, until: float) -> tuple[Metering | None, str]:
+        """What the gputui head that relays Slurm metered of the jobs (None where no
+        head is configured, or it does not answer: then why, in one line)."""
+        if self.head is None:
+            return None, ""
+        from gputui.scheduler.client.slurm import accounting
+
+        try:
+            with self.head() as head:
+                answer = head.slurm_energy(since=since, until=until)
+            return accounting.metering(answer), ""
+        except HeadError as exc:
+            return None, f"energy: the head did not answer ({shown(exc.message, 160)})"
+        except (OSError, EOFError) as exc:
+            return None, f"energy: the head did not answer ({shown(str(exc), 160)})"
+        except ValueError as exc:
+            return None, f"energy: the head's answer is not understood ({shown(str(exc), 160)})"
 
     # -- run: srun ------------------------------------------------------------------------
 
@@ -332,12 +399,16 @@ class SlurmBackend:
         gpus: int = 1,
         pool: str | None = None,
         host: str | None = None,
+        pty: bool = False,
     ) -> list[str]:
         """``gputui run``'s command line: ``srun`` in an allocation of its own, which
-        ends with the command (here, or over SSH with a terminal on the login node)."""
+        ends with the command (here, or over SSH with a terminal on the login node);
+        ``pty`` (``run --pty``): Slurm's own terminal on the node (``srun --pty``)."""
         if not command or command[0].startswith("-"):
             raise HeadError("usage", "run: give the command after -- (not an option)")
         cmd = ["srun", f"--gres=gpu:{int(gpus)}", f"--job-name={Path(command[0]).name[:64]}"]
+        if pty:
+            cmd.append("--pty")
         if pool is not None:
             cmd.append(f"--partition={_name_arg(self.partitions.get(pool, pool), 'pool')}")
         if host is not None:
@@ -361,17 +432,20 @@ class SlurmBackend:
         duration_s: float | None = None,
         note: str = "",
         wait: bool = True,
+        mig: str | None = None,
         timeout: float | None = None,
     ) -> Answer:
         """``salloc --no-shell``: an allocation held until released or its time ends,
         named ``gputui-claim`` so that ``claims`` and ``release`` know it."""
         if gpu_refs:
-            raise HeadError("usage", "claim: Slurm picks the GPUs; ask for a count (-g N)")
+            raise HeadError("usage", "claim: " + _("Slurm picks the GPUs; ask for a count (-g N)"))
         if model is not None:
             raise HeadError(
-                "usage", "claim: on Slurm a GPU model is a partition (--pool) or a GRES type"
+                "usage",
+                "claim: " + _("on Slurm a GPU model is a partition (--pool) or a GRES type"),
             )
-        cmd = ["salloc", "--no-shell", f"--gres=gpu:{int(gpus or 1)}", f"--job-name={CLAIM_NAME}"]
+        gres = _gres(gpus, mig, "claim")
+        cmd = ["salloc", "--no-shell", f"--gres={gres}", f"--job-name={CLAIM_NAME}"]
         if pool is not None:
             cmd.append(f"--partition={_name_arg(self.partitions.get(pool, pool), 'pool')}")
         if host is not None:
@@ -449,14 +523,19 @@ class SlurmBackend:
         timeout: float | None = None,
     ) -> Answer:
         if gpu_refs:
-            raise HeadError("usage", "release: name the claim (cN), Slurm holds GPUs by job")
+            raise HeadError(
+                "usage", "release: " + _("name the claim (cN), Slurm holds GPUs by job")
+            )
         mine = {c["id"]: c for c in self.claims()["claims"]}
         ids = list(mine) if all else [int(i) for i in claim_ids]
         released = []
         for number in ids:
             claim = mine.get(number)
             if claim is None:
-                raise HeadError("unknown-claim", f"release: no claim c{number} of yours in Slurm")
+                raise HeadError(
+                    "unknown-claim",
+                    "release: " + _("no claim c{claim} of yours in Slurm").format(claim=number),
+                )
             self.runner.ok("scancel", str(number))
             released.append(claim)
         return {"released": released}
@@ -528,17 +607,49 @@ class SlurmBackend:
         project: str | None = None,
         after: Sequence[int] | None = None,
         after_ok: bool = False,
+        setup: JobSetup | None = None,
+        array: str | None = None,
+        script: str | None = None,
+        output: str | None = None,
+        booking: int | None = None,
+        mig: str | None = None,
         timeout: float | None = None,
     ) -> Answer:
+        if booking is not None:
+            raise HeadError(
+                "usage",
+                "submit: " + _("--booking is the gputui head's; use Slurm's --reservation"),
+            )
+        if setup:
+            raise HeadError(
+                "usage",
+                "submit: "
+                + _(
+                    "--env, --export, --conda, --venv and --image are the head's;"
+                    " on Slurm, set them up in an sbatch script"
+                ),
+            )
+        if array is not None or script is not None or output is not None:
+            raise HeadError(
+                "usage",
+                "submit: "
+                + _(
+                    "scripts, --array and --output go to the head's own scheduler;"
+                    " on Slurm, give the script to sbatch"
+                ),
+            )
         if preemptible:
             raise HeadError(
                 "usage",
-                "submit: on Slurm a job is preemptible by its QOS:"
-                " give --priority with a class that slurm.qos maps to a preemptible QOS",
+                "submit: "
+                + _(
+                    "on Slurm a job is preemptible by its QOS:"
+                    " give --priority with a class that slurm.qos maps to a preemptible QOS"
+                ),
             )
         if not argv:
-            raise HeadError("usage", "submit: give the command after --")
-        cmd = ["sbatch", "--parsable", f"--gres=gpu:{int(gpus)}"]
+            raise HeadError("usage", "submit: " + _("give the command after --"))
+        cmd = ["sbatch", "--parsable", f"--gres={_gres(gpus, mig, 'submit')}"]
         if cwd:
             cmd.append(f"--chdir={cwd}")
         if time_limit_s is not None:
@@ -546,10 +657,13 @@ class SlurmBackend:
         if priority is not None:
             qos = self.qos.get(priority)
             if qos is None:
-                known = ", ".join(sorted(self.qos)) or "none (slurm.qos is empty)"
+                known = ", ".join(sorted(self.qos)) or _("none (slurm.qos is empty)")
                 raise HeadError(
                     "usage",
-                    f"submit: no QOS for priority class {shown(priority, 40)} (known: {known})",
+                    "submit: "
+                    + _("no QOS for priority class {name} (known: {known})").format(
+                        name=shown(priority, 40), known=known
+                    ),
                 )
             cmd.append(f"--qos={qos}")
         if pool is not None:
@@ -567,7 +681,10 @@ class SlurmBackend:
         done = self.runner.ok(*cmd)
         m = re.fullmatch(r"(\d{1,10})(?:;[A-Za-z0-9_.-]+)?\s*", done.out)
         if m is None:
-            raise HeadError("protocol", f"sbatch said {shown(done.out.strip(), 80)}, not a job id")
+            raise HeadError(
+                "protocol",
+                _("sbatch said {said}, not a job id").format(said=shown(done.out.strip(), 80)),
+            )
         return {"job": self._job(int(m.group(1)))}
 
     def _node_of(self, host: str) -> str:
@@ -580,8 +697,15 @@ class SlurmBackend:
         return {"job": self._job(job_id)}
 
     def cancel(
-        self, job_id: int, *, reason: str | None = None, timeout: float | None = None
+        self,
+        job_id: int,
+        *,
+        reason: str | None = None,
+        task: int | None = None,
+        timeout: float | None = None,
     ) -> Answer:
+        if task is not None:
+            raise HeadError("usage", "cancel: " + _("ARRAY_TASK is for the head's own scheduler"))
         return self._act(job_id, "scancel")
 
     def kill(
@@ -628,12 +752,18 @@ class SlurmBackend:
         detail = self._detail(job_id, job["name"])
         path = detail.get("log_path")
         if not path:
-            raise HeadError("refused", f"logs: Slurm names no output file for job {job_id}")
+            raise HeadError(
+                "refused", "logs: " + _("Slurm names no output file for job {id}").format(id=job_id)
+            )
         want = min(max_bytes or LOG_CHUNK, LOG_CHUNK)
-        data, size = self._read(path, max(0, int(offset)), want)
+        offset = max(0, int(offset))
+        data, size = self._read(path, offset, want)
+        ended = job["state"] in parse.FINAL_STATES
+        # (a read too short for one character takes what it asked for, whole or not)
+        text, used = whole_chars(data, last=(ended and offset + len(data) >= size) or want < 4)
         return {
-            "data": data.decode("utf-8", "replace"),
-            "offset": offset + len(data),
+            "data": text,
+            "offset": offset + used,
             "size": size,
             "ended": job["state"] in parse.FINAL_STATES,
             "state": job["state"],
@@ -659,8 +789,8 @@ class SlurmBackend:
         )  # fmt: skip
         if done.code != 0:
             return b"", 0
-        head, _, rest = done.out.partition("\n")
-        return rest.encode("utf-8", "surrogateescape"), int(head) if head.strip().isdigit() else 0
+        head, _, rest = done.raw.partition(b"\n")  # bytes as in the file: offsets count them
+        return rest, int(head) if head.strip().isdigit() else 0
 
     def wait(self, job_id: int, *, timeout: float | None = None) -> Answer:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -670,7 +800,10 @@ class SlurmBackend:
                 job.update(self._detail(job_id, job["name"]))
                 return {"job": job}
             if deadline is not None and time.monotonic() > deadline:
-                raise HeadError("timeout", f"job {job_id} is still {job['state']}")
+                raise HeadError(
+                    "timeout",
+                    _("job {id} is still {state}").format(id=job_id, state=job["state"]),
+                )
             time.sleep(WAIT_POLL_S)
 
     # -- nodes -------------------------------------------------------------------------
@@ -693,11 +826,14 @@ class SlurmBackend:
         return {"outcome": f"node {node} resumed"}
 
     def _whole_node(self, target: str, verb: str) -> str:
-        host, sep, _ = target.partition(":")
+        host, sep, _gpu = target.partition(":")
         if sep:
             raise HeadError(
                 "usage",
-                f"{verb}: Slurm cannot {verb} one GPU; {verb} the node: gputui {verb} {host}",
+                f"{verb}: "
+                + _("Slurm cannot {verb} one GPU; {verb} the node: gputui {verb} {host}").format(
+                    verb=verb, host=host
+                ),
             )
         return _name_arg(self._node_of(host), "host")
 
@@ -711,6 +847,8 @@ class SlurmBackend:
         }
 
     def pushes(self) -> Iterator[Answer]:
+        from gputui.scheduler.client.backend import Unsupported
+
         raise Unsupported(self.name, "subscribe")
 
 
@@ -730,13 +868,37 @@ def _limit(seconds: float, verb: str) -> str:
     try:
         return parse.slurm_duration(seconds)
     except ValueError as exc:
-        raise HeadError("usage", f"{verb}: give {exc}") from None
+        raise HeadError("usage", f"{verb}: " + _("give {limit}").format(limit=exc)) from None
+
+
+def _gres(gpus: int | None, mig: str | None, verb: str) -> str:
+    """Slurm's ``--gres`` for ``gpus`` cards, or slices of a MIG profile: Slurm names a
+    MIG slice's GRES type by its profile (``gpu:1g.10gb:N``, ``AutoDetect=nvml``)."""
+    count = int(gpus or 1)
+    if mig is None:
+        return f"gpu:{count}"
+    if PROFILE.fullmatch(mig) is None:
+        raise HeadError(
+            "usage",
+            f"{verb}: "
+            + _("--mig {value} is not a MIG profile (e.g. 1g.10gb)").format(value=shown(mig, 40)),
+        )
+    return f"gpu:{mig}:{count}"
+
+
+_SLURM_NAMES = {
+    "user": N_("not a Slurm user name: {value}"),
+    "pool": N_("not a Slurm pool name: {value}"),
+    "host": N_("not a Slurm host name: {value}"),
+}
+"""What a name ``_name_arg`` refuses is said to be, by what it names."""
 
 
 def _name_arg(value: str, what: str) -> str:
     """A name that goes on Slurm's command line: never an option, never a list."""
     if not value or len(value) > 256 or not re.fullmatch(r"[A-Za-z0-9_.\-\[\]]+", value):
-        raise HeadError("usage", f"not a Slurm {what} name: {shown(value, 64)}")
+        message = _SLURM_NAMES.get(what, N_("not a Slurm {what} name: {value}"))
+        raise HeadError("usage", _(message).format(what=what, value=shown(value, 64)))
     return value
 
 

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from gputui.common.i18n import N_
+from gputui.common.printable import owner_name
 from gputui.health.fencing import CONDITIONS, FENCE_XIDS
 from gputui.health.finding import Finding
 from gputui.health.rules import holds_memory_without_process
+from gputui.health.words import said
+from gputui.scheduler.head.watch.slices import slice_samples
 from gputui.scheduler.policy.cards import CRITICAL, PHANTOM, ROGUE, WARNING, CardProblem
 from gputui.wire.messages import GpuSample, ProcessSample, Sample
+from gputui.wire.words import Words, say
 
 SHOWN_USERS = 3
 """Owners a rogue line names at most."""
@@ -41,15 +46,29 @@ def counts(proc: ProcessSample, exempt_users: Collection[str]) -> bool:
     return proc.user is None or proc.user not in exempt_users
 
 
-def _rogue_line(procs: Sequence[ProcessSample], util: int | None) -> str:
-    busy = "" if util is None else f", the GPU at {util}%"
+def _rogue_words(procs: Sequence[ProcessSample], util: int | None) -> Words:
     if len(procs) == 1:
         p = procs[0]
-        owner = p.user or f"uid {p.uid}"
-        return f"pid {p.pid} of {owner} runs on it with no job or claim{busy}"
-    users = sorted({p.user or f"uid {p.uid}" for p in procs})
+        owner = owner_name(p.user, p.uid)
+        if util is None:
+            return say(
+                N_("pid {pid} of {owner} runs on it with no job or claim"), pid=p.pid, owner=owner
+            )
+        return say(
+            N_("pid {pid} of {owner} runs on it with no job or claim, the GPU at {util}%"),
+            pid=p.pid, owner=owner, util=util,
+        )  # fmt: skip
+    users = sorted({owner_name(p.user, p.uid) for p in procs})
     named = ", ".join(users[:SHOWN_USERS]) + (" …" if len(users) > SHOWN_USERS else "")
-    return f"{len(procs)} processes ({named}) run on it with no job or claim{busy}"
+    if util is None:
+        return say(
+            N_("{count} processes ({named}) run on it with no job or claim"),
+            count=len(procs), named=named,
+        )  # fmt: skip
+    return say(
+        N_("{count} processes ({named}) run on it with no job or claim, the GPU at {util}%"),
+        count=len(procs), named=named, util=util,
+    )  # fmt: skip
 
 
 def of_gpu(
@@ -59,15 +78,18 @@ def of_gpu(
     out: list[CardProblem] = []
     for f in findings:
         if f.severity == "crit" and not fenced_for(f.code):
-            out.append(CardProblem(CRITICAL, f.title))
+            out.append(CardProblem(CRITICAL, f.title, said(f.title)))
     if holds_memory_without_process(gpu) and gpu.mem_used_mib is not None:
-        out.append(CardProblem(PHANTOM, f"{gpu.mem_used_mib / 1024:.1f} GiB held by no process"))
+        gib = f"{gpu.mem_used_mib / 1024:.1f}"
+        held = say(N_("{gib} GiB held by no process"), gib=gib)
+        out.append(CardProblem(PHANTOM, said=held))
     procs = [p for p in gpu.processes if counts(p, exempt_users)]
     if procs:
-        out.append(CardProblem(ROGUE, _rogue_line(procs, gpu.util_gpu)))
+        rogue = _rogue_words(procs, gpu.util_gpu)
+        out.append(CardProblem(ROGUE, said=rogue))
     for f in findings:
         if f.severity == "warn" and f.code != PHANTOM_CODE:
-            out.append(CardProblem(WARNING, f.title))
+            out.append(CardProblem(WARNING, f.title, said(f.title)))
     return tuple(out)
 
 
@@ -84,4 +106,8 @@ def of_host(
         found = of_gpu(gpu, by_uuid.get(gpu.uuid, ()), exempt_users)
         if found:
             out[gpu.uuid] = found
+        for piece in slice_samples(gpu):  # a MIG slice: its card's health, its own processes
+            found = of_gpu(piece, by_uuid.get(gpu.uuid, ()), exempt_users)
+            if found:
+                out[piece.uuid] = found
     return out

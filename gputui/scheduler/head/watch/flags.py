@@ -21,17 +21,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.common.durations import coarse_text
+from gputui.common.i18n import N_
 from gputui.config.scheduler import Ownership
 from gputui.scheduler.head.actions import Context
 from gputui.scheduler.head.hostops import GpuProcess, HostAnswer, signal_outcome
 from gputui.scheduler.head.views import json_list
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.policy import ownership
-from gputui.scheduler.policy.ownership import Flag, GpuProc, Holding, Offence, Step
+from gputui.scheduler.policy.ownership import Flag, GpuProc, Holding, HostPart, Offence, Step
 from gputui.scheduler.server.peer import HEAD_ACTOR
 from gputui.scheduler.server.wire import LIVE_JOB_STATES
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Notice
+from gputui.wire.words import Words, say
 
 NOTICE_PIDS = 6
 """Processes named in one notice; the rest are counted."""
@@ -74,8 +76,95 @@ def flag_view(flag: Flag) -> dict[str, Any]:
     }
 
 
-def _where(proc: GpuProc) -> str:
-    return f"pid {proc.pid} on {proc.host} GPU {proc.gpu_index}"
+def _same(a: Sequence[Flag], b: Sequence[Flag]) -> bool:
+    """Whether two lists of flags are the same objects (a settled host's are kept)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def _shown(flag: Flag) -> tuple[object, ...]:
+    """``flag_view``'s values in its order: what a console is shown of the flag
+    (compared each tick; a tuple costs less than the dict)."""
+    p = flag.proc
+    return (
+        p.host,
+        p.gpu_uuid,
+        p.gpu_index,
+        p.pid,
+        p.uid,
+        p.user,
+        p.name[:128],
+        flag.kind,
+        flag.since,
+        flag.signal_at,
+        flag.next_signal,
+        flag.signalled,
+    )
+
+
+def _where(proc: GpuProc) -> Words:
+    return say(
+        N_("pid {pid} on {host} GPU {gpu}"), pid=proc.pid, host=proc.host, gpu=proc.gpu_index
+    )
+
+
+_TOLD_ONE = {
+    (True, True): N_(
+        "pid {pid} on {host} GPU {gpu} ({name}) runs outside the GPUs of {owner}'s jobs and"
+        " claims there; each gets SIGTERM {grace} after it was first seen"
+    ),
+    (True, False): N_(
+        "pid {pid} on {host} GPU {gpu} ({name}) runs outside the GPUs of {owner}'s jobs and"
+        " claims there; claim the GPU (gputui claim HOST:GPU) or stop it"
+    ),
+    (False, True): N_(
+        "pid {pid} on {host} GPU {gpu} ({name}) runs with no job or claim of {owner} there;"
+        " each gets SIGTERM {grace} after it was first seen"
+    ),
+    (False, False): N_(
+        "pid {pid} on {host} GPU {gpu} ({name}) runs with no job or claim of {owner} there;"
+        " claim the GPU (gputui claim HOST:GPU) or stop it"
+    ),
+}
+"""A notice of one flagged process: (outside its owner's GPUs, enforced) -> template."""
+
+_TOLD_MANY = {
+    (False, True): N_(
+        "{n} processes of {owner} run on GPUs not given to them: {shown}; each gets SIGTERM"
+        " {grace} after it was first seen"
+    ),
+    (False, False): N_(
+        "{n} processes of {owner} run on GPUs not given to them: {shown}; claim the GPU"
+        " (gputui claim HOST:GPU) or stop it"
+    ),
+    (True, True): N_(
+        "{n} processes of {owner} run on GPUs not given to them: {shown} and {more} more;"
+        " each gets SIGTERM {grace} after it was first seen"
+    ),
+    (True, False): N_(
+        "{n} processes of {owner} run on GPUs not given to them: {shown} and {more} more;"
+        " claim the GPU (gputui claim HOST:GPU) or stop it"
+    ),
+}
+"""A notice of several: (more than are named, enforced) -> template."""
+
+
+def _told(mine: list[Offence], enforce: bool, grace_s: float) -> Words:
+    """The notice to one owner of their newly flagged processes."""
+    first = mine[0]
+    owner, grace = first.proc.owner, coarse_text(grace_s)
+    if len(mine) == 1:
+        proc = first.proc
+        return say(
+            _TOLD_ONE[first.kind == "outside-allocation", enforce],
+            pid=proc.pid, host=proc.host, gpu=proc.gpu_index, name=proc.name or "?",
+            owner=owner, grace=grace,
+        )  # fmt: skip
+    shown = tuple(_where(o.proc) for o in mine[:NOTICE_PIDS])
+    more = len(mine) - NOTICE_PIDS
+    return say(
+        _TOLD_MANY[more > 0, enforce],
+        n=len(mine), owner=owner, shown=shown, more=more, grace=grace,
+    )  # fmt: skip
 
 
 def _why(kind: str, owner: str) -> str:
@@ -91,6 +180,8 @@ class FlagWatch:
         self.watch = watch
         self.seen: dict[ownership.ProcKey, ownership.Watched] = {}
         self.flags: list[Flag] = []
+        self.parts: dict[str, HostPart] = {}
+        """Each live host's part of the last committed tick (``ownership.step_hosts``)."""
         self.idle_after_s = 3600.0
         self.ticks = 0
         """Ticks committed (for tests: a condition to wait on)."""
@@ -109,7 +200,7 @@ class FlagWatch:
         is written, so a tick that fails leaves neither."""
         sched = ctx.rules.sched
         self.idle_after_s = sched.idle_job_minutes * 60
-        base = pending[-1].step if pending else Step(self.seen, self.flags)
+        base = pending[-1].step if pending else Step(self.seen, self.flags, parts=self.parts)
         self._idle(tx, ctx)
         mine: list[ProcSignal] = []
         step = self._ownership(tx, ctx, sched.ownership, base, mine)
@@ -121,7 +212,7 @@ class FlagWatch:
         self.ticks += len(pending)
         if pending:
             last = pending[-1].step
-            self.seen, self.flags = last.seen, last.flags
+            self.seen, self.flags, self.parts = last.seen, last.flags, last.parts
 
     def signalled(self, tx: Tx, sig: ProcSignal, answer: HostAnswer) -> None:
         """A signal's answer: into the audit row written when it was decided."""
@@ -140,8 +231,10 @@ class FlagWatch:
     def _idle(self, tx: Tx, ctx: Context) -> None:
         """Idle columns of the running jobs, written only when they change (a new run
         starts with them cleared: ``lifecycle.schedule`` does that as it places a job)."""
-        util = self.watch.gpu_util()
-        for job in tx.jobs(("running",)):
+        running = tx.jobs(("running",))
+        # Every GPU's utilisation, only when a job runs to read it.
+        util = self.watch.gpu_util() if running else {}
+        for job in running:
             change = ownership.idle_step(
                 [str(u) for u in json_list(job.gpu_uuids)],
                 util,
@@ -157,13 +250,24 @@ class FlagWatch:
             if change.tell and change.idle_since is not None:
                 job.idle_told = True
                 gpus = len(json_list(job.gpu_uuids))
-                text = (
-                    f"job {job.id} ({job.name}) on {job.host} has used none of its {gpus}"
-                    f" GPU{'s' if gpus != 1 else ''} for {coarse_text(ctx.now - change.idle_since)}"
-                    f" (0% utilisation): cancel it if it is done (gputui cancel {job.id})"
+                text = say(
+                    N_(
+                        "job {id} ({name}) on {host} has used none of its {n} GPU for {span}"
+                        " (0% utilisation): cancel it if it is done (gputui cancel {id})"
+                    )
+                    if gpus == 1
+                    else N_(
+                        "job {id} ({name}) on {host} has used none of its {n} GPUs for {span}"
+                        " (0% utilisation): cancel it if it is done (gputui cancel {id})"
+                    ),
+                    id=job.id or 0,
+                    name=job.name,
+                    host=str(job.host),
+                    n=gpus,
+                    span=coarse_text(ctx.now - change.idle_since),
                 )
                 tx.notice(
-                    Notice(uid=job.uid, time=ctx.now, kind="idle", text=text[:512], job_id=job.id)
+                    Notice.of(uid=job.uid, time=ctx.now, kind="idle", text=text, job_id=job.id)
                 )
 
     # -- ownership --------------------------------------------------------------------
@@ -175,19 +279,23 @@ class FlagWatch:
             if last.flags:
                 ctx.changed = True
             return Step(seen={})
-        procs = self.watch.gpu_processes()
-        found: list[Offence] = []
-        if any(not ownership.exempt(p, rules.exempt_users) for p in procs):
-            found = ownership.offences(_holdings(tx), procs, rules.exempt_users)
+        procs = self.watch.gpu_processes_by_host()
+        exempt = rules.exempt_users
+        holdings: list[Holding] = []
+        if any(not ownership.exempt(p, exempt) for mine in procs.values() for p in mine):
+            holdings = _holdings(tx)
         marks = {name: count for name, (count, _) in self.watch.samples().items()}
         enforce = rules.mode == "enforce"
-        step = ownership.step(
-            last.seen, found, marks, ctx.now, enforce=enforce, grace_s=rules.grace_s
-        )
+        step = ownership.step_hosts(
+            last, procs, holdings, marks, ctx.now,
+            exempt_users=exempt, enforce=enforce, grace_s=rules.grace_s,
+        )  # fmt: skip
         self._tell(tx, ctx, step.tell, enforce, rules.grace_s)
         for offence, signal in step.signals:
             signals.append(self._enforce(tx, ctx, offence, signal, step))
-        if [flag_view(f) for f in step.flags] != [flag_view(f) for f in last.flags]:
+        if not _same(step.flags, last.flags) and (
+            [_shown(f) for f in step.flags] != [_shown(f) for f in last.flags]
+        ):
             ctx.changed = True
         return step
 
@@ -200,24 +308,11 @@ class FlagWatch:
             if offence.proc.uid is not None:
                 by_uid.setdefault(offence.proc.uid, []).append(offence)
         for uid, mine in by_uid.items():
-            first = mine[0]
-            owner = first.proc.owner
-            if len(mine) == 1:
-                text = (
-                    f"{_where(first.proc)} ({first.proc.name or '?'}) runs "
-                    f"{_why(first.kind, owner)}"
+            tx.notice(
+                Notice.of(
+                    uid=uid, time=ctx.now, kind="ownership", text=_told(mine, enforce, grace_s)
                 )
-            else:
-                shown = ", ".join(_where(o.proc) for o in mine[:NOTICE_PIDS])
-                more = f" and {len(mine) - NOTICE_PIDS} more" if len(mine) > NOTICE_PIDS else ""
-                text = (
-                    f"{len(mine)} processes of {owner} run on GPUs not given to them: {shown}{more}"
-                )
-            if enforce:
-                text += f"; each gets SIGTERM {coarse_text(grace_s)} after it was first seen"
-            else:
-                text += "; claim the GPU (gputui claim HOST:GPU) or stop it"
-            tx.notice(Notice(uid=uid, time=ctx.now, kind="ownership", text=text[:512]))
+            )
 
     def _enforce(
         self, tx: Tx, ctx: Context, offence: Offence, signal: str, step: Step
@@ -238,7 +333,7 @@ class FlagWatch:
             uid=0,
             user=HEAD_ACTOR,
             action="enforce",
-            target=f"{_where(proc)}"[:128],
+            target=_where(proc).english()[:128],
             owner=proc.owner[:64],
             reason=f"{reason} ({proc.name or '?'})"[:512],
             outcome=f"{name} sent",
@@ -246,8 +341,31 @@ class FlagWatch:
         tx.audit(row)
         tx.flush()
         if proc.uid is not None:
-            text = f"{_where(proc)} ({proc.name or '?'}) was sent {name}: {reason}"
-            tx.notice(Notice(uid=proc.uid, time=ctx.now, kind="ownership", text=text[:512]))
+            if signal != "TERM":
+                template = N_(
+                    "pid {pid} on {host} GPU {gpu} ({name}) was sent {signal}: {kind}: still"
+                    " there {span} after SIGTERM"
+                )
+                span = coarse_text(ctx.now - (watched.term_at or ctx.now))
+            else:
+                template = (
+                    N_(
+                        "pid {pid} on {host} GPU {gpu} ({name}) was sent {signal}: {kind}: ran"
+                        " {span} outside the GPUs of {owner}'s jobs and claims there"
+                    )
+                    if offence.kind == "outside-allocation"
+                    else N_(
+                        "pid {pid} on {host} GPU {gpu} ({name}) was sent {signal}: {kind}: ran"
+                        " {span} with no job or claim of {owner} there"
+                    )
+                )
+                span = coarse_text(ctx.now - watched.since)
+            text = say(
+                template,
+                pid=proc.pid, host=proc.host, gpu=proc.gpu_index, name=proc.name or "?",
+                signal=name, kind=offence.kind, span=span, owner=proc.owner,
+            )  # fmt: skip
+            tx.notice(Notice.of(uid=proc.uid, time=ctx.now, kind="ownership", text=text))
         ctx.changed = True
         process = GpuProcess(proc.gpu_uuid, proc.pid, proc.uid, proc.start_ticks)
         return ProcSignal(proc.host, process, proc.gpu_index, signal, row.id)
@@ -264,7 +382,8 @@ def _holdings(tx: Tx) -> list[Holding]:
             if job is None or job.id is None:
                 continue
             users = frozenset(u for u in (job.user, job.run_as) if u)
-            out.append(Holding(a.gpu_uuid, a.host, "job", job.id, job.uid, users))
+            boxes = frozenset({job.container_id}) if job.container_id else frozenset()
+            out.append(Holding(a.gpu_uuid, a.host, "job", job.id, job.uid, users, boxes))
         elif a.claim_id is not None:
             claim = claims.get(a.claim_id) or tx.claim(a.claim_id)
             if claim is None or claim.id is None:

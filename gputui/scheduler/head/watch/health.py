@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
 from gputui.health import outside
 from gputui.health.board import Ack, HealthBoard, Track, worst
@@ -29,7 +30,7 @@ from gputui.health.finding import Finding
 from gputui.health.report import not_applicable_json, problem_json, unknown_json
 from gputui.scheduler.head.views import json_list
 from gputui.scheduler.head.watch.hosts import HostWatch
-from gputui.scheduler.policy.lookup import no_host
+from gputui.scheduler.policy.lookup import no_host_words
 from gputui.scheduler.policy.ownership import Flag
 from gputui.scheduler.server.op_args import HealthAckArgs
 from gputui.scheduler.server.peer import Caller
@@ -37,6 +38,7 @@ from gputui.scheduler.server.wire import Refusal
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Audit, Gpu, HealthAck, HealthTrack
 from gputui.telemetry import HostSnapshot
+from gputui.wire.words import say
 
 LAST_SEEN_S = 60.0
 """A track's last seen is written at most this often (its other changes at once)."""
@@ -93,6 +95,9 @@ class HeadHealth:
         """What the store holds (as last committed)."""
         self._ack_uids: dict[str, int] = {}
         self._pruned_at = 0.0
+        self._flag_findings: dict[tuple[str, int, str, int, str, str, str], Finding] = {}
+        """The last refresh's finding of each flagged process, by what it is made of
+        (``outside.process_flag`` is pure): the next refresh reuses them."""
 
     # -- on the event loop ------------------------------------------------------------
 
@@ -141,7 +146,7 @@ class HeadHealth:
         """The ``health`` op's answer: the board, of ``hosts`` only when given."""
         unknown_hosts = [h for h in hosts if h not in self.hosts]
         if unknown_hosts:
-            raise Refusal("unknown-host", no_host(unknown_hosts[0], self.hosts))
+            raise Refusal("unknown-host", no_host_words(unknown_hosts[0], self.hosts))
         only = set(hosts) or self.hosts
         problems = [p for p in self.board.problems() if p.finding.host in only]
         unknown = {h: items for h, items in self.board.unknown().items() if h in only}
@@ -169,13 +174,15 @@ class HeadHealth:
             elif g.drained or watch.host_drained(g.host):
                 why = (g.drain_reason or "") if g.drained else "its host is drained"
                 found.append(outside.drained(g.host, g.index, g.uuid, why))
+        made: dict[tuple[str, int, str, int, str, str, str], Finding] = {}
         for flag in flags:
             p = flag.proc
-            found.append(
-                outside.process_flag(
-                    p.host, p.gpu_index, p.gpu_uuid, p.pid, p.owner, p.name, flag.kind
-                )
-            )
+            key = (p.host, p.gpu_index, p.gpu_uuid, p.pid, p.owner, p.name, flag.kind)
+            # A flagged process stays flagged tick after tick: its finding is made once.
+            flagged = self._flag_findings.get(key) or outside.process_flag(*key)
+            made[key] = flagged
+            found.append(flagged)
+        self._flag_findings = made
         for job in tx.jobs(("running",)):
             if job.idle_since is not None and job.host and job.id is not None:
                 idle = now - job.idle_since
@@ -211,13 +218,13 @@ class HeadHealth:
 
     def write(self, tx: Tx, now: float) -> HealthWrite:
         """Store what changed since the last committed write."""
-        self.board.problems()  # drops the acknowledgements of problems that changed
+        self.board.drop_changed_acks()
         out = HealthWrite()
         if now - self._pruned_at >= PRUNE_S:
             self._pruned_at = now
             out.pruned = self._prune(now)
-        tracks = self.board.tracks()
-        out.tracks = {k: t for k, t in tracks.items() if _differs(self._tracks.get(k), t)}
+        stored = self._tracks
+        out.tracks = self.board.tracks_where(lambda k, t: _differs(stored.get(k), t))
         acks = self.board.acks()
         out.acks = {k: a for k, a in acks.items() if self._acks.get(k) != a}
         out.acks.update({k: None for k in self._acks if k not in acks and k not in out.pruned})
@@ -277,13 +284,21 @@ class HeadHealth:
     ) -> dict[str, Any]:
         """An admin acknowledges a problem there is now; its ack and audit rows together."""
         if not caller.admin:
-            raise Refusal("denied", f"health-ack {args.key}: only an admin may acknowledge")
+            raise Refusal(
+                "denied", say(N_("health-ack {key}: only an admin may acknowledge"), key=args.key)
+            )
         note = " ".join(args.note.split())[:512]
         problem = next((p for p in self.board.problems() if p.key == args.key), None)
         if problem is None:
             raise Refusal(
                 "unknown-problem",
-                f"health-ack {args.key}: no such problem now (gputui health --json lists the keys)",
+                say(
+                    N_(
+                        "health-ack {key}: no such problem now (gputui health --json lists the"
+                        " keys)"
+                    ),
+                    key=args.key,
+                ),
             )
         f = problem.finding
         ack = Ack(caller.user[:64], note, now, problem.fingerprint())

@@ -21,11 +21,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gputui.common.i18n import N_
 from gputui.scheduler.head.watch.readings import KEEP_S, Flush, History, incident_view
 from gputui.scheduler.server import wire
 from gputui.scheduler.server.listener import Connection
 from gputui.scheduler.server.read_args import IncidentArgs
 from gputui.scheduler.store.api import Store, StoreFailure, Tx
+from gputui.wire.words import say
 
 log = logging.getLogger("gputui.scheduler.head.daemon")
 
@@ -143,6 +145,6 @@ class HeadHistory:
             body = await self._read(read)
         except Exception as exc:  # the store: say so, never leave the caller waiting
             log.error("head: incident readings of %s not read: %s", args.host, exc)
-            conn.send(wire.error(request.id, "store", "could not read the kept readings"))
+            conn.send(wire.error(request.id, "store", say(N_("could not read the kept readings"))))
             return
         conn.send(wire.response(request.id, body))

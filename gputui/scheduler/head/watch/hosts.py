@@ -17,6 +17,7 @@ it are undone with the batch when it is not committed (``begin``/``undo``).
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,13 +31,15 @@ from gputui.scheduler.head import fences
 from gputui.scheduler.head.gpufacts import GpuFacts
 from gputui.scheduler.head.watch import cards
 from gputui.scheduler.head.watch.readings import History
+from gputui.scheduler.head.watch.slices import Card, cards_of, on_slices, with_slices
 from gputui.scheduler.policy import model as policy
 from gputui.scheduler.policy import ownership
 from gputui.scheduler.policy.cards import CardProblem, judged
+from gputui.scheduler.policy.vendors import card_pool
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Gpu, Host
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.wire.messages import GpuSample, Sample
+from gputui.wire.messages import GpuSample, ProcessSample, Sample
 
 
 @dataclass(slots=True)
@@ -55,6 +58,9 @@ class _Host:
     """The latest health reading of each of its GPUs (the fences judge those)."""
     problems: dict[str, tuple[CardProblem, ...]] = field(default_factory=dict)
     """What is wrong with each of its cards that has anything (``cards``)."""
+    inventory_as: tuple[object, int] | None = None
+    """(hello, inventory generation) last found to match the stored inventory: the
+    same hello against the same inventory needs no new look (``observe``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,19 +92,31 @@ class HostWatch:
         self._exempt = frozenset(exempt_users)
         self._hosts: dict[str, _Host] = {name: _Host() for name in host_pools}
         self._gpus: dict[str, GpuFacts] = {}
+        self._vendors: dict[str, str] = {}
+        """GPU uuid -> its vendor, as its host's ``hello`` says (NVIDIA's where none
+        has: placement keeps other vendors' cards to their own pools)."""
         self._drained_hosts: set[str] = set()
         self._before: tuple[dict[str, GpuFacts], set[str]] | None = None
         """The inventory as the last commit left it, while a batch changes it."""
         self._slots: tuple[policy.GpuSlot, ...] = ()
         self._dirty = True
+        self._generation = 0
+        """Moves on whenever the GPU inventory may have changed (load, a batch's
+        change, an undo): what a host's last inventory check was made against."""
         self.history = History()
         """What each GPU read lately (``gputui incident``)."""
+        self._fences_as: dict[str, tuple[tuple[object, ...], FenceNews | None]] = {}
+        """Host -> ``_fence_news``' last answer and what it was made from."""
+        self._procs: dict[tuple[object, ...], ownership.GpuProc] = {}
+        """``gpu_processes``' answer of the last call, by host, GPU and what ``GpuProc``
+        takes of the process."""
 
     def load(self, gpus: Iterable[Gpu], hosts: Iterable[Host] = ()) -> None:
         """The store's rows, copied (inside their transaction)."""
         self._gpus = {g.uuid: GpuFacts.of(g) for g in gpus}
         self._drained_hosts = {h.name for h in hosts if h.drained}
         self._dirty = True
+        self._generation += 1
 
     def begin(self) -> None:
         """A batch starts: what it changes here is undone unless it is committed."""
@@ -110,11 +128,13 @@ class HostWatch:
             self._gpus, self._drained_hosts = self._before
             self._before = None
             self._dirty = True
+            self._generation += 1
 
     def _changing(self) -> None:
         if self._before is None:
             self._before = (dict(self._gpus), set(self._drained_hosts))
         self._dirty = True
+        self._generation += 1
 
     def remember(self, gpus: Iterable[Gpu] = (), host: Host | None = None) -> None:
         """Rows the writer changed (a drain, a fence), copied inside its transaction:
@@ -165,28 +185,47 @@ class HostWatch:
 
     def gpu_processes(self) -> list[ownership.GpuProc]:
         """Every process on every GPU of the live hosts, as their latest samples say."""
-        return [
-            ownership.GpuProc(
-                host=name,
-                gpu_uuid=g.uuid,
-                gpu_index=g.index,
-                pid=p.pid,
-                uid=p.uid,
-                user=p.user,
-                name=p.command,
-                start_ticks=p.start_ticks,
-                graphics=p.kind == "graphics",
-            )
-            for name, (_, sample) in self.samples().items()
-            for g in sample.gpus
-            for p in g.processes
-        ]
+        return [p for procs in self.gpu_processes_by_host().values() for p in procs]
+
+    def gpu_processes_by_host(self) -> dict[str, tuple[ownership.GpuProc, ...]]:
+        """Each live host's processes on its GPUs, as its latest sample says.
+
+        A process listed the same way as at the last call is the same ``GpuProc``
+        (most are, tick after tick: made again, they were most of ownership's work;
+        and a host's list of the same objects tells ``ownership.step_hosts`` that
+        nothing of it changed)."""
+        before, kept = self._procs, {}
+        by_host = {}
+        for name, (_, sample) in self.samples().items():
+            out = []
+            for g in on_slices(sample.gpus):
+                for p in g.processes:
+                    key = (name, g.uuid, g.index, *_proc_fields(p))
+                    proc = before.get(key)
+                    if proc is None:
+                        proc = ownership.GpuProc(
+                            host=name,
+                            gpu_uuid=g.uuid,
+                            gpu_index=g.index,
+                            pid=p.pid,
+                            uid=p.uid,
+                            user=p.user,
+                            name=p.command,
+                            start_ticks=p.start_ticks,
+                            graphics=p.kind == "graphics",
+                            container=p.container,
+                        )
+                    kept[key] = proc
+                    out.append(proc)
+            by_host[name] = tuple(out)
+        self._procs = kept  # only what the hosts list now: it never grows past that
+        return by_host
 
     def gpu_state(self, uuid: str) -> str | None:
         """The GPU's state (``ok``, ``lost``, ``error``) in its live host's latest
         sample (None: no live host's sample lists it)."""
         for _, sample in self.samples().values():
-            for g in sample.gpus:
+            for g in with_slices(sample.gpus):
                 if g.uuid == uuid:
                     return g.state
         return None
@@ -196,7 +235,7 @@ class HostWatch:
         return {
             g.uuid: g.util_gpu if g.state == "ok" else None
             for _, sample in self.samples().values()
-            for g in sample.gpus
+            for g in with_slices(sample.gpus)
         }
 
     def card_problems(self) -> dict[str, tuple[CardProblem, ...]]:
@@ -213,15 +252,23 @@ class HostWatch:
             for gpu in self.present_gpus():
                 host = self._hosts.get(gpu.host)
                 healthy = host is not None and host.live and host.healthy.get(gpu.uuid, False)
+                # A MIG slice is drained and fenced with its card (an admin's drain of
+                # the card, the head's fence for an Xid on it), as well as on its own.
+                card = self._gpus.get(gpu.mig_parent) if gpu.mig_parent else None
+                drained = gpu.drained or (card is not None and card.drained)
+                fenced = gpu.fenced or (card is not None and card.fenced)
                 slot = policy.GpuSlot(
                     uuid=gpu.uuid,
                     host=gpu.host,
                     index=gpu.index,
                     pool=gpu.pool,
                     model=gpu.model,
-                    drained=gpu.drained or gpu.host in self._drained_hosts,
-                    healthy=healthy and not gpu.fenced,
-                    fenced=gpu.fenced,
+                    drained=drained or gpu.host in self._drained_hosts,
+                    healthy=healthy and not fenced,
+                    fenced=fenced,
+                    vendor=self._vendors.get(gpu.uuid, policy.DEFAULT_VENDOR),
+                    mig_profile=gpu.mig_profile,
+                    mig_enabled=gpu.mig_enabled,
                 )
                 found = host.problems.get(gpu.uuid) if host is not None else None
                 slots.append(judged(slot, (p.kind for p in found), rules) if found else slot)
@@ -248,23 +295,48 @@ class HostWatch:
         if not live and snap.status.is_problem and not host.down_reported:
             host.down_reported = True
             out.append(("host-down", (snap.name, snap.message or snap.status.value)))
-        if snap.hello is not None:
-            inventory = [
-                (g.uuid, g.index, g.name, g.memory_total_mib or 0) for g in snap.hello.gpus
-            ]
+        if snap.hello is not None and host.inventory_as != (snap.hello, self._generation):
+            inventory = cards_of(snap.hello.gpus)
+            for c in inventory:
+                if self._vendors.get(c.uuid, policy.DEFAULT_VENDOR) != c.vendor:
+                    self._vendors[c.uuid] = c.vendor
+                    changed = True
+            pool = self.host_pools.get(snap.name, "default")
             known = {
-                u: (row.index, row.model)
+                u: (
+                    row.index,
+                    row.model,
+                    row.pool,
+                    row.mig_profile,
+                    row.mig_parent,
+                    row.mig_enabled,
+                )
                 for u, row in self._gpus.items()
                 if row.host == snap.name and row.present
             }
-            if {u: (i, m) for u, i, m, _ in inventory} != known:
+            said = {
+                c.uuid: (
+                    c.card_index,
+                    c.model,
+                    card_pool(pool, c.vendor, c.model),
+                    c.mig_profile,
+                    c.mig_parent,
+                    c.mig_enabled,
+                )
+                for c in inventory
+            }
+            if said != known:
                 out.append(("inventory", (snap.name, inventory)))
+                host.inventory_as = None
+            else:
+                host.inventory_as = (snap.hello, self._generation)
         if snap.sample is not None:
-            healthy = {g.uuid: g.state == "ok" for g in snap.sample.gpus}
+            units = list(with_slices(snap.sample.gpus))
+            healthy = {g.uuid: g.state == "ok" for g in units}
             if healthy != host.healthy:
                 host.healthy, changed = healthy, True
             host.users_on = {
-                g.uuid: {p.uid for p in g.processes if p.uid is not None} for g in snap.sample.gpus
+                g.uuid: {p.uid for p in g.processes if p.uid is not None} for g in units
             }
             if snap.sample is not host.sample:
                 host.sample, host.samples = snap.sample, host.samples + 1
@@ -292,7 +364,39 @@ class HostWatch:
     def _fence_news(self, snap: HostSnapshot, readings: LatestReadings) -> FenceNews | None:
         """What the health rules say of this live host's GPUs (each condition from the
         latest reading of it), when that would change a fence (or an admin's waiver):
-        for the writer to apply (``put_fences``)."""
+        for the writer to apply (``put_fences``).
+
+        The answer is kept while what it is made from is unchanged (``_fence_key``):
+        the host's hello and events, what the rules read of each GPU, and the
+        inventory (a change of it moves ``_generation``)."""
+        assert snap.sample is not None
+        key = self._fence_key(snap, readings)
+        known = self._fences_as.get(snap.name)
+        if known is not None and known[0] == key:
+            return known[1]
+        news = self._fence_news_afresh(snap, readings)
+        self._fences_as[snap.name] = (key, news)
+        return news
+
+    def _fence_key(self, snap: HostSnapshot, readings: LatestReadings) -> tuple[object, ...]:
+        """What ``fence_reasons`` and ``fences.plan_host`` read: the inventory's
+        generation, the hello (its boot time), the events (Xids) and, of each GPU, its
+        uuid, state, ECC count, whether it is idle and its latest health reading (the
+        same object until the next one). Not the time: neither reads it."""
+        assert snap.sample is not None
+        latest = readings.as_map()
+        gpus = tuple(
+            (
+                *_fence_fields(g),
+                not g.processes and (g.util_gpu or 0) == 0,
+                g if g.health_read else latest.get(g.uuid),
+            )
+            for g in snap.sample.gpus
+        )
+        return (self._generation, self._thresholds, snap.hello, snap.events, gpus)
+
+    def _fence_news_afresh(self, snap: HostSnapshot, readings: LatestReadings) -> FenceNews | None:
+        """``_fence_news`` made from the rules (not kept)."""
         verdicts = fence_reasons(snap, self._clock(), self._thresholds, readings.as_map())
         boot_time = snap.hello.boot_time if snap.hello is not None else None
         xid_times: dict[str, dict[int, float]] = {}
@@ -321,16 +425,26 @@ class HostWatch:
         )
         self.remember(g for g in tx.gpus() if g.host == news.host)
 
-    def put_inventory(self, tx: Tx, host: str, gpus: list[tuple[str, int, str, int]]) -> None:
-        """Store a host's GPUs as its ``hello`` lists them; those gone are not present."""
+    def put_inventory(self, tx: Tx, host: str, gpus: list[Card]) -> None:
+        """Store a host's GPUs (and MIG slices) as its ``hello`` lists them; those gone
+        are not present. An AMD card's pool is its own (``vendors.card_pool``), not the
+        host's."""
         self._changing()
         seen = set()
         pool = self.host_pools.get(host, "default")
-        for uuid, index, model, mem in gpus:
+        for card in gpus:
+            uuid, index = card.uuid, card.card_index
             seen.add(uuid)
             row = tx.gpu(uuid) or Gpu(uuid=uuid, host=host, index=index)
-            row.host, row.index, row.model, row.memory_mib = host, index, model, mem
-            row.pool, row.present = pool, True
+            row.host, row.index, row.model, row.memory_mib = (
+                host,
+                index,
+                card.model,
+                card.memory_mib,
+            )
+            row.mig_profile, row.mig_parent = card.mig_profile, card.mig_parent
+            row.mig_enabled = card.mig_enabled
+            row.pool, row.present = card_pool(pool, card.vendor, card.model), True
             self._gpus[uuid] = GpuFacts.of(tx.put_gpu(row))
         for uuid, kept in list(self._gpus.items()):
             if kept.host == host and uuid not in seen and kept.present:
@@ -338,6 +452,16 @@ class HostWatch:
                 if gone is not None:
                     gone.present = False
                     self._gpus[uuid] = GpuFacts.of(tx.put_gpu(gone))
+
+
+_proc_fields: Callable[[ProcessSample], tuple[object, ...]] = operator.attrgetter(
+    "pid", "uid", "user", "command", "start_ticks", "kind", "container"
+)
+"""What ``GpuProc`` takes of a process (``HostWatch.gpu_processes``)."""
+_fence_fields: Callable[[GpuSample], tuple[object, ...]] = operator.attrgetter(
+    "uuid", "state", "ecc_uncorrected"
+)
+"""What the fencing rules read of a sample's GPU as it is (``HostWatch._fence_key``)."""
 
 
 def _kinds(problems: Mapping[str, tuple[CardProblem, ...]]) -> dict[str, frozenset[str]]:

@@ -15,9 +15,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from gputui.config.scheduler import Power
 from gputui.scheduler.head.batch import Item
 from gputui.scheduler.policy.accounting import OpenHolder
-from gputui.scheduler.policy.meter import Holder, Meter, Metered, Reading
+from gputui.scheduler.policy.meter import Holder, Meter, Metered, Reading, slice_readings
 from gputui.scheduler.store.api import Store, StoreFailure
 from gputui.telemetry import HostSnapshot
 
@@ -41,15 +42,19 @@ class HeadMeter:
         post: Callable[[Item], bool],
         clock: Callable[[], float],
         flush_s: float = FLUSH_S,
+        *,
+        power: Callable[[], Power] | None = None,
     ) -> None:
         """``read``: runs a function on the reader thread; ``post``: hands an item to
-        the writer (False when its inbox is full)."""
+        the writer (False when its inbox is full); ``power``: the config's ``power:``
+        now (held-but-idle cards are counted apart unless its mode is ``off``)."""
         self.store = store
         self.meter = Meter()
         self.holders: dict[str, Holder] = {}
         self._read = read
         self._post = post
         self._clock = clock
+        self._power = power
         self.flush_s = flush_s
         self._flushed_at = clock()
         self._refresh: asyncio.Task[None] | None = None
@@ -71,11 +76,23 @@ class HeadMeter:
         if sample is None:
             return
         readings = []
+        infos = {g.uuid: g for g in snap.hello.gpus} if snap.hello is not None else {}
         for gpu in sample.gpus:
             if gpu.state == "lost":
                 self.meter.forget(gpu.uuid)
-            else:
-                readings.append(Reading(gpu.uuid, gpu.util_gpu, gpu.power_w))
+                for piece in gpu.mig:
+                    self.meter.forget(piece.uuid)
+                continue
+            readings.append(Reading(gpu.uuid, gpu.util_gpu, gpu.power_w, gpu.util_mem))
+            if gpu.mig:  # MIG slices: each its share of the card's power (no NVML reading)
+                info = infos.get(gpu.uuid)
+                profiles = {m.uuid: m.profile for m in info.mig} if info is not None else {}
+                model = info.name if info is not None else ""
+                pieces = ((m.uuid, profiles.get(m.uuid), m.util_gpu) for m in gpu.mig)
+                readings.extend(slice_readings(gpu.power_w, model, pieces))
+        power = self._power() if self._power is not None else None
+        on = power is not None and power.mode != "off"
+        self.meter.idle_after_s = power.idle_minutes * 60 if power is not None and on else None
         at = self._clock()
         self.meter.observe(
             snap.name, sample, readings, at, self.holders, max_gap_s=snap.stale_after_s
@@ -145,6 +162,8 @@ class HeadMeter:
             return
         try:
             with self.store.transaction() as tx:
-                tx.usage.add_metered(taken.usage_rows(), taken.cluster_rows(), taken.job_rows())
+                tx.usage.add_metered(
+                    taken.usage_rows(), taken.cluster_rows(), taken.job_rows(), taken.idle_rows()
+                )
         except (StoreFailure, OSError) as exc:
             log.error("head: the last minute of GPU use was not stored: %s", exc)

@@ -1,0 +1,74 @@
+"""``gputui queue`` in front of a real Slurm (``tests/slurmcluster.py``) is a new
+process on every shell call: its cost over ``squeue`` is its start-up. It loads the
+queue verb's own modules and none of the console's (Textual, Rich), the store's
+(SQLModel, SQLAlchemy, Alembic), the config models' (pydantic), SSH's or asyncio;
+and it starts ``squeue`` before it loads what only reading the answer needs (the
+verb's module, the backend protocols), so those load while Slurm answers.
+
+Checked in a fresh interpreter, by ``sys.modules`` when ``squeue`` is started (an
+audit hook on ``subprocess.Popen``) and when the process ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from slurmcluster import SlurmCluster
+
+pytestmark = pytest.mark.root
+
+NEVER_FOR_A_VERB = frozenset(
+    {"textual", "rich", "pydantic", "sqlalchemy", "sqlmodel", "alembic", "asyncssh", "asyncio"}
+)
+
+_WATCHED = """\
+import atexit, json, sys
+out = sys.argv.pop(1)
+seen = {}
+
+def hook(event, args):
+    if event == "subprocess.Popen" and "squeue" in str(args[1]) and "squeue" not in seen:
+        seen["squeue"] = sorted(sys.modules)
+
+sys.addaudithook(hook)
+atexit.register(lambda: open(out, "w").write(json.dumps({**seen, "end": sorted(sys.modules)})))
+from gputui.entry import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_gputui_queue_on_slurm_loads_the_verbs_modules_only_and_asks_slurm_first(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    job = int(slurm.cmd("sbatch", "--parsable", "-H", "-J", "held", "--wrap", "true").stdout)
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("slurm:\n  refresh_s: 2\n", encoding="utf-8")
+    os.chmod(hosts, 0o644)
+    out = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _WATCHED, str(out), "--hosts", str(hosts), "queue"],
+        env={**os.environ, **slurm.env},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert any(line.split()[:1] == [str(job)] for line in done.stdout.splitlines()), done.stdout
+    seen = json.loads(out.read_text())
+    at_end = set(seen["end"])
+    assert {m.split(".")[0] for m in at_end} & NEVER_FOR_A_VERB == set()
+    assert {m for m in at_end if m.startswith("gputui.cli.")} <= {
+        "gputui.cli.args", "gputui.cli.verbs", "gputui.cli.jobs", "gputui.cli.tables",
+        "gputui.cli.layout", "gputui.cli.listing", "gputui.cli.qformat", "gputui.cli.flagged",
+    }  # fmt: skip
+    assert not any(m.startswith(("gputui.config.models", "gputui.config.loader")) for m in at_end)
+    at_squeue = set(seen["squeue"])
+    assert "gputui.cli.jobs" not in at_squeue
+    assert "gputui.scheduler.client.backend" not in at_squeue
