@@ -79,6 +79,27 @@ def test_a_batch_rolled_back_leaves_nothing_a_retry_could_take(log: SqlStore) ->
     assert _replay(log, [(1000, "lost"), (1000, "kept")]) == {(1000, "kept"): _answer(2)}
 
 
+def test_a_log_emptied_by_age_still_keeps_what_comes_after(
+    log: SqlStore, store_on_both: Engine
+) -> None:
+    """An idle head forgets every answer; the next ones are numbered past the old
+    (not from 1 again) and stay until they are old themselves."""
+    with log.batch() as tx:
+        tx.remember_many([(1000, f"old{n}", _answer(n)) for n in range(3)], 1.0)
+    with log.batch() as tx:
+        tx.forget_requests_before(100.0)
+    assert _replay(log, [(1000, f"old{n}") for n in range(3)]) == {}
+    assert _disk_rows(store_on_both) == 0
+    with log.batch() as tx:
+        tx.remember_many([(1000, "new", _answer(7))], 200.0)
+    with log.batch() as tx:
+        tx.forget_requests_before(150.0)
+    assert _replay(log, [(1000, "new")]) == {(1000, "new"): _answer(7)}
+    with log.batch() as tx:
+        tx.forget_requests_before(300.0)
+    assert _replay(log, [(1000, "new")]) == {}
+
+
 def test_the_bound_and_the_keep_time_leave_memory_and_disk_together(
     log: SqlStore, store_on_both: Engine
 ) -> None:

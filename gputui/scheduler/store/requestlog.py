@@ -10,6 +10,12 @@ memory from a hash of (uid, request id) to ``seq``. A hit is checked against the
 itself, so a stale entry (a rolled-back batch, a hash shared by two keys) is never
 taken for a replay.
 
+The index numbers the rows itself, one past the highest ``seq`` it has seen: left to
+the database, SQLite numbers a row one past the highest the table holds, so a log
+emptied by age (an idle head) would number from 1 again, below what the index has
+seen, and the next forget would drop those young rows from memory. A batch rolled
+back leaves a gap in the numbers, which costs nothing.
+
 The index is rebuilt from the table when the store first uses it, and bounded: it
 keeps the newest ``MAX_ENTRIES`` (about 110 bytes each). Clients retry once, at once,
 after a drop, so a retry finds its answer as long as that many requests did not come
@@ -58,6 +64,8 @@ class RequestIndex:
         """Every row up to this ``seq`` has left the index (and may leave the disk)."""
         self._deleted = 0
         """Every row up to this ``seq`` has left the disk."""
+        self._next = 1
+        """The ``seq`` of the next row written."""
 
     def __len__(self) -> int:
         return len(self._seq_of)
@@ -87,6 +95,8 @@ class RequestIndex:
             (self.limit,),
         )
         rows = cursor.fetchall()
+        if rows:
+            self._next = int(rows[0][0]) + 1
         for seq, uid, rid, time in reversed(rows):
             self._add(int(seq), _key(int(uid), str(rid)), float(time))
         if rows:
@@ -139,20 +149,20 @@ class RequestIndex:
             return staged
         with self._lock:
             self._ready(cursor)
+            first = self._next
+            self._next += len(rows)
         for start in range(0, len(rows), _CHUNK):
             part = rows[start : start + _CHUNK]
-            marks = ", ".join(["(?, ?, ?, ?)"] * len(part))
+            marks = ", ".join(["(?, ?, ?, ?, ?)"] * len(part))
             values: list[Any] = []
-            for uid, rid, body in part:
-                values += (uid, rid, now, _dumps(body))
+            for seq, (uid, rid, body) in enumerate(part, first + start):
+                values += (seq, uid, rid, now, _dumps(body))
+                staged.append((seq, _key(uid, rid)))
             cursor.execute(
-                "INSERT INTO requestlog (uid, request_id, time, result)"  # noqa: S608
-                f" VALUES {marks} RETURNING seq",
+                "INSERT INTO requestlog (seq, uid, request_id, time, result)"  # noqa: S608
+                f" VALUES {marks}",
                 values,
             )
-            # One statement numbers its rows in order; RETURNING's order is not promised.
-            seqs = sorted(int(r[0]) for r in cursor.fetchall())
-            staged += ((seq, _key(uid, rid)) for (uid, rid, _), seq in zip(part, seqs, strict=True))
         return staged
 
     def publish(self, staged: Sequence[tuple[int, int]], now: float) -> None:
