@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from gputui.config.models import HealthThresholds
 from gputui.health.board import HealthBoard
 from gputui.scheduler.head.watch.health import LAST_SEEN_S, HeadHealth
+from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.telemetry import HostSnapshot, HostStatus
@@ -223,3 +224,26 @@ async def test_an_idle_claim_is_on_the_board_and_in_the_pushed_state(tmp_path: P
             assert asyncio.get_running_loop().time() < deadline + 15, "the busy claim stayed idle"
             await asyncio.sleep(0.05)
         assert (await asyncio.to_thread(ask, sock, "cluster"))["result"]["idle_claims"] == []
+
+
+def test_a_hosts_own_problem_changes_the_pushed_count_at_the_next_refresh(
+    tmp_path: Path,
+) -> None:
+    """The hosts' problems come in between refreshes: the refresh after one says the
+    state changed (so it is pushed) and the state counts it; one with nothing new does
+    not."""
+    store = SqlStore(open_store(tmp_path / "gputui.db"))
+    head = HeadHealth(HealthThresholds(stale_after_s=3600), [HOST], clock=lambda: 0.0)
+    watch = HostWatch({HOST: "default"}, lambda snap: None)
+    try:
+        with store.transaction() as tx:
+            assert not head.refresh(tx, 1.0, watch, (), 3600.0)
+        assert head.state()["board_problems"] == 0
+        head.observe(_snap(frozenset({1}), 2.0), 2.0)
+        with store.transaction() as tx:
+            assert head.refresh(tx, 3.0, watch, (), 3600.0)
+        assert head.state()["board_problems"] == len(head.board.problems()) == 1
+        with store.transaction() as tx:
+            assert not head.refresh(tx, 4.0, watch, (), 3600.0)
+    finally:
+        store.close()

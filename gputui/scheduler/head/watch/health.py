@@ -90,6 +90,9 @@ class HeadHealth:
         """Since when this head has watched (its start)."""
         self.idle_claims: dict[int, float] = {}
         """Active claim id -> since when no process of its owner is on its GPUs."""
+        self.board_problems = 0
+        """How many problems the board listed at the last refresh (the pushed state's
+        count: a change of it is a change to push, as a new idle claim is)."""
         self._tracks: dict[str, Track] = {}
         self._acks: dict[str, Ack] = {}
         """What the store holds (as last committed)."""
@@ -139,7 +142,7 @@ class HeadHealth:
         return {
             "idle_claims": [{"id": i, "idle_since": t} for i, t in self.idle_claims.items()],
             "claim_idle_after_s": self.thresholds.claim_idle_minutes * 60,
-            "board_problems": len({p.key for p in self.board.problems()}),
+            "board_problems": self.board_problems,
         }
 
     def answer(self, hosts: Sequence[str]) -> dict[str, Any]:
@@ -165,8 +168,8 @@ class HeadHealth:
     def refresh(
         self, tx: Tx, now: float, watch: HostWatch, flags: Sequence[Flag], idle_after_s: float
     ) -> bool:
-        """The head's own findings onto the board; True when the idle claims changed
-        (the consoles are shown them)."""
+        """The head's own findings onto the board; True when the idle claims or the
+        board's count changed (the consoles are shown both)."""
         found: list[Finding] = []
         for g in watch.present_gpus():
             if g.fenced:
@@ -212,8 +215,10 @@ class HeadHealth:
             if finding is not None:
                 found.append(finding)
         self.board.set_outside([f for f in found if f.host in self.hosts], now)
-        changed = idle_claims != self.idle_claims
-        self.idle_claims = idle_claims
+        # The hosts' own problems come in between refreshes (``observe``): counted here.
+        count = len({p.key for p in self.board.problems()})
+        changed = idle_claims != self.idle_claims or count != self.board_problems
+        self.idle_claims, self.board_problems = idle_claims, count
         return changed
 
     def write(self, tx: Tx, now: float) -> HealthWrite:
