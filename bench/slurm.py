@@ -48,7 +48,10 @@ from slurmcluster import SlurmCluster, installed  # noqa: E402
 from gputui.config.models import Config, HeadConfig, SlurmConfig  # noqa: E402
 from gputui.ui.head.slurm import HeadRelay, SlurmConsole  # noqa: E402
 
-GPUTUI = [sys.executable, "-m", "gputui.entry"]
+GPUTUI = [sys.executable, "-c", "import sys; from gputui.entry import entry; sys.exit(entry())"]
+"""How an installed ``gputui`` starts (its console script: no ``runpy``), run from a
+checkout: ``-c`` puts the working directory first on the path, so ``--vs CHECKOUT``
+times that checkout's package."""
 
 
 def rpc_total(cluster: SlurmCluster) -> int:
@@ -89,7 +92,7 @@ def cli_ms(
     cluster: SlurmCluster, hosts: Path, runs: int, vs: Path | None = None
 ) -> tuple[float, float, float | None]:
     """Median ms of ``gputui queue``, of ``squeue``, and of ``--vs``'s ``gputui queue``
-    (``python -m`` in that checkout: its own package comes first on the path)."""
+    (started as ``GPUTUI`` in that checkout: its own package comes first on the path)."""
     env = {**os.environ, **cluster.env, "COLUMNS": "120"}
     # An installed gputui runs from bytecode pip compiled: the warm-up run writes it.
     env.pop("PYTHONDONTWRITEBYTECODE", None)

@@ -77,6 +77,7 @@ def isolated_home(
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)  # the verbs keep hosts.yaml here
     monkeypatch.delenv("GPUTUI_HOSTS", raising=False)
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)

@@ -120,9 +120,14 @@ def _hosts_named(argv: Sequence[str]) -> str | None:
 
 
 @contextmanager
-def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator[SessionBackend]:
+def _reached(
+    args: argparse.Namespace, given: SessionBackend | None, early: SlurmBackend | None = None
+) -> Iterator[SessionBackend]:
     if given is not None:
         yield given
+        return
+    if early is not None:  # the bare ``queue`` on Slurm: its listing already runs
+        yield cast("SessionBackend", early)
         return
     if args.socket is None:
         slurm = slurm_backend(args.hosts)
@@ -137,6 +142,25 @@ def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator
 
     with head_session(args.socket, args.hosts) as session:
         yield session
+
+
+def _early_queue(argv: Sequence[str], verb: str | None) -> SlurmBackend | None:
+    """For a bare ``gputui queue`` (nothing after the verb, no ``--socket``) on Slurm:
+    the backend with its ``squeue`` already started, before the command line is
+    parsed, so the listing runs while the parsers and the verb's code load. Its
+    options can only be the defaults. None for anything else, and where hosts.yaml or
+    Slurm says no: the usual path then says it, in its words."""
+    if verb != "queue" or argv[-1:] != ["queue"] or "--socket" in argv:
+        return None
+    if any(a.startswith("--socket=") for a in argv):
+        return None
+    try:
+        slurm = slurm_backend(_hosts_named(argv))
+        if slurm is not None:
+            slurm.prefetch_queue(all=False, user=None)
+    except HeadError:
+        return None
+    return slurm
 
 
 def slurm_backend(hosts_file: str | None) -> SlurmBackend | None:
@@ -180,7 +204,9 @@ def main(argv: Sequence[str], backend: SessionBackend | None = None) -> int:
     # hosts.yaml's ui.lang for what parsing may say (--help, a usage error): read
     # only if something is looked up, from the --hosts given before the verb.
     i18n.configure_later(lambda: _ui_lang(_hosts_named(argv)))
-    front = parser(only_verb(argv))  # the verb's own parser: the others cost 10 ms
+    verb = only_verb(argv)
+    early = _early_queue(argv, verb) if backend is None else None
+    front = parser(verb)  # the verb's own parser: the others cost 10 ms
     args, extra = front.parse_known_args(list(argv))
     if extra:
         misplaced = [e for e in extra if e.split("=")[0] in BEFORE_THE_VERB]
@@ -194,7 +220,7 @@ def main(argv: Sequence[str], backend: SessionBackend | None = None) -> int:
         front.error(_("unrecognized arguments: {args}").format(args=" ".join(extra)))
     i18n.configure_later(lambda: _ui_lang(args.hosts))
     try:
-        with _reached(args, backend) as scheduler:
+        with _reached(args, backend, early) as scheduler:
             needs = VERBS[args.verb].needs
             if args.verb == "run" and scheduler.supports("srun"):
                 needs = ("srun",)  # Slurm runs it: srun, in an allocation of its own

@@ -50,18 +50,24 @@ def test_gputui_queue_on_slurm_loads_the_verbs_modules_only_and_asks_slurm_first
     hosts.write_text("slurm:\n  refresh_s: 2\n", encoding="utf-8")
     os.chmod(hosts, 0o644)
     out = tmp_path / "modules.json"
-    done = subprocess.run(
-        [sys.executable, "-c", _WATCHED, str(out), "--hosts", str(hosts), "queue"],
-        env={**os.environ, **slurm.env},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert any(line.split()[:1] == [str(job)] for line in done.stdout.splitlines()), done.stdout
-    seen = json.loads(out.read_text())
+
+    def queue(*args: str) -> dict[str, list[str]]:
+        done = subprocess.run(
+            [sys.executable, "-c", _WATCHED, str(out), "--hosts", str(hosts), "queue", *args],
+            env={**os.environ, **slurm.env},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        listed = [line.split()[:1] for line in done.stdout.splitlines()]
+        assert [str(job)] in listed, done.stdout
+        seen: dict[str, list[str]] = json.loads(out.read_text())
+        return seen
+
+    seen = queue()
     at_end = set(seen["end"])
     assert {m.split(".")[0] for m in at_end} & NEVER_FOR_A_VERB == set()
     assert {m for m in at_end if m.startswith("gputui.cli.")} <= {
@@ -72,3 +78,10 @@ def test_gputui_queue_on_slurm_loads_the_verbs_modules_only_and_asks_slurm_first
     at_squeue = set(seen["squeue"])
     assert "gputui.cli.jobs" not in at_squeue
     assert "gputui.scheduler.client.backend" not in at_squeue
+    # The next call finds hosts.yaml as it was read: no YAML is loaded, and a bare
+    # ``queue`` starts ``squeue`` before its command line is parsed.
+    again = set(queue()["squeue"])
+    assert "yaml" not in again
+    assert "shutil" not in again  # argparse loads it as it builds a parser: none built yet
+    # With options, the parser first, then the same listing.
+    assert "yaml" not in set(queue("--all")["squeue"])

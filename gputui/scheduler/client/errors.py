@@ -4,9 +4,15 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from gputui.common.i18n import N_
-from gputui.wire.words import Words, say, shown
+
+if TYPE_CHECKING:
+    from gputui.wire.words import Words
+
+# ``gputui.wire.words`` (and with it ``dataclasses``' use of ``inspect``) loads only
+# when an error is made or shown: a verb that succeeds never needs it.
 
 
 class HeadError(Exception):
@@ -33,10 +39,14 @@ class HeadError(Exception):
         in the catalogue, else the English line."""
         if self.words is None:
             return self.message
+        from gputui.wire.words import shown
+
         return shown(self.message, self.words.msg, self.words.args)
 
 
 def unreachable(path: str | os.PathLike[str], exc: BaseException) -> HeadError:
+    from gputui.wire.words import say
+
     where = str(path)
     if isinstance(exc, FileNotFoundError):
         words = say(
@@ -61,6 +71,8 @@ def unreachable(path: str | os.PathLike[str], exc: BaseException) -> HeadError:
 
 def may_still_apply(op: str, rid: str) -> HeadError:
     """A mutating request the head did not answer in time: not refused, maybe applied."""
+    from gputui.wire.words import say
+
     return HeadError.of(
         "timeout",
         say(

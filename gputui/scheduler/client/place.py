@@ -20,6 +20,7 @@ from gputui.common.locations import (
     find_hosts,
     named_hosts,
 )
+from gputui.config import doccache
 from gputui.scheduler.client.errors import HeadError
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -87,6 +88,9 @@ def _document(path: str, mtime_ns: int, size: int) -> Any:
     """hosts.yaml's document, read once a process for each version of the file (a verb
     asks for its ``slurm:`` and its ``head:`` sections: one parse)."""
     raw = Path(path).read_bytes()
+    kept = doccache.lookup(path, raw)  # these very bytes read before: no YAML to load
+    if kept is not doccache.MISSING:
+        return kept
     try:
         from gputui.config.yamlbounds import Composer, Constructor
 
@@ -96,11 +100,13 @@ def _document(path: str, mtime_ns: int, size: int) -> Any:
             return None  # empty: no section there
         if composer.problems:
             raise ValueError
-        return Constructor().construct_document(root)
+        doc = Constructor().construct_document(root)
     except Exception:  # said in one line; the full loader says what is wrong, and where
         raise HeadError(
             "config", f"{path} is not a valid hosts file; `gputui check-config {path}` says why"
         ) from None
+    doccache.store(path, raw, doc)
+    return doc
 
 
 def config_section(config_file: str | None, name: str) -> tuple[dict[str, Any], Path] | None:
