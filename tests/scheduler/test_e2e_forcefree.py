@@ -153,9 +153,11 @@ async def test_force_free_takes_a_card_back_from_a_job_and_a_process_that_ignore
 
     result = await _force_free(client, card)
     steps = [(s["step"], s["ok"]) for s in result["steps"]]
+    told = [(s["step"], s["ok"], s["outcome"]) for s in result["steps"]]
+    pids = f"job pid {mine.get('pid')}, the stubborn one {stubborn.pid}"
     assert steps == [
         ("drain", True), ("stop", True), ("sigterm", True), ("sigkill", True), ("memory", True),
-    ], result["steps"]  # fmt: skip
+    ], f"{told} ({pids})"  # fmt: skip
     assert result["free"] is True and result["target"] == f"sim01:{card}"
     assert await _pushed(client, len(steps)) == result["steps"], "each step pushed as it came"
     by_step = {s["step"]: s["outcome"] for s in result["steps"]}
