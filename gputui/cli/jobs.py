@@ -118,8 +118,7 @@ def queue(backend: SyncBackend, a: argparse.Namespace) -> int:
         lines.append(nothing_line("jobs", a))
     lines += flags_table(result.get("flags"), now, width)
     lines += unavailable_table(result.get("unavailable"), now, width)
-    for line in lines:
-        print(line)
+    sys.stdout.write("".join(f"{line}\n" for line in lines))  # one write: thousands of jobs
     return EXIT_OK
 
 

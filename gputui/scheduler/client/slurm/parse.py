@@ -168,6 +168,7 @@ def timestamp(value: str) -> float | None:
 _DURATION = re.compile(r"(?:(\d{1,5})-)?(?:(\d{1,2}):)?(\d{1,2}):(\d{2})|(\d{1,7})")
 
 
+@functools.lru_cache(maxsize=1024)
 def duration_s(value: str) -> float | None:
     """Slurm's ``[D-]HH:MM:SS``, ``MM:SS`` or minutes, as seconds; None for
     ``UNLIMITED`` and anything else."""
@@ -196,6 +197,7 @@ def slurm_duration(seconds: float) -> str:
 _GPU_TRES = re.compile(r"(?:gres[:/])?gpu(?::[A-Za-z0-9_.-]{1,64})?[:=](\d{1,6})")
 
 
+@functools.lru_cache(maxsize=1024)
 def gpus_of(tres: str, nodes: str = "1") -> int:
     """GPUs a job asks for: its per-node ``gres:gpu[:type]:N`` times its nodes."""
     total = 0
@@ -226,7 +228,8 @@ def job_view(row: Mapping[str, str], pools: Mapping[str, str]) -> dict[str, Any]
     number = job_id(row["id"])
     if number is None:
         return None
-    state = row["state"].split()[0] if row["state"].split() else "UNKNOWN"
+    words = row["state"].split()
+    state = words[0] if words else "UNKNOWN"
     partition = text(row["partition"])
     started = timestamp(row["started"]) if state not in ("PENDING",) else None
     dependency = text(row["dependency"])
