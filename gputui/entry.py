@@ -119,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gputui {__version__}")
         return 0
     if verb is not None and verb not in CONSOLE_COMMANDS and verb != "head":
+        early = None
+        if verb == "queue":  # a bare one on Slurm: squeue runs while the parsers load
+            from gputui.cli.slurm_front import early_queue
+
+            early = early_queue(args)
         from gputui.cli.args import VERBS
 
         if verb not in VERBS:
@@ -134,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         from gputui.cli import verbs
 
-        return verbs.main(args)
+        return verbs.main(args, early=early)
     if verb == "head":
         from gputui.cli import head
 

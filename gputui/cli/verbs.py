@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from gputui.cli.args import (
     EXIT_OK,
@@ -26,6 +26,7 @@ from gputui.cli.args import (
     parser,
     said,
 )
+from gputui.cli.slurm_front import hosts_named, slurm_backend
 from gputui.common import i18n
 from gputui.common.i18n import _
 from gputui.scheduler.client.errors import HeadError
@@ -104,21 +105,6 @@ def _ui_lang(hosts_file: str | None) -> str | None:
     return lang if isinstance(lang, str) else None
 
 
-def _hosts_named(argv: Sequence[str]) -> str | None:
-    """The ``--hosts FILE`` (or ``--hosts=FILE``) given before the verb, if any."""
-    items = iter(argv)
-    for item in items:
-        if item == "--hosts":
-            return next(items, None)
-        if item.startswith("--hosts="):
-            return item.partition("=")[2]
-        if item == "--socket":
-            next(items, None)
-        elif not item.startswith("-"):
-            return None  # the verb: what follows is its own
-    return None
-
-
 @contextmanager
 def _reached(
     args: argparse.Namespace, given: SessionBackend | None, early: SlurmBackend | None = None
@@ -144,69 +130,22 @@ def _reached(
         yield session
 
 
-def _early_queue(argv: Sequence[str], verb: str | None) -> SlurmBackend | None:
-    """For a bare ``gputui queue`` (nothing after the verb, no ``--socket``) on Slurm:
-    the backend with its ``squeue`` already started, before the command line is
-    parsed, so the listing runs while the parsers and the verb's code load. Its
-    options can only be the defaults. None for anything else, and where hosts.yaml or
-    Slurm says no: the usual path then says it, in its words."""
-    if verb != "queue" or argv[-1:] != ["queue"] or "--socket" in argv:
-        return None
-    if any(a.startswith("--socket=") for a in argv):
-        return None
-    try:
-        slurm = slurm_backend(_hosts_named(argv))
-        if slurm is not None:
-            slurm.prefetch_queue(all=False, user=None)
-    except HeadError:
-        return None
-    return slurm
-
-
-def slurm_backend(hosts_file: str | None) -> SlurmBackend | None:
-    """The Slurm backend where hosts.yaml has a ``slurm:`` section (checked by its
-    model: one line naming what is wrong), else None."""
-    from gputui.scheduler.client.place import config_section
-
-    found = config_section(hosts_file, "slurm")
-    if found is None:
-        return None
-    section, path = found
-    from gputui.config.slurm import SlurmConfig
-    from gputui.scheduler.client.slurm.backend import SlurmBackend
-    from gputui.scheduler.client.slurm.runner import Runner
-
-    try:
-        conf = SlurmConfig.parse(section)
-    except ValueError as exc:
-        raise HeadError("config", f"{path}: slurm.{exc}") from None
-    runner = Runner(conf.login, timeout_s=conf.command_timeout_s, ssh_config=conf.ssh_config)
-    head = None
-    if config_section(hosts_file, "head") is not None:  # force-free's last steps go there
-
-        def head() -> Any:
-            from gputui.scheduler.client.session import head_session
-
-            return head_session(None, hosts_file)
-
-    return SlurmBackend(
-        runner, partitions=conf.partitions, qos=conf.qos, nodes=conf.nodes, head=head
-    )
-
-
 BEFORE_THE_VERB = {"--socket": "PATH", "--hosts": "FILE"}
 """Options of ``gputui`` itself, not of a verb: given after one, the error says where."""
 
 
-def main(argv: Sequence[str], backend: SessionBackend | None = None) -> int:
+def main(
+    argv: Sequence[str],
+    backend: SessionBackend | None = None,
+    early: SlurmBackend | None = None,
+) -> int:
     """``gputui VERB …`` for a scheduler verb; ``backend``: the scheduler to ask
-    (default: the head, found as ``--socket`` and ``--hosts`` say)."""
+    (default: the head, found as ``--socket`` and ``--hosts`` say); ``early``: a bare
+    ``queue``'s Slurm, its listing already started (``slurm_front.early_queue``)."""
     # hosts.yaml's ui.lang for what parsing may say (--help, a usage error): read
     # only if something is looked up, from the --hosts given before the verb.
-    i18n.configure_later(lambda: _ui_lang(_hosts_named(argv)))
-    verb = only_verb(argv)
-    early = _early_queue(argv, verb) if backend is None else None
-    front = parser(verb)  # the verb's own parser: the others cost 10 ms
+    i18n.configure_later(lambda: _ui_lang(hosts_named(argv)))
+    front = parser(only_verb(argv))  # the verb's own parser: the others cost 10 ms
     args, extra = front.parse_known_args(list(argv))
     if extra:
         misplaced = [e for e in extra if e.split("=")[0] in BEFORE_THE_VERB]

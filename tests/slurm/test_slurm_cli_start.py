@@ -73,6 +73,7 @@ def test_gputui_queue_on_slurm_loads_the_verbs_modules_only_and_asks_slurm_first
     assert {m for m in at_end if m.startswith("gputui.cli.")} <= {
         "gputui.cli.args", "gputui.cli.verbs", "gputui.cli.jobs", "gputui.cli.tables",
         "gputui.cli.layout", "gputui.cli.listing", "gputui.cli.qformat", "gputui.cli.flagged",
+        "gputui.cli.slurm_front",
     }  # fmt: skip
     assert not any(m.startswith(("gputui.config.models", "gputui.config.loader")) for m in at_end)
     at_squeue = set(seen["squeue"])
@@ -82,6 +83,6 @@ def test_gputui_queue_on_slurm_loads_the_verbs_modules_only_and_asks_slurm_first
     # ``queue`` starts ``squeue`` before its command line is parsed.
     again = set(queue()["squeue"])
     assert "yaml" not in again
-    assert "shutil" not in again  # argparse loads it as it builds a parser: none built yet
+    assert "argparse" not in again  # nor the verbs' command line
     # With options, the parser first, then the same listing.
     assert "yaml" not in set(queue("--all")["squeue"])
