@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,9 @@ from headthread import LineClient, ThreadedHead, poll
 from realusers import User, add_user, need_root, remove_user
 
 from gputui.cli import verbs
+from gputui.cli.run import _wait_for_grant
+from gputui.scheduler.client.session import HeadSession
+from gputui.scheduler.client.sync import HeadClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,11 +121,17 @@ def test_run_interrupted_while_waiting_gives_its_claim_up_and_says_so(
             cwd=ROOT,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT: where it is, on stderr
         )
         try:
             assert "waiting for 1 GPU(s) on gpu01" in _line(run)
             run.send_signal(signal.SIGINT)
-            rest = run.communicate(timeout=20)[1]
+            try:
+                rest = run.communicate(timeout=20)[1]
+            except subprocess.TimeoutExpired:
+                run.send_signal(signal.SIGABRT)
+                where = run.communicate(timeout=10)[1]
+                pytest.fail(f"gputui run went on 20 s after ^C; it was at:\n{where[-4000:]}")
         finally:
             if run.poll() is None:
                 run.kill()
@@ -135,6 +145,34 @@ def test_run_interrupted_while_waiting_gives_its_claim_up_and_says_so(
     assert verbs.main(cli(th, "claims", "--all")) == 0
     out = capsys.readouterr().out
     assert "released (cancelled while waiting)" in out and "Resources" not in out
+
+
+def test_a_run_waits_out_a_quiet_head_longer_than_an_answer_may_take(
+    th: ThreadedHead, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gputui run`` waits for GPUs on the head's pushes: a quiet head (nothing to
+    push for longer than an answer may take) is not a late one. It once gave up
+    after 30 s with "the head did not answer in time"."""
+    with LineClient(th.sock) as holder, HeadClient(th.sock, timeout=0.1) as client:
+        held = holder.ok("claim", {"gpus": 2, "host": "gpu01"})["claim"]["id"]
+        backend = HeadSession(client)
+        claim = backend.hold_claim(gpus=1, host="gpu01", note="waits", timeout=10)["claim"]
+        # An answer may take 0.1 s here (30 s by default): the subscription's too.
+        monkeypatch.setattr(
+            backend, "subscribe", lambda: HeadSession.subscribe(backend, timeout=0.1)
+        )
+        assert claim["state"] != "active"
+        got: dict[str, object] = {}
+        waiting = threading.Thread(
+            target=lambda: got.update(claim=_wait_for_grant(backend, claim)), daemon=True
+        )
+        waiting.start()
+        waiting.join(1.0)  # ten times the answer deadline, and nothing pushed
+        assert waiting.is_alive(), "the wait ended with nothing granted"
+        holder.ok("release", {"claim_ids": [held]})
+        waiting.join(20)
+        granted = got.get("claim")
+        assert isinstance(granted, dict) and granted["state"] == "active", got
 
 
 def test_a_run_that_dies_while_waiting_is_not_called_released_for_resources(

@@ -187,7 +187,12 @@ class HeadClient:
             ) from None
 
     def pushes(self) -> Iterator[dict[str, Any]]:
-        """After ``subscribe``: every pushed message, as it comes."""
+        """After ``subscribe``: every pushed message, as it comes. However long the
+        head has nothing to push (a quiet night while ``gputui run`` waits for GPUs):
+        no deadline, as the head is not late with an answer; a head that goes away
+        closes the connection, which ends the wait."""
+        if self._sock is not None:
+            self._sock.settimeout(None)
         while True:
             try:
                 message = self._read()
