@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import pwd
 import signal
@@ -338,6 +339,9 @@ def _job(
         "cwd": cwd,
         "preemptible": name.startswith("sweep"),
         "env": {"GPUTUI_SIM_MEM_MIB": str(6144 * gpus), "GPUTUI_SIM_UTIL": "85"},
+        # A limit as a team would give one (twice the run, whole minutes, ten at least):
+        # the week view (w) and explain estimate starts and ends from limits.
+        "time_limit_s": max(600, math.ceil(steps * pause * 2 / 60) * 60),
     }
     if host is not None:
         body["host"] = host

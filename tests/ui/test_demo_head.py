@@ -60,6 +60,9 @@ async def test_the_demo_head_is_seeded_and_the_console_shows_it() -> None:
             assert states()["sweep-all"] == ("queued", "Resources")
             assert states()["eval-big"] == ("held", "Held")
             assert [c.state for c in view().claims] == ["active"]
+            # Each with a time limit: the week view has starts and ends to estimate.
+            limits = {j.name: j.time_limit_s for j in view().jobs if j.name in seeded}
+            assert all(limit and limit >= 600 for limit in limits.values()), limits
 
             resnet = next(j for j in view().jobs if j.name == "resnet50")
             assert resnet.host is not None
