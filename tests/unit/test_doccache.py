@@ -29,8 +29,10 @@ _SCALARS = (
 )
 _DOCS = st.recursive(
     _SCALARS,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=8) | st.integers(0, 9), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=8) | st.integers(0, 9), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
