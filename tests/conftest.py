@@ -52,8 +52,30 @@ StartFleet = Callable[..., Awaitable["Fleet"]]
 pytest_plugins = ["storetemplate", "pgserver", "slurmcluster", "pytester"]
 
 
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+"""What a test may set, and what its processes inherit when it is set to ignore."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     simscope.claim()
+    # A suite started in the background (``make test &``, a CI step, nohup) has ^C
+    # ignored, and every process a test starts would inherit that: the tests that
+    # interrupt a ``gputui`` process as a terminal does would wait for nothing.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
+@pytest.fixture(autouse=True)
+def signals_kept() -> Iterator[None]:
+    """Each test leaves the signal dispositions as it found them (code under test that
+    ignores ^C for good, as ``gputui run`` does as it ends, is run in-process too)."""
+    before = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    yield
+    for sig, handler in before.items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups

@@ -246,6 +246,10 @@ class SlurmCluster:
             time.sleep(0.05)  # polling slurmctld until a deadline
 
     def stop(self) -> None:
+        # Jobs first: slurmd leaves running jobs (their slurmstepd and processes) behind
+        # when it stops, so a run would leave them on the machine.
+        with contextlib.suppress(RuntimeError, OSError, subprocess.SubprocessError):
+            self.clear()
         mariadb = getattr(self, "_mariadb", None)
         for pidfile in reversed(self._pids):
             with contextlib.suppress(OSError, ValueError):

@@ -246,6 +246,11 @@ class DemoHead:
             plan.append((others[0], job("sweep-all", largest, 600, host=first)))
             for user, body in plan:
                 await self._submit(head, user, me, body)
+            # The idle claim before the short job: with time limits, the short job may
+            # backfill the last free card of a small cluster, and a claim never could.
+            claim = await head.claim(gpus=1, note="notebook", wait=False)
+            self.seeded.append(_("claim {id} of yours, idle").format(id=claim["claim"]["id"]))
+            self.claimed = [str(u) for u in claim["claim"].get("gpu_uuids") or []]
             short = await head.submit(**job("quick-test", 1, 12, pause=1.5))
             self.quick = _("job {id} ({name}) of yours ends in ~20 s").format(
                 id=short["job"]["id"], name="quick-test"
@@ -255,11 +260,9 @@ class DemoHead:
             held = await head.submit(**job("eval-big", largest, 300, host=first))
             if held["job"]["state"] == "queued":
                 await head.hold(held["job"]["id"])
-            claim = await head.claim(gpus=1, note="notebook", wait=False)
-            self.seeded.append(_("claim {id} of yours, idle").format(id=claim["claim"]["id"]))
-            self.claimed = [str(u) for u in claim["claim"].get("gpu_uuids") or []]
         except (HeadError, OSError, KeyError, TypeError, ValueError) as exc:
-            self._problem(_("seeding stopped: {error}").format(error=getattr(exc, "message", exc)))
+            why = exc.shown if isinstance(exc, HeadError) else exc  # in the user's language
+            self._problem(_("seeding stopped: {error}").format(error=why))
         finally:
             await client.close()
 
