@@ -123,6 +123,11 @@ class HealthBoard:
         self._checked: dict[str, dict[str, _Checked]] = {}
         """Host -> GPU uuid -> its checks' last answers (run again when their inputs
         change: most samples change none of what the checks read)."""
+        self._checked_before: dict[str, dict[str, _Checked]] = {}
+        """Host -> GPU uuid -> the answers it had before its last ones, on other
+        inputs: a card's samples alternate between two kinds (a health reading one
+        in ``health_every_s``, its plain samples in between), and each kind's answers
+        are asked for again after the other's."""
 
     # -- taking readings in ------------------------------------------------------------
 
@@ -204,6 +209,7 @@ class HealthBoard:
         """A host taken out of the config: its problems go."""
         self._findings.pop(host, None)
         self._checked.pop(host, None)
+        self._checked_before.pop(host, None)
         self._infos.pop(host, None)
         self._unknown.pop(host, None)
         self._not_applicable.pop(host, None)
@@ -274,7 +280,9 @@ class HealthBoard:
         # Only this sample's GPUs are kept: a host that names new uuids every time
         # does not grow it.
         memo = self._checked.get(snap.name, {})
+        memo_before = self._checked_before.get(snap.name, {})
         self._checked[snap.name] = kept = {}
+        self._checked_before[snap.name] = kept_before = {}
         if sample is not None:
             minute = int((sample.time or now) // 60)
             window = self.thresholds.hw_slowdown_window_minutes
@@ -308,6 +316,12 @@ class HealthBoard:
                     nvlink_grew=tuple(grew),
                 )
                 known = memo.get(gpu.uuid)
+                if known is not None and known.key != key:
+                    # The other kind of sample than the last: its answers, if kept.
+                    kept_before[gpu.uuid] = known
+                    known = memo_before.get(gpu.uuid)
+                elif known is not None and gpu.uuid in memo_before:
+                    kept_before[gpu.uuid] = memo_before[gpu.uuid]
                 if known is None or known.key != key:
                     findings = gpu_findings(
                         snap.name,
@@ -330,7 +344,7 @@ class HealthBoard:
                 out += known.findings
                 unknown += known.unknown
                 not_applicable += known.not_applicable
-            for held in (healths, slows, links):
+            for held in (healths, slows, links):  # (kept, kept_before: this sample's only)
                 if len(held) > len(kept):  # a uuid this sample does not name
                     for uuid in [u for u in held if u not in kept]:
                         del held[uuid]
@@ -366,6 +380,8 @@ class HealthBoard:
     def _sxids(self, snap: HostSnapshot, now: float) -> list[Finding]:
         """One finding per NVSwitch and SXid seen within the window: critical when the
         driver calls it fatal."""
+        if not snap.events:  # most hosts, most of the time
+            return []
         since = self._window_start(snap, now)
         groups: dict[tuple[str, int], list[Event]] = {}
         for event in snap.events:
@@ -420,6 +436,8 @@ class HealthBoard:
     def _xids(self, snap: HostSnapshot, now: float) -> list[Finding]:
         """One finding per GPU and Xid seen within the window, its action escalated by
         how often it came."""
+        if not snap.events:  # most hosts, most of the time
+            return []
         since = self._window_start(snap, now)
         index_of = {g.uuid: g.index for g in snap.hello.gpus} if snap.hello is not None else {}
         groups: dict[tuple[int | None, int], list[Event]] = {}
@@ -493,6 +511,13 @@ class HealthBoard:
             )
         )
         return out
+
+    def count(self) -> int:
+        """How many problems ``problems`` lists (one a key), without making the list
+        (the head counts them every tick; ``problems`` ranks them all). Unlike
+        ``problems``, it leaves the acknowledgements as they are
+        (``drop_changed_acks``)."""
+        return len({f.key for found in self._findings.values() for f in found})
 
     def drop_changed_acks(self) -> None:
         """What ``problems`` does to the acknowledgements (drops each whose problem

@@ -185,9 +185,10 @@ def gpu_findings_key(
     equal answers. A reading no check looks at (power, clocks, a process's command)
     is not in it, and a figure a check only compares with a limit (utilisation, the
     temperature, memory in use) is in it only as far as it decides a finding: a busy
-    GPU's readings move every second, its findings seldom. ``health``, ``info`` and
-    ``thresholds`` are in it whole: the same objects sample after sample, so they
-    compare by identity (a new health reading compares by value)."""
+    GPU's readings move every second, its findings seldom. Of ``health`` only what the
+    checks read of it (``_health_read_as_is``: a new reading whose utilisation or power
+    moved is the same to them). ``info`` and ``thresholds`` are in it whole: the same
+    objects sample after sample, so they compare by identity."""
     temp = gpu.temp_c
     slowdown = info.temp_slowdown_c if info is not None else None
     near = (
@@ -203,7 +204,7 @@ def gpu_findings_key(
         (gpu.util_gpu or 0) > thresholds.pcie_load_pct,
         gpu.mem_used_mib if orphan else None,
         orphan,
-        health,
+        None if health is None else _health_read_as_is(health),
         info,
         thresholds,
         slowdown_minutes,
@@ -225,6 +226,22 @@ _read_as_is: Callable[[GpuSample], tuple[object, ...]] = operator.attrgetter(
     *("fabric_state", "remap_pending", "retired_pending"),  # sorted_checks' _CONTEXT
 )
 """The readings of a sample that ``gpu_findings_key`` takes whole."""
+_health_read_as_is: Callable[[GpuSample], tuple[object, ...]] = operator.attrgetter(
+    "remap_failed",
+    "remap_pending",
+    "remapped_uncorrectable",
+    "retired_pending",
+    "retired_dbe",
+    "persistence",
+    "pcie_replays",
+    "nvlinks",
+    "fabric_state",
+    "fabric_status",
+    "errors",
+)
+"""What the checks read of a GPU's latest health reading (``checks.memory``,
+``checks.links``, ``nvlinks_down``, ``fabric_trouble``, the persistence check and
+``sorted_checks``): ``gpu_findings_key`` takes these of it, not the whole reading."""
 
 
 # -- what could not be checked ------------------------------------------------------------
