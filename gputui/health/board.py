@@ -19,7 +19,13 @@ from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
 from gputui.health import words as w
 from gputui.health.finding import RANK, Finding
-from gputui.health.problems import gpu_findings, gpu_findings_key, host_findings, sorted_checks
+from gputui.health.problems import (
+    facts_of,
+    gpu_findings,
+    gpu_findings_key,
+    host_findings,
+    sorted_checks,
+)
 from gputui.health.staleness import snapshot_is_stale
 from gputui.health.xid import XidDedupe, action, info
 from gputui.telemetry import HostSnapshot, HostStatus
@@ -108,6 +114,10 @@ class HealthBoard:
         self._acks: dict[str, Ack] = {}
         self._health: dict[str, dict[str, GpuSample]] = {}
         """Host -> GPU uuid -> its last health reading."""
+        self._facts: dict[str, dict[str, tuple[object, ...]]] = {}
+        """Host -> GPU uuid -> what the checks read of its last health reading
+        (``facts_of``): the same tuple while readings after it are equal in it, so the
+        checks' keys compare it by identity."""
         self._slow_minutes: dict[str, dict[str, set[int]]] = {}
         """Host -> GPU uuid -> the minutes it slowed down in (only cards that did)."""
         self._links: dict[str, dict[str, dict[int, tuple[int | None, ...]]]] = {}
@@ -214,6 +224,7 @@ class HealthBoard:
         self._unknown.pop(host, None)
         self._not_applicable.pop(host, None)
         self._health.pop(host, None)
+        self._facts.pop(host, None)
         self._slow_minutes.pop(host, None)
         self._links.pop(host, None)
 
@@ -287,12 +298,16 @@ class HealthBoard:
             minute = int((sample.time or now) // 60)
             window = self.thresholds.hw_slowdown_window_minutes
             healths = self._health.setdefault(snap.name, {})
+            facts = self._facts.setdefault(snap.name, {})
             slows = self._slow_minutes.setdefault(snap.name, {})
             links = self._links.setdefault(snap.name, {})
             for gpu in sample.gpus:
                 if gpu.health_read:
                     grew = self._link_growth(gpu, links)
                     healths[gpu.uuid] = gpu
+                    said = facts_of(gpu)
+                    if facts.get(gpu.uuid) != said:
+                        facts[gpu.uuid] = said
                 else:
                     grew = []
                 minutes = slows.get(gpu.uuid)
@@ -314,37 +329,40 @@ class HealthBoard:
                     thresholds=self.thresholds,
                     slowdown_minutes=slow,
                     nvlink_grew=tuple(grew),
+                    health_facts=facts.get(gpu.uuid) if health is not None else None,
                 )
                 known = memo.get(gpu.uuid)
-                if known is not None and known.key != key:
+                if known is not None and known.key == key:
+                    if gpu.uuid in memo_before:
+                        kept_before[gpu.uuid] = memo_before[gpu.uuid]
+                else:
                     # The other kind of sample than the last: its answers, if kept.
-                    kept_before[gpu.uuid] = known
+                    if known is not None:
+                        kept_before[gpu.uuid] = known
                     known = memo_before.get(gpu.uuid)
-                elif known is not None and gpu.uuid in memo_before:
-                    kept_before[gpu.uuid] = memo_before[gpu.uuid]
-                if known is None or known.key != key:
-                    findings = gpu_findings(
-                        snap.name,
-                        gpu,
-                        health,
-                        card,
-                        self.thresholds,
-                        slowdown_minutes=slow,
-                        nvlink_grew=grew,
-                    )
-                    gaps, moot = sorted_checks(gpu, health, card)
-                    index = gpu.index
-                    known = _Checked(
-                        key,
-                        findings,
-                        [(index, check, why) for check, why in gaps],
-                        [(index, check) for check in moot],
-                    )
+                    if known is None or known.key != key:
+                        findings = gpu_findings(
+                            snap.name,
+                            gpu,
+                            health,
+                            card,
+                            self.thresholds,
+                            slowdown_minutes=slow,
+                            nvlink_grew=grew,
+                        )
+                        gaps, moot = sorted_checks(gpu, health, card)
+                        index = gpu.index
+                        known = _Checked(
+                            key,
+                            findings,
+                            [(index, check, why) for check, why in gaps],
+                            [(index, check) for check in moot],
+                        )
                 kept[gpu.uuid] = known
                 out += known.findings
                 unknown += known.unknown
                 not_applicable += known.not_applicable
-            for held in (healths, slows, links):  # (kept, kept_before: this sample's only)
+            for held in (healths, facts, slows, links):  # (kept, kept_before: the same)
                 if len(held) > len(kept):  # a uuid this sample does not name
                     for uuid in [u for u in held if u not in kept]:
                         del held[uuid]

@@ -212,6 +212,7 @@ def test_a_host_naming_new_uuids_every_sample_does_not_grow_the_board(
         board.observe(snap(*gpus, at=NOW + n), NOW + n)
     held = [
         board._health,
+        board._facts,
         board._slow_minutes,
         board._links,
         board._checked,
