@@ -19,7 +19,13 @@ from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
 from gputui.health import words as w
 from gputui.health.finding import RANK, Finding
-from gputui.health.problems import gpu_findings, gpu_findings_key, host_findings, sorted_checks
+from gputui.health.problems import (
+    facts_of,
+    gpu_findings,
+    gpu_findings_key,
+    host_findings,
+    sorted_checks,
+)
 from gputui.health.staleness import snapshot_is_stale
 from gputui.health.xid import XidDedupe, action, info
 from gputui.telemetry import HostSnapshot, HostStatus
@@ -108,6 +114,10 @@ class HealthBoard:
         self._acks: dict[str, Ack] = {}
         self._health: dict[str, dict[str, GpuSample]] = {}
         """Host -> GPU uuid -> its last health reading."""
+        self._facts: dict[str, dict[str, tuple[object, ...]]] = {}
+        """Host -> GPU uuid -> what the checks read of its last health reading
+        (``facts_of``): the same tuple while readings after it are equal in it, so the
+        checks' keys compare it by identity."""
         self._slow_minutes: dict[str, dict[str, set[int]]] = {}
         """Host -> GPU uuid -> the minutes it slowed down in (only cards that did)."""
         self._links: dict[str, dict[str, dict[int, tuple[int | None, ...]]]] = {}
@@ -123,6 +133,11 @@ class HealthBoard:
         self._checked: dict[str, dict[str, _Checked]] = {}
         """Host -> GPU uuid -> its checks' last answers (run again when their inputs
         change: most samples change none of what the checks read)."""
+        self._checked_before: dict[str, dict[str, _Checked]] = {}
+        """Host -> GPU uuid -> the answers it had before its last ones, on other
+        inputs: a card's samples alternate between two kinds (a health reading one
+        in ``health_every_s``, its plain samples in between), and each kind's answers
+        are asked for again after the other's."""
 
     # -- taking readings in ------------------------------------------------------------
 
@@ -204,10 +219,12 @@ class HealthBoard:
         """A host taken out of the config: its problems go."""
         self._findings.pop(host, None)
         self._checked.pop(host, None)
+        self._checked_before.pop(host, None)
         self._infos.pop(host, None)
         self._unknown.pop(host, None)
         self._not_applicable.pop(host, None)
         self._health.pop(host, None)
+        self._facts.pop(host, None)
         self._slow_minutes.pop(host, None)
         self._links.pop(host, None)
 
@@ -274,17 +291,23 @@ class HealthBoard:
         # Only this sample's GPUs are kept: a host that names new uuids every time
         # does not grow it.
         memo = self._checked.get(snap.name, {})
+        memo_before = self._checked_before.get(snap.name, {})
         self._checked[snap.name] = kept = {}
+        self._checked_before[snap.name] = kept_before = {}
         if sample is not None:
             minute = int((sample.time or now) // 60)
             window = self.thresholds.hw_slowdown_window_minutes
             healths = self._health.setdefault(snap.name, {})
+            facts = self._facts.setdefault(snap.name, {})
             slows = self._slow_minutes.setdefault(snap.name, {})
             links = self._links.setdefault(snap.name, {})
             for gpu in sample.gpus:
                 if gpu.health_read:
                     grew = self._link_growth(gpu, links)
                     healths[gpu.uuid] = gpu
+                    said = facts_of(gpu)
+                    if facts.get(gpu.uuid) != said:
+                        facts[gpu.uuid] = said
                 else:
                     grew = []
                 minutes = slows.get(gpu.uuid)
@@ -306,31 +329,40 @@ class HealthBoard:
                     thresholds=self.thresholds,
                     slowdown_minutes=slow,
                     nvlink_grew=tuple(grew),
+                    health_facts=facts.get(gpu.uuid) if health is not None else None,
                 )
                 known = memo.get(gpu.uuid)
-                if known is None or known.key != key:
-                    findings = gpu_findings(
-                        snap.name,
-                        gpu,
-                        health,
-                        card,
-                        self.thresholds,
-                        slowdown_minutes=slow,
-                        nvlink_grew=grew,
-                    )
-                    gaps, moot = sorted_checks(gpu, health, card)
-                    index = gpu.index
-                    known = _Checked(
-                        key,
-                        findings,
-                        [(index, check, why) for check, why in gaps],
-                        [(index, check) for check in moot],
-                    )
+                if known is not None and known.key == key:
+                    if gpu.uuid in memo_before:
+                        kept_before[gpu.uuid] = memo_before[gpu.uuid]
+                else:
+                    # The other kind of sample than the last: its answers, if kept.
+                    if known is not None:
+                        kept_before[gpu.uuid] = known
+                    known = memo_before.get(gpu.uuid)
+                    if known is None or known.key != key:
+                        findings = gpu_findings(
+                            snap.name,
+                            gpu,
+                            health,
+                            card,
+                            self.thresholds,
+                            slowdown_minutes=slow,
+                            nvlink_grew=grew,
+                        )
+                        gaps, moot = sorted_checks(gpu, health, card)
+                        index = gpu.index
+                        known = _Checked(
+                            key,
+                            findings,
+                            [(index, check, why) for check, why in gaps],
+                            [(index, check) for check in moot],
+                        )
                 kept[gpu.uuid] = known
                 out += known.findings
                 unknown += known.unknown
                 not_applicable += known.not_applicable
-            for held in (healths, slows, links):
+            for held in (healths, facts, slows, links):  # (kept, kept_before: the same)
                 if len(held) > len(kept):  # a uuid this sample does not name
                     for uuid in [u for u in held if u not in kept]:
                         del held[uuid]
@@ -366,6 +398,8 @@ class HealthBoard:
     def _sxids(self, snap: HostSnapshot, now: float) -> list[Finding]:
         """One finding per NVSwitch and SXid seen within the window: critical when the
         driver calls it fatal."""
+        if not snap.events:  # most hosts, most of the time
+            return []
         since = self._window_start(snap, now)
         groups: dict[tuple[str, int], list[Event]] = {}
         for event in snap.events:
@@ -420,6 +454,8 @@ class HealthBoard:
     def _xids(self, snap: HostSnapshot, now: float) -> list[Finding]:
         """One finding per GPU and Xid seen within the window, its action escalated by
         how often it came."""
+        if not snap.events:  # most hosts, most of the time
+            return []
         since = self._window_start(snap, now)
         index_of = {g.uuid: g.index for g in snap.hello.gpus} if snap.hello is not None else {}
         groups: dict[tuple[int | None, int], list[Event]] = {}
@@ -493,6 +529,13 @@ class HealthBoard:
             )
         )
         return out
+
+    def count(self) -> int:
+        """How many problems ``problems`` lists (one a key), without making the list
+        (the head counts them every tick; ``problems`` ranks them all). Unlike
+        ``problems``, it leaves the acknowledgements as they are
+        (``drop_changed_acks``)."""
+        return len({f.key for found in self._findings.values() for f in found})
 
     def drop_changed_acks(self) -> None:
         """What ``problems`` does to the acknowledgements (drops each whose problem

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from gputui.wire.messages import GpuSample
@@ -31,11 +31,20 @@ class Finding:
     """A short marker for the grid (``RESET``, ``RMA``), or empty."""
     subject: str = ""
     """What tells two problems of one code on one GPU or host apart (a pid, a job)."""
+    key: str = field(init=False, repr=False, compare=False)
+    """``host:gpu:code`` (``:subject`` when there is one): what the board tracks it by.
+    Made once, with the finding (``finding_key``): the board reads it several times
+    for every finding of every sample, and a finding is seldom made (kept while
+    what it was made from is unchanged)."""
 
-    @property
-    def key(self) -> str:
-        where = f"{self.host}:{'' if self.gpu is None else self.gpu}:{self.code}"
-        return f"{where}:{self.subject}" if self.subject else where
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", finding_key(self.host, self.gpu, self.code, self.subject))
+
+
+def finding_key(host: str, gpu: int | None, code: str, subject: str) -> str:
+    """A finding's ``key`` from its parts."""
+    where = f"{host}:{'' if gpu is None else gpu}:{code}"
+    return f"{where}:{subject}" if subject else where
 
 
 def finding(  # noqa: PLR0917 - the fields of a finding, in their order

@@ -22,7 +22,7 @@ from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
 from gputui.health import words as w
 from gputui.health.applicable import verdict
-from gputui.health.checks import links, memory, thermal
+from gputui.health.checks import links, memory, nvlinks_down, thermal
 from gputui.health.finding import Finding
 from gputui.health.finding import finding as _f
 from gputui.health.rules import holds_memory_without_process
@@ -180,14 +180,17 @@ def gpu_findings_key(
     thresholds: HealthThresholds,
     slowdown_minutes: int,
     nvlink_grew: tuple[int, ...],
+    health_facts: tuple[object, ...] | None = None,
 ) -> tuple[object, ...]:
     """What ``gpu_findings`` and ``sorted_checks`` read of their arguments: equal keys,
     equal answers. A reading no check looks at (power, clocks, a process's command)
     is not in it, and a figure a check only compares with a limit (utilisation, the
     temperature, memory in use) is in it only as far as it decides a finding: a busy
-    GPU's readings move every second, its findings seldom. ``health``, ``info`` and
+    GPU's readings move every second, its findings seldom. Of ``health`` only what the
+    checks read of it (``health_facts``, which a caller may pass as it kept them: a new
+    reading whose utilisation or power moved is the same to them). ``info`` and
     ``thresholds`` are in it whole: the same objects sample after sample, so they
-    compare by identity (a new health reading compares by value)."""
+    compare by identity."""
     temp = gpu.temp_c
     slowdown = info.temp_slowdown_c if info is not None else None
     near = (
@@ -203,7 +206,7 @@ def gpu_findings_key(
         (gpu.util_gpu or 0) > thresholds.pcie_load_pct,
         gpu.mem_used_mib if orphan else None,
         orphan,
-        health,
+        health_facts if health_facts is not None or health is None else facts_of(health),
         info,
         thresholds,
         slowdown_minutes,
@@ -225,6 +228,26 @@ _read_as_is: Callable[[GpuSample], tuple[object, ...]] = operator.attrgetter(
     *("fabric_state", "remap_pending", "retired_pending"),  # sorted_checks' _CONTEXT
 )
 """The readings of a sample that ``gpu_findings_key`` takes whole."""
+_health_read_as_is: Callable[[GpuSample], tuple[object, ...]] = operator.attrgetter(
+    "remap_failed",
+    "remap_pending",
+    "remapped_uncorrectable",
+    "retired_pending",
+    "retired_dbe",
+    "persistence",
+    "pcie_replays",
+    "fabric_state",
+    "fabric_status",
+    "errors",
+)
+
+
+def facts_of(health: GpuSample) -> tuple[object, ...]:
+    """What the checks read of a GPU's latest health reading (``checks.memory``,
+    ``checks.links``, ``fabric_trouble``, the persistence check and ``sorted_checks``;
+    of its NVLinks, which are down: their counters count through ``nvlink_grew``):
+    ``gpu_findings_key`` takes these of it, not the whole reading."""
+    return (*_health_read_as_is(health), tuple(nvlinks_down(health)))
 
 
 # -- what could not be checked ------------------------------------------------------------

@@ -451,3 +451,73 @@ def test_kept_fence_news_is_the_news_made_afresh(edits: list[Any]) -> None:
         watch.observe(snap)
         readings = watch._hosts[HOST].readings
         assert watch._fence_news(snap, readings) == watch._fence_news_afresh(snap, readings)
+
+
+_card_state = st.tuples(
+    st.sampled_from([(), ((1000, "alice"),), ((1001, None), (1002, "bob"))]),  # processes
+    st.sampled_from([None, 0, 2048]),  # memory in use
+    st.sampled_from([None, 0, 90]),  # utilisation
+    st.sampled_from(["ok", "ok", "lost"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_card_state, min_size=1, max_size=3), min_size=1, max_size=12))
+def test_kept_kinds_of_a_hosts_card_problems_are_made_afresh(samples: list[Any]) -> None:
+    """``HostWatch`` keeps what placement reads of a host's card problems (their kinds)
+    with them: after every sample they are the kinds made afresh, and the slots are
+    marked for a rebuild exactly when those kinds changed."""
+    watch = HostWatch({HOST: "default"}, lambda _: None)
+    before: dict[str, frozenset[str]] = {}
+    for seq, cards in enumerate(samples, 1):
+        gpus = tuple(
+            GpuSample(
+                index=i,
+                uuid=_uuid(i),
+                state=state,
+                util_gpu=util,
+                mem_used_mib=mem,
+                processes=tuple(
+                    ProcessSample(pid=100 + n, uid=uid, user=user, command="python")
+                    for n, (uid, user) in enumerate(procs)
+                ),
+            )
+            for i, (procs, mem, util, state) in enumerate(cards)
+        )
+        hello = _hello(tuple(MODELS[0] for _ in gpus))
+        snap = HostSnapshot(
+            name=HOST,
+            address=HOST,
+            status=HostStatus.LIVE,
+            hello=hello,
+            sample=Sample(seq=seq, gpus=gpus),
+        )
+        watch.slots()  # built: a change marks them again
+        watch.observe(snap)
+        host = watch._hosts[HOST]
+        afresh = {u: frozenset(p.kind for p in found) for u, found in host.problems.items()}
+        assert host.kinds == afresh
+        if afresh != before:
+            assert watch._dirty
+        before = afresh
+
+
+def test_a_mig_cards_slices_have_their_own_problems() -> None:
+    """The card walk looks at a card's slices only when it has any: a slice with a
+    process nobody was given it for is rogue on its own, the card with it."""
+    from gputui.scheduler.head.watch.cards import of_host
+    from gputui.wire.mig import MigSample
+
+    proc = ProcessSample(pid=4242, uid=1000, user="alice", command="python")
+    card = GpuSample(
+        index=0,
+        uuid=_uuid(0),
+        processes=(proc,),
+        mig=(MigSample(index=0, uuid="MIG-a", pids=(4242,)), MigSample(index=1, uuid="MIG-b")),
+    )
+    plain = GpuSample(index=1, uuid=_uuid(1))
+    found = of_host(Sample(seq=1, gpus=(card, plain)), [], ())
+    assert {u: [p.kind for p in f] for u, f in found.items()} == {
+        _uuid(0): ["rogue"],
+        "MIG-a": ["rogue"],
+    }

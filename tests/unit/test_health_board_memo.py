@@ -6,6 +6,7 @@ readings do. (The head's health board was ~35% of its CPU per sample before.)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from test_health_board import NOW, gpu, snap
 from gputui.config.models import HealthThresholds
 from gputui.health import board as board_module
 from gputui.health.board import HealthBoard
+from gputui.health.finding import Finding
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import NvLinkSample, ProcessSample
 
@@ -208,7 +210,178 @@ def test_a_host_naming_new_uuids_every_sample_does_not_grow_the_board(
             for i in range(cards)
         ]
         board.observe(snap(*gpus, at=NOW + n), NOW + n)
-    held = [board._health, board._slow_minutes, board._links, board._checked]
+    held = [
+        board._health,
+        board._facts,
+        board._slow_minutes,
+        board._links,
+        board._checked,
+        board._checked_before,
+    ]
     assert all(sum(len(per) for per in m.values()) <= cards for m in held), held
     board.forget("h1")
     assert not any(m for m in held)
+
+
+# A health reading now and then, plain samples in between: each reading changes a
+# health field or two of the last (or none), and the moving readings move on every
+# sample.
+_health_change = st.sampled_from(sorted(_HEALTH)).flatmap(
+    lambda name: st.tuples(st.just(name), _HEALTH[name])
+)
+_reading_step = st.tuples(
+    st.booleans(),  # a health reading
+    st.lists(_health_change, max_size=1),
+    st.none() | st.fixed_dictionaries({name: _READINGS[name] for name in _MOVING}),
+    st.none() | st.sampled_from([{}, {"fan_pct": "NotSupported"}, {"nvlinks": "NotSupported"}]),
+)
+"""(a health reading, its changes, the moving readings and the errors (None: as
+before))."""
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_reading_step, min_size=2, max_size=25), st.booleans())
+def test_answers_kept_for_both_kinds_of_sample_are_the_answers(
+    steps: list[Any], expect_persistence: bool
+) -> None:
+    """A card's answers are kept for its health-reading samples and for its plain
+    ones (each kind asks for its own again after the other's), and a health reading
+    counts only by what the checks read of it: whatever the readings do, the board
+    that keeps them agrees with the one that runs every check each time."""
+    thresholds = HealthThresholds(expect_persistence=expect_persistence)
+    kept = HealthBoard(thresholds, {"h1": None})
+    every = HealthBoard(thresholds, {"h1": None})
+    now = NOW
+    health: dict[str, Any] = {}
+    readings: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for reading, changes, moving, failed in steps:
+        if reading:
+            health = {**health, **dict(changes)}
+        readings = readings if moving is None else moving
+        errors = errors if failed is None else failed
+        one = _snap(
+            [{**readings, **health, "health_read": reading, "errors": errors, "state": "ok"}],
+            now,
+            HostStatus.LIVE,
+        )
+        kept.observe(one, now)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(board_module, "gpu_findings_key", lambda *_, **__: object())
+            every.observe(one, now)
+        assert _everything(kept) == _everything(every)
+        now += 1
+
+
+def test_a_cards_checks_do_not_run_again_as_health_readings_and_samples_alternate() -> None:
+    """A busy card: a health reading every tenth sample, its utilisation and power moving
+    in each (the health fields the same): after the first reading and the first plain
+    sample after it, the checks never run again."""
+    board = HealthBoard(HealthThresholds(), {"h1": None})
+    runs = []
+    real = board_module.gpu_findings
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(args[1].health_read)
+        return real(*args, **kwargs)
+
+    health = {"remap_pending": False, "retired_pending": False, "pcie_replays": 0}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(board_module, "gpu_findings", counted)
+        for n in range(40):
+            reading = n % 10 == 0
+            fields = {"util_gpu": 80 + n % 7, "power_w": 300.0 + n, "processes": (_PROC,)}
+            if reading:
+                fields.update(health, health_read=True, errors={"fan_pct": "NotSupported"})
+            board.observe(snap(gpu(**fields), at=NOW + n), NOW + n)
+    assert runs == [True, False]
+
+
+_HEALTH_VALUES: dict[str, list[Any]] = {
+    "remap_pending": [None, False, True],
+    "remap_failed": [None, False, True],
+    "remapped_uncorrectable": [None, 0, 3],
+    "retired_pending": [None, False, True],
+    "retired_dbe": [None, 0, 500],
+    "persistence": [None, True, False],
+    "pcie_replays": [None, 0, 10_001],
+    "fabric_state": [None, "not-started", "completed"],
+    "fabric_status": [None, "NVML_ERROR_UNKNOWN"],
+    "nvlinks": [None, _links(0, True), _links(0, False)],
+    "errors": [{}, {"nvlinks": "NotSupported"}, {"remap_pending": "NotSupported"}],
+}
+"""Values either side of where a check decides; ``errors``: a health reading's own
+(the plain samples between have none)."""
+
+
+@pytest.mark.parametrize("name", sorted(_HEALTH_VALUES))
+def test_each_health_field_the_checks_read_makes_them_run_again(name: str) -> None:
+    """Two health readings that differ in one field only (the moving readings and the
+    rest the same), a plain sample after each: the kept answers are every check's,
+    for each field the checks read and each change of it."""
+    values = _HEALTH_VALUES[name]
+    base: dict[str, Any] = {  # what the field counts for only beside
+        "fabric_status": {"fabric_state": "completed"},
+        "remapped_uncorrectable": {"remap_pending": True},
+    }.get(name, {})
+    thresholds = HealthThresholds(expect_persistence=True)
+    for before in values:
+        for after in values:
+            kept = HealthBoard(thresholds, {"h1": None})
+            every = HealthBoard(thresholds, {"h1": None})
+            now = NOW
+            for value in (before, after):
+                for reading in (True, False):
+                    fields = {"errors": {}, **base, "health_read": reading, "state": "ok"}
+                    if reading or name != "errors":
+                        fields[name] = value
+                    one = _snap([fields], now, HostStatus.LIVE)
+                    kept.observe(one, now)
+                    with pytest.MonkeyPatch.context() as patch:
+                        patch.setattr(board_module, "gpu_findings_key", lambda *_, **__: object())
+                        every.observe(one, now)
+                    assert _everything(kept) == _everything(every), (before, after, reading)
+                    now += 1
+
+
+_outside_finding = st.builds(
+    Finding,
+    code=st.sampled_from(["orphan-memory", "rogue-process", "fenced"]),
+    severity=st.sampled_from(["crit", "warn", "info"]),
+    host=st.sampled_from(["h1", "h2"]),
+    gpu=st.none() | st.integers(0, 1),
+    title=st.just("t"),
+    meaning=st.just("m"),
+    action=st.just("a"),
+    subject=st.sampled_from(["", "4242"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_start, min_size=1, max_size=2),
+    st.lists(_outside_finding, max_size=6),
+    st.booleans(),
+)
+def test_the_count_is_the_ranked_lists_keys(
+    start: list[dict[str, Any]], outside: list[Finding], stale: bool
+) -> None:
+    """``count`` (what the head counts each tick) is how many problems ``problems``
+    lists, the head's findings of a host's own keys among them."""
+    board = HealthBoard(HealthThresholds(), {"h1": None})
+    status = HostStatus.STALE if stale else HostStatus.LIVE
+    board.observe(_snap([dict(g) for g in start], NOW, status), NOW)
+    board.set_outside(outside, NOW)
+    assert board.count() == len({p.key for p in board.problems()})
+    assert board.count() == len(board.problems())
+
+
+@given(_outside_finding)
+def test_a_findings_key_is_made_from_its_fields(finding: Finding) -> None:
+    """The key made with the finding is its host, GPU, code and subject, also after a
+    copy that changes one of them."""
+    gpu = "" if finding.gpu is None else finding.gpu
+    where = f"{finding.host}:{gpu}:{finding.code}"
+    assert finding.key == (f"{where}:{finding.subject}" if finding.subject else where)
+    moved = replace(finding, gpu=None if finding.gpu is not None else 3, subject="9")
+    assert moved.key == f"{finding.host}:{'' if finding.gpu is not None else 3}:{finding.code}:9"

@@ -106,6 +106,8 @@ def of_host(
         found = of_gpu(gpu, by_uuid.get(gpu.uuid, ()), exempt_users)
         if found:
             out[gpu.uuid] = found
+        if not gpu.mig:
+            continue
         for piece in slice_samples(gpu):  # a MIG slice: its card's health, its own processes
             found = of_gpu(piece, by_uuid.get(gpu.uuid, ()), exempt_users)
             if found:

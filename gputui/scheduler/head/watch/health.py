@@ -215,8 +215,9 @@ class HeadHealth:
             if finding is not None:
                 found.append(finding)
         self.board.set_outside([f for f in found if f.host in self.hosts], now)
-        # The hosts' own problems come in between refreshes (``observe``): counted here.
-        count = len({p.key for p in self.board.problems()})
+        # The hosts' own problems come in between refreshes (``observe``): counted here
+        # (``write``, next in the same batch, drops the acknowledgements that changed).
+        count = self.board.count()
         changed = idle_claims != self.idle_claims or count != self.board_problems
         self.idle_claims, self.board_problems = idle_claims, count
         return changed

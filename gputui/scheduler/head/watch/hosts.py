@@ -58,6 +58,9 @@ class _Host:
     """The latest health reading of each of its GPUs (the fences judge those)."""
     problems: dict[str, tuple[CardProblem, ...]] = field(default_factory=dict)
     """What is wrong with each of its cards that has anything (``cards``)."""
+    kinds: dict[str, frozenset[str]] = field(default_factory=dict)
+    """``_kinds(problems)``: what placement reads of them (kept with them, not made
+    again to compare with the next sample's)."""
     inventory_as: tuple[object, int] | None = None
     """(hello, inventory generation) last found to match the stored inventory: the
     same hello against the same inventory needs no new look (``observe``)."""
@@ -342,9 +345,10 @@ class HostWatch:
                 host.sample, host.samples = snap.sample, host.samples + 1
                 host.readings.take(snap.sample)
             problems = cards.of_host(snap.sample, findings, self._exempt)
-            if _kinds(problems) != _kinds(host.problems):
+            kinds = _kinds(problems)
+            if kinds != host.kinds:
                 changed = True
-            host.problems = problems
+            host.problems, host.kinds = problems, kinds
             if live:
                 news = self._fence_news(snap, host.readings)
                 if news is not None:

@@ -21,6 +21,7 @@ from gputui.scheduler.policy.accounting import OpenHolder
 from gputui.scheduler.policy.meter import Holder, Meter, Metered, Reading, slice_readings
 from gputui.scheduler.store.api import Store, StoreFailure
 from gputui.telemetry import HostSnapshot
+from gputui.wire.messages import GpuInfo
 
 log = logging.getLogger("gputui.scheduler.head.daemon")
 
@@ -76,7 +77,7 @@ class HeadMeter:
         if sample is None:
             return
         readings = []
-        infos = {g.uuid: g for g in snap.hello.gpus} if snap.hello is not None else {}
+        infos: dict[str, GpuInfo] | None = None  # made for the first MIG card only
         for gpu in sample.gpus:
             if gpu.state == "lost":
                 self.meter.forget(gpu.uuid)
@@ -85,6 +86,8 @@ class HeadMeter:
                 continue
             readings.append(Reading(gpu.uuid, gpu.util_gpu, gpu.power_w, gpu.util_mem))
             if gpu.mig:  # MIG slices: each its share of the card's power (no NVML reading)
+                if infos is None:
+                    infos = {g.uuid: g for g in snap.hello.gpus} if snap.hello is not None else {}
                 info = infos.get(gpu.uuid)
                 profiles = {m.uuid: m.profile for m in info.mig} if info is not None else {}
                 model = info.name if info is not None else ""
