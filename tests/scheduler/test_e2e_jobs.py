@@ -45,8 +45,9 @@ from gputui.scheduler.store.sqlstore import SqlStore
 SIM = "4xa100-80gb,name=sim01"
 
 
-async def until(check: Callable[[], Awaitable[Any]], timeout: float = 20.0) -> Any:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` s."""
+async def until(check: Callable[[], Awaitable[Any]], timeout: float = 45.0) -> Any:
+    """Poll ``check`` until it returns something truthy; fail after ``timeout`` s (the
+    hosts are simulated over SSH on a machine the whole suite shares: generous)."""
     deadline = time.monotonic() + timeout
     while True:
         value = await check()

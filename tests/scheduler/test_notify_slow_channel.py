@@ -18,8 +18,9 @@ TOKEN = "dtTOKEN0123456789"
 
 
 class DripServer:
-    """Accepts HTTP requests and answers each a byte every 0.1 s, forever (until
-    closed); counts the connections."""
+    """Accepts HTTP requests and answers each a byte every 0.05 s, forever (until
+    closed); counts the connections. (Forty bytes a send's wait of 2 s: a loaded
+    machine may stall this thread a while, never that long.)"""
 
     def __init__(self) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -42,7 +43,7 @@ class DripServer:
     def _drip(self, conn: socket.socket) -> None:
         with conn:
             conn.recv(65536)
-            while not self._stop.wait(0.1):
+            while not self._stop.wait(0.05):
                 try:
                     conn.sendall(b"H")
                 except OSError:
@@ -61,7 +62,7 @@ def test_a_dripping_server_holds_one_thread_and_never_the_others_notices(
         with ChatServer() as chat:
             team = TeamChannel(name="lab", url=f"{chat.base}/robot/send?access_token={TOKEN}")
             config = NotifyConfig(
-                channels=[team], senders=1, tries=20, timeout_s=0.5, backoff_s=0.01,
+                channels=[team], senders=1, tries=20, timeout_s=2.0, backoff_s=0.01,
                 backoff_max_s=0.05, user_private=True,  # the stand-ins are on loopback
             )  # fmt: skip
             with (
@@ -99,7 +100,7 @@ def test_a_users_channels_on_one_slow_server_hold_one_thread_between_them(
         with ChatServer() as chat:
             team = TeamChannel(name="lab", url=f"{chat.base}/robot/send?access_token={TOKEN}")
             config = NotifyConfig(
-                channels=[team], senders=1, tries=20, timeout_s=0.5, backoff_s=0.01,
+                channels=[team], senders=1, tries=20, timeout_s=2.0, backoff_s=0.01,
                 backoff_max_s=0.05, user_private=True,  # the stand-ins are on loopback
             )  # fmt: skip
             with (
