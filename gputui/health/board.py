@@ -24,6 +24,7 @@ from gputui.health.problems import (
     gpu_findings,
     gpu_findings_key,
     host_findings,
+    orphan_memory,
     sorted_checks,
 )
 from gputui.health.staleness import snapshot_is_stale
@@ -79,6 +80,9 @@ class _Checked:
     findings: list[Finding]
     unknown: list[tuple[int, str, str]]
     not_applicable: list[tuple[int, str]]
+    orphan: bool = False
+    """Whether one of ``findings`` is memory held with no process: the key holds that
+    it is, not how much (which moves every sample), so that one is made again."""
 
 
 @dataclass(slots=True)
@@ -357,9 +361,16 @@ class HealthBoard:
                             findings,
                             [(index, check, why) for check, why in gaps],
                             [(index, check) for check in moot],
+                            any(f.code == "orphan-memory" for f in findings),
                         )
                 kept[gpu.uuid] = known
-                out += known.findings
+                if known.orphan:  # its figure moves every sample: made again alone
+                    out += [
+                        orphan_memory(snap.name, gpu) if f.code == "orphan-memory" else f
+                        for f in known.findings
+                    ]
+                else:
+                    out += known.findings
                 unknown += known.unknown
                 not_applicable += known.not_applicable
             for held in (healths, facts, slows, links):  # (kept, kept_before: the same)

@@ -156,19 +156,23 @@ def gpu_findings(
             )
         )
     if holds_memory_without_process(gpu):
-        out.append(
-            _f(
-                "orphan-memory",
-                "warn",
-                host,
-                gpu,
-                w.ORPHAN_MEMORY.format(mib=gpu.mem_used_mib),
-                N_("a stuck or zombie context, or a process in a namespace the helper cannot see"),
-                N_("see what holds /dev/nvidia* (fuser -v); force-free or reset the GPU"),
-                f"{gpu.mem_used_mib} MiB",
-            )
-        )
+        out.append(orphan_memory(host, gpu))
     return out
+
+
+def orphan_memory(host: str, gpu: GpuSample) -> Finding:
+    """Memory held with no process: its figure is this sample's (``gpu_findings``
+    makes it, and a caller that kept a card's other answers makes it again alone)."""
+    return _f(
+        "orphan-memory",
+        "warn",
+        host,
+        gpu,
+        w.ORPHAN_MEMORY.format(mib=gpu.mem_used_mib),
+        N_("a stuck or zombie context, or a process in a namespace the helper cannot see"),
+        N_("see what holds /dev/nvidia* (fuser -v); force-free or reset the GPU"),
+        f"{gpu.mem_used_mib} MiB",
+    )
 
 
 def gpu_findings_key(
@@ -204,8 +208,7 @@ def gpu_findings_key(
         _read_as_is(gpu),
         temp if near else None,
         (gpu.util_gpu or 0) > thresholds.pcie_load_pct,
-        gpu.mem_used_mib if orphan else None,
-        orphan,
+        orphan,  # (its figure is not: ``orphan_memory`` is made again each sample)
         health_facts if health_facts is not None or health is None else facts_of(health),
         info,
         thresholds,

@@ -188,6 +188,28 @@ def test_a_busy_gpus_moving_readings_reuse_its_answers() -> None:
     assert [f.code for f in board.findings_of("h1")] == ["near-slowdown"]
 
 
+def test_memory_held_with_no_process_shows_each_samples_figure_without_the_checks() -> None:
+    """A stuck context's memory moves (the render benchmark moves it every second on
+    every card): the checks are not run again for it, and the one finding that shows
+    the figure is made again, with this sample's."""
+    board = HealthBoard(HealthThresholds(), {"h1": None})
+    uuid = "GPU-0000aaaa-0000-0000-0000-000000000000"
+    board.observe(snap(gpu(mem_used_mib=20_480)), NOW)
+    before = board._checked["h1"][uuid]
+    board.observe(snap(gpu(mem_used_mib=30_000), at=NOW + 1), NOW + 1)
+    assert board._checked["h1"][uuid] is before
+    (held,) = [f for f in board.findings_of("h1") if f.code == "orphan-memory"]
+    assert "30000 MiB" in held.title and held.detail == "30000 MiB"
+    _both(
+        [
+            {"mem_used_mib": m, "state": "ok", "processes": (), "health_read": False}
+            for m in (20_480, 30_000, 30_000, 1_500, 61_440, 0)
+        ],
+        1,
+        HealthThresholds(),
+    )
+
+
 @settings(max_examples=20, deadline=None)
 @given(st.integers(2, 40), st.integers(1, 4))
 def test_a_host_naming_new_uuids_every_sample_does_not_grow_the_board(
