@@ -106,14 +106,9 @@ def _ui_lang(hosts_file: str | None) -> str | None:
 
 
 @contextmanager
-def _reached(
-    args: argparse.Namespace, given: SessionBackend | None, early: SlurmBackend | None = None
-) -> Iterator[SessionBackend]:
+def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator[SessionBackend]:
     if given is not None:
         yield given
-        return
-    if early is not None:  # the bare ``queue`` on Slurm: its listing already runs
-        yield cast("SessionBackend", early)
         return
     if args.socket is None:
         slurm = slurm_backend(args.hosts)
@@ -145,6 +140,8 @@ def main(
     # hosts.yaml's ui.lang for what parsing may say (--help, a usage error): read
     # only if something is looked up, from the --hosts given before the verb.
     i18n.configure_later(lambda: _ui_lang(hosts_named(argv)))
+    if backend is None and early is not None:  # a bare ``queue``'s listing already runs
+        backend = cast("SessionBackend", early)
     front = parser(only_verb(argv))  # the verb's own parser: the others cost 10 ms
     args, extra = front.parse_known_args(list(argv))
     if extra:
@@ -159,7 +156,7 @@ def main(
         front.error(_("unrecognized arguments: {args}").format(args=" ".join(extra)))
     i18n.configure_later(lambda: _ui_lang(args.hosts))
     try:
-        with _reached(args, backend, early) as scheduler:
+        with _reached(args, backend) as scheduler:
             needs = VERBS[args.verb].needs
             if args.verb == "run" and scheduler.supports("srun"):
                 needs = ("srun",)  # Slurm runs it: srun, in an allocation of its own
