@@ -14,15 +14,13 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gputui.cli import qformat
 from gputui.cli.args import EXIT_OK, EXIT_REFUSED, command_of, said
 from gputui.cli.flagged import flags_table
 from gputui.cli.layout import pad, terminal_width
 from gputui.cli.listing import every_page, known_user, nothing_line
 from gputui.cli.tables import print_json, queue_table, unavailable_table, when
-from gputui.common import jobenv, jobscript
 from gputui.common.arrays import job_label, task_ref
 from gputui.common.durations import coarse_text
 from gputui.common.i18n import N_, _
@@ -30,10 +28,15 @@ from gputui.common.job_words import reason_text, state_text
 from gputui.common.printable import shown
 from gputui.scheduler.client.backend import Answer, SyncBackend
 from gputui.scheduler.client.errors import HeadError
-from gputui.wire.words import told_text
+
+if TYPE_CHECKING:  # the submitting verbs' and -o's own modules load when they run
+    from gputui.cli import qformat
+    from gputui.common import jobenv
 
 
 def submit(backend: SyncBackend, a: argparse.Namespace) -> int:
+    from gputui.common import jobscript
+
     cmd = list(a.command)
     script: jobscript.Script | None = None
     if cmd and cmd[0] != "--" and os.path.isfile(cmd[0]):
@@ -81,6 +84,8 @@ def job_setup(o: dict[str, Any], cwd: str) -> jobenv.JobSetup:
     """``--env``, ``--export``, ``--conda``, ``--venv``, ``--image``, ``--runtime`` (from
     the command line or the script's directives) checked (a usage error in one line),
     the environment taken from this process's."""
+    from gputui.common import jobenv
+
     try:
         return jobenv.setup(
             env=o.get("env"),
@@ -110,6 +115,8 @@ def queue(backend: SyncBackend, a: argparse.Namespace) -> int:
         return EXIT_OK
     now, width = time.time(), terminal_width()
     if parts is not None:
+        from gputui.cli import qformat
+
         for line in qformat.lines(parts, items, now):
             print(line)
         return EXIT_OK
@@ -127,6 +134,8 @@ def _format(a: argparse.Namespace) -> list[qformat.Part] | None:
     spec = getattr(a, "format", None)
     if spec is None:
         return None
+    from gputui.cli import qformat
+
     if a.json:
         raise HeadError("usage", _("give --json or --format, not both"))
     try:
@@ -255,6 +264,8 @@ def _action(backend: SyncBackend, a: argparse.Namespace) -> Callable[[int], Answ
 
 def act(backend: SyncBackend, a: argparse.Namespace) -> int:
     """One line a job; a refusal of one does not stop the others (exit 1 after)."""
+    from gputui.wire.words import told_text
+
     ask = _action(backend, a)
     code = EXIT_OK
     for target in a.job:

@@ -14,9 +14,7 @@ Stdlib only: a scheduler verb must stay light.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import textwrap
 import unicodedata
 from collections.abc import Mapping, Sequence
 
@@ -35,7 +33,10 @@ def terminal_width() -> int | None:
             return None
     except (AttributeError, ValueError):  # no stdout, or a closed one
         return None
-    columns = shutil.get_terminal_size((80, 24)).columns
+    try:
+        columns = os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError):
+        return 80
     return columns if MIN_WIDTH <= columns <= MAX_WIDTH else 80
 
 
@@ -170,6 +171,8 @@ def wrap(text: str, width: int | None, indent: int) -> list[str]:
     (None: one line, as it is)."""
     if width is None or cells(text) <= width:
         return [text]
+    import textwrap  # only a line too long for the terminal needs it
+
     hang = " " * min(indent, width // 2)
     lines = textwrap.wrap(
         text, width, subsequent_indent=hang, break_long_words=True, break_on_hyphens=False

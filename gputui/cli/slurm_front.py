@@ -50,7 +50,7 @@ def early_queue(argv: Sequence[str]) -> SlurmBackend | None:
     try:
         slurm = slurm_backend(hosts_named(args))
         if slurm is not None:
-            slurm.prefetch_queue(all=False, user=None)
+            slurm.prefetch_queue(all=False, user=None, table=True)
     except HeadError:
         return None
     return slurm

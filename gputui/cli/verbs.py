@@ -114,7 +114,8 @@ def _reached(args: argparse.Namespace, given: SessionBackend | None) -> Iterator
         slurm = slurm_backend(args.hosts)
         if slurm is not None:
             if args.verb == "queue":  # the listing runs while the verb's code loads
-                slurm.prefetch_queue(all=args.all, user=args.user)
+                table = not args.json and getattr(args, "format", None) is None
+                slurm.prefetch_queue(all=args.all, user=args.user, table=table)
             # The verbs check each capability they use first (``require``): none of a
             # session's own (claims held for a process's life) is asked of Slurm.
             yield cast("SessionBackend", slurm)

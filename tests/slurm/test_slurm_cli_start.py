@@ -34,6 +34,7 @@ seen = {}
 def hook(event, args):
     if event == "subprocess.Popen" and "squeue" in str(args[1]) and "squeue" not in seen:
         seen["squeue"] = sorted(sys.modules)
+        seen["argv"] = [str(a) for a in args[1]]
 
 sys.addaudithook(hook)
 atexit.register(lambda: open(out, "w").write(json.dumps({**seen, "end": sorted(sys.modules)})))
@@ -51,7 +52,7 @@ def test_gputui_queue_on_slurm_loads_the_verbs_modules_only_and_asks_slurm_first
     os.chmod(hosts, 0o644)
     out = tmp_path / "modules.json"
 
-    def queue(*args: str) -> dict[str, list[str]]:
+    def queue(*args: str, listed_here: bool = True) -> dict[str, list[str]]:
         done = subprocess.run(
             [sys.executable, "-c", _WATCHED, str(out), "--hosts", str(hosts), "queue", *args],
             env={**os.environ, **slurm.env},
@@ -62,8 +63,11 @@ def test_gputui_queue_on_slurm_loads_the_verbs_modules_only_and_asks_slurm_first
             check=False,
         )
         assert done.returncode == 0, done.stderr[-2000:]
-        listed = [line.split()[:1] for line in done.stdout.splitlines()]
-        assert [str(job)] in listed, done.stdout
+        if listed_here:
+            listed = [line.split()[:1] for line in done.stdout.splitlines()]
+            assert [str(job)] in listed, done.stdout
+        else:
+            assert [j["id"] for j in json.loads(done.stdout)] == [job]
         seen: dict[str, list[str]] = json.loads(out.read_text())
         return seen
 
@@ -86,3 +90,10 @@ def test_gputui_queue_on_slurm_loads_the_verbs_modules_only_and_asks_slurm_first
     assert "argparse" not in again  # nor the verbs' command line
     # With options, the parser first, then the same listing.
     assert "yaml" not in set(queue("--all")["squeue"])
+    # The table asks Slurm only for what it shows (no group name looked up for each
+    # job); ``--json`` gives every field.
+    fmt = seen["argv"][-1]
+    assert "%u" in fmt and "%j" in fmt and "%g" not in fmt and "%k" not in fmt
+    assert "%g" not in queue("--all")["argv"][-1]
+    whole = queue("--json", listed_here=False)["argv"][-1]
+    assert "%g" in whole and "%k" in whole

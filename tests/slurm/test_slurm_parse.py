@@ -10,11 +10,13 @@ after Slurm's documented ``scontrol show job`` of 23.02 and later (``ReqTRES``/
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gputui.cli.tables import queue_table
 from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.client.slurm import accounting, parse
 from gputui.scheduler.client.slurm.backend import (
@@ -94,6 +96,40 @@ def test_any_text_in_any_field_reads_back_whole_and_in_its_column(
     parsed = parse.split_records(out, markers, KEYS)
     assert parsed.dropped == 0
     assert parsed.rows == rows
+
+
+STAMP = st.one_of(
+    st.sampled_from(["N/A", "Unknown", ""]),
+    st.integers(1_700_000_000, 1_800_000_000).map(
+        lambda t: time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+    ),
+)
+SQUEUE_ROW = st.fixed_dictionaries(
+    {
+        **dict.fromkeys(KEYS, HOSTILE),
+        "id": st.integers(1, 2**32 - 1).map(str) | HOSTILE,
+        "display_id": st.sampled_from(["", "7_1", "7_[2-9]"]) | st.integers(1, 99).map(str),
+        "state": st.sampled_from(["PENDING", "RUNNING", "COMPLETED", "CANCELLED by 0", ""]),
+        "tres": st.sampled_from(["gres/gpu:2", "gres:gpu:a100:1", "N/A", "cpu=1,gres/gpu=4"]),
+        "nodes": st.sampled_from(["1", "2", "0", "x"]),
+        "started": STAMP,
+        "ended": STAMP,
+    }
+)
+
+
+@given(st.lists(SQUEUE_ROW, max_size=6), st.integers(40, 200))
+def test_the_table_from_its_own_fields_is_the_table_from_every_field(
+    rows: list[dict[str, str]], width: int
+) -> None:
+    """A bare ``gputui queue`` asks ``squeue`` only for what its table shows
+    (``parse.TABLE_KEYS``): the table must be the one every field would give."""
+    assert set(parse.TABLE_KEYS) < set(KEYS)
+    assert [k for k, _ in parse.table_fields()] == [k for k in KEYS if k in parse.TABLE_KEYS]
+    full = [v for r in rows if (v := parse.job_view(r, {}))]
+    own = [v for r in rows if (v := parse.job_view({k: r[k] for k in parse.TABLE_KEYS}, {}))]
+    now = 1_750_000_000.0
+    assert queue_table(own, now, None, width) == queue_table(full, now, None, width)
 
 
 @given(st.lists(st.fixed_dictionaries(dict.fromkeys(KEYS, HOSTILE)), min_size=1, max_size=4))

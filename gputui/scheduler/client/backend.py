@@ -18,15 +18,16 @@ so nothing fails half-way (a ``gputui run`` never claims GPUs it could not relea
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from gputui.common.i18n import N_, _
-from gputui.common.jobenv import JobSetup
 from gputui.scheduler.client.errors import HeadError
 
 if TYPE_CHECKING:
+    import socket
+
+    from gputui.common.jobenv import JobSetup
     from gputui.scheduler.client.terminal import TerminalLink
 
 Answer = dict[str, Any]

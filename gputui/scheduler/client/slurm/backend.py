@@ -104,8 +104,11 @@ class SlurmBackend:
         self.nodes = dict(nodes or {})
         self.pools = {partition: pool for pool, partition in self.partitions.items()}
         self.dropped = 0
-        self._prefetched: tuple[tuple[str, ...], parse.Markers, Any] | None = None
         """Records of Slurm's output dropped as malformed (hostile text), so far."""
+        self._prefetched: (
+            tuple[tuple[str, ...], parse.Markers, tuple[tuple[str, str], ...], Any] | None
+        ) = None
+        """``prefetch_queue``'s listing, started: its arguments, markers, fields, process."""
 
     @property
     def name(self) -> str:
@@ -132,33 +135,38 @@ class SlurmBackend:
 
     # -- reading the queue ---------------------------------------------------------------
 
-    def prefetch_queue(self, *, all: bool = False, user: str | None = None) -> None:
+    def prefetch_queue(
+        self, *, all: bool = False, user: str | None = None, table: bool = False
+    ) -> None:
         """Start the ``squeue`` that ``queue(all=, user=)`` will read, now: it runs while
-        the rest of the verb loads (``gputui queue``)."""
+        the rest of the verb loads (``gputui queue``). ``table``: the listing is only
+        for the queue's table, so only its fields are asked for (``parse.TABLE_KEYS``;
+        the views hold None for the rest)."""
         extra = self._queue_args(all, user)
+        fields = parse.table_fields() if table else parse.JOB_FIELDS
         markers = parse.Markers()
-        fmt = markers.format(letter for _, letter in parse.JOB_FIELDS)
-        proc = self.runner.start("squeue", "--noheader", *extra, "-o", fmt)
-        self._prefetched = (extra, markers, proc)
+        proc = self.runner.start("squeue", "--noheader", *extra, "-o", _format(markers, fields))
+        self._prefetched = (extra, markers, fields, proc)
 
-    def _squeue(self, *extra: str) -> list[dict[str, Any]]:
-        keys = [key for key, _ in parse.JOB_FIELDS]
+    def _squeue(self, *extra: str, prefetched_ok: bool = False) -> list[dict[str, Any]]:
+        """``squeue``'s jobs (``extra``: its selection) as views, by id. ``prefetched_ok``:
+        a listing ``prefetch_queue`` started for the same selection is the answer (only
+        ``queue`` reads it: its views may hold the table's fields only)."""
         prefetched, self._prefetched = self._prefetched, None
-        if prefetched is not None and prefetched[0] == extra:
-            markers = prefetched[1]
-            done = self.runner.finish(prefetched[2], "squeue", timeout_s=self.runner.timeout_s)
+        if prefetched is not None and prefetched_ok and prefetched[0] == extra:
+            _extra, markers, fields, proc = prefetched
+            done = self.runner.finish(proc, "squeue", timeout_s=self.runner.timeout_s)
         else:
             if prefetched is not None:  # asked for another listing: that one is not read
-                prefetched[2].kill()
-                prefetched[2].communicate()
-            markers = parse.Markers()
-            fmt = markers.format(letter for _, letter in parse.JOB_FIELDS)
-            done = self.runner.run("squeue", "--noheader", *extra, "-o", fmt)
+                prefetched[3].kill()
+                prefetched[3].communicate()
+            markers, fields = parse.Markers(), parse.JOB_FIELDS
+            done = self.runner.run("squeue", "--noheader", *extra, "-o", _format(markers, fields))
         if done.code != 0:
             if "invalid job id" in done.err.lower():
                 return []
             raise HeadError(code_of(done.err), f"squeue: {said('squeue', done.err)}")
-        parsed = parse.split_records(done.out, markers, keys)
+        parsed = parse.split_records(done.out, markers, [key for key, _ in fields])
         self.dropped += parsed.dropped
         views = [parse.job_view(row, self.pools) for row in parsed.rows]
         return sorted((v for v in views if v is not None), key=lambda v: int(v["id"]))
@@ -172,7 +180,7 @@ class SlurmBackend:
         after: int | None = None,
         timeout: float | None = None,
     ) -> Answer:
-        jobs = self._squeue(*self._queue_args(all, user))
+        jobs = self._squeue(*self._queue_args(all, user), prefetched_ok=True)
         answer: Answer = _page("jobs", jobs, limit, after)
         if self.dropped:
             answer["dropped"] = self.dropped
@@ -850,6 +858,11 @@ class SlurmBackend:
         from gputui.scheduler.client.backend import Unsupported
 
         raise Unsupported(self.name, "subscribe")
+
+
+def _format(markers: parse.Markers, fields: Sequence[tuple[str, str]]) -> str:
+    """``squeue -o``'s format for ``fields`` (key, letter) with ``markers``."""
+    return markers.format(letter for _, letter in fields)
 
 
 def _page(key: str, rows: list[dict[str, Any]], limit: int | None, after: int | None) -> Answer:
