@@ -11,7 +11,7 @@ runs.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -151,9 +151,32 @@ def main(argv: list[str] | None = None) -> int:
     return console.main(args)
 
 
+QUICK_EXIT = frozenset({"queue"})
+"""Verbs whose process ends without Python's teardown (``entry`` only; ``main`` returns
+as usual): a listing holds nothing to clean up (no file, lock or handler left to
+run), and freeing its views and every module one by one took about 15 ms of a
+``gputui queue`` of 2,000 jobs, a command run on every shell prompt."""
+
+
 def entry() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    code = main()
+    if verb_of(sys.argv[1:]) in QUICK_EXIT:
+        _exit_now(code)
+    sys.exit(code)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """What was printed, written out; then the process ends at once (``os._exit``). A
+    reader gone (``gputui queue | head``) is not an error, as in the verbs."""
+
+    import contextlib
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError, ValueError):  # reader gone, stream closed
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,12 @@ def early_queue(argv: Sequence[str]) -> SlurmBackend | None:
     it) on Slurm: the backend with its ``squeue`` already started, before the command
     line is parsed, so the listing runs while the parsers and the verb's code load. Its
     options can only be the defaults. None for anything else, and where hosts.yaml or
-    Slurm says no: the usual path then says it, in its words."""
+    Slurm says no: the usual path then says it, in its words.
+
+    Where Slurm's commands run here (no ``slurm.login``, or ``local``), ``squeue``
+    starts even before the Slurm section's model and the backend load: its command
+    line holds nothing from hosts.yaml. The section is checked right after; a section
+    that is refused stops that ``squeue``."""
     args = list(argv)
     if args[-1:] != ["queue"]:
         return None
@@ -47,12 +52,32 @@ def early_queue(argv: Sequence[str]) -> SlurmBackend | None:
     )
     if not bare:
         return None
+    hosts_file = hosts_named(args)
+    proc = None
     try:
-        slurm = slurm_backend(hosts_named(args))
-        if slurm is not None:
+        from gputui.scheduler.client.place import config_section
+
+        found = config_section(hosts_file, "slurm")
+        if found is None:
+            return None
+        if found[0].get("login", "local") == "local":
+            from gputui.scheduler.client.slurm.fields import Markers, table_fields
+            from gputui.scheduler.client.slurm.runner import Runner
+
+            asked, markers = table_fields(), Markers()
+            proc = Runner().start("squeue", "--noheader", "-o", markers.squeue(asked))
+        slurm = slurm_backend(hosts_file)
+        if slurm is not None and proc is not None and slurm.local:
+            slurm.adopt_listing(markers, asked, proc)
+            proc = None
+        elif slurm is not None:
             slurm.prefetch_queue(all=False, user=None, table=True)
     except HeadError:
         return None
+    finally:
+        if proc is not None:  # the section refused: its listing is not read
+            proc.kill()
+            proc.communicate()
     return slurm
 
 

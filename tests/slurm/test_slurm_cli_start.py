@@ -88,6 +88,10 @@ def test_gputui_queue_on_slurm_loads_the_verbs_modules_only_and_asks_slurm_first
     again = set(queue()["squeue"])
     assert "yaml" not in again
     assert "argparse" not in again  # nor the verbs' command line
+    # Slurm's commands run here: squeue starts before the section's model, the Slurm
+    # backend and its parsers load (its command line holds nothing from hosts.yaml).
+    for later in ("dataclasses", "gputui.config.slurm", "gputui.scheduler.client.slurm.parse"):
+        assert later not in again, later
     # With options, the parser first, then the same listing.
     assert "yaml" not in set(queue("--all")["squeue"])
     # The table asks Slurm only for what it shows (no group name looked up for each
@@ -97,3 +101,46 @@ def test_gputui_queue_on_slurm_loads_the_verbs_modules_only_and_asks_slurm_first
     assert "%g" not in queue("--all")["argv"][-1]
     whole = queue("--json", listed_here=False)["argv"][-1]
     assert "%g" in whole and "%k" in whole
+
+
+_ENDS = """\
+import atexit, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write("torn down"))
+from gputui.entry import entry
+entry()
+"""
+
+
+def test_the_gputui_command_prints_the_whole_queue_and_skips_the_teardown(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """``gputui queue`` as its console script runs it (``entry``): every line written
+    out, and the process ends without Python's teardown (``entry.QUICK_EXIT``)."""
+    jobs = [
+        int(slurm.cmd("sbatch", "--parsable", "-H", "-J", f"held{i}", "--wrap", "true").stdout)
+        for i in range(3)
+    ]
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("slurm:\n  refresh_s: 2\n", encoding="utf-8")
+    marker = tmp_path / "teardown"
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run(
+        [sys.executable, "-c", _ENDS, str(marker), "--hosts", str(hosts), "queue"],
+        env={**buffered, **slurm.env},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:2] == ["JOBID", "USER"]
+    assert [int(line.split()[0]) for line in lines[1:]] == jobs
+    assert not marker.exists()
+    # Any other command ends as Python ends.
+    subprocess.run(
+        [sys.executable, "-c", _ENDS, str(marker), "--version"], check=True, capture_output=True
+    )
+    assert marker.read_text() == "torn down"

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gputui.cli.tables import queue_table
 from gputui.config.slurm import SlurmConfig
-from gputui.scheduler.client.slurm import accounting, parse
+from gputui.scheduler.client.slurm import accounting, fields, parse
 from gputui.scheduler.client.slurm.backend import (
     _page,
     scontrol_detail,
@@ -28,8 +28,8 @@ from gputui.scheduler.client.slurm.backend import (
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
-KEYS = [key for key, _ in parse.JOB_FIELDS]
-CAPTURED = parse.Markers("0123456789abcdef")
+KEYS = [key for key, _ in fields.JOB_FIELDS]
+CAPTURED = fields.Markers("0123456789abcdef")
 
 
 def read(name: str) -> str:
@@ -91,7 +91,7 @@ HOSTILE = st.one_of(
 def test_any_text_in_any_field_reads_back_whole_and_in_its_column(
     rows: list[dict[str, str]],
 ) -> None:
-    markers = parse.Markers()
+    markers = fields.Markers()
     out = "".join(markers.field.join(r[k] for k in KEYS) + markers.record + "\n" for r in rows)
     parsed = parse.split_records(out, markers, KEYS)
     assert parsed.dropped == 0
@@ -123,11 +123,11 @@ def test_the_table_from_its_own_fields_is_the_table_from_every_field(
     rows: list[dict[str, str]], width: int
 ) -> None:
     """A bare ``gputui queue`` asks ``squeue`` only for what its table shows
-    (``parse.TABLE_KEYS``): the table must be the one every field would give."""
-    assert set(parse.TABLE_KEYS) < set(KEYS)
-    assert [k for k, _ in parse.table_fields()] == [k for k in KEYS if k in parse.TABLE_KEYS]
+    (``fields.TABLE_KEYS``): the table must be the one every field would give."""
+    assert set(fields.TABLE_KEYS) < set(KEYS)
+    assert [k for k, _ in fields.table_fields()] == [k for k in KEYS if k in fields.TABLE_KEYS]
     full = [v for r in rows if (v := parse.job_view(r, {}))]
-    own = [v for r in rows if (v := parse.job_view({k: r[k] for k in parse.TABLE_KEYS}, {}))]
+    own = [v for r in rows if (v := parse.job_view({k: r[k] for k in fields.TABLE_KEYS}, {}))]
     now = 1_750_000_000.0
     assert queue_table(own, now, None, width) == queue_table(full, now, None, width)
 
@@ -136,7 +136,7 @@ def test_the_table_from_its_own_fields_is_the_table_from_every_field(
 def test_output_cut_short_drops_the_cut_record_and_shifts_nothing(
     rows: list[dict[str, str]],
 ) -> None:
-    markers = parse.Markers()
+    markers = fields.Markers()
     whole = [markers.field.join(r[k] for k in KEYS) + markers.record + "\n" for r in rows]
     cut = "".join(whole[:-1]) + whole[-1][: len(whole[-1]) // 2]
     parsed = parse.split_records(cut, markers, KEYS)
@@ -198,8 +198,8 @@ def test_any_text_as_a_duration_timestamp_or_exit_is_a_value_or_none(value: str)
 
 
 def test_markers_differ_per_call() -> None:
-    assert parse.Markers().nonce != parse.Markers().nonce
-    assert len(parse.Markers().nonce) == 16 and os.urandom  # 64 random bits a call
+    assert fields.Markers().nonce != fields.Markers().nonce
+    assert len(fields.Markers().nonce) == 16 and os.urandom  # 64 random bits a call
 
 
 def test_sprio_sshare_and_start_read_their_documented_lines() -> None:
@@ -279,7 +279,7 @@ def test_gpu_hours_split_by_day_add_up_and_stay_inside_the_span(
 
 @given(st.lists(st.lists(ANY_TEXT, min_size=8, max_size=8), max_size=5))
 def test_any_sacct_text_is_read_or_dropped(lines: list[list[str]]) -> None:
-    markers = parse.Markers()
+    markers = fields.Markers()
     out = "\n".join(markers.field.join(parts) for parts in lines)
     found, dropped = accounting.allocations(out, markers)
     assert len(found) + dropped <= len(out.splitlines())

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gputui.common.printable import shown
-from gputui.scheduler.client.slurm import parse
+from gputui.scheduler.client.slurm import fields, parse
 
 FIELDS: Final = ("JobIDRaw", "User", "Account", "Partition", "AllocTRES", "Start", "End", "State")
 _GPU = re.compile(r"(?:^|,)gres/gpu=(\d{1,6})(?:,|$)")
@@ -42,7 +42,7 @@ class Allocation:
     """None: still running."""
 
 
-def sacct_argv(since: float, until: float, markers: parse.Markers) -> list[str]:
+def sacct_argv(since: float, until: float, markers: fields.Markers) -> list[str]:
     def stamp(t: float) -> str:
         return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
 
@@ -53,11 +53,11 @@ def sacct_argv(since: float, until: float, markers: parse.Markers) -> list[str]:
     ]  # fmt: skip
 
 
-def allocations(out: str, markers: parse.Markers) -> tuple[list[Allocation], int]:
+def allocations(out: str, markers: fields.Markers) -> tuple[list[Allocation], int]:
     """Each line of ``sacct_argv``'s output that held GPUs; and how many were dropped."""
     found: list[Allocation] = []
     dropped = 0
-    for line in out[: parse.MAX_OUTPUT].splitlines():
+    for line in out[: fields.MAX_OUTPUT].splitlines():
         if not line:
             continue
         parts = line.split(markers.field)

@@ -26,7 +26,7 @@ from gputui.common.mig_profile import PROFILE
 from gputui.common.printable import shown
 from gputui.config.slurm import node_of
 from gputui.scheduler.client.errors import HeadError
-from gputui.scheduler.client.slurm import parse
+from gputui.scheduler.client.slurm import fields, parse
 from gputui.scheduler.client.slurm.runner import Runner, code_of, said
 
 if TYPE_CHECKING:
@@ -105,9 +105,7 @@ class SlurmBackend:
         self.pools = {partition: pool for pool, partition in self.partitions.items()}
         self.dropped = 0
         """Records of Slurm's output dropped as malformed (hostile text), so far."""
-        self._prefetched: (
-            tuple[tuple[str, ...], parse.Markers, tuple[tuple[str, str], ...], Any] | None
-        ) = None
+        self._prefetched: tuple[tuple[str, ...], fields.Markers, fields.Fields, Any] | None = None
         """``prefetch_queue``'s listing, started: its arguments, markers, fields, process."""
 
     @property
@@ -140,13 +138,19 @@ class SlurmBackend:
     ) -> None:
         """Start the ``squeue`` that ``queue(all=, user=)`` will read, now: it runs while
         the rest of the verb loads (``gputui queue``). ``table``: the listing is only
-        for the queue's table, so only its fields are asked for (``parse.TABLE_KEYS``;
+        for the queue's table, so only its fields are asked for (``fields.TABLE_KEYS``;
         the views hold None for the rest)."""
         extra = self._queue_args(all, user)
-        fields = parse.table_fields() if table else parse.JOB_FIELDS
-        markers = parse.Markers()
-        proc = self.runner.start("squeue", "--noheader", *extra, "-o", _format(markers, fields))
-        self._prefetched = (extra, markers, fields, proc)
+        asked = fields.table_fields() if table else fields.JOB_FIELDS
+        markers = fields.Markers()
+        proc = self.runner.start("squeue", "--noheader", *extra, "-o", markers.squeue(asked))
+        self._prefetched = (extra, markers, asked, proc)
+
+    def adopt_listing(self, markers: fields.Markers, asked: fields.Fields, proc: Any) -> None:
+        """A bare ``queue``'s listing started before this backend was made (``squeue
+        --noheader -o markers.squeue(asked)``, no selection; ``cli.slurm_front``): the
+        answer ``queue()`` reads, as ``prefetch_queue``'s is."""
+        self._prefetched = ((), markers, tuple(asked), proc)
 
     def _squeue(self, *extra: str, prefetched_ok: bool = False) -> list[dict[str, Any]]:
         """``squeue``'s jobs (``extra``: its selection) as views, by id. ``prefetched_ok``:
@@ -154,19 +158,19 @@ class SlurmBackend:
         ``queue`` reads it: its views may hold the table's fields only)."""
         prefetched, self._prefetched = self._prefetched, None
         if prefetched is not None and prefetched_ok and prefetched[0] == extra:
-            _extra, markers, fields, proc = prefetched
+            _extra, markers, asked, proc = prefetched
             done = self.runner.finish(proc, "squeue", timeout_s=self.runner.timeout_s)
         else:
             if prefetched is not None:  # asked for another listing: that one is not read
                 prefetched[3].kill()
                 prefetched[3].communicate()
-            markers, fields = parse.Markers(), parse.JOB_FIELDS
-            done = self.runner.run("squeue", "--noheader", *extra, "-o", _format(markers, fields))
+            markers, asked = fields.Markers(), fields.JOB_FIELDS
+            done = self.runner.run("squeue", "--noheader", *extra, "-o", markers.squeue(asked))
         if done.code != 0:
             if "invalid job id" in done.err.lower():
                 return []
             raise HeadError(code_of(done.err), f"squeue: {said('squeue', done.err)}")
-        parsed = parse.split_records(done.out, markers, [key for key, _ in fields])
+        parsed = parse.split_records(done.out, markers, [key for key, _ in asked])
         self.dropped += parsed.dropped
         views = [parse.job_view(row, self.pools) for row in parsed.rows]
         return sorted((v for v in views if v is not None), key=lambda v: int(v["id"]))
@@ -200,10 +204,10 @@ class SlurmBackend:
         return Snapshot(jobs, indexes, self._sinfo())
 
     def _sinfo(self) -> list[dict[str, str]]:
-        markers = parse.Markers()
-        keys = [key for key, _ in parse.NODE_FIELDS]
+        markers = fields.Markers()
+        keys = [key for key, _ in fields.NODE_FIELDS]
         done = self.runner.run(
-            "sinfo", "--noheader", "--Node", "-o", markers.format(f for _, f in parse.NODE_FIELDS)
+            "sinfo", "--noheader", "--Node", "-o", markers.format(f for _, f in fields.NODE_FIELDS)
         )
         if done.code != 0:
             raise HeadError(code_of(done.err), f"sinfo: {said('sinfo', done.err)}")
@@ -334,7 +338,7 @@ class SlurmBackend:
             raise HeadError(
                 "usage", "usage: " + _("give a span of at most a year, since before until")
             )
-        markers = parse.Markers()
+        markers = fields.Markers()
         done = self.runner.run(*accounting.sacct_argv(since, until, markers))
         if done.code != 0:
             raise HeadError(code_of(done.err), f"sacct: {said('sacct', done.err)}")
@@ -858,11 +862,6 @@ class SlurmBackend:
         from gputui.scheduler.client.backend import Unsupported
 
         raise Unsupported(self.name, "subscribe")
-
-
-def _format(markers: parse.Markers, fields: Sequence[tuple[str, str]]) -> str:
-    """``squeue -o``'s format for ``fields`` (key, letter) with ``markers``."""
-    return markers.format(letter for _, letter in fields)
 
 
 def _page(key: str, rows: list[dict[str, Any]], limit: int | None, after: int | None) -> Answer:

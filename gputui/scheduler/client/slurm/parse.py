@@ -20,70 +20,20 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-MAX_OUTPUT: Final = 64 << 20
-"""What one Slurm command may print before it is cut (a queue of ~100k jobs)."""
+from gputui.scheduler.client.slurm.fields import MAX_OUTPUT, Markers
+
 MAX_FIELD: Final = 4096
 """The longest field kept (a name, a comment, a reason); longer is cut."""
 MAX_JOB_ID: Final = 2**32 - 1
 MAX_LIMIT_S: Final = 365 * 86400
 """The longest ``--time`` gputui passes Slurm."""
 """Slurm's job ids are 32-bit."""
-
-JOB_FIELDS: Final = (
-    ("id", "%A"),
-    ("display_id", "%i"),
-    ("state", "%T"),
-    ("reason", "%r"),
-    ("user", "%u"),
-    ("group", "%g"),
-    ("tres", "%b"),
-    ("nodes", "%D"),
-    ("host", "%N"),
-    ("time_limit", "%l"),
-    ("submitted", "%V"),
-    ("started", "%S"),
-    ("ended", "%e"),
-    ("priority", "%Q"),
-    ("qos", "%q"),
-    ("partition", "%P"),
-    ("dependency", "%E"),
-    ("cwd", "%Z"),
-    ("name", "%j"),
-    ("comment", "%k"),
-)
-"""What ``squeue`` is asked for, as (key, field letter), in order."""
-
-TABLE_KEYS: Final = frozenset(
-    {"id", "display_id", "state", "reason", "user", "tres", "nodes", "host", "started",
-     "ended", "name"}
-)  # fmt: skip
-"""What the queue's table shows of a job (``gputui queue`` without ``--json`` or
-``-o``): a listing only for it asks ``squeue`` for these fields (``table_fields``),
-and its views hold None for the rest. At 2,000 jobs that is about a quarter of the
-output, and ``squeue`` a third quicker: ``%g`` alone (each job's group name, looked up
-for each job) is about a third of its time."""
-
-
-def table_fields() -> tuple[tuple[str, str], ...]:
-    """``JOB_FIELDS`` that the queue's table shows (``TABLE_KEYS``), in order."""
-    return tuple(f for f in JOB_FIELDS if f[0] in TABLE_KEYS)
-
-
-NODE_FIELDS: Final = (
-    ("name", "%N"),
-    ("state", "%T"),
-    ("gres", "%G"),
-    ("partition", "%P"),
-    ("reason", "%E"),
-)
-"""What ``sinfo -N`` is asked for, one record a node and partition."""
 
 ACTIVE_STATES: Final = frozenset(
     {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING", "REQUEUED",
@@ -94,26 +44,6 @@ FINAL_STATES: Final = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
      "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT"}
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Markers:
-    """The field and record delimiters of one call: control characters and a nonce."""
-
-    nonce: str = field(default_factory=lambda: os.urandom(8).hex())
-
-    @property
-    def field(self) -> str:
-        return f"\x1f{self.nonce}\x1f"
-
-    @property
-    def record(self) -> str:
-        return f"\x1e{self.nonce}\x1e"
-
-    def format(self, letters: Iterable[str]) -> str:
-        """An ``-o`` format of ``letters`` with these delimiters (``%`` in the nonce
-        cannot occur: it is hex). Slurm ends each record's line with a newline."""
-        return self.field.join(letters) + self.record
 
 
 @dataclass

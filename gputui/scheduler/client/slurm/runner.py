@@ -4,7 +4,7 @@ gputui adds no privilege: every command runs as whoever runs gputui, so Slurm's 
 permissions decide (a user cannot cancel another's job through gputui any more than
 with ``scancel``). Over SSH the command line is OpenSSH's ``ssh -o BatchMode=yes``
 to ``slurm.login`` with the argv quoted for the remote shell, as ``turm --remote``
-does. What a command prints is capped while it is read (``parse.MAX_OUTPUT``: a
+does. What a command prints is capped while it is read (``fields.MAX_OUTPUT``: a
 command that prints more is stopped there and killed, and says so in one line, so a
 runaway listing never fills the memory) and bounded in time; what it says on failure
 becomes one line (``said``).
@@ -20,13 +20,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from gputui.common.i18n import _
 from gputui.common.printable import shown
 from gputui.scheduler.client.errors import HeadError
-from gputui.scheduler.client.slurm.parse import MAX_OUTPUT
+from gputui.scheduler.client.slurm.fields import MAX_OUTPUT
 
 VERSION_MIN: Final = (22, 5)
 MAX_ERR: Final = 65536
@@ -34,8 +33,7 @@ MAX_ERR: Final = 65536
 _READ: Final = 65536
 
 
-@dataclass(frozen=True)
-class Done:
+class Done(NamedTuple):
     """A command's exit status and what it printed."""
 
     code: int
