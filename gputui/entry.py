@@ -10,6 +10,7 @@ runs.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -168,14 +169,21 @@ def entry() -> None:
 
 def _exit_now(code: int) -> NoReturn:
     """What was printed, written out; then the process ends at once (``os._exit``). A
-    reader gone (``gputui queue | head``) is not an error, as in the verbs."""
-
-    import contextlib
+    reader gone (``gputui queue | head``) is not an error, as in the verbs; output that
+    cannot be written (a full disk) is one line and exit 120, as Python's own exit
+    says it."""
     import os
 
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BrokenPipeError, ValueError):  # reader gone, stream closed
+        try:
             stream.flush()
+        except (BrokenPipeError, ValueError):  # the reader left, or the stream is closed
+            pass
+        except OSError as exc:
+            line = f"gputui: cannot write the output: {exc.strerror or exc}\n"
+            with contextlib.suppress(OSError):
+                os.write(2, line.encode(errors="replace"))
+            code = 120
     os._exit(code)
 
 

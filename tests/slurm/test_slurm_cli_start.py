@@ -139,6 +139,21 @@ def test_the_gputui_command_prints_the_whole_queue_and_skips_the_teardown(
     assert lines[0].split()[:2] == ["JOBID", "USER"]
     assert [int(line.split()[0]) for line in lines[1:]] == jobs
     assert not marker.exists()
+    # Output that cannot be written: one line and Python's exit status for it.
+    with open("/dev/full", "w") as full:
+        failed = subprocess.run(
+            [sys.executable, "-c", _ENDS, str(marker), "--hosts", str(hosts), "queue"],
+            env={**buffered, **slurm.env},
+            cwd=tmp_path,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert failed.returncode == 120
+    assert failed.stderr == "gputui: cannot write the output: No space left on device\n"
+    assert not marker.exists()
     # Any other command ends as Python ends.
     subprocess.run(
         [sys.executable, "-c", _ENDS, str(marker), "--version"], check=True, capture_output=True
