@@ -61,11 +61,11 @@ def early_queue(argv: Sequence[str]) -> SlurmBackend | None:
         if found is None:
             return None
         if found[0].get("login", "local") == "local":
-            from gputui.scheduler.client.slurm.fields import Markers, table_fields
+            from gputui.scheduler.client.slurm.fields import Markers, squeue_argv, table_fields
             from gputui.scheduler.client.slurm.runner import Runner
 
             asked, markers = table_fields(), Markers()
-            proc = Runner().start("squeue", "--noheader", "-o", markers.squeue(asked))
+            proc = Runner().start(*squeue_argv(markers, asked))
         slurm = slurm_backend(hosts_file)
         if slurm is not None and proc is not None and slurm.local:
             slurm.adopt_listing(markers, asked, proc)

@@ -143,13 +143,13 @@ class SlurmBackend:
         extra = self._queue_args(all, user)
         asked = fields.table_fields() if table else fields.JOB_FIELDS
         markers = fields.Markers()
-        proc = self.runner.start("squeue", "--noheader", *extra, "-o", markers.squeue(asked))
+        proc = self.runner.start(*fields.squeue_argv(markers, asked, *extra))
         self._prefetched = (extra, markers, asked, proc)
 
     def adopt_listing(self, markers: fields.Markers, asked: fields.Fields, proc: Any) -> None:
-        """A bare ``queue``'s listing started before this backend was made (``squeue
-        --noheader -o markers.squeue(asked)``, no selection; ``cli.slurm_front``): the
-        answer ``queue()`` reads, as ``prefetch_queue``'s is."""
+        """A bare ``queue``'s listing started before this backend was made
+        (``fields.squeue_argv`` with no selection; ``cli.slurm_front``): the answer
+        ``queue()`` reads, as ``prefetch_queue``'s is."""
         self._prefetched = ((), markers, tuple(asked), proc)
 
     def _squeue(self, *extra: str, prefetched_ok: bool = False) -> list[dict[str, Any]]:
@@ -165,7 +165,7 @@ class SlurmBackend:
                 prefetched[3].kill()
                 prefetched[3].communicate()
             markers, asked = fields.Markers(), fields.JOB_FIELDS
-            done = self.runner.run("squeue", "--noheader", *extra, "-o", markers.squeue(asked))
+            done = self.runner.run(*fields.squeue_argv(markers, asked, *extra))
         if done.code != 0:
             if "invalid job id" in done.err.lower():
                 return []

@@ -84,11 +84,13 @@ class Markers:
     def record(self) -> str:
         return f"\x1e{self.nonce}\x1e"
 
-    def squeue(self, asked: Iterable[tuple[str, str]]) -> str:
-        """``squeue -o``'s format for ``asked`` (key, field letter) pairs."""
-        return self.format(letter for _, letter in asked)
-
     def format(self, letters: Iterable[str]) -> str:
         """An ``-o`` format of ``letters`` with these delimiters (``%`` in the nonce
         cannot occur: it is hex). Slurm ends each record's line with a newline."""
         return self.field.join(letters) + self.record
+
+
+def squeue_argv(markers: Markers, asked: Fields, *extra: str) -> tuple[str, ...]:
+    """``squeue``'s command line for the fields ``asked`` with ``markers``, selecting
+    what ``extra`` says (none: every job not ended)."""
+    return ("squeue", "--noheader", *extra, "-o", markers.format(letter for _, letter in asked))
