@@ -138,7 +138,9 @@ def _raw_terminal() -> Any:
 
     saved = termios.tcgetattr(fd)
     try:
-        tty.setraw(fd)
+        # Not TCSAFLUSH (setraw's default): keys typed ahead, before the job's
+        # terminal was there, go to the job rather than nowhere.
+        tty.setraw(fd, termios.TCSADRAIN)
         yield True
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)

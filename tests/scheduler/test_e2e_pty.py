@@ -48,10 +48,15 @@ class Term:
         """The terminal's modes before the client started."""
 
     @classmethod
-    async def start(cls, env: dict[str, str], *argv: str, rows: int = 30, cols: int = 100) -> Term:
+    async def start(
+        cls, env: dict[str, str], *argv: str, rows: int = 30, cols: int = 100, ahead: bytes = b""
+    ) -> Term:
+        """The client on a fresh terminal, where ``ahead`` was typed before it started."""
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         cooked = termios.tcgetattr(slave)
+        if ahead:
+            os.write(master, ahead)
         os.set_blocking(master, False)
         proc = await asyncio.create_subprocess_exec(
             *GPUTUI, *argv, stdin=slave, stdout=slave, stderr=slave, env=env,
@@ -138,10 +143,11 @@ async def test_run_pty_types_into_the_job_detaches_reattaches_and_ends_with_the_
 ) -> None:
     client = await _start(cluster)
     env = _env(cluster)
-    term = await Term.start(env, "run", "--pty", "-g", "1", "--", *BASH)
+    # Typed before the client started, let alone the job: the keys wait for the shell.
+    ahead = b"echo hi$((1+1))\n"
+    term = await Term.start(env, "run", "--pty", "-g", "1", "--", *BASH, ahead=ahead)
     try:
         job_id = _job_id(await term.read_until(b"Ctrl-] d detaches"))
-        term.type(b"echo hi$((1+1))\n")
         await term.read_until(b"hi2")
         term.type(b'echo "[$TERM]"\n')  # the client's terminal type is the job's
         await term.read_until(b"[dumb]")
