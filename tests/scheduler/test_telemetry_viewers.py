@@ -256,6 +256,18 @@ def test_summaries_come_once_a_turn_and_a_status_change_at_once(tmp_path: Path) 
                 assert "gpu02" not in deltas, deltas
                 if deltas.get("gpu01", {}).get("gpus", {}).get("0", {}).get("util_gpu") == 77:
                     break
+            # Nor is a GPU's new state (a card fallen off the bus), its host still live.
+            latest = hub.latest("gpu02")
+            assert latest is not None and latest.sample is not None
+            card = latest.sample.gpus[0].model_copy(update={"state": "lost"})
+            fallen = latest.with_changes(sample=latest.sample.model_copy(update={"gpus": (card,)}))
+            th.in_loop(lambda: hub.observe(fallen))
+            while True:
+                deltas = {d["host"]: d for d in stream.push()["hosts"]}
+                if "gpu02" in deltas:
+                    break
+            assert deltas["gpu02"]["gpus"]["0"]["state"] == "lost"
+            assert "top" not in deltas["gpu02"] or "status" not in deltas["gpu02"]["top"]
             # A status change is not held back.
             latest = hub.latest("gpu02")
             assert latest is not None
@@ -276,6 +288,22 @@ def test_summaries_come_once_a_turn_and_a_status_change_at_once(tmp_path: Path) 
                     break
         finally:
             stream.close()
+
+
+def test_a_bigger_fleet_sends_each_console_no_more_summaries_a_second() -> None:
+    """Off-screen hosts' summaries come every 5 s, or less often on a fleet too big for
+    ``SUMMARY_HOSTS_PER_S`` of them a second: a console's cost stays that of a fleet
+    of that size, however many hosts it does not show."""
+    from gputui.scheduler.head.telemetry import SUMMARY_HOSTS_PER_S, TelemetryHub
+
+    def hub(count: int) -> TelemetryHub:
+        return TelemetryHub(
+            _many(count), private=lambda: False, min_interval_s=lambda: 1.0, spawn=lambda c: None
+        )
+
+    assert hub(10).summary_every_s == 5.0
+    assert hub(int(SUMMARY_HOSTS_PER_S * 5)).summary_every_s == 5.0
+    assert hub(1000).summary_every_s == 1000 / SUMMARY_HOSTS_PER_S == 20.0
 
 
 def _many(n: int) -> list[str]:

@@ -20,9 +20,13 @@ comes as its summary (``deltas.summary_view``: the grid's rows, no processes' de
 health readings). A host that comes into view is sent what turns its summary into the
 full view at the next push, and one that leaves it what turns it back. A console that
 never says gets every host in full. A summary is sent at most once every
-``summary_every_s`` (at once when the host's status changes): the rows off screen are
-that old at most, and a console of a thousand hosts decodes a fifth of them a second.
-Each host's turn comes at the same moment for every console (its ``_phase``), so the
+``summary_every_s`` (at once when the host's status or a GPU's state changes: a host
+lost, a card fallen off the bus): the rows off screen are that old at most. That is
+5 s, or longer on a fleet of more than five times ``SUMMARY_HOSTS_PER_S`` hosts, so that
+a console decodes at most that many summaries a second however big the fleet (20 s at
+1,000 hosts): what a console costs does not grow with the hosts it does not show, and
+a host scrolled into view is sent in full at the next push. Each host's turn comes at
+the same moment for every console (its ``_phase``), so the
 consoles that were sent the same summary share one delta.
 """
 
@@ -53,6 +57,11 @@ _Key = tuple[int, bool]
 """Whose view: (uid, admin) — the privacy rule depends on nothing else."""
 SUMMARY_EVERY_S = 5.0
 """How often a host a console does not show is sent to it (its status: at once)."""
+SUMMARY_HOSTS_PER_S = 50.0
+"""Summaries a console is sent a second at most: on a fleet bigger than this many
+hosts a second for ``SUMMARY_EVERY_S``, each comes less often."""
+_Alarm = tuple[str, tuple[str, ...]]
+"""What sends a summary at once when it changes: the host's status, its GPUs' states."""
 
 
 @dataclass(slots=True)
@@ -63,8 +72,9 @@ class _Subscriber:
     """The hosts this console shows in full (None: all); the rest get their summary."""
     gpu: tuple[str, int] | None = None
     """The GPU the console has selected (its host is in ``detail``)."""
-    sent: dict[str, tuple[int, bool, HostView, int]] = field(default_factory=dict)
-    """host -> (its version, whether in full, the view, the summary turn) last pushed."""
+    sent: dict[str, tuple[int, bool, HostView, int, _Alarm]] = field(default_factory=dict)
+    """host -> (its version, whether in full, the view, the summary turn, its alarm)
+    last pushed."""
     pushes: int = 0
     catching_up: bool = False
 
@@ -88,6 +98,8 @@ class TelemetryHub:
         self._spawn = spawn
         self._progress = progress
         self._latest: dict[str, tuple[int, HostSnapshot]] = {}
+        self._alarms: dict[str, _Alarm] = {}
+        """host -> its latest snapshot's ``_Alarm``."""
         self._views: dict[tuple[str, bool], tuple[int, HostView]] = {}
         """(host, in full) -> (version, its view), made once per version, on demand."""
         self._subs: dict[Connection, _Subscriber] = {}
@@ -96,7 +108,7 @@ class TelemetryHub:
         """host -> where its summary turns fall in ``summary_every_s`` (spread evenly)."""
         self._deferred = False
         """The last push held back a summary: look again within ``summary_every_s``."""
-        self.summary_every_s = SUMMARY_EVERY_S
+        self.summary_every_s = max(SUMMARY_EVERY_S, len(self._order) / SUMMARY_HOSTS_PER_S)
         self.pushed = 0
         """Pushes sent (for tests and the benchmark)."""
 
@@ -108,6 +120,8 @@ class TelemetryHub:
             return
         version = self._latest.get(snap.name, (0, snap))[0] + 1
         self._latest[snap.name] = (version, snap)
+        states = () if snap.sample is None else tuple(g.state for g in snap.sample.gpus)
+        self._alarms[snap.name] = (snap.status.value, states)
         if self._subs:
             self._event.set()
 
@@ -202,6 +216,7 @@ class TelemetryHub:
         """One round: each subscriber that took what it had gets what changed since."""
         private = self._private()
         every, now, phases = self.summary_every_s, time.monotonic(), self._phase
+        alarms = self._alarms
         self._deferred = False
         shown: dict[tuple[str, bool, _Key], HostView] = {}
         diffs: dict[tuple[str, int, bool, int, bool, _Key], dict[str, Any] | None] = {}
@@ -217,23 +232,18 @@ class TelemetryHub:
             key: _Key = (conn.caller.uid, conn.caller.admin)
             detail = sub.detail
             deltas = []
-            for name, (version, snap) in self._latest.items():
+            for name, (version, _snap) in self._latest.items():
                 full = detail is None or name in detail
                 had = sub.sent.get(name)
                 if had is not None and had[0] == version and had[1] == full:
                     continue
-                turn = 0
+                turn, alarm = 0, alarms[name]
                 if not full:
                     phase = phases.get(name)
                     if phase is None:
                         phase = phases[name] = (zlib.crc32(name.encode()) % 997) / 997 * every
                     turn = int((now + phase) // every)
-                    if (
-                        had is not None
-                        and not had[1]
-                        and had[3] == turn
-                        and had[2].top.get("status") == snap.status.value
-                    ):
+                    if had is not None and not had[1] and had[3] == turn and had[4] == alarm:
                         self._deferred = True
                         continue  # its summary was sent this turn
                 # A summary has no command lines: nothing of it depends on the caller.
@@ -251,7 +261,7 @@ class TelemetryHub:
                 if memo not in diffs:
                     diffs[memo] = diff(name, None if had is None else had[2], view)
                 delta = diffs[memo]
-                sub.sent[name] = (version, full, view, turn)
+                sub.sent[name] = (version, full, view, turn, alarm)
                 if delta is not None:
                     deltas.append(delta)
             if deltas or sub.pushes == 0:
