@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -78,6 +79,12 @@ READS = frozenset({"explain", "estimates", "quota", "usage", "report", "gpus", "
 """Read-only requests answered from a snapshot on the reader thread."""
 GC_THRESHOLDS = (100_000, 50, 10)
 """The cyclic collector's pace in a head process (``pace_collector``)."""
+SWEEP_HOSTS_PER_S = 500.0
+"""Hosts the timer's sweeps over every host (ownership, the health board's refresh
+and write) cover a second at most: on a bigger fleet they come every hosts / this
+many seconds (2 s at 1,000 hosts), not every tick, while samples are taken in as they
+come. Each sweep judges what the hosts' latest samples say, so a process with no job
+of its owner's is found at most one sweep after it appears."""
 
 
 def pace_collector() -> None:
@@ -141,6 +148,8 @@ class Head:
         self._tasks: list[asyncio.Task[None]] = []
         self.liveness = Liveness()
         self._restored_sessions: set[str] = set()
+        self._sweep_every_s = len(self.host_pools) / SWEEP_HOSTS_PER_S
+        self._swept_at = -math.inf
         """``gputui run`` claims of the last head's connections: released unless their
         run reconnects (``claim`` with ``resume``) within ``settings.session_grace_s``."""
         self._closing = False
@@ -713,8 +722,12 @@ class Head:
             orphans = self._restored_sessions - self.batch.sessions_alive
             self._restored_sessions = set()
         self._post(Item("tick", payload=(active, orphans)))
-        self._post(Item("ownership"))
-        self._post(Item("health"))
+        now = self.clock()
+        # (Half a tick early: a tick a little late must not push a sweep one more out.)
+        if now - self._swept_at >= self._sweep_every_s - self.settings.tick_s / 2:
+            self._swept_at = now
+            self._post(Item("ownership"))
+            self._post(Item("health"))
         self.meter.tick()
         if self.slurm_energy is not None:
             self.slurm_energy.tick()
