@@ -286,6 +286,13 @@ def test_summaries_come_once_a_turn_and_a_status_change_at_once(tmp_path: Path) 
                 util = deltas.get("gpu02", {}).get("gpus", {}).get("0", {}).get("util_gpu")
                 if util == 66:
                     break
+            # And the next, its status unchanged, at its next turn.
+            th.in_loop(lambda: hosts.put_processes("gpu02", 0, (BOB,), util=71))
+            while True:
+                deltas = {d["host"]: d for d in stream.push()["hosts"]}
+                util = deltas.get("gpu02", {}).get("gpus", {}).get("0", {}).get("util_gpu")
+                if util == 71:
+                    break
         finally:
             stream.close()
 
@@ -457,3 +464,44 @@ async def test_a_view_the_head_did_not_answer_is_sent_again(
         finally:
             await source.close()
             relay.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    count=st.integers(1, 300),
+    every=st.floats(0.05, 100.0),
+    since=st.floats(0.0, 1e6),
+    span=st.floats(0.0, 150.0),
+)
+def test_the_hosts_whose_turn_came_between_two_pushes_are_all_found(
+    count: int, every: float, since: float, span: float
+) -> None:
+    """A push looks only at the hosts whose summary turn came since the console's last
+    push (not the fleet): none whose turn came may be missed."""
+    from gputui.scheduler.head.telemetry import TelemetryHub
+
+    names = _many(count)
+    hub = TelemetryHub(names, private=lambda: False, min_interval_s=lambda: 1.0, spawn=print)
+    hub.summary_every_s = every
+    now = since + span
+    turned = set(hub._turned(since, now))
+    for name in names:
+        phase = hub._phase[name]
+        if int((now + phase) // every) != int((since + phase) // every):
+            assert name in turned, (name, phase)
+
+
+def test_a_push_to_a_console_looks_at_what_it_shows_not_at_the_fleet() -> None:
+    """At 1,000 hosts a console showing 5 is looked at for those, the turns come since
+    its last push and the alarms: a few dozen hosts a push, not a thousand."""
+    from gputui.scheduler.head.telemetry import TelemetryHub, _Subscriber
+
+    names = _many(1000)
+    hub = TelemetryHub(names, private=lambda: False, min_interval_s=lambda: 1.0, spawn=print)
+    for name in names:
+        hub.observe(HostSnapshot(name=name, address="a", status=HostStatus.LIVE))
+    sub = _Subscriber(conn=None, request_id=1, detail=frozenset(names[:5]))  # type: ignore[arg-type]
+    sub.pushes, sub.pushed_at = 3, 100.0
+    due = set(hub._due(sub, 100.1))  # a tenth of a second later (pushes come that often)
+    assert set(names[:5]) <= due
+    assert len(due) <= 5 + 1000 * 0.1 / hub.summary_every_s + 2

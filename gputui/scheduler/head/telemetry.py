@@ -33,11 +33,12 @@ consoles that were sent the same summary share one delta.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
 import time
 import zlib
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,13 @@ class _Subscriber:
     last pushed."""
     pushes: int = 0
     catching_up: bool = False
+    pushed_at: float = 0.0
+    """When it was last pushed to (``time.monotonic``): the summary turns since are due."""
+    alarms_seen: int = 0
+    """The hub's alarm count at that push: the alarms since are due."""
+    owed: set[str] = field(default_factory=set)
+    """Hosts due at a push that had nothing new for it yet (or whose place in the view
+    changed): looked at again at each push until sent."""
 
 
 class TelemetryHub:
@@ -106,6 +114,13 @@ class TelemetryHub:
         self._event = asyncio.Event()
         self._phase: dict[str, float] = {}
         """host -> where its summary turns fall in ``summary_every_s`` (spread evenly)."""
+        self._turns: list[tuple[float, str]] = []
+        """(when in ``summary_every_s`` a host's turn comes, host), sorted: the hosts
+        whose turn came between two pushes, found without a look at every host."""
+        self._alarm_log: list[str] = []
+        """The hosts whose ``_Alarm`` changed (or that came for the first time), in
+        order; entry ``i`` is alarm number ``_alarm_base + i``."""
+        self._alarm_base = 0
         self._deferred = False
         """The last push held back a summary: look again within ``summary_every_s``."""
         self.summary_every_s = max(SUMMARY_EVERY_S, len(self._order) / SUMMARY_HOSTS_PER_S)
@@ -114,14 +129,32 @@ class TelemetryHub:
 
     # -- the head's side ---------------------------------------------------------
 
+    @property
+    def summary_every_s(self) -> float:
+        """How often a host a console does not show is sent to it."""
+        return self._every
+
+    @summary_every_s.setter
+    def summary_every_s(self, seconds: float) -> None:
+        self._every = seconds
+        self._phase = {
+            name: (zlib.crc32(name.encode()) % 997) / 997 * seconds for name in self._order
+        }
+        self._turns = sorted(((seconds - phase) % seconds, n) for n, phase in self._phase.items())
+
     def observe(self, snap: HostSnapshot) -> None:
         """The fleet's newest snapshot of a host (kept: encoded only when pushed)."""
-        if snap.name not in self._watched:
+        name = snap.name
+        if name not in self._watched:
             return
-        version = self._latest.get(snap.name, (0, snap))[0] + 1
-        self._latest[snap.name] = (version, snap)
+        version = self._latest.get(name, (0, snap))[0] + 1
+        self._latest[name] = (version, snap)
         states = () if snap.sample is None else tuple(g.state for g in snap.sample.gpus)
-        self._alarms[snap.name] = (snap.status.value, states)
+        alarm = (snap.status.value, states)
+        if self._alarms.get(name) != alarm:
+            self._alarms[name] = alarm
+            if self._subs:
+                self._alarm_log.append(name)
         if self._subs:
             self._event.set()
 
@@ -165,6 +198,10 @@ class TelemetryHub:
             )
         shown = self._known(hosts, gpu, "telemetry_view")
         if shown != sub.detail or gpu != sub.gpu:
+            # What comes into view or leaves it is sent at the next push (in full, or
+            # back to its summary): every host, when it showed them all.
+            moved = set(self._latest) if sub.detail is None else sub.detail ^ shown
+            sub.owed.update(moved)
             sub.detail, sub.gpu = shown, gpu
             self._event.set()
 
@@ -215,8 +252,7 @@ class TelemetryHub:
     def push(self) -> None:
         """One round: each subscriber that took what it had gets what changed since."""
         private = self._private()
-        every, now, phases = self.summary_every_s, time.monotonic(), self._phase
-        alarms = self._alarms
+        every, now, alarms = self.summary_every_s, time.monotonic(), self._alarms
         self._deferred = False
         shown: dict[tuple[str, bool, _Key], HostView] = {}
         diffs: dict[tuple[str, int, bool, int, bool, _Key], dict[str, Any] | None] = {}
@@ -232,20 +268,26 @@ class TelemetryHub:
             key: _Key = (conn.caller.uid, conn.caller.admin)
             detail = sub.detail
             deltas = []
-            for name, (version, _snap) in self._latest.items():
+            for name in self._due(sub, now):
+                latest = self._latest.get(name)
+                if latest is None:
+                    continue
+                version = latest[0]
                 full = detail is None or name in detail
                 had = sub.sent.get(name)
-                if had is not None and had[0] == version and had[1] == full:
-                    continue
                 turn, alarm = 0, alarms[name]
                 if not full:
-                    phase = phases.get(name)
-                    if phase is None:
-                        phase = phases[name] = (zlib.crc32(name.encode()) % 997) / 997 * every
-                    turn = int((now + phase) // every)
-                    if had is not None and not had[1] and had[3] == turn and had[4] == alarm:
-                        self._deferred = True
-                        continue  # its summary was sent this turn
+                    self._deferred = True  # the summaries' turns wake the pusher
+                    turn = int((now + self._phase[name]) // every)
+                if had is not None and had[0] == version and had[1] == full:
+                    if full or had[3] == turn:
+                        sub.owed.discard(name)
+                    else:
+                        sub.owed.add(name)  # its turn came with nothing new yet
+                    continue
+                sub.owed.discard(name)
+                if had is not None and not (full or had[1]) and had[3:] == (turn, alarm):
+                    continue  # its summary was sent this turn
                 # A summary has no command lines: nothing of it depends on the caller.
                 who = key if full else (-1, False)
                 view = shown.get((name, full, who))
@@ -264,10 +306,50 @@ class TelemetryHub:
                 sub.sent[name] = (version, full, view, turn, alarm)
                 if delta is not None:
                     deltas.append(delta)
+            sub.pushed_at = now
+            sub.alarms_seen = self._alarm_base + len(self._alarm_log)
             if deltas or sub.pushes == 0:
                 conn.send({"push": "telemetry", "n": sub.pushes, "hosts": deltas})
                 sub.pushes += 1
                 self.pushed += 1
+        self._forget_alarms()
+
+    def _due(self, sub: _Subscriber, now: float) -> Iterable[str]:
+        """The hosts a push to ``sub`` looks at: every host at its first push, or when
+        it shows them all; else those it shows, those whose summary turn came since its
+        last push, those whose alarm changed since, and those it is owed. The few a
+        push has news for, not the fleet: a console costs what it shows."""
+        if sub.pushes == 0 or sub.detail is None:
+            return list(self._latest)
+        due = set(sub.detail)
+        due.update(sub.owed)
+        due.update(self._alarm_log[sub.alarms_seen - self._alarm_base :])
+        due.update(self._turned(sub.pushed_at, now))
+        return due
+
+    def _turned(self, since: float, now: float) -> list[str]:
+        """The hosts whose summary turn came in ``(since, now]`` (a hair wider: one
+        more looked at costs nothing, one missed would wait a whole turn)."""
+        every, turns, hair = self._every, self._turns, 1e-6
+        if now - since >= every - 2 * hair:
+            return [name for _, name in turns]
+        start, end = since % every - hair, now % every + hair
+        low = bisect.bisect_left(turns, (start, ""))
+        high = bisect.bisect_right(turns, (end, "\U0010ffff"))
+        if start <= end:
+            return [name for _, name in turns[low:high]]
+        return [name for _, name in turns[low:]] + [name for _, name in turns[:high]]
+
+    def _forget_alarms(self) -> None:
+        """Drop the alarms every subscriber has had."""
+        if not self._subs:
+            self._alarm_base += len(self._alarm_log)
+            self._alarm_log.clear()
+            return
+        seen = min(sub.alarms_seen for sub in self._subs.values())
+        if seen > self._alarm_base:
+            del self._alarm_log[: seen - self._alarm_base]
+            self._alarm_base = seen
 
     def _view(self, name: str, full: bool) -> HostView:
         version, snap = self._latest[name]
