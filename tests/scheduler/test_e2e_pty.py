@@ -138,6 +138,20 @@ async def _start(cluster: Cluster, **jobs: Any) -> Any:
     return await cluster.start_process()
 
 
+async def _until_size(term: Term, size: bytes) -> None:
+    """Ask the job's terminal its size until it says ``size`` (a new size reaches the
+    job on its own way, not always before keys typed right after it), with a deadline."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        term.type(b"stty size\n")
+        try:
+            await term.read_until(size, timeout=2.0)
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+
+
 async def test_run_pty_types_into_the_job_detaches_reattaches_and_ends_with_the_shell(
     cluster: Cluster,
 ) -> None:
@@ -154,8 +168,7 @@ async def test_run_pty_types_into_the_job_detaches_reattaches_and_ends_with_the_
         term.type(b"stty size\n")  # the client's window size reached the job's terminal
         await term.read_until(b"30 100")
         term.resize(50, 132)  # and so does a new one (SIGWINCH)
-        term.type(b"stty size\n")
-        await term.read_until(b"50 132")
+        await _until_size(term, b"50 132")
         term.type(b"\x1dd")  # Ctrl-] d
         assert await term.exit_code() == 0
         assert b"detached from job" in term.seen
