@@ -79,12 +79,6 @@ READS = frozenset({"explain", "estimates", "quota", "usage", "report", "gpus", "
 """Read-only requests answered from a snapshot on the reader thread."""
 GC_THRESHOLDS = (100_000, 50, 10)
 """The cyclic collector's pace in a head process (``pace_collector``)."""
-ANALYSE_HOSTS_PER_S = 500.0
-"""Hosts' samples the head analyses a second at most (the health board, the host
-watch, the meter, ``/metrics``' energy): on a bigger fleet a host's sample is
-analysed every hosts / this many seconds (2 s at 1,000 hosts) unless it brings news
-(``_news``), while every sample still goes to the consoles as it comes. The meter
-counts the time between two analysed samples at the later one's readings."""
 SWEEP_HOSTS_PER_S = 500.0
 """Hosts the timer's sweeps over every host (ownership, the health board's refresh
 and write) cover a second at most: on a bigger fleet they come every hosts / this
@@ -156,11 +150,6 @@ class Head:
         self._restored_sessions: set[str] = set()
         self._sweep_every_s = len(self.host_pools) / SWEEP_HOSTS_PER_S
         self._swept_at = -math.inf
-        self._analyse_every_s = len(self.host_pools) / ANALYSE_HOSTS_PER_S
-        self._analysed: dict[str, tuple[float, _News]] = {}
-        """host -> when its last analysed snapshot came (the head's clock), its news."""
-        self._held: dict[str, HostSnapshot] = {}
-        """host -> its newest snapshot not analysed yet (the timer analyses it when due)."""
         """``gputui run`` claims of the last head's connections: released unless their
         run reconnects (``claim`` with ``resume``) within ``settings.session_grace_s``."""
         self._closing = False
@@ -706,24 +695,6 @@ class Head:
             self.liveness.progress("hosts")
 
     def _on_snapshot(self, snap: HostSnapshot) -> None:
-        self.telemetry.observe(snap)
-        now = self.clock()
-        news = _news(snap)
-        last = self._analysed.get(snap.name)
-        if (
-            last is not None
-            and last[1] == news
-            and now - last[0] < self._analyse_every_s - self.settings.tick_s / 2
-            and not _health_reading(snap)
-            and not self.force_frees.waiting()
-        ):
-            self._held[snap.name] = snap  # nothing new to judge: analysed when due
-            return
-        self._analyse(snap, now, news)
-
-    def _analyse(self, snap: HostSnapshot, now: float, news: _News) -> None:
-        self._held.pop(snap.name, None)
-        self._analysed[snap.name] = (now, news)
         # The board first: placement reads its findings of the host's cards.
         self.health.observe(snap, self.clock())
         for kind, payload in self.watch.observe(snap, self.health.board.findings_of(snap.name)):
@@ -732,6 +703,7 @@ class Head:
         self.clock_locks.observe(snap, self.meter.meter, self.meter.holders)
         if self.slurm_energy is not None:
             self.slurm_energy.observe(snap)
+        self.telemetry.observe(snap)
         self.metrics.observe(snap)
         self.force_frees.sampled()
 
@@ -751,15 +723,6 @@ class Head:
             self._restored_sessions = set()
         self._post(Item("tick", payload=(active, orphans)))
         now = self.clock()
-        # A host's snapshot held back and not followed by a newer one in time (its
-        # samples stopped): analysed now, so that what it said is not lost.
-        for name, snap in list(self._held.items()):
-            when, news = self._analysed.get(name, (-math.inf, None))
-            if news is not None and now - when >= self._analyse_every_s:
-                try:
-                    self._analyse(snap, now, news)
-                except Exception:  # as in ``_watch_hosts``: one host must not stop it
-                    log.exception("head: snapshot of %s not handled", name)
         # (Half a tick early: a tick a little late must not push a sweep one more out.)
         if now - self._swept_at >= self._sweep_every_s - self.settings.tick_s / 2:
             self._swept_at = now
@@ -772,27 +735,6 @@ class Head:
         self.metrics.tick()
         self.chat.changed()  # a notice a commit wrote without a change shown
         self.liveness.progress("timer")
-
-
-_News = tuple[object, ...]
-"""What makes a host's snapshot news to the head's analysis, whenever it comes."""
-
-
-def _news(snap: HostSnapshot) -> _News:
-    """What of ``snap`` is analysed at once, however recent the last analysis: its
-    status, hello, events and jobs (the same objects until they change), and of each
-    GPU its state and how many processes it has. (A health reading is analysed
-    whenever it comes: ``_health_reading``.)"""
-    sample = snap.sample
-    gpus: tuple[object, ...] = ()
-    if sample is not None:
-        gpus = tuple((g.state, len(g.processes)) for g in sample.gpus)
-    return (snap.status, snap.hello, snap.events, snap.jobs, gpus)
-
-
-def _health_reading(snap: HostSnapshot) -> bool:
-    """Whether ``snap``'s sample carries a health reading (one in ``health_every_s``)."""
-    return snap.sample is not None and any(g.health_read for g in snap.sample.gpus)
 
 
 def _fail(item: Item, exc: BaseException) -> None:

@@ -106,10 +106,6 @@ class ForceFrees:
 
     # -- samples ----------------------------------------------------------------------
 
-    def waiting(self) -> bool:
-        """Whether a force-free waits for a host's next sample (each is analysed then)."""
-        return bool(self._waiters)
-
     def sampled(self) -> None:
         """A host's snapshot came (the daemon calls this): wake whoever waits for one."""
         for waiter in self._waiters:
