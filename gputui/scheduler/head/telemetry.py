@@ -238,7 +238,8 @@ class TelemetryHub:
     async def run(self) -> None:
         """The pusher: on news, every subscriber's deltas, at most once an interval."""
         while True:
-            wait = self.summary_every_s if self._deferred else None
+            # Summaries held back go at their hosts' turns, news or not.
+            wait = self._next_turn_in(time.monotonic()) if self._deferred else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._event.wait(), wait)
             self._event.clear()
@@ -267,6 +268,8 @@ class TelemetryHub:
                 continue
             key: _Key = (conn.caller.uid, conn.caller.admin)
             detail = sub.detail
+            if detail is not None:
+                self._deferred = True  # its summaries' turns wake the pusher
             deltas = []
             for name in self._due(sub, now):
                 latest = self._latest.get(name)
@@ -277,7 +280,6 @@ class TelemetryHub:
                 had = sub.sent.get(name)
                 turn, alarm = 0, alarms[name]
                 if not full:
-                    self._deferred = True  # the summaries' turns wake the pusher
                     turn = int((now + self._phase[name]) // every)
                 if had is not None and had[0] == version and had[1] == full:
                     if full or had[3] == turn:
@@ -339,6 +341,16 @@ class TelemetryHub:
         if start <= end:
             return [name for _, name in turns[low:high]]
         return [name for _, name in turns[low:]] + [name for _, name in turns[:high]]
+
+    def _next_turn_in(self, now: float) -> float:
+        """Seconds until the next host's summary turn comes (a hair after it)."""
+        every, turns = self._every, self._turns
+        if not turns:
+            return every
+        at = now % every
+        later = bisect.bisect_right(turns, (at, "\U0010ffff"))
+        offset = turns[later][0] - at if later < len(turns) else every - at + turns[0][0]
+        return max(offset, 0.0) + 1e-3
 
     def _forget_alarms(self) -> None:
         """Drop the alarms every subscriber has had."""
