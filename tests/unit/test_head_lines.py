@@ -9,7 +9,7 @@ import json
 import select
 import socket
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gputui.scheduler.client.errors import HeadError
@@ -56,11 +56,14 @@ def _read(reader: str, line: bytes) -> object:
 
 @settings(max_examples=150)
 @given(LINES)
+@example(b"\x000")  # bytes json.loads would take for UTF-16: "0" without the newline
+@example(b"\xff{}")
+@example(b"[" * 50_000)  # nested past the parser's depth
 def test_the_client_and_the_terminal_read_a_line_alike(line: bytes) -> None:
     client, terminal = _read("client", line), _read("terminal", line)
     try:
-        value = json.loads(line)
-    except ValueError:
+        value = json.loads(line.decode("utf-8"))  # the wire is UTF-8
+    except (ValueError, RecursionError):
         assert client == terminal == ("protocol", "the head sent something that is not JSON")
         return
     if isinstance(value, dict):

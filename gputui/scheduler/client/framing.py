@@ -33,10 +33,14 @@ def request_line(ident: int, op: str, args: dict[str, Any], rid: str | None) -> 
 
 def message_of(line: bytes) -> dict[str, Any]:
     """A line the head sent, read: a JSON object, or the ``HeadError`` that says what
-    else it was (the blocking client's answers and an attached terminal's stream)."""
+    else it was (the blocking client's answers and an attached terminal's stream).
+
+    The wire is UTF-8: the line is decoded as that, never guessed from its first bytes
+    (``json.loads`` of bytes takes ``b"\\x000"`` for UTF-16 and reads ``0``), so a line
+    reads the same with or without its newline."""
     try:
-        message = json.loads(line)
-    except ValueError:
+        message = json.loads(line.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         raise HeadError.of(
             "protocol", say(N_("the head sent something that is not JSON"))
         ) from None
