@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from headthread import ThreadedHead
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_telemetry_stream import Stream
 
@@ -505,3 +505,27 @@ def test_a_push_to_a_console_looks_at_what_it_shows_not_at_the_fleet() -> None:
     due = set(hub._due(sub, 100.1))  # a tenth of a second later (pushes come that often)
     assert set(names[:5]) <= due
     assert len(due) <= 5 + 1000 * 0.1 / hub.summary_every_s + 2
+
+
+@settings(max_examples=20, deadline=None)
+@given(flaps=st.integers(min_value=0, max_value=3000), hosts=st.integers(1, 40))
+@example(flaps=3000, hosts=40)
+def test_a_stalled_console_holds_a_bounded_alarm_log_and_misses_no_host(
+    flaps: int, hosts: int
+) -> None:
+    """A console that takes no push while every host comes and then one flaps (status
+    up, down) keeps the log of alarms bounded; whatever was dropped, every host whose
+    alarm it was not sent is due at its next push."""
+    from gputui.scheduler.head.telemetry import ALARMS_KEPT, TelemetryHub, _Subscriber
+
+    names = _many(hosts)
+    hub = TelemetryHub(names, private=lambda: False, min_interval_s=lambda: 1.0, spawn=print)
+    stalled = _Subscriber(conn=None, request_id=1, detail=frozenset())  # type: ignore[arg-type]
+    stalled.pushes, stalled.pushed_at = 1, 100.0
+    hub._subs[None] = stalled  # type: ignore[index]
+    statuses = (HostStatus.LIVE, HostStatus.UNREACHABLE)
+    for i, name in enumerate(names + [names[0]] * flaps):
+        hub.observe(HostSnapshot(name=name, address="a", status=statuses[i % 2]))
+        hub._forget_alarms()
+        assert len(hub._alarm_log) <= ALARMS_KEPT + 2 * hosts + 1
+    assert set(names) <= set(hub._due(stalled, 100.0))

@@ -63,6 +63,9 @@ SUMMARY_HOSTS_PER_S = 50.0
 hosts a second for ``SUMMARY_EVERY_S``, each comes less often."""
 _Alarm = tuple[str, tuple[str, ...]]
 """What sends a summary at once when it changes: the host's status, its GPUs' states."""
+ALARMS_KEPT = 1024
+"""Alarms kept for a console that has not taken a push (a stalled reader), beyond
+twice the hosts: past that, it looks at every host at its next push instead."""
 
 
 @dataclass(slots=True)
@@ -353,12 +356,21 @@ class TelemetryHub:
         return max(offset, 0.0) + 1e-3
 
     def _forget_alarms(self) -> None:
-        """Drop the alarms every subscriber has had."""
+        """Drop the alarms every subscriber has had, and bound the rest: a console too
+        far behind is owed every host instead (a flapping fleet and a stalled reader
+        must not grow the log without end)."""
         if not self._subs:
             self._alarm_base += len(self._alarm_log)
             self._alarm_log.clear()
             return
         seen = min(sub.alarms_seen for sub in self._subs.values())
+        end = self._alarm_base + len(self._alarm_log)
+        if end - seen > ALARMS_KEPT + 2 * len(self._order):
+            for sub in self._subs.values():
+                if sub.alarms_seen < end:
+                    sub.owed.update(self._latest)
+                    sub.alarms_seen = end
+            seen = end
         if seen > self._alarm_base:
             del self._alarm_log[: seen - self._alarm_base]
             self._alarm_base = seen
