@@ -4,7 +4,6 @@ a scheduler head and some work already given to it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import sys
 
@@ -12,6 +11,7 @@ from gputui.cli.args import wrap_cells
 from gputui.cli.errors import UsageError
 from gputui.cli.themes import theme_for, theme_named
 from gputui.common.i18n import N_, _
+from gputui.common.tasks import cancel_and_wait
 from gputui.common.text import clean
 
 EXIT_OK = 0
@@ -93,10 +93,7 @@ async def _demo(
             seeding = asyncio.get_running_loop().create_task(_seed_demo(cluster, app))
             await signals.run(app)
         finally:
-            if seeding is not None:
-                seeding.cancel()
-                with contextlib.suppress(BaseException):
-                    await seeding
+            await cancel_and_wait([seeding])
             await cluster.stop()
     return app.return_code or EXIT_OK
 

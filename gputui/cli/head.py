@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import importlib
 import logging
 import os
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING
 from gputui.common.i18n import _
 from gputui.common.listen import listen_text, parse_listen
 from gputui.common.locations import DEFAULT_SOCKET, HostsMissing, named_hosts, socket_dir_problem
+from gputui.common.tasks import cancel_and_wait
 from gputui.common.text import clean
 from gputui.config.loader import ConfigError, find_config, load_config
 from gputui.config.models import Config, HeadConfig
@@ -243,10 +243,7 @@ async def serve(config: Config, settings: object, database: Path | str) -> int:
 
 
 async def _stop_keeping(keeping: asyncio.Future[None] | None) -> None:
-    if keeping is not None:
-        keeping.cancel()
-        with contextlib.suppress(BaseException):
-            await keeping
+    await cancel_and_wait([keeping])
 
 
 async def _lead(

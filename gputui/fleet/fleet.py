@@ -13,7 +13,6 @@ unanswered launch by asking the host).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gputui.common.tasks import cancel_and_wait
 from gputui.config.models import Config, ResolvedHost
 from gputui.fleet.backoff import LinkTiming
 from gputui.fleet.hostkeys import GLOBAL_KNOWN_HOSTS, KnownHostsCache
@@ -194,11 +194,7 @@ class Fleet:
         for link, result in zip(links, results, strict=True):
             if isinstance(result, Exception):
                 log.warning("host %s: error while closing: %s", link.name, result)
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         await self.jumps.close()
         for link in links:

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Hashable
 
 import asyncssh
 
+from gputui.common.tasks import cancel_and_wait
 from gputui.config.sshjump import Chain, Hop, parse_chain, parse_hop
 from gputui.fleet.failures import Failure
 
@@ -210,14 +211,8 @@ class JumpPool:
             if entry.task is not None and not entry.task.done():
                 entry.task.cancel()
             self._retire(entry)
-        for entry in entries:
-            if entry.task is not None:
-                with contextlib.suppress(BaseException):
-                    await entry.task
-        for watcher in list(self._watchers):
-            watcher.cancel()
-            with contextlib.suppress(BaseException):
-                await watcher
+        await cancel_and_wait(entry.task for entry in entries)
+        await cancel_and_wait(list(self._watchers))
 
 
 def _retrieve(task: asyncio.Task[asyncssh.SSHClientConnection]) -> None:

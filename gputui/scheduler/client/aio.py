@@ -18,6 +18,7 @@ from typing import Any, Literal
 import orjson
 
 from gputui.common.i18n import N_
+from gputui.common.tasks import cancel_and_wait
 from gputui.scheduler.client.backend import Call
 from gputui.scheduler.client.errors import HeadError, may_still_apply, unreachable
 from gputui.scheduler.client.framing import MAX_LINE, answer_of, new_request_id, request_line
@@ -218,10 +219,7 @@ class AsyncHeadClient:
         return self._streams[stream].qsize()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
+        await cancel_and_wait([self._task])
         with contextlib.suppress(Exception):
             self._writer.close()
         closer, self._closer = self._closer, None

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gputui.common.i18n import N_
+from gputui.common.tasks import cancel_and_wait
 from gputui.common.text import clean
 from gputui.config.models import Config
 from gputui.scheduler.client.aio import AsyncHeadClient
@@ -171,16 +172,8 @@ class HeadTelemetry:
             self.view_problem = None
 
     async def close(self) -> None:
-        if self._view_task is not None:
-            self._view_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._view_task
-            self._view_task = None
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
-            self._task = None
+        tasks, self._view_task, self._task = (self._view_task, self._task), None, None
+        await cancel_and_wait(tasks)
         client = self.channel.conn
         if client is not None:  # the scheduler side keeps the connection: stop the stream
             with contextlib.suppress(HeadError):

@@ -25,7 +25,6 @@ state, and of what other processes commit to a database they share (the store's
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import math
@@ -36,6 +35,7 @@ from typing import Any
 
 from gputui.common.i18n import N_
 from gputui.common.locations import socket_dir_problem
+from gputui.common.tasks import cancel_and_wait
 from gputui.scheduler.client.errors import HeadError
 from gputui.scheduler.client.slurm.parse import node_names
 from gputui.scheduler.head import lifecycle, usage_reads
@@ -332,11 +332,7 @@ class Head:
         self.liveness.closing()
         await self.metrics.close()
         await self._server.close()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait(self._tasks)
         unapplied = self._inbox.drain()
         await self.meter.close(unapplied)
         if self.slurm_energy is not None:

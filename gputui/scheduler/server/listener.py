@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from gputui.common.tasks import cancel_and_wait
 from gputui.scheduler.server.connection import DEFAULT_LIMITS, MAX_CONNECTIONS, Connection, Limits
 from gputui.scheduler.server.peer import caller_for, peer_ids, user_name
 from gputui.scheduler.server.wire import MAX_REQUEST_BYTES, encode, error
@@ -96,11 +97,7 @@ class SocketServer:
             conn.closed = True
             with contextlib.suppress(Exception):
                 conn.writer.close()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await task
+        await cancel_and_wait(list(self._tasks))
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)

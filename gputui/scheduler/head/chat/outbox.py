@@ -40,6 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from gputui.common.tasks import cancel_and_wait
 from gputui.common.text import clean
 from gputui.config.notify import KIND_EVENTS, NotifyConfig, mask
 from gputui.scheduler.head.chat.senders import Channel, SendFailed, guarded_send, send
@@ -237,11 +238,7 @@ class Outbox:
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(BaseException):
-                    await task
+            await cancel_and_wait(tasks)
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._lookups.shutdown(wait=False, cancel_futures=True)
 
