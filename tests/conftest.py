@@ -48,8 +48,8 @@ StartFleet = Callable[..., Awaitable["Fleet"]]
 
 # migrate_once: a new store's schema, migrated once; pg_server: a real PostgreSQL
 # server for the store suite (started only by a test that asks); pytester: tests of
-# the hooks here
-pytest_plugins = ["storetemplate", "pgserver", "slurmcluster", "pytester"]
+# the hooks here; hangwatch: a test stuck past its timeout ends its process, named
+pytest_plugins = ["storetemplate", "pgserver", "slurmcluster", "pytester", "hangwatch"]
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
