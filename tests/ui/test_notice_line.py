@@ -4,7 +4,7 @@ history one key away (``N``), at 80x24 and 200x50."""
 from __future__ import annotations
 
 import pytest
-from ui_helpers import help_text, screen_text, until
+from ui_helpers import help_text, screen_text, steady, until
 
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow
@@ -30,8 +30,7 @@ async def test_a_notice_is_one_line_on_the_bottom_row_and_short_lived(
         await until(pilot, lambda: "gpu01" in screen_text(app), "the grid")
         # The cursor on the grid's lowest GPU line, the one a notice would hide.
         assert app.main.grid.select(GpuRow("gpu02", 3))
-        await pilot.pause()
-        before = rows(app)
+        before = await steady(pilot, app)
         app.notify(f"{LONG}\n{ENV}", title="claimed on gpu01", timeout=20)
         app.notify("a failure", title="cannot claim", severity="error", timeout=30)
         await until(pilot, lambda: "cannot claim: a failure" in screen_text(app), "the notice")

@@ -89,6 +89,22 @@ async def until(
         await pilot.pause(0.01)
 
 
+async def steady(pilot: Pilot[Any], app: GpuTuiApp, timeout: float = 10.0) -> list[str]:
+    """The screen's rows once it stays as it is: no rebuild of the grid still to come
+    (they are paced) and the same on two looks an idle app apart. What a test compares
+    a later screen with (one taken mid-way showed a pane a column narrower)."""
+    await until(pilot, lambda: not app.main._rebuild_pending, "the grid's rebuild", timeout)
+    deadline, last = time.monotonic() + timeout, None
+    while True:
+        await pilot.pause()
+        now = screen_text(app).splitlines()
+        if now == last:
+            return now
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the screen did not settle in {timeout:g} s")
+        last = now
+
+
 async def select(pilot: Pilot[Any], app: GpuTuiApp, row: GpuRow) -> None:
     """Put the grid's cursor on ``row`` and make sure it stays there: a rebuild of the
     grid that was under way may put back the row it had."""
