@@ -140,9 +140,9 @@ async def test_a_copy_says_what_it_did_and_shows_the_line_whole(
             assert notice.splitlines()[0] == said
             assert "Copied to the clipboard" not in notice
             assert ('eval "$(gputui env)"' in notice) is (tmux == "external")
-            # The bottom line says what was done (the toast, cut at the edge if need be).
-            bottom = screen_text(app).splitlines()[-1]
-            assert said[:40] in bottom, bottom
+            # The bottom line says what was done (the toast, cut at the edge if need be;
+            # it is drawn after the notice is kept, at the screen's next refresh).
+            await until(pilot, lambda: said[:40] in screen_text(app).splitlines()[-1], "the toast")
             # N: the line whole, alone on its row, for a mouse.
             await pilot.press("N")
             await until(pilot, lambda: isinstance(app.screen, NoticesScreen), "the notices")
