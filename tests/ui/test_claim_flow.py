@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_scheduler import LAYOUT, connected, console, notes, uuid
 from textual.widgets import Input
-from ui_helpers import screen_text, until
+from ui_helpers import screen_text, shows, until
 
 from gputui.ui.gpu_view import GpuRow, HostRow
 from gputui.ui.screens.confirm import ConfirmScreen
@@ -58,7 +58,7 @@ async def test_c_on_a_host_line_asks_how_many_then_shows_which_gpus(
             form.query_one("#f-note", Input).value = "sweep"
             await pilot.press("ctrl+s")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "which GPUs")
-            text = screen_text(app)
+            text = await shows(pilot, app, "Claim 3 GPUs on gpu01: GPU 0, 1, 2")
             assert "Claim 3 GPUs on gpu01: GPU 0, 1, 2" in text
             shown = [uuid("gpu01", i) for i in range(3)]
             assert all(u in text for u in shown), text
@@ -66,7 +66,7 @@ async def test_c_on_a_host_line_asks_how_many_then_shows_which_gpus(
             # No: nothing is taken, the form is back for a change.
             await pilot.press("n")
             await until(pilot, lambda: app.screen is form, "the form again")
-            assert "nothing was claimed" in screen_text(app)
+            await shows(pilot, app, "nothing was claimed")  # said once the answer is in
             assert not app.model.holders
             await pilot.press("ctrl+s")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "which GPUs")
@@ -102,7 +102,7 @@ async def test_a_claim_that_cannot_be_had_now_and_may_not_wait_is_refused_here(
             form.query_one("#f-wait").value = True  # type: ignore[attr-defined]
             await pilot.press("ctrl+s")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
-            assert "The claim waits in line" in screen_text(app)
+            await shows(pilot, app, "The claim waits in line")
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -146,7 +146,8 @@ async def test_a_copy_says_what_it_did_and_shows_the_line_whole(
             # N: the line whole, alone on its row, for a mouse.
             await pilot.press("N")
             await until(pilot, lambda: isinstance(app.screen, NoticesScreen), "the notices")
-            assert env in [line.rstrip() for line in screen_text(app).splitlines()]
+            text = await shows(pilot, app, env)
+            assert env in [line.rstrip() for line in text.splitlines()]
 
 
 @pytest.mark.parametrize("size", SIZES)

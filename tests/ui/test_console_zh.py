@@ -25,7 +25,7 @@ from test_health_screen import board as fault_board
 from test_snapshots import make_app, select_alice
 from textual.widgets import DataTable, Static
 from ui_fakes import NOW, fixed_clock, gpu01_gpus, process, sample
-from ui_helpers import grid_line, screen_text, until
+from ui_helpers import grid_line, screen_text, steady, until
 
 from gputui.common import i18n
 from gputui.common.text import cells
@@ -121,6 +121,7 @@ async def test_the_detail_pane_says_why_a_rogue_process_is_flagged(
         app.main.enable_scheduler()
         assert app.main.grid.select(GpuRow("gpu01", 1))
         await until(pilot, lambda: "越权" in detail_text(app), "the flagged line")
+        await steady(pilot, app)  # the pane grows to the wrapped flag at the next layout
         text = detail_text(app)
         joined = "".join(text.split())
         assert "已标记" in text and "此GPU上没有gtu_bob的作业或认领" in joined, text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from test_scheduler import LAYOUT, connected, console
-from ui_helpers import screen_text, until
+from ui_helpers import screen_text, shows, until
 
 from gputui.scheduler.head.actions import run_key
 from gputui.ui.app import GpuTuiApp
@@ -39,7 +39,7 @@ async def test_h_shows_what_the_head_kept_for_you(tmp_path: Path, size: tuple[in
             )
             await pilot.press("N")
             await until(pilot, lambda: isinstance(app.screen, NoticesScreen), "the notices")
-            assert "h: the head's history of yours" in screen_text(app)
+            await shows(pilot, app, "h: the head's history of yours")
             await pilot.press("h")
             await until(
                 pilot, lambda: "as the head keeps them: the newest" in screen_text(app), "history"

@@ -4,7 +4,7 @@ history one key away (``N``), at 80x24 and 200x50."""
 from __future__ import annotations
 
 import pytest
-from ui_helpers import help_text, screen_text, steady, until
+from ui_helpers import help_text, screen_text, shows, steady, until
 
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.gpu_view import GpuRow
@@ -82,7 +82,7 @@ async def test_the_notices_screen_lists_every_notice_in_full(
         await until(pilot, lambda: len(app.notices) == 2, "the notices")
         await pilot.press("N")
         await until(pilot, lambda: isinstance(app.screen, NoticesScreen), "the notices screen")
-        lines = rows(app)
+        lines = (await shows(pilot, app, "sort: util", "claimed on gpu01: claim 7")).splitlines()
         newest = next(i for i, line in enumerate(lines) if "sort: util" in line)
         claim = next(i for i, line in enumerate(lines) if "claimed on gpu01: claim 7" in line)
         assert newest < claim

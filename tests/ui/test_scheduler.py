@@ -22,7 +22,7 @@ from sqlalchemy import text
 from textual.message import Message
 from textual.widgets import DataTable, Input, Log
 from ui_fakes import decode
-from ui_helpers import grid_line, screen_text, until
+from ui_helpers import grid_line, screen_text, shows, until
 
 from gputui.config.models import Config, HeadConfig
 from gputui.scheduler.client.aio import AsyncHeadClient
@@ -273,7 +273,7 @@ async def test_an_admin_gives_a_reason_to_act_on_another_users_job(tmp_path: Pat
             await until(pilot, lambda: queue.selected is not None, "the other user's job")
             await pilot.press("h")
             await until(pilot, lambda: isinstance(app.screen, ReasonScreen), "the reason dialog")
-            assert "someone's job: say why" in screen_text(app)
+            await shows(pilot, app, "someone's job: say why")
             await pilot.press("enter")  # no reason: refused here, nothing sent
             await until(pilot, lambda: "A reason is required" in screen_text(app), "the refusal")
             assert isinstance(app.screen, ReasonScreen)

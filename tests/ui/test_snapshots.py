@@ -10,6 +10,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 from ui_fakes import NOW, FakeSource, fixed_clock
+from ui_helpers import steady
 from usage_fakes import WEEK, usage_answer
 
 from gputui.config.models import Config
@@ -28,7 +29,7 @@ async def select_alice(pilot: Pilot[Any]) -> None:
     assert isinstance(app, GpuTuiApp)
     await pilot.pause()
     app.main.grid.select(GpuRow("gpu01", 0))
-    await pilot.pause()
+    await steady(pilot, app)  # the picture is of the screen as it stays
 
 
 def test_main_screen_120x40(snap_compare: Any) -> None:

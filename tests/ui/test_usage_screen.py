@@ -21,7 +21,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.pilot import Pilot
 from ui_fakes import NOW, FakeSource, fixed_clock
-from ui_helpers import help_text, screen_text, until
+from ui_helpers import help_text, screen_text, steady, until
 from usage_fakes import DAY, WEEK, HeadRefusal, fake_usage_head, usage_answer
 
 from gputui.config.models import Config, HeadConfig
@@ -58,6 +58,7 @@ async def open_usage(
     assert isinstance(screen, UsageScreen)
     if answered:  # asked (on mount), and answered
         await until(pilot, lambda: screen.requests and not screen.asking, "the head's answer")
+        await steady(pilot, app)  # the bars grow to what came at the next layout
     return screen
 
 

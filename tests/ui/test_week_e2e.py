@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_scheduler import LAYOUT, StaticSource, connected, snapshot, uuid
-from ui_helpers import screen_text, until
+from ui_helpers import shows, until
 
 from gputui.config.models import Config, HeadConfig
 from gputui.scheduler.head.actions import Rules
@@ -67,7 +67,8 @@ async def test_book_ahead_see_the_week_then_the_booking_becomes_a_claim(
                 drawn = row[label + 1 :]
                 got = {c for c, ch in enumerate(drawn) if ch == "A"}
                 assert got == (cover if index < 2 else set()), (index, row)
-            text = screen_text(app)
+            # The board grows to its lines at the next layout: its last ones come then.
+            text = await shows(pilot, app, f"A b{booking['id']} root 2 GPU", "gpu01:3")
             assert f"A b{booking['id']} root 2 GPU" in text and "paper deadline" in text
             assert "gpu01:3" in text  # every GPU has its line, at 80x24 too
 

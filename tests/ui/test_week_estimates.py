@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_scheduler import LAYOUT, StaticSource, connected, snapshot, uuid
 from test_week_board import JSON, SINCE, WEEK, boards
-from ui_helpers import screen_text, until
+from ui_helpers import screen_text, shows, until
 
 from gputui.common.text import cells as cell_len
 from gputui.config.models import Config, HeadConfig
@@ -115,7 +115,7 @@ async def test_a_waiting_job_shows_at_its_estimated_start(
                 got = {c for c, ch in enumerate(drawn) if ch == "~"}
                 want = ahead - running_cells if key in guess.rows else set()
                 assert got == want, (index, row)
-            text = screen_text(app)
+            text = await shows(pilot, app, f"~ job {small_id} root 2 GPU est. ")
             assert f"~ job {small_id} root 2 GPU est. " in text and "eval" in text
             assert "1 job estimated" in text and "~ waiting job, estimated" in text
 

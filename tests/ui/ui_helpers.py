@@ -89,6 +89,16 @@ async def until(
         await pilot.pause(0.01)
 
 
+async def shows(pilot: Pilot[Any], app: Any, *needles: str, timeout: float = 10.0) -> str:
+    """The screen's text once every one of ``needles`` is drawn on it. A wait on the
+    app's state (a screen pushed, an answer kept) can end a frame before the screen is
+    laid out anew: what is then read from the screen is the old frame."""
+    await until(
+        pilot, lambda: all(n in screen_text(app) for n in needles), f"{needles!r} drawn", timeout
+    )
+    return screen_text(app)
+
+
 async def steady(pilot: Pilot[Any], app: GpuTuiApp, timeout: float = 10.0) -> list[str]:
     """The screen's rows once it stays as it is: no rebuild of the grid still to come
     (they are paced) and the same on two looks an idle app apart. What a test compares
