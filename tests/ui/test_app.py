@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Input
 from ui_fakes import NOW, FakeControl, FakeSource, fixed_clock
-from ui_helpers import grid, grid_line, help_text, lines, screen_text, shown, told, until
+from ui_helpers import grid, grid_line, help_text, lines, screen_text, shown, shows, told, until
 
 from gputui.config.models import Config
 from gputui.fleet.fleet import Fleet
@@ -573,8 +573,7 @@ async def test_narrow_process_table_gives_the_command_room(app: GpuTuiApp) -> No
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await _select_process(app, pilot, GpuRow("gpu01", 0))
-        text = screen_text(app)
-        assert "python train.py --epo" in text  # was cut to "python -"
+        text = await shows(pilot, app, "python train.py --epo")  # was cut to "python -"
         assert "59.6G" in text and "61000M" not in text  # as the grid spells memory
         assert " AGE " not in text  # the age gives way before the command does
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable
 from ui_fakes import NOW, FakeSource, fixed_clock
-from ui_helpers import grid_line, help_text, lines, screen_text, shown, until
+from ui_helpers import grid_line, help_text, lines, screen_text, shown, shows, until
 
 from gputui.config.models import Config
 from gputui.ui.app import GpuTuiApp
@@ -135,8 +135,8 @@ async def test_the_audit_screen_keeps_owner_and_outcome(size: tuple[int, int]) -
         await app.push_screen(screen)
         await pilot.pause()
         screen.show_rows(screen.token, sorted(ROWS, key=lambda r: -r.time))
-        await pilot.pause()
-        text = screen_text(app)
+        # The highlighted row's detail comes with the highlight, drawn at the next frame.
+        text = await shows(pilot, app, "reason   for job 9 (urgent)")
         header = next(line for line in text.splitlines() if "TIME" in line)
         for column in ("ACTOR", "ACTION", "TARGET", "OWNER", "OUTCOME", "REASON"):
             assert column in header, header

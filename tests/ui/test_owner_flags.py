@@ -23,7 +23,7 @@ from test_scheduler import LAYOUT, StaticSource, snapshot, uuid
 from textual.content import Content
 from textual.coordinate import Coordinate
 from textual.widgets import Static
-from ui_helpers import grid_line, screen_text, until
+from ui_helpers import grid_line, screen_text, steady, until
 
 from gputui.config.models import Config, HeadConfig
 from gputui.config.scheduler import Ownership, SchedulerConfig
@@ -67,7 +67,7 @@ async def test_the_grid_marks_a_flagged_gpu_and_the_detail_says_why(tmp_path: Pa
             await until(pilot, lambda: "ROGUE" in grid_line(app, "gpu01:2"), "the marker")
             assert "ROGUE" not in grid_line(app, "gpu01:1")
             assert app.main.grid.select(GpuRow("gpu01", 2))
-            await pilot.pause()
+            await steady(pilot, app)  # the detail pane grows to the flag at the next layout
             text = screen_text(app)
             assert "flagged" in text
             # Wrapped at the pane's width, never cut: what it is, why, and when. Where
