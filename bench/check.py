@@ -189,6 +189,20 @@ BENCHES: dict[str, tuple[list[str], list[Target]]] = {
                 " ms",
             ),
             Target(
+                "metrics: /metrics scrape, gzipped",
+                _key("metrics_scrape_gzip_ms"),
+                "<=",
+                50.0,
+                " ms",
+            ),
+            Target(
+                "metrics: text made anew each refresh (new samples)",
+                _key("metrics_refresh_ms"),
+                "<=",
+                250.0,
+                " ms",
+            ),
+            Target(
                 "metrics: the loop's share of a scrape", _key("loop_view_ms"), "<=", 10.0, " ms"
             ),
         ],

@@ -14,7 +14,9 @@ measured is gputui, not a thousand helper processes. In order:
    with no console once it holds steady after the connection burst (``settle_s``,
    at most ``--settle-max``; ``head_cpu_cores``, per sample
    ``head_cpu_per_sample_us``), and
-   ``/metrics`` scraped over HTTP (``metrics_scrape_ms``, median).
+   ``/metrics`` scraped over HTTP a second apart (``metrics_scrape_ms``, median, and
+   gzipped as Prometheus asks, ``metrics_scrape_gzip_ms``; the first scrape, which
+   renders the text for itself, ``metrics_first_scrape_ms``).
 3. **consoles**: 1 console, then ``--consoles`` (50) at once, each a separate process
    running ``HeadTelemetry`` (the console's own source, decoding the deltas into
    snapshots) that shows ``--view`` hosts (as a screen does; the rest come as
@@ -44,7 +46,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncssh
 import yaml
+from metrics import scrape
 
 from gputui.config.models import Config, HostConfig, SshDefaults
 from gputui.fleet.fleet import Fleet
@@ -255,15 +257,24 @@ class Head:
     def cpu(self) -> float:
         return cpu_of(self.process.pid)
 
-    def scrape_ms(self, runs: int) -> tuple[float, int]:
-        times, size = [], 0
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+    def scrape_ms(self, runs: int) -> dict[str, Any]:
+        """The first scrape (it renders the text for itself), then ``runs`` scrapes a
+        second apart, plain and gzipped (the head's own thread renders between them)."""
+        first, _, _ = scrape(self.metrics_port, True)
+        plain, packed, size, packed_size = [], [], 0, 0
         for _ in range(runs):
-            start = time.perf_counter()
-            with urllib.request.urlopen(url, timeout=30) as answer:
-                size = len(answer.read())
-            times.append((time.perf_counter() - start) * 1e3)
-        return statistics.median(times), size
+            time.sleep(1.0)  # (pacing, as a scraper's interval)
+            ms, size, _ = scrape(self.metrics_port, False)
+            plain.append(ms)
+            ms, packed_size, _ = scrape(self.metrics_port, True)
+            packed.append(ms)
+        return {
+            "metrics_scrape_ms": round(statistics.median(plain), 1),
+            "metrics_scrape_gzip_ms": round(statistics.median(packed), 1),
+            "metrics_first_scrape_ms": round(first, 1),
+            "metrics_bytes": size,
+            "metrics_gzip_bytes": packed_size,
+        }
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -540,9 +551,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             stale, sampled = await probe_staleness(head, args.seconds)
             report["p99_staleness_s"] = None if stale is None else round(stale, 3)
             report["hosts_sampled"] = sampled
-            scrape, size = await asyncio.to_thread(head.scrape_ms, args.scrapes)
-            report["metrics_scrape_ms"] = round(scrape, 1)
-            report["metrics_bytes"] = size
+            report.update(await asyncio.to_thread(head.scrape_ms, args.scrapes))
             _progress(report)
             one = await measure_consoles(head, 1, args.view, args.seconds)
             report["one_console"] = one

@@ -1,16 +1,23 @@
-"""Scrape cost: ``/metrics`` rendered from the head's memory at 1,000 hosts x 8 GPUs.
+"""Scrape cost: ``/metrics`` at 1,000 hosts x 8 GPUs, rendered and served.
 
 Builds the view a head hands its HTTP thread (``FleetView``: every host's latest
 sample with every reading a helper sends, a health reading per GPU, an Xid on some,
-half the GPUs held by jobs or claims) and times a full scrape of ``/metrics``
-(``metrics.render_parts``, what the server sends, with the ``ScrapeCache`` a running
-head keeps between scrapes; fresh energy figures between scrapes), median of
-``--runs``. Beside it: the same joined into one ``bytes`` (``metrics_scrape_joined_ms``),
-a scrape after every host sent a new sample with the busy GPUs' readings moved
-(``metrics_scrape_new_samples_ms``, as with a scrape every 15 s), the first scrape
-(``metrics_scrape_cold_ms``), and once, prometheus_client's own ``generate_latest``
-over the same collector (the baseline; the texts are checked equal). The loop's own
-share (handing out the view) is timed too.
+half the GPUs held by jobs or claims), then:
+
+- **served**: a real ``MetricsServer`` on this process's loop, scraped over HTTP
+  (urllib, on loopback) while its own thread renders the text anew every 0.5 s from
+  a view whose busy GPUs moved (``metrics_scrape_ms``: the median of ``--runs``
+  scrapes, what a scrape costs; ``metrics_scrape_gzip_ms`` asking for gzip, as
+  Prometheus does; ``metrics_first_scrape_ms``: the first, which renders for itself);
+- **rendered**: what the server's thread does every refresh, timed alone
+  (``metrics.render_parts`` with the ``ScrapeCache`` a running head keeps; fresh
+  energy figures between renders: ``metrics_render_ms``; after every host sent a new
+  sample with the busy GPUs' readings moved: ``metrics_render_new_samples_ms``;
+  joined and gzipped as the server keeps it: ``metrics_render_kept_ms``, and after new
+  samples, the server's thread's work each refresh: ``metrics_refresh_ms``; the first:
+  ``metrics_render_cold_ms``), and once prometheus_client's own ``generate_latest``
+  over the same collector (the baseline; the texts are checked equal). The loop's
+  own share (handing out the view) is timed too.
 
     python bench/metrics.py [--hosts 1000] [--gpus 8] [--runs 7]
 
@@ -21,9 +28,12 @@ The last line of output is one JSON object.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import socket
 import statistics
 import time
+import zlib
 from dataclasses import replace
 from typing import Any, cast
 
@@ -31,6 +41,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from gputui.scheduler.head.gpufacts import GpuFacts
 from gputui.scheduler.head.metrics import FleetCollector, ScrapeCache, render, render_parts
+from gputui.scheduler.head.metrics_serve import GZIP_LEVEL, MetricsServer
 from gputui.scheduler.head.metrics_state import (
     FleetView,
     Holding,
@@ -185,40 +196,118 @@ def resampled(view: FleetView, n: int) -> FleetView:
     return replace(view, hosts=tuple(hosts), energy_mj=energy)
 
 
-def fresh_ms(view: FleetView, runs: int) -> float:
-    """Median ``render_parts`` when every host sent a new sample since the last scrape."""
+def fresh_ms(view: FleetView, runs: int) -> tuple[float, float]:
+    """Medians, when every host sent a new sample since the last rendering: of
+    ``render_parts``, and of what the server's thread does each refresh (that, joined
+    into one body and gzipped)."""
     cache = ScrapeCache()
     render_parts(view, cache)
-    times = []
+    times, kept = [], []
     for n in range(1, runs + 1):
         later = resampled(view, n)
         start = time.perf_counter()
-        render_parts(later, cache)
+        parts = render_parts(later, cache)
         times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+        packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        packer.compress(b"".join(parts)) + packer.flush()
+        kept.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times), statistics.median(kept)
+
+
+def scrape(port: int, gzip: bool, host: str = "127.0.0.1") -> tuple[float, int, bool]:
+    """One scrape of ``/metrics`` as a scraper makes it (HTTP/1.0, read into a buffer
+    kept between scrapes, as Prometheus's Go client does; urllib's own reading of 48 MB
+    costs more than the server's answer): milliseconds, bytes of the body as sent,
+    whether it came gzipped."""
+    start = time.perf_counter()
+    with socket.create_connection((host, port), timeout=60) as conn:
+        ask = "Accept-Encoding: gzip\r\n" if gzip else ""
+        conn.sendall(f"GET /metrics HTTP/1.0\r\nHost: {host}\r\n{ask}\r\n".encode())
+        got = 0
+        view = memoryview(_BUFFER)
+        while True:
+            if got == len(_BUFFER):
+                _BUFFER.extend(bytes(len(_BUFFER)))
+                view = memoryview(_BUFFER)
+            n = conn.recv_into(view[got:])
+            if not n:
+                break
+            got += n
+        view.release()
+    took = (time.perf_counter() - start) * 1000
+    head, _, _ = bytes(_BUFFER[: min(got, 4096)]).partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    assert lines[0].split()[1] == "200", lines[0]
+    fields = dict(line.lower().split(": ", 1) for line in lines[1:] if ": " in line)
+    size = int(fields["content-length"])
+    assert got == len(head) + 4 + size, "a short answer"
+    return took, size, fields.get("content-encoding") == "gzip"
+
+
+_BUFFER = bytearray(1 << 26)
+
+
+def served(view: FleetView, runs: int) -> dict[str, Any]:
+    """A real server on this loop, scraped ``runs`` times (plain, then gzip) 0.6 s
+    apart while its thread renders every 0.5 s from a view with moving readings (the
+    scraper on a thread of this process: it shares the interpreter with the loop and
+    the renderer, as a live head's HTTP thread does)."""
+
+    async def run() -> dict[str, Any]:
+        now = {"view": view}
+        server = MetricsServer("127.0.0.1", 0, lambda: now["view"], refresh_s=0.5)
+        server.start()
+        try:
+            first_ms, _, _ = await asyncio.to_thread(scrape, server.port, True)
+            plain, packed, sizes = [], [], (0, 0)
+            for n in range(1, runs + 1):
+                now["view"] = resampled(view, n)
+                await asyncio.sleep(0.6)  # (pacing, as a scraper's interval)
+                ms, size, _ = await asyncio.to_thread(scrape, server.port, False)
+                gz_ms, gz_size, was_gzip = await asyncio.to_thread(scrape, server.port, True)
+                assert was_gzip, "asked for gzip, sent plain"
+                plain.append(ms)
+                packed.append(gz_ms)
+                sizes = (size, gz_size)
+        finally:
+            await asyncio.to_thread(server.close)
+        return {
+            "metrics_scrape_ms": round(statistics.median(plain), 2),
+            "metrics_scrape_max_ms": round(max(plain), 2),
+            "metrics_scrape_gzip_ms": round(statistics.median(packed), 2),
+            "metrics_first_scrape_ms": round(first_ms, 2),
+            "bytes_sent": sizes[0],
+            "gzip_bytes": sizes[1],
+            "renders": server.renders,
+            "scrapes": server.scrapes,
+        }
+
+    return asyncio.run(run())
 
 
 def measure(hosts: int = 1000, gpus: int = 8, runs: int = 7) -> dict[str, Any]:
-    """The scrape's figures at ``hosts`` x ``gpus`` (``metrics_scrape_ms``: median)."""
+    """The figures at ``hosts`` x ``gpus`` (``metrics_scrape_ms``: median, served)."""
     view = fleet_view(hosts, gpus)
     cache = ScrapeCache()
-    render_parts(view, cache)  # the first scrape writes every line
+    render_parts(view, cache)  # the first render writes every line
     first_ms = 0.0
-    times, joined = [], []
+    times, kept = [], []
     for n in range(runs + 1):
-        # Between two scrapes every GPU has counted more energy (a fresh value each).
+        # Between two renders every GPU has counted more energy (a fresh value each).
         view = replace(view, energy_mj={u: e + 1e5 + n for u, e in view.energy_mj.items()})
         start = time.perf_counter()
-        parts = render_parts(view, cache)  # what the server does: it sends the pieces
+        parts = render_parts(view, cache)
         took = (time.perf_counter() - start) * 1000
         start = time.perf_counter()
         body = b"".join(parts)
-        join_ms = (time.perf_counter() - start) * 1000
+        packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        packer.compress(body) + packer.flush()
+        keep_ms = (time.perf_counter() - start) * 1000
         if n == 0:
             first_ms = took
         else:
             times.append(took)
-            joined.append(took + join_ms)
+            kept.append(took + keep_ms)
     cold = time.perf_counter()
     render(view, ScrapeCache())
     cold_ms = (time.perf_counter() - cold) * 1000
@@ -229,17 +318,19 @@ def measure(hosts: int = 1000, gpus: int = 8, runs: int = 7) -> dict[str, Any]:
     baseline_ms = (time.perf_counter() - start) * 1000
     series = sum(1 for line in body.splitlines() if not line.startswith(b"#"))
     loop_ms = loop_view_ms(view, runs)
-    new_samples_ms = fresh_ms(view, runs)
+    new_samples_ms, refresh_ms = fresh_ms(view, runs)
     return {
         "hosts": hosts,
         "gpus": hosts * gpus,
         "runs": runs,
-        "metrics_scrape_ms": round(statistics.median(times), 2),
-        "metrics_scrape_max_ms": round(max(times), 2),
-        "metrics_scrape_new_samples_ms": round(new_samples_ms, 2),
-        "metrics_scrape_joined_ms": round(statistics.median(joined), 2),
-        "metrics_scrape_cold_ms": round(cold_ms, 2),
-        "metrics_scrape_warm_first_ms": round(first_ms, 2),
+        **served(view, runs),
+        "metrics_render_ms": round(statistics.median(times), 2),
+        "metrics_render_max_ms": round(max(times), 2),
+        "metrics_render_new_samples_ms": round(new_samples_ms, 2),
+        "metrics_render_kept_ms": round(statistics.median(kept), 2),
+        "metrics_refresh_ms": round(refresh_ms, 2),
+        "metrics_render_cold_ms": round(cold_ms, 2),
+        "metrics_render_warm_first_ms": round(first_ms, 2),
         "loop_view_ms": round(loop_ms, 2),
         "generate_latest_ms": round(baseline_ms, 1),
         "same_text_as_generate_latest": baseline == body,
@@ -258,8 +349,12 @@ def main() -> None:
     report = measure(args.hosts, args.gpus, args.runs)
     print(
         f"/metrics at {report['hosts']} hosts x {args.gpus} GPUs: {report['series']:,} series,"
-        f" {report['bytes'] / 1e6:.1f} MB; scrape {report['metrics_scrape_ms']} ms (median of"
-        f" {args.runs}; {report['metrics_scrape_new_samples_ms']} ms after new samples),"
+        f" {report['bytes'] / 1e6:.1f} MB ({report['gzip_bytes'] / 1e6:.1f} MB gzipped);"
+        f" scrape {report['metrics_scrape_ms']} ms (median of {args.runs};"
+        f" {report['metrics_scrape_gzip_ms']} ms gzipped; the first"
+        f" {report['metrics_first_scrape_ms']} ms); rendered every refresh in"
+        f" {report['metrics_render_ms']} ms ({report['metrics_render_new_samples_ms']} ms"
+        f" after new samples; joined and gzipped {report['metrics_refresh_ms']} ms);"
         f" generate_latest {report['generate_latest_ms']} ms; the loop's share"
         f" (the view) {report['loop_view_ms']} ms"
     )

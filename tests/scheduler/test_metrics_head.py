@@ -242,11 +242,14 @@ def test_a_scrape_never_touches_the_database(tmp_path: Path) -> None:
             return call
 
         th.in_loop(lambda: [setattr(store, n, forbidden(n)) for n in ("snapshot", "transaction")])
+        th.head.metrics.server.forget()  # (this scrape renders the text anew)
+        renders = th.head.metrics.server.renders
         try:
             families = scrape(th)
         finally:
             th.in_loop(lambda: [store.__dict__.pop(n, None) for n in ("snapshot", "transaction")])
         assert touched == []
+        assert th.head.metrics.server.renders == renders + 1
         assert len(families["DCGM_FI_DEV_POWER_USAGE"]) == sum(LAYOUT.values())
         assert families["gputui_jobs_running"][0].value == 0
 

@@ -3,10 +3,19 @@
 prometheus_client's threading WSGI server answers on its own threads, so a scrape
 never holds the head's event loop up for longer than it takes the loop to hand out
 a view (``FleetView``: frozen values and copies, made by a call the HTTP thread
-schedules on the loop with ``call_soon_threadsafe``). The text is rendered on the
-HTTP thread (``metrics.render_parts``, from what the last scrape kept), one scrape
-at a time, and sent in pieces with its length. The server is bound when the
-head starts (a port in use is an error then, not later) and shut down when it stops.
+schedules on the loop with ``call_soon_threadsafe``).
+
+A scrape sends text already made. While anyone scrapes, a thread of the server's
+own renders the text every ``refresh_s`` (``metrics.render_parts``, from what the
+last render kept, joined into one ``bytes``, and gzipped too while a scraper asks
+for gzip, as Prometheus does), as dcgm-exporter collects on an interval and serves
+what it collected. So a scrape costs what sending costs, however large the fleet,
+and its figures are at most ``refresh_s`` (plus one render) old. A scrape that finds
+no text, or text older than twice ``refresh_s`` (the first scrape, the first after
+``IDLE_AFTER_S`` without one), renders it there and then. After ``IDLE_AFTER_S``
+without a scrape the thread stops rendering and lets the text go, so a head that
+nobody scrapes pays nothing. The server is bound when the head starts (a port in
+use is an error then, not later) and shut down when it stops.
 """
 
 from __future__ import annotations
@@ -17,7 +26,10 @@ import logging
 import math
 import socket
 import threading
+import time
+import zlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -26,6 +38,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from gputui.common.listen import listen_text
 from gputui.scheduler.head.metrics import ScrapeCache, render_parts
 from gputui.scheduler.head.metrics_state import FleetView, MetricsFeed
+from gputui.scheduler.head.settings import METRICS_REFRESH_S
 from gputui.telemetry import HostSnapshot
 
 log = logging.getLogger("gputui.scheduler.head.daemon")
@@ -34,6 +47,10 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The text format ``render`` writes (prometheus_client's ``generate_latest``'s)."""
 VIEW_TIMEOUT_S = 10.0
 """How long a scrape waits for the loop to hand out a view before it answers 503."""
+IDLE_AFTER_S = 180.0
+"""No scrape for this long: the text is no longer kept ready (nor its memory held)."""
+GZIP_LEVEL = 1
+"""zlib's fastest: the text is most of it the same labels again (about 19 to 1)."""
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
@@ -47,18 +64,63 @@ class _Quiet(WSGIRequestHandler):
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Body:
+    """One rendering of the text, as sent."""
+
+    text: bytes
+    gzipped: bytes | None
+    """The same, gzipped (None: no scraper asked for gzip lately)."""
+    made_at: float
+    """When its view was taken (the server's clock)."""
+
+
+def wants_gzip(accept: str) -> bool:
+    """Whether an ``Accept-Encoding`` header takes gzip (``gzip;q=0`` refuses it)."""
+    for item in accept.split(","):
+        coding, _, params = item.partition(";")
+        if coding.strip().lower() not in ("gzip", "x-gzip"):
+            continue
+        q = params.strip().lower().removeprefix("q=").strip()
+        try:
+            return not params.strip() or float(q) > 0
+        except ValueError:
+            return False
+    return False
+
+
 class MetricsServer:
-    def __init__(self, addr: str, port: int, view: Callable[[], FleetView]) -> None:
+    def __init__(
+        self,
+        addr: str,
+        port: int,
+        view: Callable[[], FleetView],
+        *,
+        refresh_s: float = METRICS_REFRESH_S,
+        idle_after_s: float = IDLE_AFTER_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``view``: builds the fleet's view; it is called on the loop that ``start``
-        runs on, never on the HTTP thread."""
+        runs on, never on the HTTP thread. ``refresh_s``: how often the text is made
+        anew while anyone scrapes."""
         self.addr, self.port = addr, port
         self._view = view
+        self._refresh_s = refresh_s
+        self._idle_after_s = idle_after_s
+        self._clock = clock
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: ThreadingWSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._renderer: threading.Thread | None = None
         self._render_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closing = False
         self._cache = ScrapeCache()
+        self._body: Body | None = None
+        self._scraped_at = -math.inf
+        self._gzip_at = -math.inf
         self.scrapes = 0
+        self.renders = 0
 
     def start(self) -> None:
         """Bind and serve (on the running loop's behalf); ``MetricsBindError`` when the
@@ -85,18 +147,35 @@ class MetricsServer:
             target=server.serve_forever, name="gputui-head-metrics", daemon=True
         )
         self._thread.start()
+        self._renderer = threading.Thread(
+            target=self._keep_fresh, name="gputui-head-metrics-render", daemon=True
+        )
+        self._renderer.start()
 
     def close(self) -> None:
         """Stop answering and release the port (a scrape in progress is let finish)."""
         server, self._server = self._server, None
         if server is None:
             return
+        self._closing = True
+        self._wake.set()
         server.shutdown()
         server.server_close()
-        if self._thread is not None:
-            self._thread.join(VIEW_TIMEOUT_S)
+        for thread in (self._thread, self._renderer):
+            if thread is not None:
+                thread.join(VIEW_TIMEOUT_S)
+        self._body = None
 
-    # -- on the HTTP threads -------------------------------------------------------------
+    @property
+    def idle(self) -> bool:
+        """Whether the text is no longer kept ready (nobody scraped for a while)."""
+        return self._body is None and self._clock() - self._scraped_at > self._idle_after_s
+
+    def forget(self) -> None:
+        """Let the text go: the next scrape renders it anew."""
+        self._body = None
+
+    # -- on the server's threads ---------------------------------------------------------
 
     def fetch_view(self) -> FleetView:
         """The fleet's view, made on the head's loop (``TimeoutError``, ``RuntimeError``
@@ -119,12 +198,64 @@ class MetricsServer:
         finally:
             done.cancel()
 
-    def body(self) -> list[bytes]:
-        """The text, in pieces (one per family: sent one after the other, not joined)."""
+    def _render(self) -> Body:
+        """A new rendering (the caller holds the render lock)."""
+        made_at = self._clock()
         view = self.fetch_view()
-        with self._render_lock:
-            self.scrapes += 1
-            return render_parts(view, self._cache)
+        text = b"".join(render_parts(view, self._cache))
+        gzipped = None
+        if self._clock() - self._gzip_at <= self._idle_after_s:
+            packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            gzipped = packer.compress(text) + packer.flush()
+        self.renders += 1
+        return Body(text, gzipped, made_at)
+
+    def body(self, gzip: bool = False) -> Body:
+        """What a scrape sends: the text kept ready, or, when there is none fresh
+        enough, a rendering made now."""
+        now = self._clock()
+        self._scraped_at = now
+        if gzip:
+            self._gzip_at = now
+        body = self._body
+        if body is None or now - body.made_at > 2 * self._refresh_s:
+            with self._render_lock:  # (a rendering under way may be the one wanted)
+                body = self._body
+                if body is None or self._clock() - body.made_at > 2 * self._refresh_s:
+                    body = self._body = self._render()
+        self.scrapes += 1
+        self._wake.set()
+        return body
+
+    def _next_render_in(self) -> float | None:
+        """Seconds until the text is to be made anew; None: nobody scrapes."""
+        now = self._clock()
+        if now - self._scraped_at > self._idle_after_s:
+            return None
+        body = self._body
+        return 0.0 if body is None else body.made_at + self._refresh_s - now
+
+    def _keep_fresh(self) -> None:
+        """The renderer's thread: the text made anew every ``refresh_s`` while anyone
+        scrapes, let go when nobody has for ``idle_after_s``."""
+        while not self._closing:
+            wait = self._next_render_in()
+            if wait is None:
+                self._body = None
+                self._wake.wait()
+            elif wait > 0:
+                self._wake.wait(wait)
+            else:
+                try:
+                    with self._render_lock:
+                        self._body = self._render()
+                except (RuntimeError, TimeoutError, concurrent.futures.TimeoutError) as exc:
+                    log.warning("head: /metrics not rendered: %s", _why(exc))
+                    self._wake.wait(self._refresh_s)
+                except Exception:  # a bug: logged, and tried again a refresh later
+                    log.exception("head: /metrics failed to render")
+                    self._wake.wait(self._refresh_s)
+            self._wake.clear()
 
     def _app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") not in ("/metrics", "/"):
@@ -133,8 +264,9 @@ class MetricsServer:
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
             start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
             return [b""]
+        gzip = wants_gzip(str(environ.get("HTTP_ACCEPT_ENCODING", "")))
         try:
-            parts = [p for p in self.body() if p]
+            body = self.body(gzip)
         except (RuntimeError, TimeoutError, concurrent.futures.TimeoutError) as exc:
             log.warning("head: /metrics not answered: %s", _why(exc))
             start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
@@ -143,10 +275,14 @@ class MetricsServer:
             log.exception("head: /metrics failed")
             start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
             return [b"internal error\n"]
-        size = sum(map(len, parts))
-        headers = [("Content-Type", CONTENT_TYPE), ("Content-Length", str(size))]
+        headers = [("Content-Type", CONTENT_TYPE), ("Vary", "Accept-Encoding")]
+        data = body.text
+        if gzip and body.gzipped is not None:
+            data = body.gzipped
+            headers.append(("Content-Encoding", "gzip"))
+        headers.append(("Content-Length", str(len(data))))
         start_response("200 OK", headers)
-        return [b""] if environ.get("REQUEST_METHOD") == "HEAD" else parts
+        return [b""] if environ.get("REQUEST_METHOD") == "HEAD" else [data]
 
 
 def _why(exc: BaseException) -> str:
@@ -167,7 +303,7 @@ class HeadMetrics:
         clock: Callable[[], float],
     ) -> None:
         self.feed = feed
-        self.server = None if listen is None else MetricsServer(*listen, view)
+        self.server = None if listen is None else MetricsServer(*listen, view, refresh_s=refresh_s)
         self._refresh_s = refresh_s
         self._clock = clock
         self._read_at = -math.inf

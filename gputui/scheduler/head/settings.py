@@ -65,4 +65,5 @@ class HeadSettings:
     """hosts.yaml's ``notify:``: team chat channels, and how notices are sent."""
     metrics_refresh_s: float = METRICS_REFRESH_S
     """How often the queue's and the accounting's figures of ``/metrics`` are read
-    again (they are also read after every commit that changed the state)."""
+    again (they are also read after every commit that changed the state), and how
+    often its text is made anew while anyone scrapes."""
