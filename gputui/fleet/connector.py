@@ -192,7 +192,7 @@ class HostConnector:
             # Like ``ssh -i``: the agent's copy of this key first (only that one: a
             # full agent would trip MaxAuthTries), the file itself when unencrypted.
             identity = self._loaded_identity = load_identity(self.host.identity_file)
-            kwargs["client_keys"] = [identity.path]
+            kwargs["client_keys"] = list(identity.keypairs) or [identity.path]
             kwargs["ignore_encrypted"] = True
             if identity.public is not None:
                 kwargs["agent_identities"] = [identity.public]

@@ -39,6 +39,9 @@ class Identity:
     """The path with ``~`` expanded."""
     public: asyncssh.SSHKey | None
     encrypted: bool
+    keypairs: tuple[asyncssh.SSHKeyPair, ...] = ()
+    """The file's key (with its ``-cert.pub`` certificate, if any) as asyncssh loads
+    it, when not encrypted: offered as it is, so a connection parses no file."""
 
     def agent_hint(self, agent_path: str | None) -> str:
         """Why an encrypted key could not be used, and the command that fixes it."""
@@ -54,10 +57,10 @@ class Identity:
 
 
 _Stamp = tuple[int, int, int, int] | None
-_LOADED: dict[str, tuple[tuple[_Stamp, _Stamp], Identity]] = {}
-"""Identities read so far, by setting, with the stamps of the key and its ``.pub``: a
-connection attempt (every 2 s for a refusing host, for every host) reads no file and
-parses no key unless one changed."""
+_LOADED: dict[str, tuple[tuple[_Stamp, _Stamp, _Stamp], Identity]] = {}
+"""Identities read so far, by setting, with the stamps of the key, its ``.pub`` and
+its ``-cert.pub``: a connection attempt (every 2 s for a refusing host, for every
+host) reads no file and parses no key unless one changed."""
 _LOADED_MAX = 256
 
 
@@ -73,7 +76,7 @@ def load_identity(setting: str) -> Identity:
     """Read ``setting`` (hosts.yaml's ``identity_file``); a file that is missing,
     unreadable or not a private key is a ``SetupFailure`` naming the path and field."""
     path = Path(setting).expanduser()
-    stamps = (_stamp(str(path)), _stamp(f"{path}.pub"))
+    stamps = (_stamp(str(path)), _stamp(f"{path}.pub"), _stamp(f"{path}-cert.pub"))
     cached = _LOADED.get(setting)
     if cached is not None and cached[0] == stamps and stamps[0] is not None:
         return cached[1]
@@ -101,7 +104,11 @@ def _read_identity(setting: str, path: Path) -> Identity:
                 f"{clean(exc, 120)}",
             ) from None
         return Identity(setting, str(path), _public_half(path, data), encrypted=True)
-    return Identity(setting, str(path), key.convert_to_public(), encrypted=False)
+    try:
+        keypairs = tuple(asyncssh.load_keypairs([str(path)]))
+    except (OSError, asyncssh.KeyImportError, ValueError):
+        keypairs = ()  # (asyncssh reads the file itself at the connection, and says why)
+    return Identity(setting, str(path), key.convert_to_public(), encrypted=False, keypairs=keypairs)
 
 
 def _public_half(path: Path, data: bytes) -> asyncssh.SSHKey | None:

@@ -171,11 +171,14 @@ def test_an_identity_is_read_again_only_when_its_file_changes(
     first.write_private_key(str(path))
     one = load_identity(str(path))
     assert load_identity(str(path)) is one and len(reads) == 1  # every attempt after: no I/O
+    # The key as asyncssh loads it, kept: a connection is offered it and parses no file.
+    assert [k.public_data for k in one.keypairs] == [first.public_data]
     second = asyncssh.generate_private_key("ssh-ed25519")
     second.write_private_key(str(tmp_path / "new"))
     os.replace(tmp_path / "new", path)  # as editors and ssh-keygen -f do: a new file
     again = load_identity(str(path))
     assert again.public is not None and again.public.public_data == second.public_data
+    assert [k.public_data for k in again.keypairs] == [second.public_data]
     assert len(reads) == 2
 
 

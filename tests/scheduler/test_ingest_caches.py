@@ -5,7 +5,9 @@ while what they were made from is unchanged (``bench/ingest.py`` measures why).
 Each cache is driven here by hypothesis against the answer made afresh:
 
 * ``HostWatch``: a host's hello is compared with the stored inventory only when the
-  hello or the inventory changed (a load, a batch's change, an undo);
+  hello or that host's stored GPUs changed (a load, a batch's change, a card moved to
+  or from another host, an undo), and what a hello lists is written only where the
+  store holds something else;
 * ``sorted_checks``: a card's unknown and not-applicable checks, kept per errors,
   context readings and card name;
 * ``HeadHealth.refresh``: a flagged process's finding, kept per what it shows;
@@ -74,6 +76,7 @@ _ops = st.lists(
         st.tuples(st.just("remember"), _layouts, st.booleans()),
         st.tuples(st.just("as-hello"), st.integers(0, 2)),
         st.tuples(st.just("remember-hello"), st.integers(0, 2)),
+        st.tuples(st.just("move"), st.integers(0, 2), st.booleans()),
         st.tuples(st.just("begin"), st.none()),
         st.tuples(st.just("undo"), st.none()),
     ),
@@ -111,6 +114,9 @@ def test_inventory_is_compared_again_whenever_it_or_the_hello_changed(
             watch.load(_rows(hellos[args[0]]))
         elif op == "remember-hello":  # a batch stores what a hello lists (undone or not)
             watch.remember(_rows(hellos[args[0]]))
+        elif op == "move":  # a card's row now names another host, or comes back
+            where = "gpu02" if args[1] else HOST
+            watch.remember([Gpu(uuid=_uuid(args[0]), host=where, index=args[0], model=MODELS[0])])
         elif op == "begin":
             watch.begin()
         else:
@@ -521,3 +527,73 @@ def test_a_mig_cards_slices_have_their_own_problems() -> None:
         _uuid(0): ["rogue"],
         "MIG-a": ["rogue"],
     }
+
+
+_inventories = st.lists(
+    st.tuples(
+        st.sampled_from(["gpu01", "gpu02"]),
+        st.lists(st.tuples(st.integers(0, 3), st.sampled_from(MODELS)), max_size=3),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(inventories=_inventories)
+def test_stored_inventory_is_what_the_hellos_said_and_the_watch_holds(
+    tmp_path_factory: Any, inventories: list[tuple[str, list[tuple[int, str]], bool]]
+) -> None:
+    """Hellos stored one after the other (a card may move between the two hosts; a
+    batch may not be committed): the rows are what each host's last stored hello said,
+    the watch's copy is the rows, and a hello stored again as it is writes nothing."""
+    from gputui.scheduler.head.watch.slices import cards_of
+
+    store = SqlStore.open(Path(tmp_path_factory.mktemp("db")) / "gputui.db")
+    watch = HostWatch({"gpu01": "default", "gpu02": "default"}, lambda snap: None)
+    said: dict[str, dict[str, tuple[str, int, str]]] = {}
+    for host, listed, commit in inventories:
+        infos = {f"GPU-card-{n}": GpuInfo(index=i, uuid=f"GPU-card-{n}", name=m)
+                 for i, (n, m) in enumerate(listed)}  # fmt: skip
+        watch.begin()
+        try:
+            with store.transaction() as tx:
+                watch.put_inventory(tx, host, cards_of(tuple(infos.values())))
+                if not commit:
+                    raise _NotCommitted
+        except _NotCommitted:
+            watch.undo()
+            continue
+        for other in said.values():  # a card listed here left the host it was on
+            for uuid in infos:
+                other.pop(uuid, None)
+        said[host] = {u: (host, g.index, g.name) for u, g in infos.items()}
+        with store.snapshot() as tx:
+            rows = {g.uuid: (g.host, g.index, g.model, g.present) for g in tx.gpus()}
+        present = {u: row[:3] for u, row in rows.items() if row[3]}
+        assert present == {u: f for listed in said.values() for u, f in listed.items()}
+        held, _ = watch.inventory()
+        assert {u: (f.host, f.index, f.model, f.present) for u, f in held.items()} == rows
+        # The same hello again: nothing looked up, nothing written.
+        with store.transaction() as tx:
+            spy = _Spy(tx)
+            watch.put_inventory(spy, host, cards_of(tuple(infos.values())))  # type: ignore[arg-type]
+        assert spy.calls == []
+
+
+class _NotCommitted(Exception):
+    """The batch fails: its transaction is rolled back."""
+
+
+class _Spy:
+    """A transaction that records which of its GPU methods were called."""
+
+    def __init__(self, tx: Any) -> None:
+        self._tx = tx
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("gpu", "gpus", "gpus_by_uuid", "put_gpu", "add_gpu"):
+            self.calls.append(name)
+        return getattr(self._tx, name)

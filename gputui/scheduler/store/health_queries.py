@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from sqlalchemy import delete
 from sqlmodel import Session, col, select
@@ -17,6 +18,8 @@ READINGS_SEQ = "readings_seq"
 """The ``meta`` key of the number of the newest reading stored."""
 _READING = "id, host, gpu, uuid, time, state, util, mem_mib, temp_c, power_mw, throttle,"
 _READING += " ecc_uncorrected"
+
+_Row = TypeVar("_Row", HealthTrack, HealthAck)
 
 
 class SqlHealthRows:
@@ -35,9 +38,26 @@ class SqlHealthRows:
     def put(
         self, tracks: Iterable[HealthTrack], acks: Iterable[HealthAck], gone: Sequence[str] = ()
     ) -> None:
-        for row in (*tracks, *acks):
-            self._s.merge(row)
+        # The stored rows of these keys, read in one query per 500 (not one per row, as
+        # ``merge`` of a row it has not seen does): then each is updated, or added.
+        self._put(HealthTrack, list(tracks))
+        self._put(HealthAck, list(acks))
         self.drop((), gone)
+
+    def _put(self, table: type[_Row], rows: Sequence[_Row]) -> None:
+        """Each row updated where stored, else added: the stored ones are read first,
+        in one query per 500 (``merge`` of a row the session has not seen reads it
+        alone), so that ``merge`` finds them in the session."""
+        stored: set[str] = set()
+        for start in range(0, len(rows), 500):
+            chunk = [row.key for row in rows[start : start + 500]]
+            found = self._s.exec(select(table).where(col(table.key).in_(chunk)))
+            stored.update(row.key for row in found)
+        for row in rows:
+            if row.key in stored:
+                self._s.merge(row)
+            else:
+                self._s.add(row)
 
     def drop(self, tracks: Sequence[str], acks: Sequence[str]) -> None:
         for table, keys in ((HealthTrack, tracks), (HealthAck, acks)):

@@ -150,6 +150,18 @@ class SqlTx:
     def put_gpu(self, gpu: Gpu) -> Gpu:
         return self.s.merge(gpu)
 
+    def gpus_by_uuid(self, uuids: Sequence[str]) -> dict[str, Gpu]:
+        out: dict[str, Gpu] = {}
+        for start in range(0, len(uuids), 500):
+            chunk = uuids[start : start + 500]
+            found = self.s.exec(select(Gpu).where(col(Gpu.uuid).in_(chunk)))
+            out.update((g.uuid, g) for g in found)
+        return out
+
+    def add_gpu(self, gpu: Gpu) -> Gpu:
+        self.s.add(gpu)
+        return gpu
+
     # -- jobs -----------------------------------------------------------------------
 
     def job(self, job_id: int) -> Job | None:

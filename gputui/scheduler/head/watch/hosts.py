@@ -61,9 +61,11 @@ class _Host:
     kinds: dict[str, frozenset[str]] = field(default_factory=dict)
     """``_kinds(problems)``: what placement reads of them (kept with them, not made
     again to compare with the next sample's)."""
-    inventory_as: tuple[object, int] | None = None
-    """(hello, inventory generation) last found to match the stored inventory: the
-    same hello against the same inventory needs no new look (``observe``)."""
+    inventory_as: tuple[object, str, tuple[GpuFacts, ...]] | None = None
+    """(hello, the host's pool, the facts of every stored GPU that names the host)
+    last found to match: while the same hello meets the very same facts (a change of
+    a GPU's row replaces its facts) and no other row names the host, the inventory
+    needs no new look (``observe``), however the rest of the fleet moves."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,8 @@ class HostWatch:
         self._exempt = frozenset(exempt_users)
         self._hosts: dict[str, _Host] = {name: _Host() for name in host_pools}
         self._gpus: dict[str, GpuFacts] = {}
+        self._on_host: dict[str, set[str]] = {}
+        """Host -> the uuids of ``_gpus`` whose row names it (``_keep``, ``_index``)."""
         self._vendors: dict[str, str] = {}
         """GPU uuid -> its vendor, as its host's ``hello`` says (NVIDIA's where none
         has: placement keeps other vendors' cards to their own pools)."""
@@ -117,6 +121,7 @@ class HostWatch:
     def load(self, gpus: Iterable[Gpu], hosts: Iterable[Host] = ()) -> None:
         """The store's rows, copied (inside their transaction)."""
         self._gpus = {g.uuid: GpuFacts.of(g) for g in gpus}
+        self._index()
         self._drained_hosts = {h.name for h in hosts if h.drained}
         self._dirty = True
         self._generation += 1
@@ -129,6 +134,7 @@ class HostWatch:
         """The batch was not committed: the inventory as the last commit left it."""
         if self._before is not None:
             self._gpus, self._drained_hosts = self._before
+            self._index()
             self._before = None
             self._dirty = True
             self._generation += 1
@@ -139,12 +145,25 @@ class HostWatch:
         self._dirty = True
         self._generation += 1
 
+    def _index(self) -> None:
+        self._on_host = {}
+        for uuid, facts in self._gpus.items():
+            self._on_host.setdefault(facts.host, set()).add(uuid)
+
+    def _keep(self, facts: GpuFacts) -> None:
+        """``facts`` as its GPU's row now is (inside the writer's batch)."""
+        was = self._gpus.get(facts.uuid)
+        if was is not None and was.host != facts.host:
+            self._on_host.get(was.host, set()).discard(facts.uuid)
+        self._on_host.setdefault(facts.host, set()).add(facts.uuid)
+        self._gpus[facts.uuid] = facts
+
     def remember(self, gpus: Iterable[Gpu] = (), host: Host | None = None) -> None:
         """Rows the writer changed (a drain, a fence), copied inside its transaction:
         slots are built again."""
         self._changing()
         for gpu in gpus:
-            self._gpus[gpu.uuid] = GpuFacts.of(gpu)
+            self._keep(GpuFacts.of(gpu))
         if host is not None:
             if host.drained:
                 self._drained_hosts.add(host.name)
@@ -298,13 +317,13 @@ class HostWatch:
         if not live and snap.status.is_problem and not host.down_reported:
             host.down_reported = True
             out.append(("host-down", (snap.name, snap.message or snap.status.value)))
-        if snap.hello is not None and host.inventory_as != (snap.hello, self._generation):
+        pool = self.host_pools.get(snap.name, "default")
+        if snap.hello is not None and not self._inventory_holds(snap.name, snap.hello, pool):
             inventory = cards_of(snap.hello.gpus)
             for c in inventory:
                 if self._vendors.get(c.uuid, policy.DEFAULT_VENDOR) != c.vendor:
                     self._vendors[c.uuid] = c.vendor
                     changed = True
-            pool = self.host_pools.get(snap.name, "default")
             known = {
                 u: (
                     row.index,
@@ -314,8 +333,8 @@ class HostWatch:
                     row.mig_parent,
                     row.mig_enabled,
                 )
-                for u, row in self._gpus.items()
-                if row.host == snap.name and row.present
+                for u in self._on_host.get(snap.name, ())
+                if (row := self._gpus[u]).present
             }
             said = {
                 c.uuid: (
@@ -332,7 +351,8 @@ class HostWatch:
                 out.append(("inventory", (snap.name, inventory)))
                 host.inventory_as = None
             else:
-                host.inventory_as = (snap.hello, self._generation)
+                on_host = self._on_host.get(snap.name, ())
+                host.inventory_as = (snap.hello, pool, tuple(self._gpus[u] for u in on_host))
         if snap.sample is not None:
             units = list(with_slices(snap.sample.gpus))
             healthy = {g.uuid: g.state == "ok" for g in units}
@@ -429,33 +449,59 @@ class HostWatch:
         )
         self.remember(g for g in tx.gpus() if g.host == news.host)
 
+    def _inventory_holds(self, name: str, hello: object, pool: str) -> bool:
+        """Whether ``hello`` was found to match this host's stored GPUs as they are: the
+        same rows name the host (none came, none left) and none of them changed."""
+        held = self._hosts[name].inventory_as
+        if held is None or held[1] != pool or (held[0] is not hello and held[0] != hello):
+            return False
+        gpus = self._gpus
+        return len(self._on_host.get(name, ())) == len(held[2]) and all(
+            gpus.get(facts.uuid) is facts for facts in held[2]
+        )
+
     def put_inventory(self, tx: Tx, host: str, gpus: list[Card]) -> None:
         """Store a host's GPUs (and MIG slices) as its ``hello`` lists them; those gone
         are not present. An AMD card's pool is its own (``vendors.card_pool``), not the
-        host's."""
+        host's. A GPU stored as the hello says is not written again; the rows of those
+        to write are read in one query, not one each."""
         self._changing()
         seen = set()
         pool = self.host_pools.get(host, "default")
+        writes = []
         for card in gpus:
-            uuid, index = card.uuid, card.card_index
-            seen.add(uuid)
-            row = tx.gpu(uuid) or Gpu(uuid=uuid, host=host, index=index)
-            row.host, row.index, row.model, row.memory_mib = (
-                host,
-                index,
-                card.model,
-                card.memory_mib,
-            )
-            row.mig_profile, row.mig_parent = card.mig_profile, card.mig_parent
-            row.mig_enabled = card.mig_enabled
-            row.pool, row.present = card_pool(pool, card.vendor, card.model), True
-            self._gpus[uuid] = GpuFacts.of(tx.put_gpu(row))
-        for uuid, kept in list(self._gpus.items()):
+            seen.add(card.uuid)
+            facts = (
+                host, card.card_index, card.model, card.memory_mib, card.mig_profile,
+                card.mig_parent, card.mig_enabled, card_pool(pool, card.vendor, card.model), True,
+            )  # fmt: skip
+            kept = self._gpus.get(card.uuid)
+            if kept is None or _inventory_facts(kept) != facts:
+                writes.append((card, facts))
+        rows = tx.gpus_by_uuid([card.uuid for card, _ in writes]) if writes else {}
+        for card, facts in writes:
+            row = rows.get(card.uuid)
+            new = row is None
+            row = row or Gpu(uuid=card.uuid, host=host, index=card.card_index)
+            (
+                row.host, row.index, row.model, row.memory_mib, row.mig_profile,
+                row.mig_parent, row.mig_enabled, row.pool, row.present,
+            ) = facts  # fmt: skip
+            self._keep(GpuFacts.of(tx.add_gpu(row) if new else tx.put_gpu(row)))
+        for uuid in list(self._on_host.get(host, ())):
+            kept = self._gpus[uuid]
             if kept.host == host and uuid not in seen and kept.present:
                 gone = tx.gpu(uuid)
                 if gone is not None:
                     gone.present = False
-                    self._gpus[uuid] = GpuFacts.of(tx.put_gpu(gone))
+                    self._keep(GpuFacts.of(tx.put_gpu(gone)))
+
+
+_inventory_facts: Callable[[GpuFacts], tuple[object, ...]] = operator.attrgetter(
+    "host", "index", "model", "memory_mib", "mig_profile", "mig_parent", "mig_enabled",
+    "pool", "present",
+)  # fmt: skip
+"""What a host's ``hello`` says of a GPU (``HostWatch.put_inventory``)."""
 
 
 _proc_fields: Callable[[ProcessSample], tuple[object, ...]] = operator.attrgetter(
