@@ -4,11 +4,15 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 from sqlalchemy import delete
-from sqlmodel import Session, col, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.sql.expression import Executable
+from sqlmodel import Session, SQLModel, col, select
 
 from gputui.scheduler.store.api import ReadingRow
 from gputui.scheduler.store.tables import HealthAck, HealthTrack
@@ -20,6 +24,22 @@ _READING = "id, host, gpu, uuid, time, state, util, mem_mib, temp_c, power_mw, t
 _READING += " ecc_uncorrected"
 
 _Row = TypeVar("_Row", HealthTrack, HealthAck)
+
+
+@functools.cache
+def _columns(table: type[HealthTrack] | type[HealthAck]) -> tuple[str, ...]:
+    columns = SQLModel.metadata.tables[str(table.__tablename__)].columns
+    return tuple(column.name for column in columns)
+
+
+@functools.cache
+def _upsert_of(dialect: str, table: type[HealthTrack] | type[HealthAck]) -> Executable:
+    """``INSERT … ON CONFLICT (key) DO UPDATE`` of every column, in ``dialect``."""
+    stmt = (sqlite_insert if dialect == "sqlite" else postgresql_insert)(table)
+    return stmt.on_conflict_do_update(
+        index_elements=["key"],
+        set_={name: stmt.excluded[name] for name in _columns(table) if name != "key"},
+    )
 
 
 class SqlHealthRows:
@@ -38,26 +58,22 @@ class SqlHealthRows:
     def put(
         self, tracks: Iterable[HealthTrack], acks: Iterable[HealthAck], gone: Sequence[str] = ()
     ) -> None:
-        # The stored rows of these keys, read in one query per 500 (not one per row, as
-        # ``merge`` of a row it has not seen does): then each is updated, or added.
-        self._put(HealthTrack, list(tracks))
-        self._put(HealthAck, list(acks))
+        self._upsert(HealthTrack, list(tracks))
+        self._upsert(HealthAck, list(acks))
         self.drop((), gone)
 
-    def _put(self, table: type[_Row], rows: Sequence[_Row]) -> None:
-        """Each row updated where stored, else added: the stored ones are read first,
-        in one query per 500 (``merge`` of a row the session has not seen reads it
-        alone), so that ``merge`` finds them in the session."""
-        stored: set[str] = set()
-        for start in range(0, len(rows), 500):
-            chunk = [row.key for row in rows[start : start + 500]]
-            found = self._s.exec(select(table).where(col(table.key).in_(chunk)))
-            stored.update(row.key for row in found)
-        for row in rows:
-            if row.key in stored:
-                self._s.merge(row)
-            else:
-                self._s.add(row)
+    def _upsert(self, table: type[_Row], rows: Sequence[_Row]) -> None:
+        """Each row inserted, or updated where its key is stored: one statement for
+        them all (``INSERT … ON CONFLICT (key) DO UPDATE``, SQLite's and PostgreSQL's),
+        not a read and a write each, as ``merge`` does."""
+        if not rows:
+            return
+        conn = self._s.connection()
+        names = _columns(table)
+        conn.execute(
+            _upsert_of(conn.dialect.name, table),
+            [{name: getattr(row, name) for name in names} for row in rows],
+        )
 
     def drop(self, tracks: Sequence[str], acks: Sequence[str]) -> None:
         for table, keys in ((HealthTrack, tracks), (HealthAck, acks)):
