@@ -143,6 +143,36 @@ async def test_the_text_is_kept_fresh_while_anyone_scrapes_and_let_go_after() ->
         await asyncio.to_thread(server.close)
 
 
+async def test_scraped_every_15_s_the_text_is_made_once_a_scrape_just_before_it() -> None:
+    served = Served(refresh_s=0.05, idle_after_s=60.0)
+    server, clock = served.server, served.clock
+    server.start()
+
+    async def settled() -> None:  # the server's thread has made what was due
+        await until(lambda: (server.next_render_in() or 0) > 0, "nothing due")
+
+    try:
+        await served.scrape()
+        clock.now += 15.0
+        await settled()
+        await served.scrape()  # 15 s after the first: the scrapers' interval
+        assert (server.renders, server.interval()) == (2, 15.0)
+        # Not every refresh (0.05 s) now, but once, a second before the next scrape.
+        assert server.next_render_in() == pytest.approx(14.0)
+        clock.now += 13.9
+        assert server.next_render_in() == pytest.approx(0.1)
+        assert server.renders == 2
+        clock.now += 0.1
+        await until(lambda: server.renders == 3, "the rendering before the scrape")
+        await settled()
+        clock.now += 1.0
+        served.view = fleet(9)  # (after the rendering: the scrape sends what it made)
+        assert await served.util() == 1 and server.renders == 3
+        assert server.next_render_in() == pytest.approx(14.0)
+    finally:
+        await asyncio.to_thread(server.close)
+
+
 @given(
     st.lists(
         st.tuples(

@@ -6,12 +6,15 @@ a view (``FleetView``: frozen values and copies, made by a call the HTTP thread
 schedules on the loop with ``call_soon_threadsafe``).
 
 A scrape sends text already made. While anyone scrapes, a thread of the server's
-own renders the text every ``refresh_s`` (``metrics.render_parts``, from what the
-last render kept, joined into one ``bytes``, and gzipped too while a scraper asks
-for gzip, as Prometheus does), as dcgm-exporter collects on an interval and serves
-what it collected. So a scrape costs what sending costs, however large the fleet,
-and its figures are at most ``refresh_s`` (plus one render) old. A scrape that finds
-no text, or text older than twice ``refresh_s`` (the first scrape, the first after
+own renders the text (``metrics.render_parts``, from what the last render kept,
+joined into one ``bytes``, and gzipped too while a scraper asks for gzip, as
+Prometheus does), as dcgm-exporter collects on an interval and serves what it
+collected: every ``refresh_s`` while scrapes come that often, and when they come
+further apart (Prometheus scrapes on a fixed interval, 15 s or more), once for each,
+``LEAD_S`` (or twice the last rendering's time) before the next is due. So a scrape
+costs what sending costs, however large the fleet, and its figures are about a
+second old. A scrape that finds no text, or text older than twice the larger of
+``refresh_s`` and the scrapers' interval (the first scrape, the first after
 ``IDLE_AFTER_S`` without one), renders it there and then. After ``IDLE_AFTER_S``
 without a scrape the thread stops rendering and lets the text go, so a head that
 nobody scrapes pays nothing. The server is bound when the head starts (a port in
@@ -28,6 +31,7 @@ import socket
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +53,8 @@ VIEW_TIMEOUT_S = 10.0
 """How long a scrape waits for the loop to hand out a view before it answers 503."""
 IDLE_AFTER_S = 180.0
 """No scrape for this long: the text is no longer kept ready (nor its memory held)."""
+LEAD_S = 1.0
+"""The least time before a scrape is due that its text is made."""
 GZIP_LEVEL = 1
 """zlib's fastest: the text is most of it the same labels again (about 19 to 1)."""
 
@@ -118,6 +124,10 @@ class MetricsServer:
         self._cache = ScrapeCache()
         self._body: Body | None = None
         self._scraped_at = -math.inf
+        self._gaps: deque[float] = deque(maxlen=3)
+        """The last gaps between two scrapes (the scrapers' interval: their least)."""
+        self._render_s = 0.0
+        """How long the last rendering took."""
         self._gzip_at = -math.inf
         self.scrapes = 0
         self.renders = 0
@@ -169,7 +179,7 @@ class MetricsServer:
     @property
     def idle(self) -> bool:
         """Whether the text is no longer kept ready (nobody scraped for a while)."""
-        return self._body is None and self._clock() - self._scraped_at > self._idle_after_s
+        return self._body is None and self.next_render_in() is None
 
     def forget(self) -> None:
         """Let the text go: the next scrape renders it anew."""
@@ -208,43 +218,63 @@ class MetricsServer:
             packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
             gzipped = packer.compress(text) + packer.flush()
         self.renders += 1
+        self._render_s = self._clock() - made_at
         return Body(text, gzipped, made_at)
 
     def body(self, gzip: bool = False) -> Body:
         """What a scrape sends: the text kept ready, or, when there is none fresh
         enough, a rendering made now."""
         now = self._clock()
+        if 0 < now - self._scraped_at <= self._idle_after_s:
+            self._gaps.append(now - self._scraped_at)
         self._scraped_at = now
         if gzip:
             self._gzip_at = now
         body = self._body
-        if body is None or now - body.made_at > 2 * self._refresh_s:
+        if body is None or now - body.made_at > self._keep_for():
             with self._render_lock:  # (a rendering under way may be the one wanted)
                 body = self._body
-                if body is None or self._clock() - body.made_at > 2 * self._refresh_s:
+                if body is None or self._clock() - body.made_at > self._keep_for():
                     body = self._body = self._render()
         self.scrapes += 1
         self._wake.set()
         return body
 
-    def _next_render_in(self) -> float | None:
-        """Seconds until the text is to be made anew; None: nobody scrapes."""
+    def interval(self) -> float | None:
+        """The scrapers' interval, as far as seen (None: not yet two scrapes)."""
+        return min(self._gaps) if self._gaps else None
+
+    def _keep_for(self) -> float:
+        """How old a text a scrape is sent (older: it renders its own)."""
+        return 2 * max(self._refresh_s, self.interval() or 0.0)
+
+    def next_render_in(self) -> float | None:
+        """Seconds until the text is to be made anew; None: nobody scrapes. At most
+        every ``refresh_s``; when scrapes come further apart than that (Prometheus
+        scrapes every 15 s or more, on a fixed interval), once for each, just before
+        the next is due (the last rendering's time twice, at least ``LEAD_S``)."""
         now = self._clock()
         if now - self._scraped_at > self._idle_after_s:
             return None
         body = self._body
-        return 0.0 if body is None else body.made_at + self._refresh_s - now
+        if body is None:
+            return 0.0
+        due = body.made_at + self._refresh_s
+        interval = self.interval()
+        if interval is not None and interval > self._refresh_s:
+            due = max(due, self._scraped_at + interval - max(LEAD_S, 2 * self._render_s))
+        return due - now
 
     def _keep_fresh(self) -> None:
         """The renderer's thread: the text made anew every ``refresh_s`` while anyone
         scrapes, let go when nobody has for ``idle_after_s``."""
         while not self._closing:
-            wait = self._next_render_in()
+            wait = self.next_render_in()
             if wait is None:
                 self._body = None
                 self._wake.wait()
             elif wait > 0:
-                self._wake.wait(wait)
+                self._wake.wait(min(wait, self._refresh_s))
             else:
                 try:
                     with self._render_lock:
