@@ -12,8 +12,11 @@ cancellation through.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from typing import Any
+import sys
+from collections.abc import Awaitable, Iterable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any] | None]) -> None:
@@ -29,3 +32,16 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any] | None]) -> None:
     for task in pending:
         if task.done() and not task.cancelled():
             task.exception()  # retrieved (one that failed as it was cancelled): no news
+
+
+async def within(awaitable: Awaitable[T], timeout: float | None) -> T:
+    """``asyncio.wait_for(awaitable, timeout)`` that never loses the caller's own
+    cancellation. Python 3.11's ``wait_for`` returns the result, and drops the
+    cancellation, when the caller is cancelled just as the awaited thing finishes (a
+    probe answered, an event set): the caller then carries on, and whoever cancelled
+    it waits for ever. ``asyncio.timeout`` (3.11 and later; ``wait_for`` itself in 3.12)
+    does not. ``TimeoutError`` when ``timeout`` passes first; None: no limit."""
+    if sys.version_info < (3, 11):  # (no asyncio.timeout there: wait_for as it is)
+        return await asyncio.wait_for(awaitable, timeout)
+    async with asyncio.timeout(timeout):
+        return await awaitable

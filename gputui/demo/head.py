@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.common.i18n import _, ngettext
+from gputui.common.tasks import within
 from gputui.demo.progress import Report
 from gputui.demo.workloads import python_for_everyone
 from gputui.scheduler.client.aio import AsyncHeadClient
@@ -191,7 +192,7 @@ class DemoHead:
             os.killpg(process.pid, signal.SIGTERM)
         loop = asyncio.get_running_loop()
         try:
-            await asyncio.wait_for(loop.run_in_executor(None, process.wait), 5)
+            await within(loop.run_in_executor(None, process.wait), 5)
         except asyncio.TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)

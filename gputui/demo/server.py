@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncssh
 
+from gputui.common.tasks import within
 from gputui.remote.sim.env import ENV_SCOPE
 
 _CHUNK = 65536
@@ -246,7 +247,7 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signum)
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(proc.wait(), 5)
+            await within(proc.wait(), 5)
     else:
         # The leader exited; make sure nothing it left behind in its group survives.
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -19,6 +19,7 @@ import asyncssh
 from asyncssh.config import SSHClientConfig
 from asyncssh.encryption import get_default_encryption_algs
 
+from gputui.common.tasks import within
 from gputui.common.text import clean
 from gputui.config.models import ResolvedHost
 from gputui.fleet.failures import (
@@ -143,7 +144,7 @@ class HostConnector:
         """One connection within connect_timeout; a refusal caused by an encrypted
         identity file that no agent holds is said as such."""
         try:
-            conn: asyncssh.SSHClientConnection = await asyncio.wait_for(
+            conn: asyncssh.SSHClientConnection = await within(
                 # config=None: the options already hold the ssh_config there is (or
                 # none, when it is off); () would make asyncssh read ~/.ssh/config.
                 asyncssh.connect(host, options=options, tunnel=through, config=None),

@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncssh
 
+from gputui.common.tasks import within
 from gputui.common.text import clean
 from gputui.config.models import ResolvedHost
 from gputui.fleet.backoff import Backoff, LinkTiming, thresholds
@@ -178,7 +179,7 @@ class HostLink:
             )
             self._wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+                await within(self._wake.wait(), delay)
 
     def _failure(self, exc: BaseException, verdict_box: list[VerifyingClient]) -> Failure:
         if self._abort is not None:
@@ -226,7 +227,7 @@ class HostLink:
         if conn is not None:
             conn.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.wait_closed(), self.timing.close_timeout)
+                await within(conn.wait_closed(), self.timing.close_timeout)
 
     def mark_stopped(self) -> None:
         self.feed.set(status=HostStatus.STOPPED, message="stopped", next_retry_at=None)
@@ -266,7 +267,7 @@ class HostLink:
             conn.abort() if self._abort is not None else conn.close()
             try:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(conn.wait_closed(), self.timing.close_timeout)
+                    await within(conn.wait_closed(), self.timing.close_timeout)
             finally:
                 if lease is not None:
                     lease.release()  # the last host through a bastion closes it

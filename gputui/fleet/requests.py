@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from gputui.common.tasks import within
 from gputui.common.text import clean
 from gputui.fleet.failures import EDGE_ERRORS, result_message
 from gputui.fleet.session import HelperSession
@@ -78,7 +79,7 @@ async def exchange(
     session.pending[request_id] = future
     try:
         session.send(line)
-        result = await asyncio.wait_for(future, timeout)
+        result = await within(future, timeout)
     except asyncio.TimeoutError:
         if request is None:
             text = f"no answer from {host} in {timeout:g} s"

@@ -24,6 +24,7 @@ from typing import NoReturn
 
 import asyncssh
 
+from gputui.common.tasks import within
 from gputui.common.text import clean
 from gputui.fleet.failures import HelperFailure
 from gputui.fleet.transport import HelperTransport, LocalTransport, SshTransport
@@ -285,7 +286,7 @@ class HelperSession:
         if transport is None:
             return False, "connection lost"
         with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
-            await asyncio.wait_for(transport.wait_closed(), wait)
+            await within(transport.wait_closed(), wait)
         status = transport.exit_status()
         signal = transport.exit_signal()
         if status is not None:
@@ -302,7 +303,7 @@ class HelperSession:
     async def handshake(self, timeout: float) -> Hello:
         """Read up to the ``hello`` and check that both sides speak the same versions."""
         try:
-            return await asyncio.wait_for(self._read_hello(), timeout)
+            return await within(self._read_hello(), timeout)
         except asyncio.TimeoutError:
             stderr = self.first_stderr_line()
             detail = f": {stderr}" if stderr else ""
@@ -351,7 +352,7 @@ class HelperSession:
         """Wait, up to ``timeout`` s, for stderr's first line or the channel's end:
         the reason for junk on stdout usually follows it on stderr."""
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stderr_told.wait(), timeout)
+            await within(self._stderr_told.wait(), timeout)
 
     def fail_pending(self) -> None:
         """Wake every request still waiting: the session is gone."""
@@ -369,7 +370,7 @@ class HelperSession:
         with contextlib.suppress(Exception):
             transport.write_eof()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(transport.wait_closed(), timeout)
+            await within(transport.wait_closed(), timeout)
         transport.close()
 
 

@@ -35,6 +35,7 @@ from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from gputui.common.i18n import N_, _
+from gputui.common.tasks import within
 from gputui.config.models import Config
 from gputui.health.board import HealthBoard
 from gputui.health.staleness import stale_limit
@@ -269,7 +270,7 @@ class GpuTuiApp(App[None]):
             self._unsubscribe()
             self._unsubscribe = None
         with contextlib.suppress(asyncio.TimeoutError, OSError):
-            await asyncio.wait_for(self.source.close(), CLOSE_TIMEOUT_S)
+            await within(self.source.close(), CLOSE_TIMEOUT_S)
 
     # -- data ------------------------------------------------------------------------
 

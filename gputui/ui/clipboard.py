@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from textual.app import App
 
 from gputui.common.i18n import _
+from gputui.common.tasks import within
 from gputui.common.text import clean
 
 ASK_TMUX_S = 1.0
@@ -67,7 +68,7 @@ async def tmux_setting(env: Mapping[str, str], timeout: float = ASK_TMUX_S) -> s
     except OSError:
         return None
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        out, _ = await within(proc.communicate(), timeout)
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

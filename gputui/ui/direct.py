@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from gputui.common.i18n import N_, _
+from gputui.common.tasks import within
 from gputui.telemetry import HostControl, ReadOnly, TelemetrySource
 
 OFFER = N_("head unreachable: press S for direct SSH (or start with gputui --direct) — {why}")
@@ -78,5 +79,5 @@ class DirectFallback:
 
 async def _swap(old: TelemetrySource, new: TelemetrySource) -> None:
     with contextlib.suppress(asyncio.TimeoutError, OSError):
-        await asyncio.wait_for(old.close(), CLOSE_TIMEOUT_S)
+        await within(old.close(), CLOSE_TIMEOUT_S)
     await new.start()

@@ -19,6 +19,7 @@ import pytest
 from headkit import ScriptedHosts
 from pgserver import connect
 
+from gputui.common.tasks import cancel_and_wait
 from gputui.scheduler.client.aio import AsyncHeadClient
 from gputui.scheduler.client.head_backend import console_backend
 from gputui.scheduler.head.daemon import Head
@@ -53,9 +54,7 @@ async def running(feed: PgChangeFeed, heard: list[Change]) -> AsyncIterator[asyn
     try:
         yield task
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait([task])
 
 
 def put_host(store: SqlStore, name: str) -> None:

@@ -8,7 +8,9 @@ import asyncio
 import contextlib
 import gc
 
-from gputui.common.tasks import cancel_and_wait
+import pytest
+
+from gputui.common.tasks import cancel_and_wait, within
 
 
 def test_every_task_ends_and_nothing_it_raised_is_reported_later() -> None:
@@ -69,3 +71,29 @@ async def test_the_waiters_own_cancellation_goes_through() -> None:
     release.set()  # whatever happened, the stubborn task may end now
     await asyncio.wait([task, closing])
     assert ended_cancelled and not carried_on
+
+
+async def test_within_lets_a_cancellation_through_that_comes_as_the_awaited_thing_ends() -> None:
+    """3.11's ``wait_for`` returns the result instead (the PostgreSQL change feed's
+    probe, answered as the head stopped it, then listened on for ever)."""
+    event = asyncio.Event()
+    went_on: list[str] = []
+
+    async def waiter() -> None:
+        await within(event.wait(), 10)
+        went_on.append("carried on")
+
+    task = asyncio.get_running_loop().create_task(waiter())
+    await asyncio.sleep(0)  # the waiter waits
+    event.set()  # the awaited thing ends ...
+    task.cancel()  # ... in the same turn of the loop as the cancellation comes
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert went_on == []
+
+
+async def test_within_is_wait_for_otherwise() -> None:
+    assert await within(asyncio.sleep(0, "done"), 1) == "done"
+    assert await within(asyncio.sleep(0, "unbounded"), None) == "unbounded"
+    with pytest.raises(TimeoutError):
+        await within(asyncio.Event().wait(), 0.01)

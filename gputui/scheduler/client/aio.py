@@ -18,7 +18,7 @@ from typing import Any, Literal
 import orjson
 
 from gputui.common.i18n import N_
-from gputui.common.tasks import cancel_and_wait
+from gputui.common.tasks import cancel_and_wait, within
 from gputui.scheduler.client.backend import Call
 from gputui.scheduler.client.errors import HeadError, may_still_apply, unreachable
 from gputui.scheduler.client.framing import MAX_LINE, answer_of, new_request_id, request_line
@@ -187,7 +187,7 @@ class AsyncHeadClient:
         try:
             self._writer.write(request_line(ident, op, args or {}, rid))
             await self._writer.drain()
-            message = await asyncio.wait_for(future, timeout)
+            message = await within(future, timeout)
         except asyncio.TimeoutError:
             waited = f"{timeout:g} s" if timeout is not None else "time"
             raise HeadError.of(

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
 from gputui.common.i18n import _
+from gputui.common.tasks import within
 from gputui.common.text import clean, error_line
 from gputui.config.models import Config
 from gputui.scheduler.client.aio import AsyncHeadClient
@@ -172,7 +173,7 @@ class HeadChannel(Generic[C]):
                 delay = first
             self._wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), random.uniform(delay / 2, delay))
+                await within(self._wake.wait(), random.uniform(delay / 2, delay))
             delay = min(cap, delay * 2)
 
     async def _hold(self, conn: C) -> str:

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gputui.common.i18n import N_
+from gputui.common.tasks import within
 from gputui.health.rules import ORPHAN_MEMORY_MIB
 from gputui.scheduler.head import forcefree_tx as ftx
 from gputui.scheduler.head.actions import Context
@@ -139,7 +140,7 @@ class ForceFrees:
             waiter: asyncio.Future[None] = loop.create_future()
             self._waiters.add(waiter)
             try:
-                await asyncio.wait_for(waiter, left)
+                await within(waiter, left)
             except asyncio.TimeoutError:
                 pass
             finally:

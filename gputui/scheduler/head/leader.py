@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+from gputui.common.tasks import within
 from gputui.common.text import clean
 from gputui.scheduler.store.api import StoreFailure
 from gputui.scheduler.store.lease import Fence, HeadLease, LeaseState
@@ -214,4 +215,4 @@ class Leadership:
 
 async def _pause(stop: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+        await within(stop.wait(), seconds)

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.common.i18n import N_
+from gputui.common.tasks import within
 from gputui.common.text import clean
 from gputui.scheduler.client.deltas import HostView, diff, host_view, summary_view
 from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
@@ -244,7 +245,7 @@ class TelemetryHub:
             # Summaries held back go at their hosts' turns, news or not.
             wait = self._next_turn_in(time.monotonic()) if self._deferred else None
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), wait)
+                await within(self._event.wait(), wait)
             self._event.clear()
             try:
                 self.push()

@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from gputui.common.tasks import cancel_and_wait
+from gputui.common.tasks import cancel_and_wait, within
 from gputui.scheduler.server.connection import DEFAULT_LIMITS, MAX_CONNECTIONS, Connection, Limits
 from gputui.scheduler.server.peer import caller_for, peer_ids, user_name
 from gputui.scheduler.server.wire import MAX_REQUEST_BYTES, encode, error
@@ -100,7 +100,7 @@ class SocketServer:
         await cancel_and_wait(list(self._tasks))
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+                await within(self._server.wait_closed(), 2)
         with contextlib.suppress(OSError):
             if stat.S_ISSOCK(os.lstat(self.path).st_mode):
                 os.unlink(self.path)
@@ -288,7 +288,7 @@ def _refuse(writer: asyncio.StreamWriter, code: str, message: str) -> None:
 async def _close(writer: asyncio.StreamWriter) -> None:
     with contextlib.suppress(Exception):
         writer.close()
-        await asyncio.wait_for(writer.wait_closed(), 1)
+        await within(writer.wait_closed(), 1)
 
 
 def _clear_stale_socket(path: Path) -> None:

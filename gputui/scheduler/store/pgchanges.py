@@ -26,6 +26,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import Engine
 
+from gputui.common.tasks import within
 from gputui.common.text import error_line
 from gputui.scheduler.store.changes import (
     CHANNEL,
@@ -130,4 +131,4 @@ class PgChangeFeed:
                     self.ignored += 1
                     continue
                 on_change(change)
-            await asyncio.wait_for(conn.execute("SELECT 1"), PROBE_TIMEOUT_S)
+            await within(conn.execute("SELECT 1"), PROBE_TIMEOUT_S)

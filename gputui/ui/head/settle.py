@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from gputui.common.tasks import within
 from gputui.ui.head.view import FINAL_STATES, HeadJob, HeadView
 
 SETTLE_S = 2.0
@@ -44,7 +45,7 @@ class JobSettle:
         self._waiting[job_id] = done
         try:
             with contextlib.suppress(TimeoutError):
-                return await asyncio.wait_for(done, timeout)
+                return await within(done, timeout)
         finally:
             self._waiting.pop(job_id, None)
         return None

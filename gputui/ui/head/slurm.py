@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapp
 from typing import Any
 
 from gputui.common.i18n import _
+from gputui.common.tasks import within
 from gputui.config.models import Config
 from gputui.config.slurm import SlurmConfig
 from gputui.scheduler.client.aio import AsyncHeadClient
@@ -304,7 +305,7 @@ class SlurmConsole:
     async def pushes(self) -> AsyncIterator[Answer]:
         while not self._closed.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closed.wait(), self.conf.refresh_s)
+                await within(self._closed.wait(), self.conf.refresh_s)
             if self._closed.is_set():
                 return
             state = await self._state()

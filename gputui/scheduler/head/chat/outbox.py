@@ -40,7 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from gputui.common.tasks import cancel_and_wait
+from gputui.common.tasks import cancel_and_wait, within
 from gputui.common.text import clean
 from gputui.config.notify import KIND_EVENTS, NotifyConfig, mask
 from gputui.scheduler.head.chat.senders import Channel, SendFailed, guarded_send, send
@@ -394,7 +394,7 @@ class Outbox:
             if not isinstance(picked, Delivery):
                 self._due.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._due.wait(), picked)
+                    await within(self._due.wait(), picked)
                 continue
             await self._deliver(picked)
 
@@ -462,7 +462,7 @@ class Outbox:
         work = asyncio.wrap_future(running)
         work.add_done_callback(_retrieved)
         try:
-            await asyncio.wait_for(asyncio.shield(work), timeout + 1.0)
+            await within(asyncio.shield(work), timeout + 1.0)
         except TimeoutError:
             if channel.uid != TEAM_UID:
                 self._stuck[channel.uid] = running
