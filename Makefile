@@ -59,8 +59,10 @@ typecheck: $(STAMP)
 # the time, 3 workers 20%), at most 8. A quick local pass instead:
 #   .venv/bin/pytest -n 4 --hypothesis-profile=dev
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? 4 : n > 8 ? 8 : n )))
+# A worker that dies (a test stuck past its timeout and its grace: tests/hangwatch.py)
+# ends the run with that failure: replaced, loadgroup gives the test to the next worker.
 test: lint typecheck
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --max-worker-restart 0
 
 bench: $(STAMP)
 	$(BIN)/python bench/fanout.py --hosts 200 --seconds 20

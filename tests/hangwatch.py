@@ -6,10 +6,13 @@ and a test process stuck there would hold its xdist worker, and the whole run, u
 CI's own limit. So each test is also given ``HANG_GRACE_S`` more, kept by
 ``faulthandler``'s watchdog thread, which needs nothing of the stuck process: past
 it, every thread's stack is written and the process ends. xdist then reports the test
-as failed ("worker crashed") and goes on with a new worker, and the run's summary
-shows which test it was and where each thread stood (the dumps are gathered in a
-folder of the run's own, ``GPUTUI_TEST_HANGS``). Without xdist the run itself ends
-there, and the dump is left in that folder (``/tmp/gputui-test-hangs-*``).
+as failed ("worker crashed"), and the run's summary shows which test it was and
+where each thread stood (the dumps are gathered in a folder of the run's own,
+``GPUTUI_TEST_HANGS``). ``make test`` runs xdist with ``--max-worker-restart 0``: the
+run then ends with that failure. With workers replaced, ``--dist loadgroup`` gives
+the crashed test to another worker (which hangs in turn) and, in one fresh-clone run,
+waited for ever at the end. Without xdist the run itself ends there, and the dump is
+left in that folder (``/tmp/gputui-test-hangs-*``).
 """
 
 from __future__ import annotations
