@@ -199,12 +199,18 @@ class HostConnector:
                 kwargs["agent_identities"] = [identity.public]
         kwargs.update(self._extra)
         kwargs.update(more)
+        chosen = "encryption_algs" in kwargs
+        if not chosen and not kwargs["config"]:
+            # No ssh_config to choose ciphers: AES-GCM first from the start (one
+            # construction, not two: they run prepare and cost a fleet's connect burst).
+            kwargs["encryption_algs"] = _PREFERRED_CIPHERS
+            chosen = True
         options: asyncssh.SSHClientConnectionOptions = (
             await asyncssh.SSHClientConnectionOptions.construct(**kwargs)
         )
         if identity is not None and identity.encrypted and not options.agent_path:
             raise SetupFailure(HostStatus.AUTH_FAILED, identity.agent_hint(options.agent_path))
-        if list(options.encryption_algs) == _DEFAULT_CIPHERS:
+        if not chosen and list(options.encryption_algs) == _DEFAULT_CIPHERS:
             # Neither ssh_config (Ciphers) nor the caller chose: offer AES-GCM first
             # (every default stays allowed, so any server still finds a match).
             options = await asyncssh.SSHClientConnectionOptions.construct(

@@ -83,11 +83,16 @@ def modules_digest(sources: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-_PREFIX: tuple[zlib._Compress, bytes] | None = None
+_PREFIX: tuple[bytes, bytes, int] | None = None
 
 
-def _prefix() -> tuple[zlib._Compress, bytes]:
-    """A compressor that has already eaten everything but argv (built once per process)."""
+def _prefix() -> tuple[bytes, bytes, int]:
+    """Everything but argv, compressed once per process: the base64 of its whole
+    3-byte groups, the bytes left over, and the Adler-32 of the text it holds.
+
+    The compressed prefix ends in a sync flush (byte-aligned, its blocks not final),
+    so a host's argv goes after it as a raw deflate stream of its own, then the
+    Adler-32 of the whole text: one zlib stream, as ``zlib.decompress`` reads it."""
     global _PREFIX
     if _PREFIX is None:
         sources = module_sources()
@@ -98,18 +103,24 @@ def _prefix() -> tuple[zlib._Compress, bytes]:
             "modules": sources,
         }
         text = json.dumps(head, separators=(",", ":"))
+        data = (text[:-1] + ',"argv":').encode("utf-8")
         compressor = zlib.compressobj(9)
-        body = compressor.compress((text[:-1] + ',"argv":').encode("utf-8"))
-        _PREFIX = (compressor, body)
+        body = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
+        whole = len(body) - len(body) % 3
+        _PREFIX = (base64.b64encode(body[:whole]), body[whole:], zlib.adler32(data))
     return _PREFIX
 
 
 def helper_payload(argv: list[str]) -> bytes:
-    """The first stdin line for the helper: the modules plus this host's argv."""
-    base, body = _prefix()
-    compressor = base.copy()
-    tail = compressor.compress((json.dumps([str(a) for a in argv]) + "}").encode("utf-8"))
-    return base64.b64encode(body + tail + compressor.flush()) + b"\n"
+    """The first stdin line for the helper: the modules plus this host's argv (a
+    fleet's connect burst makes one per host: only the argv is compressed and
+    encoded each time)."""
+    encoded, left, checksum = _prefix()
+    tail = (json.dumps([str(a) for a in argv]) + "}").encode("utf-8")
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS, 1)
+    deflated = compressor.compress(tail) + compressor.flush()
+    trailer = zlib.adler32(tail, checksum).to_bytes(4, "big")
+    return encoded + base64.b64encode(left + deflated + trailer) + b"\n"
 
 
 def helper_command(python: str = "python3") -> str:

@@ -10,6 +10,9 @@ import sys
 import zlib
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import gputui.remote
 import gputui.wire.messages
 from gputui.remote import bundle
@@ -94,3 +97,17 @@ def test_subfolders_ship_as_subpackages_and_loose_folders_stay_behind(tmp_path: 
         "gputui_remote.sub.b",
     ]
     assert sources["gputui_remote.sub"] == "# sub/__init__.py\n"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=60), max_size=8))
+def test_every_payload_is_one_zlib_stream_with_its_own_argv(argv: list[str]) -> None:
+    """The modules are compressed once and each host's argv after them: whatever the
+    argv (any text, quotes and newlines too), the line is one line, and the boot's own
+    decoding (``zlib.decompress`` of ``base64``, a checked Adler-32) gives the modules
+    and exactly that argv."""
+    line = bundle.helper_payload(argv)
+    assert line.endswith(b"\n") and b"\n" not in line[:-1]
+    data = json.loads(zlib.decompress(base64.b64decode(line)).decode("utf-8"))
+    assert data["argv"] == argv
+    assert data["sha256"] == bundle.modules_digest(data["modules"])

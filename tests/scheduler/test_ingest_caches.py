@@ -471,8 +471,8 @@ _card_state = st.tuples(
 @given(st.lists(st.lists(_card_state, min_size=1, max_size=3), min_size=1, max_size=12))
 def test_kept_kinds_of_a_hosts_card_problems_are_made_afresh(samples: list[Any]) -> None:
     """``HostWatch`` keeps what placement reads of a host's card problems (their kinds)
-    with them: after every sample they are the kinds made afresh, and the slots are
-    marked for a rebuild exactly when those kinds changed."""
+    with them: after every sample they are the kinds made afresh, and the host's slots
+    are marked for a rebuild when those kinds changed."""
     watch = HostWatch({HOST: "default"}, lambda _: None)
     before: dict[str, frozenset[str]] = {}
     for seq, cards in enumerate(samples, 1):
@@ -504,7 +504,7 @@ def test_kept_kinds_of_a_hosts_card_problems_are_made_afresh(samples: list[Any])
         afresh = {u: frozenset(p.kind for p in found) for u, found in host.problems.items()}
         assert host.kinds == afresh
         if afresh != before:
-            assert watch._dirty
+            assert HOST in watch._dirty_hosts
         before = afresh
 
 
@@ -597,3 +597,85 @@ class _Spy:
         if name in ("gpu", "gpus", "gpus_by_uuid", "put_gpu", "add_gpu"):
             self.calls.append(name)
         return getattr(self._tx, name)
+
+
+_slot_ops = st.lists(
+    st.one_of(
+        # a host's sample: live or not, each card's state
+        st.tuples(
+            st.just("observe"),
+            st.sampled_from(["gpu01", "gpu02"]),
+            st.booleans(),
+            st.lists(st.sampled_from(["ok", "lost", "ok"]), min_size=1, max_size=3),
+        ),
+        # a card's row now says this (its host, drained, fenced, present)
+        st.tuples(
+            st.just("remember"),
+            st.integers(0, 3),
+            st.sampled_from(["gpu01", "gpu02"]),
+            st.booleans(),
+            st.booleans(),
+            st.booleans(),
+        ),
+        st.tuples(st.just("drain-host"), st.sampled_from(["gpu01", "gpu02"]), st.booleans()),
+        st.tuples(st.just("slots")),
+        st.tuples(st.just("begin")),
+        st.tuples(st.just("undo")),
+        st.tuples(st.just("load")),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ops=_slot_ops)
+def test_slots_built_again_host_by_host_are_the_slots_built_afresh(
+    ops: list[tuple[Any, ...]],
+) -> None:
+    """``HostWatch.slots`` builds again only the hosts that a sample or a batch changed
+    since it was last asked: after any sequence of samples (a host coming and going,
+    cards failing), rows remembered (a card drained, fenced, gone or moved to the other
+    host), host drains, loads and undone batches, it is what building every host's
+    slots afresh gives."""
+    from gputui.scheduler.store.tables import Host
+
+    hosts = {"gpu01": "default", "gpu02": "default"}
+    watch = HostWatch(hosts, lambda snap: None)
+    rows = {i: Gpu(uuid=f"GPU-card-{i}", host="gpu01" if i < 2 else "gpu02", index=i % 2)
+            for i in range(4)}  # fmt: skip
+    watch.load(rows.values())
+    seq = 0
+    for op, *args in ops:
+        if op == "observe":
+            name, live, states = args
+            on = [r for r in rows.values() if r.host == name]
+            hello = Hello(protocol=1, helper_version="x", hostname=name,
+                          gpus=tuple(GpuInfo(index=r.index, uuid=r.uuid) for r in on))  # fmt: skip
+            seq += 1
+            sample = Sample(seq=seq, gpus=tuple(
+                GpuSample(index=r.index, uuid=r.uuid, state=states[k % len(states)])  # type: ignore[arg-type]
+                for k, r in enumerate(on)
+            ))  # fmt: skip
+            status = HostStatus.LIVE if live else HostStatus.UNREACHABLE
+            watch.observe(HostSnapshot(name=name, address=name, status=status, hello=hello,
+                                       sample=sample))  # fmt: skip
+        elif op == "remember":
+            i, where, drained, fenced, present = args
+            rows[i] = Gpu(uuid=f"GPU-card-{i}", host=where, index=i % 2, present=present,
+                          drained_at=1.0 if drained else None,
+                          fence_code="xid-79" if fenced else None)  # fmt: skip
+            watch.remember([rows[i]])
+        elif op == "drain-host":
+            watch.remember(host=Host(name=args[0], drained_at=1.0 if args[1] else None))
+        elif op == "slots":
+            watch.slots()
+        elif op == "begin":
+            watch.begin()
+        elif op == "undo":
+            watch.undo()
+        else:
+            watch.load(rows.values())
+        kept = watch.slots()
+        watch._dirty = True  # every host afresh
+        assert kept == watch.slots(), (op, args)

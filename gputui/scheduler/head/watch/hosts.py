@@ -97,8 +97,9 @@ class HostWatch:
         self._exempt = frozenset(exempt_users)
         self._hosts: dict[str, _Host] = {name: _Host() for name in host_pools}
         self._gpus: dict[str, GpuFacts] = {}
-        self._on_host: dict[str, set[str]] = {}
-        """Host -> the uuids of ``_gpus`` whose row names it (``_keep``, ``_index``)."""
+        self._on_host: dict[str, dict[str, None]] = {}
+        """Host -> the uuids of ``_gpus`` whose row names it, in ``_gpus``' order (``_keep``,
+        ``_index``)."""
         self._vendors: dict[str, str] = {}
         """GPU uuid -> its vendor, as its host's ``hello`` says (NVIDIA's where none
         has: placement keeps other vendors' cards to their own pools)."""
@@ -106,7 +107,14 @@ class HostWatch:
         self._before: tuple[dict[str, GpuFacts], set[str]] | None = None
         """The inventory as the last commit left it, while a batch changes it."""
         self._slots: tuple[policy.GpuSlot, ...] = ()
+        self._slots_of: dict[str, tuple[policy.GpuSlot, ...]] = {}
+        """Host -> its GPUs' slots, by index (``slots`` joins them in host order)."""
         self._dirty = True
+        """Every host's slots are built again at the next ``slots``."""
+        self._dirty_hosts: set[str] = set()
+        """These hosts' slots are built again at the next ``slots`` (what a sample or a
+        batch changed: while a fleet connects, each batch brings a few new hosts, and
+        building every GPU's slot again each time was most of the writer's work)."""
         self._generation = 0
         """Moves on whenever the GPU inventory may have changed (load, a batch's
         change, an undo): what a host's last inventory check was made against."""
@@ -142,20 +150,21 @@ class HostWatch:
     def _changing(self) -> None:
         if self._before is None:
             self._before = (dict(self._gpus), set(self._drained_hosts))
-        self._dirty = True
         self._generation += 1
 
     def _index(self) -> None:
         self._on_host = {}
         for uuid, facts in self._gpus.items():
-            self._on_host.setdefault(facts.host, set()).add(uuid)
+            self._on_host.setdefault(facts.host, {})[uuid] = None
 
     def _keep(self, facts: GpuFacts) -> None:
         """``facts`` as its GPU's row now is (inside the writer's batch)."""
         was = self._gpus.get(facts.uuid)
         if was is not None and was.host != facts.host:
-            self._on_host.get(was.host, set()).discard(facts.uuid)
-        self._on_host.setdefault(facts.host, set()).add(facts.uuid)
+            self._on_host.get(was.host, {}).pop(facts.uuid, None)
+            self._dirty_hosts.add(was.host)
+        self._on_host.setdefault(facts.host, {})[facts.uuid] = None
+        self._dirty_hosts.add(facts.host)
         self._gpus[facts.uuid] = facts
 
     def remember(self, gpus: Iterable[Gpu] = (), host: Host | None = None) -> None:
@@ -169,7 +178,7 @@ class HostWatch:
                 self._drained_hosts.add(host.name)
             else:
                 self._drained_hosts.discard(host.name)
-        self._dirty = True
+            self._dirty_hosts.add(host.name)
 
     def host_drained(self, name: str) -> bool:
         return name in self._drained_hosts
@@ -269,34 +278,57 @@ class HostWatch:
         """Every present GPU as placement sees it (rebuilt only after a change): its
         problems put it last or keep it out (``scheduler.placement``)."""
         if self._dirty:
-            slots = []
-            rules = self._placement
-            for gpu in self.present_gpus():
-                host = self._hosts.get(gpu.host)
-                healthy = host is not None and host.live and host.healthy.get(gpu.uuid, False)
-                # A MIG slice is drained and fenced with its card (an admin's drain of
-                # the card, the head's fence for an Xid on it), as well as on its own.
-                card = self._gpus.get(gpu.mig_parent) if gpu.mig_parent else None
-                drained = gpu.drained or (card is not None and card.drained)
-                fenced = gpu.fenced or (card is not None and card.fenced)
-                slot = policy.GpuSlot(
-                    uuid=gpu.uuid,
-                    host=gpu.host,
-                    index=gpu.index,
-                    pool=gpu.pool,
-                    model=gpu.model,
-                    drained=drained or gpu.host in self._drained_hosts,
-                    healthy=healthy and not fenced,
-                    fenced=fenced,
-                    vendor=self._vendors.get(gpu.uuid, policy.DEFAULT_VENDOR),
-                    mig_profile=gpu.mig_profile,
-                    mig_enabled=gpu.mig_enabled,
-                )
-                found = host.problems.get(gpu.uuid) if host is not None else None
-                slots.append(judged(slot, (p.kind for p in found), rules) if found else slot)
-            self._slots = tuple(sorted(slots, key=lambda s: (s.host, s.index)))
-            self._dirty = False
+            self._slots_of.clear()
+            built: Iterable[str] = list(self._on_host)
+        elif self._dirty_hosts:
+            built = self._dirty_hosts
+        else:
+            return self._slots
+        for name in built:
+            slots = self._host_slots(name)
+            if slots:
+                self._slots_of[name] = slots
+            else:
+                self._slots_of.pop(name, None)
+        self._slots = tuple(
+            slot for name in sorted(self._slots_of) for slot in self._slots_of[name]
+        )
+        self._dirty = False
+        self._dirty_hosts = set()
         return self._slots
+
+    def _host_slots(self, name: str) -> tuple[policy.GpuSlot, ...]:
+        """The slots of the GPUs present on host ``name``, by index."""
+        slots = []
+        rules = self._placement
+        host = self._hosts.get(name)
+        for uuid in self._on_host.get(name, ()):
+            gpu = self._gpus[uuid]
+            if not gpu.present:
+                continue
+            healthy = host is not None and host.live and host.healthy.get(gpu.uuid, False)
+            # A MIG slice is drained and fenced with its card (an admin's drain of
+            # the card, the head's fence for an Xid on it), as well as on its own.
+            card = self._gpus.get(gpu.mig_parent) if gpu.mig_parent else None
+            drained = gpu.drained or (card is not None and card.drained)
+            fenced = gpu.fenced or (card is not None and card.fenced)
+            slot = policy.GpuSlot(
+                uuid=gpu.uuid,
+                host=gpu.host,
+                index=gpu.index,
+                pool=gpu.pool,
+                model=gpu.model,
+                drained=drained or gpu.host in self._drained_hosts,
+                healthy=healthy and not fenced,
+                fenced=fenced,
+                vendor=self._vendors.get(gpu.uuid, policy.DEFAULT_VENDOR),
+                mig_profile=gpu.mig_profile,
+                mig_enabled=gpu.mig_enabled,
+            )
+            found = host.problems.get(gpu.uuid) if host is not None else None
+            slots.append(judged(slot, (p.kind for p in found), rules) if found else slot)
+        slots.sort(key=lambda s: s.index)
+        return tuple(slots)
 
     # -- what hosts say ----------------------------------------------------------------
 
@@ -378,8 +410,8 @@ class HostWatch:
             host.jobs_seen = jobs
             out.append(("reports", (snap.name, list(jobs))))
         if changed:
-            self._dirty = True
-        if self._dirty:
+            self._dirty_hosts.add(snap.name)
+        if self._dirty or self._dirty_hosts:
             # GPUs came or went: an item of its own wakes the writer, whose batch
             # always ends in a scheduling pass (the item itself does nothing).
             out.append(("wake", None))

@@ -175,6 +175,8 @@ class History:
             kept = self._gpus.get(key)
             if kept is None:
                 kept = self._gpus[key] = deque(maxlen=self._share(len(self._gpus) + 1))
+            elif kept.maxlen != self._per:
+                kept = self._gpus[key] = deque(kept, maxlen=self._per)  # a new share
             self.seq += 1
             power = gpu.power_w
             kept.append(
@@ -205,14 +207,13 @@ class History:
             self._events[host] = dict(newest)
 
     def _share(self, gpus: int) -> int:
-        """Each GPU's share of the budget once there are ``gpus``; a smaller share cuts
-        every GPU's readings kept so far to it (the oldest go)."""
-        share = max(MIN_SHARE, min(PER_GPU, self.budget // max(gpus, 1)))
-        if share != self._per:
-            self._per = share
-            for key, kept in self._gpus.items():
-                self._gpus[key] = deque(kept, maxlen=share)
-        return share
+        """Each GPU's share of the budget once there are ``gpus``. A GPU's readings
+        kept so far are cut to a smaller share at its next reading (the oldest go),
+        not all at once: while a fleet connects, nearly every new GPU shrinks the
+        share, and cutting every GPU each time was quadratic (reads cut to the share
+        anyway: ``merged``)."""
+        self._per = max(MIN_SHARE, min(PER_GPU, self.budget // max(gpus, 1)))
+        return self._per
 
     # -- to the store and back ------------------------------------------------------------
 
