@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from gputui.config.models import HealthThresholds
 from gputui.health.applicable import verdict
 from gputui.health.problems import NO_READING, sorted_checks
+from gputui.scheduler.head.gpufacts import GpuFacts
 from gputui.scheduler.head.watch.flags import _shown, flag_view
 from gputui.scheduler.head.watch.health import HeadHealth
 from gputui.scheduler.head.watch.hosts import HostWatch
@@ -570,11 +571,11 @@ def test_stored_inventory_is_what_the_hellos_said_and_the_watch_holds(
                 other.pop(uuid, None)
         said[host] = {u: (host, g.index, g.name) for u, g in infos.items()}
         with store.snapshot() as tx:
-            rows = {g.uuid: (g.host, g.index, g.model, g.present) for g in tx.gpus()}
-        present = {u: row[:3] for u, row in rows.items() if row[3]}
+            stored = {g.uuid: GpuFacts.of(g) for g in tx.gpus()}
+        present = {u: (f.host, f.index, f.model) for u, f in stored.items() if f.present}
         assert present == {u: f for listed in said.values() for u, f in listed.items()}
         held, _ = watch.inventory()
-        assert {u: (f.host, f.index, f.model, f.present) for u, f in held.items()} == rows
+        assert held == stored  # every column, new rows (inserted in bulk) too
         # The same hello again: nothing looked up, nothing written.
         with store.transaction() as tx:
             spy = _Spy(tx)
@@ -594,7 +595,7 @@ class _Spy:
         self.calls: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("gpu", "gpus", "gpus_by_uuid", "put_gpu", "add_gpu"):
+        if name in ("gpu", "gpus", "gpus_by_uuid", "put_gpu", "add_gpu", "add_gpus"):
             self.calls.append(name)
         return getattr(self._tx, name)
 

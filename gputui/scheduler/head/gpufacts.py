@@ -12,8 +12,11 @@ is kept is a copy: every column of the row, frozen.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TypeAlias
+
+from pydantic_core import PydanticUndefined
 
 from gputui.scheduler.store.tables import Gpu, gpu_state
 
@@ -47,6 +50,12 @@ class GpuFacts:
         """A copy of ``row``, read now (inside its transaction)."""
         return cls(**{name: getattr(row, name) for name in COLUMNS})
 
+    @classmethod
+    def fresh(cls, columns: Mapping[str, object]) -> GpuFacts:
+        """A row about to be inserted with ``columns`` (the others: the table's
+        defaults), as it will be stored."""
+        return cls(**{**_DEFAULTS, **columns})
+
     @property
     def drained(self) -> bool:
         return self.drained_at is not None
@@ -61,6 +70,11 @@ class GpuFacts:
 
 
 COLUMNS = tuple(f.name for f in fields(GpuFacts))
+_DEFAULTS = {
+    name: field.default
+    for name, field in Gpu.model_fields.items()
+    if name in COLUMNS and field.default is not PydanticUndefined
+}
 
 AnyGpu: TypeAlias = Gpu | GpuFacts
 """A GPU as the rules read it: a row in a transaction, or a copy kept outside one."""

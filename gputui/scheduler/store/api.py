@@ -293,6 +293,11 @@ class Tx(Protocol):
         """A GPU not stored yet (``gpu(uuid)`` found none), inserted at the commit."""
         ...
 
+    def add_gpus(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """GPUs not stored yet, inserted now in one statement: each a mapping of
+        ``Gpu``'s columns (those left out take the table's defaults)."""
+        ...
+
     # -- jobs and claims ---------------------------------------------------------------
 
     def job(self, job_id: int) -> Job | None: ...

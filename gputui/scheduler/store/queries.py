@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import func, insert, update
 from sqlmodel import Session, col, select
 
 from gputui.scheduler.policy.rows import FINAL_JOB_STATES
@@ -161,6 +161,10 @@ class SqlTx:
     def add_gpu(self, gpu: Gpu) -> Gpu:
         self.s.add(gpu)
         return gpu
+
+    def add_gpus(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows:  # the ORM's bulk insert: one executemany, no instances made
+            self.s.execute(insert(Gpu), [dict(r) for r in rows])
 
     # -- jobs -----------------------------------------------------------------------
 

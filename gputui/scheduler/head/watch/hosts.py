@@ -511,15 +511,21 @@ class HostWatch:
             if kept is None or _inventory_facts(kept) != facts:
                 writes.append((card, facts))
         rows = tx.gpus_by_uuid([card.uuid for card, _ in writes]) if writes else {}
+        fresh = []
         for card, facts in writes:
             row = rows.get(card.uuid)
-            new = row is None
-            row = row or Gpu(uuid=card.uuid, host=host, index=card.card_index)
+            if row is None:  # inserted below, all in one statement
+                fresh.append({"uuid": card.uuid, **dict(zip(_INVENTORY, facts, strict=True))})
+                continue
             (
                 row.host, row.index, row.model, row.memory_mib, row.mig_profile,
                 row.mig_parent, row.mig_enabled, row.pool, row.present,
             ) = facts  # fmt: skip
-            self._keep(GpuFacts.of(tx.add_gpu(row) if new else tx.put_gpu(row)))
+            self._keep(GpuFacts.of(tx.put_gpu(row)))
+        if fresh:
+            tx.add_gpus(fresh)
+            for columns in fresh:
+                self._keep(GpuFacts.fresh(columns))
         for uuid in list(self._on_host.get(host, ())):
             kept = self._gpus[uuid]
             if kept.host == host and uuid not in seen and kept.present:
@@ -529,10 +535,11 @@ class HostWatch:
                     self._keep(GpuFacts.of(tx.put_gpu(gone)))
 
 
-_inventory_facts: Callable[[GpuFacts], tuple[object, ...]] = operator.attrgetter(
+_INVENTORY = (
     "host", "index", "model", "memory_mib", "mig_profile", "mig_parent", "mig_enabled",
     "pool", "present",
 )  # fmt: skip
+_inventory_facts: Callable[[GpuFacts], tuple[object, ...]] = operator.attrgetter(*_INVENTORY)
 """What a host's ``hello`` says of a GPU (``HostWatch.put_inventory``)."""
 
 
