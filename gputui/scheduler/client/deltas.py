@@ -32,7 +32,7 @@ from gputui.common.text import clean
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.fields import MAX_GPUS, Epoch, Notes, Seconds, ShortText
 from gputui.wire.health import HealthReadings
-from gputui.wire.messages import Event, GpuSample, Hello, Parent, ProcessSample, Sample
+from gputui.wire.messages import Event, GpuSample, Hello, Parent, Sample
 
 MAX_EVENTS = 256
 """Events kept per host in a delta (a host's snapshot keeps fewer)."""
@@ -244,9 +244,9 @@ class HostBook:
             if top is None:
                 top = host.top_model = _Top.model_validate(host.top)
             for i, known in enumerate(host.decoded):
-                if known is None:
-                    procs = [ProcessSample.model_validate(p) for p in host.procs[i]]
-                    host.decoded[i] = GpuSample.model_validate({**host.gpus[i], "processes": procs})
+                if known is None:  # its processes validated with it, in the same call
+                    fields = {**host.gpus[i], "processes": host.procs[i]}
+                    host.decoded[i] = GpuSample.model_validate(fields)
             sample = _sample(host.top.get("sample"), host.decoded)
             hello = _hello(host)
             events = _events(host)
