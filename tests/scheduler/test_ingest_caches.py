@@ -595,7 +595,7 @@ class _Spy:
         self.calls: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("gpu", "gpus", "gpus_by_uuid", "put_gpu", "add_gpu", "add_gpus"):
+        if name in ("gpu", "gpus", "gpus_by_uuid", "put_gpu", "add_gpus"):
             self.calls.append(name)
         return getattr(self._tx, name)
 

@@ -289,10 +289,6 @@ class Tx(Protocol):
         out), by uuid."""
         ...
 
-    def add_gpu(self, gpu: Gpu) -> Gpu:
-        """A GPU not stored yet (``gpu(uuid)`` found none), inserted at the commit."""
-        ...
-
     def add_gpus(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """GPUs not stored yet, inserted now in one statement: each a mapping of
         ``Gpu``'s columns (those left out take the table's defaults)."""

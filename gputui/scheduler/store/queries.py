@@ -158,10 +158,6 @@ class SqlTx:
             out.update((g.uuid, g) for g in found)
         return out
 
-    def add_gpu(self, gpu: Gpu) -> Gpu:
-        self.s.add(gpu)
-        return gpu
-
     def add_gpus(self, rows: Sequence[Mapping[str, Any]]) -> None:
         if rows:  # the ORM's bulk insert: one executemany, no instances made
             self.s.execute(insert(Gpu), [dict(r) for r in rows])
