@@ -552,7 +552,7 @@ def test_stored_inventory_is_what_the_hellos_said_and_the_watch_holds(
     from gputui.scheduler.head.watch.slices import cards_of
 
     store = SqlStore.open(Path(tmp_path_factory.mktemp("db")) / "gputui.db")
-    watch = HostWatch({"gpu01": "default", "gpu02": "default"}, lambda snap: None)
+    watch = HostWatch({"gpu01": "default", "gpu02": "big"}, lambda snap: None)
     said: dict[str, dict[str, tuple[str, int, str]]] = {}
     for host, listed, commit in inventories:
         infos = {f"GPU-card-{n}": GpuInfo(index=i, uuid=f"GPU-card-{n}", name=m)

@@ -279,7 +279,7 @@ class HostWatch:
         problems put it last or keep it out (``scheduler.placement``)."""
         if self._dirty:
             self._slots_of.clear()
-            built: Iterable[str] = list(self._on_host)
+            built: Iterable[str] = self._on_host
         elif self._dirty_hosts:
             built = self._dirty_hosts
         else:
