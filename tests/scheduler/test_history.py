@@ -54,31 +54,22 @@ def test_the_budget_holds_and_the_newest_are_kept(gpus: int, samples: int) -> No
 
 
 @given(st.lists(st.integers(1, 4), min_size=1, max_size=12), st.integers(1, 30))
-def test_hosts_joining_shrink_every_gpus_share_by_its_next_reading(
-    joining: list[int], rounds: int
-) -> None:
-    """Hosts join one after another (each shrinks the share): a read never gives a GPU
-    more than its share, and once every GPU has had a reading since the last host came,
-    none holds more than its share."""
+def test_hosts_joining_shrink_every_gpus_share_at_once(joining: list[int], rounds: int) -> None:
+    """Hosts join one after another (each shrinks the share): after every reading, no
+    GPU holds more than the share, and a read gives none more (the GPUs are cut only
+    when one may hold more than a new share, not at every new GPU)."""
     h = History(every_s=0, budget=200)
     t = 0.0
     hosts = {f"h{n}": gpus for n, gpus in enumerate(joining)}
     names = list(hosts)
-
-    def round_of(joined: list[str]) -> None:
-        nonlocal t
-        for known in joined:
-            t += 1.0
-            h.record(snap(known, t, gpus=hosts[known]))
-
     for n in range(len(names)):
-        joined = names[: n + 1]
         for _ in range(rounds):
-            round_of(joined)
-            for known in joined:
+            for known in names[: n + 1]:
+                t += 1.0
+                h.record(snap(known, t, gpus=hosts[known]))
+                assert all(len(kept) <= h.share for kept in h._gpus.values())
+            for known in names[: n + 1]:
                 for gpu in range(hosts[known]):
                     assert len(list(h.readings(known, gpu, 0.0))) <= h.share
-        round_of(joined)  # a reading each since the last host came
-        assert all(len(kept) <= h.share for kept in h._gpus.values())
     gpus = sum(joining)
     assert h.share == max(10, min(1440, 200 // gpus))

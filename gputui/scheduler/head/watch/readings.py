@@ -134,6 +134,8 @@ class History:
         """Every GPU the head keeps readings of (stored ones too), with those unstored."""
         self._last: dict[str, float] = {}
         self._per = max(MIN_SHARE, min(PER_GPU, budget))
+        self._longest = 0
+        """No GPU holds more readings than this (an upper bound: ``_share``)."""
         self.seq = 0
         """The number of the newest reading."""
         self.stored = 0
@@ -175,8 +177,8 @@ class History:
             kept = self._gpus.get(key)
             if kept is None:
                 kept = self._gpus[key] = deque(maxlen=self._share(len(self._gpus) + 1))
-            elif kept.maxlen != self._per:
-                kept = self._gpus[key] = deque(kept, maxlen=self._per)  # a new share
+            elif kept.maxlen != self._per:  # a new share, its readings already within it
+                kept = self._gpus[key] = deque(kept, maxlen=self._per)
             self.seq += 1
             power = gpu.power_w
             kept.append(
@@ -193,6 +195,7 @@ class History:
                     gpu.ecc_uncorrected,
                 )
             )
+            self._longest = max(self._longest, len(kept))
 
     def _hold_events(self, host: str, events: tuple[Event, ...]) -> None:
         """The host's Xids and SXids (its link sends the newest few hundred with every
@@ -207,13 +210,20 @@ class History:
             self._events[host] = dict(newest)
 
     def _share(self, gpus: int) -> int:
-        """Each GPU's share of the budget once there are ``gpus``. A GPU's readings
-        kept so far are cut to a smaller share at its next reading (the oldest go),
-        not all at once: while a fleet connects, nearly every new GPU shrinks the
-        share, and cutting every GPU each time was quadratic (reads cut to the share
-        anyway: ``merged``)."""
-        self._per = max(MIN_SHARE, min(PER_GPU, self.budget // max(gpus, 1)))
-        return self._per
+        """Each GPU's share of the budget once there are ``gpus``; a smaller share cuts
+        every GPU's readings kept so far to it (the oldest go). While a fleet
+        connects, nearly every new GPU shrinks the share, but each GPU holds only the
+        few readings not stored yet: the GPUs are cut only when one may hold more than
+        the new share (``_longest``), not each time (that was quadratic). A GPU's
+        deque takes the new share as its bound at its next reading."""
+        share = max(MIN_SHARE, min(PER_GPU, self.budget // max(gpus, 1)))
+        if share != self._per:
+            self._per = share
+            if share < self._longest:
+                for key, kept in self._gpus.items():
+                    self._gpus[key] = deque(kept, maxlen=share)
+                self._longest = share
+        return share
 
     # -- to the store and back ------------------------------------------------------------
 
@@ -240,9 +250,12 @@ class History:
     def stored_upto(self, upto: int) -> None:
         """The writer stored the readings up to ``upto``: they are no longer held here."""
         self.stored = max(self.stored, upto)
+        longest = 0
         for kept in self._gpus.values():
             while kept and kept[0].seq <= self.stored:
                 kept.popleft()
+            longest = max(longest, len(kept))
+        self._longest = longest
 
     def resend(self) -> None:
         """The writer did not store what it was handed: the next ``take`` has it again."""
