@@ -4,9 +4,12 @@ exactly on the console's side; a field that did not change is never sent."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from gputui.scheduler.client.deltas import DeltaError, HostBook, diff, host_view
 from gputui.telemetry import HostSnapshot, HostStatus
@@ -167,3 +170,98 @@ def test_private_data_hides_other_users_process_commands_in_the_stream() -> None
     assert commands == ["python mine.py", HIDDEN, HIDDEN]
     assert hide_commands(view, admin, True) is view
     assert hide_commands(view, alice, False) is view
+
+
+# A GPU's fields checked alone after a delta must come out as the whole GPU checked
+# afresh: the same GPU, or a refusal both ways, for any values a head could send.
+_ANY_VALUE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=140),
+    st.lists(st.one_of(st.text(max_size=8), st.integers(-2, 200)), max_size=3),
+    st.dictionaries(
+        st.text(max_size=12), st.one_of(st.text(max_size=12), st.integers()), max_size=2
+    ),
+)
+_FIELD_NAMES = st.sampled_from(
+    [*GpuSample.model_fields, "processes", "not_a_field"],
+)
+_PROCESS_LISTS = st.one_of(
+    procs.map(lambda listed: [p.model_dump(mode="json") for p in listed]),
+    st.lists(st.dictionaries(st.sampled_from(["pid", "uid", "user"]), _ANY_VALUE), max_size=2),
+)
+_GPU_DELTAS = st.fixed_dictionaries(
+    {
+        "fields": st.dictionaries(_FIELD_NAMES, _ANY_VALUE, max_size=4),
+        "procs": st.one_of(st.none(), _PROCESS_LISTS),
+        "gpu": st.integers(0, 1),
+    }
+)
+
+
+def _afresh(book: HostBook, name: str) -> HostSnapshot | None:
+    """What a new book makes of everything ``book`` was sent (None: it refuses it)."""
+    view = book.views(name)
+    assert view is not None
+    delta = diff(name, None, view)
+    assert delta is not None
+    try:
+        return HostBook().apply(delta)
+    except DeltaError:
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(gpu(0), gpu(1)), st.lists(_GPU_DELTAS, min_size=1, max_size=8))
+def test_checking_only_the_changed_fields_equals_checking_the_gpu_afresh(
+    gpus: tuple[GpuSample, GpuSample], deltas: list[dict[str, Any]]
+) -> None:
+    snap = HostSnapshot(name="h", address="h", sample=Sample(seq=1, gpus=gpus))
+    book = HostBook()
+    first = diff("h", None, host_view(snap))
+    assert first is not None
+    assert book.apply(first) == snap
+    for step in deltas:
+        delta: dict[str, Any] = {"host": "h", "gpus": {str(step["gpu"]): step["fields"]}}
+        if step["procs"] is not None:
+            delta["procs"] = {str(step["gpu"]): step["procs"]}
+        try:
+            got: HostSnapshot | None = book.apply(delta)
+        except DeltaError as exc:
+            assert "\n" not in str(exc)
+            got = None
+        assert got == _afresh(book, "h")
+
+
+_PARENT_LISTS = st.one_of(
+    st.just([]),
+    st.lists(
+        st.fixed_dictionaries(
+            {"pid": st.integers(-1, 5), "ppid": st.integers(-1, 5), "name": st.text(max_size=4)}
+        ),
+        max_size=3,
+    ),
+    _ANY_VALUE,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_ANY_VALUE, _ANY_VALUE, _PARENT_LISTS), min_size=1, max_size=4))
+def test_a_samples_own_fields_are_checked_as_the_model_checks_them(
+    steps: list[tuple[Any, Any, Any]],
+) -> None:
+    book = HostBook()
+    for seq, at, parents in steps:
+        raw = {"seq": seq, "time": at, "parents": parents, "notes": []}
+        try:
+            got = book.apply({"host": "h", "top": {"sample": raw}}).sample
+        except DeltaError:
+            got = None
+        try:
+            listed = parents if isinstance(parents, list) else []
+            want: Sample | None = Sample.model_validate({**raw, "parents": listed})
+        except ValidationError:
+            want = None
+        assert got == want

@@ -6,7 +6,8 @@ host's own fields that changed (status, message, the hello, events, the sample's
 number and time ...), each GPU's fields that changed (one that did not is not sent),
 and the process list of a GPU whose list changed. The first push of a subscription
 is a diff from nothing: everything. The console keeps the same views (``HostBook``)
-and rebuilds a ``HostSnapshot`` from them, decoding again only the GPUs that changed.
+and rebuilds a ``HostSnapshot`` from them, checking again only the GPU fields that
+changed (each alone, onto the GPU as decoded before).
 
 A host a console does not show (``summary_view``) is sent as the grid needs it and no
 more: the host's fields and every GPU's readings, each process as its pid and user
@@ -24,9 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 from gputui.common.text import clean
 from gputui.telemetry import HostSnapshot, HostStatus
@@ -179,10 +181,14 @@ class _Host:
     gpus: list[dict[str, Any]] = field(default_factory=list)
     procs: list[list[Any]] = field(default_factory=list)
     decoded: list[GpuSample | None] = field(default_factory=list)
+    changed: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Place -> the fields (and ``processes``) deltas changed since the GPU was last
+    decoded: checked alone (``_GPU_FIELDS``) onto the GPU as decoded before."""
     top_model: _Top | None = None
     """``top`` checked, kept until a field other than the sample's changes."""
     hello: tuple[Any, Hello | None] = (None, None)
     events: tuple[Any, tuple[Event, ...]] = (None, ())
+    parents: tuple[Any, tuple[Parent, ...]] = (None, ())
 
 
 class HostBook:
@@ -229,13 +235,16 @@ class HostBook:
             if not isinstance(fields, dict):
                 raise DeltaError(f"{name}: GPU {i}'s fields are not an object")
             host.gpus[i].update(fields)
-            host.decoded[i] = None
+            if host.decoded[i] is not None:
+                changed = host.changed.setdefault(i, {})
+                changed.update((k, v) for k, v in fields.items() if k in _OWN_FIELDS)
         for key, listed in procs.items():
             i = _place(name, key, len(host.gpus))
             if not isinstance(listed, list):
                 raise DeltaError(f"{name}: GPU {i}'s processes are not a list")
             host.procs[i] = listed
-            host.decoded[i] = None
+            if host.decoded[i] is not None:
+                host.changed.setdefault(i, {})["processes"] = listed
         return self._snapshot(name, host)
 
     def _snapshot(self, name: str, host: _Host) -> HostSnapshot:
@@ -243,11 +252,13 @@ class HostBook:
             top = host.top_model
             if top is None:
                 top = host.top_model = _Top.model_validate(host.top)
+            if host.changed:
+                _patch(name, host)
             for i, known in enumerate(host.decoded):
                 if known is None:  # its processes validated with it, in the same call
                     fields = {**host.gpus[i], "processes": host.procs[i]}
                     host.decoded[i] = GpuSample.model_validate(fields)
-            sample = _sample(host.top.get("sample"), host.decoded)
+            sample = _sample(name, host)
             hello = _hello(host)
             events = _events(host)
         except ValidationError as exc:
@@ -269,6 +280,41 @@ class HostBook:
         )
 
 
+class _Checks(Protocol):
+    def validate_python(self, value: Any, /) -> Any: ...
+
+
+def _adapter(info: FieldInfo) -> _Checks:
+    """The field's own validator (a ``TypeAdapter``'s, called without its wrapper)."""
+    kind: Any = info.annotation
+    if info.metadata:  # its constraints (``Field(ge=...)``, ``Strict``) as the model has them
+        kind = Annotated[(kind, *info.metadata)]
+    return TypeAdapter(kind).validator
+
+
+_GPU_FIELDS: dict[str, _Checks] = {
+    name: _adapter(info) for name, info in GpuSample.model_fields.items()
+}
+"""Each field of ``GpuSample``, checked alone as the model checks it (it has no check
+across fields): a delta changes a few of a GPU's fields, and only those are checked
+again. Keys of no field are left out, as the model ignores them."""
+_OWN_FIELDS = frozenset(_GPU_FIELDS) - {"processes"}
+"""What a GPU's own fields in a delta may change: its processes come apart (``procs``)."""
+
+
+def _patch(name: str, host: _Host) -> None:
+    """Check each GPU's changed fields alone, onto its fields as decoded before. One
+    that fails is left undecoded (checked whole next time, and failing again there)."""
+    while host.changed:
+        i, changed = host.changed.popitem()
+        known = host.decoded[i] if i < len(host.decoded) else None
+        if known is None:  # dropped (fewer GPUs), or checked whole in ``_snapshot``
+            continue
+        host.decoded[i] = None  # until its fields pass
+        update = {key: _check(name, _GPU_FIELDS, key, value) for key, value in changed.items()}
+        host.decoded[i] = known.model_copy(update=update)
+
+
 def _place(name: str, key: Any, count: int) -> int:
     if not isinstance(key, str) or not key.isdigit() or int(key) >= count:
         raise DeltaError(f"{name}: a delta for GPU {str(key)[:20]!r}, which it does not have")
@@ -281,19 +327,39 @@ def _notes(raw: Any) -> tuple[str, ...]:
     return tuple(clean(str(n), 128) for n in raw[:16])
 
 
-def _sample(raw: Any, gpus: list[GpuSample | None]) -> Sample | None:
+_SAMPLE_FIELDS: dict[str, _Checks] = {
+    name: _adapter(Sample.model_fields[name]) for name in ("seq", "time", "parents")
+}
+"""The fields of a ``Sample`` a delta brings, each checked alone (its GPUs are checked
+already, and ``notes`` are the console's own, from ``_notes``)."""
+
+
+def _sample(name: str, host: _Host) -> Sample | None:
+    raw = host.top.get("sample")
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise DeltaError("a sample that is not an object")
+        raise DeltaError(f"{name}: a sample that is not an object")
     parents = raw.get("parents", [])
-    body = {
-        "seq": raw.get("seq"),
-        "time": raw.get("time"),
-        "gpus": gpus,
-        "parents": [Parent.model_validate(p) for p in parents] if isinstance(parents, list) else [],
-    }
-    return Sample.model_validate(body).model_copy(update={"notes": _notes(raw.get("notes"))})
+    if not isinstance(parents, list):
+        parents = []
+    if host.parents[0] != parents:  # most samples' chains are the last one's
+        host.parents = (parents, _check(name, _SAMPLE_FIELDS, "parents", parents))
+    return Sample.model_construct(
+        seq=_check(name, _SAMPLE_FIELDS, "seq", raw.get("seq")),
+        time=_check(name, _SAMPLE_FIELDS, "time", raw.get("time")),
+        gpus=tuple(cast(list[GpuSample], host.decoded)),  # each decoded by now
+        parents=host.parents[1],
+        notes=_notes(raw.get("notes")),
+    )
+
+
+def _check(name: str, fields: Mapping[str, _Checks], key: str, value: Any) -> Any:
+    """``value`` checked as field ``key`` of ``fields``; a bad one raises ``DeltaError``."""
+    try:
+        return fields[key].validate_python(value)
+    except ValidationError as exc:
+        raise DeltaError(f"{name}: {_first(exc, (key,))}") from None
 
 
 def _hello(host: _Host) -> Hello | None:
@@ -318,9 +384,9 @@ def _events(host: _Host) -> tuple[Event, ...]:
     return events
 
 
-def _first(exc: ValidationError) -> str:
+def _first(exc: ValidationError, within: tuple[str, ...] = ()) -> str:
     errors = exc.errors()
     if not errors:
         return "invalid"
-    where = ".".join(str(p) for p in errors[0].get("loc", ()))
+    where = ".".join(str(p) for p in (*within, *errors[0].get("loc", ())))
     return clean(f"{where}: {errors[0].get('msg', 'invalid')}", 200)
