@@ -9,11 +9,12 @@ after the job ended, ``held`` after a release. Here each change is made at the h
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable, Log, Static
-from ui_helpers import told, until
+from ui_helpers import screen_text, told, until
 
 from gputui.common.jobenv import JobSetup
 from gputui.ui.app import GpuTuiApp
@@ -209,3 +210,34 @@ async def test_the_detail_says_what_the_job_runs_in(tmp_path: Path, size: tuple[
             assert line.split(None, 2)[2] == "podman team/train:1.0"
             assert hosts.launches[0].image == "team/train:1.0"
             assert hosts.launches[0].runtime == "podman"
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_cell_that_grows_in_place_widens_its_column(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """A running job's TIME grows in place (``0:03``, then days); the column grows with
+    it rather than cutting it (the table sizes a column by the cells it was given, and
+    a cell changed in place did not count)."""
+    async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=size) as pilot:
+            await connected(pilot, app)
+            link = app.head.link
+            assert link is not None
+            await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1))
+            await pilot.press("Q")
+            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+            queue = app.screen
+            assert isinstance(queue, QueueScreen)
+            await until(pilot, lambda: "running" in state_line(app), "the job running")
+            table = queue.query_one("#jobs", DataTable)
+            assert len(str(table.get_row_at(0)[6])) <= len("59:59")
+            later = time.time() + 12 * 86400 + 3 * 3600
+            queue.clock = lambda: later  # the same job, twelve days on: ``12-03:00:0x``
+            await until(pilot, lambda: str(table.get_row_at(0)[6]).startswith("12-03:"), "days")
+            await until(
+                pilot,
+                lambda: str(table.get_row_at(0)[6]) in screen_text(app),
+                "the TIME whole on screen",
+            )

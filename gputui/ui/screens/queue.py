@@ -414,7 +414,9 @@ class QueueScreen(Screen[None]):
                 continue
             for i, (column, value) in enumerate(zip(COLUMNS, row, strict=True)):
                 if old is None or old[i] != value:
-                    table.update_cell(key, column, value)
+                    # A longer value widens its column (a TIME past a day, an array's
+                    # folded id): the table sizes a column only by cells it is given.
+                    table.update_cell(key, column, value, update_width=True)
             self._cells[key] = row
 
     def _tick(self) -> None:
