@@ -109,6 +109,8 @@ class HostLink:
         self.set_interval_thresholds(interval)
         self._session: HelperSession | None = None
         """The helper requests go to: set once it said hello."""
+        self._up = asyncio.Event()
+        """Set while ``_session`` is (``wait_session``)."""
         self._helper: HelperSession | None = None
         """The helper running now, from its start (what ``close`` ends)."""
         self._conn: asyncssh.SSHClientConnection | None = None
@@ -127,6 +129,14 @@ class HostLink:
     @property
     def session(self) -> HelperSession | None:
         """The helper session requests go to now (None while there is none)."""
+        return self._session
+
+    async def wait_session(self, seconds: float) -> HelperSession | None:
+        """The helper session requests go to, waiting up to ``seconds`` for one while
+        the host connects (a head just started, a link reconnecting); None if none came."""
+        if self._session is None and not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._up.wait(), seconds)
         return self._session
 
     @property
@@ -279,18 +289,21 @@ class HostLink:
             hello = await session.handshake(self.timing.hello_timeout)
             self.feed.hello(hello)
             self._session = session
+            self._up.set()
             watchdog = asyncio.get_running_loop().create_task(self._watch(abort))
             try:
                 await self._stream(session)
             finally:
                 watchdog.cancel()
                 self._session = None
+                self._up.clear()
                 session.fail_pending()
                 self.feed.terminals_lost(f"lost the connection to {self.name}")
             if self._abort is None:
                 await session.raise_ended(self.timing.close_timeout, slow=False)
         finally:
             self._session = self._helper = None
+            self._up.clear()
             await session.close(self.timing.close_timeout)
 
     async def _stream(self, session: HelperSession) -> None:

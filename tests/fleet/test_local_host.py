@@ -159,3 +159,25 @@ async def test_a_local_helper_gone_before_its_payload_says_how_it_ended(
         what="a helper error",
     )
     assert snap.message.startswith("helper exited with status 3: no zlib"), snap.message
+
+
+async def test_a_request_can_wait_for_a_host_still_connecting(kit) -> None:
+    """``wait_session``: the session once the helper said hello, not ``None`` at once
+    (an attach just after the head started); and only so long for a host that does
+    not come."""
+    config = kit.config(
+        [
+            {"name": "here", "local": True, "sim": "1xrtx3090,name=here"},
+            {"name": "nowhere", "address": "127.0.0.1", "port": kit.free_port()},
+        ]
+    )
+    fleet = await kit.start_fleet(config)
+    try:
+        link = fleet.links["here"]
+        assert link.session is None  # the helper has not said hello yet
+        session = await link.wait_session(30)
+        assert session is not None and session is link.session
+        assert kit.snap(fleet, "here").hello is not None
+        assert await fleet.links["nowhere"].wait_session(0.2) is None
+    finally:
+        await fleet.close()

@@ -52,6 +52,8 @@ def host_job(state: JobState) -> HostJob:
 
 
 _R = TypeVar("_R", bound=BaseModel)
+PTY_CONNECT_WAIT_S = 10.0
+"""How long an attach waits for its host's connection (the client waits 30 s)."""
 
 
 def _answer(outcome: RequestOutcome[object]) -> HostAnswer:
@@ -203,6 +205,9 @@ class FleetHosts:
         link = self.fleet.links.get(host)
         if link is None:
             return HostAnswer(False, code="unknown-host", message=f"no host named {host!r}"), None
+        # Someone at a keyboard, perhaps just after the head (re)started: the host's
+        # connection gets a moment to come up rather than an "offline" at once.
+        await link.wait_session(PTY_CONNECT_WAIT_S)
         outcome, line = await open_pty(
             link, self.namespace, job_id=key, rows=rows, cols=cols, listener=listener
         )
