@@ -77,3 +77,28 @@ async def test_j_k_home_and_end_move_the_row_cursor(
         assert table.cursor_row == last
         await pilot.press("home")
         assert table.cursor_row == 0
+
+
+async def test_a_line_drawn_before_the_widths_were_measured_is_drawn_again() -> None:
+    """A cell grows in place; a line is drawn (as a repaint may) before the table is
+    idle and measures the column again. Once measured, the line shows the whole
+    cell: Textual kept the line it drew at the old width (its caches are keyed by a
+    count of changes that measuring does not move)."""
+    from textual.app import App, ComposeResult
+
+    from gputui.ui.widgets.rows import RowTable
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield RowTable(id="t")
+
+    app = One()
+    async with app.run_test(size=(80, 10)) as pilot:
+        table = app.query_one("#t", RowTable)
+        table.add_column("TIME", key="time")
+        table.add_row("0:03", key="job")
+        await pilot.pause()
+        table.update_cell("job", "time", "12-03:00:00", update_width=True)
+        table.render_line(1)  # the job's line, drawn at the width the column had
+        await pilot.pause()
+        assert "12-03:00:00" in table.render_line(1).text
