@@ -53,6 +53,14 @@ def open_sockets(pid: int) -> int:
     return count
 
 
+def hung_up(sock: socket.socket) -> bool:
+    """Whether the head closed ``sock``, seen without reading what it was sent (reading
+    would relieve a stalled subscriber, which then is not dropped)."""
+    watch = select.poll()
+    watch.register(sock, select.POLLRDHUP)
+    return any(event & (select.POLLRDHUP | select.POLLHUP) for _, event in watch.poll(0))
+
+
 def closed_by_head(sock: socket.socket) -> bool:
     """Read what ``sock`` was sent; True once the head has closed it (never blocks
     long: call it only once the head is expected to have closed it)."""
@@ -116,6 +124,11 @@ def test_rss_stays_bounded_while_200_subscribers_never_read(head: HeadProcess) -
         assert changes > 20
         assert peak - base < GROWTH_MAX, f"grew {(peak - base) >> 20} MiB in {changes} changes"
         # Over their bound for client_stall_s: dropped, and their memory with them.
+        poll(
+            lambda: all(hung_up(sock) for sock in subscribers),
+            timeout=STALL_S + 20,
+            what="the head to close the 200 subscribers that never read",
+        )
         poll(
             lambda: open_sockets(pid) <= sockets - 200 + SLACK,
             timeout=STALL_S + 20,
