@@ -249,7 +249,9 @@ def test_a_scrape_never_touches_the_database(tmp_path: Path) -> None:
         finally:
             th.in_loop(lambda: [store.__dict__.pop(n, None) for n in ("snapshot", "transaction")])
         assert touched == []
-        assert th.head.metrics.server.renders == renders + 1
+        # Made anew for it (more than once if the thread's own turn came meanwhile:
+        # the many scrapes of the poll above make it render ahead every few seconds).
+        assert th.head.metrics.server.renders >= renders + 1
         assert len(families["DCGM_FI_DEV_POWER_USAGE"]) == sum(LAYOUT.values())
         assert families["gputui_jobs_running"][0].value == 0
 
