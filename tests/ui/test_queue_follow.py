@@ -11,8 +11,10 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import DataTable, Log, Static
 from ui_helpers import screen_text, told, until
 
@@ -40,6 +42,20 @@ def state_line(app: GpuTuiApp) -> str:
     return next((line for line in detail(app).splitlines() if line.startswith("state")), "")
 
 
+async def a_running_job(pilot: Pilot[Any], app: GpuTuiApp) -> QueueScreen:
+    """One job submitted (``train``, a GPU), the queue screen open, the job running."""
+    await connected(pilot, app)
+    link = app.head.link
+    assert link is not None
+    await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1))
+    await pilot.press("Q")
+    await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
+    await until(pilot, lambda: "running" in state_line(app), "the job running")
+    queue = app.screen
+    assert isinstance(queue, QueueScreen)
+    return queue
+
+
 @pytest.mark.parametrize("size", SIZES)
 async def test_the_detail_follows_a_job_that_ends_at_the_head(
     tmp_path: Path, size: tuple[int, int]
@@ -47,13 +63,7 @@ async def test_the_detail_follows_a_job_that_ends_at_the_head(
     async with running_head(tmp_path, LAYOUT) as (_head, hosts, sock):
         app = console(sock)
         async with app.run_test(size=size) as pilot:
-            await connected(pilot, app)
-            link = app.head.link
-            assert link is not None
-            await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1))
-            await pilot.press("Q")
-            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
-            await until(pilot, lambda: "running" in state_line(app), "the job running")
+            await a_running_job(pilot, app)
             # The record asked for on selection has come (its command is shown) ...
             await until(pilot, lambda: "train" in detail(app), "the job's record")
             # ... and the job ends at the host, not through this screen.
@@ -173,13 +183,7 @@ async def test_an_ended_job_is_said_to_have_ended_not_asked_about(
     async with running_head(tmp_path, LAYOUT) as (_head, hosts, sock):
         app = console(sock)
         async with app.run_test(size=size) as pilot:
-            await connected(pilot, app)
-            link = app.head.link
-            assert link is not None
-            await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1))
-            await pilot.press("Q")
-            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
-            await until(pilot, lambda: bool(hosts.launches), "the job launched")
+            await a_running_job(pilot, app)
             launch = hosts.launches[0]
             hosts.finish(launch.host, launch.key, exit_code=0)
             await until(pilot, lambda: "completed" in state_line(app), "the job completed")
@@ -222,15 +226,7 @@ async def test_a_cell_that_grows_in_place_widens_its_column(
     async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
         app = console(sock)
         async with app.run_test(size=size) as pilot:
-            await connected(pilot, app)
-            link = app.head.link
-            assert link is not None
-            await link.ask("submit", lambda b: b.submit(argv=["train"], gpus=1))
-            await pilot.press("Q")
-            await until(pilot, lambda: isinstance(app.screen, QueueScreen), "the queue screen")
-            queue = app.screen
-            assert isinstance(queue, QueueScreen)
-            await until(pilot, lambda: "running" in state_line(app), "the job running")
+            queue = await a_running_job(pilot, app)
             table = queue.query_one("#jobs", DataTable)
             assert len(str(table.get_row_at(0)[6])) <= len("59:59")
             later = time.time() + 12 * 86400 + 3 * 3600
