@@ -70,3 +70,43 @@ def test_the_client_and_the_terminal_read_a_line_alike(line: bytes) -> None:
         assert client == value and terminal == [value]
     else:
         assert client == terminal == ("protocol", "the head sent something that is not an object")
+
+
+_PUSH = st.builds(
+    lambda at, data: {"push": "pty", "job": 7, "kind": "out", "at": at, "data": data},
+    st.integers(0, 1 << 40),
+    st.text("ABCDabcd0123+/=", max_size=300),
+)
+_SCROLLBACK = {"push": "pty", "job": 7, "kind": "out", "at": 0, "data": "YmVmb3JlNQ=="}
+
+
+@settings(max_examples=100)
+@given(
+    before=st.lists(_PUSH, max_size=5),
+    after=st.lists(_PUSH, max_size=5),
+    late=st.lists(_PUSH, max_size=5),
+)
+@example(before=[], after=[_SCROLLBACK], late=[])
+def test_a_terminal_shows_every_push_whichever_read_brought_it(
+    before: list[dict[str, object]], after: list[dict[str, object]], late: list[dict[str, object]]
+) -> None:
+    """Pushes sent before the attach's answer, in the same write after it (the
+    scrollback that the helper sent right behind the answer), and after the attach
+    returned: one ``messages`` call, once all were sent, hands every one over, in
+    order. Lines a read brought behind the answer are held, and the socket is no
+    longer readable for them: a terminal that waits for it to be would wait forever
+    (the attach that showed nothing of its scrollback)."""
+    ours, theirs = socket.socketpair()
+    try:
+        answer = {"id": 1, "ok": True, "result": {"attached": 7, "host": "sim01"}}
+        lines = [*before, answer, *after]
+        theirs.sendall(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+        link = TerminalLink(ours)
+        assert link.attach(7, 24, 80) == answer["result"]
+        assert link.host == "sim01"
+        theirs.sendall(b"".join(json.dumps(m).encode() + b"\n" for m in late))
+        assert list(link.messages()) == [*before, *after, *late]
+        assert not select.select([link], [], [], 0)[0]  # nothing left to wake a waiter
+    finally:
+        ours.close()
+        theirs.close()

@@ -88,6 +88,11 @@ class TerminalLink:
         yield from self._lines(block=False)
 
     def _lines(self, *, block: bool) -> Iterator[dict[str, Any]]:
+        """The whole lines held already, then those of one read (``block``: waiting for
+        it). A caller may stop at any message (``attach`` at its answer): what came in
+        the same read after it stays held for the next call, which takes it first,
+        since the socket will not show it as readable again."""
+        yield from self._held()
         try:
             data = self.sock.recv(1 << 16) if block else self._recv_ready()
         except (BlockingIOError, InterruptedError):
@@ -101,6 +106,9 @@ class TerminalLink:
         if not data:
             raise HeadError.of("unreachable", say(N_("lost the head: it closed the connection")))
         self._buf += data
+        yield from self._held()
+
+    def _held(self) -> Iterator[dict[str, Any]]:
         while True:
             end = self._buf.find(b"\n")
             if end < 0:
