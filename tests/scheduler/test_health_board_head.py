@@ -110,18 +110,18 @@ async def test_first_seen_counts_and_acks_survive_a_restart(tmp_path: Path) -> N
 # -- the persisted tracks against an in-memory board (hypothesis) ------------------------
 
 
-def _snap(faults: frozenset[int], at: float) -> HostSnapshot:
-    gpus = tuple(
-        GpuSample(index=i, uuid=f"GPU-{i}", throttle=("hw_thermal",) if i in faults else ())
-        for i in range(3)
+def _snap(faults: frozenset[int], at: float, host: str = HOST, gpus: int = 3) -> HostSnapshot:
+    samples = tuple(
+        GpuSample(index=i, uuid=f"GPU-{host}-{i}", throttle=("hw_thermal",) if i in faults else ())
+        for i in range(gpus)
     )
-    infos = tuple(GpuInfo(index=i, uuid=f"GPU-{i}") for i in range(3))
+    infos = tuple(GpuInfo(index=i, uuid=f"GPU-{host}-{i}") for i in range(gpus))
     return HostSnapshot(
-        name=HOST,
-        address=HOST,
+        name=host,
+        address=host,
         status=HostStatus.LIVE,
-        hello=Hello(protocol=1, helper_version="t", hostname=HOST, gpus=infos),
-        sample=Sample(seq=1, time=at, gpus=gpus),
+        hello=Hello(protocol=1, helper_version="t", hostname=host, gpus=infos),
+        sample=Sample(seq=1, time=at, gpus=samples),
         received_at=at,
     )
 
@@ -186,6 +186,42 @@ def test_any_observe_and_restart_sequence_keeps_the_in_memory_tracks(
         with store.snapshot() as tx:
             for row in tx.health.rows()[0]:
                 assert memory.tracks()[row.key].last - row.last_seen < LAST_SEEN_S
+    finally:
+        store.close()
+
+
+def test_tracks_that_began_together_have_their_last_seen_written_spread_over_the_minute(
+    tmp_path: Path,
+) -> None:
+    """Every GPU's track begins in the same tick (a head starting on a fleet with a
+    fault everywhere): each is written again once a minute, never a minute behind, and
+    not all in one tick, a burst of every row at once each minute."""
+    hosts = [f"gpu{i:03d}" for i in range(100)]
+    store = SqlStore(open_store(tmp_path / "gputui.db"))
+    head = HeadHealth(HealthThresholds(stale_after_s=3600), hosts, clock=lambda: 0.0)
+    faults = frozenset(range(4))
+    now = 1_800_000_000.0
+    per_tick: list[int] = []
+    writes: dict[str, int] = {}
+    try:
+        for _ in range(int(2 * LAST_SEEN_S) + 11):
+            now += 1.0
+            for host in hosts:
+                head.observe(_snap(faults, now, host, gpus=4), now)
+            with store.transaction() as tx:
+                written = head.write(tx, now)
+            head.committed(written)
+            per_tick.append(len(written.tracks))
+            for key in written.tracks:
+                writes[key] = writes.get(key, 0) + 1
+        tracks = len(hosts) * len(faults)
+        assert per_tick[0] == tracks  # all new
+        assert max(per_tick[1:]) <= 3 * tracks / LAST_SEEN_S  # spread, not all at once
+        assert set(writes.values()) <= {3, 4}  # the first, then once each minute
+        with store.snapshot() as tx:
+            seen = [row.last_seen for row in tx.health.rows()[0]]
+        assert len(seen) == tracks
+        assert all(now - last < LAST_SEEN_S for last in seen)
     finally:
         store.close()
 

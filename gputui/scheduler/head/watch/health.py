@@ -5,10 +5,11 @@ its cost is the board's, per snapshot). Once a tick, in the writer's transaction
 ``refresh`` gives the board what only the head knows (fences, drains, flagged
 processes, idle jobs and claims: ``gputui.health.outside``) and ``write`` stores
 what changed: a track that started, ended or changed its count, an acknowledgement
-made or dropped, and a track's last seen at most once a minute. What was written is
-taken on only once the batch is committed (``committed``), so a failed commit is
-written again on the next tick. Tracks last seen more than ``KEEP_S`` ago are
-pruned, and never more than ``MAX_TRACKS`` are kept.
+made or dropped, and a track's last seen once a minute (``last_seen_due``: each
+track at its own second of it). What was written is taken on only once the batch
+is committed (``committed``), so a failed commit is written again on the next tick.
+Tracks last seen more than ``KEEP_S`` ago are pruned, and never more than
+``MAX_TRACKS`` are kept.
 
 ``health`` answers from memory (anyone may read); ``acknowledge`` is for admins,
 its row and its audit row in one transaction.
@@ -16,6 +17,8 @@ its row and its audit row in one transaction.
 
 from __future__ import annotations
 
+import functools
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,7 +64,7 @@ def _fingerprint(ack: Ack) -> str:
     return orjson.dumps(list(ack.fingerprint)).decode()
 
 
-def _differs(old: Track | None, new: Track) -> bool:
+def _differs(key: str, old: Track | None, new: Track) -> bool:
     if old is None:
         return True
     if (old.first, old.count, old.active, old.outside) != (
@@ -71,7 +74,23 @@ def _differs(old: Track | None, new: Track) -> bool:
         new.outside,
     ):
         return True
-    return new.last - old.last >= LAST_SEEN_S
+    return last_seen_due(key, old.last, new.last)
+
+
+def last_seen_due(key: str, stored: float, last: float) -> bool:
+    """Whether track ``key``'s last seen is written again: when it passes a minute mark
+    (``LAST_SEEN_S``) of the track's own, offset by its key. So the store is never a
+    minute behind, and the tracks that began together (every GPU's, when the head
+    starts) are not all written again in the same tick each minute, a burst of
+    thousands of rows, but spread over it."""
+    phase = _phase(key)
+    return (last + phase) // LAST_SEEN_S != (stored + phase) // LAST_SEEN_S
+
+
+@functools.lru_cache(maxsize=2 * MAX_TRACKS)
+def _phase(key: str) -> float:
+    """Where in each minute track ``key`` is written (every tick asks, for each track)."""
+    return zlib.crc32(key.encode()) % 4096 / 4096 * LAST_SEEN_S
 
 
 class HeadHealth:
@@ -230,7 +249,7 @@ class HeadHealth:
             self._pruned_at = now
             out.pruned = self._prune(now)
         stored = self._tracks
-        out.tracks = self.board.tracks_where(lambda k, t: _differs(stored.get(k), t))
+        out.tracks = self.board.tracks_where(lambda k, t: _differs(k, stored.get(k), t))
         acks = self.board.acks()
         out.acks = {k: a for k, a in acks.items() if self._acks.get(k) != a}
         out.acks.update({k: None for k in self._acks if k not in acks and k not in out.pruned})
