@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from headthread import ThreadedHead
+from headthread import ThreadedHead, poll
 
 from gputui.scheduler.client.deltas import HostBook, host_view
 from gputui.wire.messages import ProcessSample
@@ -111,3 +111,32 @@ def test_a_bad_subscription_is_refused_in_one_line(th: ThreadedHead) -> None:
         assert answer["error"]["code"] == "bad-args"
     finally:
         stream.close()
+
+
+def _ping(path: Path) -> dict[str, Any]:
+    stream = Stream(path)
+    try:
+        stream.sock.sendall(b'{"id": 9, "op": "ping", "args": {}}\n')
+        return stream.next(lambda m: m.get("id") == 9)["result"]["telemetry"]
+    finally:
+        stream.close()
+
+
+def test_ping_tells_the_consoles_subscribed_and_what_pushing_to_them_cost(
+    th: ThreadedHead,
+) -> None:
+    """What consoles cost the head, as the head counts it (the benchmark's figure for
+    many consoles): how many are subscribed, the pushes, and the pusher's CPU."""
+    assert _ping(th.sock) == {"subscribers": 0, "pushed": 0, "cpu_s": 0.0}
+    stream = Stream(th.sock)
+    try:
+        stream.subscribe()
+        stream.push()
+        told = _ping(th.sock)
+        assert told["subscribers"] == 1
+        assert told["pushed"] >= 1
+        assert told["cpu_s"] > 0.0
+    finally:
+        stream.close()
+    # Dropped once the head sees the connection gone.
+    poll(lambda: _ping(th.sock)["subscribers"] == 0, what="the closed console to be dropped")

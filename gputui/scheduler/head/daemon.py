@@ -475,9 +475,8 @@ class Head:
             return
         if request.op == "ping":
             tasks = self.liveness.report()
-            conn.send(
-                wire.response(request.id, {"pong": True, "time": self.clock(), "tasks": tasks})
-            )
+            answer = {"pong": True, "time": self.clock(), "tasks": tasks}
+            conn.send(wire.response(request.id, {**answer, "telemetry": self.telemetry.stats()}))
             return
         conn.begin()  # in flight until the writer takes it (``_writer``)
         await self._inbox.put(Item("request", conn=conn, request=request))

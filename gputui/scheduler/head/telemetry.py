@@ -130,6 +130,9 @@ class TelemetryHub:
         self.summary_every_s = max(SUMMARY_EVERY_S, len(self._order) / SUMMARY_HOSTS_PER_S)
         self.pushed = 0
         """Pushes sent (for tests and the benchmark)."""
+        self.push_cpu_s = 0.0
+        """CPU seconds the pusher took (on the loop's thread): what the consoles cost
+        the head, which ``ping`` tells, with how many are subscribed."""
 
     # -- the head's side ---------------------------------------------------------
 
@@ -239,6 +242,10 @@ class TelemetryHub:
     def drop(self, conn: Connection) -> None:
         self._subs.pop(conn, None)
 
+    def stats(self) -> dict[str, Any]:
+        """For ``ping``: the consoles subscribed, pushes sent, and the pusher's CPU."""
+        return {"subscribers": len(self._subs), "pushed": self.pushed, "cpu_s": self.push_cpu_s}
+
     async def run(self) -> None:
         """The pusher: on news, every subscriber's deltas, at most once an interval."""
         while True:
@@ -247,10 +254,12 @@ class TelemetryHub:
             with contextlib.suppress(TimeoutError):
                 await within(self._event.wait(), wait)
             self._event.clear()
+            start = time.thread_time()
             try:
                 self.push()
             except Exception:  # one failed push must not end every console's stream
                 log.exception("head: pushing telemetry failed; trying again on the next news")
+            self.push_cpu_s += time.thread_time() - start
             self._progress()
             await asyncio.sleep(self._interval())
 
