@@ -148,8 +148,12 @@ class Rig:
         middle = time.process_time()
         self.head.tick(self.clock.now - 3600)
         self.flush()
+        # The background work to its end. Some of it waits for the writer (a readings
+        # flush that a big fleet starts before its minute, once FLUSH_READINGS wait:
+        # ``call_tx``), which is this loop's ``flush``: so it runs whenever something
+        # ended or a moment passed, never only once all has ended.
         while others := [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
-            await asyncio.wait(others)
+            await asyncio.wait(others, timeout=0.005, return_when=asyncio.FIRST_COMPLETED)
             self.flush()
         end = time.process_time()
         self.writer_s += end - middle
