@@ -22,7 +22,9 @@ measured is gputui, not a thousand helper processes. In order:
    staleness as the console sees it (``p99_staleness_s``, from the 1-console phase).
    What more consoles cost the head (``head_extra_cpu_cores_50_consoles``) is its
    telemetry pusher's CPU with many over with one, as the head counts it on its own
-   thread (``ping``); the whole process's difference is beside it (``…_whole``).
+   thread (``ping``): the pushes' rounds, which are most of it but not all (a write
+   the kernel did not take at once, a slow console's catch-up, the consoles'
+   requests). The whole process's difference is beside it (``…_whole``).
 4. **scrape**: ``/metrics`` scraped over HTTP a second apart (``metrics_scrape_ms``,
    median, and gzipped as Prometheus asks, ``metrics_scrape_gzip_ms``; the first
    scrape, which renders the text for itself, ``metrics_first_scrape_ms``), last:
@@ -262,8 +264,8 @@ class Head:
         return cpu_of(self.process.pid)
 
     async def push_cpu(self) -> float:
-        """CPU seconds the head's telemetry pusher has taken (``ping`` tells it): what
-        the consoles cost it, counted on the head's own thread."""
+        """CPU seconds the head's telemetry pusher has taken (``ping`` tells it),
+        counted on the head's own thread: most of what the consoles cost it."""
         client = await AsyncHeadClient.open_local(self.sock)
         try:
             answer = await client.call("ping", {}, timeout=10)
@@ -645,10 +647,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     )
     # Scaled to 50 when fewer were run (bench-check's small run): per console, times 49.
     scale = 1.0 if args.consoles == 50 else 49 / max(args.consoles - 1, 1)
-    # What the consoles cost the head, as its pusher counts it on its own thread: the
-    # whole process's CPU holds the fleet's ingest too, which moves by a tenth of a
-    # core between two windows here, and times 49/9 that swamps the consoles' share.
-    # The whole-process difference is reported beside it.
+    # What the consoles cost the head's pusher, as it counts it on its own thread (most
+    # of their cost, not all): the whole process's CPU holds the fleet's ingest too,
+    # which moves by a tenth of a core between two windows here, and times 49/9 that
+    # swamps the consoles' share. The whole-process difference is reported beside it.
     extra = many["head_push_cpu_cores"] - one["head_push_cpu_cores"]
     report["head_extra_cpu_cores_50_consoles"] = round(extra * scale, 4)
     whole = many["head_cpu_cores"] - one["head_cpu_cores"]

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from gputui.config.models import HealthThresholds
 from gputui.health.board import HealthBoard
-from gputui.scheduler.head.watch.health import LAST_SEEN_S, HeadHealth
+from gputui.scheduler.head.watch.health import LAST_SEEN_S, HeadHealth, last_seen_due
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.sqlstore import SqlStore
@@ -182,7 +182,7 @@ def test_any_observe_and_restart_sequence_keeps_the_in_memory_tracks(
         with store.snapshot() as tx:
             stored = {t.key: (t.first_seen, t.count, t.active) for t in tx.health.rows()[0]}
         assert stored == {k: (t.first, t.count, t.active) for k, t in memory.tracks().items()}
-        # Last seen is written at most once a minute: never further behind than that.
+        # Last seen is written once a minute, at a mark of its own: never further behind.
         with store.snapshot() as tx:
             for row in tx.health.rows()[0]:
                 assert memory.tracks()[row.key].last - row.last_seen < LAST_SEEN_S
@@ -224,6 +224,15 @@ def test_tracks_that_began_together_have_their_last_seen_written_spread_over_the
         assert all(now - last < LAST_SEEN_S for last in seen)
     finally:
         store.close()
+
+
+@given(st.text(max_size=40), st.floats(0, 1e10), st.floats(0.001, 1e6))
+def test_a_clock_stepped_back_never_writes_an_earlier_last_seen(
+    key: str, stored: float, back: float
+) -> None:
+    assert not last_seen_due(key, stored, stored - back)
+    assert not last_seen_due(key, stored, stored)
+    assert last_seen_due(key, stored, stored + LAST_SEEN_S)  # a mark passed, surely
 
 
 async def test_an_idle_claim_is_on_the_board_and_in_the_pushed_state(tmp_path: Path) -> None:

@@ -131,8 +131,10 @@ class TelemetryHub:
         self.pushed = 0
         """Pushes sent (for tests and the benchmark)."""
         self.push_cpu_s = 0.0
-        """CPU seconds the pusher took (on the loop's thread): what the consoles cost
-        the head, which ``ping`` tells, with how many are subscribed."""
+        """CPU seconds the pusher's rounds took (on the loop's thread), which ``ping``
+        tells with how many consoles are subscribed: most of what consoles cost the
+        head, not all (the rest of a write the kernel did not take at once, a slow
+        console's catch-up, its requests)."""
 
     # -- the head's side ---------------------------------------------------------
 

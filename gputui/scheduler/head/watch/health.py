@@ -17,7 +17,6 @@ its row and its audit row in one transaction.
 
 from __future__ import annotations
 
-import functools
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +43,8 @@ from gputui.telemetry import HostSnapshot
 from gputui.wire.words import say
 
 LAST_SEEN_S = 60.0
-"""A track's last seen is written at most this often (its other changes at once)."""
+"""A track's last seen is written once in each span of this length, at a mark of its
+own, so never this far behind (its other changes at once)."""
 KEEP_S = 30 * 86400.0
 MAX_TRACKS = 20_000
 PRUNE_S = 3600.0
@@ -78,19 +78,14 @@ def _differs(key: str, old: Track | None, new: Track) -> bool:
 
 
 def last_seen_due(key: str, stored: float, last: float) -> bool:
-    """Whether track ``key``'s last seen is written again: when it passes a minute mark
-    (``LAST_SEEN_S``) of the track's own, offset by its key. So the store is never a
-    minute behind, and the tracks that began together (every GPU's, when the head
-    starts) are not all written again in the same tick each minute, a burst of
-    thousands of rows, but spread over it."""
-    phase = _phase(key)
-    return (last + phase) // LAST_SEEN_S != (stored + phase) // LAST_SEEN_S
-
-
-@functools.lru_cache(maxsize=2 * MAX_TRACKS)
-def _phase(key: str) -> float:
-    """Where in each minute track ``key`` is written (every tick asks, for each track)."""
-    return zlib.crc32(key.encode()) % 4096 / 4096 * LAST_SEEN_S
+    """Whether track ``key``'s last seen is written again: when it moves forward past a
+    minute mark (``LAST_SEEN_S``) of the track's own, offset by its key. So the store
+    is never a minute behind, and the tracks that began together (every GPU's, when
+    the head starts) are not all written again in the same tick each minute, a burst
+    of thousands of rows, but spread over it. A clock stepped back writes nothing
+    earlier than what is stored."""
+    phase = zlib.crc32(key.encode()) % 4096 / 4096 * LAST_SEEN_S
+    return last > stored and (last + phase) // LAST_SEEN_S != (stored + phase) // LAST_SEEN_S
 
 
 class HeadHealth:
