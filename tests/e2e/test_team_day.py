@@ -151,6 +151,17 @@ def claims(screen: str) -> int | None:
     return int(found[1]) if found else 0
 
 
+def main_screen(tmux: Tmux) -> None:
+    """Wait for the main screen: its header and the grid's processes pane. The header
+    alone is not enough: the notices screen shows it too, so it is there before an
+    Escape from the notices has been handled."""
+    tmux.until(
+        "day",
+        lambda s: re.search(r"^ gputui .* head \d+ run", s, re.MULTILINE) and TITLE.search(s),
+        "the main screen",
+    )
+
+
 def granted(tmux: Tmux, count: int) -> str:
     """The id of the claim granted last, once the header counts ``count`` claims, read
     where a person reads it once its one-line notice is gone (another notice may
@@ -159,7 +170,7 @@ def granted(tmux: Tmux, count: int) -> str:
     tmux.keys("day", "N")
     newest = tmux.see("day", r"^\S+ +\w+ +claim (\d+) granted: ", "the claim in the notices")[1]
     tmux.keys("day", "Escape")
-    tmux.see("day", r"^ gputui .* head \d+ run", "the main screen")
+    main_screen(tmux)
     return newest
 
 
@@ -182,7 +193,7 @@ def test_a_team_day_at_80x24(tmux: Tmux, tmp_path: Path) -> None:
     export = tmux.see("day", r"^export GPUTUI_HEAD_SOCKET=\S+$", "intro", START_S)[0]
     tmux.see("day", r"^the queue with each job's output\. : opens a command line", "intro")
     tmux.keys("day", "Escape")
-    tmux.see("day", r"^ gputui .* head \d+ run", "the main screen")
+    main_screen(tmux)
     tmux.see("day", r"^─processes on gpu01─", "the cursor on the first host")
     counted = tmux.until("day", lambda s: None if claims(s) is None else [claims(s)], "claims")
     seeded = counted[0] or 0
@@ -265,7 +276,7 @@ def test_a_team_day_at_80x24(tmux: Tmux, tmp_path: Path) -> None:
 
     # The palette has gputui's commands.
     tmux.keys("day", "Escape")
-    tmux.see("day", r"^ gputui .* head \d+ run", "the main screen")
+    main_screen(tmux)
     tmux.keys("day", "C-p")
     tmux.text("day", "queue")
     tmux.see("day", r"The job queue, logs and actions", "queue in the palette")
