@@ -108,7 +108,7 @@ class HostLink:
         )
         self.set_interval_thresholds(interval)
         self._session: HelperSession | None = None
-        """The helper requests go to: set once it said hello."""
+        """The helper requests go to: set once it said hello (``_serving``)."""
         self._up = asyncio.Event()
         """Set while ``_session`` is (``wait_session``)."""
         self._helper: HelperSession | None = None
@@ -288,23 +288,29 @@ class HostLink:
         try:
             hello = await session.handshake(self.timing.hello_timeout)
             self.feed.hello(hello)
-            self._session = session
-            self._up.set()
+            self._serving(session)
             watchdog = asyncio.get_running_loop().create_task(self._watch(abort))
             try:
                 await self._stream(session)
             finally:
                 watchdog.cancel()
-                self._session = None
-                self._up.clear()
+                self._serving(None)
                 session.fail_pending()
                 self.feed.terminals_lost(f"lost the connection to {self.name}")
             if self._abort is None:
                 await session.raise_ended(self.timing.close_timeout, slow=False)
         finally:
-            self._session = self._helper = None
-            self._up.clear()
+            self._serving(None)
+            self._helper = None
             await session.close(self.timing.close_timeout)
+
+    def _serving(self, session: HelperSession | None) -> None:
+        """Requests go to ``session`` now (None: to none), and waiters hear of it."""
+        self._session = session
+        if session is None:
+            self._up.clear()
+        else:
+            self._up.set()
 
     async def _stream(self, session: HelperSession) -> None:
         await session.stream(self.feed.line_handler(session))

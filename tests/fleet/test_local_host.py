@@ -175,7 +175,8 @@ async def test_a_request_can_wait_for_a_host_still_connecting(kit) -> None:
     try:
         link = fleet.links["here"]
         assert link.session is None  # the helper has not said hello yet
-        session = await link.wait_session(30)
+        # Woken by the hello, not by its own limit: far longer than the deadline.
+        session = await asyncio.wait_for(link.wait_session(3600), 60)
         assert session is not None and session is link.session
         assert kit.snap(fleet, "here").hello is not None
         assert await fleet.links["nowhere"].wait_session(0.2) is None

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from headthread import ThreadedHead, poll
+from headthread import LineClient, ThreadedHead, poll
 
 from gputui.scheduler.client.deltas import HostBook, host_view
 from gputui.wire.messages import ProcessSample
@@ -114,12 +114,9 @@ def test_a_bad_subscription_is_refused_in_one_line(th: ThreadedHead) -> None:
 
 
 def _ping(path: Path) -> dict[str, Any]:
-    stream = Stream(path)
-    try:
-        stream.sock.sendall(b'{"id": 9, "op": "ping", "args": {}}\n')
-        return stream.next(lambda m: m.get("id") == 9)["result"]["telemetry"]
-    finally:
-        stream.close()
+    with LineClient(path) as client:
+        told: dict[str, Any] = client.ok("ping")["telemetry"]
+        return told
 
 
 def test_ping_tells_the_consoles_subscribed_and_what_pushing_to_them_cost(

@@ -474,9 +474,13 @@ class Head:
             self._spawn(conn.counted(self._slurm_energy(conn, request)))
             return
         if request.op == "ping":
-            tasks = self.liveness.report()
-            answer = {"pong": True, "time": self.clock(), "tasks": tasks}
-            conn.send(wire.response(request.id, {**answer, "telemetry": self.telemetry.stats()}))
+            answer = {
+                "pong": True,
+                "time": self.clock(),
+                "tasks": self.liveness.report(),
+                "telemetry": self.telemetry.stats(),
+            }
+            conn.send(wire.response(request.id, answer))
             return
         conn.begin()  # in flight until the writer takes it (``_writer``)
         await self._inbox.put(Item("request", conn=conn, request=request))
