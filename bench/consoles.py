@@ -249,11 +249,7 @@ class Head:
             if self.process.poll() is not None:
                 raise RuntimeError(f"gputui head exited: {self.log.read_text()[-1500:]}")
             try:
-                client = await AsyncHeadClient.open_local(self.sock)
-                try:
-                    await client.call("ping", {}, timeout=5)
-                finally:
-                    await client.close()
+                await self.ping(timeout=5)
                 return time.monotonic() - self.started
             except Exception:
                 if time.monotonic() > deadline:
@@ -263,15 +259,18 @@ class Head:
     def cpu(self) -> float:
         return cpu_of(self.process.pid)
 
+    async def ping(self, timeout: float = 10) -> dict[str, Any]:
+        """The head's ``ping`` answer, on a connection of its own."""
+        client = await AsyncHeadClient.open_local(self.sock)
+        try:
+            return await client.call("ping", {}, timeout=timeout)
+        finally:
+            await client.close()
+
     async def push_cpu(self) -> float:
         """CPU seconds the head's telemetry pusher has taken (``ping`` tells it),
         counted on the head's own thread: most of what the consoles cost it."""
-        client = await AsyncHeadClient.open_local(self.sock)
-        try:
-            answer = await client.call("ping", {}, timeout=10)
-        finally:
-            await client.close()
-        return float(answer["telemetry"]["cpu_s"])
+        return float((await self.ping())["telemetry"]["cpu_s"])
 
     def scrape_ms(self, runs: int) -> dict[str, Any]:
         """The first scrape (it renders the text for itself), then ``runs`` scrapes a

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from test_audit_screen import ROWS
 from test_health_screen import board
+from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 from ui_fakes import FakeSource, fixed_clock
@@ -24,6 +25,7 @@ from gputui.ui.gpu_view import HostRow
 from gputui.ui.screens.audit import AuditScreen
 from gputui.ui.screens.health import HealthScreen
 from gputui.ui.widgets.process_table import ProcessTable
+from gputui.ui.widgets.rows import RowTable
 
 SIZES = [(80, 24), (200, 50)]
 
@@ -84,9 +86,6 @@ async def test_a_line_drawn_before_the_widths_were_measured_is_drawn_again() -> 
     idle and measures the column again. Once measured, the line shows the whole
     cell: Textual kept the line it drew at the old width (its caches are keyed by a
     count of changes that measuring does not move)."""
-    from textual.app import App, ComposeResult
-
-    from gputui.ui.widgets.rows import RowTable
 
     class One(App[None]):
         def compose(self) -> ComposeResult:
