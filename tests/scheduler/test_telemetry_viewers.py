@@ -28,6 +28,7 @@ from gputui.scheduler.client import telemetry
 from gputui.scheduler.client.deltas import HostBook, diff, host_view, summary_view
 from gputui.scheduler.client.ops import MAX_VIEWED_HOSTS
 from gputui.scheduler.client.telemetry import HeadTelemetry
+from gputui.scheduler.head import telemetry as head_telemetry
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import ProcessSample
 
@@ -293,6 +294,66 @@ def test_summaries_come_once_a_turn_and_a_status_change_at_once(tmp_path: Path) 
                 util = deltas.get("gpu02", {}).get("gpus", {}).get("0", {}).get("util_gpu")
                 if util == 71:
                     break
+        finally:
+            stream.close()
+
+
+def test_summaries_alone_wait_for_company_and_news_goes_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A push that would hold only summaries waits (here: an hour) for a push of a
+    host the console shows, and rides along with it; an alarm and a view change go
+    at once. Every summary's turn comes at every round (a turn of a microsecond), and
+    the test runs the rounds itself, so what a round sends is not left to timing."""
+    monkeypatch.setattr(head_telemetry, "SUMMARY_BATCH_S", 3600.0)
+    with ThreadedHead(tmp_path, {"gpu01": 1, "gpu02": 1}) as th:
+        assert th.head is not None and th.hosts is not None
+        hub, hosts = th.head.telemetry, th.hosts
+
+        def every(seconds: float) -> None:
+            hub.summary_every_s = seconds
+
+        def limited() -> None:  # a limit of 3 s (a sampling interval of 1 s)
+            every(1e-6)
+            for name in ("gpu01", "gpu02"):
+                latest = hub.latest(name)
+                assert latest is not None
+                hub.observe(latest.with_changes(stale_after_s=3.0))
+
+        th.in_loop(limited)
+        stream = Stream(th.sock)
+        try:
+            stream.subscribe({"detail": ["gpu01"]})
+            first = {d["host"]: d for d in stream.push()["hosts"]}
+            # A summary is a turn and a wait older at most: its stale limit says so.
+            assert first["gpu01"]["top"]["stale_after_s"] == 3.0
+            stale = first["gpu02"]["top"]["stale_after_s"]
+            assert stale == pytest.approx(3.0 + 1e-6 + head_telemetry.SUMMARY_BATCH_S)
+            # gpu02 (not shown) moves, and rounds run: nothing is pushed for it alone.
+            th.in_loop(lambda: hosts.put_processes("gpu02", 0, (BOB,), util=55))
+            for _ in range(3):
+                th.in_loop(hub.push)
+            # gpu01 (shown) moves: its push comes, and gpu02's summary with it.
+            th.in_loop(lambda: hosts.put_processes("gpu01", 0, (ALICE,), util=77))
+            th.in_loop(hub.push)
+            deltas = {d["host"]: d for d in stream.push()["hosts"]}
+            assert deltas["gpu01"]["gpus"]["0"]["util_gpu"] == 77, deltas
+            assert deltas["gpu02"]["gpus"]["0"]["util_gpu"] == 55, deltas
+            # An alarm (gpu02 lost) is not held back.
+            latest = hub.latest("gpu02")
+            assert latest is not None
+            gone = latest.with_changes(status=HostStatus.UNREACHABLE, message="timed out")
+            th.in_loop(lambda: hub.observe(gone))
+            th.in_loop(hub.push)
+            deltas = {d["host"]: d for d in stream.push()["hosts"]}
+            assert deltas["gpu02"]["top"]["status"] == "unreachable", deltas
+            # Nor is a view change: gpu01 leaves the view and turns back to its summary.
+            request = {"id": 2, "op": "telemetry_view", "args": {"hosts": []}}
+            stream.sock.sendall(json.dumps(request).encode() + b"\n")
+            assert "result" in stream.next(lambda m: m.get("id") == 2)
+            th.in_loop(hub.push)
+            deltas = {d["host"]: d for d in stream.push()["hosts"]}
+            assert deltas["gpu01"]["procs"]["0"] == [{"pid": ALICE.pid, "user": "alice"}]
         finally:
             stream.close()
 

@@ -28,6 +28,13 @@ a console decodes at most that many summaries a second however big the fleet (20
 a host scrolled into view is sent in full at the next push. Each host's turn comes at
 the same moment for every console (its ``_phase``), so the
 consoles that were sent the same summary share one delta.
+
+Summaries ride along: a push that would hold only summaries waits until
+``SUMMARY_BATCH_S`` after the console's last push, and a push of the hosts it shows
+takes them sooner. A console is woken by what it shows, at most every
+``state_push_min_s``, and for what it does not show at most once a
+``SUMMARY_BATCH_S``, not at every push round (a wakeup costs a console about as much
+as a few summaries do). A view change, a new subscription and an alarm go at once.
 """
 
 from __future__ import annotations
@@ -62,6 +69,9 @@ SUMMARY_EVERY_S = 5.0
 SUMMARY_HOSTS_PER_S = 50.0
 """Summaries a console is sent a second at most: on a fleet bigger than this many
 hosts a second for ``SUMMARY_EVERY_S``, each comes less often."""
+SUMMARY_BATCH_S = 1.0
+"""A push of summaries alone waits until this long after the console's last push (a
+summary's stale limit grows by as much)."""
 _Alarm = tuple[str, tuple[str, ...]]
 """What sends a summary at once when it changes: the host's status, its GPUs' states."""
 ALARMS_KEPT = 1024
@@ -89,6 +99,8 @@ class _Subscriber:
     owed: set[str] = field(default_factory=set)
     """Hosts due at a push that had nothing new for it yet (or whose place in the view
     changed): looked at again at each push until sent."""
+    moved: bool = False
+    """Its view changed since its last push: the next push goes at once."""
 
 
 class TelemetryHub:
@@ -127,6 +139,8 @@ class TelemetryHub:
         self._alarm_base = 0
         self._deferred = False
         """The last push held back a summary: look again within ``summary_every_s``."""
+        self._held_until: float | None = None
+        """The last push held back a console's summaries until then (``time.monotonic``)."""
         self.summary_every_s = max(SUMMARY_EVERY_S, len(self._order) / SUMMARY_HOSTS_PER_S)
         self.pushed = 0
         """Pushes sent (for tests and the benchmark)."""
@@ -211,7 +225,7 @@ class TelemetryHub:
             # back to its summary): every host, when it showed them all.
             moved = set(self._latest) if sub.detail is None else sub.detail ^ shown
             sub.owed.update(moved)
-            sub.detail, sub.gpu = shown, gpu
+            sub.detail, sub.gpu, sub.moved = shown, gpu, True
             self._event.set()
 
     def _known(
@@ -252,7 +266,11 @@ class TelemetryHub:
         """The pusher: on news, every subscriber's deltas, at most once an interval."""
         while True:
             # Summaries held back go at their hosts' turns, news or not.
-            wait = self._next_turn_in(time.monotonic()) if self._deferred else None
+            now = time.monotonic()
+            wait = self._next_turn_in(now) if self._deferred else None
+            if self._held_until is not None:
+                held = max(self._held_until - now, 0.0) + 1e-3
+                wait = held if wait is None else min(wait, held)
             with contextlib.suppress(TimeoutError):
                 await within(self._event.wait(), wait)
             self._event.clear()
@@ -269,7 +287,7 @@ class TelemetryHub:
         """One round: each subscriber that took what it had gets what changed since."""
         private = self._private()
         every, now, alarms = self.summary_every_s, time.monotonic(), self._alarms
-        self._deferred = False
+        self._deferred, self._held_until = False, None
         shown: dict[tuple[str, bool, _Key], HostView] = {}
         diffs: dict[tuple[str, int, bool, int, bool, _Key], dict[str, Any] | None] = {}
         for conn, sub in list(self._subs.items()):
@@ -285,6 +303,11 @@ class TelemetryHub:
             detail = sub.detail
             if detail is not None:
                 self._deferred = True  # its summaries' turns wake the pusher
+                if sub.pushes and now - sub.pushed_at < SUMMARY_BATCH_S and not self._urgent(sub):
+                    due_at = sub.pushed_at + SUMMARY_BATCH_S
+                    if self._held_until is None or due_at < self._held_until:
+                        self._held_until = due_at
+                    continue  # only summaries (if anything): they wait for company
             deltas = []
             for name in self._due(sub, now):
                 latest = self._latest.get(name)
@@ -323,13 +346,24 @@ class TelemetryHub:
                 sub.sent[name] = (version, full, view, turn, alarm)
                 if delta is not None:
                     deltas.append(delta)
-            sub.pushed_at = now
+            sub.pushed_at, sub.moved = now, False
             sub.alarms_seen = self._alarm_base + len(self._alarm_log)
             if deltas or sub.pushes == 0:
                 conn.send({"push": "telemetry", "n": sub.pushes, "hosts": deltas})
                 sub.pushes += 1
                 self.pushed += 1
         self._forget_alarms()
+
+    def _urgent(self, sub: _Subscriber) -> bool:
+        """Whether a push to ``sub`` (which shows ``sub.detail``) goes now: its view
+        changed, an alarm came, or a host it shows has news for it."""
+        if sub.moved or self._alarm_base + len(self._alarm_log) > sub.alarms_seen:
+            return True
+        for name in sub.detail or ():
+            latest, had = self._latest.get(name), sub.sent.get(name)
+            if latest is not None and (had is None or had[0] != latest[0] or not had[1]):
+                return True
+        return False
 
     def _due(self, sub: _Subscriber, now: float) -> Iterable[str]:
         """The hosts a push to ``sub`` looks at: every host at its first push, or when
@@ -393,7 +427,9 @@ class TelemetryHub:
         if cached is not None and cached[0] == version:
             return cached[1]
         view = (
-            host_view(snap) if full else summary_view(self._view(name, True), self.summary_every_s)
+            host_view(snap)
+            if full
+            else summary_view(self._view(name, True), self.summary_every_s + SUMMARY_BATCH_S)
         )
         self._views[(name, full)] = (version, view)
         return view
