@@ -3,7 +3,8 @@ direct-SSH console beside them, in one run.
 
 The host side is one replay process (``bench/replay.py``: one SSH listener serving
 every simulated host's helper session from pre-made samples at 1 Hz), so what is
-measured is gputui, not a thousand helper processes. In order:
+measured is gputui, not a thousand helper processes. Both kinds of console run with
+the collector paced as ``gputui``'s console runs it (``pace_collector``). In order:
 
 1. **direct**: the console's own ``Fleet`` (SSH to every host, no head) at
    ``--direct-hosts`` (200; a list runs each), in this process: its CPU in cores.
@@ -61,6 +62,7 @@ import asyncssh
 import yaml
 from metrics import scrape
 
+from gputui.common.collector import pace_collector
 from gputui.config.models import Config, HostConfig, SshDefaults
 from gputui.fleet.fleet import Fleet
 from gputui.scheduler.client.aio import AsyncHeadClient
@@ -412,6 +414,7 @@ async def console_main(config_path: Path, view: int) -> None:
     Staleness comes from when each sample arrived (``age_quantile``), not from looking
     at every host a few times a second: that look woke the console, and its wakeups
     counted in its CPU, while the direct console it is compared with just runs."""
+    pace_collector()  # as the console does
     config = Config.model_validate(yaml.safe_load(config_path.read_bytes()))  # noqa: ASYNC240
     source = HeadTelemetry(config)
     all_names = [h.name for h in config.hosts]
@@ -542,10 +545,12 @@ async def measure_consoles(head: Head, count: int, view: int, seconds: float) ->
         cpu0, wall0 = head.cpu(), time.monotonic()
         consoles.say("go")
         await asyncio.sleep(seconds)
-        consoles.say("stop")
         wall = time.monotonic() - wall0
         head_cpu = (head.cpu() - cpu0) / wall
+        # Asked before the consoles stop: each then works out its figures at once, and
+        # fifty of them doing so leave the head no CPU to answer in time.
         push_cpu = (await head.push_cpu() - push0) / wall
+        consoles.say("stop")
         reports = await asyncio.to_thread(consoles.reports)
     finally:
         for proc in consoles.procs:
@@ -691,6 +696,7 @@ def main() -> int:
     if args.console:
         asyncio.run(console_main(Path(args.console), args.view))
         return 0
+    pace_collector()  # the direct console (measured in this process) as the console runs
     report = asyncio.run(bench(args))
     print(json.dumps(report))
     return 0

@@ -40,10 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay import Templates, host_uuid
 
 from gputui.cli.head import _settings
+from gputui.common.collector import pace_collector
 from gputui.config.models import Config
 from gputui.fleet.feed import HostFeed
 from gputui.scheduler.head.batch import Item
-from gputui.scheduler.head.daemon import Head, pace_collector
+from gputui.scheduler.head.daemon import Head
 from gputui.scheduler.head.fleet_hostops import FleetHosts
 from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.telemetry import HostSnapshot, HostStatus

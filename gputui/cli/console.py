@@ -368,9 +368,11 @@ def run_console(hosts_file: str | None, theme: str | None, *, direct: bool = Fal
     configure_language(config.ui.lang)  # below --lang, above LANG
     theme_name = theme_for(config, theme)
     from gputui.cli.console_app import console_app
+    from gputui.common.collector import pace_collector
     from gputui.ui.terminal_exit import SignalExit
 
     app = console_app(config, theme_name, direct=direct)
+    pace_collector()
 
     async def console() -> None:
         # SIGTERM, SIGHUP and SIGINT end the console as `q` does, the terminal restored.

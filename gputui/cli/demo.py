@@ -53,6 +53,7 @@ async def _demo(
     hosts: int, gpus: int, theme: str | None, power: str = "off", mig: bool = False
 ) -> int:
     from gputui.cli.console_app import console_app
+    from gputui.common.collector import pace_collector
     from gputui.demo.cluster import DemoCluster
     from gputui.demo.limits import start_error
     from gputui.demo.progress import StartLines, export_line
@@ -90,6 +91,7 @@ async def _demo(
             config = cluster.config()
             theme_name = theme_for(config, theme)
             app = console_app(config, theme_name)
+            pace_collector()  # as the console does
             seeding = asyncio.get_running_loop().create_task(_seed_demo(cluster, app))
             await signals.run(app)
         finally:

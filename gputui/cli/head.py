@@ -255,7 +255,8 @@ async def _lead(
     *,
     keeping: asyncio.Future[None] | None,
 ) -> int:
-    from gputui.scheduler.head.daemon import Head, pace_collector
+    from gputui.common.collector import pace_collector
+    from gputui.scheduler.head.daemon import Head
     from gputui.scheduler.head.fleet_hostops import FleetHosts
     from gputui.scheduler.head.hostops import HostOps
     from gputui.scheduler.head.leased_hosts import LeasedHosts

@@ -25,7 +25,6 @@ state, and of what other processes commit to a database they share (the store's
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import math
 import time
@@ -77,25 +76,12 @@ BATCH_MAX = 1024
 INBOX_MAX = 20_000
 READS = frozenset({"explain", "estimates", "quota", "usage", "report", "gpus", "history"})
 """Read-only requests answered from a snapshot on the reader thread."""
-GC_THRESHOLDS = (100_000, 50, 10)
-"""The cyclic collector's pace in a head process (``pace_collector``)."""
 SWEEP_HOSTS_PER_S = 500.0
 """Hosts the timer's sweeps over every host (ownership, the health board's refresh
 and write) cover a second at most: on a bigger fleet they come every hosts / this
 many seconds (2 s at 1,000 hosts), not every tick, while samples are taken in as they
 come. Each sweep judges what the hosts' latest samples say, so a process with no job
 of its owner's is found at most one sweep after it appears."""
-
-
-def pace_collector() -> None:
-    """Pace the cyclic garbage collector for a head process: every sample of every host
-    makes thousands of objects that live until that host's next sample (its decoded
-    sample, snapshot, findings), so at Python's default pace (a young collection every
-    700 new objects, and an older one every tenth) each sample's survivors are scanned
-    again and again: a fifth of the head's CPU at a few hundred hosts
-    (``bench/ingest.py``). Nearly all of it is freed by reference counting anyway;
-    the collector only finds cycles, and comes here less often, not never."""
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 WRITER_OPS = frozenset(
