@@ -10,8 +10,10 @@ promoted pile up into full collections over every object of the process: a fifth
 the head's CPU at a few hundred hosts (``bench/ingest.py``); for a console through the
 head at 1,000 hosts, a quarter of its CPU, and a full collection of about 0.2 s every
 minute or so, in the middle of whatever the screen was doing (``bench/consoles.py``).
-Nearly all of it is freed by reference counting anyway: the collector only finds
-cycles, and comes less often here, not never.
+A console on its own SSH sessions (``--direct``) decodes every host's whole sample
+each second and is paced the same. Nearly all of it is freed by reference counting
+anyway: the collector only finds cycles (up to some hundred thousand objects' worth
+wait for it now), and comes less often here, not never.
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ Viewers: a console says which hosts it shows (``telemetry`` ``detail``, then
 comes as its summary (``deltas.summary_view``: the grid's rows, no processes' detail or
 health readings). A host that comes into view is sent what turns its summary into the
 full view at the next push, and one that leaves it what turns it back. A console that
-never says gets every host in full. A summary is sent at most once every
-``summary_every_s`` (at once when the host's status or a GPU's state changes: a host
-lost, a card fallen off the bus): the rows off screen are that old at most. That is
+never says gets every host in full. A summary is sent once every ``summary_every_s``
+(at once when the host's status or a GPU's state changes: a host lost, a card fallen
+off the bus), and waits at most ``SUMMARY_BATCH_S`` and a push interval more (below):
+the rows off screen are that old at most, and their stale limit says so. That is
 5 s, or longer on a fleet of more than five times ``SUMMARY_HOSTS_PER_S`` hosts, so that
 a console decodes at most that many summaries a second however big the fleet (20 s at
 1,000 hosts): what a console costs does not grow with the hosts it does not show, and
@@ -29,9 +30,9 @@ a host scrolled into view is sent in full at the next push. Each host's turn com
 the same moment for every console (its ``_phase``), so the
 consoles that were sent the same summary share one delta.
 
-Summaries ride along: a push that would hold only summaries waits until
-``SUMMARY_BATCH_S`` after the console's last push, and a push of the hosts it shows
-takes them sooner. A console is woken by what it shows, at most every
+Summaries ride along: a push round that would send a console only summaries holds
+them until ``SUMMARY_BATCH_S`` after the last round that handled that console, and a
+push of the hosts it shows takes them sooner. A console is woken by what it shows, at most every
 ``state_push_min_s``, and for what it does not show at most once a
 ``SUMMARY_BATCH_S``, not at every push round (a wakeup costs a console about as much
 as a few summaries do). A view change, a new subscription and an alarm go at once.
@@ -93,7 +94,8 @@ class _Subscriber:
     pushes: int = 0
     catching_up: bool = False
     pushed_at: float = 0.0
-    """When it was last pushed to (``time.monotonic``): the summary turns since are due."""
+    """When a round last handled it, sending all that was due or nothing if nothing was
+    (``time.monotonic``): the summary turns since are due."""
     alarms_seen: int = 0
     """The hub's alarm count at that push: the alarms since are due."""
     owed: set[str] = field(default_factory=set)
@@ -138,9 +140,11 @@ class TelemetryHub:
         order; entry ``i`` is alarm number ``_alarm_base + i``."""
         self._alarm_base = 0
         self._deferred = False
-        """The last push held back a summary: look again within ``summary_every_s``."""
+        """The last round handled a console that shows some hosts: the next of its
+        summary turns wakes the pusher, news or not."""
         self._held_until: float | None = None
-        """The last push held back a console's summaries until then (``time.monotonic``)."""
+        """The last round held a console's summaries back until then
+        (``time.monotonic``): that wakes the pusher too."""
         self.summary_every_s = max(SUMMARY_EVERY_S, len(self._order) / SUMMARY_HOSTS_PER_S)
         self.pushed = 0
         """Pushes sent (for tests and the benchmark)."""
@@ -263,9 +267,10 @@ class TelemetryHub:
         return {"subscribers": len(self._subs), "pushed": self.pushed, "cpu_s": self.push_cpu_s}
 
     async def run(self) -> None:
-        """The pusher: on news, every subscriber's deltas, at most once an interval."""
+        """The pusher: on news, every subscriber's deltas (those not held back), at most
+        once an interval."""
         while True:
-            # Summaries held back go at their hosts' turns, news or not.
+            # Summary turns and held summaries wake it, news or not.
             now = time.monotonic()
             wait = self._next_turn_in(now) if self._deferred else None
             if self._held_until is not None:
@@ -284,7 +289,8 @@ class TelemetryHub:
             await asyncio.sleep(self._interval())
 
     def push(self) -> None:
-        """One round: each subscriber that took what it had gets what changed since."""
+        """One round: each subscriber that took what it had gets what changed since,
+        unless it would get only summaries within ``SUMMARY_BATCH_S`` of its last round."""
         private = self._private()
         every, now, alarms = self.summary_every_s, time.monotonic(), self._alarms
         self._deferred, self._held_until = False, None
@@ -302,12 +308,12 @@ class TelemetryHub:
             key: _Key = (conn.caller.uid, conn.caller.admin)
             detail = sub.detail
             if detail is not None:
-                self._deferred = True  # its summaries' turns wake the pusher
                 if sub.pushes and now - sub.pushed_at < SUMMARY_BATCH_S and not self._urgent(sub):
                     due_at = sub.pushed_at + SUMMARY_BATCH_S
                     if self._held_until is None or due_at < self._held_until:
                         self._held_until = due_at
                     continue  # only summaries (if anything): they wait for company
+                self._deferred = True  # its summaries' turns wake the pusher
             deltas = []
             for name in self._due(sub, now):
                 latest = self._latest.get(name)
@@ -429,10 +435,15 @@ class TelemetryHub:
         view = (
             host_view(snap)
             if full
-            else summary_view(self._view(name, True), self.summary_every_s + SUMMARY_BATCH_S)
+            else summary_view(self._view(name, True), self._summary_wait_s())
         )
         self._views[(name, full)] = (version, view)
         return view
+
+    def _summary_wait_s(self) -> float:
+        """How much older than its host's last sample a summary may be when it comes:
+        a turn, the wait for company, and a push interval."""
+        return self.summary_every_s + SUMMARY_BATCH_S + self._interval()
 
     async def _catch_up(self, sub: _Subscriber) -> None:
         try:
