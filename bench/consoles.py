@@ -414,7 +414,6 @@ async def console_main(config_path: Path, view: int) -> None:
     Staleness comes from when each sample arrived (``age_quantile``), not from looking
     at every host a few times a second: that look woke the console, and its wakeups
     counted in its CPU, while the direct console it is compared with just runs."""
-    pace_collector()  # as the console does
     config = Config.model_validate(yaml.safe_load(config_path.read_bytes()))  # noqa: ASYNC240
     source = HeadTelemetry(config)
     all_names = [h.name for h in config.hosts]
@@ -693,10 +692,10 @@ def main() -> int:
     args = parser.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    pace_collector()  # both consoles (the direct one runs in this process) as gputui runs
     if args.console:
         asyncio.run(console_main(Path(args.console), args.view))
         return 0
-    pace_collector()  # the direct console (measured in this process) as the console runs
     report = asyncio.run(bench(args))
     print(json.dumps(report))
     return 0

@@ -310,11 +310,8 @@ def test_summaries_alone_wait_for_company_and_news_goes_at_once(
         assert th.head is not None and th.hosts is not None
         hub, hosts = th.head.telemetry, th.hosts
 
-        def every(seconds: float) -> None:
-            hub.summary_every_s = seconds
-
         def limited() -> None:  # a limit of 3 s (a sampling interval of 1 s)
-            every(1e-6)
+            hub.summary_every_s = 1e-6
             for name in ("gpu01", "gpu02"):
                 latest = hub.latest(name)
                 assert latest is not None

@@ -48,7 +48,7 @@ import time
 import zlib
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from gputui.common.i18n import N_
 from gputui.common.tasks import within
@@ -72,9 +72,13 @@ SUMMARY_HOSTS_PER_S = 50.0
 hosts a second for ``SUMMARY_EVERY_S``, each comes less often."""
 SUMMARY_BATCH_S = 1.0
 """A push of summaries alone waits until this long after the console's last push (a
-summary's stale limit grows by as much)."""
+summary's stale limit grows by as much and a push interval)."""
+_WAKE_LATE_S = 1e-3
+"""The pusher wakes this much after a summary turn or a hold's end, never before it."""
 _Alarm = tuple[str, tuple[str, ...]]
 """What sends a summary at once when it changes: the host's status, its GPUs' states."""
+_Sent = tuple[int, bool, HostView, int, _Alarm]
+"""What a console was last sent of a host (``_Subscriber.sent``)."""
 ALARMS_KEPT = 1024
 """Alarms kept for a console that has not taken a push (a stalled reader), beyond
 twice the hosts: past that, it looks at every host at its next push instead."""
@@ -88,7 +92,7 @@ class _Subscriber:
     """The hosts this console shows in full (None: all); the rest get their summary."""
     gpu: tuple[str, int] | None = None
     """The GPU the console has selected (its host is in ``detail``)."""
-    sent: dict[str, tuple[int, bool, HostView, int, _Alarm]] = field(default_factory=dict)
+    sent: dict[str, _Sent] = field(default_factory=dict)
     """host -> (its version, whether in full, the view, the summary turn, its alarm)
     last pushed."""
     pushes: int = 0
@@ -147,7 +151,7 @@ class TelemetryHub:
         (``time.monotonic``): that wakes the pusher too."""
         self.summary_every_s = max(SUMMARY_EVERY_S, len(self._order) / SUMMARY_HOSTS_PER_S)
         self.pushed = 0
-        """Pushes sent (for tests and the benchmark)."""
+        """Pushes sent (``ping`` tells it)."""
         self.push_cpu_s = 0.0
         """CPU seconds the pusher's rounds took (on the loop's thread), which ``ping``
         tells with how many consoles are subscribed: most of what consoles cost the
@@ -274,7 +278,7 @@ class TelemetryHub:
             now = time.monotonic()
             wait = self._next_turn_in(now) if self._deferred else None
             if self._held_until is not None:
-                held = max(self._held_until - now, 0.0) + 1e-3
+                held = max(self._held_until - now, 0.0) + _WAKE_LATE_S
                 wait = held if wait is None else min(wait, held)
             with contextlib.suppress(TimeoutError):
                 await within(self._event.wait(), wait)
@@ -325,7 +329,7 @@ class TelemetryHub:
                 turn, alarm = 0, alarms[name]
                 if not full:
                     turn = int((now + self._phase[name]) // every)
-                if had is not None and had[0] == version and had[1] == full:
+                if _current(had, version, full):
                     if full or had[3] == turn:
                         sub.owed.discard(name)
                     else:
@@ -353,21 +357,26 @@ class TelemetryHub:
                 if delta is not None:
                     deltas.append(delta)
             sub.pushed_at, sub.moved = now, False
-            sub.alarms_seen = self._alarm_base + len(self._alarm_log)
+            sub.alarms_seen = self._alarm_end
             if deltas or sub.pushes == 0:
                 conn.send({"push": "telemetry", "n": sub.pushes, "hosts": deltas})
                 sub.pushes += 1
                 self.pushed += 1
         self._forget_alarms()
 
+    @property
+    def _alarm_end(self) -> int:
+        """The number the next alarm will have (every alarm so far is below it)."""
+        return self._alarm_base + len(self._alarm_log)
+
     def _urgent(self, sub: _Subscriber) -> bool:
         """Whether a push to ``sub`` (which shows ``sub.detail``) goes now: its view
         changed, an alarm came, or a host it shows has news for it."""
-        if sub.moved or self._alarm_base + len(self._alarm_log) > sub.alarms_seen:
+        if sub.moved or self._alarm_end > sub.alarms_seen:
             return True
         for name in sub.detail or ():
             latest, had = self._latest.get(name), sub.sent.get(name)
-            if latest is not None and (had is None or had[0] != latest[0] or not had[1]):
+            if latest is not None and not _current(had, latest[0], True):
                 return True
         return False
 
@@ -405,7 +414,7 @@ class TelemetryHub:
         at = now % every
         later = bisect.bisect_right(turns, (at, "\U0010ffff"))
         offset = turns[later][0] - at if later < len(turns) else every - at + turns[0][0]
-        return max(offset, 0.0) + 1e-3
+        return max(offset, 0.0) + _WAKE_LATE_S
 
     def _forget_alarms(self) -> None:
         """Drop the alarms every subscriber has had, and bound the rest: a console too
@@ -416,7 +425,7 @@ class TelemetryHub:
             self._alarm_log.clear()
             return
         seen = min(sub.alarms_seen for sub in self._subs.values())
-        end = self._alarm_base + len(self._alarm_log)
+        end = self._alarm_end
         if end - seen > ALARMS_KEPT + 2 * len(self._order):
             for sub in self._subs.values():
                 if sub.alarms_seen < end:
@@ -451,3 +460,8 @@ class TelemetryHub:
                 self._event.set()
         finally:
             sub.catching_up = False
+
+
+def _current(had: _Sent | None, version: int, full: bool) -> TypeGuard[_Sent]:
+    """Whether a console was last sent ``version`` of a host, in full or not as ``full``."""
+    return had is not None and had[0] == version and had[1] == full

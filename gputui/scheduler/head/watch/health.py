@@ -84,8 +84,10 @@ def last_seen_due(key: str, stored: float, last: float) -> bool:
     the head starts) are not all written again in the same tick each minute, a burst
     of thousands of rows, but spread over it. A clock stepped back writes nothing
     earlier than what is stored."""
+    if last <= stored:  # (most tracks, ended ones above all: no hash for them)
+        return False
     phase = zlib.crc32(key.encode()) % 4096 / 4096 * LAST_SEEN_S
-    return last > stored and (last + phase) // LAST_SEEN_S != (stored + phase) // LAST_SEEN_S
+    return (last + phase) // LAST_SEEN_S != (stored + phase) // LAST_SEEN_S
 
 
 class HeadHealth:
