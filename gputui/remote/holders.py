@@ -33,7 +33,9 @@ def _pids(proc: str) -> list[int]:
         names = os.listdir(proc)
     except OSError:
         return []
-    pids = [int(n) for n in names if n.isascii() and n.isdigit() and 0 < len(n) < 9]
+    # A pid's directory is its number as the kernel writes it, with no leading zero:
+    # "01" is no pid's (read as 1, its files would be looked for under "1").
+    pids = [int(n) for n in names if n.isascii() and n.isdigit() and n[:1] != "0" and len(n) < 9]
     return sorted(p for p in pids if 0 < p < MAX_PIDS)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gputui.remote.dispatch import SLOW, _answer
@@ -104,6 +104,7 @@ _targets = st.one_of(
         max_size=8,
     )
 )
+@example(procs={"01": (["/dev/nvidia0"], b"", 0), "1": (["/dev/nvidia0"], b"", 0)})
 def test_a_hostile_proc_tree_never_breaks_the_scan(
     tmp_path_factory: pytest.TempPathFactory, procs: dict[str, Any]
 ) -> None:
@@ -121,10 +122,13 @@ def test_a_hostile_proc_tree_never_breaks_the_scan(
     expected = {
         int(name)
         for name, (links, _, _) in procs.items()
-        if name.isascii() and name.isdigit() and 0 < int(name) < 1 << 22 and len(name) < 9
+        if name.isascii() and name.isdigit() and not name.startswith("0")
+        and 0 < int(name) < 1 << 22 and len(name) < 9
         and set(links) & {"/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"}
     }  # fmt: skip
-    assert {h["pid"] for h in found["holders"]} == expected
+    pids = [h["pid"] for h in found["holders"]]
+    assert set(pids) == expected
+    assert len(pids) == len(set(pids)), pids  # "01" is not pid 1 again
     decoded = HoldersResult.model_validate({"index": 0, "uuid": "GPU-x", **found})
     for holder in decoded.holders:  # what reaches a screen is clean and capped
         assert all(c.isprintable() for c in holder.command) and len(holder.command) <= 512
