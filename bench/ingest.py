@@ -194,7 +194,7 @@ def _profiler(path: str | None) -> Any:
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     templates = Templates(GPUS, variants=60)
-    pace_collector()  # as gputui head does
+    pace_collector(args.hosts)  # as gputui head does
     runs, snap_runs, writer_runs, baseline = [], [], [], []
     for _ in range(args.repeats):
         with tempfile.TemporaryDirectory(prefix="gputui-ingest-") as tmp:

@@ -263,7 +263,7 @@ async def _lead(
     from gputui.scheduler.head.liveness import HeadDied
     from gputui.scheduler.store.engine import describe
 
-    pace_collector()
+    pace_collector(len(config.resolved()))
     namespace = store.jobs_namespace()
     hosts: HostOps = FleetHosts(config, namespace)
     if leader is not None:  # no action on a host once the lease may have gone

@@ -7,6 +7,7 @@ and a full collection of about 0.2 s every minute or so (``bench/consoles.py``).
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,9 +15,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gputui.cli import console, console_app
-from gputui.common.collector import GC_THRESHOLDS
+from gputui.cli import head as head_cli
+from gputui.common import collector
+from gputui.common.collector import GC_THRESHOLDS, YOUNG_PER_HOST, thresholds
+from gputui.config.loader import parse_config
+from gputui.scheduler.head.settings import HeadSettings
 from gputui.ui import terminal_exit
 
 
@@ -53,3 +60,37 @@ def test_the_console_runs_with_the_collector_paced(
     assert console.run_console(str(hosts), None) == 0
     assert seen == [GC_THRESHOLDS]
     assert GC_THRESHOLDS[0] >= 50_000  # a young collection per some tens of thousands
+
+
+@given(hosts=st.integers(min_value=-10, max_value=1_000_000))
+def test_a_head_collects_young_objects_past_what_its_hosts_samples_keep(hosts: int) -> None:
+    young, middle, old = thresholds(hosts)
+    assert young >= GC_THRESHOLDS[0]  # never more often than a console
+    assert young >= YOUNG_PER_HOST * hosts  # the samples' own coming and going: not a cause
+    assert young <= max(GC_THRESHOLDS[0], YOUNG_PER_HOST * hosts)  # and no later
+    assert (middle, old) == GC_THRESHOLDS[1:]
+    assert thresholds() == GC_THRESHOLDS  # a console's
+
+
+def test_the_head_paces_the_collector_by_the_hosts_it_lists(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``gputui head`` paces by the hosts its config lists, before it starts anything."""
+
+    class Paced(Exception):
+        pass
+
+    seen: list[int] = []
+
+    def pace(hosts: int = 0) -> None:
+        seen.append(hosts)
+        raise Paced  # (before the head starts anything)
+
+    monkeypatch.setattr(collector, "pace_collector", pace)
+    listed = "".join(f"  - name: gpu{i:03}\n" for i in range(301))
+    config = parse_config(f"hosts:\n{listed}", "hosts.yaml")
+    settings = HeadSettings(socket=tmp_path / "head.sock")
+    store: Any = None  # (never reached)
+    with pytest.raises(Paced):
+        asyncio.run(head_cli._lead(config, settings, store, None, asyncio.Event(), keeping=None))
+    assert seen == [301]
