@@ -106,7 +106,9 @@ class Rig:
         self.writer_s = 0.0
         for name in self.names:
             feed = HostFeed(
-                HostSnapshot(name=name, address="127.0.0.1", pool=pools[name]), self._on_snapshot
+                HostSnapshot(name=name, address="127.0.0.1", pool=pools[name]),
+                self._on_snapshot,
+                wall_clock=self.clock,  # (the head's: a sample arrives when the head says)
             )
             self.feeds[name] = feed
             feed.hello(_decoded_hello(templates, name, self.tags[name]))

@@ -48,9 +48,19 @@ def noted(notes: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
 class HostFeed:
     """One host's snapshot, kept current from its helper's messages."""
 
-    def __init__(self, snapshot: HostSnapshot, publish: Callable[[HostSnapshot], None]) -> None:
+    def __init__(
+        self,
+        snapshot: HostSnapshot,
+        publish: Callable[[HostSnapshot], None],
+        *,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``wall_clock``: what a snapshot's ``received_at`` and ``jobs_seen_at`` are
+        read from (the wall clock; a simulated one where a benchmark drives the head's
+        clock, so that its samples are not all stale to the head)."""
         self.snapshot = snapshot
         self._publish = publish
+        self._wall_clock = wall_clock
         self.samples_received = 0
         self.last_rx = 0.0
         """Loop time of the last line from the helper: silence this long is a hang."""
@@ -92,7 +102,7 @@ class HostFeed:
     def line_handler(self, session: HelperSession) -> Callable[[bytes], None]:
         """The per-line callback, run inside asyncssh's ``data_received``."""
         loop_time = asyncio.get_running_loop().time
-        wall_time = time.time
+        wall_time = self._wall_clock
         live = HostStatus.LIVE
         publish = self._publish
 

@@ -129,8 +129,9 @@ class HealthBoard:
         These three keep only the GPUs of the host's last sample: a host that names new
         uuids every time does not grow them."""
         self._most_gpus: dict[str, int] = {}
-        self._unknown: dict[str, list[tuple[int, str, str]]] = {}
-        self._not_applicable: dict[str, list[tuple[int, str]]] = {}
+        self._gaps: dict[str, Mapping[str, _Checked]] = {}
+        """Host -> its cards' answers as last checked (what ``unknown`` and
+        ``not_applicable`` list, read from them when asked)."""
         self._outside: set[str] = set()
         """Keys of the findings given by ``set_outside`` (not the hosts' own checks)."""
         self._infos: dict[str, tuple[Hello, dict[int, GpuInfo]]] = {}
@@ -225,8 +226,7 @@ class HealthBoard:
         self._checked.pop(host, None)
         self._checked_before.pop(host, None)
         self._infos.pop(host, None)
-        self._unknown.pop(host, None)
-        self._not_applicable.pop(host, None)
+        self._gaps.pop(host, None)
         self._health.pop(host, None)
         self._facts.pop(host, None)
         self._slow_minutes.pop(host, None)
@@ -238,14 +238,12 @@ class HealthBoard:
             # NVML did not start: say why in its own words (a driver/library mismatch).
             named = host_findings(snap.name, snap.hello, expected_gpus=None, most_seen=0)
             if named:
-                self._unknown.pop(snap.name, None)
-                self._not_applicable.pop(snap.name, None)
+                self._gaps.pop(snap.name, None)
                 return named
         if status.is_problem and status is not HostStatus.STALE:
             what = snap.message or status.value
             action_text = _HOST_ACTIONS.get(status, N_("check that the host is up and reachable"))
-            self._unknown.pop(snap.name, None)
-            self._not_applicable.pop(snap.name, None)
+            self._gaps.pop(snap.name, None)
             return [
                 Finding(
                     "unreachable",
@@ -290,8 +288,6 @@ class HealthBoard:
             self._most_gpus[snap.name] = most
         sample = snap.sample
         infos = self._infos_of(snap.name, hello)
-        unknown: list[tuple[int, str, str]] = []
-        not_applicable: list[tuple[int, str]] = []
         # Only this sample's GPUs are kept: a host that names new uuids every time
         # does not grow it.
         memo = self._checked.get(snap.name, {})
@@ -371,14 +367,11 @@ class HealthBoard:
                     ]
                 else:
                     out += known.findings
-                unknown += known.unknown
-                not_applicable += known.not_applicable
             for held in (healths, facts, slows, links):  # (kept, kept_before: the same)
                 if len(held) > len(kept):  # a uuid this sample does not name
                     for uuid in [u for u in held if u not in kept]:
                         del held[uuid]
-        self._unknown[snap.name] = unknown
-        self._not_applicable[snap.name] = not_applicable
+        self._gaps[snap.name] = kept
         if stale:
             # A hung NVML call stops the samples: what the last one showed stays on the
             # board, marked as last known (a critical card does not vanish).
@@ -569,11 +562,19 @@ class HealthBoard:
     def unknown(self) -> dict[str, list[tuple[int, str, str]]]:
         """Per host: (GPU index, check, why) for checks that apply to its cards and
         that their readings cannot answer (``applicable.verdict``)."""
-        return {host: list(items) for host, items in self._unknown.items() if items}
+        out = {}
+        for host, cards in self._gaps.items():
+            if items := [item for card in cards.values() for item in card.unknown]:
+                out[host] = items
+        return out
 
     def not_applicable(self) -> dict[str, list[tuple[int, str]]]:
         """Per host: (GPU index, check) for checks its cards' models have no feature for."""
-        return {host: list(items) for host, items in self._not_applicable.items() if items}
+        out = {}
+        for host, cards in self._gaps.items():
+            if items := [item for card in cards.values() for item in card.not_applicable]:
+                out[host] = items
+        return out
 
     def worst(self) -> str:
         """``crit``, ``warn`` or ``ok`` (info-only problems count as ok)."""

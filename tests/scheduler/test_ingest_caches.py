@@ -88,6 +88,10 @@ _ops = st.lists(
 
 @settings(max_examples=400, deadline=None)
 @given(hellos=st.lists(_layouts, min_size=3, max_size=3), ops=_ops)
+@example(  # a batch changes the host's rows under the same hello: looked at again
+    hellos=[("NVIDIA A100",), ("NVIDIA H100",), ("NVIDIA H100",)],
+    ops=[("observe", 0), ("observe", 0), ("remember", ("NVIDIA H100",), True), ("observe", 0)],
+)
 @example(  # a batch stores what a new hello lists, is observed, then is not committed
     hellos=[("NVIDIA A100",), ("NVIDIA H100",), ("NVIDIA H100",)],
     ops=[("observe", 0), ("begin", None), ("remember-hello", 1), ("observe", 1),

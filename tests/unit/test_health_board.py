@@ -312,6 +312,25 @@ def test_a_reading_the_card_does_not_support_is_unknown_not_ok() -> None:
     assert b.unknown() == {"h1": [(0, "ECC", "NotSupported"), (0, "row remapping", "NotSupported")]}
 
 
+@pytest.mark.parametrize(
+    "status", [HostStatus.UNREACHABLE, HostStatus.NVML_ERROR], ids=lambda s: s.value
+)
+def test_a_host_that_cannot_be_read_lists_no_checks_its_cards_could_not_answer(
+    status: HostStatus,
+) -> None:
+    """What its last sample could not answer goes with the host's readings: the board
+    says why the host cannot be read instead, and lists them again once it can."""
+    geforce = gpu(ecc_uncorrected=None, errors={"ecc_uncorrected": "NotSupported"})
+    b = board()
+    seen(b, snap(geforce))
+    assert (0, "ECC", "NotSupported") in b.unknown()["h1"]
+    down = snap(geforce, status=status, nvml_error="Driver/library version mismatch")
+    b.observe(down, NOW + 5)
+    assert b.findings_of("h1") and b.unknown() == {} and b.not_applicable() == {}
+    seen(b, snap(geforce, at=NOW + 10), now=NOW + 10)
+    assert (0, "ECC", "NotSupported") in b.unknown()["h1"]
+
+
 def test_fencing_rules() -> None:
     th = HealthThresholds()
 

@@ -25,7 +25,7 @@ from typing import Any
 from gputui.scheduler.head.gpufacts import GpuFacts
 from gputui.scheduler.head.views import json_list
 from gputui.scheduler.policy import accounting
-from gputui.scheduler.policy.meter import MAX_GAP_S, Metered, clamp_power
+from gputui.scheduler.policy.meter import MAX_GAP_S, MAX_POWER_W, Metered, clamp_power
 from gputui.scheduler.server import wire
 from gputui.scheduler.store.api import Store, Tx
 from gputui.telemetry import HostSnapshot
@@ -95,12 +95,14 @@ class FleetView:
 
 def link_totals(health: GpuSample) -> tuple[int | None, ...]:
     """Each of ``LINK_COUNTERS`` summed over a GPU's links (None: no link has it)."""
-    sums: list[int | None] = [None] * len(LINK_COUNTERS)
-    for counts in map(_counters, health.nvlinks or ()):
-        for k, count in enumerate(counts):
-            if count is not None:
-                sums[k] = (sums[k] or 0) + count
-    return tuple(sums)
+    links = health.nvlinks
+    if not links:
+        return (None,) * len(LINK_COUNTERS)
+    out: list[int | None] = []
+    for column in zip(*map(_counters, links), strict=True):  # one counter, every link
+        counts = [count for count in column if count is not None]
+        out.append(sum(counts) if counts else None)
+    return tuple(out)
 
 
 def read_queue(tx: Tx, pending: Metered, now: float) -> QueueFacts:
@@ -163,7 +165,10 @@ class MetricsFeed:
         self._hostnames: dict[str, str] = {}
         self._last_xid: dict[str, tuple[float, int]] = {}
         self._energy_mj: dict[str, float] = {}
-        self._sampled: dict[str, tuple[float, object]] = {}
+        self._sampled: dict[str, Sample] = {}
+        """Host -> its last sample counted."""
+        self._at: dict[str, float] = {}
+        """GPU uuid -> when its last sample was counted."""
         self._links: dict[str, tuple[int | None, ...]] = {}
         self._stale = False
         self._refresh: asyncio.Task[None] | None = None
@@ -182,21 +187,28 @@ class MetricsFeed:
         sample = snap.sample
         if sample is None:
             return
+        if self._sampled.get(snap.name) is sample:
+            return  # the same sample again (a snapshot re-sent): counted once
+        self._sampled[snap.name] = sample
         now = self._clock()
         cap = MAX_GAP_S if snap.stale_after_s is None else min(MAX_GAP_S, snap.stale_after_s)
+        counted_at, energy = self._at, self._energy_mj
         for gpu in sample.gpus:
+            uuid = gpu.uuid
             if gpu.health_read:  # once a reading, not once a scrape
-                self._links[gpu.uuid] = link_totals(gpu)
-            last = self._sampled.get(gpu.uuid)
-            if last is not None and last[1] is sample:
-                continue  # the same sample again: counted once
-            self._sampled[gpu.uuid] = (now, sample)
+                self._links[uuid] = link_totals(gpu)
+            last = counted_at.get(uuid)
+            counted_at[uuid] = now
             if last is None or gpu.state == "lost":
                 continue
-            dt = min(now - last[0], cap)
+            dt = min(now - last, cap)
             if dt > 0:
-                joules = clamp_power(gpu.power_w) * dt
-                self._energy_mj[gpu.uuid] = self._energy_mj.get(gpu.uuid, 0.0) + joules * 1000
+                power = gpu.power_w  # (in range, as nearly every reading is: as it is)
+                if power is not None and 0 <= power <= MAX_POWER_W:
+                    joules = float(power) * dt
+                else:
+                    joules = clamp_power(power) * dt
+                energy[uuid] = energy.get(uuid, 0.0) + joules * 1000
 
     # -- the queue's figures, from the store on the reader thread ---------------------
 

@@ -258,18 +258,23 @@ class Meter(GpuSpans):
     ) -> None:
         """Count one host's sample that arrived at ``at``; ``sample`` is only compared
         by identity with the host's previous one."""
+        spans: tuple[float, list[tuple[int, float]]] | None = None  # (start, its hours)
         for reading, dt in self.spans(host, sample, readings, at, max_gap_s):
             holder = holders.get(reading.uuid)
-            idle_from = self._idle_step(reading, holder, at - dt)
+            start = at - dt
+            idle_from = self._idle_step(reading, holder, start)
             if dt > 0:
+                if spans is None or spans[0] != start:  # a host's GPUs: mostly one span
+                    spans = (start, split_hours(start, at))
                 self.count(
-                    at - dt,
+                    start,
                     at,
                     reading.util,
                     reading.power_w,
                     holder,
                     idle_from=idle_from,
                     cluster=not reading.part,
+                    hours=spans[1],
                 )
 
     def _idle_step(self, reading: Reading, holder: Holder | None, start: float) -> float | None:
@@ -320,16 +325,26 @@ class Meter(GpuSpans):
         *,
         idle_from: float | None = None,
         cluster: bool = True,
+        hours: list[tuple[int, float]] | None = None,
     ) -> None:
         """``[start, end)`` of one GPU at ``util`` % and ``power_w`` W, held by ``holder``
         (charged only from ``holder.since``); held but idle from ``idle_from`` on;
-        counted to the cluster too unless ``cluster`` is False (a MIG slice)."""
+        counted to the cluster too unless ``cluster`` is False (a MIG slice).
+        ``hours``: ``split_hours(start, end)``, where the caller has it already."""
         if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
             return
-        load = clamp_util(util)
+        # (A reading in range is taken as it is: most are, and this runs for every GPU
+        # of every sample.)
+        load = float(util) if util is not None and 0 <= util <= 100 else clamp_util(util)
         busy = load is not None and load > 0
-        watts = clamp_power(power_w)
-        for hour, seconds in split_hours(start, end) if cluster else ():
+        watts = (
+            float(power_w)
+            if power_w is not None and 0 <= power_w <= MAX_POWER_W
+            else clamp_power(power_w)
+        )
+        if hours is None:
+            hours = split_hours(start, end)
+        for hour, seconds in hours if cluster else ():
             cell = self.pending.cluster.setdefault(hour, [0.0, 0.0, 0.0])
             cell[0] += seconds
             if busy:
@@ -340,7 +355,12 @@ class Meter(GpuSpans):
         key_tail = (holder.user, holder.group, holder.project, holder.pool)
         until = end if holder.until is None else min(end, holder.until)
         held = 0.0
-        for hour, seconds in split_hours(max(start, holder.since), until):
+        held_hours = (
+            hours
+            if holder.since <= start and until == end
+            else split_hours(max(start, holder.since), until)
+        )
+        for hour, seconds in held_hours:
             cell = self.pending.usage.setdefault((hour, *key_tail), [0.0, 0.0])
             if busy:
                 cell[0] += seconds

@@ -61,11 +61,12 @@ class _Host:
     kinds: dict[str, frozenset[str]] = field(default_factory=dict)
     """``_kinds(problems)``: what placement reads of them (kept with them, not made
     again to compare with the next sample's)."""
-    inventory_as: tuple[object, str, tuple[GpuFacts, ...]] | None = None
-    """(hello, the host's pool, the facts of every stored GPU that names the host)
-    last found to match: while the same hello meets the very same facts (a change of
-    a GPU's row replaces its facts) and no other row names the host, the inventory
-    needs no new look (``observe``), however the rest of the fleet moves."""
+    inventory_as: tuple[object, str, tuple[GpuFacts, ...], int] | None = None
+    """(hello, the host's pool, the facts of every stored GPU that names the host, the
+    inventory's generation) last found to match: while the same hello meets the very
+    same facts (a change of a GPU's row replaces its facts) and no other row names the
+    host, the inventory needs no new look (``observe``), however the rest of the fleet
+    moves; while the generation has not moved, nothing of it was looked at again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +340,9 @@ class HostWatch:
         the (kind, payload) items the writer must apply."""
         out: list[tuple[str, Any]] = []
         self.history.record(snap)
-        host = self._hosts.setdefault(snap.name, _Host())
+        host = self._hosts.get(snap.name)
+        if host is None:  # (not made to be thrown away on every sample)
+            host = self._hosts[snap.name] = _Host()
         live = snap.status in (HostStatus.LIVE, HostStatus.STALE) and snap.hello is not None
         changed = False
         if live != host.live:
@@ -384,7 +387,8 @@ class HostWatch:
                 host.inventory_as = None
             else:
                 on_host = self._on_host.get(snap.name, ())
-                host.inventory_as = (snap.hello, pool, tuple(self._gpus[u] for u in on_host))
+                facts = tuple(self._gpus[u] for u in on_host)
+                host.inventory_as = (snap.hello, pool, facts, self._generation)
         if snap.sample is not None:
             units = list(with_slices(snap.sample.gpus))
             healthy = {g.uuid: g.state == "ok" for g in units}
@@ -484,13 +488,19 @@ class HostWatch:
     def _inventory_holds(self, name: str, hello: object, pool: str) -> bool:
         """Whether ``hello`` was found to match this host's stored GPUs as they are: the
         same rows name the host (none came, none left) and none of them changed."""
-        held = self._hosts[name].inventory_as
+        host = self._hosts[name]
+        held = host.inventory_as
         if held is None or held[1] != pool or (held[0] is not hello and held[0] != hello):
             return False
+        if held[3] == self._generation:  # no row changed since (nearly every sample)
+            return True
         gpus = self._gpus
-        return len(self._on_host.get(name, ())) == len(held[2]) and all(
+        if len(self._on_host.get(name, ())) == len(held[2]) and all(
             gpus.get(facts.uuid) is facts for facts in held[2]
-        )
+        ):
+            host.inventory_as = (*held[:3], self._generation)
+            return True
+        return False
 
     def put_inventory(self, tx: Tx, host: str, gpus: list[Card]) -> None:
         """Store a host's GPUs (and MIG slices) as its ``hello`` lists them; those gone
