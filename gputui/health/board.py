@@ -129,9 +129,9 @@ class HealthBoard:
         These three keep only the GPUs of the host's last sample: a host that names new
         uuids every time does not grow them."""
         self._most_gpus: dict[str, int] = {}
-        self._gaps: dict[str, Mapping[str, _Checked]] = {}
-        """Host -> its cards' answers as last checked (what ``unknown`` and
-        ``not_applicable`` list, read from them when asked)."""
+        self._gaps: dict[str, list[_Checked]] = {}
+        """Host -> its cards' answers as last checked, in its sample's order (what
+        ``unknown`` and ``not_applicable`` list, read from them when asked)."""
         self._outside: set[str] = set()
         """Keys of the findings given by ``set_outside`` (not the hosts' own checks)."""
         self._infos: dict[str, tuple[Hello, dict[int, GpuInfo]]] = {}
@@ -294,6 +294,7 @@ class HealthBoard:
         memo_before = self._checked_before.get(snap.name, {})
         self._checked[snap.name] = kept = {}
         self._checked_before[snap.name] = kept_before = {}
+        answers: list[_Checked] = []  # (in the sample's order, a uuid named twice twice)
         if sample is not None:
             minute = int((sample.time or now) // 60)
             window = self.thresholds.hw_slowdown_window_minutes
@@ -360,6 +361,7 @@ class HealthBoard:
                             any(f.code == "orphan-memory" for f in findings),
                         )
                 kept[gpu.uuid] = known
+                answers.append(known)
                 if known.orphan:  # its figure moves every sample: made again alone
                     out += [
                         orphan_memory(snap.name, gpu) if f.code == "orphan-memory" else f
@@ -371,7 +373,7 @@ class HealthBoard:
                 if len(held) > len(kept):  # a uuid this sample does not name
                     for uuid in [u for u in held if u not in kept]:
                         del held[uuid]
-        self._gaps[snap.name] = kept
+        self._gaps[snap.name] = answers
         if stale:
             # A hung NVML call stops the samples: what the last one showed stays on the
             # board, marked as last known (a critical card does not vanish).
@@ -564,7 +566,7 @@ class HealthBoard:
         that their readings cannot answer (``applicable.verdict``)."""
         out = {}
         for host, cards in self._gaps.items():
-            if items := [item for card in cards.values() for item in card.unknown]:
+            if items := [item for card in cards for item in card.unknown]:
                 out[host] = items
         return out
 
@@ -572,7 +574,7 @@ class HealthBoard:
         """Per host: (GPU index, check) for checks its cards' models have no feature for."""
         out = {}
         for host, cards in self._gaps.items():
-            if items := [item for card in cards.values() for item in card.not_applicable]:
+            if items := [item for card in cards for item in card.not_applicable]:
                 out[host] = items
         return out
 

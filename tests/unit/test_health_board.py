@@ -331,6 +331,17 @@ def test_a_host_that_cannot_be_read_lists_no_checks_its_cards_could_not_answer(
     assert (0, "ECC", "NotSupported") in b.unknown()["h1"]
 
 
+def test_two_cards_a_sample_names_by_one_uuid_each_list_what_they_could_not_answer() -> None:
+    """A helper's sample is not trusted to name each card once: the board lists each
+    card's unanswered checks, as it was sent."""
+    first = gpu(ecc_uncorrected=None, errors={"ecc_uncorrected": "NotSupported"})
+    second = gpu(index=1, temp_c=None, errors={"temp_c": "NotSupported"})
+    b = board()
+    seen(b, snap(first, second))
+    listed = b.unknown()["h1"]
+    assert (0, "ECC", "NotSupported") in listed and (1, "temperature", "NotSupported") in listed
+
+
 def test_fencing_rules() -> None:
     th = HealthThresholds()
 

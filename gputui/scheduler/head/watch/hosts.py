@@ -174,6 +174,7 @@ class HostWatch:
         self._changing()
         for gpu in gpus:
             self._keep(GpuFacts.of(gpu))
+        self._generation += 1  # (again once changed: nothing looked in between counts)
         if host is not None:
             if host.drained:
                 self._drained_hosts.add(host.name)
@@ -543,6 +544,7 @@ class HostWatch:
                 if gone is not None:
                     gone.present = False
                     self._keep(GpuFacts.of(tx.put_gpu(gone)))
+        self._generation += 1  # (again once changed: nothing looked in between counts)
 
 
 _INVENTORY = (
