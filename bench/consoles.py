@@ -12,8 +12,9 @@ the collector paced as ``gputui``'s console runs it (``pace_collector``). In ord
    loopback) connects to ``--hosts`` hosts: ``connect_s`` from its socket answering
    to every host live (seen through a telemetry probe, which then leaves),
    ``failures`` (hosts not live at the end, or dropped once live), the head's CPU
-   with no console once it holds steady after the connection burst (``settle_s``,
-   at most ``--settle-max``; ``head_cpu_cores``, per sample
+   with no console once it holds steady after the connection burst (``settle_s``:
+   at least the ten seconds in which every host sends a health reading, at most
+   ``--settle-max``; ``head_cpu_cores``, per sample
    ``head_cpu_per_sample_us``: over ``--head-windows`` windows of ``--seconds`` in a
    row, each of them in ``head_cpu_windows``).
 3. **consoles**: 1 console, then ``--consoles`` (50) at once, each a separate process
@@ -62,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncssh
 import yaml
 from metrics import scrape
+from replay import HEALTH_EVERY
 
 from gputui.common.collector import pace_collector
 from gputui.config.models import Config, HostConfig, SshDefaults
@@ -303,9 +305,14 @@ class Head:
                 self.process.kill()
 
 
-async def settle(head: Head, most_s: float, window_s: float = 2.0) -> float:
+async def settle(
+    head: Head, most_s: float, window_s: float = 2.0, least_s: float = HEALTH_EVERY * 1.0
+) -> float:
     """Seconds until the head's CPU holds steady (two windows in a row within 10 %,
-    and not pinned at a whole core), at most ``most_s``; at least one window."""
+    and not pinned at a whole core), at most ``most_s``; at least ``least_s``: every
+    host has sent one sample of each kind by then (a health reading every tenth, at
+    1 Hz), so the head has made each kind's first answers (the first readings' checks
+    and fences), which a steady head no longer makes."""
     start = time.monotonic()
     last: float | None = None
     while True:
@@ -313,8 +320,9 @@ async def settle(head: Head, most_s: float, window_s: float = 2.0) -> float:
         await asyncio.sleep(window_s)
         now = (head.cpu() - cpu0) / (time.monotonic() - wall0)
         steady = last is not None and abs(now - last) <= 0.1 * max(now, last, 1e-9)
-        if (steady and now < 0.95) or time.monotonic() - start >= most_s:
-            return time.monotonic() - start
+        done = time.monotonic() - start
+        if (steady and now < 0.95 and done >= least_s) or done >= most_s:
+            return done
         last = now
 
 

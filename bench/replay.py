@@ -56,6 +56,10 @@ MAX_PAYLOAD = 4 << 20
 """The helper's payload line is about 200 KB; a longer first line ends the session."""
 
 
+HEALTH_EVERY = 10
+"""A host's samples per health reading (the helper's default: one every tenth)."""
+
+
 def host_uuid(host: str, index: int) -> str:
     """GPU ``index`` of ``host``: a UUID of its own (the head keys its GPUs by UUID)."""
     tag = zlib.crc32(host.encode()) & 0xFFFFFFFF
@@ -90,7 +94,7 @@ def _real_helper_lines(gpus: int, samples: int) -> list[dict[str, Any]]:
 class Templates:
     """The hello and ``variants`` samples of one simulated host, as bytes templates."""
 
-    def __init__(self, gpus: int = 8, variants: int = 60, health_every: int = 10) -> None:
+    def __init__(self, gpus: int = 8, variants: int = 60, health_every: int = HEALTH_EVERY) -> None:
         real = _real_helper_lines(gpus, 2)
         hello, health, plain = real[0], real[1], real[2]
         assert hello["type"] == "hello" and health["type"] == "sample"
