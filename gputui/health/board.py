@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from gputui.common.i18n import N_
 from gputui.config.models import HealthThresholds
@@ -45,6 +46,9 @@ STALE_MARK = w.STALE_TITLE.format(title="").strip()
 """Ends the title of a GPU's problem while its host sends no fresh readings."""
 _LINK_COUNTERS = ("replay_errors", "recovery_errors", "crc_flit_errors", "crc_data_errors")
 _link_counters: Callable[[object], tuple[int | None, ...]] = operator.attrgetter(*_LINK_COUNTERS)
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -564,17 +568,17 @@ class HealthBoard:
     def unknown(self) -> dict[str, list[tuple[int, str, str]]]:
         """Per host: (GPU index, check, why) for checks that apply to its cards and
         that their readings cannot answer (``applicable.verdict``)."""
-        out = {}
-        for host, cards in self._gaps.items():
-            if items := [item for card in cards for item in card.unknown]:
-                out[host] = items
-        return out
+        return self._listed(lambda card: card.unknown)
 
     def not_applicable(self) -> dict[str, list[tuple[int, str]]]:
         """Per host: (GPU index, check) for checks its cards' models have no feature for."""
+        return self._listed(lambda card: card.not_applicable)
+
+    def _listed(self, of: Callable[[_Checked], list[T]]) -> dict[str, list[T]]:
+        """Per host with any: what ``of`` lists of each of its cards' last answers."""
         out = {}
         for host, cards in self._gaps.items():
-            if items := [item for card in cards for item in card.not_applicable]:
+            if items := [item for card in cards for item in of(card)]:
                 out[host] = items
         return out
 

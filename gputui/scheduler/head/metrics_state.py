@@ -25,7 +25,7 @@ from typing import Any
 from gputui.scheduler.head.gpufacts import GpuFacts
 from gputui.scheduler.head.views import json_list
 from gputui.scheduler.policy import accounting
-from gputui.scheduler.policy.meter import MAX_GAP_S, MAX_POWER_W, Metered, clamp_power
+from gputui.scheduler.policy.meter import MAX_GAP_S, Metered, clamp_power
 from gputui.scheduler.server import wire
 from gputui.scheduler.store.api import Store, Tx
 from gputui.telemetry import HostSnapshot
@@ -203,11 +203,7 @@ class MetricsFeed:
                 continue
             dt = min(now - last, cap)
             if dt > 0:
-                power = gpu.power_w  # (in range, as nearly every reading is: as it is)
-                if power is not None and 0 <= power <= MAX_POWER_W:
-                    joules = float(power) * dt
-                else:
-                    joules = clamp_power(power) * dt
+                joules = clamp_power(gpu.power_w) * dt
                 energy[uuid] = energy.get(uuid, 0.0) + joules * 1000
 
     # -- the queue's figures, from the store on the reader thread ---------------------

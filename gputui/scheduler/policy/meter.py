@@ -182,12 +182,16 @@ class Metered:
 
 
 def clamp_util(value: float | None) -> float | None:
+    if value is not None and 0 <= value <= 100:  # (most readings: taken as they are)
+        return float(value)
     if value is None or not math.isfinite(value):
         return None
     return min(100.0, max(0.0, float(value)))
 
 
 def clamp_power(value: float | None) -> float:
+    if value is not None and 0 <= value <= MAX_POWER_W:  # (most readings: as they are)
+        return float(value)
     if value is None or not math.isfinite(value):
         return 0.0
     return min(MAX_POWER_W, max(0.0, float(value)))
@@ -333,15 +337,9 @@ class Meter(GpuSpans):
         ``hours``: ``split_hours(start, end)``, where the caller has it already."""
         if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
             return
-        # (A reading in range is taken as it is: most are, and this runs for every GPU
-        # of every sample.)
-        load = float(util) if util is not None and 0 <= util <= 100 else clamp_util(util)
+        load = clamp_util(util)
         busy = load is not None and load > 0
-        watts = (
-            float(power_w)
-            if power_w is not None and 0 <= power_w <= MAX_POWER_W
-            else clamp_power(power_w)
-        )
+        watts = clamp_power(power_w)
         if hours is None:
             hours = split_hours(start, end)
         for hour, seconds in hours if cluster else ():
