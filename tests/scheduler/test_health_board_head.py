@@ -15,8 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gputui.config.models import HealthThresholds
-from gputui.health.board import HealthBoard
-from gputui.scheduler.head.watch.health import LAST_SEEN_S, HeadHealth, last_seen_due
+from gputui.health.board import HealthBoard, Track
+from gputui.scheduler.head.watch.health import (
+    LAST_SEEN_S,
+    HeadHealth,
+    HealthWrite,
+    last_seen_due,
+)
 from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.store.engine import open_store
 from gputui.scheduler.store.sqlstore import SqlStore
@@ -233,6 +238,31 @@ def test_a_clock_stepped_back_never_writes_an_earlier_last_seen(
     assert not last_seen_due(key, stored, stored - back)
     assert not last_seen_due(key, stored, stored)
     assert last_seen_due(key, stored, stored + LAST_SEEN_S)  # a mark passed, surely
+
+
+@given(
+    st.text(max_size=40),
+    st.floats(0, 1e9),
+    st.lists(st.tuples(st.floats(-200, 200), st.booleans()), min_size=1, max_size=12),
+)
+def test_the_kept_minute_marks_decide_as_last_seen_due_does(
+    key: str, first: float, steps: list[tuple[float, bool]]
+) -> None:
+    """Each tick the head asks, of every track, whether its last seen is due; it keeps
+    the stored side's mark between ticks. Moved by whatever ticks and commits, the
+    answer is ``last_seen_due``'s on what is stored (red if a commit leaves the old
+    mark)."""
+    health = HeadHealth(HealthThresholds(), [], clock=lambda: 0.0)
+    stored = Track(first, first, 1, True, "h", 0, "xid-79")
+    health.committed(HealthWrite(tracks={key: stored}))
+    last = first
+    for step, commit in steps:
+        last = max(0.0, last + step)
+        now = Track(first, last, 1, True, "h", 0, "xid-79")
+        assert health._differs(key, now) == last_seen_due(key, stored.last, last)
+        if commit:
+            health.committed(HealthWrite(tracks={key: now}))
+            stored = now
 
 
 async def test_an_idle_claim_is_on_the_board_and_in_the_pushed_state(tmp_path: Path) -> None:

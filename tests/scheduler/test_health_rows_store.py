@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
+from gputui.scheduler.store.api import TrackRow
 from gputui.scheduler.store.sqlstore import SqlStore
 from gputui.scheduler.store.tables import HealthAck, HealthTrack
 
@@ -45,7 +46,7 @@ def test_health_rows_are_the_last_write_of_each_key_on_both_databases(
     acks: dict[str, tuple[object, ...]] = {}
     for new_tracks, new_acks, gone, pruned in writes:
         track_rows = [
-            HealthTrack(
+            TrackRow(
                 key=run + k,
                 host="gpu01",
                 gpu=gpu,
@@ -54,6 +55,7 @@ def test_health_rows_are_the_last_write_of_each_key_on_both_databases(
                 last_seen=last,
                 count=count,
                 active=active,
+                outside=False,
             )
             for k, (count, active, last, gpu) in new_tracks.items()
         ]
@@ -85,3 +87,10 @@ def test_health_rows_are_the_last_write_of_each_key_on_both_databases(
             }
         assert stored_tracks == tracks
         assert stored_acks == acks
+
+
+def test_a_track_row_names_the_table_columns_in_their_order() -> None:
+    """The head writes plain rows (``TrackRow``), each key the column of its name: a
+    column added to the table and not to the row is red."""
+    columns = [column.name for column in HealthTrack.__table__.columns]  # type: ignore[attr-defined]
+    assert list(TrackRow.__annotations__) == columns

@@ -358,8 +358,11 @@ def test_kept_gpu_processes_are_the_processes_made_afresh(
     first: dict[str, Any], edits: list[Any]
 ) -> None:
     """A process listed as at the last tick is the ``GpuProc`` made then; any field
-    ``GpuProc`` takes that changed (its user, command, container ...) makes a new one."""
+    ``GpuProc`` takes that changed (its user, command, container ...) makes a new one.
+    And the users on each GPU (kept until a host's change) are those of each host's
+    last sample, whether it answers or not."""
     hosts = ("gpu01", "gpu02")
+    last: dict[str, Sample] = {}
     watch = HostWatch(dict.fromkeys(hosts, "default"), lambda snap: None)
     procs: dict[tuple[str, int], dict[str, Any] | None] = {
         (h, i): dict(first) for h in hosts for i in range(2)
@@ -386,7 +389,14 @@ def test_kept_gpu_processes_are_the_processes_made_afresh(
         watch.observe(
             HostSnapshot(name=host, address=host, status=status[host], hello=hello, sample=sample)
         )
+        last[host] = sample
         assert watch.gpu_processes() == _procs_afresh(watch)
+        users = {
+            g.uuid: {p.uid for p in g.processes if p.uid is not None}
+            for sample in last.values()
+            for g in sample.gpus
+        }
+        assert watch.active_users() == users
 
 
 _FENCE_READINGS: dict[str, st.SearchStrategy[Any]] = {

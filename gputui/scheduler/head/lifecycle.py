@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any, cast
@@ -548,7 +549,10 @@ def on_host_down(tx: Tx, ctx: Context, host: str, why: str) -> None:
 
 
 def expire_claims(
-    tx: Tx, ctx: Context, active_users: Mapping[str, set[int]], orphan_sessions: set[str]
+    tx: Tx,
+    ctx: Context,
+    active_users: Mapping[str, AbstractSet[int]],
+    orphan_sessions: set[str],
 ) -> None:
     """Release claims past their maximum time, idle ones, and ``run`` sessions now gone.
 

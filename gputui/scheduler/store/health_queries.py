@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from sqlalchemy import delete
@@ -14,7 +14,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.expression import Executable
 from sqlmodel import Session, SQLModel, col, select
 
-from gputui.scheduler.store.api import ReadingRow
+from gputui.scheduler.store.api import ReadingRow, TrackRow
 from gputui.scheduler.store.tables import HealthAck, HealthTrack
 from gputui.scheduler.store.txconn import TxConn
 
@@ -56,24 +56,20 @@ class SqlHealthRows:
         )
 
     def put(
-        self, tracks: Iterable[HealthTrack], acks: Iterable[HealthAck], gone: Sequence[str] = ()
+        self, tracks: Iterable[TrackRow], acks: Iterable[HealthAck], gone: Sequence[str] = ()
     ) -> None:
         self._upsert(HealthTrack, list(tracks))
-        self._upsert(HealthAck, list(acks))
+        names = _columns(HealthAck)
+        self._upsert(HealthAck, [{name: getattr(ack, name) for name in names} for ack in acks])
         self.drop((), gone)
 
-    def _upsert(self, table: type[_Row], rows: Sequence[_Row]) -> None:
+    def _upsert(self, table: type[_Row], rows: Sequence[Mapping[str, object]]) -> None:
         """Each row inserted, or updated where its key is stored: one statement for
         them all (``INSERT … ON CONFLICT (key) DO UPDATE``, SQLite's and PostgreSQL's),
         not a read and a write each, as ``merge`` does."""
-        if not rows:
-            return
-        conn = self._s.connection()
-        names = _columns(table)
-        conn.execute(
-            _upsert_of(conn.dialect.name, table),
-            [{name: getattr(row, name) for name in names} for row in rows],
-        )
+        if rows:
+            conn = self._s.connection()
+            conn.execute(_upsert_of(conn.dialect.name, table), rows)
 
     def drop(self, tracks: Sequence[str], acks: Sequence[str]) -> None:
         for table, keys in ((HealthTrack, tracks), (HealthAck, acks)):

@@ -37,7 +37,7 @@ from gputui.scheduler.policy.ownership import Flag
 from gputui.scheduler.server.op_args import HealthAckArgs
 from gputui.scheduler.server.peer import Caller
 from gputui.scheduler.server.wire import Refusal
-from gputui.scheduler.store.api import Tx
+from gputui.scheduler.store.api import TrackRow, Tx
 from gputui.scheduler.store.tables import Audit, Gpu, HealthAck, HealthTrack
 from gputui.telemetry import HostSnapshot
 from gputui.wire.words import say
@@ -64,19 +64,6 @@ def _fingerprint(ack: Ack) -> str:
     return orjson.dumps(list(ack.fingerprint)).decode()
 
 
-def _differs(key: str, old: Track | None, new: Track) -> bool:
-    if old is None:
-        return True
-    if (old.first, old.count, old.active, old.outside) != (
-        new.first,
-        new.count,
-        new.active,
-        new.outside,
-    ):
-        return True
-    return last_seen_due(key, old.last, new.last)
-
-
 def last_seen_due(key: str, stored: float, last: float) -> bool:
     """Whether track ``key``'s last seen is written again: when it moves forward past a
     minute mark (``LAST_SEEN_S``) of the track's own, offset by its key. So the store
@@ -86,8 +73,13 @@ def last_seen_due(key: str, stored: float, last: float) -> bool:
     earlier than what is stored."""
     if last <= stored:  # (most tracks, ended ones above all: no hash for them)
         return False
-    phase = zlib.crc32(key.encode()) % 4096 / 4096 * LAST_SEEN_S
+    phase = track_phase(key)
     return (last + phase) // LAST_SEEN_S != (stored + phase) // LAST_SEEN_S
+
+
+def track_phase(key: str) -> float:
+    """The offset of track ``key``'s own minute marks (``last_seen_due``)."""
+    return zlib.crc32(key.encode()) % 4096 / 4096 * LAST_SEEN_S
 
 
 class HeadHealth:
@@ -112,6 +104,9 @@ class HeadHealth:
         self._tracks: dict[str, Track] = {}
         self._acks: dict[str, Ack] = {}
         """What the store holds (as last committed)."""
+        self._marks: dict[str, tuple[float, float]] = {}
+        """Stored track -> its phase and the minute mark its stored last seen is in
+        (``last_seen_due``'s, made once per write of it, not once per track a tick)."""
         self._ack_uids: dict[str, int] = {}
         self._pruned_at = 0.0
         self._flag_findings: dict[tuple[str, int, str, int, str, str, str], Finding] = {}
@@ -122,6 +117,7 @@ class HeadHealth:
 
     def load(self, tracks: Sequence[HealthTrack], acks: Sequence[HealthAck]) -> None:
         """What the store kept: the board starts from it."""
+        self._marks = {}
         self._tracks = {
             t.key: Track(
                 t.first_seen, t.last_seen, t.count, t.active, t.host, t.gpu, t.code, t.outside
@@ -245,13 +241,12 @@ class HeadHealth:
         if now - self._pruned_at >= PRUNE_S:
             self._pruned_at = now
             out.pruned = self._prune(now)
-        stored = self._tracks
-        out.tracks = self.board.tracks_where(lambda k, t: _differs(k, stored.get(k), t))
+        out.tracks = self.board.tracks_where(self._differs)
         acks = self.board.acks()
         out.acks = {k: a for k, a in acks.items() if self._acks.get(k) != a}
         out.acks.update({k: None for k in self._acks if k not in acks and k not in out.pruned})
         rows = [
-            HealthTrack(
+            TrackRow(
                 key=k,
                 host=t.host[:64],
                 gpu=t.gpu,
@@ -270,10 +265,34 @@ class HeadHealth:
         tx.health.put(rows, ack_rows, gone)
         return out
 
+    def _differs(self, key: str, new: Track) -> bool:
+        """Whether track ``key`` is written this tick: new, changed, or its last seen
+        due (``last_seen_due``, with the stored side's mark kept)."""
+        old = self._tracks.get(key)
+        if old is None:
+            return True
+        if (
+            old.first != new.first
+            or old.count != new.count
+            or old.active != new.active
+            or old.outside != new.outside
+        ):
+            return True
+        if new.last <= old.last:
+            return False
+        mark = self._marks.get(key)
+        if mark is None:
+            phase = track_phase(key)
+            mark = self._marks[key] = (phase, (old.last + phase) // LAST_SEEN_S)
+        return (new.last + mark[0]) // LAST_SEEN_S != mark[1]
+
     def committed(self, done: HealthWrite) -> None:
         self._tracks.update(done.tracks)
+        for key in done.tracks:
+            self._marks.pop(key, None)
         for key in done.pruned:
             self._tracks.pop(key, None)
+            self._marks.pop(key, None)
             self._acks.pop(key, None)
         for key, ack in done.acks.items():
             if ack is None:

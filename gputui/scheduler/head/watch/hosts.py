@@ -20,6 +20,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,7 @@ from gputui.scheduler.policy.vendors import card_pool
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Gpu, Host
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.wire.messages import GpuSample, ProcessSample, Sample
+from gputui.wire.messages import GpuSample, Sample
 
 
 @dataclass(slots=True)
@@ -123,9 +124,10 @@ class HostWatch:
         """What each GPU read lately (``gputui incident``)."""
         self._fences_as: dict[str, tuple[tuple[object, ...], FenceNews | None]] = {}
         """Host -> ``_fence_news``' last answer and what it was made from."""
-        self._procs: dict[tuple[object, ...], ownership.GpuProc] = {}
-        """``gpu_processes``' answer of the last call, by host, GPU and what ``GpuProc``
-        takes of the process."""
+        self._active: dict[str, set[int]] | None = None
+        """``active_users``' answer, until a host's users change (None: made again)."""
+        self._procs_of: dict[str, tuple[ownership.GpuProc, ...]] = {}
+        """``gpu_processes_by_host``' answer of the last call."""
 
     def load(self, gpus: Iterable[Gpu], hosts: Iterable[Host] = ()) -> None:
         """The store's rows, copied (inside their transaction)."""
@@ -193,9 +195,15 @@ class HostWatch:
     def live(self) -> dict[str, bool]:
         return {name: h.live for name, h in self._hosts.items()}
 
-    def active_users(self) -> dict[str, set[int]]:
-        """GPU uuid -> the uids with a process on it in its host's last sample."""
-        return {u: users for h in self._hosts.values() for u, users in h.users_on.items()}
+    def active_users(self) -> Mapping[str, AbstractSet[int]]:
+        """GPU uuid -> the uids with a process on it in its host's last sample. The
+        same mapping until a host's users change (read it, never change it): the timer
+        asks every tick, and most ticks no host's users changed."""
+        if self._active is None:
+            self._active = {
+                u: users for h in self._hosts.values() for u, users in h.users_on.items()
+            }
+        return self._active
 
     def samples(self) -> dict[str, tuple[int, Sample]]:
         """Live host -> (its sample count, its latest sample)."""
@@ -223,36 +231,17 @@ class HostWatch:
     def gpu_processes_by_host(self) -> dict[str, tuple[ownership.GpuProc, ...]]:
         """Each live host's processes on its GPUs, as its latest sample says.
 
-        A process listed the same way as at the last call is the same ``GpuProc``
-        (most are, tick after tick: made again, they were most of ownership's work;
-        and a host's list of the same objects tells ``ownership.step_hosts`` that
-        nothing of it changed)."""
-        before, kept = self._procs, {}
-        by_host = {}
+        A host whose processes are listed as at the last call keeps the same tuple of
+        the same ``GpuProc`` (most hosts, tick after tick: made again, they were most
+        of ownership's work; and a host's list of the same objects tells
+        ``ownership.step_hosts`` that nothing of it changed). Of a host whose list
+        changed, a process listed as before is still the ``GpuProc`` made then."""
+        before, by_host = self._procs_of, {}
         for name, (_, sample) in self.samples().items():
-            out = []
-            for g in on_slices(sample.gpus):
-                for p in g.processes:
-                    key = (name, g.uuid, g.index, *_proc_fields(p))
-                    proc = before.get(key)
-                    if proc is None:
-                        proc = ownership.GpuProc(
-                            host=name,
-                            gpu_uuid=g.uuid,
-                            gpu_index=g.index,
-                            pid=p.pid,
-                            uid=p.uid,
-                            user=p.user,
-                            name=p.command,
-                            start_ticks=p.start_ticks,
-                            graphics=p.kind == "graphics",
-                            container=p.container,
-                        )
-                    kept[key] = proc
-                    out.append(proc)
-            by_host[name] = tuple(out)
-        self._procs = kept  # only what the hosts list now: it never grows past that
-        return by_host
+            kept = before.get(name, ())
+            by_host[name] = kept if _lists(kept, sample) else _made(name, sample, kept)
+        self._procs_of = by_host  # only the hosts live now: it never grows past them
+        return dict(by_host)
 
     def gpu_state(self, uuid: str) -> str | None:
         """The GPU's state (``ok``, ``lost``, ``error``) in its live host's latest
@@ -395,9 +384,9 @@ class HostWatch:
             healthy = {g.uuid: g.state == "ok" for g in units}
             if healthy != host.healthy:
                 host.healthy, changed = healthy, True
-            host.users_on = {
-                g.uuid: {p.uid for p in g.processes if p.uid is not None} for g in units
-            }
+            users_on = {g.uuid: {p.uid for p in g.processes if p.uid is not None} for g in units}
+            if users_on != host.users_on:
+                host.users_on, self._active = users_on, None
             if snap.sample is not host.sample:
                 host.sample, host.samples = snap.sample, host.samples + 1
                 host.readings.take(snap.sample)
@@ -555,14 +544,73 @@ _inventory_facts: Callable[[GpuFacts], tuple[object, ...]] = operator.attrgetter
 """What a host's ``hello`` says of a GPU (``HostWatch.put_inventory``)."""
 
 
-_proc_fields: Callable[[ProcessSample], tuple[object, ...]] = operator.attrgetter(
-    "pid", "uid", "user", "command", "start_ticks", "kind", "container"
-)
-"""What ``GpuProc`` takes of a process (``HostWatch.gpu_processes``)."""
 _fence_fields: Callable[[GpuSample], tuple[object, ...]] = operator.attrgetter(
     "uuid", "state", "ecc_uncorrected"
 )
 """What the fencing rules read of a sample's GPU as it is (``HostWatch._fence_key``)."""
+
+
+def _lists(kept: tuple[ownership.GpuProc, ...], sample: Sample) -> bool:
+    """Whether ``sample`` lists exactly the processes of ``kept``, in its order (a MIG
+    card's processes go to its slices: such a host is made again)."""
+    i, n = 0, len(kept)
+    for g in sample.gpus:
+        if g.mig:
+            return False
+        uuid, index = g.uuid, g.index
+        for p in g.processes:
+            if i == n:
+                return False
+            k = kept[i]
+            i += 1
+            if (
+                k.pid != p.pid
+                or k.gpu_index != index
+                or k.gpu_uuid != uuid
+                or k.uid != p.uid
+                or k.user != p.user
+                or k.name != p.command
+                or k.start_ticks != p.start_ticks
+                or k.container != p.container
+                or k.graphics != (p.kind == "graphics")
+            ):
+                return False
+    return i == n
+
+
+def _made(
+    name: str, sample: Sample, kept: tuple[ownership.GpuProc, ...]
+) -> tuple[ownership.GpuProc, ...]:
+    """A host's processes as ``sample`` lists them, each listed as in ``kept`` the
+    ``GpuProc`` made then."""
+    before = {_proc_key(k): k for k in kept}
+    out = []
+    for g in on_slices(sample.gpus):
+        for p in g.processes:
+            graphics = p.kind == "graphics"
+            key = (g.uuid, g.index, p.pid, p.uid, p.user, p.command, p.start_ticks, graphics)
+            proc = before.get((*key, p.container))
+            if proc is None:
+                proc = ownership.GpuProc(
+                    host=name,
+                    gpu_uuid=g.uuid,
+                    gpu_index=g.index,
+                    pid=p.pid,
+                    uid=p.uid,
+                    user=p.user,
+                    name=p.command,
+                    start_ticks=p.start_ticks,
+                    graphics=graphics,
+                    container=p.container,
+                )
+            out.append(proc)
+    return tuple(out)
+
+
+_proc_key: Callable[[ownership.GpuProc], tuple[object, ...]] = operator.attrgetter(
+    "gpu_uuid", "gpu_index", "pid", "uid", "user", "name", "start_ticks", "graphics", "container"
+)
+"""What ``GpuProc`` holds of a process and its GPU (``_made``'s key)."""
 
 
 def _kinds(problems: Mapping[str, tuple[CardProblem, ...]]) -> dict[str, frozenset[str]]:
