@@ -391,6 +391,8 @@ def test_kept_gpu_processes_are_the_processes_made_afresh(
         )
         last[host] = sample
         assert watch.gpu_processes() == _procs_afresh(watch)
+        again = watch.gpu_processes_by_host()  # (nothing changed since: the same tuples)
+        assert all(again[h] is procs for h, procs in watch.gpu_processes_by_host().items())
         users = {
             g.uuid: {p.uid for p in g.processes if p.uid is not None}
             for sample in last.values()
