@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from gputui.common.text import clean
@@ -66,7 +67,9 @@ _BY_TYPE: dict[str, type[Wire]] = {
 }
 # Lists of entries, each with an identity of its own: a bad entry is dropped alone.
 # (owner, field): (entry model, noun, cap)
-_ENTRIES: dict[tuple[type[Wire], str], tuple[type[Wire], str, int]] = {
+_Entry = type[Wire] | type[NvLinkSample]
+"""A model an entry is checked as (a wire model, or the NVLink's slotted dataclass)."""
+_ENTRIES: dict[tuple[_Entry, str], tuple[_Entry, str, int]] = {
     (Hello, "gpus"): (GpuInfo, "GPU", MAX_GPUS),
     (GpuInfo, "mig"): (MigInfo, "MIG slice", MAX_SLICES),
     (GpuSample, "mig"): (MigSample, "MIG slice", MAX_SLICES),
@@ -78,7 +81,7 @@ _ENTRIES: dict[tuple[type[Wire], str], tuple[type[Wire], str, int]] = {
 }
 # A bad value that must not read as its default: a GPU in a state this console does
 # not know (a newer helper's "resetting", say) is not "ok".
-_FALLBACKS: dict[tuple[type[Wire], str], object] = {(GpuSample, "state"): "error"}
+_FALLBACKS: dict[tuple[_Entry, str], object] = {(GpuSample, "state"): "error"}
 _REPAIR_ROUNDS = 6
 
 
@@ -172,7 +175,15 @@ def _said_once(notes: list[str]) -> tuple[str, ...]:
     return tuple(unique)
 
 
-def _cut_entries(model: type[Wire], obj: dict[str, Any], notes: list[str]) -> None:
+def _fields(model: _Entry) -> dict[str, FieldInfo]:
+    """The fields of a wire model or of the NVLink's dataclass, by name."""
+    if issubclass(model, Wire):
+        return model.model_fields
+    fields: dict[str, FieldInfo] = getattr(model, "__pydantic_fields__")  # noqa: B009
+    return fields
+
+
+def _cut_entries(model: _Entry, obj: dict[str, Any], notes: list[str]) -> None:
     """Cut every list of entries to its cap before anything looks inside them."""
     for (owner, field), (entry_model, noun, cap) in _ENTRIES.items():
         if owner is not model:
@@ -198,14 +209,14 @@ def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) 
     drops: dict[int, tuple[list[Any], set[int]]] = {}
     for error in errors:
         loc = tuple(error.get("loc", ()))
-        model: type[Wire] = _BY_TYPE[data["type"]]
+        model: _Entry = _BY_TYPE[data["type"]]
         obj: dict[str, Any] = data
         entry: tuple[list[Any], int, str] | None = None
         field: str | None = None
         i = 1  # loc[0] is the discriminator's tag
         while i < len(loc):
             part = loc[i]
-            if not isinstance(part, str) or part not in model.model_fields:
+            if not isinstance(part, str) or part not in _fields(model):
                 break
             field = part
             nested = _ENTRIES.get((model, part))
@@ -233,7 +244,7 @@ def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) 
             drops.setdefault(id(entry[0]), (entry[0], set()))[1].add(entry[1])
             notes.append(f"dropped {entry[2]} entry {entry[1]}: not an object")
             continue
-        info = model.model_fields[field]
+        info = _fields(model)[field]
         value = obj.get(field)
         if reason == "TooMany" and isinstance(value, list):
             del value[MAX_THROTTLE_REASONS:]
@@ -252,7 +263,7 @@ def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) 
                 obj.pop(field, None)
             else:
                 obj[field] = fallback
-            if "errors" in model.model_fields:
+            if "errors" in _fields(model):
                 found = obj.get("errors")
                 if not isinstance(found, dict):
                     obj["errors"] = found = {}

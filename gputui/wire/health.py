@@ -11,9 +11,11 @@ ok.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictBool
+from pydantic import ConfigDict, Field, StrictBool
+from pydantic.dataclasses import dataclass
 
 from gputui.wire.fields import Count, ErrorMap, ShortText
 from gputui.wire.fields import Wire as _Wire
@@ -27,8 +29,14 @@ FabricState = Literal["not-supported", "not-started", "in-progress", "completed"
 LinkIndex = Annotated[int, Field(ge=0, le=NVLINK_MAX_LINKS - 1, strict=True)]
 
 
-class NvLinkSample(_Wire):
-    """One NVLink of a GPU: up or down, and its error counters where supported."""
+@dataclass(frozen=True, slots=True, config=ConfigDict(extra="ignore"))
+class NvLinkSample:
+    """One NVLink of a GPU: up or down, and its error counters where supported.
+
+    Checked as every wire model is, but a slotted dataclass, not a model: a health
+    reading holds up to 18 of them per GPU, most of the objects it is made of, and a
+    model is three objects to make, scan and free (itself, its fields, the set of
+    those given), this one."""
 
     link: LinkIndex
     active: StrictBool | None = None
@@ -36,7 +44,7 @@ class NvLinkSample(_Wire):
     recovery_errors: Count | None = None
     crc_flit_errors: Count | None = None
     crc_data_errors: Count | None = None
-    errors: ErrorMap = Field(default_factory=dict)
+    errors: ErrorMap = dataclasses.field(default_factory=dict)
 
 
 class HealthReadings(_Wire):
