@@ -67,8 +67,9 @@ _BY_TYPE: dict[str, type[Wire]] = {
 }
 # Lists of entries, each with an identity of its own: a bad entry is dropped alone.
 # (owner, field): (entry model, noun, cap)
-_Entry = type[Wire] | type[NvLinkSample]
-"""A model an entry is checked as (a wire model, or the NVLink's slotted dataclass)."""
+_Entry = type[Wire] | type[NvLinkSample] | type[ProcessSample]
+"""A model an entry is checked as (a wire model, or a slotted dataclass: an NVLink, a
+process)."""
 _ENTRIES: dict[tuple[_Entry, str], tuple[_Entry, str, int]] = {
     (Hello, "gpus"): (GpuInfo, "GPU", MAX_GPUS),
     (GpuInfo, "mig"): (MigInfo, "MIG slice", MAX_SLICES),
@@ -176,7 +177,7 @@ def _said_once(notes: list[str]) -> tuple[str, ...]:
 
 
 def _fields(model: _Entry) -> dict[str, FieldInfo]:
-    """The fields of a wire model or of the NVLink's dataclass, by name."""
+    """The fields of a wire model or of a wire dataclass, by name."""
     if issubclass(model, Wire):
         return model.model_fields
     fields: dict[str, FieldInfo] = getattr(model, "__pydantic_fields__")  # noqa: B009

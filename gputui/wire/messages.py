@@ -24,9 +24,11 @@ every list a cap.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, field_validator
+from pydantic import ConfigDict, Field, StrictBool, field_validator
+from pydantic.dataclasses import dataclass
 
 from gputui.wire.fields import (
     MAX_ERRORS,
@@ -220,11 +222,16 @@ class Parent(_Wire):
     name: ShortText
 
 
-class ProcessSample(_Wire):
+@dataclass(frozen=True, slots=True, config=ConfigDict(extra="ignore"))
+class ProcessSample:
     """A process that holds memory on a GPU, as the host saw it.
 
     ``ppid`` came in with the tree view (the chain above it is in ``Sample.parents``);
     an older helper sends none, so ``ppid`` is None and the console shows a flat list.
+
+    Checked as every wire model is, but a slotted dataclass (as ``NvLinkSample``):
+    every sample of every host holds several, and a model is three objects to make,
+    scan and free, this one.
     """
 
     pid: Pid
@@ -237,7 +244,7 @@ class ProcessSample(_Wire):
     container: ShortText | None = None
     ppid: ParentPid | None = None
     kind: Literal["compute", "graphics"] = "compute"
-    errors: ErrorMap = Field(default_factory=dict)
+    errors: ErrorMap = dataclasses.field(default_factory=dict)
 
 
 GpuState = Literal["ok", "lost", "error"]

@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from gputui.scheduler.client.deltas import DeltaError, HostBook, diff, host_view
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, Parent, ProcessSample, Sample
+
+_PROCESS: TypeAdapter[ProcessSample] = TypeAdapter(ProcessSample)
 
 small = st.one_of(st.none(), st.integers(0, 100))
 procs = st.lists(
@@ -189,7 +191,7 @@ _FIELD_NAMES = st.sampled_from(
     [*GpuSample.model_fields, "processes", "not_a_field"],
 )
 _PROCESS_LISTS = st.one_of(
-    procs.map(lambda listed: [p.model_dump(mode="json") for p in listed]),
+    procs.map(lambda listed: [_PROCESS.dump_python(p, mode="json") for p in listed]),
     st.lists(st.dictionaries(st.sampled_from(["pid", "uid", "user"]), _ANY_VALUE), max_size=2),
 )
 _GPU_DELTAS = st.fixed_dictionaries(

@@ -34,7 +34,7 @@ from gputui.common.text import clean
 from gputui.telemetry import HostSnapshot, HostStatus
 from gputui.wire.fields import MAX_GPUS, Epoch, Notes, Seconds, ShortText
 from gputui.wire.health import HealthReadings
-from gputui.wire.messages import Event, GpuSample, Hello, Parent, Sample
+from gputui.wire.messages import Event, GpuSample, Hello, Parent, ProcessSample, Sample
 
 MAX_EVENTS = 256
 """Events kept per host in a delta (a host's snapshot keeps fewer)."""
@@ -83,8 +83,17 @@ def host_view(snap: HostSnapshot) -> HostView:
         "notes": list(sample.notes),
     }
     gpus = tuple(g.model_dump(mode="json", exclude={"processes"}) for g in sample.gpus)
-    procs = tuple(tuple(p.model_dump(mode="json") for p in g.processes) for g in sample.gpus)
+    procs = tuple(tuple(map(_process_json, g.processes)) for g in sample.gpus)
     return HostView(top, gpus, procs)
+
+
+_PROCESS: TypeAdapter[ProcessSample] = TypeAdapter(ProcessSample)
+
+
+def _process_json(process: ProcessSample) -> dict[str, Any]:
+    """A process as plain values (what its model's ``model_dump`` was)."""
+    view: dict[str, Any] = _PROCESS.dump_python(process, mode="json")
+    return view
 
 
 _HEALTH_DEFAULTS: dict[str, Any] = {
