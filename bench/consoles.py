@@ -220,7 +220,8 @@ async def measure_direct(replay: Replay, count: int, seconds: float) -> dict[str
 class Head:
     """A real ``gputui head`` process over the replay's hosts."""
 
-    def __init__(self, d: Path, replay: Replay, count: int) -> None:
+    def __init__(self, d: Path, replay: Replay, count: int, checkout: Path | None = None) -> None:
+        """``checkout``: run that checkout's gputui (``bench/heads.py --vs``), not this one."""
         self.sock = d / "head.sock"
         (d / "db").mkdir()
         self.metrics_port = _free_port()
@@ -239,11 +240,14 @@ class Head:
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         self.log = d / "head.log"
         with self.log.open("ab") as log:
+            env = None if checkout is None else {**os.environ, "PYTHONPATH": str(checkout)}
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "gputui.entry", "head", "--hosts", str(self.config_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
+                env=env,
+                cwd=checkout,
             )
         self.started = time.monotonic()
 

@@ -54,6 +54,7 @@ from gputui.scheduler.head.watch.hosts import HostWatch
 from gputui.scheduler.policy.meter import Metered
 from gputui.scheduler.store.tables import Gpu
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.fields import unchecked
 from gputui.wire.health import NvLinkSample
 from gputui.wire.messages import GpuInfo, GpuSample, Hello, ProcessSample, Sample
 
@@ -186,9 +187,9 @@ def resampled(view: FleetView, n: int) -> FleetView:
     for host in view.hosts:
         assert host.sample is not None
         gpus = tuple(
-            g.model_copy(update={"util_gpu": 80 + n % 20, "power_w": 300.0 + n,
-                                 "temp_c": 60 + n % 9, "mem_used_mib": 61_000 + n})
-            if g.util_gpu else g.model_copy()
+            unchecked(g, util_gpu=80 + n % 20, power_w=300.0 + n,
+                      temp_c=60 + n % 9, mem_used_mib=61_000 + n)
+            if g.util_gpu else unchecked(g)
             for g in host.sample.gpus
         )  # fmt: skip
         hosts.append(replace(host, sample=Sample(seq=n, time=float(n), gpus=gpus)))

@@ -18,11 +18,10 @@ import json
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from gputui.common.text import clean
-from gputui.wire.fields import MAX_ERRORS, MAX_GPUS, MAX_NOTES, Wire
+from gputui.wire.fields import MAX_ERRORS, MAX_GPUS, MAX_NOTES, Wire, wire_fields
 from gputui.wire.health import NVLINK_MAX_LINKS, NvLinkSample
 from gputui.wire.messages import (
     MAX_LINE_BYTES,
@@ -67,9 +66,9 @@ _BY_TYPE: dict[str, type[Wire]] = {
 }
 # Lists of entries, each with an identity of its own: a bad entry is dropped alone.
 # (owner, field): (entry model, noun, cap)
-_Entry = type[Wire] | type[NvLinkSample] | type[ProcessSample]
-"""A model an entry is checked as (a wire model, or a slotted dataclass: an NVLink, a
-process)."""
+_Entry = type[Wire] | type[GpuSample] | type[NvLinkSample] | type[ProcessSample]
+"""A model an entry is checked as (a wire model, or a slotted dataclass: a GPU's
+readings, a process, an NVLink)."""
 _ENTRIES: dict[tuple[_Entry, str], tuple[_Entry, str, int]] = {
     (Hello, "gpus"): (GpuInfo, "GPU", MAX_GPUS),
     (GpuInfo, "mig"): (MigInfo, "MIG slice", MAX_SLICES),
@@ -176,14 +175,6 @@ def _said_once(notes: list[str]) -> tuple[str, ...]:
     return tuple(unique)
 
 
-def _fields(model: _Entry) -> dict[str, FieldInfo]:
-    """The fields of a wire model or of a wire dataclass, by name."""
-    if issubclass(model, Wire):
-        return model.model_fields
-    fields: dict[str, FieldInfo] = getattr(model, "__pydantic_fields__")  # noqa: B009
-    return fields
-
-
 def _cut_entries(model: _Entry, obj: dict[str, Any], notes: list[str]) -> None:
     """Cut every list of entries to its cap before anything looks inside them."""
     for (owner, field), (entry_model, noun, cap) in _ENTRIES.items():
@@ -217,7 +208,7 @@ def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) 
         i = 1  # loc[0] is the discriminator's tag
         while i < len(loc):
             part = loc[i]
-            if not isinstance(part, str) or part not in _fields(model):
+            if not isinstance(part, str) or part not in wire_fields(model):
                 break
             field = part
             nested = _ENTRIES.get((model, part))
@@ -245,7 +236,7 @@ def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) 
             drops.setdefault(id(entry[0]), (entry[0], set()))[1].add(entry[1])
             notes.append(f"dropped {entry[2]} entry {entry[1]}: not an object")
             continue
-        info = _fields(model)[field]
+        info = wire_fields(model)[field]
         value = obj.get(field)
         if reason == "TooMany" and isinstance(value, list):
             del value[MAX_THROTTLE_REASONS:]
@@ -264,7 +255,7 @@ def _repair(data: dict[str, Any], errors: list[ErrorDetails], notes: list[str]) 
                 obj.pop(field, None)
             else:
                 obj[field] = fallback
-            if "errors" in _fields(model):
+            if "errors" in wire_fields(model):
                 found = obj.get("errors")
                 if not isinstance(found, dict):
                     obj["errors"] = found = {}

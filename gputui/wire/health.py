@@ -18,7 +18,6 @@ from pydantic import ConfigDict, Field, StrictBool
 from pydantic.dataclasses import dataclass
 
 from gputui.wire.fields import Count, ErrorMap, ShortText
-from gputui.wire.fields import Wire as _Wire
 
 NVLINK_MAX_LINKS = 18
 """``NVML_NVLINK_MAX_LINKS``: links per GPU (H100 has 18)."""
@@ -47,7 +46,8 @@ class NvLinkSample:
     errors: ErrorMap = dataclasses.field(default_factory=dict)
 
 
-class HealthReadings(_Wire):
+@dataclass(frozen=True, slots=True, kw_only=True, config=ConfigDict(extra="ignore"))
+class HealthReadings:
     """The health fields of ``GpuSample`` (read when ``health_read``)."""
 
     health_read: StrictBool = False

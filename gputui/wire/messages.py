@@ -250,10 +250,17 @@ class ProcessSample:
 GpuState = Literal["ok", "lost", "error"]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, config=ConfigDict(extra="ignore"))
 class GpuSample(HealthReadings):
     """One GPU's readings at one instant. ``state`` is ``lost`` once NVML says so.
 
-    The health readings (``HealthReadings``) come in some samples only."""
+    The health readings (``HealthReadings``) come in some samples only.
+
+    Checked as every wire model is, but a slotted dataclass (as ``ProcessSample``):
+    a host's every sample holds one per GPU, and every reader of the head reads their
+    fields. A model is three objects to make, scan and free and reads a field from a
+    dict; this is one object and reads a slot. ``wire_fields`` lists its fields;
+    ``unchecked`` copies it with fields changed (``model_copy``'s part)."""
 
     index: GpuIndex
     uuid: ShortText
@@ -277,7 +284,7 @@ class GpuSample(HealthReadings):
     processes: Annotated[tuple[ProcessSample, ...], Field(max_length=MAX_PROCESSES)] = ()
     mig: Annotated[tuple[MigSample, ...], Field(max_length=MAX_SLICES)] = ()
     """Its MIG slices' readings (memory, utilisation where NVML gives it, pids)."""
-    errors: ErrorMap = Field(default_factory=dict)
+    errors: ErrorMap = dataclasses.field(default_factory=dict)
 
 
 class Sample(_Wire):

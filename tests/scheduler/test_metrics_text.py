@@ -6,6 +6,7 @@ prometheus_client's parser), and its label cache never serves a stale label.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
@@ -163,11 +164,10 @@ def changed(view: FleetView, data: st.DataObject) -> FleetView:
         if gpus and data.draw(st.integers(0, 4)) == 0:
             gpus.pop(data.draw(st.integers(0, len(gpus) - 1)))
         gpus = [
-            g.model_copy(
-                update={
-                    "util_gpu": data.draw(st.none() | st.integers(0, 100)),
-                    "power_w": data.draw(st.none() | st.sampled_from([-0.0, 0.0, 1.5, 300.0])),
-                }
+            dataclasses.replace(
+                g,
+                util_gpu=data.draw(st.none() | st.integers(0, 100)),
+                power_w=data.draw(st.none() | st.sampled_from([-0.0, 0.0, 1.5, 300.0])),
             )
             if data.draw(st.booleans())
             else g
@@ -219,7 +219,7 @@ def test_the_cache_drops_the_hosts_that_left() -> None:
 
 
 def replace_uuid(gpu: GpuSample, uuid: str) -> GpuSample:
-    return gpu.model_copy(update={"uuid": uuid})
+    return dataclasses.replace(gpu, uuid=uuid)
 
 
 def test_minus_zero_is_written_as_zero_by_both_writers() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -260,7 +261,7 @@ def test_summaries_come_once_a_turn_and_a_status_change_at_once(tmp_path: Path) 
             # Nor is a GPU's new state (a card fallen off the bus), its host still live.
             latest = hub.latest("gpu02")
             assert latest is not None and latest.sample is not None
-            card = latest.sample.gpus[0].model_copy(update={"state": "lost"})
+            card = dataclasses.replace(latest.sample.gpus[0], state="lost")
             fallen = latest.with_changes(sample=latest.sample.model_copy(update={"gpus": (card,)}))
             th.in_loop(lambda: hub.observe(fallen))
             while True:

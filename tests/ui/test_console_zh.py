@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 from test_health_screen import board as fault_board
 from test_snapshots import make_app, select_alice
 from textual.widgets import DataTable, Static
@@ -178,7 +179,7 @@ async def test_the_summary_bar_is_chinese_in_each_of_its_forms(chinese: None) ->
 def _fault_host() -> HostSnapshot:
     """A host whose one card shows several faults at once, and a helper that failed
     on another host: each kind of problem line the health checks write."""
-    gpu = GpuSample.model_validate(
+    gpu = TypeAdapter(GpuSample).validate_python(
         {
             "index": 0, "uuid": "GPU-c0", "health_read": True, "ecc_uncorrected": 3,
             "remap_failed": True, "retired_dbe": 80, "pcie_gen": 3, "pcie_width": 8,

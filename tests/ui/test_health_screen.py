@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import TypeAdapter
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 from ui_fakes import NOW, FakeSource, fixed_clock
@@ -38,7 +39,7 @@ def _host(name: str, *gpus: GpuSample, events: tuple[Event, ...] = ()) -> HostSn
 
 def board() -> HealthBoard:
     b = HealthBoard(HealthThresholds())
-    gpu = GpuSample.model_validate
+    gpu = TypeAdapter(GpuSample).validate_python
     read = {"health_read": True}  # a health reading each: every check made
     b.observe(
         _host(

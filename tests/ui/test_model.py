@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import ui_fakes as fakes
 from rich.cells import cell_len
@@ -221,7 +223,7 @@ def test_memory_held_by_no_process_is_flagged() -> None:
     held = GpuSample(index=0, uuid="GPU-1", mem_used_mib=20480, mem_total_mib=81920)
     assert [f.label for f in gpu_flags(held, (), 0.0, health)] == ["NOPROC"]
     assert has_standing_problem(held, health)
-    owned = held.model_copy(update={"processes": (ProcessSample(pid=42, gpu_mem_mib=20000),)})
+    owned = dataclasses.replace(held, processes=(ProcessSample(pid=42, gpu_mem_mib=20000),))
     idle = GpuSample(index=0, uuid="GPU-1", mem_used_mib=300, mem_total_mib=81920)
     for sample in (owned, idle):
         assert gpu_flags(sample, (), 0.0, health) == []

@@ -11,6 +11,7 @@ checked on their own below.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import time
@@ -49,8 +50,7 @@ def with_rogue(snap: HostSnapshot) -> HostSnapshot:
     """The console's own sample of the host lists the rogue on GPU 2, as the head's does."""
     assert snap.sample is not None
     gpus = tuple(
-        g.model_copy(update={"processes": (ROGUE,)}) if g.index == 2 else g
-        for g in snap.sample.gpus
+        dataclasses.replace(g, processes=(ROGUE,)) if g.index == 2 else g for g in snap.sample.gpus
     )
     return snap.with_changes(sample=snap.sample.model_copy(update={"gpus": gpus}))
 

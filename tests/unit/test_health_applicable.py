@@ -10,6 +10,7 @@ errors and readings.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from gputui.cli.health import as_json, as_text
 from gputui.config.models import HealthThresholds
@@ -41,7 +43,7 @@ def _cards(model: str, count: int = 1) -> list[tuple[GpuSample, GpuInfo]]:
     helper.hello()
     return [
         (
-            GpuSample.model_validate(gpu.sample(helper.table, health=True)),
+            TypeAdapter(GpuSample).validate_python(gpu.sample(helper.table, health=True)),
             GpuInfo.model_validate(gpu.inventory()),
         )
         for gpu in helper.gpus
@@ -196,7 +198,7 @@ def test_a_check_is_unknown_only_when_a_reading_failed_and_always_for_a_real_fai
         index=0, uuid=UUID, health_read=True, errors=errors, fabric_state=fabric,
         remap_pending=remap, retired_pending=retired,
     )  # fmt: skip
-    health = None if later is None else sample.model_copy(update={"errors": later})
+    health = None if later is None else dataclasses.replace(sample, errors=later)
     info = GpuInfo(index=0, uuid=UUID, name=name)
     unknown = {check for check, _ in unknown_checks(sample, health, info)}
     moot = set(not_applicable_checks(sample, health, info))

@@ -6,6 +6,7 @@ with its severity and action, and clear when the reading does.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -299,13 +300,14 @@ def test_an_acknowledgement_holds_until_the_problem_changes() -> None:
 
 
 def test_a_reading_the_card_does_not_support_is_unknown_not_ok() -> None:
-    geforce = gpu(
-        ecc_uncorrected=None,
-        errors={"ecc_uncorrected": "NotSupported"},
-        health_read=True,
-        remap_pending=None,
-    ).model_copy(
-        update={"errors": {"ecc_uncorrected": "NotSupported", "remap_pending": "NotSupported"}}
+    geforce = dataclasses.replace(
+        gpu(
+            ecc_uncorrected=None,
+            errors={"ecc_uncorrected": "NotSupported"},
+            health_read=True,
+            remap_pending=None,
+        ),
+        errors={"ecc_uncorrected": "NotSupported", "remap_pending": "NotSupported"},
     )
     b = board()
     assert seen(b, snap(geforce)) == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 from typing import Any
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 
 from gputui.wire.chains import chain, parent_index
 from gputui.wire.decode import ProtocolError, decode_helper_line
+from gputui.wire.fields import wire_fields
 from gputui.wire.messages import (
     MAX_ANCESTORS,
     MAX_GPUS,
@@ -33,8 +35,8 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 
 def walk(value: Any) -> Any:
     """Every leaf of a decoded model (strings, numbers, keys)."""
-    if isinstance(value, BaseModel):
-        for name in type(value).model_fields:
+    if isinstance(value, BaseModel) or dataclasses.is_dataclass(value):
+        for name in wire_fields(type(value)):
             yield from walk(getattr(value, name))
     elif isinstance(value, dict):
         for key, item in value.items():

@@ -13,6 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from gputui.scheduler.client.deltas import DeltaError, HostBook, diff, host_view
 from gputui.telemetry import HostSnapshot, HostStatus
+from gputui.wire.fields import wire_fields
 from gputui.wire.messages import Event, GpuInfo, GpuSample, Hello, Parent, ProcessSample, Sample
 
 _PROCESS: TypeAdapter[ProcessSample] = TypeAdapter(ProcessSample)
@@ -188,7 +189,7 @@ _ANY_VALUE = st.one_of(
     ),
 )
 _FIELD_NAMES = st.sampled_from(
-    [*GpuSample.model_fields, "processes", "not_a_field"],
+    [*wire_fields(GpuSample), "processes", "not_a_field"],
 )
 _PROCESS_LISTS = st.one_of(
     procs.map(lambda listed: [_PROCESS.dump_python(p, mode="json") for p in listed]),

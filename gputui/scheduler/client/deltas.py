@@ -32,7 +32,7 @@ from pydantic.fields import FieldInfo
 
 from gputui.common.text import clean
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.wire.fields import MAX_GPUS, Epoch, Notes, Seconds, ShortText
+from gputui.wire.fields import MAX_GPUS, Epoch, Notes, Seconds, ShortText, unchecked, wire_fields
 from gputui.wire.health import HealthReadings
 from gputui.wire.messages import Event, GpuSample, Hello, Parent, ProcessSample, Sample
 
@@ -82,12 +82,13 @@ def host_view(snap: HostSnapshot) -> HostView:
         "parents": [p.model_dump(mode="json") for p in sample.parents],
         "notes": list(sample.notes),
     }
-    gpus = tuple(g.model_dump(mode="json", exclude={"processes"}) for g in sample.gpus)
+    gpus = tuple(_GPU.dump_python(g, mode="json", exclude={"processes"}) for g in sample.gpus)
     procs = tuple(tuple(map(_process_json, g.processes)) for g in sample.gpus)
     return HostView(top, gpus, procs)
 
 
 _PROCESS: TypeAdapter[ProcessSample] = TypeAdapter(ProcessSample)
+_GPU: TypeAdapter[GpuSample] = TypeAdapter(GpuSample)
 
 
 def _process_json(process: ProcessSample) -> dict[str, Any]:
@@ -98,7 +99,7 @@ def _process_json(process: ProcessSample) -> dict[str, Any]:
 
 _HEALTH_DEFAULTS: dict[str, Any] = {
     name: info.get_default(call_default_factory=True)
-    for name, info in HealthReadings.model_fields.items()
+    for name, info in wire_fields(HealthReadings).items()
 }
 """The health readings as a sample without them has them (``health_read`` false)."""
 _SUMMARY_PROCESS = ("pid", "user")
@@ -266,7 +267,7 @@ class HostBook:
             for i, known in enumerate(host.decoded):
                 if known is None:  # its processes validated with it, in the same call
                     fields = {**host.gpus[i], "processes": host.procs[i]}
-                    host.decoded[i] = GpuSample.model_validate(fields)
+                    host.decoded[i] = _GPU.validate_python(fields)
             sample = _sample(name, host)
             hello = _hello(host)
             events = _events(host)
@@ -302,7 +303,7 @@ def _adapter(info: FieldInfo) -> _Checks:
 
 
 _GPU_FIELDS: dict[str, _Checks] = {
-    name: _adapter(info) for name, info in GpuSample.model_fields.items()
+    name: _adapter(info) for name, info in wire_fields(GpuSample).items()
 }
 """Each field of ``GpuSample``, checked alone as the model checks it (it has no check
 across fields): a delta changes a few of a GPU's fields, and only those are checked
@@ -321,7 +322,7 @@ def _patch(name: str, host: _Host) -> None:
             continue
         host.decoded[i] = None  # until its fields pass
         update = {key: _check(name, _GPU_FIELDS, key, value) for key, value in changed.items()}
-        host.decoded[i] = known.model_copy(update=update)
+        host.decoded[i] = unchecked(known, **update)
 
 
 def _place(name: str, key: Any, count: int) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from gputui.wire.fields import unchecked
 from gputui.wire.messages import GpuInfo, GpuSample
 
 
@@ -101,7 +102,5 @@ def on_slices(gpus: Iterable[GpuSample]) -> Iterator[GpuSample]:
             yield g
             continue
         sliced = {p for s in g.mig for p in s.pids}
-        yield g.model_copy(
-            update={"processes": tuple(p for p in g.processes if p.pid not in sliced)}
-        )
+        yield unchecked(g, processes=tuple(p for p in g.processes if p.pid not in sliced))
         yield from slice_samples(g)
