@@ -48,7 +48,7 @@ _LINK_COUNTERS = ("replay_errors", "recovery_errors", "crc_flit_errors", "crc_da
 _link_counters: Callable[[object], tuple[int | None, ...]] = operator.attrgetter(*_LINK_COUNTERS)
 
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -574,7 +574,7 @@ class HealthBoard:
         """Per host: (GPU index, check) for checks its cards' models have no feature for."""
         return self._listed(lambda card: card.not_applicable)
 
-    def _listed(self, of: Callable[[_Checked], list[T]]) -> dict[str, list[T]]:
+    def _listed(self, of: Callable[[_Checked], list[_T]]) -> dict[str, list[_T]]:
         """Per host with any: what ``of`` lists of each of its cards' last answers."""
         out = {}
         for host, cards in self._gaps.items():

@@ -30,12 +30,9 @@ LinkIndex = Annotated[int, Field(ge=0, le=NVLINK_MAX_LINKS - 1, strict=True)]
 
 @dataclass(frozen=True, slots=True, config=ConfigDict(extra="ignore"))
 class NvLinkSample:
-    """One NVLink of a GPU: up or down, and its error counters where supported.
-
-    Checked as every wire model is, but a slotted dataclass, not a model: a health
-    reading holds up to 18 of them per GPU, most of the objects it is made of, and a
-    model is three objects to make, scan and free (itself, its fields, the set of
-    those given), this one."""
+    """One NVLink of a GPU: up or down, and its error counters where supported. A
+    slotted dataclass, as ``GpuSample`` is (why: there); a health reading holds up to
+    18 per GPU."""
 
     link: LinkIndex
     active: StrictBool | None = None

@@ -229,9 +229,7 @@ class ProcessSample:
     ``ppid`` came in with the tree view (the chain above it is in ``Sample.parents``);
     an older helper sends none, so ``ppid`` is None and the console shows a flat list.
 
-    Checked as every wire model is, but a slotted dataclass (as ``NvLinkSample``):
-    every sample of every host holds several, and a model is three objects to make,
-    scan and free, this one.
+    A slotted dataclass, as ``GpuSample`` is (why: there).
     """
 
     pid: Pid
@@ -256,10 +254,11 @@ class GpuSample(HealthReadings):
 
     The health readings (``HealthReadings``) come in some samples only.
 
-    Checked as every wire model is, but a slotted dataclass (as ``ProcessSample``):
-    a host's every sample holds one per GPU, and every reader of the head reads their
-    fields. A model is three objects to make, scan and free and reads a field from a
-    dict; this is one object and reads a slot. ``wire_fields`` lists its fields;
+    Checked as every wire model is, but a slotted dataclass (as its processes and
+    NVLinks are): a host's every sample holds one per GPU, and every reader of the
+    head reads their fields. A model is three objects to make, scan and free (itself,
+    its fields' dict, the set of those given) and reads a field from a dict; this is
+    one object and reads a slot. ``wire_fields`` lists its fields;
     ``unchecked`` copies it with fields changed (``model_copy``'s part)."""
 
     index: GpuIndex

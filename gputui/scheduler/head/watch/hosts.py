@@ -40,7 +40,7 @@ from gputui.scheduler.policy.vendors import card_pool
 from gputui.scheduler.store.api import Tx
 from gputui.scheduler.store.tables import Gpu, Host
 from gputui.telemetry import HostSnapshot, HostStatus
-from gputui.wire.messages import GpuSample, Sample
+from gputui.wire.messages import GpuSample, ProcessSample, Sample
 
 
 @dataclass(slots=True)
@@ -552,7 +552,9 @@ _fence_fields: Callable[[GpuSample], tuple[object, ...]] = operator.attrgetter(
 
 def _lists(kept: tuple[ownership.GpuProc, ...], sample: Sample) -> bool:
     """Whether ``sample`` lists exactly the processes of ``kept``, in its order (a MIG
-    card's processes go to its slices: such a host is made again)."""
+    card's processes go to its slices: such a host is made again). Field by field,
+    what ``_key_of`` makes, stopping at the first difference: twice as fast as making
+    and comparing the keys, for every process of the fleet each sweep."""
     i, n = 0, len(kept)
     for g in sample.gpus:
         if g.mig:
@@ -587,30 +589,26 @@ def _made(
     out = []
     for g in on_slices(sample.gpus):
         for p in g.processes:
-            graphics = p.kind == "graphics"
-            key = (g.uuid, g.index, p.pid, p.uid, p.user, p.command, p.start_ticks, graphics)
-            proc = before.get((*key, p.container))
+            key = _key_of(g, p)
+            proc = before.get(key)
             if proc is None:
-                proc = ownership.GpuProc(
-                    host=name,
-                    gpu_uuid=g.uuid,
-                    gpu_index=g.index,
-                    pid=p.pid,
-                    uid=p.uid,
-                    user=p.user,
-                    name=p.command,
-                    start_ticks=p.start_ticks,
-                    graphics=graphics,
-                    container=p.container,
-                )
+                proc = ownership.GpuProc(name, *key)
             out.append(proc)
     return tuple(out)
 
 
-_proc_key: Callable[[ownership.GpuProc], tuple[object, ...]] = operator.attrgetter(
+_PROC_FIELDS = (
     "gpu_uuid", "gpu_index", "pid", "uid", "user", "name", "start_ticks", "graphics", "container"
-)
-"""What ``GpuProc`` holds of a process and its GPU (``_made``'s key)."""
+)  # fmt: skip
+"""What ``GpuProc`` holds of a process and its card, after its host, in its order."""
+_ProcFacts = tuple[str, int, int, int | None, str | None, str, int | None, bool, str | None]
+_proc_key: Callable[[ownership.GpuProc], _ProcFacts] = operator.attrgetter(*_PROC_FIELDS)
+
+
+def _key_of(g: GpuSample, p: ProcessSample) -> _ProcFacts:
+    """What a ``GpuProc`` of process ``p`` on card ``g`` holds (``_PROC_FIELDS``)."""
+    graphics = p.kind == "graphics"
+    return (g.uuid, g.index, p.pid, p.uid, p.user, p.command, p.start_ticks, graphics, p.container)
 
 
 def _kinds(problems: Mapping[str, tuple[CardProblem, ...]]) -> dict[str, frozenset[str]]:
