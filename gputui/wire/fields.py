@@ -8,10 +8,7 @@ a number (an int is a fine float); NaN and infinity never are.
 
 from __future__ import annotations
 
-import operator
-from collections import deque
 from collections.abc import Callable
-from itertools import repeat
 from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -106,17 +103,27 @@ _COPIERS: dict[type[Any], Callable[[Any], Any]] = {}
 
 
 def _copier(cls: type[Any]) -> Callable[[Any], Any]:
-    """A copy of a slotted ``cls``, slot by slot in C (``copy.copy`` goes through
-    pickling's protocol, three times as long: a console copies a GPU for each delta
-    it takes)."""
-    names = tuple(n for klass in reversed(cls.__mro__) for n in klass.__dict__.get("__slots__", ()))
-    read = operator.attrgetter(*names)
-    put = object.__setattr__
+    """A function that copies a slotted ``cls`` slot by slot, written out for ``cls``:
+    each slot read as an attribute and written through its own slot descriptor (the
+    class is frozen, so not by assignment). A console copies a GPU for each delta it
+    takes: this is 2.4x as fast as a loop over the slots in C (``attrgetter`` and
+    ``object.__setattr__``), and ``copy.copy`` (pickling's protocol) is slower still.
 
-    def copy(obj: Any) -> Any:
-        made = object.__new__(cls)
-        deque(map(put, repeat(made), names, read(obj)), maxlen=0)
-        return made
-
+    The code is made from the class's own slot names, which are identifiers (a class
+    statement made them), never from anything that came in."""
+    slots: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        for name in klass.__dict__.get("__slots__", ()):
+            if not name.isidentifier() or name.startswith("__"):
+                raise TypeError(f"{cls.__name__}: slot {name!r} cannot be copied by name")
+            slots[name] = klass.__dict__[name].__set__
+    lines = [f"    _{i}(made, obj.{name})" for i, name in enumerate(slots)]
+    params = "".join(f", _{i}=_{i}" for i in range(len(slots)))
+    source = f"def copy(obj, _new=_new, _cls=_cls{params}):\n    made = _new(_cls)\n"
+    source += "\n".join(lines) + "\n    return made\n"
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    scope.update((f"_{i}", put) for i, put in enumerate(slots.values()))
+    exec(compile(source, f"<copy of {cls.__name__}>", "exec"), scope)  # noqa: S102
+    copy: Callable[[Any], Any] = scope["copy"]
     _COPIERS[cls] = copy
     return copy

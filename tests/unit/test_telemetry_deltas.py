@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
@@ -216,8 +216,15 @@ def _afresh(book: HostBook, name: str) -> HostSnapshot | None:
         return None
 
 
+_WITH_A_PROCESS = GpuSample(index=0, uuid="GPU-0", processes=(ProcessSample(pid=3),))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.tuples(gpu(0), gpu(1)), st.lists(_GPU_DELTAS, min_size=1, max_size=8))
+@example(  # a GPU's own fields naming ``processes``: its list still comes from ``procs``
+    (_WITH_A_PROCESS, GpuSample(index=1, uuid="GPU-1")),
+    [{"fields": {"processes": []}, "procs": None, "gpu": 0}],
+)
 def test_checking_only_the_changed_fields_equals_checking_the_gpu_afresh(
     gpus: tuple[GpuSample, GpuSample], deltas: list[dict[str, Any]]
 ) -> None:
@@ -268,3 +275,47 @@ def test_a_samples_own_fields_are_checked_as_the_model_checks_them(
         except ValidationError:
             want = None
         assert got == want
+
+
+_TOP_NAMES = st.sampled_from(
+    [
+        "address",
+        "status",
+        "message",
+        "pool",
+        "labels",
+        "received_at",
+        "next_retry_at",
+        "stale_after_s",
+        "notes",
+        "not_a_field",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(_TOP_NAMES, _ANY_VALUE | st.sampled_from(["up", "down"]), max_size=3),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_a_hosts_own_changed_fields_are_checked_as_checking_it_afresh(
+    tops: list[dict[str, Any]],
+) -> None:
+    """Each delta changes the host's ``received_at``: only what changed is checked
+    again, onto the fields as checked before, and that must be what checking the whole
+    host gives (a bad field refused each time, until a delta mends it)."""
+    snap = HostSnapshot(name="h", address="h", received_at=5.0, sample=Sample(seq=1))
+    book = HostBook()
+    first = diff("h", None, host_view(snap))
+    assert first is not None
+    assert book.apply(first) == snap
+    for top in tops:
+        try:
+            got: HostSnapshot | None = book.apply({"host": "h", "top": top})
+        except DeltaError as exc:
+            assert "\n" not in str(exc)
+            got = None
+        assert got == _afresh(book, "h")

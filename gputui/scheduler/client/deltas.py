@@ -7,7 +7,7 @@ number and time ...), each GPU's fields that changed (one that did not is not se
 and the process list of a GPU whose list changed. The first push of a subscription
 is a diff from nothing: everything. The console keeps the same views (``HostBook``)
 and rebuilds a ``HostSnapshot`` from them, checking again only the GPU fields that
-changed (each alone, onto the GPU as decoded before).
+changed (in one check, onto the GPU as decoded before), and so the host's own fields.
 
 A host a console does not show (``summary_view``) is sent as the grid needs it and no
 more: the host's fields and every GPU's readings, each process as its pid and user
@@ -29,6 +29,7 @@ from typing import Annotated, Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
+from typing_extensions import TypedDict  # pydantic's own: typing's before 3.12 it refuses
 
 from gputui.common.text import clean
 from gputui.telemetry import HostSnapshot, HostStatus
@@ -193,9 +194,12 @@ class _Host:
     decoded: list[GpuSample | None] = field(default_factory=list)
     changed: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Place -> the fields (and ``processes``) deltas changed since the GPU was last
-    decoded: checked alone (``_GPU_FIELDS``) onto the GPU as decoded before."""
+    decoded: checked without the rest (``_GPU_FIELDS``) onto the GPU as decoded before."""
     top_model: _Top | None = None
-    """``top`` checked, kept until a field other than the sample's changes."""
+    """``top`` checked (None: checked whole next, as after a field that failed)."""
+    top_changed: dict[str, Any] = field(default_factory=dict)
+    """The host's own fields deltas changed since ``top_model``: checked without the
+    rest, onto it (each delta changes ``received_at``)."""
     hello: tuple[Any, Hello | None] = (None, None)
     events: tuple[Any, tuple[Event, ...]] = (None, ())
     parents: tuple[Any, tuple[Parent, ...]] = (None, ())
@@ -230,8 +234,8 @@ class HostBook:
         if not isinstance(top, dict) or not isinstance(gpus, dict) or not isinstance(procs, dict):
             raise DeltaError(f"{name}: a telemetry delta of the wrong shape")
         host.top.update(top)
-        if any(key != "sample" for key in top):
-            host.top_model = None
+        if host.top_model is not None:
+            host.top_changed.update((k, v) for k, v in top.items() if k in _TOP_KEYS)
         if n is not None:
             if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_GPUS:
                 raise DeltaError(f"{name}: GPU count {str(n)[:20]!r} out of range")
@@ -247,7 +251,9 @@ class HostBook:
             host.gpus[i].update(fields)
             if host.decoded[i] is not None:
                 changed = host.changed.setdefault(i, {})
-                changed.update((k, v) for k, v in fields.items() if k in _OWN_FIELDS)
+                changed.update(fields)  # keys of no field: left out by the check
+                if "processes" in fields:  # a GPU's processes come apart (``procs``)
+                    changed["processes"] = host.procs[i]
         for key, listed in procs.items():
             i = _place(name, key, len(host.gpus))
             if not isinstance(listed, list):
@@ -261,7 +267,12 @@ class HostBook:
         try:
             top = host.top_model
             if top is None:
-                top = host.top_model = _Top.model_validate(host.top)
+                top = _Top.model_validate(host.top)
+            elif host.top_changed:
+                host.top_model = None  # until the fields pass
+                top = top.model_copy(update=_TOP_FIELDS.validate_python(host.top_changed))
+            host.top_changed.clear()
+            host.top_model = top
             if host.changed:
                 _patch(name, host)
             for i, known in enumerate(host.decoded):
@@ -294,22 +305,24 @@ class _Checks(Protocol):
     def validate_python(self, value: Any, /) -> Any: ...
 
 
-def _adapter(info: FieldInfo) -> _Checks:
-    """The field's own validator (a ``TypeAdapter``'s, called without its wrapper)."""
-    kind: Any = info.annotation
-    if info.metadata:  # its constraints (``Field(ge=...)``, ``Strict``) as the model has them
-        kind = Annotated[(kind, *info.metadata)]
-    return TypeAdapter(kind).validator
+def _partial(title: str, fields: Mapping[str, FieldInfo]) -> _Checks:
+    """A check of some of ``fields`` at once (a dict of them): each as its model checks
+    it (its type and constraints, ``Field(ge=...)``, ``Strict``), all in one call. Keys
+    of no field are left out, as the models ignore them. A delta changes a few fields
+    of a GPU or of a host, and only those are checked again."""
+    kinds: dict[str, Any] = {}
+    for key, info in fields.items():
+        kind = info.annotation
+        kinds[key] = Annotated[(kind, *info.metadata)] if info.metadata else kind
+    partial: Any = TypedDict(title, kinds, total=False)  # type: ignore[misc]
+    return TypeAdapter(partial).validator
 
 
-_GPU_FIELDS: dict[str, _Checks] = {
-    name: _adapter(info) for name, info in wire_fields(GpuSample).items()
-}
-"""Each field of ``GpuSample``, checked alone as the model checks it (it has no check
-across fields): a delta changes a few of a GPU's fields, and only those are checked
-again. Keys of no field are left out, as the model ignores them."""
-_OWN_FIELDS = frozenset(_GPU_FIELDS) - {"processes"}
-"""What a GPU's own fields in a delta may change: its processes come apart (``procs``)."""
+_GPU_FIELDS = _partial("GpuChange", wire_fields(GpuSample))
+"""A GPU's fields a delta changed (``GpuSample`` has no check across fields)."""
+_TOP_FIELDS = _partial("TopChange", _Top.model_fields)
+"""A host's own fields a delta changed (``_Top`` has no check across fields either)."""
+_TOP_KEYS = frozenset(_Top.model_fields)
 
 
 def _patch(name: str, host: _Host) -> None:
@@ -321,8 +334,7 @@ def _patch(name: str, host: _Host) -> None:
         if known is None:  # dropped (fewer GPUs), or checked whole in ``_snapshot``
             continue
         host.decoded[i] = None  # until its fields pass
-        update = {key: _check(name, _GPU_FIELDS, key, value) for key, value in changed.items()}
-        host.decoded[i] = unchecked(known, **update)
+        host.decoded[i] = unchecked(known, **_check(name, _GPU_FIELDS, changed))
 
 
 def _place(name: str, key: Any, count: int) -> int:
@@ -337,11 +349,11 @@ def _notes(raw: Any) -> tuple[str, ...]:
     return tuple(clean(str(n), 128) for n in raw[:16])
 
 
-_SAMPLE_FIELDS: dict[str, _Checks] = {
-    name: _adapter(Sample.model_fields[name]) for name in ("seq", "time", "parents")
-}
-"""The fields of a ``Sample`` a delta brings, each checked alone (its GPUs are checked
-already, and ``notes`` are the console's own, from ``_notes``)."""
+_SAMPLE_FIELDS = _partial(
+    "SampleChange", {key: Sample.model_fields[key] for key in ("seq", "time", "parents")}
+)
+"""The fields of a ``Sample`` a delta brings (its GPUs are checked already, and
+``notes`` are the console's own, from ``_notes``)."""
 
 
 def _sample(name: str, host: _Host) -> Sample | None:
@@ -354,22 +366,24 @@ def _sample(name: str, host: _Host) -> Sample | None:
     if not isinstance(parents, list):
         parents = []
     if host.parents[0] != parents:  # most samples' chains are the last one's
-        host.parents = (parents, _check(name, _SAMPLE_FIELDS, "parents", parents))
+        host.parents = (parents, _check(name, _SAMPLE_FIELDS, {"parents": parents})["parents"])
+    checked = _check(name, _SAMPLE_FIELDS, {"seq": raw.get("seq"), "time": raw.get("time")})
     return Sample.model_construct(
-        seq=_check(name, _SAMPLE_FIELDS, "seq", raw.get("seq")),
-        time=_check(name, _SAMPLE_FIELDS, "time", raw.get("time")),
+        seq=checked["seq"],
+        time=checked["time"],
         gpus=tuple(cast(list[GpuSample], host.decoded)),  # each decoded by now
         parents=host.parents[1],
         notes=_notes(raw.get("notes")),
     )
 
 
-def _check(name: str, fields: Mapping[str, _Checks], key: str, value: Any) -> Any:
-    """``value`` checked as field ``key`` of ``fields``; a bad one raises ``DeltaError``."""
+def _check(name: str, fields: _Checks, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` checked by ``fields`` (a ``_partial``); a bad one raises ``DeltaError``."""
     try:
-        return fields[key].validate_python(value)
+        checked: dict[str, Any] = fields.validate_python(values)
     except ValidationError as exc:
-        raise DeltaError(f"{name}: {_first(exc, (key,))}") from None
+        raise DeltaError(f"{name}: {_first(exc)}") from None
+    return checked
 
 
 def _hello(host: _Host) -> Hello | None:
@@ -394,9 +408,9 @@ def _events(host: _Host) -> tuple[Event, ...]:
     return events
 
 
-def _first(exc: ValidationError, within: tuple[str, ...] = ()) -> str:
+def _first(exc: ValidationError) -> str:
     errors = exc.errors()
     if not errors:
         return "invalid"
-    where = ".".join(str(p) for p in (*within, *errors[0].get("loc", ())))
+    where = ".".join(str(p) for p in errors[0].get("loc", ()))
     return clean(f"{where}: {errors[0].get('msg', 'invalid')}", 200)
