@@ -48,9 +48,10 @@ def outcome(in_tmux: bool, setting: str | None) -> Copied:
     return Copied(False, _("OSC 52 sent; tmux may drop it: `{command}`").format(command=ENABLE))
 
 
-async def tmux_setting(env: Mapping[str, str], timeout: float = ASK_TMUX_S) -> str | None:
+async def tmux_setting(env: Mapping[str, str], timeout: float | None = None) -> str | None:
     """tmux's global ``set-clipboard`` (``on``, ``external``, ``off``), or None when
-    tmux is not on PATH, fails, answers something else or takes too long."""
+    tmux is not on PATH, fails, answers something else or takes longer than
+    ``timeout`` (None: ``ASK_TMUX_S``, read when asked)."""
     exe = shutil.which("tmux", path=env.get("PATH"))
     if exe is None:
         return None
@@ -68,7 +69,7 @@ async def tmux_setting(env: Mapping[str, str], timeout: float = ASK_TMUX_S) -> s
     except OSError:
         return None
     try:
-        out, _ = await within(proc.communicate(), timeout)
+        out, _ = await within(proc.communicate(), ASK_TMUX_S if timeout is None else timeout)
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

@@ -62,6 +62,11 @@ def indexes_of(slurm: SlurmCluster, job: int) -> list[int]:
     return found
 
 
+def parse_stamp(stamp: str) -> float:
+    """Slurm's local time stamp (``2026-12-05T10:15:01``) as epoch seconds."""
+    return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S"))
+
+
 async def until(check: Callable[[], bool], what: str, deadline_s: float = 30.0) -> None:
     end = time.monotonic() + deadline_s
     while not check():
@@ -116,14 +121,18 @@ async def metered_job(slurm: SlurmCluster, tmp_path: Path, owner: str, uid: int)
         assert time.monotonic() < deadline, state
         await asyncio.sleep(0.05)  # polling Slurm until a deadline
     deadline = time.monotonic() + 30
-    while "gres/gpu=2" not in slurm.cmd("sacct", "-X", "-n", "-P", "-j", str(job), "-o",
-                                        "AllocTRES").stdout:  # fmt: skip
+    while "gres/gpu=2" not in (recorded := slurm.cmd("sacct", "-X", "-n", "-P", "-j", str(job),
+                                                     "-o", "AllocTRES,Start").stdout):  # fmt: skip
         assert time.monotonic() < deadline, "slurmdbd never recorded the job"
         await asyncio.sleep(0.1)  # polling Slurm's accounting until a deadline
+    # Slurm's accounting counts whole seconds: a job cancelled in the second it started
+    # is kept with its end at its start, no GPU-hours in sacct (seen once under a full
+    # suite's load). So the job runs two seconds of real time before it is cancelled.
+    run_until = parse_stamp(recorded.strip().split("|")[-1]) + 2
     held = indexes_of(slurm, job)
     assert len(held) == 2
     started = slurm.cmd("squeue", "-h", "-j", str(job), "-o", "%S").stdout.strip()
-    t0 = time.mktime(time.strptime(started, "%Y-%m-%dT%H:%M:%S")) + 1  # after its start
+    t0 = parse_stamp(started) + 1  # after its start
     hosts = ScriptedHosts({node: 4})
     hosts.power[node] = dict(POWER)
     hosts.util[node] = dict.fromkeys(POWER, 50)
@@ -152,6 +161,7 @@ async def metered_job(slurm: SlurmCluster, tmp_path: Path, owner: str, uid: int)
         # Cancelled: the next poll (at t0+35 on the head's clock) finds it gone.
         clock.t = t0 + 35
         polls = energy.polls
+        await asyncio.sleep(max(0.0, run_until - time.time()))  # real seconds, not a sync
         slurm.cmd("scancel", str(job))
         await until(
             lambda: energy.polls > polls and not holds(head, node, job),
