@@ -10,6 +10,7 @@ detail (its health readings here) comes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -38,10 +39,24 @@ HOSTS = [f"sim{i:02d}" for i in range(12)]
 
 @pytest.fixture
 async def head(tmp_path: Path) -> AsyncIterator[tuple[Head, Config]]:
+    # The helpers' first sample only (with its health reading).
+    async with _running_head(tmp_path, refresh_s=60) as running:
+        yield running
+
+
+@pytest.fixture
+async def flowing_head(tmp_path: Path) -> AsyncIterator[tuple[Head, Config]]:
+    # Every host sampled every second: the console's tick rides on its data.
+    async with _running_head(tmp_path, refresh_s=1) as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def _running_head(tmp_path: Path, refresh_s: float) -> AsyncIterator[tuple[Head, Config]]:
     sock = tmp_path / "head.sock"
     config = Config.model_validate(
         {
-            "refresh_interval": 60,  # the helpers' first sample (with its health reading)
+            "refresh_interval": refresh_s,
             "hosts": [
                 {"name": n, "local": True, "sim": f"4xa100-80gb,name={n}", "python": sys.executable}
                 for n in HOSTS
@@ -132,3 +147,41 @@ async def test_the_screen_decides_which_hosts_come_in_full(
                 lambda: not _health_read(stream.snapshots()[HOSTS[0]]),
                 "the first host back to its summary",
             )
+
+
+async def test_a_resize_or_the_mouse_wheel_tells_the_head_what_is_on_screen(
+    flowing_head: tuple[Head, Config],
+) -> None:
+    """What is on screen moves without the cursor: the terminal grows, the wheel
+    scrolls. With samples coming every second (the console's tick rides on them),
+    the head still hears the new view, and sends those hosts in full."""
+    daemon, config = flowing_head
+    for name in HOSTS:
+        await _wait(lambda n=name: _sampled(daemon.telemetry.latest(n)), f"{name} sampled")
+    stream = HeadTelemetry(config)
+    app = GpuTuiApp(stream, config, clock=fixed_clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+
+        def told_head() -> frozenset[str] | None:
+            viewers = daemon.telemetry.viewers()
+            return viewers[0][0] if len(viewers) == 1 else None
+
+        await until(pilot, lambda: len(grid(app).rows) == len(HOSTS) * 5, "every row")
+        small = grid(app).visible_hosts()
+        await until(pilot, lambda: told_head() == frozenset(small), "the view at the head")
+        cursor = grid(app).cursor
+        await pilot.resize_terminal(200, 50)
+        await until(pilot, lambda: len(grid(app).visible_hosts()) > len(small), "more hosts")
+        grown = grid(app).visible_hosts()
+        await until(pilot, lambda: told_head() == frozenset(grown), "the grown view at the head")
+        await until(
+            pilot, lambda: all(_in_full(daemon, stream, n) for n in grown), "those hosts in full"
+        )
+        grid(app).scroll_end(animate=False, immediate=True)  # as the wheel: no cursor move
+        await until(pilot, lambda: HOSTS[-1] in grid(app).visible_hosts(), "the last host shown")
+        assert grid(app).cursor == cursor
+        row = grid(app).cursor_row
+        assert row is not None
+        scrolled = frozenset(grid(app).visible_hosts()) | {row.host}  # (the cursor's too)
+        await until(pilot, lambda: told_head() == scrolled, "the scrolled view")
+        await until(pilot, lambda: _in_full(daemon, stream, HOSTS[-1]), "the last host in full")

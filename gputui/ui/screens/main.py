@@ -168,6 +168,7 @@ class MainScreen(Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.set_class(event.size.width >= WIDE, "-wide")
+        self.call_after_refresh(self._check_view)  # more hosts on screen, or fewer
 
     # -- data in (called by the app) -----------------------------------------------
 
@@ -175,7 +176,7 @@ class MainScreen(Screen[None]):
         """Hosts' snapshots changed: redraw their rows, re-sort or re-filter if needed.
 
         ``tick``: also the once-a-second refresh of ages, totals and the clock, so
-        that data and ages are one repaint.
+        that data and ages are one repaint, and the look at what is on screen.
         """
         if not self._live:
             return  # on_mount builds every row from the model; closing, nothing to draw
@@ -191,6 +192,8 @@ class MainScreen(Screen[None]):
             self.refresh_summary()
         if selection_changed:
             self._show_selection(grid.cursor_row)
+        if tick:  # what is on screen, which a resize or the mouse wheel moves unsaid
+            self._check_view()
         if any(change.structure for change in changes):
             self._schedule_rebuild(immediate=True)
             return
@@ -199,10 +202,9 @@ class MainScreen(Screen[None]):
             self._schedule_rebuild()
 
     def tick(self) -> None:
-        """Once a second: ages in host headers, the summary and the clock (and what is
-        on screen, which a scroll of the mouse wheel moves without a message)."""
+        """Once a second with no data: ages in host headers, the summary, the clock and
+        what is on screen (with data flowing, its batches carry the tick: the same)."""
         self.hosts_changed([], tick=True)
-        self._check_view()
 
     def _check_view(self) -> None:
         """Say what is on screen when it changed (``ViewChanged``)."""
