@@ -8,6 +8,7 @@ a number (an int is a fine float); NaN and infinity never are.
 
 from __future__ import annotations
 
+import keyword
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -112,9 +113,11 @@ def _copier(cls: type[Any]) -> Callable[[Any], Any]:
     The code is made from the class's own slot names, which are identifiers (a class
     statement made them), never from anything that came in."""
     slots: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__):
-        for name in klass.__dict__.get("__slots__", ()):
-            if not name.isidentifier() or name.startswith("__"):
+    for klass in reversed(cls.__mro__[:-1]):  # (``object`` has no slots to copy)
+        if "__slots__" not in klass.__dict__:  # its instances have a ``__dict__``
+            raise TypeError(f"{cls.__name__}: {klass.__name__} is not slotted")
+        for name in klass.__dict__["__slots__"]:
+            if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
                 raise TypeError(f"{cls.__name__}: slot {name!r} cannot be copied by name")
             slots[name] = klass.__dict__[name].__set__
     lines = [f"    _{i}(made, obj.{name})" for i, name in enumerate(slots)]

@@ -296,7 +296,9 @@ _TOP_NAMES = st.sampled_from(
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.dictionaries(_TOP_NAMES, _ANY_VALUE | st.sampled_from(["up", "down"]), max_size=3),
+        st.dictionaries(
+            _TOP_NAMES, _ANY_VALUE | st.sampled_from([s.value for s in HostStatus]), max_size=3
+        ),
         min_size=1,
         max_size=6,
     )

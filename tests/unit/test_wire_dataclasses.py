@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -55,3 +56,15 @@ def test_the_fields_are_every_slot_and_the_samples_have_no_dict() -> None:
     assert {f.name for f in dataclasses.fields(GpuSample)} == names
     for made in (GpuSample(index=0, uuid="GPU-1"), ProcessSample(pid=1), NvLinkSample(link=0)):
         assert not hasattr(made, "__dict__")
+
+
+def test_a_class_the_copy_would_not_copy_whole_is_refused() -> None:
+    """A subclass without ``__slots__`` keeps fields in a ``__dict__`` the slot-by-slot
+    copy would drop: refused when first copied, not copied short."""
+
+    class Loose(ProcessSample):  # (no ``__slots__``: a ``__dict__``)
+        pass
+
+    loose = Loose(pid=1)
+    with pytest.raises(TypeError, match="not slotted"):
+        unchecked(loose, pid=2)
