@@ -127,6 +127,7 @@ def test_root_and_sshd_tests_are_grouped_by_module_and_the_slurm_ones_together(
     )
     pytester.makepyfile(test_grouped=GROUPED)
     result = pytester.runpytest("-p", "no:textual-snapshot", "-p", "no:cacheprovider", "-s",
+                                "-o", "asyncio_default_fixture_loop_scope=function",
                                 "--collect-only", "-q")  # fmt: skip
     module = "test_grouped.py"
     result.stdout.fnmatch_lines_random(
