@@ -164,6 +164,9 @@ class CommandRunner:
             asks.request(what, claim(request))
             return
         plan = plan_claim(view, head.model, request)
+        if plan.never:  # no question: the head says why, as for a yes
+            asks.request(what, claim(request))
+            return
         if plan.cannot_wait(request):
             said = _("no host has {count} free GPUs{where} now (--no-wait)")
             asks.refuse(what, said.format(count=plan.count, where=plan.where_after()))

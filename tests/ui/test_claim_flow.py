@@ -92,18 +92,41 @@ async def test_a_claim_that_cannot_be_had_now_and_may_not_wait_is_refused_here(
         app = console(sock)
         async with app.run_test(size=size) as pilot:
             await connected(pilot, app)
+            assert app.main.grid.select(GpuRow("gpu01", 0))
+            await pilot.press("c")  # one of the four taken: four are not free now
+            await until(pilot, lambda: len(app.model.holders) == 1, "one GPU claimed")
             await pilot.press("C")
             await until(pilot, lambda: isinstance(app.screen, ClaimScreen), "the claim form")
             form = app.screen
-            form.query_one("#f-gpus", Input).value = "5"
+            form.query_one("#f-gpus", Input).value = "4"
             form.query_one("#f-wait").value = False  # type: ignore[attr-defined]
             await pilot.press("ctrl+s")
-            await until(pilot, lambda: "no host has 5 free GPUs" in screen_text(app), "why")
-            assert app.screen is form and not app.model.holders
+            await until(pilot, lambda: "no host has 4 free GPUs" in screen_text(app), "why")
+            assert app.screen is form and len(app.model.holders) == 1
             form.query_one("#f-wait").value = True  # type: ignore[attr-defined]
             await pilot.press("ctrl+s")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the question")
             await shows(pilot, app, "The claim waits in line")
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_claim_no_host_could_ever_take_is_refused_without_a_question(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """Five GPUs where the one host has four: waiting cannot help, so the console
+    does not ask whether to wait; the head refuses it, in its own words."""
+    async with running_head(tmp_path, LAYOUT) as (_head, _hosts, sock):
+        app = console(sock)
+        async with app.run_test(size=size) as pilot:
+            await connected(pilot, app)
+            await pilot.press("C")
+            await until(pilot, lambda: isinstance(app.screen, ClaimScreen), "the claim form")
+            form = app.screen
+            form.query_one("#f-gpus", Input).value = "5"  # (waits in line: the default)
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: "no host has more than 4" in screen_text(app), "why")
+            # (a question would stand between: the head's words come after a yes)
+            assert app.screen is form and not app.model.holders
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -77,6 +77,12 @@ def test_a_plan_takes_only_free_cards_of_one_host_or_none(
     fits = [
         h for h in layout if live.get(h, True) and (host in (None, h)) and len(usable(h)) >= count
     ]
+    # Ever: a host allowed with that many cards of the pool, whoever holds them now.
+    ever = any(
+        host in (None, h) and sum(pool in (None, c["pool"]) for c in cards) >= count
+        for h, cards in layout.items()
+    )
+    assert plan.never is (not fits and not ever)
     if not fits:
         assert plan.picks == () and plan.request(args) == args
         assert "waits in line" in plan.question(args).plain

@@ -59,6 +59,10 @@ class ClaimPlan:
     constraints: tuple[tuple[str, str], ...] = ()
     """The same constraints (``host``, ``pool``, ``model``) and their values, in that
     order: ``where_text`` says them in the reader's language."""
+    never: bool = False
+    """No host the constraints allow has ``count`` GPUs at all, free or not (or no
+    host is allowed): waiting cannot help, and the head refuses it in its own words,
+    so it is sent without the question."""
 
     def where_text(self) -> str:
         """The constraints in words (``on gpu01 in pool a100 model a100``), or ""."""
@@ -175,16 +179,20 @@ def plan_claim(view: HeadView, model: ClusterModel, args: dict[str, Any]) -> Cla
         if value
     )
     by_host: dict[str, list[Pick]] = defaultdict(list)
+    cards: dict[str, int] = defaultdict(int)
+    """Host -> its GPUs the constraints allow, whoever holds them, whatever their state."""
     for gpu in view.gpus:
-        if gpu.holder is not None or gpu.state != "ok" or gpu.index < 0:
-            continue
-        if not view.hosts_live.get(gpu.host, True):
-            continue
-        if (host and gpu.host != host) or (pool and gpu.pool != pool):
+        if gpu.index < 0 or (host and gpu.host != host) or (pool and gpu.pool != pool):
             continue
         seen = model.gpu(GpuRow(gpu.host, gpu.index))
         name = seen.model if seen is not None else ""
-        if want_model and str(want_model).lower() not in name.lower():
+        matches = not want_model or str(want_model).lower() in name.lower()
+        if not matches and seen is not None:
+            continue  # another model
+        cards[gpu.host] += 1  # (a card never seen may be the model asked for)
+        if not matches or gpu.holder is not None or gpu.state != "ok":
+            continue
+        if not view.hosts_live.get(gpu.host, True):
             continue
         processes = len(seen.processes) if seen is not None else 0
         used = (seen.mem_used if seen is not None else None) or 0
@@ -199,4 +207,6 @@ def plan_claim(view: HeadView, model: ClusterModel, args: dict[str, Any]) -> Cla
         key = (sum(p.processes > 0 for p in chosen), sum(p.mem_used_mib for p in chosen), name)
         if best_key is None or key < best_key:
             best, best_key = chosen, key
-    return ClaimPlan(count, tuple(sorted(best, key=lambda p: p.gpu.index)), where, constraints)
+    never = not best and max(cards.values(), default=0) < count
+    taken = tuple(sorted(best, key=lambda p: p.gpu.index))
+    return ClaimPlan(count, taken, where, constraints, never)

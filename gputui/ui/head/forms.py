@@ -102,6 +102,9 @@ class FormActions:
     ) -> None:
         """A claim of more than one GPU: show which it takes, and send it on a yes."""
         form, args = message.form, message.args
+        if plan.never:  # no question: the head says why, as for a yes
+            self.asks.request(op_what(message.op), self._send(link, message))
+            return
         if plan.cannot_wait(args):
             form.failed(
                 _(
