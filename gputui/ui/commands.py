@@ -181,8 +181,8 @@ def _claim(rest: list[str]) -> Order | Refused:
                 "[--for 2h] [--note TEXT] [--project P] [--no-wait]"
             )
         )
-    if rest and rest[0].isdigit():  # ``:claim 2``: a count, as -g 2 (a GPU is HOST:INDEX)
-        rest = ["-g", *rest]
+    if rest and _COUNT.fullmatch(rest[0]):  # ``:claim 2``: a count, as -g 2 (a GPU is
+        rest = ["-g", *rest]  # HOST:INDEX; ``-5`` is a count out of range, not a GPU)
     try:
         args = claim_parser().parse_args(rest)
     except (_Bad, argparse.ArgumentError) as exc:
@@ -190,6 +190,7 @@ def _claim(rest: list[str]) -> Order | Refused:
     return _claim_request(args)
 
 
+_COUNT = re.compile(r"[-+]?[0-9]+")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)", re.DOTALL)
 _NO_VALUE = re.compile(r"argument (\S+): expected one argument")
 _INVALID = re.compile(r"argument (\S+): invalid (\S+) value: (.*)", re.DOTALL)

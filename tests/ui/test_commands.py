@@ -60,6 +60,7 @@ def test_bad_claims_are_one_line_from_the_cli_rules() -> None:
     cases = {
         "claim -g 100": "must be 1 to 64 GPUs, not 100",
         "claim 0": "must be 1 to 64 GPUs, not 0",
+        "claim -5": "must be 1 to 64 GPUs, not -5",  # a count, not a GPU named "-5"
         "claim -g two": "not a number of GPUs: 'two'",
         "claim --for soon": "not a duration",
         "claim --for 400d": "--for at most 366 days",
