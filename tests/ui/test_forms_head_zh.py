@@ -38,10 +38,10 @@ async def test_the_forms_lines_after_the_head_is_asked_are_in_chinese(
             await until(pilot, lambda: isinstance(app.screen, ClaimScreen), "the claim form")
             form = app.screen
             assert isinstance(form, ClaimScreen)
-            form.query_one("#f-gpus", Input).value = "5"
+            form.query_one("#f-gpus", Input).value = "5"  # more than the host has: the head says
             form.query_one("#f-wait").value = False  # type: ignore[attr-defined]
             await pilot.press("ctrl+s")
-            await until(pilot, lambda: "5 块空闲 GPU" in _error(form), "why not")
+            await until(pilot, lambda: "要求 5 块 GPU" in _error(form), "why never")
             assert english_words(_error(form), DATA) == [], _error(form)
 
             form.query_one("#f-gpus", Input).value = "2"
@@ -56,6 +56,18 @@ async def test_the_forms_lines_after_the_head_is_asked_are_in_chinese(
             await pilot.press("y")
             await until(pilot, lambda: len(app.model.holders) == 2, "two GPUs claimed")
             await until(pilot, lambda: any("gpu01 上的 2 块 GPU" in n for n in notes(app)), "told")
+
+            await pilot.press("C")  # three of the four: not free now (the console says)
+            await until(pilot, lambda: isinstance(app.screen, ClaimScreen), "the form again")
+            form = app.screen
+            assert isinstance(form, ClaimScreen)
+            form.query_one("#f-gpus", Input).value = "3"
+            form.query_one("#f-wait").value = False  # type: ignore[attr-defined]
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: "3 块空闲 GPU" in _error(form), "why not now")
+            assert english_words(_error(form), DATA) == [], _error(form)
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, ClaimScreen), "the form closed")
 
             await pilot.press("n")
             await until(pilot, lambda: isinstance(app.screen, SubmitScreen), "the enqueue form")
