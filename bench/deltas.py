@@ -98,7 +98,18 @@ def apply(path: Path, repeats: int) -> dict[str, Any]:
     import gputui
     from gputui.scheduler.client.deltas import HostBook
 
-    pushes = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    pushes = []
+    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+        try:
+            push = orjson.loads(line)
+            if not isinstance(push, dict) or not isinstance(push.get("hosts"), list):
+                raise ValueError("not a recorded push")
+            float(push["t"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}:{n}: {str(exc)[:100]}") from None
+        pushes.append(push)
+    if not pushes:
+        raise ValueError(f"{path}: no pushes recorded")
     warm = [d for p in pushes if p["t"] < WARM_S for d in p["hosts"]]
     timed = [d for p in pushes if p["t"] >= WARM_S for d in p["hosts"]]
     span = pushes[-1]["t"] - WARM_S
@@ -183,21 +194,37 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="with --vs: each order once")
     parser.add_argument("--apply", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.apply is not None:
-        print(json.dumps(apply(args.apply, args.repeats)))
-        return 0
-    if args.vs is not None and not (args.vs / "gputui" / "__init__.py").is_file():
-        print(f"--vs {args.vs}: not a gputui checkout (no gputui/__init__.py)", file=sys.stderr)
+    problem = _bad_args(args)
+    if problem is not None:
+        print(problem, file=sys.stderr)
         return 2
-    if args.seconds <= WARM_S:
-        print(f"--seconds {args.seconds:g}: give more than {WARM_S:g}", file=sys.stderr)
-        return 2
-    if args.record is not None:
-        print(json.dumps(measure(args, args.record.resolve())))
-        return 0
-    with tempfile.TemporaryDirectory(prefix="gputui-deltas-") as tmp:
-        print(json.dumps(measure(args, Path(tmp) / "deltas.jsonl")))
+    try:
+        if args.apply is not None:
+            print(json.dumps(apply(args.apply, args.repeats)))
+        elif args.record is not None:
+            print(json.dumps(measure(args, args.record.resolve())))
+        else:
+            with tempfile.TemporaryDirectory(prefix="gputui-deltas-") as tmp:
+                print(json.dumps(measure(args, Path(tmp) / "deltas.jsonl")))
+    except (OSError, RuntimeError, ValueError, KeyError, TypeError) as exc:
+        line = str(exc).strip().splitlines()
+        print(f"bench/deltas.py: {line[-1] if line else type(exc).__name__}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _bad_args(args: argparse.Namespace) -> str | None:
+    """One line naming the first argument out of range (None: all fine)."""
+    if args.vs is not None and not (args.vs / "gputui" / "__init__.py").is_file():
+        return f"--vs {args.vs}: not a gputui checkout (no gputui/__init__.py)"
+    if not WARM_S < args.seconds <= 3600:  # (NaN is neither)
+        return f"--seconds {args.seconds:g}: give more than {WARM_S:g}, at most 3600"
+    for name, low, high in (("hosts", 1, 5000), ("view", 1, 5000), ("repeats", 1, 100),
+                            ("rounds", 1, 20)):  # fmt: skip
+        value = getattr(args, name)
+        if not low <= value <= high:
+            return f"--{name} {value}: give {low} to {high}"
+    return None
 
 
 if __name__ == "__main__":
