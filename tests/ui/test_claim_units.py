@@ -113,7 +113,7 @@ def test_each_gpu_of_the_question_is_one_line_that_fits_80_columns() -> None:
     )
     names = ["NVIDIA A100-SXM4-80GB", "NVIDIA GeForce RTX 4080 SUPER Founders Edition"]
     picks = tuple(Pick(g, n, 2, 12_000) for g, n in zip(view.gpus, names, strict=True))
-    text = ClaimPlan(2, picks, "").question({"duration_s": 7200, "note": "x"}).plain
+    text = ClaimPlan(2, picks).question({"duration_s": 7200, "note": "x"}).plain
     lines = text.splitlines()
     for pick in picks:
         (line,) = [line for line in lines if pick.gpu.uuid in line]

@@ -407,7 +407,7 @@ async def test_english_is_unchanged_by_the_translated_panes() -> None:
     finally:
         i18n.reset()
     assert HealthThresholds()  # the thresholds the fixtures use are the defaults
-    assert ClaimPlan(2, (), "", (("pool", "a100"),)).where_text() == "in pool a100"
+    assert ClaimPlan(2, (), (("pool", "a100"),)).where_text() == "in pool a100"
 
 
 def test_health_json_is_the_same_bytes_in_both_languages(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -515,7 +515,7 @@ def _plan(picks: int) -> ClaimPlan:
         Pick(HeadGpu(f"GPU-{i}", "gpu01", i, "a100", "ok", None), "A100", i % 2, 0, "A100-80G")
         for i in range(picks)
     )
-    return ClaimPlan(max(picks, 2), chosen, " in pool a100", (("pool", "a100"),))
+    return ClaimPlan(max(picks, 2), chosen, (("pool", "a100"),))
 
 
 @pytest.mark.parametrize("picks", [0, 2, 10])

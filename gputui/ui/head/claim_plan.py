@@ -54,8 +54,6 @@ class ClaimPlan:
 
     count: int
     picks: tuple[Pick, ...]
-    where: str
-    """The constraints in words ("in pool a100, model a100"), or ""."""
     constraints: tuple[tuple[str, str], ...] = ()
     """The same constraints (``host``, ``pool``, ``model``) and their values, in that
     order: ``where_text`` says them in the reader's language."""
@@ -173,11 +171,6 @@ def plan_claim(view: HeadView, model: ClusterModel, args: dict[str, Any]) -> Cla
         for kind, value in (("host", host), ("pool", pool), ("model", want_model))
         if value
     )
-    where = "".join(
-        f" {label} {value}"
-        for label, value in (("on", host), ("in pool", pool), ("model", want_model))
-        if value
-    )
     by_host: dict[str, list[Pick]] = defaultdict(list)
     cards: dict[str, int] = defaultdict(int)
     """Host -> its GPUs the constraints allow, whoever holds them, whatever their state."""
@@ -209,4 +202,4 @@ def plan_claim(view: HeadView, model: ClusterModel, args: dict[str, Any]) -> Cla
             best, best_key = chosen, key
     never = not best and max(cards.values(), default=0) < count
     taken = tuple(sorted(best, key=lambda p: p.gpu.index))
-    return ClaimPlan(count, taken, where, constraints, never)
+    return ClaimPlan(count, taken, constraints, never)
